@@ -1,0 +1,222 @@
+//! Host memory that RDMA operations read and write.
+//!
+//! Registered memory belongs to the host, not to the device: it survives a
+//! device loss and is registered again, at the same addresses, on the device
+//! that replaces it. A provider hands out [`Memory`] from
+//! [`Provider::alloc_memory`](crate::Provider::alloc_memory); the application
+//! reads and writes it through safe, bounds-checked copies (a NIC may write
+//! it at any time, so there is never a plain `&mut [u8]` into it).
+
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::error::MemoryError;
+
+/// The backing store of a [`Memory`]. Providers implement it; every method
+/// is bounds-checked by [`Memory`] before it is called.
+pub trait HostMemory: Send + Sync + fmt::Debug {
+    /// Virtual address of byte 0.
+    fn addr(&self) -> u64;
+    /// Size in bytes.
+    fn len(&self) -> usize;
+    /// Copy `out.len()` bytes starting at `offset` into `out`.
+    fn read(&self, offset: usize, out: &mut [u8]);
+    /// Copy `data` to `offset`.
+    fn write(&self, offset: usize, data: &[u8]);
+    /// Atomically add `add` to the u64 at `offset` (native endian) and return the old value.
+    fn fetch_add(&self, offset: usize, add: u64) -> u64;
+    /// Atomically replace the u64 at `offset` with `swap` if it equals `compare`; return the old value.
+    fn compare_swap(&self, offset: usize, compare: u64, swap: u64) -> u64;
+}
+
+/// A shared handle to host memory. Cloning it shares the bytes.
+#[derive(Clone, Debug)]
+pub struct Memory(Arc<dyn HostMemory>);
+
+impl Memory {
+    /// Wrap a backing store.
+    pub fn new(inner: Arc<dyn HostMemory>) -> Memory {
+        Memory(inner)
+    }
+
+    /// Virtual address of byte 0.
+    pub fn addr(&self) -> u64 {
+        self.0.addr()
+    }
+
+    /// Size in bytes.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether the memory is empty.
+    pub fn is_empty(&self) -> bool {
+        self.0.len() == 0
+    }
+
+    /// Whether `[addr, addr+len)` lies inside this memory.
+    pub fn contains(&self, addr: u64, len: u64) -> bool {
+        addr >= self.addr()
+            && addr
+                .checked_add(len)
+                .is_some_and(|end| end <= self.addr() + self.len() as u64)
+    }
+
+    fn check(&self, offset: usize, len: usize) -> Result<(), MemoryError> {
+        if offset.checked_add(len).is_some_and(|end| end <= self.len()) {
+            Ok(())
+        } else {
+            Err(MemoryError::OutOfBounds {
+                offset,
+                len,
+                size: self.len(),
+            })
+        }
+    }
+
+    /// Copy bytes out.
+    pub fn read(&self, offset: usize, out: &mut [u8]) -> Result<(), MemoryError> {
+        self.check(offset, out.len())?;
+        self.0.read(offset, out);
+        Ok(())
+    }
+
+    /// Copy `len` bytes out into a new vector.
+    pub fn read_vec(&self, offset: usize, len: usize) -> Result<Vec<u8>, MemoryError> {
+        let mut v = vec![0; len];
+        self.read(offset, &mut v)?;
+        Ok(v)
+    }
+
+    /// Copy bytes in.
+    pub fn write(&self, offset: usize, data: &[u8]) -> Result<(), MemoryError> {
+        self.check(offset, data.len())?;
+        self.0.write(offset, data);
+        Ok(())
+    }
+
+    /// Read the native-endian u64 at `offset`.
+    pub fn read_u64(&self, offset: usize) -> Result<u64, MemoryError> {
+        let mut b = [0u8; 8];
+        self.read(offset, &mut b)?;
+        Ok(u64::from_ne_bytes(b))
+    }
+
+    /// Write a native-endian u64 at `offset`.
+    pub fn write_u64(&self, offset: usize, v: u64) -> Result<(), MemoryError> {
+        self.write(offset, &v.to_ne_bytes())
+    }
+
+    /// Atomic fetch-and-add on the u64 at `offset` (must be 8-byte aligned).
+    pub fn fetch_add(&self, offset: usize, add: u64) -> Result<u64, MemoryError> {
+        self.check_atomic(offset)?;
+        Ok(self.0.fetch_add(offset, add))
+    }
+
+    /// Atomic compare-and-swap on the u64 at `offset` (must be 8-byte aligned).
+    pub fn compare_swap(&self, offset: usize, compare: u64, swap: u64) -> Result<u64, MemoryError> {
+        self.check_atomic(offset)?;
+        Ok(self.0.compare_swap(offset, compare, swap))
+    }
+
+    fn check_atomic(&self, offset: usize) -> Result<(), MemoryError> {
+        self.check(offset, 8)?;
+        if (self.addr() + offset as u64) % 8 != 0 {
+            return Err(MemoryError::Misaligned { offset });
+        }
+        Ok(())
+    }
+
+    /// Whether two handles share the same bytes.
+    pub fn same(&self, other: &Memory) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+/// Plain heap memory behind a mutex: the backing store of the soft fabric,
+/// usable by any provider that does not need pinned pages.
+pub struct HeapMemory {
+    addr: u64,
+    bytes: Mutex<Box<[u8]>>,
+}
+
+impl HeapMemory {
+    /// `len` zeroed bytes that claim virtual address `addr`.
+    pub fn new(addr: u64, len: usize) -> HeapMemory {
+        HeapMemory {
+            addr,
+            bytes: Mutex::new(vec![0; len].into_boxed_slice()),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Box<[u8]>> {
+        // A panic while holding the lock cannot leave the bytes invalid.
+        self.bytes.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl fmt::Debug for HeapMemory {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HeapMemory")
+            .field("addr", &format_args!("{:#x}", self.addr))
+            .field("len", &self.len())
+            .finish()
+    }
+}
+
+impl HostMemory for HeapMemory {
+    fn addr(&self) -> u64 {
+        self.addr
+    }
+    fn len(&self) -> usize {
+        self.lock().len()
+    }
+    fn read(&self, offset: usize, out: &mut [u8]) {
+        out.copy_from_slice(&self.lock()[offset..offset + out.len()]);
+    }
+    fn write(&self, offset: usize, data: &[u8]) {
+        self.lock()[offset..offset + data.len()].copy_from_slice(data);
+    }
+    fn fetch_add(&self, offset: usize, add: u64) -> u64 {
+        let mut b = self.lock();
+        let cell: &mut [u8; 8] = (&mut b[offset..offset + 8]).try_into().expect("8 bytes");
+        let old = u64::from_ne_bytes(*cell);
+        *cell = old.wrapping_add(add).to_ne_bytes();
+        old
+    }
+    fn compare_swap(&self, offset: usize, compare: u64, swap: u64) -> u64 {
+        let mut b = self.lock();
+        let cell: &mut [u8; 8] = (&mut b[offset..offset + 8]).try_into().expect("8 bytes");
+        let old = u64::from_ne_bytes(*cell);
+        if old == compare {
+            *cell = swap.to_ne_bytes();
+        }
+        old
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bounds_and_atomics() {
+        let m = Memory::new(Arc::new(HeapMemory::new(0x1000, 64)));
+        m.write(0, b"hello").unwrap();
+        assert_eq!(m.read_vec(0, 5).unwrap(), b"hello");
+        assert!(m.write(60, b"hello").is_err());
+        assert!(m.read_vec(usize::MAX, 2).is_err());
+        assert_eq!(m.fetch_add(8, 5).unwrap(), 0);
+        assert_eq!(m.fetch_add(8, 5).unwrap(), 5);
+        assert_eq!(m.compare_swap(8, 10, 1).unwrap(), 10);
+        assert_eq!(m.compare_swap(8, 10, 2).unwrap(), 1);
+        assert_eq!(m.read_u64(8).unwrap(), 1);
+        assert!(matches!(
+            m.fetch_add(4, 1),
+            Err(MemoryError::Misaligned { .. })
+        ));
+        assert!(m.contains(0x1000, 64));
+        assert!(!m.contains(0x1000, 65));
+        assert!(!m.contains(u64::MAX, 2));
+    }
+}
