@@ -1,0 +1,209 @@
+//! What travels between soft devices: CM messages and RC transport packets.
+//!
+//! Both soft modes carry the same packets; the in-process fabric moves them
+//! through its virtual-time queue, the TCP fabric encodes them with
+//! [`crate::wire`].
+
+use std::net::{IpAddr, SocketAddr};
+
+use relink_fabric::{ConnParams, RejectReason};
+
+/// A packet between two device addresses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Packet {
+    /// Sending device's address.
+    pub src: IpAddr,
+    /// Destination address (the device that owns it receives the packet).
+    pub dst: IpAddr,
+    /// Contents.
+    pub body: Body,
+}
+
+/// Packet contents.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Body {
+    /// Address resolution: who owns `dst`?
+    ArpRequest {
+        /// Requesting CM id's cookie, echoed back.
+        cookie: u64,
+    },
+    /// Answer to an [`Body::ArpRequest`].
+    ArpReply {
+        /// The request's cookie.
+        cookie: u64,
+    },
+    /// Connection management.
+    Cm(CmMsg),
+    /// RC request from a requester QP.
+    Request {
+        /// Destination QP number.
+        dst_qpn: u32,
+        /// Source QP number.
+        src_qpn: u32,
+        /// Packet sequence number.
+        psn: u32,
+        /// The operation.
+        op: ReqOp,
+    },
+    /// RC response from a responder QP.
+    Response {
+        /// Destination (requester) QP number.
+        dst_qpn: u32,
+        /// Source (responder) QP number.
+        src_qpn: u32,
+        /// PSN of the request answered (cumulative for acks).
+        psn: u32,
+        /// The answer.
+        kind: RespKind,
+    },
+}
+
+/// Connection-management messages (IB CM REQ/REP/RTU/REJ/DREQ/DREP).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CmMsg {
+    /// Connection request.
+    Req {
+        /// Connection id, unique across hosts (initiator-chosen).
+        conn_id: u64,
+        /// Initiator's port.
+        src_port: u16,
+        /// Target port (the service).
+        dst_port: u16,
+        /// Initiator's QP number.
+        qpn: u32,
+        /// Connection parameters.
+        params: ConnParams,
+        /// Up to 56 bytes.
+        private_data: Vec<u8>,
+    },
+    /// Reply (accept).
+    Rep {
+        /// Connection id.
+        conn_id: u64,
+        /// Target's QP number.
+        qpn: u32,
+        /// Up to 196 bytes.
+        private_data: Vec<u8>,
+    },
+    /// Ready to use: the initiator saw the reply.
+    Rtu {
+        /// Connection id.
+        conn_id: u64,
+    },
+    /// Reject.
+    Rej {
+        /// Connection id.
+        conn_id: u64,
+        /// Why.
+        reason: RejectReason,
+        /// Up to 148 bytes.
+        private_data: Vec<u8>,
+    },
+    /// Disconnect request.
+    Dreq {
+        /// Connection id.
+        conn_id: u64,
+        /// Whether the sender is the connection's initiator.
+        from_initiator: bool,
+    },
+}
+
+impl CmMsg {
+    /// The connection id the message belongs to.
+    pub fn conn_id(&self) -> u64 {
+        match self {
+            CmMsg::Req { conn_id, .. }
+            | CmMsg::Rep { conn_id, .. }
+            | CmMsg::Rtu { conn_id }
+            | CmMsg::Rej { conn_id, .. }
+            | CmMsg::Dreq { conn_id, .. } => *conn_id,
+        }
+    }
+}
+
+/// An RC request operation with its payload.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReqOp {
+    /// SEND, with optional immediate data or an rkey to invalidate.
+    Send {
+        /// Payload.
+        data: Vec<u8>,
+        /// Immediate data.
+        imm: Option<u32>,
+        /// rkey to invalidate at the responder.
+        invalidate: Option<u32>,
+        /// Solicited event requested.
+        solicited: bool,
+    },
+    /// WRITE, with optional immediate data.
+    Write {
+        /// Remote virtual address.
+        addr: u64,
+        /// Remote key.
+        rkey: u32,
+        /// Payload.
+        data: Vec<u8>,
+        /// Immediate data (consumes a receive).
+        imm: Option<u32>,
+    },
+    /// READ.
+    Read {
+        /// Remote virtual address.
+        addr: u64,
+        /// Remote key.
+        rkey: u32,
+        /// Bytes to read.
+        len: u32,
+    },
+    /// FETCH_ADD.
+    FetchAdd {
+        /// Remote virtual address.
+        addr: u64,
+        /// Remote key.
+        rkey: u32,
+        /// Addend.
+        add: u64,
+    },
+    /// CMP_SWAP.
+    CmpSwap {
+        /// Remote virtual address.
+        addr: u64,
+        /// Remote key.
+        rkey: u32,
+        /// Expected value.
+        compare: u64,
+        /// Replacement.
+        swap: u64,
+    },
+}
+
+/// Negative acknowledgement codes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum NakCode {
+    /// Receiver not ready: no receive posted.
+    Rnr,
+    /// Bad rkey, rights or bounds.
+    RemoteAccess,
+    /// Malformed or not allowed (bad invalidate, too long for the receive).
+    InvalidRequest,
+    /// The responder failed executing it.
+    RemoteOperation,
+}
+
+/// An RC response.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RespKind {
+    /// Everything up to and including `psn` executed.
+    Ack,
+    /// READ data for `psn` (acks earlier requests too).
+    ReadData(Vec<u8>),
+    /// Original value of the atomic at `psn`.
+    AtomicOrig(u64),
+    /// `psn` failed (earlier requests are acknowledged).
+    Nak(NakCode),
+}
+
+/// The socket address of a CM endpoint.
+pub fn sock(ip: IpAddr, port: u16) -> SocketAddr {
+    SocketAddr::new(ip, port)
+}
