@@ -19,3 +19,6 @@ pub mod outbox;
 pub mod packet;
 
 pub use host::{Departure, HostConfig, HostState};
+pub mod world;
+
+pub use world::{Fault, HostIdx, LinkConfig, SoftFabric, SoftHost};

@@ -1,0 +1,705 @@
+//! The in-process soft fabric: every host in one process, virtual time, one
+//! seeded RNG, and faults that can be injected at any point.
+//!
+//! [`SoftFabric`] is the world; [`SoftHost`] is one host's
+//! [`Provider`](relink_fabric::Provider). Nothing here reads a clock or
+//! starts a thread: time moves only when a host [`wait`](relink_fabric::Provider::wait)s
+//! or the harness calls [`SoftFabric::advance`], so a seed replays exactly.
+//!
+//! ```
+//! use relink_soft::SoftFabric;
+//! use relink_fabric::Provider;
+//! let fabric = SoftFabric::new(7);
+//! let a = fabric.add_host("a");
+//! fabric.add_device(&a, "soft0", "10.0.0.1/24");
+//! assert_eq!(a.devices().len(), 1);
+//! fabric.reset_device(&a, "soft0");
+//! assert_eq!(a.devices()[0].id.generation, 2);
+//! ```
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::hash::{Hash, Hasher};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use relink_fabric::{
+    Access, CmError, CmId, ConnParams, ContextId, CqId, CreateError, DestroyError, Destroyed,
+    DeviceId, DeviceInfo, Event, Guid, IpNet, Memory, MemoryError, MrId, MrInfo, MwBind, MwId,
+    MwInfo, MwType, ObjectCounts, OpenError, PdId, PollError, PortState, PostError, Provider,
+    QpId, QpInit, QpState, RecvWr, SendWr, SrqId, SrqInit, Timestamp, WorkCompletion,
+};
+
+use crate::host::{Departure, HostConfig, HostState};
+use crate::outbox::{Outbox, Timer};
+use crate::packet::{Body, Packet};
+
+/// Index of a host in a [`SoftFabric`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct HostIdx(pub usize);
+
+/// How the simulated network behaves.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LinkConfig {
+    /// One-way latency of every packet.
+    pub latency: Duration,
+    /// Extra random latency, uniform in `[0, jitter]` (order per flow is kept).
+    pub jitter: Duration,
+    /// Probability that an RC transport packet is lost (CM packets are not).
+    pub drop_rate: f64,
+}
+
+impl Default for LinkConfig {
+    fn default() -> LinkConfig {
+        LinkConfig {
+            latency: Duration::from_micros(2),
+            jitter: Duration::ZERO,
+            drop_rate: 0.0,
+        }
+    }
+}
+
+/// A fault, applied now ([`SoftFabric::inject`]) or at a virtual time
+/// ([`SoftFabric::schedule`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Fault {
+    /// Hot-unplug: the device goes away; connected peers are told.
+    Remove(HostIdx, String),
+    /// The device dies silently: peers are never told (they find out by
+    /// transport timeouts or keepalive).
+    SilentRemove(HostIdx, String),
+    /// Re-plug a removed device: same name, index and GUID, new generation.
+    Readd(HostIdx, String),
+    /// Reset: `DEVICE_FATAL`, removal, and the same device back at once.
+    Reset(HostIdx, String),
+    /// Replace the device by one with a new GUID and the same addresses
+    /// (`new_name` or the same name).
+    Replace(HostIdx, String, Option<String>),
+    /// The port goes down.
+    PortDown(HostIdx, String),
+    /// The port comes back up.
+    PortUp(HostIdx, String),
+    /// Packets between the two hosts are lost, both ways.
+    Partition(HostIdx, HostIdx),
+    /// Undo a partition.
+    Heal(HostIdx, HostIdx),
+    /// Change the network's behaviour.
+    SetLink(LinkConfig),
+}
+
+struct DeviceSpec {
+    addrs: Vec<IpNet>,
+    guid: Guid,
+    index: u32,
+    netdev: Option<String>,
+}
+
+struct HostSlot {
+    state: HostState,
+    /// Every device this host ever had, by name (to re-add after removal).
+    specs: BTreeMap<String, DeviceSpec>,
+    next_index: u32,
+}
+
+enum Scheduled {
+    Packet(Packet),
+    Timer(HostIdx, Timer),
+    Fault(Fault),
+}
+
+struct World {
+    now: Timestamp,
+    seq: u64,
+    rng: ChaCha8Rng,
+    hosts: Vec<HostSlot>,
+    queue: BTreeMap<(Timestamp, u64), Scheduled>,
+    flow_last: BTreeMap<(IpAddr, IpAddr), Timestamp>,
+    link: LinkConfig,
+    partitions: BTreeSet<(HostIdx, HostIdx)>,
+    next_generation: u64,
+    digest: std::collections::hash_map::DefaultHasher,
+    dispatched: u64,
+}
+
+/// The in-process soft fabric (see the module docs).
+#[derive(Clone)]
+pub struct SoftFabric {
+    inner: Arc<Mutex<World>>,
+}
+
+impl SoftFabric {
+    /// An empty fabric whose random choices all come from `seed`.
+    pub fn new(seed: u64) -> SoftFabric {
+        SoftFabric {
+            inner: Arc::new(Mutex::new(World {
+                now: Timestamp::ZERO,
+                seq: 0,
+                rng: ChaCha8Rng::seed_from_u64(seed),
+                hosts: Vec::new(),
+                queue: BTreeMap::new(),
+                flow_last: BTreeMap::new(),
+                link: LinkConfig::default(),
+                partitions: BTreeSet::new(),
+                next_generation: 1,
+                digest: Default::default(),
+                dispatched: 0,
+            })),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, World> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Add a host; its provider is the returned [`SoftHost`].
+    pub fn add_host(&self, name: &str) -> SoftHost {
+        let mut w = self.lock();
+        let idx = w.hosts.len();
+        let cfg = HostConfig::new(name, idx as u32 + 1);
+        w.hosts.push(HostSlot {
+            state: HostState::new(cfg),
+            specs: BTreeMap::new(),
+            next_index: 1,
+        });
+        SoftHost {
+            world: self.inner.clone(),
+            host: HostIdx(idx),
+        }
+    }
+
+    /// Add a device with one address (`10.0.0.1/24`) and a random GUID.
+    ///
+    /// # Panics
+    /// If `addr` does not parse: this is a test-setup call.
+    pub fn add_device(&self, host: &SoftHost, name: &str, addr: &str) -> DeviceId {
+        let net: IpNet = addr.parse().expect("device address");
+        self.add_device_with(host.host, name, vec![net], None)
+    }
+
+    /// Add a device with the given addresses and GUID (random if `None`).
+    pub fn add_device_with(
+        &self,
+        host: HostIdx,
+        name: &str,
+        addrs: Vec<IpNet>,
+        guid: Option<Guid>,
+    ) -> DeviceId {
+        let mut w = self.lock();
+        let guid = guid.unwrap_or_else(|| Guid(w.rng.gen::<u64>() | 0x0200_0000_0000_0000));
+        let slot = &mut w.hosts[host.0];
+        let index = slot.next_index;
+        slot.next_index += 1;
+        slot.specs.insert(
+            name.to_string(),
+            DeviceSpec {
+                addrs,
+                guid,
+                index,
+                netdev: Some(format!("veth-{name}")),
+            },
+        );
+        w.plug(host, name)
+    }
+
+    /// Apply a fault now.
+    pub fn inject(&self, fault: Fault) {
+        self.lock().apply(fault);
+    }
+
+    /// Apply a fault at virtual time `at`.
+    pub fn schedule(&self, at: Timestamp, fault: Fault) {
+        let mut w = self.lock();
+        w.push(at, Scheduled::Fault(fault));
+    }
+
+    /// Hot-unplug a device (peers are told).
+    pub fn remove_device(&self, host: &SoftHost, name: &str) {
+        self.inject(Fault::Remove(host.host, name.into()));
+    }
+
+    /// Re-plug a removed device.
+    pub fn readd_device(&self, host: &SoftHost, name: &str) {
+        self.inject(Fault::Readd(host.host, name.into()));
+    }
+
+    /// Reset a device.
+    pub fn reset_device(&self, host: &SoftHost, name: &str) {
+        self.inject(Fault::Reset(host.host, name.into()));
+    }
+
+    /// Replace a device by one with a new GUID and the same addresses.
+    pub fn replace_device(&self, host: &SoftHost, name: &str, new_name: Option<&str>) {
+        self.inject(Fault::Replace(
+            host.host,
+            name.into(),
+            new_name.map(str::to_string),
+        ));
+    }
+
+    /// The current virtual time.
+    pub fn now(&self) -> Timestamp {
+        self.lock().now
+    }
+
+    /// Run everything due within `d` and move the clock forward by `d`.
+    pub fn advance(&self, d: Duration) {
+        let mut w = self.lock();
+        let until = w.now + d;
+        w.run_until(until);
+    }
+
+    /// Run the next scheduled item; false if nothing is scheduled.
+    pub fn step(&self) -> bool {
+        self.lock().step()
+    }
+
+    /// Time of the next scheduled item.
+    pub fn next_due(&self) -> Option<Timestamp> {
+        self.lock().queue.keys().next().map(|k| k.0)
+    }
+
+    /// A digest of everything dispatched so far: two runs of the same seed
+    /// and the same calls have the same digest.
+    pub fn digest(&self) -> u64 {
+        let w = self.lock();
+        w.digest.finish() ^ w.dispatched
+    }
+
+    /// How many packets, timers and faults were dispatched.
+    pub fn dispatched(&self) -> u64 {
+        self.lock().dispatched
+    }
+}
+
+impl World {
+    fn push(&mut self, at: Timestamp, item: Scheduled) {
+        let at = at.max(self.now);
+        self.seq += 1;
+        self.queue.insert((at, self.seq), item);
+    }
+
+    fn plug(&mut self, host: HostIdx, name: &str) -> DeviceId {
+        let gen = self.next_generation;
+        self.next_generation += 1;
+        let spec = &self.hosts[host.0].specs[name];
+        let info = DeviceInfo {
+            id: DeviceId {
+                name: name.to_string(),
+                index: spec.index,
+                generation: gen,
+            },
+            node_guid: spec.guid,
+            addrs: spec.addrs.clone(),
+            netdev: spec.netdev.clone(),
+            port_state: PortState::Active,
+        };
+        let id = info.id.clone();
+        let mut out = Outbox::new(self.now);
+        self.hosts[host.0].state.add_device(info, &mut out);
+        self.apply_outbox(host, out);
+        id
+    }
+
+    fn unplug(&mut self, host: HostIdx, name: &str, how: Departure) {
+        let mut out = Outbox::new(self.now);
+        self.hosts[host.0].state.remove_device(name, how, &mut out);
+        self.apply_outbox(host, out);
+    }
+
+    fn apply(&mut self, fault: Fault) {
+        tracing::debug!(now = %self.now, ?fault, "fault");
+        format!("{fault:?}").hash(&mut self.digest);
+        match fault {
+            Fault::Remove(h, name) => self.unplug(h, &name, Departure::Orderly),
+            Fault::SilentRemove(h, name) => self.unplug(h, &name, Departure::Silent),
+            Fault::Readd(h, name) => {
+                let present = self.hosts[h.0]
+                    .state
+                    .devices()
+                    .iter()
+                    .any(|d| d.id.name == name);
+                if !present && self.hosts[h.0].specs.contains_key(&name) {
+                    self.plug(h, &name);
+                }
+            }
+            Fault::Reset(h, name) => {
+                if self.hosts[h.0].state.devices().iter().any(|d| d.id.name == name) {
+                    self.hosts[h.0].state.device_fatal(&name);
+                    self.unplug(h, &name, Departure::Orderly);
+                    self.plug(h, &name);
+                }
+            }
+            Fault::Replace(h, name, new_name) => {
+                let Some(old) = self.hosts[h.0].specs.get(&name) else {
+                    return;
+                };
+                let addrs = old.addrs.clone();
+                self.unplug(h, &name, Departure::Orderly);
+                let guid = Guid(self.rng.gen::<u64>() | 0x0200_0000_0000_0000);
+                let new_name = new_name.unwrap_or(name);
+                let slot = &mut self.hosts[h.0];
+                let index = slot.next_index;
+                slot.next_index += 1;
+                slot.specs.insert(
+                    new_name.clone(),
+                    DeviceSpec {
+                        addrs,
+                        guid,
+                        index,
+                        netdev: Some(format!("veth-{new_name}-r")),
+                    },
+                );
+                self.plug(h, &new_name);
+            }
+            Fault::PortDown(h, name) => self.hosts[h.0].state.set_port(&name, PortState::Down),
+            Fault::PortUp(h, name) => self.hosts[h.0].state.set_port(&name, PortState::Active),
+            Fault::Partition(a, b) => {
+                self.partitions.insert((a.min(b), a.max(b)));
+            }
+            Fault::Heal(a, b) => {
+                self.partitions.remove(&(a.min(b), a.max(b)));
+            }
+            Fault::SetLink(l) => self.link = l,
+        }
+    }
+
+    fn owner(&self, ip: IpAddr) -> Option<HostIdx> {
+        self.hosts
+            .iter()
+            .position(|h| h.state.devices().iter().any(|d| d.owns(ip)))
+            .map(HostIdx)
+    }
+
+    fn port_up(&self, host: HostIdx, ip: IpAddr) -> bool {
+        self.hosts[host.0]
+            .state
+            .devices()
+            .iter()
+            .any(|d| d.owns(ip) && d.port_state == PortState::Active)
+    }
+
+    fn apply_outbox(&mut self, host: HostIdx, out: Outbox) {
+        for (at, t) in out.timers {
+            self.push(at, Scheduled::Timer(host, t));
+        }
+        for o in out.packets {
+            let p = o.packet;
+            if !self.port_up(host, p.src) {
+                continue;
+            }
+            if let Some(dst) = self.owner(p.dst) {
+                if self.partitions.contains(&(host.min(dst), host.max(dst))) {
+                    continue;
+                }
+            }
+            let transport = matches!(p.body, Body::Request { .. } | Body::Response { .. });
+            if transport && self.link.drop_rate > 0.0 && self.rng.gen_bool(self.link.drop_rate) {
+                continue;
+            }
+            let jitter = if self.link.jitter.is_zero() {
+                Duration::ZERO
+            } else {
+                Duration::from_nanos(self.rng.gen_range(0..=self.link.jitter.as_nanos() as u64))
+            };
+            let mut at = self.now + self.link.latency + jitter;
+            let flow = (p.src, p.dst);
+            if let Some(last) = self.flow_last.get(&flow) {
+                if at <= *last {
+                    at = *last + Duration::from_nanos(1);
+                }
+            }
+            self.flow_last.insert(flow, at);
+            self.push(at, Scheduled::Packet(p));
+        }
+        // Listen/close controls are bookkeeping for socket transports only.
+    }
+
+    fn step(&mut self) -> bool {
+        let Some(((at, _), item)) = self.queue.pop_first() else {
+            return false;
+        };
+        self.now = self.now.max(at);
+        self.dispatched += 1;
+        self.now.hash(&mut self.digest);
+        match item {
+            Scheduled::Packet(p) => {
+                if let Some(dst) = self.owner(p.dst) {
+                    1u8.hash(&mut self.digest);
+                    dst.hash(&mut self.digest);
+                    let mut out = Outbox::new(self.now);
+                    self.hosts[dst.0].state.receive(p, &mut out);
+                    self.apply_outbox(dst, out);
+                }
+            }
+            Scheduled::Timer(h, t) => {
+                2u8.hash(&mut self.digest);
+                t.hash(&mut self.digest);
+                let mut out = Outbox::new(self.now);
+                self.hosts[h.0].state.fire(t, &mut out);
+                self.apply_outbox(h, out);
+            }
+            Scheduled::Fault(f) => self.apply(f),
+        }
+        true
+    }
+
+    fn run_until(&mut self, until: Timestamp) {
+        while self.queue.keys().next().is_some_and(|k| k.0 <= until) {
+            self.step();
+        }
+        self.now = self.now.max(until);
+    }
+}
+
+/// One host of a [`SoftFabric`]: a [`Provider`].
+#[derive(Clone)]
+pub struct SoftHost {
+    world: Arc<Mutex<World>>,
+    host: HostIdx,
+}
+
+impl SoftHost {
+    /// This host's index in the fabric (for [`Fault`]s).
+    pub fn index(&self) -> HostIdx {
+        self.host
+    }
+
+    fn lock(&self) -> MutexGuard<'_, World> {
+        self.world.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn with<R>(&self, f: impl FnOnce(&mut HostState, &mut Outbox) -> R) -> R {
+        let mut w = self.lock();
+        let mut out = Outbox::new(w.now);
+        let r = f(&mut w.hosts[self.host.0].state, &mut out);
+        w.apply_outbox(self.host, out);
+        r
+    }
+
+    fn read<R>(&self, f: impl FnOnce(&HostState) -> R) -> R {
+        let w = self.lock();
+        f(&w.hosts[self.host.0].state)
+    }
+}
+
+impl std::fmt::Debug for SoftHost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SoftHost({})", self.host.0)
+    }
+}
+
+impl Provider for SoftHost {
+    fn kind(&self) -> &'static str {
+        "soft-inproc"
+    }
+
+    fn now(&self) -> Timestamp {
+        self.lock().now
+    }
+
+    fn wait(&self, deadline: Option<Timestamp>) {
+        let mut w = self.lock();
+        loop {
+            let h = &mut w.hosts[self.host.0].state;
+            if h.has_events() | h.take_activity() {
+                return;
+            }
+            match w.queue.keys().next() {
+                Some(k) if deadline.is_none_or(|d| k.0 <= d) => {
+                    w.step();
+                }
+                _ => {
+                    if let Some(d) = deadline {
+                        w.now = w.now.max(d);
+                    }
+                    return;
+                }
+            }
+        }
+    }
+
+    fn poll_event(&self) -> Option<Event> {
+        self.with(|h, _| h.poll_event())
+    }
+
+    fn devices(&self) -> Vec<DeviceInfo> {
+        self.read(|h| h.devices())
+    }
+
+    fn open_device(&self, device: &DeviceId) -> Result<ContextId, OpenError> {
+        self.with(|h, _| h.open_device(device))
+    }
+
+    fn close_device(&self, ctx: ContextId) -> Result<Destroyed, DestroyError> {
+        self.with(|h, _| h.close_device(ctx))
+    }
+
+    fn context_device(&self, ctx: ContextId) -> Option<DeviceId> {
+        self.read(|h| h.context_device(ctx))
+    }
+
+    fn alloc_memory(&self, len: usize) -> Result<Memory, MemoryError> {
+        if len > 1 << 34 {
+            return Err(MemoryError::Exhausted(len));
+        }
+        Ok(self.with(|h, _| h.alloc_memory(len)))
+    }
+
+    fn alloc_pd(&self, ctx: ContextId) -> Result<PdId, CreateError> {
+        self.with(|h, _| h.alloc_pd(ctx))
+    }
+
+    fn dealloc_pd(&self, pd: PdId) -> Result<Destroyed, DestroyError> {
+        self.with(|h, _| h.dealloc_pd(pd))
+    }
+
+    fn create_cq(&self, ctx: ContextId, depth: u32) -> Result<CqId, CreateError> {
+        self.with(|h, _| h.create_cq(ctx, depth))
+    }
+
+    fn destroy_cq(&self, cq: CqId) -> Result<Destroyed, DestroyError> {
+        self.with(|h, _| h.destroy_cq(cq))
+    }
+
+    fn req_notify_cq(&self, cq: CqId, solicited_only: bool) -> Result<(), PollError> {
+        self.with(|h, _| h.req_notify_cq(cq, solicited_only))
+    }
+
+    fn poll_cq(
+        &self,
+        cq: CqId,
+        max: usize,
+        out: &mut Vec<WorkCompletion>,
+    ) -> Result<usize, PollError> {
+        self.with(|h, _| h.poll_cq(cq, max, out))
+    }
+
+    fn create_srq(&self, pd: PdId, init: SrqInit) -> Result<SrqId, CreateError> {
+        self.with(|h, _| h.create_srq(pd, init))
+    }
+
+    fn destroy_srq(&self, srq: SrqId) -> Result<Destroyed, DestroyError> {
+        self.with(|h, _| h.destroy_srq(srq))
+    }
+
+    fn post_srq_recv(&self, srq: SrqId, wrs: &[RecvWr]) -> Result<(), PostError> {
+        self.with(|h, _| h.post_srq_recv(srq, wrs))
+    }
+
+    fn reg_mr(
+        &self,
+        pd: PdId,
+        memory: &Memory,
+        addr: u64,
+        length: u64,
+        access: Access,
+    ) -> Result<MrInfo, CreateError> {
+        self.with(|h, _| h.reg_mr(pd, memory, addr, length, access))
+    }
+
+    fn dereg_mr(&self, mr: MrId) -> Result<Destroyed, DestroyError> {
+        self.with(|h, _| h.dereg_mr(mr))
+    }
+
+    fn alloc_mw(&self, pd: PdId, kind: MwType) -> Result<MwInfo, CreateError> {
+        self.with(|h, _| h.alloc_mw(pd, kind))
+    }
+
+    fn bind_mw(&self, qp: QpId, mw: MwId, wr_id: u64, bind: MwBind) -> Result<u32, PostError> {
+        self.with(|h, o| h.bind_mw(qp, mw, wr_id, bind, o))
+    }
+
+    fn dealloc_mw(&self, mw: MwId) -> Result<Destroyed, DestroyError> {
+        self.with(|h, _| h.dealloc_mw(mw))
+    }
+
+    fn create_qp(&self, pd: PdId, init: QpInit) -> Result<QpId, CreateError> {
+        self.with(|h, _| h.create_qp(pd, init))
+    }
+
+    fn destroy_qp(&self, qp: QpId) -> Result<Destroyed, DestroyError> {
+        self.with(|h, _| h.destroy_qp(qp))
+    }
+
+    fn qp_state(&self, qp: QpId) -> Result<QpState, PollError> {
+        self.read(|h| h.qp_state(qp))
+    }
+
+    fn qp_to_error(&self, qp: QpId) -> Result<(), PostError> {
+        self.with(|h, _| h.qp_to_error(qp))
+    }
+
+    fn post_send(&self, qp: QpId, wrs: &[SendWr]) -> Result<(), PostError> {
+        self.with(|h, o| h.post_send(qp, wrs, o))
+    }
+
+    fn post_recv(&self, qp: QpId, wrs: &[RecvWr]) -> Result<(), PostError> {
+        self.with(|h, _| h.post_recv(qp, wrs))
+    }
+
+    fn cm_create_id(&self) -> Result<CmId, CmError> {
+        Ok(self.with(|h, _| h.cm_create_id()))
+    }
+
+    fn cm_bind(&self, id: CmId, addr: SocketAddr) -> Result<SocketAddr, CmError> {
+        self.with(|h, _| h.cm_bind(id, addr))
+    }
+
+    fn cm_listen(&self, id: CmId, backlog: u32) -> Result<(), CmError> {
+        self.with(|h, o| h.cm_listen(id, backlog, o))
+    }
+
+    fn cm_resolve_addr(
+        &self,
+        id: CmId,
+        src: Option<IpAddr>,
+        dst: SocketAddr,
+        timeout: Duration,
+    ) -> Result<(), CmError> {
+        self.with(|h, o| h.cm_resolve_addr(id, src, dst, timeout, o))
+    }
+
+    fn cm_resolve_route(&self, id: CmId, _timeout: Duration) -> Result<(), CmError> {
+        self.with(|h, _| h.cm_resolve_route(id))
+    }
+
+    fn cm_device(&self, id: CmId) -> Option<DeviceId> {
+        self.read(|h| h.cm_device(id))
+    }
+
+    fn cm_addrs(&self, id: CmId) -> (Option<SocketAddr>, Option<SocketAddr>) {
+        self.read(|h| h.cm_addrs(id))
+    }
+
+    fn cm_connect(
+        &self,
+        id: CmId,
+        qp: QpId,
+        params: ConnParams,
+        private_data: &[u8],
+    ) -> Result<(), CmError> {
+        self.with(|h, o| h.cm_connect(id, qp, params, private_data, o))
+    }
+
+    fn cm_accept(&self, id: CmId, qp: QpId, private_data: &[u8]) -> Result<(), CmError> {
+        self.with(|h, o| h.cm_accept(id, qp, private_data, o))
+    }
+
+    fn cm_reject(&self, id: CmId, private_data: &[u8]) -> Result<(), CmError> {
+        self.with(|h, o| h.cm_reject(id, private_data, o))
+    }
+
+    fn cm_disconnect(&self, id: CmId) -> Result<(), CmError> {
+        self.with(|h, o| h.cm_disconnect(id, o))
+    }
+
+    fn cm_destroy_id(&self, id: CmId) -> Result<Destroyed, DestroyError> {
+        self.with(|h, o| h.cm_destroy_id(id, o))
+    }
+
+    fn object_counts(&self) -> ObjectCounts {
+        self.read(|h| h.object_counts())
+    }
+}
