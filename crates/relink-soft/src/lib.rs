@@ -14,6 +14,7 @@
 //! checks, RNR and transport retries, and on a device loss every outstanding
 //! request flushed — even one the responder already executed.
 
+mod delegate;
 pub mod host;
 pub mod outbox;
 pub mod packet;
