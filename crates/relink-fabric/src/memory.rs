@@ -19,6 +19,10 @@ pub trait HostMemory: Send + Sync + fmt::Debug {
     fn addr(&self) -> u64;
     /// Size in bytes.
     fn len(&self) -> usize;
+    /// Whether the memory has no bytes.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
     /// Copy `out.len()` bytes starting at `offset` into `out`.
     fn read(&self, offset: usize, out: &mut [u8]);
     /// Copy `data` to `offset`.

@@ -25,8 +25,8 @@ impl Access {
     /// Whether verbs accepts this combination: remote write and remote atomic
     /// require local write (`EINVAL` otherwise).
     pub fn is_valid_for_mr(self) -> bool {
-        !(self.intersects(Access::REMOTE_WRITE | Access::REMOTE_ATOMIC)
-            && !self.contains(Access::LOCAL_WRITE))
+        !self.intersects(Access::REMOTE_WRITE | Access::REMOTE_ATOMIC)
+            || self.contains(Access::LOCAL_WRITE)
     }
 }
 

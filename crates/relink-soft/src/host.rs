@@ -1828,6 +1828,10 @@ impl HostState {
                     Some((WcStatus::Success, 8))
                 }
                 RespKind::Nak(NakCode::Rnr) => {
+                    // The responder is alive: the transport retry budget
+                    // starts again.
+                    let q = self.qps.get_mut(&qp).expect("present");
+                    q.retries_left = q.params.retry_count;
                     self.start_rnr_wait(qp, i, out);
                     None
                 }

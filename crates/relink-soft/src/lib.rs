@@ -18,8 +18,12 @@ mod delegate;
 pub mod host;
 pub mod outbox;
 pub mod packet;
-
-pub use host::{Departure, HostConfig, HostState};
+pub mod registry;
+pub mod tcp;
+pub mod wire;
 pub mod world;
 
+pub use host::{Departure, HostConfig, HostState};
+pub use registry::Registry;
+pub use tcp::TcpHost;
 pub use world::{Fault, HostIdx, LinkConfig, SoftFabric, SoftHost};

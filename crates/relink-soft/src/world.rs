@@ -391,7 +391,11 @@ impl World {
         }
         for o in out.packets {
             let p = o.packet;
-            if !self.port_up(host, p.src) {
+            // A removed device's CM still says goodbye (rdma_cm sends the
+            // DREQ while it tears the id down); transport packets need a
+            // live, active port.
+            let cm = matches!(p.body, Body::Cm(_));
+            if !cm && !self.port_up(host, p.src) {
                 continue;
             }
             if let Some(dst) = self.owner(p.dst) {

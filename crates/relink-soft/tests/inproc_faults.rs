@@ -58,7 +58,10 @@ fn setup(h: &SoftHost, dev: &DeviceId) -> (ContextId, PdId, CqId, QpId, Memory, 
             &mem,
             mem.addr(),
             mem.len() as u64,
-            Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ | Access::REMOTE_ATOMIC,
+            Access::LOCAL_WRITE
+                | Access::REMOTE_WRITE
+                | Access::REMOTE_READ
+                | Access::REMOTE_ATOMIC,
         )
         .unwrap();
     (ctx, pd, cq, qp, mem, mr)
@@ -76,13 +79,15 @@ fn pair(seed: u64) -> (SoftFabric, Side, Side) {
     b.cm_listen(lid, 8).unwrap();
     let cid = a.cm_create_id().unwrap();
     let dst: SocketAddr = "10.0.0.2:7471".parse().unwrap();
-    a.cm_resolve_addr(cid, None, dst, Duration::from_secs(1)).unwrap();
+    a.cm_resolve_addr(cid, None, dst, Duration::from_secs(1))
+        .unwrap();
     assert_eq!(wait_cm(&a, dl).kind, CmEventKind::AddrResolved);
     a.cm_resolve_route(cid, Duration::from_secs(1)).unwrap();
     assert_eq!(wait_cm(&a, dl).kind, CmEventKind::RouteResolved);
     let adev = a.cm_device(cid).unwrap();
     let (actx, apd, acq, aqp, amem, amr) = setup(&a, &adev);
-    a.cm_connect(cid, aqp, ConnParams::default(), b"hello").unwrap();
+    a.cm_connect(cid, aqp, ConnParams::default(), b"hello")
+        .unwrap();
     let req = wait_cm(&b, dl);
     let CmEventKind::ConnectRequest { private_data, .. } = &req.kind else {
         panic!("{req:?}")
@@ -97,7 +102,10 @@ fn pair(seed: u64) -> (SoftFabric, Side, Side) {
             private_data: b"welcome".to_vec()
         }
     );
-    assert!(matches!(wait_cm(&b, dl).kind, CmEventKind::Established { .. }));
+    assert!(matches!(
+        wait_cm(&b, dl).kind,
+        CmEventKind::Established { .. }
+    ));
     (
         f,
         Side {
@@ -181,7 +189,9 @@ fn lossy_link_still_delivers_every_write_in_order() {
 fn silent_peer_death_gives_retry_exceeded_not_a_hang() {
     let (f, a, b) = pair(12);
     f.inject(Fault::SilentRemove(b.host.index(), "soft0".into()));
-    a.host.post_send(a.qp, &[write(&a, &b, 1, 0, 8), write(&a, &b, 2, 8, 8)]).unwrap();
+    a.host
+        .post_send(a.qp, &[write(&a, &b, 1, 0, 8), write(&a, &b, 2, 8, 8)])
+        .unwrap();
     let start = f.now();
     let wcs = drain(&a.host, a.cq, 2, start + Duration::from_secs(60));
     assert_eq!(wcs[0].status, WcStatus::RetryExcErr);
@@ -191,7 +201,13 @@ fn silent_peer_death_gives_retry_exceeded_not_a_hang() {
     assert!(took >= Duration::from_millis(500), "{took:?}");
     // The peer was never told: no DISCONNECTED on a.
     while let Some(ev) = a.host.poll_event() {
-        assert!(!matches!(ev, Event::Cm(CmEvent { kind: CmEventKind::Disconnected, .. })));
+        assert!(!matches!(
+            ev,
+            Event::Cm(CmEvent {
+                kind: CmEventKind::Disconnected,
+                ..
+            })
+        ));
     }
 }
 
@@ -201,7 +217,10 @@ fn partition_then_heal_within_retry_budget_loses_nothing() {
     f.inject(Fault::Partition(a.host.index(), b.host.index()));
     a.mem.write(0, b"partitioned").unwrap();
     a.host.post_send(a.qp, &[write(&a, &b, 1, 0, 11)]).unwrap();
-    f.schedule(f.now() + Duration::from_millis(150), Fault::Heal(a.host.index(), b.host.index()));
+    f.schedule(
+        f.now() + Duration::from_millis(150),
+        Fault::Heal(a.host.index(), b.host.index()),
+    );
     let wcs = drain(&a.host, a.cq, 1, f.now() + Duration::from_secs(5));
     assert_eq!(wcs[0].status, WcStatus::Success);
     assert_eq!(b.mem.read_vec(0, 11).unwrap(), b"partitioned");
@@ -211,18 +230,30 @@ fn partition_then_heal_within_retry_budget_loses_nothing() {
 fn port_down_fails_outstanding_with_loc_qp_op_err_then_flush() {
     let (f, a, b) = pair(14);
     f.inject(Fault::Partition(a.host.index(), b.host.index()));
-    a.host.post_send(a.qp, &[write(&a, &b, 1, 0, 8), write(&a, &b, 2, 8, 8)]).unwrap();
+    a.host
+        .post_send(a.qp, &[write(&a, &b, 1, 0, 8), write(&a, &b, 2, 8, 8)])
+        .unwrap();
     f.inject(Fault::PortDown(a.host.index(), "soft0".into()));
     let wcs = drain(&a.host, a.cq, 2, f.now() + Duration::from_secs(1));
     assert_eq!(wcs[0].status, WcStatus::LocQpOpErr);
     assert_eq!(wcs[1].status, WcStatus::WrFlushErr);
     let mut saw = false;
     while let Some(ev) = a.host.poll_event() {
-        saw |= matches!(ev, Event::Async { event: AsyncEvent::PortErr, .. });
+        saw |= matches!(
+            ev,
+            Event::Async {
+                event: AsyncEvent::PortErr,
+                ..
+            }
+        );
     }
     assert!(saw, "PortErr async event");
     f.inject(Fault::PortUp(a.host.index(), "soft0".into()));
-    assert_eq!(a.host.qp_state(a.qp).unwrap(), QpState::Err, "QP stays in error");
+    assert_eq!(
+        a.host.qp_state(a.qp).unwrap(),
+        QpState::Err,
+        "QP stays in error"
+    );
 }
 
 #[test]

@@ -1,0 +1,80 @@
+//! `relink` — the command-line tool of relink.
+//!
+//! Subcommands:
+//!
+//! - `soft-device`: add, remove, reset, replace and list the host's soft
+//!   RDMA devices (what `rdma link add/delete` is for Soft-RoCE), and set
+//!   their port up or down.
+//!
+//! Errors are printed as `relink: error: ...` with their causes, and the
+//! exit status is 1 (2 for usage errors, from clap).
+
+use std::io::{self, Write};
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod soft_device;
+
+/// Keeps RDMA connections alive across device reset, unplug and replug.
+#[derive(Debug, Parser)]
+#[command(name = "relink", version, about, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Manage the host's soft RDMA devices (add, remove, reset, replace,
+    /// port up/down, list).
+    SoftDevice(soft_device::SoftDeviceArgs),
+}
+
+fn run(cli: Cli, out: &mut dyn Write) -> anyhow::Result<()> {
+    match cli.command {
+        Command::SoftDevice(args) => soft_device::run(args, out),
+    }
+}
+
+/// Whether writing the output failed because its reader went away.
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|cause| {
+        let kind = if let Some(io) = cause.downcast_ref::<io::Error>() {
+            Some(io.kind())
+        } else if let Some(json) = cause.downcast_ref::<serde_json::Error>() {
+            json.io_error_kind()
+        } else {
+            None
+        };
+        kind == Some(io::ErrorKind::BrokenPipe)
+    })
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let stdout = io::stdout();
+    let mut out = stdout.lock();
+    let result = run(cli, &mut out).and_then(|()| Ok(out.flush()?));
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        // `relink ... | head`: the reader left, nothing to report.
+        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("relink: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+}

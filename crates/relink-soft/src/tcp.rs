@@ -1,0 +1,502 @@
+//! The soft fabric across processes and hosts over TCP, the way siw runs
+//! iWARP over TCP.
+//!
+//! Soft devices are host-wide: a runtime directory ([`crate::registry`])
+//! holds one small file per device, and every process on the host watches it
+//! (every [`WATCH_INTERVAL`]), so `relink soft-device remove soft0` takes the
+//! device away from every process at once, like `rdma link delete`.
+//!
+//! A CM port is a TCP port: a listener on `10.0.0.2:7471` is a TCP listener
+//! on that address, and each RC connection is one TCP stream carrying
+//! [`crate::wire`] frames. TCP is reliable, so the transport retransmission
+//! of the engine is off; a broken stream is a lost connection (the QP
+//! flushes, the CM id sees `Disconnected`).
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::{Read, Write};
+use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use relink_fabric::{
+    Access, CmError, CmId, ConnParams, ContextId, CqId, CreateError, DestroyError, Destroyed,
+    DeviceEventKind, DeviceId, DeviceInfo, Event, Memory, MemoryError, MrId, MrInfo, MwBind, MwId,
+    MwInfo, MwType, ObjectCounts, OpenError, PdId, PollError, PortState, PostError, Provider, QpId,
+    QpInit, QpState, RecvWr, SendWr, SrqId, SrqInit, Timestamp, WorkCompletion,
+};
+
+use crate::host::{Departure, HostConfig, HostState};
+use crate::outbox::{Control, Outbox, Timer};
+use crate::packet::{Body, CmMsg};
+use crate::registry::{Registry, Watcher};
+use crate::wire;
+
+/// How often every process re-reads the device registry.
+pub const WATCH_INTERVAL: Duration = Duration::from_millis(20);
+
+/// How long a TCP connect to a peer may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+
+enum Frame {
+    Data(Vec<u8>),
+    Close,
+}
+
+struct Conn {
+    tx: Sender<Frame>,
+    stream: Arc<Mutex<Option<TcpStream>>>,
+}
+
+struct Inner {
+    host: HostState,
+    conns: HashMap<u64, Conn>,
+    /// Listening sockets; an acceptor thread holds only a `Weak`, so
+    /// removing one here closes the socket at once (a re-listen on the same
+    /// address right after succeeds).
+    listeners: HashMap<SocketAddr, Arc<TcpListener>>,
+    prebound: HashMap<SocketAddr, TcpListener>,
+    timers: BTreeMap<(Timestamp, u64), Timer>,
+    timer_seq: u64,
+}
+
+struct Shared {
+    inner: Mutex<Inner>,
+    /// Woken on every change a waiter may care about.
+    changed: Condvar,
+    /// Woken when a timer is added.
+    timer_added: Condvar,
+    start: Instant,
+    stop: AtomicBool,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn now(&self) -> Timestamp {
+        Timestamp(self.start.elapsed().as_nanos() as u64)
+    }
+
+    /// Carry out what a host call asked for. Called with the lock held.
+    fn apply(self: &Arc<Self>, inner: &mut Inner, out: Outbox) {
+        let mut new_timer = false;
+        for (at, t) in out.timers {
+            inner.timer_seq += 1;
+            let seq = inner.timer_seq;
+            inner.timers.insert((at, seq), t);
+            new_timer = true;
+        }
+        let mut feedback = Vec::new();
+        for o in out.packets {
+            match &o.packet.body {
+                // No ARP over TCP: a device that owns the address answers
+                // when the connection is made.
+                Body::ArpRequest { cookie } => feedback.push(*cookie),
+                Body::Cm(CmMsg::Req { dst_port, .. }) if !inner.conns.contains_key(&o.conn) => {
+                    let dst = SocketAddr::new(o.packet.dst, *dst_port);
+                    let conn = self.open_conn(o.conn, dst);
+                    let mut buf = Vec::new();
+                    wire::encode(&o.packet, &mut buf);
+                    let _ = conn.tx.send(Frame::Data(buf));
+                    inner.conns.insert(o.conn, conn);
+                }
+                _ => {
+                    if let Some(c) = inner.conns.get(&o.conn) {
+                        let mut buf = Vec::new();
+                        wire::encode(&o.packet, &mut buf);
+                        let _ = c.tx.send(Frame::Data(buf));
+                    }
+                }
+            }
+        }
+        for c in out.controls {
+            match c {
+                Control::Listen(addr) => {
+                    if let Some(l) = inner.prebound.remove(&addr) {
+                        let l = Arc::new(l);
+                        self.spawn_acceptor(Arc::downgrade(&l));
+                        inner.listeners.insert(addr, l);
+                    }
+                }
+                Control::Unlisten(addr) => {
+                    inner.listeners.remove(&addr);
+                }
+                Control::Close(conn) => {
+                    if let Some(c) = inner.conns.remove(&conn) {
+                        let _ = c.tx.send(Frame::Close);
+                    }
+                }
+            }
+        }
+        for cookie in feedback {
+            inner.host.on_arp_reply(cookie);
+        }
+        if new_timer {
+            self.timer_added.notify_all();
+        }
+        self.changed.notify_all();
+    }
+
+    /// A connection we initiate: a writer thread connects and writes; a
+    /// reader thread starts once connected.
+    fn open_conn(self: &Arc<Self>, conn_id: u64, dst: SocketAddr) -> Conn {
+        let (tx, rx) = mpsc::channel();
+        let slot = Arc::new(Mutex::new(None));
+        let me = self.clone();
+        let slot2 = slot.clone();
+        thread::Builder::new()
+            .name(format!("soft-tcp-conn-{conn_id:x}"))
+            .spawn(
+                move || match TcpStream::connect_timeout(&dst, CONNECT_TIMEOUT) {
+                    Ok(stream) => {
+                        let _ = stream.set_nodelay(true);
+                        if let Ok(r) = stream.try_clone() {
+                            *slot2.lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
+                        }
+                        let reader = stream.try_clone();
+                        if let Ok(reader) = reader {
+                            let me2 = me.clone();
+                            let _ = thread::Builder::new()
+                                .name(format!("soft-tcp-read-{conn_id:x}"))
+                                .spawn(move || me2.read_loop(reader, Some(conn_id)));
+                        }
+                        me.write_loop(stream, rx);
+                    }
+                    Err(e) => {
+                        tracing::debug!(%dst, error = %e, "soft-tcp connect failed");
+                        me.lost(conn_id);
+                    }
+                },
+            )
+            .expect("spawn thread");
+        Conn { tx, stream: slot }
+    }
+
+    fn write_loop(&self, mut stream: TcpStream, rx: Receiver<Frame>) {
+        while let Ok(f) = rx.recv() {
+            match f {
+                Frame::Data(buf) => {
+                    if stream.write_all(&buf).is_err() {
+                        break;
+                    }
+                }
+                Frame::Close => break,
+            }
+        }
+        let _ = stream.flush();
+        let _ = stream.shutdown(Shutdown::Both);
+    }
+
+    /// Read frames until the stream ends. `conn` is known for streams we
+    /// opened; an accepted stream learns it from its first frame (a REQ).
+    fn read_loop(self: Arc<Self>, mut stream: TcpStream, mut conn: Option<u64>) {
+        let mut reader = wire::FrameReader::new();
+        let mut buf = vec![0u8; 256 * 1024];
+        'outer: loop {
+            let n = match stream.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            reader.push(&buf[..n]);
+            loop {
+                let frame = match reader.next_frame() {
+                    Ok(Some(f)) => f,
+                    Ok(None) => break,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "soft-tcp: bad frame, dropping connection");
+                        break 'outer;
+                    }
+                };
+                let pkt = match wire::decode(&frame) {
+                    Ok(p) => p,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "soft-tcp: bad packet, dropping connection");
+                        break 'outer;
+                    }
+                };
+                let mut inner = self.lock();
+                if conn.is_none() {
+                    // First frame of an accepted stream: must be a REQ.
+                    let Body::Cm(CmMsg::Req { conn_id, .. }) = &pkt.body else {
+                        break 'outer;
+                    };
+                    let (tx, rx) = mpsc::channel();
+                    let w = match stream.try_clone() {
+                        Ok(w) => w,
+                        Err(_) => break 'outer,
+                    };
+                    let slot = Arc::new(Mutex::new(stream.try_clone().ok()));
+                    let me = self.clone();
+                    let _ = thread::Builder::new()
+                        .name(format!("soft-tcp-write-{conn_id:x}"))
+                        .spawn(move || me.write_loop(w, rx));
+                    inner.conns.insert(*conn_id, Conn { tx, stream: slot });
+                    conn = Some(*conn_id);
+                }
+                let mut out = Outbox::new(self.now());
+                inner.host.receive(pkt, &mut out);
+                self.apply(&mut inner, out);
+            }
+        }
+        if let Some(c) = conn {
+            self.lost(c);
+        }
+    }
+
+    fn lost(&self, conn: u64) {
+        let mut inner = self.lock();
+        if inner.conns.remove(&conn).is_some() {
+            let mut out = Outbox::new(self.now());
+            inner.host.conn_lost(conn, &mut out);
+            // Nothing in `out` can need a new stream.
+            for c in out.controls {
+                if let Control::Close(id) = c {
+                    if let Some(c) = inner.conns.remove(&id) {
+                        let _ = c.tx.send(Frame::Close);
+                    }
+                }
+            }
+            self.changed.notify_all();
+        }
+    }
+
+    fn spawn_acceptor(self: &Arc<Self>, weak: std::sync::Weak<TcpListener>) {
+        let me = self.clone();
+        if let Some(l) = weak.upgrade() {
+            let _ = l.set_nonblocking(true);
+        }
+        thread::Builder::new()
+            .name("soft-tcp-accept".into())
+            .spawn(move || {
+                while !me.stop.load(Ordering::Relaxed) {
+                    let Some(l) = weak.upgrade() else { break };
+                    let accepted = l.accept();
+                    drop(l);
+                    match accepted {
+                        Ok((s, _)) => {
+                            let _ = s.set_nonblocking(false);
+                            let _ = s.set_nodelay(true);
+                            let me2 = me.clone();
+                            let _ = thread::Builder::new()
+                                .name("soft-tcp-read".into())
+                                .spawn(move || me2.read_loop(s, None));
+                        }
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                            thread::sleep(Duration::from_millis(2));
+                        }
+                        Err(_) => thread::sleep(Duration::from_millis(10)),
+                    }
+                }
+            })
+            .expect("spawn thread");
+    }
+
+    fn timer_loop(self: Arc<Self>) {
+        let mut inner = self.lock();
+        while !self.stop.load(Ordering::Relaxed) {
+            let now = self.now();
+            let due: Vec<Timer> = {
+                let mut v = Vec::new();
+                while let Some(e) = inner.timers.first_entry() {
+                    if e.key().0 > now {
+                        break;
+                    }
+                    v.push(e.remove());
+                }
+                v
+            };
+            for t in due {
+                let mut out = Outbox::new(now);
+                inner.host.fire(t, &mut out);
+                self.apply(&mut inner, out);
+            }
+            let wait = inner
+                .timers
+                .keys()
+                .next()
+                .map(|k| k.0.saturating_since(self.now()))
+                .unwrap_or(Duration::from_millis(100))
+                .min(Duration::from_millis(100));
+            inner = self
+                .timer_added
+                .wait_timeout(inner, wait)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    fn watch_loop(self: Arc<Self>, mut watcher: Watcher) {
+        while !self.stop.load(Ordering::Relaxed) {
+            let events = watcher.poll();
+            if !events.is_empty() {
+                let mut inner = self.lock();
+                for ev in events {
+                    let mut out = Outbox::new(self.now());
+                    let name = ev.device.id.name.clone();
+                    match ev.kind {
+                        DeviceEventKind::Added => inner.host.add_device(ev.device, &mut out),
+                        DeviceEventKind::Removed => {
+                            inner
+                                .host
+                                .remove_device(&name, Departure::Orderly, &mut out)
+                        }
+                        DeviceEventKind::Fatal => inner.host.device_fatal(&name),
+                        DeviceEventKind::PortDown => inner.host.set_port(&name, PortState::Down),
+                        DeviceEventKind::PortUp => inner.host.set_port(&name, PortState::Active),
+                        _ => {}
+                    }
+                    self.apply(&mut inner, out);
+                }
+            }
+            thread::sleep(WATCH_INTERVAL);
+        }
+    }
+}
+
+/// One process's view of the host-wide soft devices: a [`Provider`].
+pub struct TcpHost {
+    shared: Arc<Shared>,
+    dir: PathBuf,
+}
+
+impl TcpHost {
+    /// Attach to the soft devices of the runtime directory `dir`
+    /// (see [`Registry::default_dir`]).
+    pub fn open(dir: impl Into<PathBuf>) -> std::io::Result<TcpHost> {
+        let dir = dir.into();
+        let registry = Registry::open(&dir).map_err(std::io::Error::other)?;
+        let mut watcher = Watcher::new(registry);
+        let tag = std::process::id() ^ (Instant::now().elapsed().subsec_nanos() << 12);
+        let mut cfg = HostConfig::new(format!("tcp-{}", std::process::id()), tag);
+        cfg.reliable_wire = true;
+        cfg.cm_timeout = Duration::from_secs(3);
+        let shared = Arc::new(Shared {
+            inner: Mutex::new(Inner {
+                host: HostState::new(cfg),
+                conns: HashMap::new(),
+                listeners: HashMap::new(),
+                prebound: HashMap::new(),
+                timers: BTreeMap::new(),
+                timer_seq: 0,
+            }),
+            changed: Condvar::new(),
+            timer_added: Condvar::new(),
+            start: Instant::now(),
+            stop: AtomicBool::new(false),
+        });
+        // Devices present now, before the first call returns.
+        {
+            let mut inner = shared.lock();
+            for ev in watcher.poll() {
+                if ev.kind == DeviceEventKind::Added {
+                    let mut out = Outbox::new(shared.now());
+                    inner.host.add_device(ev.device, &mut out);
+                    shared.apply(&mut inner, out);
+                }
+            }
+            while inner.host.poll_event().is_some() {}
+        }
+        let s = shared.clone();
+        thread::Builder::new()
+            .name("soft-tcp-timers".into())
+            .spawn(move || s.timer_loop())?;
+        let s = shared.clone();
+        thread::Builder::new()
+            .name("soft-tcp-watch".into())
+            .spawn(move || s.watch_loop(watcher))?;
+        Ok(TcpHost { shared, dir })
+    }
+
+    /// The runtime directory this host watches.
+    pub fn dir(&self) -> &std::path::Path {
+        &self.dir
+    }
+
+    fn with<R>(&self, f: impl FnOnce(&mut HostState, &mut Outbox) -> R) -> R {
+        let mut inner = self.shared.lock();
+        let mut out = Outbox::new(self.shared.now());
+        let r = f(&mut inner.host, &mut out);
+        self.shared.apply(&mut inner, out);
+        r
+    }
+
+    fn read<R>(&self, f: impl FnOnce(&HostState) -> R) -> R {
+        f(&self.shared.lock().host)
+    }
+}
+
+impl Drop for TcpHost {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::Relaxed);
+        let mut inner = self.shared.lock();
+        inner.listeners.clear();
+        for (_, c) in inner.conns.drain() {
+            let _ = c.tx.send(Frame::Close);
+            if let Some(s) = c.stream.lock().unwrap_or_else(|e| e.into_inner()).take() {
+                let _ = s.shutdown(Shutdown::Both);
+            }
+        }
+        self.shared.timer_added.notify_all();
+    }
+}
+
+impl std::fmt::Debug for TcpHost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "TcpHost({})", self.dir.display())
+    }
+}
+
+impl Provider for TcpHost {
+    fn kind(&self) -> &'static str {
+        "soft-tcp"
+    }
+
+    fn now(&self) -> Timestamp {
+        self.shared.now()
+    }
+
+    fn wait(&self, deadline: Option<Timestamp>) {
+        let mut inner = self.shared.lock();
+        loop {
+            if inner.host.has_events() | inner.host.take_activity() {
+                return;
+            }
+            let now = self.shared.now();
+            let left = match deadline {
+                Some(d) if d <= now => return,
+                Some(d) => d.saturating_since(now),
+                None => Duration::from_secs(3600),
+            };
+            inner = self
+                .shared
+                .changed
+                .wait_timeout(inner, left.min(Duration::from_millis(200)))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    crate::delegate::delegate_to_host!();
+
+    fn cm_listen(&self, id: CmId, backlog: u32) -> Result<(), CmError> {
+        let (local, _) = self.cm_addrs(id);
+        let local = local.ok_or(CmError::BadState("listen needs a bound id"))?;
+        let l = TcpListener::bind(local).map_err(|e| match e.kind() {
+            std::io::ErrorKind::AddrInUse => CmError::AddrInUse(local),
+            std::io::ErrorKind::AddrNotAvailable => CmError::AddrNotAvailable(local.ip()),
+            _ => CmError::Io(format!("listen on {local}: {e}")),
+        })?;
+        let mut inner = self.shared.lock();
+        inner.prebound.insert(local, l);
+        let mut out = Outbox::new(self.shared.now());
+        let r = inner.host.cm_listen(id, backlog, &mut out);
+        self.shared.apply(&mut inner, out);
+        inner.prebound.remove(&local);
+        r
+    }
+}

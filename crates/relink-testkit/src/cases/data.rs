@@ -1,0 +1,318 @@
+//! Data movement on a healthy connection: SEND/RECV ordering, RNR,
+//! WRITE/READ, WRITE_WITH_IMM, atomics.
+
+use relink_fabric::{RecvWr, SendOp, SendWr, WcOpcode};
+
+use crate::check::{assert_wc_ok, pattern};
+use crate::harness::Harness;
+use crate::pair::{connect_pair, PairOpts};
+use crate::rig::{Rig, Side};
+
+/// 200 SENDs of distinct payloads (every third with immediate data) arrive
+/// in order with the right `byte_len`, `imm` and bytes; the requester's
+/// completions come in posting order.
+pub fn send_recv_ordering(rig: &dyn Rig) {
+    const N: usize = 200;
+    const SLOT: usize = 256;
+    let mut h = Harness::new(rig);
+    let pair = connect_pair(&mut h, &PairOpts::default());
+    let (ini, tgt) = (&pair.initiator, &pair.target);
+
+    let recvs: Vec<RecvWr> = (0..N)
+        .map(|i| RecvWr {
+            wr_id: 10_000 + i as u64,
+            sgl: vec![tgt.sge(i * SLOT, SLOT as u32)],
+        })
+        .collect();
+    tgt.post_recv(&h, &recvs);
+
+    let mut sends = Vec::with_capacity(N);
+    let mut expected = Vec::with_capacity(N);
+    for i in 0..N {
+        let len = 1 + (i * 37) % (SLOT - 1);
+        let data = pattern(i as u64, len);
+        ini.mem.write(i * SLOT, &data).expect("payload fits");
+        let imm = (i % 3 == 0).then_some(0xC0DE_0000 | i as u32);
+        let op = match imm {
+            Some(imm) => SendOp::SendWithImm { imm },
+            None => SendOp::Send,
+        };
+        sends.push(SendWr::new(
+            i as u64,
+            op,
+            vec![ini.sge(i * SLOT, len as u32)],
+        ));
+        expected.push((len, imm, data));
+    }
+    ini.post_send(&h, &sends);
+
+    let deadline = h.deadline(Side::Target);
+    let rwcs = h.wait_completions(Side::Target, tgt.recv_cq, N, deadline);
+    for (i, (wc, (len, imm, data))) in rwcs.iter().zip(&expected).enumerate() {
+        assert_wc_ok(wc, 10_000 + i as u64, WcOpcode::Recv);
+        assert_eq!(wc.qp, tgt.qp, "receive {i}: wrong QP in {wc:?}");
+        assert_eq!(
+            wc.byte_len as usize, *len,
+            "receive {i}: byte_len in {wc:?}"
+        );
+        assert_eq!(wc.imm, *imm, "receive {i}: immediate data in {wc:?}");
+        assert_eq!(
+            tgt.mem.read_vec(i * SLOT, *len).expect("in bounds"),
+            *data,
+            "receive {i}: payload"
+        );
+    }
+
+    let deadline = h.deadline(Side::Initiator);
+    let swcs = h.wait_completions(Side::Initiator, ini.send_cq, N, deadline);
+    for (i, wc) in swcs.iter().enumerate() {
+        assert_wc_ok(wc, i as u64, WcOpcode::Send);
+        assert_eq!(wc.qp, ini.qp, "send {i}: wrong QP in {wc:?}");
+    }
+    pair.teardown(&h);
+}
+
+/// A SEND with no receive posted (rnr_retry 7 = forever) does not complete
+/// while the receiver is not ready, and completes once a receive is posted.
+pub fn rnr_retry_then_delivery(rig: &dyn Rig) {
+    let mut h = Harness::new(rig);
+    let opts = PairOpts::default();
+    assert_eq!(
+        opts.params.rnr_retry_count, 7,
+        "the case needs infinite RNR retry"
+    );
+    let pair = connect_pair(&mut h, &opts);
+    let (ini, tgt) = (&pair.initiator, &pair.target);
+
+    let data = pattern(7, 64);
+    ini.mem.write(0, &data).expect("in bounds");
+    ini.post_send(&h, &[SendWr::new(1, SendOp::Send, vec![ini.sge(0, 64)])]);
+
+    let early = h.collect_completions(Side::Initiator, ini.send_cq, rig.quiet_time());
+    assert!(
+        early.is_empty(),
+        "a SEND completed although the peer had no receive posted: {early:?}"
+    );
+    let early = h.poll_cq(Side::Target, tgt.recv_cq, usize::MAX);
+    assert!(
+        early.is_empty(),
+        "a receive completed that was never posted: {early:?}"
+    );
+
+    tgt.post_recv(
+        &h,
+        &[RecvWr {
+            wr_id: 7,
+            sgl: vec![tgt.sge(0, 128)],
+        }],
+    );
+    let deadline = h.deadline(Side::Target);
+    let rwc = h.wait_completions(Side::Target, tgt.recv_cq, 1, deadline);
+    assert_wc_ok(&rwc[0], 7, WcOpcode::Recv);
+    assert_eq!(rwc[0].byte_len, 64, "byte_len in {:?}", rwc[0]);
+    assert_eq!(tgt.mem.read_vec(0, 64).expect("in bounds"), data);
+    let deadline = h.deadline(Side::Initiator);
+    let swc = h.wait_completions(Side::Initiator, ini.send_cq, 1, deadline);
+    assert_wc_ok(&swc[0], 1, WcOpcode::Send);
+    pair.teardown(&h);
+}
+
+/// A WRITE lands in the target's memory; a READ brings it back; a READ
+/// returns what the target wrote locally; a two-SGE WRITE gathers.
+pub fn write_then_read(rig: &dyn Rig) {
+    let mut h = Harness::new(rig);
+    let pair = connect_pair(&mut h, &PairOpts::default());
+    let (ini, tgt) = (&pair.initiator, &pair.target);
+    let payload = pattern(1, 1000);
+    ini.mem.write(0, &payload).expect("in bounds");
+
+    ini.post_send(
+        &h,
+        &[SendWr::new(
+            1,
+            SendOp::Write {
+                remote: tgt.remote(4096),
+            },
+            vec![ini.sge(0, 1000)],
+        )],
+    );
+    let deadline = h.deadline(Side::Initiator);
+    let wc = h.wait_completions(Side::Initiator, ini.send_cq, 1, deadline);
+    assert_wc_ok(&wc[0], 1, WcOpcode::RdmaWrite);
+    assert_eq!(
+        tgt.mem.read_vec(4096, 1000).expect("in bounds"),
+        payload,
+        "a completed WRITE must have placed its data"
+    );
+
+    ini.post_send(
+        &h,
+        &[SendWr::new(
+            2,
+            SendOp::Read {
+                remote: tgt.remote(4096),
+            },
+            vec![ini.sge(8192, 1000)],
+        )],
+    );
+    let deadline = h.deadline(Side::Initiator);
+    let wc = h.wait_completions(Side::Initiator, ini.send_cq, 1, deadline);
+    assert_wc_ok(&wc[0], 2, WcOpcode::RdmaRead);
+    assert_eq!(ini.mem.read_vec(8192, 1000).expect("in bounds"), payload);
+
+    let fresh = pattern(2, 512);
+    tgt.mem.write(20_000, &fresh).expect("in bounds");
+    ini.post_send(
+        &h,
+        &[SendWr::new(
+            3,
+            SendOp::Read {
+                remote: tgt.remote(20_000),
+            },
+            vec![ini.sge(12_288, 512)],
+        )],
+    );
+    let deadline = h.deadline(Side::Initiator);
+    let wc = h.wait_completions(Side::Initiator, ini.send_cq, 1, deadline);
+    assert_wc_ok(&wc[0], 3, WcOpcode::RdmaRead);
+    assert_eq!(ini.mem.read_vec(12_288, 512).expect("in bounds"), fresh);
+
+    ini.post_send(
+        &h,
+        &[SendWr::new(
+            4,
+            SendOp::Write {
+                remote: tgt.remote(30_000),
+            },
+            vec![ini.sge(0, 100), ini.sge(500, 50)],
+        )],
+    );
+    let deadline = h.deadline(Side::Initiator);
+    let wc = h.wait_completions(Side::Initiator, ini.send_cq, 1, deadline);
+    assert_wc_ok(&wc[0], 4, WcOpcode::RdmaWrite);
+    let mut gathered = payload[..100].to_vec();
+    gathered.extend_from_slice(&payload[500..550]);
+    assert_eq!(
+        tgt.mem.read_vec(30_000, 150).expect("in bounds"),
+        gathered,
+        "a two-SGE WRITE must gather both SGEs in order"
+    );
+    pair.teardown(&h);
+}
+
+/// WRITE_WITH_IMM places its data, consumes a receive, and delivers the
+/// immediate data with `RecvRdmaWithImm` and the written length.
+pub fn write_with_imm(rig: &dyn Rig) {
+    let mut h = Harness::new(rig);
+    let pair = connect_pair(&mut h, &PairOpts::default());
+    let (ini, tgt) = (&pair.initiator, &pair.target);
+    tgt.post_recv(
+        &h,
+        &[RecvWr {
+            wr_id: 42,
+            sgl: vec![tgt.sge(60_000, 16)],
+        }],
+    );
+    let payload = pattern(3, 512);
+    ini.mem.write(0, &payload).expect("in bounds");
+    ini.post_send(
+        &h,
+        &[SendWr::new(
+            5,
+            SendOp::WriteWithImm {
+                remote: tgt.remote(12_288),
+                imm: 0xDEAD_BEEF,
+            },
+            vec![ini.sge(0, 512)],
+        )],
+    );
+    let deadline = h.deadline(Side::Target);
+    let rwc = h.wait_completions(Side::Target, tgt.recv_cq, 1, deadline);
+    assert_wc_ok(&rwc[0], 42, WcOpcode::RecvRdmaWithImm);
+    assert_eq!(
+        rwc[0].imm,
+        Some(0xDEAD_BEEF),
+        "immediate data in {:?}",
+        rwc[0]
+    );
+    assert_eq!(rwc[0].byte_len, 512, "byte_len in {:?}", rwc[0]);
+    assert_eq!(tgt.mem.read_vec(12_288, 512).expect("in bounds"), payload);
+    let deadline = h.deadline(Side::Initiator);
+    let swc = h.wait_completions(Side::Initiator, ini.send_cq, 1, deadline);
+    assert_wc_ok(&swc[0], 5, WcOpcode::RdmaWrite);
+    pair.teardown(&h);
+}
+
+/// FETCH_ADD and CMP_SWAP (matching and not) return the old value into the
+/// local SGE and update the remote u64 as specified.
+pub fn atomics(rig: &dyn Rig) {
+    const TARGET: usize = 16_384;
+    let mut h = Harness::new(rig);
+    let pair = connect_pair(&mut h, &PairOpts::default());
+    let (ini, tgt) = (&pair.initiator, &pair.target);
+    tgt.mem.write_u64(TARGET, 100).expect("in bounds");
+
+    let steps: [(u64, SendOp, WcOpcode, u64, u64); 4] = [
+        (
+            1,
+            SendOp::FetchAdd {
+                remote: tgt.remote(TARGET),
+                add: 23,
+            },
+            WcOpcode::FetchAdd,
+            100,
+            123,
+        ),
+        (
+            2,
+            SendOp::CmpSwap {
+                remote: tgt.remote(TARGET),
+                compare: 123,
+                swap: 0xFEED,
+            },
+            WcOpcode::CompSwap,
+            123,
+            0xFEED,
+        ),
+        (
+            3,
+            SendOp::CmpSwap {
+                remote: tgt.remote(TARGET),
+                compare: 1,
+                swap: 2,
+            },
+            WcOpcode::CompSwap,
+            0xFEED,
+            0xFEED,
+        ),
+        (
+            4,
+            SendOp::FetchAdd {
+                remote: tgt.remote(TARGET),
+                add: u64::MAX,
+            },
+            WcOpcode::FetchAdd,
+            0xFEED,
+            0xFEEC,
+        ),
+    ];
+    for (wr_id, op, opcode, old, new) in steps {
+        let local = TARGET + 8 * wr_id as usize;
+        ini.mem.write_u64(local, 0x5555).expect("in bounds");
+        ini.post_send(&h, &[SendWr::new(wr_id, op, vec![ini.sge(local, 8)])]);
+        let deadline = h.deadline(Side::Initiator);
+        let wc = h.wait_completions(Side::Initiator, ini.send_cq, 1, deadline);
+        assert_wc_ok(&wc[0], wr_id, opcode);
+        assert_eq!(
+            ini.mem.read_u64(local).expect("in bounds"),
+            old,
+            "{op:?} must return the old value"
+        );
+        assert_eq!(
+            tgt.mem.read_u64(TARGET).expect("in bounds"),
+            new,
+            "{op:?} must leave this value in remote memory"
+        );
+    }
+    pair.teardown(&h);
+}

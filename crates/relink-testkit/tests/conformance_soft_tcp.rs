@@ -1,0 +1,2 @@
+//! The conformance suite on the TCP soft fabric (two hosts on loopback).
+relink_testkit::conformance_tests!(relink_testkit::soft_rigs::TcpRig::new());
