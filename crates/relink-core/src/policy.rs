@@ -1,0 +1,245 @@
+//! Recovery policy: when to retry, how long to wait, when to give up, which
+//! device may take over. Defaults follow the kernel's NVMe-oF where it is
+//! right, and improve on it where it is not (see `docs/RECOVERY.md`):
+//!
+//! | knob | default | meaning |
+//! |---|---|---|
+//! | `ctrl_loss_tmo` | 600 s | give-up **deadline** from the loss (not a retry count); `None` = forever |
+//! | `reconnect_delay` | 10 s | cap of the exponential backoff (the first attempt is immediate) |
+//! | `fast_io_fail_tmo` | off | after this, queued operations fail while reconnection continues |
+//! | `keepalive` | 5 s | probe an idle connection; silence for two periods = peer gone |
+//! | `device_match` | any | `any` / `same_guid` / an allow-list |
+
+use std::time::Duration;
+
+use relink_fabric::{DeviceInfo, Guid};
+
+/// Which device may carry a session after a loss.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum DeviceMatch {
+    /// Any device that reaches the peer's address (the same one back, or a
+    /// replacement with the same IP/subnet).
+    #[default]
+    Any,
+    /// Only a device with the GUID of the one first used (a reset keeps the
+    /// GUID; a replacement does not).
+    SameGuid,
+    /// Only the listed devices (by name or GUID).
+    AllowList(Vec<AllowedDevice>),
+}
+
+/// An entry of [`DeviceMatch::AllowList`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AllowedDevice {
+    /// A device name, e.g. `mlx5_1`.
+    Name(String),
+    /// A node GUID.
+    Guid(Guid),
+}
+
+impl DeviceMatch {
+    /// Whether `dev` may carry the session; `first_guid` is the GUID of the
+    /// device the session first used.
+    pub fn allows(&self, dev: &DeviceInfo, first_guid: Option<Guid>) -> bool {
+        match self {
+            DeviceMatch::Any => true,
+            DeviceMatch::SameGuid => first_guid.is_none_or(|g| g == dev.node_guid),
+            DeviceMatch::AllowList(list) => list.iter().any(|a| match a {
+                AllowedDevice::Name(n) => *n == dev.id.name,
+                AllowedDevice::Guid(g) => *g == dev.node_guid,
+            }),
+        }
+    }
+}
+
+/// A policy setting that is out of range, named by its key.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("policy key `{key}`: {reason}")]
+pub struct PolicyError {
+    /// The offending key, as spelled in configuration files.
+    pub key: &'static str,
+    /// What is wrong with it.
+    pub reason: String,
+}
+
+/// The recovery policy of a session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Policy {
+    /// Give up this long after the loss (`None`: never).
+    pub ctrl_loss_tmo: Option<Duration>,
+    /// Upper bound of the delay between attempts.
+    pub reconnect_delay: Duration,
+    /// Delay before the second attempt; doubles each attempt up to
+    /// `reconnect_delay` (the first attempt is immediate).
+    pub initial_backoff: Duration,
+    /// Fail queued operations this long after the loss while reconnection
+    /// goes on (`None`: queue until give-up).
+    pub fast_io_fail_tmo: Option<Duration>,
+    /// Keepalive period (`None`: off).
+    pub keepalive: Option<Duration>,
+    /// How long one connection attempt may take.
+    pub connect_timeout: Duration,
+    /// Which devices may take over.
+    pub device_match: DeviceMatch,
+    /// Move back to the first path when its device returns.
+    pub failback: bool,
+    /// Replay unconfirmed atomics (at-least-once) instead of reporting them
+    /// `Indeterminate`.
+    pub replay_atomics: bool,
+}
+
+impl Default for Policy {
+    fn default() -> Policy {
+        Policy {
+            ctrl_loss_tmo: Some(Duration::from_secs(600)),
+            reconnect_delay: Duration::from_secs(10),
+            initial_backoff: Duration::from_millis(20),
+            fast_io_fail_tmo: None,
+            keepalive: Some(Duration::from_secs(5)),
+            connect_timeout: Duration::from_secs(3),
+            device_match: DeviceMatch::Any,
+            failback: false,
+            replay_atomics: false,
+        }
+    }
+}
+
+impl Policy {
+    /// Check every knob; the error names the offending key.
+    pub fn validate(&self) -> Result<(), PolicyError> {
+        let err = |key, reason: &str| {
+            Err(PolicyError {
+                key,
+                reason: reason.to_string(),
+            })
+        };
+        if self.reconnect_delay.is_zero() {
+            return err("reconnect_delay", "must be > 0");
+        }
+        if self.initial_backoff.is_zero() || self.initial_backoff > self.reconnect_delay {
+            return err("initial_backoff", "must be > 0 and <= reconnect_delay");
+        }
+        if self.connect_timeout.is_zero() {
+            return err("connect_timeout", "must be > 0");
+        }
+        if let Some(k) = self.keepalive {
+            if k < Duration::from_millis(1) {
+                return err("keepalive", "must be >= 1 ms (or off)");
+            }
+        }
+        if let (Some(f), Some(c)) = (self.fast_io_fail_tmo, self.ctrl_loss_tmo) {
+            if f > c {
+                return err("fast_io_fail_tmo", "must not exceed ctrl_loss_tmo");
+            }
+        }
+        if let DeviceMatch::AllowList(l) = &self.device_match {
+            if l.is_empty() {
+                return err("device_match", "an allow-list must name at least one device");
+            }
+        }
+        Ok(())
+    }
+
+    /// Delay before attempt `attempt` (0 = the first, immediate), with
+    /// "equal jitter": half the exponential delay plus a random part of the
+    /// other half. `random` is any uniformly random u64 (the caller's RNG:
+    /// the core reads none).
+    pub fn backoff(&self, attempt: u32, random: u64) -> Duration {
+        if attempt == 0 {
+            return Duration::ZERO;
+        }
+        let exp = attempt.saturating_sub(1).min(30);
+        let base = self
+            .initial_backoff
+            .saturating_mul(1u32 << exp)
+            .min(self.reconnect_delay);
+        let half = base / 2;
+        let span = u64::try_from(half.as_nanos()).unwrap_or(u64::MAX).max(1);
+        half + Duration::from_nanos(random % span)
+    }
+
+    /// How long silence on the connection may last before the peer is
+    /// declared gone.
+    pub fn keepalive_deadline(&self) -> Option<Duration> {
+        self.keepalive.map(|k| k * 2)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use relink_fabric::{DeviceId, PortState};
+
+    fn dev(name: &str, guid: u64) -> DeviceInfo {
+        DeviceInfo {
+            id: DeviceId {
+                name: name.into(),
+                index: 1,
+                generation: 1,
+            },
+            node_guid: Guid(guid),
+            addrs: vec![],
+            netdev: None,
+            port_state: PortState::Active,
+        }
+    }
+
+    #[test]
+    fn defaults_are_valid_and_match_the_design() {
+        let p = Policy::default();
+        p.validate().unwrap();
+        assert_eq!(p.ctrl_loss_tmo, Some(Duration::from_secs(600)));
+        assert_eq!(p.reconnect_delay, Duration::from_secs(10));
+        assert_eq!(p.fast_io_fail_tmo, None);
+        assert_eq!(p.keepalive, Some(Duration::from_secs(5)));
+        assert_eq!(p.device_match, DeviceMatch::Any);
+    }
+
+    #[test]
+    fn validation_names_the_key() {
+        let p = Policy {
+            fast_io_fail_tmo: Some(Duration::from_secs(700)),
+            ..Policy::default()
+        };
+        assert_eq!(p.validate().unwrap_err().key, "fast_io_fail_tmo");
+        let p = Policy {
+            reconnect_delay: Duration::ZERO,
+            ..Policy::default()
+        };
+        assert_eq!(p.validate().unwrap_err().key, "reconnect_delay");
+        let p = Policy {
+            device_match: DeviceMatch::AllowList(vec![]),
+            ..Policy::default()
+        };
+        assert_eq!(p.validate().unwrap_err().key, "device_match");
+    }
+
+    #[test]
+    fn first_attempt_is_immediate_and_backoff_is_capped() {
+        let p = Policy::default();
+        assert_eq!(p.backoff(0, 12345), Duration::ZERO);
+        for attempt in 1..100 {
+            for r in [0, 1, u64::MAX, 0xdead_beef] {
+                let d = p.backoff(attempt, r);
+                assert!(d <= p.reconnect_delay, "{attempt}: {d:?}");
+                assert!(d > Duration::ZERO);
+            }
+        }
+        // Grows: attempt 5's floor is above attempt 1's ceiling.
+        assert!(p.backoff(5, 0) > p.backoff(1, u64::MAX));
+    }
+
+    #[test]
+    fn device_match() {
+        let a = dev("soft0", 1);
+        let b = dev("soft1", 2);
+        assert!(DeviceMatch::Any.allows(&b, Some(Guid(1))));
+        assert!(DeviceMatch::SameGuid.allows(&a, Some(Guid(1))));
+        assert!(!DeviceMatch::SameGuid.allows(&b, Some(Guid(1))));
+        let allow = DeviceMatch::AllowList(vec![AllowedDevice::Name("soft1".into())]);
+        assert!(allow.allows(&b, None));
+        assert!(!allow.allows(&a, None));
+        let allow = DeviceMatch::AllowList(vec![AllowedDevice::Guid(Guid(1))]);
+        assert!(allow.allows(&a, None));
+    }
+}

@@ -1,0 +1,317 @@
+//! The session state machine, declared in one place.
+//!
+//! ```text
+//!   Idle ──connect──► Connecting ──accepted──► Established ◄────────────┐
+//!                        │                        │ transport down       │
+//!                        │ failed                 ▼                      │
+//!                        └──────────────────► Recovering ◄───────┐       │
+//!                                    (waiting for a device,      │       │
+//!                                     backoff)   │ attempt       │fail   │
+//!                                                ▼               │       │
+//!                                          Reconnecting{n} ──────┘       │
+//!                                                │ resume accepted       │
+//!                                                ▼                       │
+//!                                           Resyncing ───────────────────┘
+//!                               (re-advertise, re-post, replay)
+//!
+//!   any live state ──give-up deadline / stranger peer──► Failed
+//!   any state ──disconnect──► Closed
+//! ```
+//!
+//! A target-side session has no active attempt: it goes from Recovering to
+//! Resyncing when a valid resume request arrives. Every transition is
+//! checked against [`TRANSITIONS`]; an illegal one is an error, never a
+//! silent change.
+
+use std::fmt;
+
+use relink_fabric::{Timestamp, WcStatus};
+
+/// Where a session is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum State {
+    /// Created, not yet connecting.
+    Idle,
+    /// First connection under way.
+    Connecting,
+    /// Connected; operations flow.
+    Established,
+    /// The transport is down; waiting for a device and the backoff.
+    Recovering,
+    /// A reconnection attempt is under way.
+    Reconnecting,
+    /// Reconnected; re-advertising buffers and replaying.
+    Resyncing,
+    /// Gave up (deadline, stranger peer, refused); operations failed.
+    Failed,
+    /// Closed by the application or an administrator.
+    Closed,
+}
+
+impl State {
+    /// Whether the session can never carry traffic again.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, State::Failed | State::Closed)
+    }
+
+    /// Lower-case name, as shown by the CLI.
+    pub fn name(self) -> &'static str {
+        match self {
+            State::Idle => "idle",
+            State::Connecting => "connecting",
+            State::Established => "established",
+            State::Recovering => "recovering",
+            State::Reconnecting => "reconnecting",
+            State::Resyncing => "resyncing",
+            State::Failed => "failed",
+            State::Closed => "closed",
+        }
+    }
+}
+
+impl fmt::Display for State {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Why the transport went down: every detection source folds into this.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DownCause {
+    /// The device left the device list (netlink UNREGISTER, uevent, rescan,
+    /// soft registry).
+    DeviceRemoved,
+    /// `IBV_EVENT_DEVICE_FATAL` (a reset).
+    DeviceFatal,
+    /// The port went down.
+    PortDown,
+    /// `RDMA_CM_EVENT_DEVICE_REMOVAL`.
+    CmDeviceRemoval,
+    /// `RDMA_CM_EVENT_DISCONNECTED` (the peer left or lost its device).
+    CmDisconnected,
+    /// `RDMA_CM_EVENT_ADDR_CHANGE`.
+    AddrChange,
+    /// A work completion with an error status (flush, retry exceeded, ...).
+    Completion(WcStatus),
+    /// Nothing heard from the peer for two keepalive periods.
+    KeepaliveTimeout,
+}
+
+impl fmt::Display for DownCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DownCause::DeviceRemoved => f.write_str("device removed"),
+            DownCause::DeviceFatal => f.write_str("device fatal error"),
+            DownCause::PortDown => f.write_str("port down"),
+            DownCause::CmDeviceRemoval => f.write_str("CM device removal"),
+            DownCause::CmDisconnected => f.write_str("disconnected"),
+            DownCause::AddrChange => f.write_str("address change"),
+            DownCause::Completion(s) => write!(f, "completion error: {}", s.name()),
+            DownCause::KeepaliveTimeout => f.write_str("keepalive timeout"),
+        }
+    }
+}
+
+/// Why a transition happened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cause {
+    /// The application asked to connect.
+    Connect,
+    /// The target accepted / a resume was accepted.
+    Accepted,
+    /// The transport went down.
+    TransportDown(DownCause),
+    /// A reconnection attempt started (attempt number, from 1).
+    Attempt(u32),
+    /// An attempt failed (why).
+    AttemptFailed(String),
+    /// Buffers re-advertised and replay posted.
+    Resynced,
+    /// The give-up deadline passed.
+    GaveUp,
+    /// The peer is a new incarnation or refused us for good.
+    PeerLost(String),
+    /// An explicit disconnect (API or admin).
+    Disconnect,
+}
+
+impl fmt::Display for Cause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Cause::Connect => f.write_str("connect"),
+            Cause::Accepted => f.write_str("accepted"),
+            Cause::TransportDown(d) => write!(f, "transport down: {d}"),
+            Cause::Attempt(n) => write!(f, "attempt {n}"),
+            Cause::AttemptFailed(w) => write!(f, "attempt failed: {w}"),
+            Cause::Resynced => f.write_str("resynced"),
+            Cause::GaveUp => f.write_str("gave up"),
+            Cause::PeerLost(w) => write!(f, "peer lost: {w}"),
+            Cause::Disconnect => f.write_str("disconnect"),
+        }
+    }
+}
+
+/// One state change, as reported to observers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Transition {
+    /// Previous state.
+    pub from: State,
+    /// Next state.
+    pub to: State,
+    /// Why.
+    pub cause: Cause,
+    /// When.
+    pub at: Timestamp,
+}
+
+/// A transition the table does not allow.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("illegal session transition {from} -> {to} ({cause})")]
+pub struct IllegalTransition {
+    /// Current state.
+    pub from: State,
+    /// Requested state.
+    pub to: State,
+    /// The cause given.
+    pub cause: Cause,
+}
+
+use State::*;
+
+/// Every legal transition. The snapshot test below pins it.
+pub const TRANSITIONS: &[(State, State)] = &[
+    (Idle, Connecting),
+    (Idle, Closed),
+    (Connecting, Established),
+    (Connecting, Recovering),
+    (Connecting, Failed),
+    (Connecting, Closed),
+    (Established, Recovering),
+    (Established, Failed),
+    (Established, Closed),
+    (Recovering, Reconnecting),
+    (Recovering, Resyncing),
+    (Recovering, Failed),
+    (Recovering, Closed),
+    (Reconnecting, Resyncing),
+    (Reconnecting, Recovering),
+    (Reconnecting, Failed),
+    (Reconnecting, Closed),
+    (Resyncing, Established),
+    (Resyncing, Recovering),
+    (Resyncing, Failed),
+    (Resyncing, Closed),
+    (Failed, Closed),
+];
+
+/// Whether `from -> to` is legal.
+pub fn allowed(from: State, to: State) -> bool {
+    TRANSITIONS.contains(&(from, to))
+}
+
+/// A state with its transition history check.
+#[derive(Debug, Clone)]
+pub struct Machine {
+    state: State,
+    since: Timestamp,
+}
+
+impl Machine {
+    /// A machine in `Idle` since `now`.
+    pub fn new(now: Timestamp) -> Machine {
+        Machine {
+            state: Idle,
+            since: now,
+        }
+    }
+
+    /// The current state.
+    pub fn state(&self) -> State {
+        self.state
+    }
+
+    /// When the current state was entered.
+    pub fn since(&self) -> Timestamp {
+        self.since
+    }
+
+    /// Move to `to`, or explain why not.
+    pub fn go(&mut self, to: State, cause: Cause, now: Timestamp) -> Result<Transition, IllegalTransition> {
+        let from = self.state;
+        if !allowed(from, to) {
+            return Err(IllegalTransition { from, to, cause });
+        }
+        self.state = to;
+        self.since = now;
+        Ok(Transition {
+            from,
+            to,
+            cause,
+            at: now,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ALL: [State; 8] = [
+        Idle,
+        Connecting,
+        Established,
+        Recovering,
+        Reconnecting,
+        Resyncing,
+        Failed,
+        Closed,
+    ];
+
+    /// The transition table as a matrix; changing the state machine means
+    /// changing this snapshot on purpose.
+    #[test]
+    fn transition_table_snapshot() {
+        let mut s = String::from("from\\to      ");
+        for to in ALL {
+            s += &format!("{:>4}", &to.name()[..3]);
+        }
+        s.push('\n');
+        for from in ALL {
+            s += &format!("{:<13}", from.name());
+            for to in ALL {
+                s += if allowed(from, to) { "   x" } else { "   ." };
+            }
+            s.push('\n');
+        }
+        let expected = "\
+from\\to       idl con est rec rec res fai clo
+idle            .   x   .   .   .   .   .   x
+connecting      .   .   x   x   .   .   x   x
+established     .   .   .   x   .   .   x   x
+recovering      .   .   .   .   x   x   x   x
+reconnecting    .   .   .   x   .   x   x   x
+resyncing       .   .   x   x   .   .   x   x
+failed          .   .   .   .   .   .   .   x
+closed          .   .   .   .   .   .   .   .
+";
+        assert_eq!(s, expected, "\n{s}");
+    }
+
+    #[test]
+    fn terminal_states_only_close() {
+        for to in ALL {
+            assert!(!allowed(Closed, to));
+            assert_eq!(allowed(Failed, to), to == Closed);
+        }
+    }
+
+    #[test]
+    fn illegal_transition_is_an_error() {
+        let mut m = Machine::new(Timestamp(0));
+        let e = m.go(Established, Cause::Accepted, Timestamp(1)).unwrap_err();
+        assert_eq!((e.from, e.to), (Idle, Established));
+        assert_eq!(m.state(), Idle);
+        let t = m.go(Connecting, Cause::Connect, Timestamp(2)).unwrap();
+        assert_eq!((t.from, t.to, t.at), (Idle, Connecting, Timestamp(2)));
+    }
+}

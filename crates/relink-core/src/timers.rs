@@ -1,0 +1,101 @@
+//! Every timer of a session in one table, indexed by [`TimerKind`]
+//! (quinn's `TimerTable`): the next wake-up is the minimum.
+
+use relink_fabric::Timestamp;
+
+/// The timers a session runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum TimerKind {
+    /// The next reconnection attempt.
+    Backoff,
+    /// The give-up deadline (`ctrl_loss_tmo`) of the current outage.
+    GiveUp,
+    /// Fail queued operations (`fast_io_fail_tmo`).
+    FastFail,
+    /// The current connection attempt takes too long.
+    ConnectTimeout,
+    /// Time to send a keepalive probe.
+    KeepaliveSend,
+    /// Nothing heard from the peer for too long.
+    KeepaliveDeadline,
+}
+
+impl TimerKind {
+    /// Every kind, in table order.
+    pub const ALL: [TimerKind; 6] = [
+        TimerKind::Backoff,
+        TimerKind::GiveUp,
+        TimerKind::FastFail,
+        TimerKind::ConnectTimeout,
+        TimerKind::KeepaliveSend,
+        TimerKind::KeepaliveDeadline,
+    ];
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Deadlines by kind.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TimerTable {
+    at: [Option<Timestamp>; 6],
+}
+
+impl TimerTable {
+    /// Arm (or re-arm) a timer.
+    pub fn set(&mut self, kind: TimerKind, at: Timestamp) {
+        self.at[kind.index()] = Some(at);
+    }
+
+    /// Disarm a timer.
+    pub fn stop(&mut self, kind: TimerKind) {
+        self.at[kind.index()] = None;
+    }
+
+    /// When a timer fires, if armed.
+    pub fn get(&self, kind: TimerKind) -> Option<Timestamp> {
+        self.at[kind.index()]
+    }
+
+    /// The earliest armed deadline.
+    pub fn next(&self) -> Option<Timestamp> {
+        self.at.iter().flatten().min().copied()
+    }
+
+    /// Disarm and return the timers due at `now`, in table order.
+    pub fn take_expired(&mut self, now: Timestamp) -> Vec<TimerKind> {
+        let mut due = Vec::new();
+        for k in TimerKind::ALL {
+            if self.at[k.index()].is_some_and(|t| t <= now) {
+                self.at[k.index()] = None;
+                due.push(k);
+            }
+        }
+        due
+    }
+
+    /// Disarm everything.
+    pub fn clear(&mut self) {
+        self.at = [None; 6];
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn next_is_the_minimum_and_expiry_disarms() {
+        let mut t = TimerTable::default();
+        assert_eq!(t.next(), None);
+        t.set(TimerKind::GiveUp, Timestamp(600));
+        t.set(TimerKind::Backoff, Timestamp(10));
+        t.set(TimerKind::KeepaliveSend, Timestamp(5));
+        assert_eq!(t.next(), Some(Timestamp(5)));
+        assert_eq!(t.take_expired(Timestamp(10)), vec![TimerKind::Backoff, TimerKind::KeepaliveSend]);
+        assert_eq!(t.next(), Some(Timestamp(600)));
+        t.stop(TimerKind::GiveUp);
+        assert_eq!(t.next(), None);
+    }
+}
