@@ -5,6 +5,8 @@
 //! - `soft-device`: add, remove, reset, replace and list the host's soft
 //!   RDMA devices (what `rdma link add/delete` is for Soft-RoCE), and set
 //!   their port up or down.
+//! - `perf`: a bandwidth test (`ib_send_bw` / `ib_write_bw` style) between a
+//!   server and a client process on the soft TCP fabric.
 //!
 //! Errors are printed as `relink: error: ...` with their causes, and the
 //! exit status is 1 (2 for usage errors, from clap).
@@ -14,6 +16,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod perf;
 mod soft_device;
 
 /// Keeps RDMA connections alive across device reset, unplug and replug.
@@ -30,11 +33,15 @@ enum Command {
     /// Manage the host's soft RDMA devices (add, remove, reset, replace,
     /// port up/down, list).
     SoftDevice(soft_device::SoftDeviceArgs),
+    /// Measure send/write bandwidth between a server and a client on the
+    /// soft TCP fabric (like perftest's ib_send_bw / ib_write_bw).
+    Perf(perf::PerfArgs),
 }
 
 fn run(cli: Cli, out: &mut dyn Write) -> anyhow::Result<()> {
     match cli.command {
         Command::SoftDevice(args) => soft_device::run(args, out),
+        Command::Perf(args) => perf::run(args, out),
     }
 }
 

@@ -79,6 +79,10 @@ pub struct Policy {
     pub keepalive: Option<Duration>,
     /// How long one connection attempt may take.
     pub connect_timeout: Duration,
+    /// How long a receiver may hold back the acknowledgement of delivered
+    /// messages when it has nothing to send (a sender's message completes
+    /// when the peer confirms delivery).
+    pub ack_delay: Duration,
     /// Which devices may take over.
     pub device_match: DeviceMatch,
     /// Move back to the first path when its device returns.
@@ -97,6 +101,7 @@ impl Default for Policy {
             fast_io_fail_tmo: None,
             keepalive: Some(Duration::from_secs(5)),
             connect_timeout: Duration::from_secs(3),
+            ack_delay: Duration::from_micros(50),
             device_match: DeviceMatch::Any,
             failback: false,
             replay_atomics: false,
@@ -122,6 +127,9 @@ impl Policy {
         if self.connect_timeout.is_zero() {
             return err("connect_timeout", "must be > 0");
         }
+        if self.ack_delay.is_zero() || self.ack_delay > Duration::from_secs(1) {
+            return err("ack_delay", "must be > 0 and <= 1 s");
+        }
         if let Some(k) = self.keepalive {
             if k < Duration::from_millis(1) {
                 return err("keepalive", "must be >= 1 ms (or off)");
@@ -134,7 +142,10 @@ impl Policy {
         }
         if let DeviceMatch::AllowList(l) = &self.device_match {
             if l.is_empty() {
-                return err("device_match", "an allow-list must name at least one device");
+                return err(
+                    "device_match",
+                    "an allow-list must name at least one device",
+                );
             }
         }
         Ok(())

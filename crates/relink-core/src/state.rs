@@ -236,7 +236,12 @@ impl Machine {
     }
 
     /// Move to `to`, or explain why not.
-    pub fn go(&mut self, to: State, cause: Cause, now: Timestamp) -> Result<Transition, IllegalTransition> {
+    pub fn go(
+        &mut self,
+        to: State,
+        cause: Cause,
+        now: Timestamp,
+    ) -> Result<Transition, IllegalTransition> {
         let from = self.state;
         if !allowed(from, to) {
             return Err(IllegalTransition { from, to, cause });
@@ -308,7 +313,9 @@ closed          .   .   .   .   .   .   .   .
     #[test]
     fn illegal_transition_is_an_error() {
         let mut m = Machine::new(Timestamp(0));
-        let e = m.go(Established, Cause::Accepted, Timestamp(1)).unwrap_err();
+        let e = m
+            .go(Established, Cause::Accepted, Timestamp(1))
+            .unwrap_err();
         assert_eq!((e.from, e.to), (Idle, Established));
         assert_eq!(m.state(), Idle);
         let t = m.go(Connecting, Cause::Connect, Timestamp(2)).unwrap();

@@ -18,17 +18,20 @@ pub enum TimerKind {
     KeepaliveSend,
     /// Nothing heard from the peer for too long.
     KeepaliveDeadline,
+    /// Acknowledge delivered messages that no outgoing message carried.
+    AckDelay,
 }
 
 impl TimerKind {
     /// Every kind, in table order.
-    pub const ALL: [TimerKind; 6] = [
+    pub const ALL: [TimerKind; 7] = [
         TimerKind::Backoff,
         TimerKind::GiveUp,
         TimerKind::FastFail,
         TimerKind::ConnectTimeout,
         TimerKind::KeepaliveSend,
         TimerKind::KeepaliveDeadline,
+        TimerKind::AckDelay,
     ];
 
     fn index(self) -> usize {
@@ -39,7 +42,7 @@ impl TimerKind {
 /// Deadlines by kind.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TimerTable {
-    at: [Option<Timestamp>; 6],
+    at: [Option<Timestamp>; 7],
 }
 
 impl TimerTable {
@@ -77,7 +80,7 @@ impl TimerTable {
 
     /// Disarm everything.
     pub fn clear(&mut self) {
-        self.at = [None; 6];
+        self.at = [None; 7];
     }
 }
 
@@ -93,7 +96,10 @@ mod tests {
         t.set(TimerKind::Backoff, Timestamp(10));
         t.set(TimerKind::KeepaliveSend, Timestamp(5));
         assert_eq!(t.next(), Some(Timestamp(5)));
-        assert_eq!(t.take_expired(Timestamp(10)), vec![TimerKind::Backoff, TimerKind::KeepaliveSend]);
+        assert_eq!(
+            t.take_expired(Timestamp(10)),
+            vec![TimerKind::Backoff, TimerKind::KeepaliveSend]
+        );
         assert_eq!(t.next(), Some(Timestamp(600)));
         t.stop(TimerKind::GiveUp);
         assert_eq!(t.next(), None);

@@ -1,0 +1,236 @@
+//! Warm-up, calibration and timed repetitions of a loop, and their summary.
+//!
+//! [`measure`] runs anything that implements [`Runner`]: first warm-up runs
+//! of doubling counts until [`Plan::warmup`] has passed (the last one
+//! calibrates), then [`Plan::reps`] timed runs of one fixed count chosen so
+//! that a run takes about [`Plan::rep_time`]. Every run is kept, so a report
+//! can show the median next to the spread.
+
+use std::time::{Duration, Instant};
+
+use crate::loops::Measurement;
+
+/// Something that can do `count` operations and time them: a measuring
+/// loop on an open connection. Implemented by
+/// [`SendLoop`](crate::SendLoop) and [`WriteLoop`](crate::WriteLoop); later
+/// benchmarks (relink sessions) implement it for their own loops.
+pub trait Runner {
+    /// Do `count` operations and report how long they took.
+    fn run(&mut self, count: u64) -> Measurement;
+}
+
+/// How long to warm up and how many timed repetitions of what length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Plan {
+    /// Wall-clock time spent in warm-up runs (not reported).
+    pub warmup: Duration,
+    /// Target length of one timed repetition.
+    pub rep_time: Duration,
+    /// Number of timed repetitions.
+    pub reps: usize,
+    /// Operations in the first warm-up run, and the least in any run.
+    pub min_count: u64,
+}
+
+impl Plan {
+    /// The measuring plan: 1 s of warm-up, then 5 repetitions of about 1 s.
+    pub fn full() -> Plan {
+        Plan {
+            warmup: Duration::from_secs(1),
+            rep_time: Duration::from_secs(1),
+            reps: 5,
+            min_count: 64,
+        }
+    }
+
+    /// A short plan that only proves the loops run: 20 ms of warm-up, then
+    /// 3 repetitions of about 20 ms.
+    pub fn quick() -> Plan {
+        Plan {
+            warmup: Duration::from_millis(20),
+            rep_time: Duration::from_millis(20),
+            reps: 3,
+            min_count: 16,
+        }
+    }
+
+    /// [`quick`](Plan::quick) if `quick`, else [`full`](Plan::full).
+    pub fn pick(quick: bool) -> Plan {
+        if quick {
+            Plan::quick()
+        } else {
+            Plan::full()
+        }
+    }
+}
+
+/// What a series reports per repetition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Metric {
+    /// Operations (messages) per second.
+    MessagesPerSec,
+    /// Payload gigabytes (10^9 bytes) per second.
+    GigabytesPerSec,
+}
+
+impl Metric {
+    /// The metric of one run.
+    pub fn of(self, m: &Measurement) -> f64 {
+        match self {
+            Metric::MessagesPerSec => m.ops_per_sec(),
+            Metric::GigabytesPerSec => m.gbytes_per_sec(),
+        }
+    }
+
+    /// Its unit, e.g. `msg/s`.
+    pub fn unit(self) -> &'static str {
+        match self {
+            Metric::MessagesPerSec => "msg/s",
+            Metric::GigabytesPerSec => "GB/s",
+        }
+    }
+}
+
+/// Median, minimum and maximum of some values.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Summary {
+    /// The median (mean of the two middle values for an even count).
+    pub median: f64,
+    /// The smallest value.
+    pub min: f64,
+    /// The largest value.
+    pub max: f64,
+}
+
+impl Summary {
+    /// The summary of `values`.
+    ///
+    /// # Panics
+    /// If `values` is empty or holds a NaN.
+    pub fn of(values: &[f64]) -> Summary {
+        assert!(!values.is_empty(), "no values to summarise");
+        let mut v = values.to_vec();
+        v.sort_by(|a, b| a.partial_cmp(b).expect("no NaN"));
+        let n = v.len();
+        let median = if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        };
+        Summary {
+            median,
+            min: v[0],
+            max: v[n - 1],
+        }
+    }
+}
+
+/// The outcome of [`measure`]: the calibrated count and every timed run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Series {
+    /// Wall-clock time spent warming up.
+    pub warmup: Duration,
+    /// Warm-up runs done.
+    pub warmup_runs: usize,
+    /// Operations per timed repetition.
+    pub count: u64,
+    /// The timed repetitions, in order.
+    pub reps: Vec<Measurement>,
+}
+
+impl Series {
+    /// `metric` of each repetition, in order.
+    pub fn values(&self, metric: Metric) -> Vec<f64> {
+        self.reps.iter().map(|m| metric.of(m)).collect()
+    }
+
+    /// Median, min and max of `metric` over the repetitions.
+    pub fn summary(&self, metric: Metric) -> Summary {
+        Summary::of(&self.values(metric))
+    }
+}
+
+/// Warm `runner` up, calibrate a count from the last warm-up run, and time
+/// [`Plan::reps`] runs of that count.
+pub fn measure(runner: &mut dyn Runner, plan: &Plan) -> Series {
+    assert!(plan.reps >= 1, "a plan needs at least one repetition");
+    let min = plan.min_count.max(1);
+    let t0 = Instant::now();
+    let mut count = min;
+    let mut runs = 0;
+    let last = loop {
+        let m = runner.run(count);
+        runs += 1;
+        if t0.elapsed() >= plan.warmup {
+            break m;
+        }
+        // Grow until a run is long enough to calibrate from.
+        if m.elapsed < plan.warmup / 4 {
+            count = count.saturating_mul(2);
+        }
+    };
+    let warmup = t0.elapsed();
+    let count = ((last.ops_per_sec() * plan.rep_time.as_secs_f64()) as u64).max(min);
+    let reps = (0..plan.reps).map(|_| runner.run(count)).collect();
+    Series {
+        warmup,
+        warmup_runs: runs,
+        count,
+        reps,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A runner that takes 1 µs of (pretend) time per operation.
+    struct Fake {
+        counts: Vec<u64>,
+    }
+
+    impl Runner for Fake {
+        fn run(&mut self, count: u64) -> Measurement {
+            self.counts.push(count);
+            let elapsed = Duration::from_micros(count);
+            std::thread::sleep(elapsed);
+            Measurement {
+                ops: count,
+                bytes: count * 8,
+                elapsed,
+                cpu: None,
+            }
+        }
+    }
+
+    #[test]
+    fn summary_of_odd_and_even_counts() {
+        let s = Summary::of(&[3.0, 1.0, 2.0]);
+        assert_eq!((s.median, s.min, s.max), (2.0, 1.0, 3.0));
+        let s = Summary::of(&[4.0, 1.0, 2.0, 3.0]);
+        assert_eq!((s.median, s.min, s.max), (2.5, 1.0, 4.0));
+    }
+
+    #[test]
+    fn measure_warms_up_then_repeats_one_calibrated_count() {
+        let mut fake = Fake { counts: Vec::new() };
+        let plan = Plan {
+            warmup: Duration::from_millis(20),
+            rep_time: Duration::from_millis(10),
+            reps: 3,
+            min_count: 16,
+        };
+        let s = measure(&mut fake, &plan);
+        assert_eq!(s.reps.len(), 3);
+        assert_eq!(fake.counts.len(), s.warmup_runs + 3);
+        assert_eq!(fake.counts[0], 16);
+        assert!(fake.counts[fake.counts.len() - 3..]
+            .iter()
+            .all(|c| *c == s.count));
+        // 1 µs per op, 10 ms per rep: 10k operations (give or take rounding).
+        assert!((9_990..=10_010).contains(&s.count), "count {}", s.count);
+        let v = s.summary(Metric::MessagesPerSec);
+        assert!(v.min <= v.median && v.median <= v.max);
+        assert_eq!(Metric::GigabytesPerSec.unit(), "GB/s");
+    }
+}

@@ -1,0 +1,224 @@
+//! One epoch's provider objects of a session, built from the core's plan
+//! and torn down with destroy calls only.
+
+use std::collections::BTreeMap;
+
+use relink_core::resources::{build_plan, SessionSpec, Step};
+use relink_core::session::LocalKeys;
+use relink_core::{Epoch, RegionId};
+use relink_fabric::{
+    Access, CmId, ContextId, CqId, DeviceInfo, Memory, MrInfo, PdId, Provider, QpId, QpInit,
+    RecvWr, Sge,
+};
+
+/// Host memory of a session: allocated once, registered on every device
+/// the session uses (same addresses every time).
+pub(crate) struct SessionMemory {
+    pub send: Memory,
+    pub recv: Memory,
+    pub regions: BTreeMap<RegionId, Memory>,
+}
+
+/// Provider objects of one epoch.
+pub(crate) struct Transport {
+    pub epoch: Epoch,
+    pub cm: Option<CmId>,
+    pub ctx: Option<ContextId>,
+    pub pd: Option<PdId>,
+    pub cq: Option<CqId>,
+    pub qp: Option<QpId>,
+    pub send_mr: Option<MrInfo>,
+    pub recv_mr: Option<MrInfo>,
+    pub region_mrs: BTreeMap<RegionId, MrInfo>,
+    pub device: Option<DeviceInfo>,
+    /// The CM says the connection is up.
+    pub connected: bool,
+    /// Free send slots.
+    pub free_slots: Vec<u32>,
+    /// What each send slot carries (the operation, if any).
+    pub slot_op: Vec<Option<relink_core::OpId>>,
+}
+
+/// wr_id tags.
+pub(crate) const TAG_SEND: u64 = 1 << 62;
+pub(crate) const TAG_RECV: u64 = 2 << 62;
+pub(crate) const TAG_ONE_SIDED: u64 = 3 << 62;
+pub(crate) const TAG_MASK: u64 = 3 << 62;
+
+/// Why building failed.
+#[derive(Debug)]
+pub(crate) struct BuildError(pub String);
+
+impl Transport {
+    pub fn new(epoch: Epoch, cm: Option<CmId>, send_slots: u32) -> Transport {
+        Transport {
+            epoch,
+            cm,
+            ctx: None,
+            pd: None,
+            cq: None,
+            qp: None,
+            send_mr: None,
+            recv_mr: None,
+            region_mrs: BTreeMap::new(),
+            device: None,
+            connected: false,
+            free_slots: (0..send_slots).rev().collect(),
+            slot_op: vec![None; send_slots as usize],
+        }
+    }
+
+    /// Run the core's plan on `device` (the device the CM id resolved to).
+    pub fn build(
+        &mut self,
+        p: &dyn Provider,
+        device: DeviceInfo,
+        spec: &SessionSpec,
+        mem: &SessionMemory,
+    ) -> Result<(), BuildError> {
+        let e = |what: &str, err: &dyn std::fmt::Display| BuildError(format!("{what}: {err}"));
+        for step in build_plan(spec) {
+            match step {
+                Step::OpenDevice => {
+                    self.ctx = Some(
+                        p.open_device(&device.id)
+                            .map_err(|x| e("open device", &x))?,
+                    );
+                    self.device = Some(device.clone());
+                }
+                Step::AllocPd => {
+                    self.pd = Some(
+                        p.alloc_pd(self.ctx.expect("ctx"))
+                            .map_err(|x| e("alloc PD", &x))?,
+                    );
+                }
+                Step::CreateCq { depth } => {
+                    self.cq = Some(
+                        p.create_cq(self.ctx.expect("ctx"), depth)
+                            .map_err(|x| e("create CQ", &x))?,
+                    );
+                }
+                Step::RegisterSendSlots { len } => {
+                    let mr = p
+                        .reg_mr(
+                            self.pd.expect("pd"),
+                            &mem.send,
+                            mem.send.addr(),
+                            len,
+                            Access::LOCAL_WRITE,
+                        )
+                        .map_err(|x| e("register send slots", &x))?;
+                    self.send_mr = Some(mr);
+                }
+                Step::RegisterRecvSlots { len } => {
+                    let mr = p
+                        .reg_mr(
+                            self.pd.expect("pd"),
+                            &mem.recv,
+                            mem.recv.addr(),
+                            len,
+                            Access::LOCAL_WRITE,
+                        )
+                        .map_err(|x| e("register receive slots", &x))?;
+                    self.recv_mr = Some(mr);
+                }
+                Step::RegisterRegion(r) => {
+                    let m = &mem.regions[&r.id];
+                    let mr = p
+                        .reg_mr(self.pd.expect("pd"), m, m.addr(), r.len, r.access)
+                        .map_err(|x| e("register region", &x))?;
+                    self.region_mrs.insert(r.id, mr);
+                }
+                Step::CreateQp { caps } => {
+                    let cq = self.cq.expect("cq");
+                    self.qp = Some(
+                        p.create_qp(
+                            self.pd.expect("pd"),
+                            QpInit {
+                                send_cq: cq,
+                                recv_cq: cq,
+                                srq: None,
+                                caps,
+                                sq_sig_all: true,
+                            },
+                        )
+                        .map_err(|x| e("create QP", &x))?,
+                    );
+                }
+                Step::PostReceives { count } => {
+                    let mr = self.recv_mr.expect("recv mr");
+                    let wrs: Vec<RecvWr> = (0..count)
+                        .map(|slot| recv_wr(&mr, spec.slot_size, slot))
+                        .collect();
+                    p.post_recv(self.qp.expect("qp"), &wrs)
+                        .map_err(|x| e("post receives", &x))?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// rkeys of the regions, for the core's advertisements.
+    pub fn local_keys(&self) -> Vec<LocalKeys> {
+        self.region_mrs
+            .iter()
+            .map(|(id, mr)| LocalKeys {
+                region: *id,
+                addr: mr.addr,
+                rkey: mr.rkey,
+            })
+            .collect()
+    }
+
+    /// Destroy everything, children first. After a device loss the
+    /// provider reports "already released"; that is the normal case here.
+    pub fn tear_down(&mut self, p: &dyn Provider) {
+        if let Some(qp) = self.qp.take() {
+            log_destroy("QP", p.destroy_qp(qp));
+        }
+        for (_, mr) in std::mem::take(&mut self.region_mrs) {
+            log_destroy("MR", p.dereg_mr(mr.id));
+        }
+        for mr in [self.send_mr.take(), self.recv_mr.take()]
+            .into_iter()
+            .flatten()
+        {
+            log_destroy("MR", p.dereg_mr(mr.id));
+        }
+        if let Some(cq) = self.cq.take() {
+            log_destroy("CQ", p.destroy_cq(cq));
+        }
+        if let Some(pd) = self.pd.take() {
+            log_destroy("PD", p.dealloc_pd(pd));
+        }
+        if let Some(ctx) = self.ctx.take() {
+            log_destroy("context", p.close_device(ctx));
+        }
+        if let Some(cm) = self.cm.take() {
+            log_destroy("CM id", p.cm_destroy_id(cm));
+        }
+        self.connected = false;
+    }
+}
+
+fn log_destroy(what: &str, r: Result<relink_fabric::Destroyed, relink_fabric::DestroyError>) {
+    match r {
+        Ok(relink_fabric::Destroyed::Released) => {}
+        Ok(relink_fabric::Destroyed::AlreadyReleased) => {
+            tracing::debug!("{what} already released with its device");
+        }
+        Err(e) => tracing::warn!("destroying {what}: {e}"),
+    }
+}
+
+/// The receive WR of slot `slot`.
+pub(crate) fn recv_wr(mr: &MrInfo, slot_size: u32, slot: u32) -> RecvWr {
+    RecvWr {
+        wr_id: TAG_RECV | u64::from(slot),
+        sgl: vec![Sge {
+            addr: mr.addr + u64::from(slot) * u64::from(slot_size),
+            length: slot_size,
+            lkey: mr.lkey,
+        }],
+    }
+}
