@@ -5,8 +5,8 @@
 //! outbox) and `fn read(&self, f)`.
 
 /// Expands, inside `impl Provider for T`, to every method that only
-/// delegates to the host engine (all but `kind`, `now`, `wait` and
-/// `cm_listen`).
+/// delegates to the host engine (all but `kind`, `now`, `wait`,
+/// `cm_bind` and `cm_listen`).
 macro_rules! delegate_to_host {
     () => {
         fn poll_event(&self) -> Option<Event> {
@@ -130,10 +130,6 @@ macro_rules! delegate_to_host {
 
         fn cm_create_id(&self) -> Result<CmId, CmError> {
             Ok(self.with(|h, _| h.cm_create_id()))
-        }
-
-        fn cm_bind(&self, id: CmId, addr: SocketAddr) -> Result<SocketAddr, CmError> {
-            self.with(|h, _| h.cm_bind(id, addr))
         }
 
         fn cm_resolve_addr(

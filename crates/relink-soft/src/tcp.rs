@@ -371,7 +371,13 @@ impl TcpHost {
         let dir = dir.into();
         let registry = Registry::open(&dir).map_err(std::io::Error::other)?;
         let mut watcher = Watcher::new(registry);
-        let tag = std::process::id() ^ (Instant::now().elapsed().subsec_nanos() << 12);
+        // Differs between processes and between hosts of one process.
+        let tag = {
+            use std::hash::{BuildHasher, Hasher};
+            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+            h.write_u32(std::process::id());
+            h.finish() as u32
+        };
         let mut cfg = HostConfig::new(format!("tcp-{}", std::process::id()), tag);
         cfg.reliable_wire = true;
         cfg.cm_timeout = Duration::from_secs(3);
@@ -482,6 +488,21 @@ impl Provider for TcpHost {
     }
 
     crate::delegate::delegate_to_host!();
+
+    fn cm_bind(&self, id: CmId, addr: SocketAddr) -> Result<SocketAddr, CmError> {
+        // Port 0: ask the OS for a free port, as every process on the host
+        // shares the port space.
+        let addr = if addr.port() == 0 {
+            let port = TcpListener::bind(addr)
+                .and_then(|l| l.local_addr())
+                .map_err(|e| CmError::Io(format!("no free port on {}: {e}", addr.ip())))?
+                .port();
+            SocketAddr::new(addr.ip(), port)
+        } else {
+            addr
+        };
+        self.with(|h, _| h.cm_bind(id, addr))
+    }
 
     fn cm_listen(&self, id: CmId, backlog: u32) -> Result<(), CmError> {
         let (local, _) = self.cm_addrs(id);

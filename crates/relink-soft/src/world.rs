@@ -531,6 +531,10 @@ impl Provider for SoftHost {
 
     crate::delegate::delegate_to_host!();
 
+    fn cm_bind(&self, id: CmId, addr: SocketAddr) -> Result<SocketAddr, CmError> {
+        self.with(|h, _| h.cm_bind(id, addr))
+    }
+
     fn cm_listen(&self, id: CmId, backlog: u32) -> Result<(), CmError> {
         self.with(|h, o| h.cm_listen(id, backlog, o))
     }

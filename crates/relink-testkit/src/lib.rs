@@ -65,6 +65,8 @@ pub mod harness;
 pub mod pair;
 pub mod rig;
 #[cfg(feature = "soft")]
+pub mod sim;
+#[cfg(feature = "soft")]
 pub mod soft_rigs;
 
 pub use harness::Harness;
