@@ -20,12 +20,17 @@ const SEND: (usize, usize, usize) = (64, 64, 16);
 /// 64 KiB WRITEs, 16 outstanding, every one signaled.
 const WRITE: (usize, usize, usize) = (64 * 1024, 16, 1);
 
-fn bench_rig(rig: &dyn Rig, plan: &Plan, report: &mut Report) {
+/// Both workloads, each on a fresh rig from `new_rig` (so that one series
+/// does not inherit another's leftovers, e.g. the in-process world's queue of
+/// pending timers).
+fn bench_fabric(new_rig: &dyn Fn() -> Box<dyn Rig>, plan: &Plan, report: &mut Report) {
+    let rig = new_rig();
     let spec = LoopSpec::send(SEND.0, SEND.1).signal_every(SEND.2);
-    let mut l = SendLoop::connect(rig, spec);
+    let mut l = SendLoop::connect(&*rig, spec);
     let fabric = l.kind();
     let series = measure(&mut l, plan);
     l.close();
+    drop(rig);
     report.push(Row::new(
         fabric,
         "send",
@@ -35,10 +40,12 @@ fn bench_rig(rig: &dyn Rig, plan: &Plan, report: &mut Report) {
     ));
     eprintln!("  {fabric}: send done");
 
+    let rig = new_rig();
     let spec = LoopSpec::write(WRITE.0, WRITE.1).signal_every(WRITE.2);
-    let mut l = WriteLoop::connect(rig, spec);
+    let mut l = WriteLoop::connect(&*rig, spec);
     let series = measure(&mut l, plan);
     l.close();
+    drop(rig);
     report.push(Row::new(
         fabric,
         "write",
@@ -61,8 +68,8 @@ fn main() {
         "soft_fabric: measuring{}",
         if quick { " (quick)" } else { "" }
     );
-    bench_rig(&InProcRig::new(1), &plan, &mut report);
-    bench_rig(&TcpRig::new(), &plan, &mut report);
+    bench_fabric(&|| Box::new(InProcRig::new(1)), &plan, &mut report);
+    bench_fabric(&|| Box::new(TcpRig::new()), &plan, &mut report);
 
     print!("{}", report.table());
     match report.write_json() {

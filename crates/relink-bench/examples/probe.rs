@@ -25,7 +25,7 @@ fn main() {
         let mut l = WriteLoop::connect(&*rig, LoopSpec::write(65536, 16));
         for _ in 0..reps {
             let m = l.run(n);
-            println!("{:.3} GB/s", m.gbytes_per_sec());
+            println!("{:.3} GB/s cpu {:?}", m.gbytes_per_sec(), m.cpu);
         }
     } else {
         let mut l = SendLoop::connect(&*rig, LoopSpec::send(64, 64).signal_every(sig));

@@ -68,6 +68,8 @@ pub mod rig;
 pub mod sim;
 #[cfg(feature = "soft")]
 pub mod soft_rigs;
+#[cfg(feature = "soft")]
+pub mod workload;
 
 pub use harness::Harness;
 pub use pair::{connect_pair, connect_via, End, Pair, PairOpts};

@@ -50,3 +50,4 @@ pub use relink_core::policy::{AllowedDevice, DeviceMatch, Policy};
 pub use relink_core::session::{Counters, Path, SessionEvent};
 pub use relink_core::state::{DownCause, State};
 pub use relink_core::{BufferToken, OpId, RegionId, Seq, SessionId};
+pub use relink_fabric::{Access, Memory, Timestamp};

@@ -1,0 +1,483 @@
+//! The deterministic simulation suite: named scenarios on the in-process
+//! soft fabric. Each checks the invariants of `relink_testkit::workload`.
+
+use std::time::Duration;
+
+use relink::{DeviceMatch, OpError, Outcome, Path, Policy, SessionEvent, State};
+use relink_soft::Fault;
+use relink_testkit::sim::{Sim, INITIATOR, TARGET};
+use relink_testkit::workload::{options, Workload};
+
+const PORT: u16 = 7471;
+
+fn start(seed: u64, policy: Policy) -> (Sim, Workload) {
+    let mut sim = Sim::new(seed);
+    let addr = sim.target_addr(PORT);
+    sim.node(TARGET)
+        .listen(addr, options(TARGET, policy.clone()))
+        .unwrap();
+    let s = sim
+        .node(INITIATOR)
+        .connect(
+            vec![Path {
+                local: None,
+                peer: addr,
+            }],
+            options(INITIATOR, policy),
+        )
+        .unwrap();
+    sim.run_for(Duration::from_millis(2));
+    assert_eq!(sim.node(INITIATOR).state(s), Some(State::Established));
+    let mut w = Workload::new(s);
+    w.collect(&mut sim);
+    (sim, w)
+}
+
+/// Submit a mixed batch: messages, writes, a read, an atomic.
+fn batch(sim: &mut Sim, w: &mut Workload, n: usize) {
+    for i in 0..n {
+        let node = sim.node(INITIATOR);
+        w.send(node);
+        if i % 3 == 0 {
+            w.write(node);
+        }
+        if i % 7 == 0 {
+            w.fetch_add(node);
+        }
+        if i % 11 == 0 {
+            w.read(node);
+        }
+    }
+}
+
+/// Traffic in rounds with `fault` injected after round `at`.
+fn run_with(
+    sim: &mut Sim,
+    w: &mut Workload,
+    rounds: usize,
+    mut fault: impl FnMut(usize, &mut Sim),
+) {
+    for r in 0..rounds {
+        batch(sim, w, 20);
+        fault(r, sim);
+        sim.run_for(Duration::from_micros(300));
+        w.collect(sim);
+    }
+    drain(sim, w);
+}
+
+fn drain(sim: &mut Sim, w: &mut Workload) {
+    let total = w.submitted();
+    sim.run_until_cond(Duration::from_secs(30), |s| {
+        w.collect(s);
+        w.completed() >= total
+    });
+    sim.run_for(Duration::from_millis(10));
+    w.collect(sim);
+}
+
+fn assert_ok(violations: Vec<String>) {
+    assert!(
+        violations.is_empty(),
+        "invariants violated:\n  {}",
+        violations.join("\n  ")
+    );
+}
+
+fn events(sim: &mut Sim, node: usize, s: relink::SessionHandle) -> Vec<SessionEvent> {
+    let mut v = Vec::new();
+    while let Some(e) = sim.node(node).poll_event(s) {
+        v.push(e);
+    }
+    v
+}
+
+fn resumes(ev: &[SessionEvent]) -> usize {
+    ev.iter()
+        .filter(|e| matches!(e, SessionEvent::Resumed { .. }))
+        .count()
+}
+
+fn close_and_check_leaks(sim: &mut Sim, w: &Workload) {
+    let s = w.session.unwrap();
+    sim.node(INITIATOR).close(s).unwrap();
+    if let Some(t) = w.target {
+        sim.node(TARGET).close(t).unwrap();
+    }
+    sim.run_for(Duration::from_millis(10));
+    // Only the listener's CM id remains.
+    assert_eq!(sim.live_objects(), 1, "leaked provider objects after close");
+}
+
+fn reset(sim: &Sim, host: usize) {
+    sim.fabric()
+        .inject(Fault::Reset(sim.host(host).index(), "soft0".into()));
+}
+
+#[test]
+fn reset_during_traffic() {
+    let (mut sim, mut w) = start(1, Policy::default());
+    run_with(&mut sim, &mut w, 10, |r, sim| {
+        if r == 4 {
+            reset(sim, INITIATOR)
+        }
+    });
+    assert_ok(w.check_survived(&mut sim));
+    assert_eq!(resumes(&events(&mut sim, INITIATOR, w.session.unwrap())), 1);
+    close_and_check_leaks(&mut sim, &w);
+}
+
+#[test]
+fn target_device_reset_and_relisten() {
+    let (mut sim, mut w) = start(2, Policy::default());
+    run_with(&mut sim, &mut w, 10, |r, sim| {
+        if r == 3 {
+            reset(sim, TARGET)
+        }
+    });
+    assert_ok(w.check_survived(&mut sim));
+    close_and_check_leaks(&mut sim, &w);
+}
+
+#[test]
+fn both_sides_reset_at_once() {
+    let (mut sim, mut w) = start(3, Policy::default());
+    run_with(&mut sim, &mut w, 10, |r, sim| {
+        if r == 5 {
+            reset(sim, INITIATOR);
+            reset(sim, TARGET);
+        }
+    });
+    assert_ok(w.check_survived(&mut sim));
+    close_and_check_leaks(&mut sim, &w);
+}
+
+#[test]
+fn unplug_then_replug() {
+    let (mut sim, mut w) = start(4, Policy::default());
+    let h = sim.host(INITIATOR).index();
+    run_with(&mut sim, &mut w, 12, |r, sim| {
+        if r == 3 {
+            sim.fabric().inject(Fault::Remove(h, "soft0".into()));
+        }
+        if r == 6 {
+            sim.fabric().inject(Fault::Readd(h, "soft0".into()));
+        }
+    });
+    assert_ok(w.check_survived(&mut sim));
+    let ev = events(&mut sim, INITIATOR, w.session.unwrap());
+    let down = ev.iter().find_map(|e| match e {
+        SessionEvent::Resumed { downtime, .. } => Some(*downtime),
+        _ => None,
+    });
+    assert!(
+        down.unwrap() >= Duration::from_micros(900),
+        "waited for the device: {down:?}"
+    );
+    close_and_check_leaks(&mut sim, &w);
+}
+
+#[test]
+fn replacement_device_same_ip() {
+    let (mut sim, mut w) = start(5, Policy::default());
+    let h = sim.host(TARGET).index();
+    run_with(&mut sim, &mut w, 10, |r, sim| {
+        if r == 4 {
+            sim.fabric()
+                .inject(Fault::Replace(h, "soft0".into(), Some("soft9".into())));
+        }
+    });
+    assert_ok(w.check_survived(&mut sim));
+    close_and_check_leaks(&mut sim, &w);
+}
+
+#[test]
+fn same_guid_policy_refuses_a_replacement() {
+    let policy = Policy {
+        device_match: DeviceMatch::SameGuid,
+        ctrl_loss_tmo: Some(Duration::from_millis(200)),
+        ..Policy::default()
+    };
+    let (mut sim, mut w) = start(6, policy);
+    let h = sim.host(INITIATOR).index();
+    run_with(&mut sim, &mut w, 6, |r, sim| {
+        if r == 2 {
+            sim.fabric().inject(Fault::Replace(h, "soft0".into(), None));
+        }
+    });
+    sim.run_for(Duration::from_millis(300));
+    w.collect(&mut sim);
+    let s = w.session.unwrap();
+    assert_eq!(sim.node(INITIATOR).state(s), Some(State::Failed));
+    assert!(events(&mut sim, INITIATOR, s).contains(&SessionEvent::GaveUp));
+    assert_ok(w.check_common());
+    assert_eq!(w.completed(), w.submitted(), "every op completed once");
+}
+
+#[test]
+fn give_up_deadline() {
+    let policy = Policy {
+        ctrl_loss_tmo: Some(Duration::from_millis(50)),
+        ..Policy::default()
+    };
+    let (mut sim, mut w) = start(7, policy);
+    let h = sim.host(TARGET).index();
+    batch(&mut sim, &mut w, 10);
+    sim.fabric().inject(Fault::Remove(h, "soft0".into()));
+    batch(&mut sim, &mut w, 10);
+    sim.run_for(Duration::from_millis(100));
+    w.collect(&mut sim);
+    let s = w.session.unwrap();
+    assert_eq!(sim.node(INITIATOR).state(s), Some(State::Failed));
+    assert_eq!(w.completed(), w.submitted(), "every op completed once");
+    let (_, failed, _) = w.tally();
+    assert!(failed > 0);
+    assert_ok(w.check_common());
+    // The deadline is a deadline: it fired within the run, not after N tries.
+    let gave_up_at = events(&mut sim, INITIATOR, s).iter().find_map(|e| match e {
+        SessionEvent::Transition(t) if t.to == State::Failed => Some(t.at),
+        _ => None,
+    });
+    assert!(gave_up_at.is_some());
+}
+
+#[test]
+fn fast_fail_fails_queued_ops_while_reconnecting() {
+    let policy = Policy {
+        fast_io_fail_tmo: Some(Duration::from_millis(20)),
+        ..Policy::default()
+    };
+    let (mut sim, mut w) = start(8, policy);
+    let h = sim.host(TARGET).index();
+    sim.fabric().inject(Fault::Remove(h, "soft0".into()));
+    batch(&mut sim, &mut w, 10);
+    sim.run_for(Duration::from_millis(40));
+    w.collect(&mut sim);
+    let (_, failed, _) = w.tally();
+    assert!(failed > 0, "queued operations failed fast");
+    assert_eq!(w.completed(), w.submitted());
+    assert!(
+        w.errors().iter().all(|e| *e == OpError::FastFail),
+        "{:?}",
+        w.errors()
+    );
+    // Reconnection continues: the device returns, the session resumes
+    // (after the attempt under way times out: nobody answered for the
+    // address while the device was gone).
+    sim.fabric().inject(Fault::Readd(h, "soft0".into()));
+    let s = w.session.unwrap();
+    assert!(
+        sim.run_until_cond(Duration::from_secs(15), |sim| sim.node(INITIATOR).state(s)
+            == Some(State::Established))
+    );
+    // New operations work again.
+    let before = w.submitted();
+    batch(&mut sim, &mut w, 5);
+    drain(&mut sim, &mut w);
+    assert_eq!(w.completed(), w.submitted());
+    assert!(w.submitted() > before);
+}
+
+#[test]
+fn admin_disconnect_during_recovery() {
+    let (mut sim, mut w) = start(9, Policy::default());
+    let h = sim.host(TARGET).index();
+    sim.fabric().inject(Fault::Remove(h, "soft0".into()));
+    batch(&mut sim, &mut w, 10);
+    sim.run_for(Duration::from_millis(5));
+    let s = w.session.unwrap();
+    assert!(matches!(
+        sim.node(INITIATOR).state(s),
+        Some(State::Recovering | State::Reconnecting)
+    ));
+    sim.node(INITIATOR).close(s).unwrap();
+    sim.run_for(Duration::from_millis(1));
+    w.collect(&mut sim);
+    assert_eq!(sim.node(INITIATOR).state(s), Some(State::Closed));
+    assert_eq!(w.completed(), w.submitted());
+    assert_ok(w.check_common());
+    // Nothing more happens: recovery was cancelled.
+    let _ = events(&mut sim, INITIATOR, s);
+    sim.fabric().inject(Fault::Readd(h, "soft0".into()));
+    sim.run_for(Duration::from_secs(5));
+    assert_eq!(sim.node(INITIATOR).state(s), Some(State::Closed));
+    assert!(
+        events(&mut sim, INITIATOR, s).is_empty(),
+        "no attempt after close"
+    );
+    assert_eq!(sim.node(INITIATOR).session(s).unwrap().poll_timeout(), None);
+}
+
+#[test]
+fn silent_peer_death_found_by_keepalive() {
+    let policy = Policy {
+        keepalive: Some(Duration::from_millis(10)),
+        ..Policy::default()
+    };
+    let (mut sim, mut w) = start(10, policy);
+    let h = sim.host(TARGET).index();
+    sim.fabric().inject(Fault::SilentRemove(h, "soft0".into()));
+    sim.run_for(Duration::from_millis(30));
+    let s = w.session.unwrap();
+    let ev = events(&mut sim, INITIATOR, s);
+    assert!(
+        ev.iter().any(|e| matches!(
+            e,
+            SessionEvent::DeviceLost {
+                cause: relink::DownCause::KeepaliveTimeout
+            }
+        )),
+        "{ev:?}"
+    );
+    sim.fabric().inject(Fault::Readd(h, "soft0".into()));
+    run_with(&mut sim, &mut w, 5, |_, _| {});
+    assert_ok(w.check_survived(&mut sim));
+}
+
+#[test]
+fn second_fault_during_resync() {
+    let (mut sim, mut w) = start(11, Policy::default());
+    run_with(&mut sim, &mut w, 10, |r, sim| {
+        if r == 3 {
+            reset(sim, INITIATOR);
+            // Let the reconnection start, then hit the target mid-resync.
+            sim.fabric().schedule(
+                sim.now() + Duration::from_micros(30),
+                Fault::Reset(sim.host(TARGET).index(), "soft0".into()),
+            );
+        }
+    });
+    assert_ok(w.check_survived(&mut sim));
+}
+
+#[test]
+fn flapping_device() {
+    let (mut sim, mut w) = start(12, Policy::default());
+    let h = sim.host(INITIATOR).index();
+    run_with(&mut sim, &mut w, 16, |r, sim| {
+        if (2..12).contains(&r) {
+            if r % 2 == 0 {
+                sim.fabric().inject(Fault::Remove(h, "soft0".into()));
+            } else {
+                sim.fabric().inject(Fault::Readd(h, "soft0".into()));
+            }
+        }
+    });
+    assert_ok(w.check_survived(&mut sim));
+}
+
+#[test]
+fn atomics_unconfirmed_are_indeterminate() {
+    let (mut sim, mut w) = start(13, Policy::default());
+    let h = sim.host(TARGET).index();
+    // Atomics in flight when the target's device dies silently-ish: the
+    // partition keeps responses from arriving.
+    sim.fabric()
+        .inject(Fault::Partition(sim.host(INITIATOR).index(), h));
+    for _ in 0..5 {
+        w.fetch_add(sim.node(INITIATOR));
+    }
+    sim.run_for(Duration::from_micros(50));
+    sim.fabric().inject(Fault::Reset(h, "soft0".into()));
+    sim.fabric()
+        .inject(Fault::Heal(sim.host(INITIATOR).index(), h));
+    drain(&mut sim, &mut w);
+    let (ok, failed, ind) = w.tally();
+    assert_eq!(failed, 0);
+    assert_eq!(ok + ind, 5);
+    assert!(ind > 0, "unconfirmed atomics must not be replayed silently");
+    assert_ok(w.check_survived(&mut sim));
+}
+
+#[test]
+fn a_stranger_peer_fails_queued_ops() {
+    let (mut sim, mut w) = start(14, Policy::default());
+    batch(&mut sim, &mut w, 5);
+    drain(&mut sim, &mut w);
+    // The target process "restarts": its node (and the session) are gone.
+    let addr = sim.target_addr(PORT);
+    let t = w.target.unwrap();
+    sim.node(TARGET).close(t).unwrap();
+    sim.fabric()
+        .inject(Fault::Reset(sim.host(INITIATOR).index(), "soft0".into()));
+    batch(&mut sim, &mut w, 5);
+    sim.run_for(Duration::from_millis(100));
+    w.collect(&mut sim);
+    let s = w.session.unwrap();
+    assert_eq!(sim.node(INITIATOR).state(s), Some(State::Failed));
+    assert!(events(&mut sim, INITIATOR, s)
+        .iter()
+        .any(|e| matches!(e, SessionEvent::PeerLost { .. })));
+    assert_eq!(w.completed(), w.submitted());
+    assert_ok(w.check_common());
+    let _ = addr;
+}
+
+#[test]
+fn failover_to_a_second_device_and_back() {
+    let mut sim = Sim::new(15);
+    // A second device pair on another subnet.
+    let ih = sim.host(INITIATOR).index();
+    let th = sim.host(TARGET).index();
+    sim.fabric()
+        .add_device_with(ih, "soft1", vec!["10.0.1.1/24".parse().unwrap()], None);
+    sim.fabric()
+        .add_device_with(th, "soft1", vec!["10.0.1.2/24".parse().unwrap()], None);
+    let a0 = sim.target_addr(PORT);
+    let a1 = "10.0.1.2:7471".parse().unwrap();
+    sim.node(TARGET)
+        .listen(
+            "0.0.0.0:7471".parse().unwrap(),
+            options(TARGET, Policy::default()),
+        )
+        .unwrap();
+    let s = sim
+        .node(INITIATOR)
+        .connect(
+            vec![
+                Path {
+                    local: None,
+                    peer: a0,
+                },
+                Path {
+                    local: None,
+                    peer: a1,
+                },
+            ],
+            options(INITIATOR, Policy::default()),
+        )
+        .unwrap();
+    sim.run_for(Duration::from_millis(2));
+    let mut w = Workload::new(s);
+    run_with(&mut sim, &mut w, 12, |r, sim| {
+        if r == 3 {
+            sim.fabric().inject(Fault::Remove(ih, "soft0".into()));
+        }
+        if r == 7 {
+            sim.fabric().inject(Fault::Readd(ih, "soft0".into()));
+        }
+    });
+    assert_ok(w.check_survived(&mut sim));
+    let ev = events(&mut sim, INITIATOR, s);
+    let devices: Vec<String> = ev
+        .iter()
+        .filter_map(|e| match e {
+            SessionEvent::Resumed {
+                device, downtime, ..
+            } => {
+                assert!(
+                    *downtime < Duration::from_millis(1),
+                    "failover is immediate: {downtime:?}"
+                );
+                device.as_ref().map(|d| d.name.clone())
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        devices,
+        vec!["soft1".to_string()],
+        "resumed on the second HCA"
+    );
+    let _ = Outcome::Success { replayed: false };
+}
