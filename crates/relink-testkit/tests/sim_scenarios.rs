@@ -481,3 +481,87 @@ fn failover_to_a_second_device_and_back() {
     );
     let _ = Outcome::Success { replayed: false };
 }
+
+/// Somebody who knows a session id but not its secret tries to resume it:
+/// the target refuses with `BadAuthenticator` and the session is untouched.
+#[test]
+fn a_resume_with_a_wrong_authenticator_is_refused() {
+    use relink_core::auth::SessionSecret;
+    use relink_core::wire::{ConnectData, RefuseReason, RejectData, Resume};
+    use relink_core::{Epoch, Seq};
+    use relink_fabric::{CmEventKind, ConnParams, Event, Provider, QpCaps, QpInit};
+
+    let (mut sim, mut w) = start(16, Policy::default());
+    batch(&mut sim, &mut w, 5);
+    drain(&mut sim, &mut w);
+    let s = w.session.unwrap();
+    let id = sim.node(INITIATOR).session(s).unwrap().id();
+    let forged = ConnectData::Resume(Resume::sign(
+        &SessionSecret::from_bytes([7; 32]),
+        id,
+        Epoch(1000),
+        Seq(0),
+    ))
+    .to_vec();
+
+    // A raw rdma_cm connect from a third host.
+    let attacker = sim.add_host("attacker", "10.0.0.66/24", 99);
+    let p = sim.host(attacker).clone();
+    let cm = p.cm_create_id().unwrap();
+    p.cm_resolve_addr(cm, None, sim.target_addr(PORT), Duration::from_secs(1))
+        .unwrap();
+    let wait = |sim: &mut Sim, want: &dyn Fn(&CmEventKind) -> bool| -> CmEventKind {
+        for _ in 0..10_000 {
+            while let Some(ev) = p.poll_event() {
+                if let Event::Cm(c) = ev {
+                    if want(&c.kind) {
+                        return c.kind;
+                    }
+                }
+            }
+            sim.fabric().advance(Duration::from_micros(20));
+            sim.node(TARGET).poll();
+        }
+        panic!("no CM event");
+    };
+    wait(&mut sim, &|k| *k == CmEventKind::AddrResolved);
+    p.cm_resolve_route(cm, Duration::from_secs(1)).unwrap();
+    wait(&mut sim, &|k| *k == CmEventKind::RouteResolved);
+    let ctx = p.open_device(&p.cm_device(cm).unwrap()).unwrap();
+    let pd = p.alloc_pd(ctx).unwrap();
+    let cq = p.create_cq(ctx, 16).unwrap();
+    let qp = p
+        .create_qp(
+            pd,
+            QpInit {
+                send_cq: cq,
+                recv_cq: cq,
+                srq: None,
+                caps: QpCaps::default(),
+                sq_sig_all: false,
+            },
+        )
+        .unwrap();
+    p.cm_connect(cm, qp, ConnParams::default(), &forged)
+        .unwrap();
+    let kind = wait(&mut sim, &|k| {
+        matches!(
+            k,
+            CmEventKind::Rejected { .. } | CmEventKind::Established { .. }
+        )
+    });
+    let CmEventKind::Rejected { private_data, .. } = kind else {
+        panic!("a forged resume was accepted: {kind:?}");
+    };
+    assert_eq!(
+        RejectData::decode(&private_data).unwrap(),
+        RejectData::Refused(relink_core::wire::Refused {
+            reason: RefuseReason::BadAuthenticator
+        })
+    );
+    // The real session carries on.
+    batch(&mut sim, &mut w, 5);
+    drain(&mut sim, &mut w);
+    assert_ok(w.check_survived(&mut sim));
+    assert_eq!(sim.node(INITIATOR).state(s), Some(State::Established));
+}
