@@ -298,11 +298,10 @@ impl Workload {
         }
         for (op, o) in &self.outcomes {
             let k = self.ops[op];
-            let ok = match (k, o) {
-                (_, Outcome::Success { .. }) => true,
-                (Kind::FetchAdd, Outcome::Indeterminate { .. }) => true,
-                _ => false,
-            };
+            let ok = matches!(
+                (k, o),
+                (_, Outcome::Success { .. }) | (Kind::FetchAdd, Outcome::Indeterminate { .. })
+            );
             if !ok {
                 v.push(format!("{op} ({k:?}) ended {o:?} in a run that survived"));
             }
