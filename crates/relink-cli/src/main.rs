@@ -2,6 +2,10 @@
 //!
 //! Subcommands:
 //!
+//! - `demo`: the guided tour: two sessions on the in-process soft fabric
+//!   survive a schedule of device faults while a checked workload runs;
+//!   prints a report, verifies every byte and completion, draws an SVG
+//!   timeline.
 //! - `soft-device`: add, remove, reset, replace and list the host's soft
 //!   RDMA devices (what `rdma link add/delete` is for Soft-RoCE), and set
 //!   their port up or down.
@@ -16,6 +20,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod demo;
 mod perf;
 mod soft_device;
 
@@ -30,6 +35,10 @@ struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run the demo: sessions that survive device reset, unplug,
+    /// replacement and failover on the in-process soft fabric, with a
+    /// checked workload and a report.
+    Demo(demo::DemoArgs),
     /// Manage the host's soft RDMA devices (add, remove, reset, replace,
     /// port up/down, list).
     SoftDevice(soft_device::SoftDeviceArgs),
@@ -40,6 +49,7 @@ enum Command {
 
 fn run(cli: Cli, out: &mut dyn Write) -> anyhow::Result<()> {
     match cli.command {
+        Command::Demo(args) => demo::run(args, out),
         Command::SoftDevice(args) => soft_device::run(args, out),
         Command::Perf(args) => perf::run(args, out),
     }
