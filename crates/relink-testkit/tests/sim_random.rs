@@ -117,8 +117,32 @@ fn run_seed(seed: u64) -> Result<(), String> {
         w.collect(sim);
         w.completed() >= total
     });
+    // A transport may still be mid-resync (a lost packet waits for the RC
+    // retransmission timer); the session must get back to Established.
+    sim.run_until_cond(Duration::from_secs(10), |sim| {
+        sim.node(INITIATOR).state(s) == Some(State::Established)
+    });
     sim.run_for(Duration::from_millis(5));
     w.collect(&mut sim);
+    if std::env::var_os("RELINK_SIM_TRACE").is_some() {
+        for (name, node, sess) in [
+            ("initiator", INITIATOR, Some(s)),
+            ("target", TARGET, w.target),
+        ] {
+            let Some(sess) = sess else { continue };
+            while let Some(e) = sim.node(node).poll_event(sess) {
+                eprintln!("{name}: {e:?}");
+            }
+            if let Some(c) = sim.node(node).session(sess) {
+                eprintln!(
+                    "{name}: state {} epoch {} counters {:?}",
+                    c.state(),
+                    c.epoch(),
+                    c.counters()
+                );
+            }
+        }
+    }
     let mut v = w.check_survived(&mut sim);
     let state = sim.node(INITIATOR).state(s);
     if state != Some(State::Established) {
