@@ -211,6 +211,10 @@ pub struct HostState {
     srqs: BTreeMap<u64, Srq>,
     mrs: BTreeMap<u64, Mr>,
     mws: BTreeMap<u64, Mw>,
+    /// MR handle by key (lkey == rkey for soft MRs).
+    mr_keys: BTreeMap<u32, u64>,
+    /// MW handle by current rkey.
+    mw_keys: BTreeMap<u32, u64>,
     qps: BTreeMap<u64, Qp>,
     qpn_index: BTreeMap<u32, u64>,
     cm_ids: BTreeMap<u64, CmIdState>,
@@ -245,6 +249,8 @@ impl HostState {
             srqs: BTreeMap::new(),
             mrs: BTreeMap::new(),
             mws: BTreeMap::new(),
+            mr_keys: BTreeMap::new(),
+            mw_keys: BTreeMap::new(),
             qps: BTreeMap::new(),
             qpn_index: BTreeMap::new(),
             cm_ids: BTreeMap::new(),
@@ -766,6 +772,7 @@ impl HostState {
             rkey: key,
             access,
         };
+        self.mr_keys.insert(key, h);
         self.mrs.insert(
             h,
             Mr {
@@ -790,7 +797,9 @@ impl HostState {
         {
             return Err(DestroyError::Busy("MR (bound memory windows)"));
         }
-        let dev = self.mrs.remove(&mr.0).expect("present").dev;
+        let m = self.mrs.remove(&mr.0).expect("present");
+        self.mr_keys.remove(&m.info.lkey);
+        let dev = m.dev;
         Ok(self.destroyed(&dev))
     }
 
@@ -799,6 +808,7 @@ impl HostState {
         let dev = self.pd_dev(pd)?;
         let h = self.handle();
         let rkey = self.key();
+        self.mw_keys.insert(rkey, h);
         self.mws.insert(
             h,
             Mw {
@@ -818,11 +828,12 @@ impl HostState {
 
     /// Free a memory window.
     pub fn dealloc_mw(&mut self, mw: MwId) -> Result<Destroyed, DestroyError> {
-        let dev = self
+        let w = self
             .mws
             .remove(&mw.0)
-            .ok_or(DestroyError::InvalidHandle("MW"))?
-            .dev;
+            .ok_or(DestroyError::InvalidHandle("MW"))?;
+        self.mw_keys.remove(&w.rkey);
+        let dev = w.dev;
         Ok(self.destroyed(&dev))
     }
 
@@ -883,7 +894,10 @@ impl HostState {
         }
         let kind = w.kind;
         let w = self.mws.get_mut(&mw.0).expect("present");
-        w.rkey = rkey;
+        let old = std::mem::replace(&mut w.rkey, rkey);
+        self.mw_keys.remove(&old);
+        self.mw_keys.insert(rkey, mw.0);
+        let w = self.mws.get_mut(&mw.0).expect("present");
         w.bound = if unbind {
             None
         } else {
@@ -900,13 +914,18 @@ impl HostState {
 
     /// Invalidate a type 2 window by rkey (LOCAL_INV or SEND_WITH_INV).
     fn invalidate(&mut self, pd: u64, rkey: u32) -> bool {
-        for w in self.mws.values_mut() {
-            if w.rkey == rkey && w.pd == pd && w.kind == MwType::Type2 && w.bound.is_some() {
-                w.bound = None;
-                return true;
-            }
+        let Some(w) = self.mw_keys.get(&rkey).and_then(|h| self.mws.get_mut(h)) else {
+            return false;
+        };
+        if w.pd == pd && w.kind == MwType::Type2 && w.bound.is_some() {
+            w.bound = None;
+            return true;
         }
         false
+    }
+
+    fn mr_by_key(&self, key: u32) -> Option<&Mr> {
+        self.mr_keys.get(&key).and_then(|h| self.mrs.get(h))
     }
 
     // ------------------------------------------------------------------
@@ -1015,9 +1034,8 @@ impl HostState {
     }
 
     fn check_local(&self, pd: u64, sge: &Sge, write: bool) -> bool {
-        self.mrs.values().any(|m| {
-            m.info.lkey == sge.lkey
-                && m.pd == pd
+        self.mr_by_key(sge.lkey).is_some_and(|m| {
+            m.pd == pd
                 && sge.addr >= m.info.addr
                 && sge
                     .addr
@@ -1028,10 +1046,7 @@ impl HostState {
     }
 
     fn local_memory(&self, lkey: u32) -> Option<&Memory> {
-        self.mrs
-            .values()
-            .find(|m| m.info.lkey == lkey)
-            .map(|m| &m.memory)
+        self.mr_by_key(lkey).map(|m| &m.memory)
     }
 
     fn gather(&self, sgl: &[Sge]) -> Vec<u8> {
@@ -1445,7 +1460,7 @@ impl HostState {
         let in_range = |base: u64, blen: u64| {
             addr >= base && addr.checked_add(len).is_some_and(|e| e <= base + blen)
         };
-        if let Some(m) = self.mrs.values().find(|m| m.info.rkey == rkey) {
+        if let Some(m) = self.mr_by_key(rkey) {
             if m.dev == q.dev
                 && m.pd == q.pd
                 && m.info.access.contains(right)
@@ -1455,7 +1470,7 @@ impl HostState {
             }
             return Err(NakCode::RemoteAccess);
         }
-        if let Some(w) = self.mws.values().find(|w| w.rkey == rkey) {
+        if let Some(w) = self.mw_keys.get(&rkey).and_then(|h| self.mws.get(h)) {
             if let Some(b) = w.bound {
                 let qp_ok = b.qp.is_none_or(|bq| bq == qp);
                 if w.dev == q.dev
