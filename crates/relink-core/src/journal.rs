@@ -530,6 +530,16 @@ impl Journal {
         out
     }
 
+    /// Operations an earlier transport carried that are waiting to be
+    /// posted again: what a resume replays.
+    pub fn pending_replays(&self) -> usize {
+        self.entries
+            .iter()
+            .skip(self.posted)
+            .filter(|e| e.posts > 0)
+            .count()
+    }
+
     /// Ends every operation not yet completed, in submission order, and
     /// empties the journal: give-up, admin disconnect, stranger peer. Call
     /// it with the transport down (it implies [`Journal::transport_down`]).

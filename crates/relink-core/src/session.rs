@@ -327,6 +327,10 @@ pub struct Session {
     deliveries: VecDeque<(Seq, Vec<u8>)>,
     keepalive_nonce: u64,
     pending_peer_delivered: Seq,
+    /// Operations the current resume replays.
+    replaying: u64,
+    /// One-sided operations posted and not yet completed.
+    one_sided_inflight: std::collections::BTreeSet<OpId>,
 }
 
 /// Receive slots kept free of data for control messages (acks, keepalives,
@@ -369,6 +373,8 @@ impl Session {
             deliveries: VecDeque::new(),
             keepalive_nonce: 0,
             pending_peer_delivered: Seq(0),
+            replaying: 0,
+            one_sided_inflight: std::collections::BTreeSet::new(),
         })
     }
 
@@ -534,6 +540,7 @@ impl Session {
         self.actions
             .push_back(Action::TearDown { epoch: self.epoch });
         self.journal.transport_down();
+        self.one_sided_inflight.clear();
         self.current_device = None;
         self.timers.stop(TimerKind::KeepaliveSend);
         self.timers.stop(TimerKind::KeepaliveDeadline);
@@ -685,6 +692,7 @@ impl Session {
                 .journal
                 .resume(peer_delivered, self.cfg.policy.replay_atomics);
             self.complete(cs);
+            self.replaying = self.journal.pending_replays() as u64;
         } else {
             let cs = self.journal.on_peer_delivered(peer_delivered);
             self.complete(cs);
@@ -775,7 +783,7 @@ impl Session {
         if !first || downtime > Duration::ZERO {
             self.counters.resumes += 1;
             self.counters.downtime_ns += u64::try_from(downtime.as_nanos()).unwrap_or(u64::MAX);
-            let replayed = self.journal.stats().replayed - (self.counters.replayed);
+            let replayed = std::mem::take(&mut self.replaying);
             self.counters.replayed += replayed;
             self.events.push_back(SessionEvent::Resumed {
                 downtime,
@@ -797,6 +805,11 @@ impl Session {
             .saturating_sub(CONTROL_RESERVE)
             .max(1);
         while let Some((op, kind, seq)) = self.journal.next_unposted() {
+            if !kind.is_message()
+                && self.one_sided_inflight.len() >= self.cfg.spec.max_one_sided as usize
+            {
+                break; // the send queue holds no more; order is kept
+            }
             let action = match kind {
                 OpKind::Message { payload } => {
                     let seq = seq.expect("messages are sequenced");
@@ -880,6 +893,9 @@ impl Session {
                 }
             };
             self.journal.mark_posted(op);
+            if matches!(action, Action::OneSided { .. }) {
+                self.one_sided_inflight.insert(op);
+            }
             self.actions.push_back(action);
         }
     }
@@ -1180,6 +1196,9 @@ impl Session {
     ) {
         if epoch != self.epoch {
             return;
+        }
+        if let Some(op) = op {
+            self.one_sided_inflight.remove(&op);
         }
         match status {
             WcStatus::Success => {
