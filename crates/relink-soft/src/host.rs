@@ -1269,12 +1269,14 @@ impl HostState {
                             rkey: remote.rkey,
                             data,
                             imm: None,
+                            solicited: false,
                         },
                         SendOp::WriteWithImm { remote, imm } => ReqOp::Write {
                             addr: remote.addr,
                             rkey: remote.rkey,
                             data,
                             imm: Some(imm),
+                            solicited: entry.solicited,
                         },
                         SendOp::Read { remote } => ReqOp::Read {
                             addr: remote.addr,
@@ -1416,7 +1418,8 @@ impl HostState {
         let srq = q.init.srq;
         let report_last = srq.is_some() && !q.last_wqe_reported;
         q.last_wqe_reported = true;
-        let dev = q.dev.clone();
+        // An affiliated event: it goes to the context that owns the QP.
+        let ctx = self.pds.get(&q.pd).map(|p| p.ctx);
         self.drain_sq(qp);
         for wr in rq {
             self.complete(
@@ -1433,14 +1436,11 @@ impl HostState {
                 false,
             );
         }
-        if report_last {
-            if let Some((ctx, _)) = self.ctxs.iter().find(|(_, c)| c.dev == dev) {
-                let ctx = *ctx;
-                self.push_event(Event::Async {
-                    ctx: ContextId(ctx),
-                    event: AsyncEvent::QpLastWqeReached(QpId(qp)),
-                });
-            }
+        if let (true, Some(ctx)) = (report_last, ctx) {
+            self.push_event(Event::Async {
+                ctx: ContextId(ctx),
+                event: AsyncEvent::QpLastWqeReached(QpId(qp)),
+            });
         }
     }
 
@@ -1652,6 +1652,7 @@ impl HostState {
                 rkey,
                 data,
                 imm,
+                solicited,
             } => {
                 let target = if data.is_empty() {
                     None
@@ -1694,7 +1695,7 @@ impl HostState {
                         data.len() as u32,
                         imm,
                         None,
-                        false,
+                        solicited,
                     );
                 }
                 self.respond(qp, psn, RespKind::Ack, out);

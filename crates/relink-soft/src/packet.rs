@@ -145,6 +145,8 @@ pub enum ReqOp {
         data: Vec<u8>,
         /// Immediate data (consumes a receive).
         imm: Option<u32>,
+        /// Solicited event requested (with immediate data).
+        solicited: bool,
     },
     /// READ.
     Read {

@@ -271,12 +271,14 @@ fn put_req(out: &mut Vec<u8>, op: &ReqOp) {
             rkey,
             data,
             imm,
+            solicited,
         } => {
             put_u8(out, 2);
             put_u64(out, *addr);
             put_u32(out, *rkey);
             put_bytes(out, data);
             put_opt_u32(out, *imm);
+            put_bool(out, *solicited);
         }
         ReqOp::Read { addr, rkey, len } => {
             put_u8(out, 3);
@@ -582,6 +584,7 @@ impl<'a> Cursor<'a> {
                 rkey: self.u32("rkey")?,
                 data: self.bytes("payload", MAX_PAYLOAD)?,
                 imm: self.opt_u32("immediate data")?,
+                solicited: self.bool("solicited")?,
             }),
             3 => Ok(ReqOp::Read {
                 addr: self.u64("remote address")?,
@@ -1201,14 +1204,20 @@ mod tests {
                     invalidate,
                     solicited
                 }),
-            (any::<u64>(), any::<u32>(), bytes(300), any::<Option<u32>>()).prop_map(
-                |(addr, rkey, data, imm)| ReqOp::Write {
+            (
+                any::<u64>(),
+                any::<u32>(),
+                bytes(300),
+                any::<Option<u32>>(),
+                any::<bool>()
+            )
+                .prop_map(|(addr, rkey, data, imm, solicited)| ReqOp::Write {
                     addr,
                     rkey,
                     data,
-                    imm
-                }
-            ),
+                    imm,
+                    solicited
+                }),
             (any::<u64>(), any::<u32>(), any::<u32>()).prop_map(|(addr, rkey, len)| ReqOp::Read {
                 addr,
                 rkey,

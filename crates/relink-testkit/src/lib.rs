@@ -96,6 +96,8 @@ macro_rules! __relink_testkit_cases {
             write_then_read
             write_with_imm
             atomics
+            srq_receives
+            cq_notification
             remote_write_without_right
             remote_write_out_of_bounds
             remote_bad_rkey

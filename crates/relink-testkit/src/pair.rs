@@ -10,7 +10,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use relink_fabric::{
     Access, CmEvent, CmEventKind, CmId, ConnParams, ContextId, CqId, DestroyError, Destroyed,
     DeviceId, ErrorClass, Event, Memory, MrInfo, MwInfo, MwType, PdId, QpCaps, QpId, QpInit,
-    RecvWr, RemoteAddr, SendWr, Sge,
+    RecvWr, RemoteAddr, SendWr, Sge, SrqId, SrqInit,
 };
 
 use crate::check::assert_private_data;
@@ -40,6 +40,11 @@ pub struct PairOpts {
     pub caps: QpCaps,
     /// Depth of each CQ.
     pub cq_depth: u32,
+    /// If set, the target's QP takes its receives from a shared receive
+    /// queue created with these attributes on the target's PD
+    /// ([`End::srq`]; post with [`End::post_srq_recv`]). `None` (the
+    /// default): each QP has its own receive queue.
+    pub target_srq: Option<SrqInit>,
 }
 
 impl Default for PairOpts {
@@ -56,6 +61,7 @@ impl Default for PairOpts {
                 max_recv_sge: 4,
             },
             cq_depth: 512,
+            target_srq: None,
         }
     }
 }
@@ -77,6 +83,9 @@ pub struct End {
     pub recv_cq: CqId,
     /// The RC QP.
     pub qp: QpId,
+    /// The shared receive queue the QP takes its receives from, if any
+    /// ([`PairOpts::target_srq`]); destroyed right after the QP.
+    pub srq: Option<SrqId>,
     /// The connection's CM id.
     pub id: CmId,
     /// Host memory, [`PairOpts::buf_len`] bytes.
@@ -128,6 +137,18 @@ impl End {
         }
     }
 
+    /// Post receives to this end's SRQ; panics if the end has none or the
+    /// post fails.
+    #[track_caller]
+    pub fn post_srq_recv(&self, h: &Harness<'_>, wrs: &[RecvWr]) {
+        let Some(srq) = self.srq else {
+            panic!("post_srq_recv: the {} end has no SRQ", self.side);
+        };
+        if let Err(e) = h.host(self.side).post_srq_recv(srq, wrs) {
+            panic!("post_srq_recv({srq}) on the {} host: {e}", self.side);
+        }
+    }
+
     /// Register `[offset, offset+len)` of `mem` again with `access`; the MR
     /// is deregistered by teardown.
     #[track_caller]
@@ -169,7 +190,7 @@ impl End {
         self.lost = true;
     }
 
-    /// Destroy everything in dependency order — QP, MWs, MRs, CQs, PD,
+    /// Destroy everything in dependency order — QP, SRQ, MWs, MRs, CQs, PD,
     /// context, CM ids — checking each verbs destroy reports
     /// [`Destroyed::Released`] (or [`Destroyed::AlreadyReleased`] if the end
     /// is [`lost`](End::lost)). CM id destroys only have to succeed.
@@ -189,6 +210,9 @@ impl End {
             }
         };
         check(format!("{}", self.qp), host.destroy_qp(self.qp));
+        if let Some(srq) = self.srq {
+            check(format!("{srq}"), host.destroy_srq(srq));
+        }
         for mw in &self.mws {
             check(format!("{}", mw.id), host.dealloc_mw(mw.id));
         }
@@ -361,7 +385,9 @@ pub fn resolve(h: &mut Harness<'_>, side: Side, dst: SocketAddr) -> CmId {
 }
 
 /// Open the device `id` is bound to on `side`'s host and create a PD, two
-/// CQs, an RC QP, and memory registered as one MR with [`FULL_ACCESS`].
+/// CQs, an RC QP (on the target, attached to a new SRQ if
+/// [`PairOpts::target_srq`] asks for one), and memory registered as one MR
+/// with [`FULL_ACCESS`].
 #[track_caller]
 pub fn open_end(h: &Harness<'_>, side: Side, id: CmId, opts: &PairOpts) -> End {
     let host = h.host(side);
@@ -385,13 +411,20 @@ pub fn open_end(h: &Harness<'_>, side: Side, id: CmId, opts: &PairOpts) -> End {
     let recv_cq = host
         .create_cq(ctx, opts.cq_depth)
         .unwrap_or_else(|e| panic!("create_cq on the {side} host: {e}"));
+    let srq = match (side, opts.target_srq) {
+        (Side::Target, Some(init)) => Some(
+            host.create_srq(pd, init)
+                .unwrap_or_else(|e| panic!("create_srq({init:?}) on the {side} host: {e}")),
+        ),
+        _ => None,
+    };
     let qp = host
         .create_qp(
             pd,
             QpInit {
                 send_cq,
                 recv_cq,
-                srq: None,
+                srq,
                 caps: opts.caps,
                 sq_sig_all: false,
             },
@@ -424,6 +457,7 @@ pub fn open_end(h: &Harness<'_>, side: Side, id: CmId, opts: &PairOpts) -> End {
         send_cq,
         recv_cq,
         qp,
+        srq,
         id,
         mem,
         mr,

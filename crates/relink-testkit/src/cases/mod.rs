@@ -6,6 +6,8 @@ mod access;
 mod cm;
 mod data;
 mod faults;
+mod notify;
+mod srq;
 mod windows;
 
 pub use access::{
@@ -24,6 +26,8 @@ pub use faults::{
     removal_reaches_bound_listener_not_wildcard, replacement_new_guid_same_address,
     reset_reports_fatal_removed_added, reset_then_reconnect,
 };
+pub use notify::cq_notification;
+pub use srq::srq_receives;
 pub use windows::{
     mw_type1_bind_and_bounds, mw_type1_unbind, mw_type2_bind_and_bounds, mw_type2_local_invalidate,
     send_with_invalidate,
