@@ -9,6 +9,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use relink_fabric::ConnParams;
+use relink_fabric::Timestamp;
 use relink_fabric::{
     Access, AsyncEvent, CmError, CmEvent, CmEventKind, CreateError, DestroyError, Destroyed,
     DeviceEvent, DeviceEventKind, DeviceId, DeviceInfo, Event, Memory, MrInfo, MwBind, MwInfo,
@@ -128,8 +129,12 @@ struct Qp {
     next_psn: u32,
     retries_left: u8,
     rnr_left: u8,
+    /// Generation of the QP's timers; bumped to make queued ones stale.
     timer_gen: u64,
-    timer_armed: bool,
+    /// When the transport retransmission fires (None: nothing unacked).
+    rto: Option<Timestamp>,
+    /// A `Retransmit` timer of the current generation is queued.
+    rto_queued: bool,
     rnr_wait: bool,
     rq: VecDeque<RecvWr>,
     expected_psn: u32,
@@ -327,6 +332,15 @@ impl HostState {
         self.devices.values().map(|d| d.info.clone()).collect()
     }
 
+    /// The port state of the device that owns `ip`, if one does (no
+    /// allocation: the in-process fabric asks this for every packet).
+    pub fn addr_port(&self, ip: IpAddr) -> Option<PortState> {
+        self.devices
+            .values()
+            .find(|d| d.info.owns(ip))
+            .map(|d| d.info.port_state)
+    }
+
     /// A device registered (new, back after a reset, or a replacement).
     pub fn add_device(&mut self, info: DeviceInfo, out: &mut Outbox) {
         if let Some(old) = self.devices.get(&info.id.name) {
@@ -438,7 +452,8 @@ impl HostState {
             self.qp_error(q, None);
             if let Some(qp) = self.qps.get_mut(&q) {
                 qp.timer_gen += 1;
-                qp.timer_armed = false;
+                qp.rto = None;
+                qp.rto_queued = false;
             }
         }
         self.push_event(Event::Device(DeviceEvent {
@@ -985,7 +1000,8 @@ impl HostState {
                 retries_left: 7,
                 rnr_left: 7,
                 timer_gen: 0,
-                timer_armed: false,
+                rto: None,
+                rto_queued: false,
                 rnr_wait: false,
                 rq: VecDeque::new(),
                 expected_psn: 0,
@@ -1344,24 +1360,35 @@ impl HostState {
         });
     }
 
+    /// Start the retransmission clock if it is not running (a new request
+    /// does not restart it: the oldest unacknowledged one counts).
     fn arm_retransmit(&mut self, qp: u64, out: &mut Outbox) {
+        let q = self.qps.get_mut(&qp).expect("present");
+        if q.rto.is_none() {
+            self.restart_retransmit(qp, out);
+        }
+    }
+
+    /// (Re)start the retransmission clock from now. One timer per QP is
+    /// queued at a time; when it fires early (the deadline moved on), it is
+    /// queued again for the new deadline — no pile of stale timers.
+    fn restart_retransmit(&mut self, qp: u64, out: &mut Outbox) {
         if self.cfg.reliable_wire {
             return;
         }
         let q = self.qps.get_mut(&qp).expect("present");
-        if q.timer_armed {
-            return;
-        }
-        q.timer_armed = true;
-        q.timer_gen += 1;
         let at = out.now + q.params.ack_timeout_duration();
-        out.timers.push((
-            at,
-            Timer::Retransmit {
-                qp,
-                gen: q.timer_gen,
-            },
-        ));
+        q.rto = Some(at);
+        if !q.rto_queued {
+            q.rto_queued = true;
+            out.timers.push((
+                at,
+                Timer::Retransmit {
+                    qp,
+                    gen: q.timer_gen,
+                },
+            ));
+        }
     }
 
     fn drain_sq(&mut self, qp: u64) {
@@ -1401,7 +1428,8 @@ impl HostState {
         };
         q.state = QpState::Err;
         q.timer_gen += 1;
-        q.timer_armed = false;
+        q.rto = None;
+        q.rto_queued = false;
         q.rnr_wait = false;
         for (i, e) in q.sq.iter_mut().enumerate() {
             if e.done.is_none() {
@@ -1878,11 +1906,11 @@ impl HostState {
             q.retries_left = q.params.retry_count;
             q.rnr_left = q.params.rnr_retry_count;
             if !q.rnr_wait {
-                q.timer_armed = false;
-                q.timer_gen += 1;
                 let outstanding = q.sq.iter().any(|e| e.sent && e.done.is_none());
                 if outstanding {
-                    self.arm_retransmit(qp, out);
+                    self.restart_retransmit(qp, out);
+                } else {
+                    q.rto = None;
                 }
             }
         }
@@ -1899,8 +1927,9 @@ impl HostState {
             q.rnr_left -= 1;
         }
         q.rnr_wait = true;
-        q.timer_armed = false;
         q.timer_gen += 1;
+        q.rto = None;
+        q.rto_queued = false;
         out.timers.push((
             out.now + Duration::from_micros(640),
             Timer::Rnr {
@@ -1929,10 +1958,23 @@ impl HostState {
                 let Some(q) = self.qps.get_mut(&qp) else {
                     return;
                 };
-                if q.timer_gen != gen || q.state != QpState::Rts {
+                if q.timer_gen != gen {
+                    return; // stale
+                }
+                q.rto_queued = false;
+                if q.state != QpState::Rts {
                     return;
                 }
-                q.timer_armed = false;
+                match q.rto {
+                    None => return,
+                    Some(at) if at > out.now => {
+                        // The clock restarted since this timer was queued.
+                        q.rto_queued = true;
+                        out.timers.push((at, Timer::Retransmit { qp, gen }));
+                        return;
+                    }
+                    Some(_) => q.rto = None,
+                }
                 let Some(first) = q.sq.iter().position(|e| e.sent && e.done.is_none()) else {
                     return;
                 };
@@ -1942,7 +1984,7 @@ impl HostState {
                 }
                 q.retries_left -= 1;
                 self.retransmit_unacked(qp, out);
-                self.arm_retransmit(qp, out);
+                self.restart_retransmit(qp, out);
             }
             Timer::Rnr { qp, gen } => {
                 let Some(q) = self.qps.get_mut(&qp) else {
@@ -1953,7 +1995,7 @@ impl HostState {
                 }
                 q.rnr_wait = false;
                 self.retransmit_unacked(qp, out);
-                self.arm_retransmit(qp, out);
+                self.restart_retransmit(qp, out);
                 self.pump(qp, out);
             }
             Timer::Cm { id, gen } => self.cm_timeout(id, gen, out),

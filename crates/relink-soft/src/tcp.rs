@@ -177,15 +177,31 @@ impl Shared {
         Conn { tx, stream: slot }
     }
 
+    /// Write queued frames in order; everything queued at the moment goes
+    /// out in one system call (small messages would otherwise cost a
+    /// syscall each).
     fn write_loop(&self, mut stream: TcpStream, rx: Receiver<Frame>) {
-        while let Ok(f) = rx.recv() {
+        const BATCH: usize = 256 * 1024;
+        let mut batch: Vec<u8> = Vec::with_capacity(BATCH);
+        'outer: while let Ok(f) = rx.recv() {
+            let mut close = false;
             match f {
-                Frame::Data(buf) => {
-                    if stream.write_all(&buf).is_err() {
-                        break;
-                    }
+                Frame::Data(buf) => batch.extend_from_slice(&buf),
+                Frame::Close => close = true,
+            }
+            while !close && batch.len() < BATCH {
+                match rx.try_recv() {
+                    Ok(Frame::Data(buf)) => batch.extend_from_slice(&buf),
+                    Ok(Frame::Close) => close = true,
+                    Err(_) => break,
                 }
-                Frame::Close => break,
+            }
+            if !batch.is_empty() && stream.write_all(&batch).is_err() {
+                break 'outer;
+            }
+            batch.clear();
+            if close {
+                break;
             }
         }
         let _ = stream.flush();

@@ -332,6 +332,20 @@ fn put_resp(out: &mut Vec<u8>, kind: &RespKind) {
 /// packets from untrusted sources with [`validate`] first.
 pub fn encode(p: &Packet, out: &mut Vec<u8>) {
     let start = out.len();
+    // One allocation for the whole frame: the payload plus a bound on the
+    // fixed fields (addresses, ids, keys).
+    let payload = match &p.body {
+        Body::Request {
+            op: ReqOp::Send { data, .. } | ReqOp::Write { data, .. },
+            ..
+        }
+        | Body::Response {
+            kind: RespKind::ReadData(data),
+            ..
+        } => data.len(),
+        _ => 0,
+    };
+    out.reserve(HEADER_LEN + payload + 128 + MAX_REJECT_PRIVATE_DATA.max(MAX_ACCEPT_PRIVATE_DATA));
     out.extend_from_slice(&[0; HEADER_LEN]);
     put_u8(out, VERSION);
     put_ip(out, p.src);

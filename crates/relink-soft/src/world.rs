@@ -373,16 +373,12 @@ impl World {
     fn owner(&self, ip: IpAddr) -> Option<HostIdx> {
         self.hosts
             .iter()
-            .position(|h| h.state.devices().iter().any(|d| d.owns(ip)))
+            .position(|h| h.state.addr_port(ip).is_some())
             .map(HostIdx)
     }
 
     fn port_up(&self, host: HostIdx, ip: IpAddr) -> bool {
-        self.hosts[host.0]
-            .state
-            .devices()
-            .iter()
-            .any(|d| d.owns(ip) && d.port_state == PortState::Active)
+        self.hosts[host.0].state.addr_port(ip) == Some(PortState::Active)
     }
 
     fn apply_outbox(&mut self, host: HostIdx, out: Outbox) {
