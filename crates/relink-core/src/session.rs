@@ -557,6 +557,22 @@ impl Session {
         }
         self.go(State::Recovering, Cause::TransportDown(cause), now);
         self.attempt = 0;
+        // A loss on the peer's side (or somewhere between): the next attempt
+        // tries the next path first, so a second HCA or route takes over at
+        // once instead of waiting for the dead address to time out. A loss
+        // of the local device keeps the path: while the device is gone the
+        // path is not viable anyway, and when it returns (a reset, a
+        // replacement) it is the natural one to resume on.
+        let local = matches!(
+            cause,
+            DownCause::DeviceRemoved
+                | DownCause::DeviceFatal
+                | DownCause::PortDown
+                | DownCause::CmDeviceRemoval
+        );
+        if !local && !self.cfg.paths.is_empty() {
+            self.path_index = (self.path_index + 1) % self.cfg.paths.len();
+        }
         self.schedule_attempt(now);
     }
 
@@ -1013,10 +1029,22 @@ impl Session {
     /// Close the session: cancels recovery at once; every pending
     /// operation fails with `Disconnected`.
     pub fn close(&mut self, now: Timestamp) {
+        self.close_inner(now, true);
+    }
+
+    /// Close; `tell_peer`: say goodbye first so the peer closes its half
+    /// instead of waiting for a reconnection until its give-up deadline.
+    fn close_inner(&mut self, now: Timestamp, tell_peer: bool) {
         if self.state() == State::Closed {
             return;
         }
         if self.current_device.is_some() {
+            if tell_peer && matches!(self.state(), State::Established | State::Resyncing) {
+                self.send_control(|ack, out| {
+                    wire::encode_close(ack, out);
+                    Ok(())
+                });
+            }
             self.actions
                 .push_back(Action::Disconnect { epoch: self.epoch });
         }
@@ -1283,6 +1311,12 @@ impl Session {
                 }
             }
             MsgBody::Ack | MsgBody::KeepaliveReply { .. } => {}
+            MsgBody::Close => {
+                // The peer closed on purpose: no recovery, our half ends too.
+                tracing::info!(session = %self.cfg.id, "peer closed the session");
+                self.close_inner(now, false);
+                return;
+            }
             MsgBody::Keepalive { nonce } => {
                 self.send_control(|ack, out| {
                     wire::encode_keepalive_reply(ack, nonce, out);

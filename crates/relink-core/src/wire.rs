@@ -26,13 +26,14 @@
 //!
 //! In-band message (one per SEND; HEADER_LEN = 22 bytes of header)
 //! message = version kind:u8 seq ack:seq len:u32 payload:[u8; len]   (len <= MAX_PAYLOAD_LEN)
-//! kind    = 1 Data | 2 Advert | 3 AdvertDone | 4 Ack | 5 Keepalive | 6 KeepaliveReply
+//! kind    = 1 Data | 2 Advert | 3 AdvertDone | 4 Ack | 5 Keepalive | 6 KeepaliveReply | 7 Close
 //! payload of Data           = application bytes                     seq >= 1
-//!            Advert         = count:u16 advert[count]               seq >= 1
-//!            AdvertDone     = epoch                                 seq >= 1
+//!            Advert         = count:u16 advert[count]               seq = 0
+//!            AdvertDone     = epoch                                 seq = 0
 //!            Ack            = (empty)                               seq = 0
 //!            Keepalive      = nonce:u64                             seq = 0
 //!            KeepaliveReply = nonce:u64                             seq = 0
+//!            Close          = (empty): the session ends, do not recover  seq = 0
 //! advert  = epoch region:u32 addr:u64 len:u64 rkey:u32 access:u32      ADVERT_LEN = 32 bytes
 //! ```
 //!
@@ -736,17 +737,21 @@ pub enum MsgKind {
     Keepalive,
     /// The answer to a probe, echoing its nonce (not sequenced).
     KeepaliveReply,
+    /// The sender closed the session on purpose: the receiver closes its
+    /// half instead of waiting for a reconnection (not sequenced).
+    Close,
 }
 
 impl MsgKind {
     /// Every kind, in code order.
-    pub const ALL: [MsgKind; 6] = [
+    pub const ALL: [MsgKind; 7] = [
         MsgKind::Data,
         MsgKind::Advert,
         MsgKind::AdvertDone,
         MsgKind::Ack,
         MsgKind::Keepalive,
         MsgKind::KeepaliveReply,
+        MsgKind::Close,
     ];
 
     /// The kind's byte on the wire.
@@ -758,6 +763,7 @@ impl MsgKind {
             MsgKind::Ack => 4,
             MsgKind::Keepalive => 5,
             MsgKind::KeepaliveReply => 6,
+            MsgKind::Close => 7,
         }
     }
 
@@ -956,6 +962,8 @@ pub enum MsgBody<'a> {
         /// The probe's nonce.
         nonce: u64,
     },
+    /// The peer closed the session on purpose.
+    Close,
 }
 
 impl<'a> MsgBody<'a> {
@@ -968,6 +976,7 @@ impl<'a> MsgBody<'a> {
             MsgBody::Ack => MsgKind::Ack,
             MsgBody::Keepalive { .. } => MsgKind::Keepalive,
             MsgBody::KeepaliveReply { .. } => MsgKind::KeepaliveReply,
+            MsgBody::Close => MsgKind::Close,
         }
     }
 
@@ -1003,6 +1012,7 @@ impl<'a> MsgBody<'a> {
             MsgKind::KeepaliveReply => MsgBody::KeepaliveReply {
                 nonce: c.u64("nonce")?,
             },
+            MsgKind::Close => MsgBody::Close,
         };
         c.finish("message payload")?;
         Ok(body)
@@ -1014,7 +1024,7 @@ impl<'a> MsgBody<'a> {
             MsgBody::Data(d) => d.len(),
             MsgBody::Adverts(a) => 2 + a.len() * ADVERT_LEN,
             MsgBody::AdvertDone { .. } => 4,
-            MsgBody::Ack => 0,
+            MsgBody::Ack | MsgBody::Close => 0,
             MsgBody::Keepalive { .. } | MsgBody::KeepaliveReply { .. } => 8,
         }
     }
@@ -1099,6 +1109,11 @@ pub fn encode_advert_done(
 /// Appends an `Ack` message (seq 0, no payload).
 pub fn encode_ack(ack: Seq, out: &mut Vec<u8>) {
     put_header(MsgKind::Ack, Seq(0), ack, 0, out);
+}
+
+/// Appends a `Close` message (seq 0, no payload).
+pub fn encode_close(ack: Seq, out: &mut Vec<u8>) {
+    put_header(MsgKind::Close, Seq(0), ack, 0, out);
 }
 
 /// Appends a `Keepalive { nonce }` message (seq 0).
@@ -1209,6 +1224,7 @@ mod tests {
             Just(MsgBody::Ack),
             any::<u64>().prop_map(|nonce| MsgBody::Keepalive { nonce }),
             any::<u64>().prop_map(|nonce| MsgBody::KeepaliveReply { nonce }),
+            Just(MsgBody::Close),
         ];
         (1..=u64::MAX, any::<u64>(), body).prop_map(|(seq, ack, body)| {
             let seq = if body.kind().is_sequenced() { seq } else { 0 };
@@ -1667,7 +1683,7 @@ mod tests {
             assert_eq!(RefuseReason::from_code(r.code()), Some(r));
         }
         let kinds: Vec<u8> = MsgKind::ALL.iter().map(|k| k.code()).collect();
-        assert_eq!(kinds, [1, 2, 3, 4, 5, 6]);
+        assert_eq!(kinds, [1, 2, 3, 4, 5, 6, 7]);
         for k in MsgKind::ALL {
             assert_eq!(MsgKind::from_code(k.code()), Some(k));
         }
@@ -1729,10 +1745,10 @@ mod tests {
             Err(WireError::UnsupportedVersion { found: 9 })
         );
         assert_eq!(
-            decode_message(&[1, 7]),
+            decode_message(&[1, 8]),
             Err(WireError::UnknownTag {
                 what: "message kind",
-                tag: 7
+                tag: 8
             })
         );
         // A length over the maximum is refused before anything is read.

@@ -902,6 +902,11 @@ impl Node {
                 break;
             };
             any = true;
+            if matches!(action, Action::Disconnect { .. } | Action::TearDown { .. }) {
+                // Messages queued before a disconnect (the goodbye of an
+                // admin close) go out first.
+                self.drain_backlog(key);
+            }
             self.perform(key, action);
         }
         self.drain_backlog(key);

@@ -1,0 +1,335 @@
+//! `relink demo`: the whole fault schedule passes every end-to-end check
+//! for several seeds, a single fault runs alone, the same seed replays the
+//! same run, and a corrupted byte makes the run fail naming the check.
+//!
+//! found; run them with `cargo test -p relink-cli --test demo -- --ignored`.
+
+use std::path::Path as FsPath;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+
+fn command(args: &[&str], svg: &FsPath) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_relink"));
+    c.arg("demo").args(args).arg("--svg").arg(svg);
+    c
+}
+
+fn demo(args: &[&str], svg: &FsPath) -> Output {
+    command(args, svg).output().expect("run relink demo")
+}
+
+fn json_report(out: &Output) -> Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "the report is not JSON ({e}); stdout:\n{}\nstderr:\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+/// The outcomes of `session` in the row of `fault`.
+fn outcome(report: &Value, fault: &str, session: &str) -> String {
+    let row = report["faults"]
+        .as_array()
+        .expect("faults")
+        .iter()
+        .find(|f| f["fault"] == fault)
+        .unwrap_or_else(|| panic!("no row for {fault}"));
+    let s = row["sessions"]
+        .as_array()
+        .expect("sessions")
+        .iter()
+        .find(|s| s["session"] == session)
+        .unwrap_or_else(|| panic!("no session {session} in {fault}"));
+    s["outcome"].as_str().expect("outcome").to_string()
+}
+
+fn assert_all_passed(report: &Value, out: &Output, what: &str) {
+    assert!(
+        out.status.success(),
+        "{what}: exit {:?}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(report["passed"], true, "{what}: {report:#}");
+    for c in report["checks"].as_array().expect("checks") {
+        assert_eq!(c["ok"], true, "{what}: check failed: {c}");
+    }
+    for f in report["faults"].as_array().expect("faults") {
+        assert_eq!(
+            f["ok"], true,
+            "{what}: fault outcome not as expected: {f:#}"
+        );
+        for s in f["sessions"].as_array().expect("sessions") {
+            assert_eq!(s["ok"], true, "{what}: {s}");
+        }
+    }
+    assert!(report["problems"].as_array().expect("problems").is_empty());
+}
+
+#[test]
+fn the_whole_schedule_passes_every_check_for_several_seeds() {
+    let dir = tempfile::tempdir().unwrap();
+    let seeds = ["1", "7"];
+    let svg = |seed: &str| dir.path().join(format!("demo-{seed}.svg"));
+    // Both runs at once.
+    let children: Vec<_> = seeds
+        .iter()
+        .map(|seed| {
+            command(&["--seed", seed, "--json"], &svg(seed))
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("run relink demo")
+        })
+        .collect();
+    for (seed, child) in seeds.into_iter().zip(children) {
+        let out = child.wait_with_output().expect("relink demo");
+        let svg = svg(seed);
+        let report = json_report(&out);
+        let what = format!("seed {seed}");
+        assert_all_passed(&report, &out, &what);
+
+        let names: Vec<&str> = report["faults"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["fault"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "reset-initiator",
+                "reset-target",
+                "unplug-replug",
+                "replace",
+                "failover",
+                "flap",
+                "outage",
+                "close"
+            ],
+            "{what}"
+        );
+        // The outcomes that tell the story, spelled out.
+        assert_eq!(
+            outcome(&report, "reset-initiator", "A"),
+            "resumed",
+            "{what}"
+        );
+        // A loss on the peer's side moves A to its other path at once.
+        assert!(
+            ["resumed", "failed-over"].contains(&outcome(&report, "reset-target", "A").as_str()),
+            "{what}"
+        );
+        assert_eq!(outcome(&report, "unplug-replug", "B"), "resumed", "{what}");
+        assert_eq!(
+            outcome(&report, "replace", "A"),
+            "resumed-new-guid",
+            "{what}"
+        );
+        assert_eq!(outcome(&report, "failover", "A"), "failed-over", "{what}");
+        assert_eq!(outcome(&report, "outage", "B"), "gave-up", "{what}");
+        assert!(
+            ["unaffected", "resumed", "failed-over"]
+                .contains(&outcome(&report, "outage", "A").as_str()),
+            "{what}: A must not suffer from B's outage"
+        );
+        assert_eq!(outcome(&report, "close", "A"), "closed", "{what}");
+
+        // B gave up with operations failed, A closed with operations
+        // failed: both checks exist and held.
+        let checks = report["checks"].as_array().unwrap();
+        for name in [
+            "A pending at close",
+            "B pending at give-up",
+            "atomics",
+            "written bytes",
+        ] {
+            assert!(
+                checks.iter().any(|c| c["name"] == name && c["ok"] == true),
+                "{what}: check {name} missing"
+            );
+        }
+        let b = &report["sessions"][1]["ops"]["message"];
+        assert!(b["failed_gave_up"].as_u64().unwrap() > 0, "{what}: {b}");
+        let a = &report["sessions"][0]["ops"]["message"];
+        assert!(
+            a["failed_disconnected"].as_u64().unwrap() > 0,
+            "{what}: {a}"
+        );
+
+        let svg = std::fs::read_to_string(&svg).expect("svg written");
+        assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+        assert!(svg.contains("failover") && svg.contains("B gave up"));
+    }
+}
+
+#[test]
+fn one_fault_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = demo(
+        &["--faults", "reset-initiator", "--json"],
+        &dir.path().join("one.svg"),
+    );
+    let report = json_report(&out);
+    assert_all_passed(&report, &out, "reset-initiator only");
+    let faults = report["faults"].as_array().unwrap();
+    assert_eq!(faults.len(), 1);
+    assert_eq!(outcome(&report, "reset-initiator", "A"), "resumed");
+    // Nothing was closed or gave up: every message arrived.
+    for s in report["sessions"].as_array().unwrap() {
+        assert_eq!(s["final_state"], "established", "{s}");
+        let m = &s["ops"]["message"];
+        assert_eq!(m["submitted"], m["success"], "{s}");
+    }
+}
+
+#[test]
+fn the_same_seed_replays_the_same_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = [
+        "--seed",
+        "11",
+        "--faults",
+        "flap,close",
+        "--duration",
+        "2",
+        "--json",
+    ];
+    let mut runs: Vec<Value> = (0..2)
+        .map(|i| {
+            let out = demo(&args, &dir.path().join(format!("{i}.svg")));
+            let r = json_report(&out);
+            assert_all_passed(&r, &out, "flap,close");
+            r
+        })
+        .collect();
+    for r in &mut runs {
+        r["wall_time_s"] = Value::Null;
+        r["svg"] = Value::Null;
+    }
+    assert_eq!(runs[0], runs[1]);
+}
+
+#[test]
+fn a_corrupted_byte_fails_the_run_and_names_the_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = demo(
+        &["--faults", "reset-target", "--duration", "2", "--sabotage"],
+        &dir.path().join("bad.svg"),
+    );
+    assert!(!out.status.success(), "a flipped byte must fail the run");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stdout.contains("[FAIL] written bytes"), "{stdout}");
+    assert!(stdout.contains("Result: FAIL"), "{stdout}");
+    assert!(stderr.contains("written bytes"), "{stderr}");
+}
+
+#[test]
+fn a_too_short_duration_is_refused_with_the_minimum() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = demo(&["--duration", "1"], &dir.path().join("x.svg"));
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("too short") && stderr.contains("at least"),
+        "{stderr}"
+    );
+}
+
+// ---------------------------------------------------------------------
+// Library bugs found by the demo (reproductions; run with --ignored).
+// ---------------------------------------------------------------------
+
+mod library {
+    use super::*;
+    use relink::{Path, SessionEvent, SessionHandle, SessionOptions, State};
+    use relink_soft::Fault;
+    use relink_testkit::sim::{Sim, INITIATOR, TARGET};
+
+    fn connected(sim: &mut Sim, paths: Vec<Path>) -> (SessionHandle, SessionHandle) {
+        let s = sim
+            .node(INITIATOR)
+            .connect(paths, SessionOptions::default())
+            .unwrap();
+        sim.run_for(Duration::from_millis(5));
+        assert_eq!(sim.node(INITIATOR).state(s), Some(State::Established));
+        let t = sim.node(TARGET).accept().expect("accepted");
+        (s, t)
+    }
+
+    /// ARCHITECTURE.md: "An explicit disconnect cancels recovery at once"
+    /// and "only the give-up deadline or an explicit admin disconnect
+    /// destroys a session". After the initiator's `Node::close`, the
+    /// target's half cannot tell the DREQ from a peer that lost its
+    /// device: it goes to `Recovering` and holds the session (its memory,
+    /// its journal) until `ctrl_loss_tmo` (600 s by default).
+    #[test]
+    fn target_half_of_an_admin_closed_session_ends() {
+        let mut sim = Sim::new(5);
+        let addr = sim.target_addr(7471);
+        sim.node(TARGET)
+            .listen(addr, SessionOptions::default())
+            .unwrap();
+        let (s, t) = connected(
+            &mut sim,
+            vec![Path {
+                local: None,
+                peer: addr,
+            }],
+        );
+        sim.node(INITIATOR).close(s).unwrap();
+        sim.run_for(Duration::from_secs(1));
+        let state = sim.node(TARGET).state(t);
+        assert!(
+            matches!(state, None | Some(State::Closed)),
+            "the target's half should end with the admin close, it is {state:?}"
+        );
+    }
+
+    /// ARCHITECTURE.md: "A session may have several [paths]; a second HCA
+    /// takes over at once when the first is lost." When the *target's*
+    /// device of the current path is unplugged, the initiator's first
+    /// attempt goes to the same (now unowned) address and waits out
+    /// `connect_timeout` (3 s by default) before trying the second path,
+    /// which was usable all along.
+    #[test]
+    fn a_second_path_takes_over_at_once_when_the_peers_device_is_lost() {
+        let mut sim = Sim::new(7);
+        let f = sim.fabric().clone();
+        for (h, a) in [(INITIATOR, "10.0.1.1/24"), (TARGET, "10.0.1.2/24")] {
+            f.add_device_with(sim.host(h).index(), "soft1", vec![a.parse().unwrap()], None);
+        }
+        let peers = ["10.0.0.2:7471", "10.0.1.2:7471"].map(|a| a.parse().unwrap());
+        for p in peers {
+            sim.node(TARGET)
+                .listen(p, SessionOptions::default())
+                .unwrap();
+        }
+        let paths = peers
+            .iter()
+            .map(|p| Path {
+                local: None,
+                peer: *p,
+            })
+            .collect();
+        let (s, _t) = connected(&mut sim, paths);
+        f.inject(Fault::Remove(sim.host(TARGET).index(), "soft0".into()));
+        sim.run_for(Duration::from_secs(5));
+        let mut downtime = None;
+        while let Some(e) = sim.node(INITIATOR).poll_event(s) {
+            if let SessionEvent::Resumed { downtime: d, .. } = e {
+                downtime = Some(d);
+            }
+        }
+        let d = downtime.expect("resumed on the second path");
+        assert!(
+            d < Duration::from_millis(100),
+            "failover to the second path took {d:?}"
+        );
+    }
+}

@@ -1,0 +1,154 @@
+//! The sockets themselves, as far as this host allows: a test that cannot
+//! run here prints a `SKIPPED:` line with the reason (straight to stderr, so
+//! the test harness does not capture it) instead of passing silently.
+//!
+//! `RELINK_DEVWATCH_EXPECT_BACKEND=rdma-netlink|uevent|rescan` makes
+//! `watcher_picks_a_backend_and_says_which` assert the backend chosen (the
+//! VM tier sets it: netlink on kernel 6.12, uevent on 6.1).
+
+use std::io::Write;
+use std::os::fd::AsFd;
+use std::time::{Duration, Instant};
+
+use netlink_sys::{Socket, SocketAddr};
+use relink_devwatch::netlink::{list_devices, NetlinkMonitor, OpenError};
+use relink_devwatch::uevent::{parse_uevent, UeventMonitor, NETLINK_KOBJECT_UEVENT};
+use relink_devwatch::watch::{DeviceWatcher, WatchConfig};
+use relink_devwatch::Backend;
+
+/// One `SKIPPED:` line on the process's stderr, past libtest's capture.
+fn skip(case: &str, why: impl std::fmt::Display) {
+    let _ = std::io::stderr().write_all(format!("SKIPPED: {case}: {why}\n").as_bytes());
+}
+
+#[test]
+fn rdma_netlink_monitor_opens_or_says_why_not() {
+    match NetlinkMonitor::open() {
+        Ok(m) => {
+            // A kernel >= 6.12 with ib_core: the monitor is there.
+            assert!(m.set_nonblocking(true).is_ok());
+            println!("RDMA netlink monitor opened");
+        }
+        Err(OpenError::Unsupported { reason }) => {
+            skip(
+                "rdma_netlink_monitor_opens",
+                format!("unsupported here: {reason}"),
+            );
+        }
+        Err(e) => panic!("opening the RDMA netlink monitor failed: {e}"),
+    }
+}
+
+#[test]
+fn rdma_netlink_device_dump_or_says_why_not() {
+    match list_devices() {
+        Ok(devs) => {
+            for d in &devs {
+                assert!(!d.name.is_empty());
+            }
+            println!("RDMA netlink lists {} device(s): {devs:?}", devs.len());
+        }
+        Err(OpenError::Unsupported { reason }) => {
+            skip(
+                "rdma_netlink_device_dump",
+                format!("unsupported here: {reason}"),
+            );
+        }
+        Err(e) => panic!("RDMA_NLDEV_CMD_GET dump failed: {e}"),
+    }
+}
+
+#[test]
+fn uevent_monitor_opens() {
+    match UeventMonitor::open() {
+        Ok(m) => assert!(m.set_nonblocking(true).is_ok()),
+        Err(e) => skip(
+            "uevent_monitor_opens",
+            format!("NETLINK_KOBJECT_UEVENT unavailable: {e}"),
+        ),
+    }
+}
+
+/// Has the kernel send a real uevent (`change` on the loopback netdev) and
+/// parses it: the parser against the kernel's own format. Needs root.
+#[test]
+fn parses_a_real_kernel_uevent() {
+    let mut sock = match Socket::new(NETLINK_KOBJECT_UEVENT) {
+        Ok(s) => s,
+        Err(e) => return skip("parses_a_real_kernel_uevent", format!("socket: {e}")),
+    };
+    if let Err(e) = sock.bind(&SocketAddr::new(0, 1)) {
+        return skip("parses_a_real_kernel_uevent", format!("bind: {e}"));
+    }
+    sock.set_non_blocking(true).unwrap();
+    let trigger = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/sys/class/net/lo/uevent")
+        .and_then(|mut f| f.write_all(b"change"));
+    if let Err(e) = trigger {
+        return skip(
+            "parses_a_real_kernel_uevent",
+            format!("cannot trigger a uevent (not root?): {e}"),
+        );
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut buf = Vec::with_capacity(8192);
+    while Instant::now() < deadline {
+        buf.clear();
+        match sock.recv_from(&mut buf, 0) {
+            Ok((_, from)) if from.port_number() == 0 => {
+                let ev = parse_uevent(&buf).expect("a kernel uevent parses");
+                if ev.devpath.ends_with("/net/lo") && ev.action == "change" {
+                    assert_eq!(ev.subsystem(), Some("net"));
+                    assert!(ev.get("SEQNUM").is_some());
+                    assert_eq!(relink_devwatch::uevent::classify(&ev), Ok(None));
+                    return;
+                }
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                let fd = sock.as_fd();
+                let mut fds = [rustix::event::PollFd::new(
+                    &fd,
+                    rustix::event::PollFlags::IN,
+                )];
+                let ts = rustix::event::Timespec {
+                    tv_sec: 0,
+                    tv_nsec: 100_000_000,
+                };
+                let _ = rustix::event::poll(&mut fds, Some(&ts));
+            }
+            Err(e) => panic!("recv: {e}"),
+        }
+    }
+    skip(
+        "parses_a_real_kernel_uevent",
+        "no uevent arrived (another network namespace?)",
+    );
+}
+
+#[test]
+fn watcher_picks_a_backend_and_says_which() {
+    let root = tempfile::tempdir().unwrap();
+    let config = WatchConfig {
+        class_root: root.path().into(),
+        ..WatchConfig::default()
+    };
+    let (w, _rx) = DeviceWatcher::channel(config).expect("some backend always works");
+    let info = w.info().clone();
+    println!(
+        "watcher backend: {} (prompt removal: {}); skipped: {:?}",
+        info.backend, info.prompt_removal, info.skipped
+    );
+    // Everything before the chosen backend says why it was skipped.
+    match info.backend {
+        Backend::Netlink => assert!(info.skipped.is_empty()),
+        Backend::Uevent => assert_eq!(info.skipped.len(), 1),
+        Backend::Rescan => assert_eq!(info.skipped.len(), 2),
+    }
+    assert!(info.initial.is_empty());
+    if let Ok(want) = std::env::var("RELINK_DEVWATCH_EXPECT_BACKEND") {
+        assert_eq!(info.backend.to_string(), want, "backend chosen");
+    }
+    w.stop();
+}
