@@ -16,6 +16,7 @@
 
 use std::net::SocketAddr;
 
+use crate::error::CmError;
 use crate::handles::CmId;
 
 /// Maximum private data in a connect request (IB CM REQ through rdma_cm).
@@ -91,4 +92,16 @@ pub struct CmEvent {
     pub id: CmId,
     /// What happened.
     pub kind: CmEventKind,
+}
+
+/// Check private data against a transport limit (one of the `MAX_*`
+/// constants), the same way for every provider.
+pub fn check_private_data(data: &[u8], max: usize) -> Result<(), CmError> {
+    if data.len() > max {
+        return Err(CmError::PrivateDataTooLong {
+            len: data.len(),
+            max,
+        });
+    }
+    Ok(())
 }

@@ -35,8 +35,8 @@ pub mod time;
 pub mod verbs;
 
 pub use cm::{
-    CmEvent, CmEventKind, RejectReason, MAX_ACCEPT_PRIVATE_DATA, MAX_CONNECT_PRIVATE_DATA,
-    MAX_REJECT_PRIVATE_DATA,
+    check_private_data, CmEvent, CmEventKind, RejectReason, MAX_ACCEPT_PRIVATE_DATA,
+    MAX_CONNECT_PRIVATE_DATA, MAX_REJECT_PRIVATE_DATA,
 };
 pub use device::{DeviceEvent, DeviceEventKind, DeviceId, DeviceInfo, Guid, IpNet, PortState};
 pub use error::{

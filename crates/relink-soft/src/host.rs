@@ -8,8 +8,8 @@ use std::collections::{BTreeMap, VecDeque};
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
-use relink_fabric::ConnParams;
 use relink_fabric::Timestamp;
+use relink_fabric::{check_private_data, ConnParams};
 use relink_fabric::{
     Access, AsyncEvent, CmError, CmEvent, CmEventKind, CreateError, DestroyError, Destroyed,
     DeviceEvent, DeviceEventKind, DeviceId, DeviceInfo, Event, Memory, MrInfo, MwBind, MwInfo,
@@ -2265,6 +2265,17 @@ impl HostState {
         Ok(())
     }
 
+    /// Tie a QP to connection `conn`; returns its QP number.
+    fn bind_qp(&mut self, qp: QpId, conn: u64, params: ConnParams, local: IpAddr) -> u32 {
+        let q = self.qps.get_mut(&qp.0).expect("checked");
+        q.conn = conn;
+        q.params = params;
+        q.retries_left = params.retry_count;
+        q.rnr_left = params.rnr_retry_count;
+        q.local_ip = Some(local);
+        q.qpn
+    }
+
     /// Connect to the resolved peer.
     pub fn cm_connect(
         &mut self,
@@ -2274,12 +2285,7 @@ impl HostState {
         private_data: &[u8],
         out: &mut Outbox,
     ) -> Result<(), CmError> {
-        if private_data.len() > MAX_CONNECT_PRIVATE_DATA {
-            return Err(CmError::PrivateDataTooLong {
-                len: private_data.len(),
-                max: MAX_CONNECT_PRIVATE_DATA,
-            });
-        }
+        check_private_data(private_data, MAX_CONNECT_PRIVATE_DATA)?;
         let cm = self.cm(id)?;
         if cm.state != CmState::RouteResolved {
             return Err(CmError::BadState("connect needs a resolved route"));
@@ -2289,13 +2295,7 @@ impl HostState {
         let peer = cm.peer.expect("resolved");
         let conn = (u64::from(self.cfg.tag) << 32) | u64::from(self.next_conn);
         self.next_conn += 1;
-        let q = self.qps.get_mut(&qp.0).expect("checked");
-        q.conn = conn;
-        q.params = params;
-        q.retries_left = params.retry_count;
-        q.rnr_left = params.rnr_retry_count;
-        q.local_ip = Some(local.ip());
-        let qpn = q.qpn;
+        let qpn = self.bind_qp(qp, conn, params, local.ip());
         let cm = self.cm_mut(id)?;
         cm.conn = conn;
         cm.qp = Some(qp.0);
@@ -2328,12 +2328,7 @@ impl HostState {
         private_data: &[u8],
         out: &mut Outbox,
     ) -> Result<(), CmError> {
-        if private_data.len() > MAX_ACCEPT_PRIVATE_DATA {
-            return Err(CmError::PrivateDataTooLong {
-                len: private_data.len(),
-                max: MAX_ACCEPT_PRIVATE_DATA,
-            });
-        }
+        check_private_data(private_data, MAX_ACCEPT_PRIVATE_DATA)?;
         let cm = self.cm(id)?;
         if cm.state != CmState::RequestReceived {
             return Err(CmError::BadState("accept needs a connection request"));
@@ -2342,15 +2337,10 @@ impl HostState {
         let local = cm.local.expect("request");
         let peer = cm.peer.expect("request");
         let (conn, rqpn, params) = (cm.conn, cm.remote_qpn, cm.params);
+        let qpn = self.bind_qp(qp, conn, params, local.ip());
         let q = self.qps.get_mut(&qp.0).expect("checked");
-        q.conn = conn;
-        q.params = params;
-        q.retries_left = params.retry_count;
-        q.rnr_left = params.rnr_retry_count;
-        q.local_ip = Some(local.ip());
         q.remote = Some((peer.ip(), rqpn));
         q.state = QpState::Rts;
-        let qpn = q.qpn;
         let cm = self.cm_mut(id)?;
         cm.qp = Some(qp.0);
         cm.state = CmState::Accepting;
@@ -2376,12 +2366,7 @@ impl HostState {
         private_data: &[u8],
         out: &mut Outbox,
     ) -> Result<(), CmError> {
-        if private_data.len() > MAX_REJECT_PRIVATE_DATA {
-            return Err(CmError::PrivateDataTooLong {
-                len: private_data.len(),
-                max: MAX_REJECT_PRIVATE_DATA,
-            });
-        }
+        check_private_data(private_data, MAX_REJECT_PRIVATE_DATA)?;
         let cm = self.cm(id)?;
         if cm.state != CmState::RequestReceived {
             return Err(CmError::BadState("reject needs a connection request"));
