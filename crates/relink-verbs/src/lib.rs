@@ -1,0 +1,178 @@
+//! # relink-verbs — the rdma-core provider
+//!
+//! [`VerbsProvider`] implements [`relink_fabric::Provider`] on the kernel's
+//! RDMA stack through rdma-core: `libibverbs` for the verbs objects and
+//! `librdmacm` for connection management. It is built only with the `rdma`
+//! cargo feature, which needs rdma-core's headers, pkg-config and libclang
+//! (Debian: `apt-get install libibverbs-dev librdmacm-dev pkg-config
+//! libclang-dev clang`); without it this crate compiles everywhere and
+//! [`VerbsProvider::new`] returns [`VerbsError::NotBuilt`]. It is the only
+//! crate of relink with `unsafe` code (FFI), and every `unsafe` block says
+//! why it is sound.
+//!
+//! ```
+//! match relink_verbs::VerbsProvider::new() {
+//!     Ok(p) => println!("{} devices", relink_fabric::Provider::devices(&p).len()),
+//!     Err(e) => println!("no real RDMA here: {e}"),
+//! }
+//! ```
+//!
+//! ## How the provider keeps the contract on real verbs
+//!
+//! **Threads.** One event thread per provider `poll`s the rdma_cm event
+//! channel, the async-event fd and the completion channel of every open
+//! context, and a wake-up eventfd; it re-scans the device list every
+//! [`VerbsConfig::rescan_interval`] (100 ms) or when asked
+//! ([`VerbsProvider::rescan_now`], for an external netlink/uevent watcher).
+//! Async events and CM events are read, translated and acknowledged at once,
+//! under the provider's lock (so `rdma_destroy_id`/`ibv_destroy_*`, which
+//! wait for acknowledgements, never wait on us). [`wait`](relink_fabric::Provider::wait)
+//! sleeps on a condition variable the event thread signals.
+//!
+//! **Completions wake `wait`.** Before sleeping, `wait` arms every CQ the
+//! caller has not armed itself for the next completion (and polls it once,
+//! against the arm-then-check race); a completion-channel event then wakes
+//! it. Once the caller arms a CQ with `req_notify_cq`, the hardware arming
+//! is the caller's and its notifications become `Event::CqReady`
+//! ([`track::Notify`] has the one subtle case).
+//!
+//! **Device identity.** Devices are told apart by (name, kernel index) plus
+//! a generation this crate maintains, process-wide ([`identity`]); never by
+//! GUID alone.
+//!
+//! **Device loss.** A loss is seen as rdma_cm's `DEVICE_REMOVAL` on an id,
+//! `IBV_EVENT_DEVICE_FATAL` on a context, or the registration leaving
+//! `ibv_get_device_list` (on rxe the only sign for pure verbs users, about
+//! 0.1 s after `rdma link delete`). At once, the provider releases every
+//! verbs object it holds on that device — the QPs go to error, their CQs are
+//! drained, and every work request not completed yet gets exactly one
+//! `WrFlushErr` completion from the provider's own bookkeeping
+//! ([`track::SendQueue`]); then QPs, SRQs, MWs, MRs, CQs, PDs are destroyed in
+//! dependency order and the context is closed — and it re-syncs librdmacm
+//! (`rdma_get_devices` + `rdma_free_devices`) so that librdmacm closes its
+//! own cached context of the device too. On rxe a single open context keeps
+//! `rdma link delete` blocked forever, so nothing waits for the caller to
+//! tear down. The caller's handles stay valid: CQs keep serving the flushed
+//! completions, creates fail with `DeviceLost`, destroys return
+//! `AlreadyReleased`. CM ids are the caller's to destroy (after
+//! `DeviceRemoval`); librdmacm drops its context with the last one.
+//!
+//! **Contexts: ours, not librdmacm's.** `open_device` opens a context of its
+//! own (`ibv_open_device`), and QPs are created with `ibv_create_qp` on it,
+//! not with `rdma_create_qp` on the id's context. The interface creates a QP
+//! before any CM id names it (`create_qp(pd, init)` returns a QP in `Init`
+//! that takes receives; `cm_connect`/`cm_accept` bind it later), which
+//! `rdma_create_qp(id, ...)` cannot express; and librdmacm's per-device
+//! context is shared by every user of librdmacm in the process (two
+//! providers of one process would race for its async events), and only
+//! librdmacm may close it. So the QP is driven through rdma_cm's documented
+//! path for a QP the id does not own: `rdma_init_qp_attr` +
+//! `ibv_modify_qp` (INIT, RTR, RTS) around `rdma_connect`/`rdma_accept`,
+//! `rdma_establish` on the active side, and the QP number in
+//! `rdma_conn_param`. The cost is a second uverbs context per device while
+//! CM ids are bound to it; both are released promptly on a loss, as above.
+//!
+//! **`RDMAV_ALLOW_DISASSOC_DESTROY`.** libibverbs reads it once, when it
+//! initialises (the first `ibv_get_device_list` in the process, also through
+//! librdmacm). [`VerbsProvider::new`] sets it to `1` (unless it is set) before
+//! its first verbs call. Caveats: if something in the process used verbs
+//! before, it is too late and destroys after a disassociation fail with
+//! `EIO` (mapped to `AlreadyReleased` anyway); and changing the environment
+//! while another thread reads it (`getenv` in C code) is a data race in
+//! glibc. Set it in the process environment, or call [`init_environment`]
+//! at the start of `main` before other threads exist, to be safe.
+//!
+//! **Device deviations.** Worked around on rxe (Soft-RoCE) contexts: a
+//! received SEND_WITH_INV is flagged with the kernel's bit instead of
+//! `IBV_WC_WITH_INV` (the provider reads both), and kernel 6.1's rxe raises
+//! no `QP_LAST_WQE_REACHED` (the provider reports it when an SRQ-attached
+//! QP enters the error state). On every device, an error completion
+//! notifies a CQ armed `solicited_only` even where the device does not
+//! (rxe): the provider finds errors when polling, and the event thread
+//! polls such CQs every 20 ms. Not papered over (the conformance suite
+//! fails them on rxe 6.1): a bad lkey completes with `LocQpOpErr` rather
+//! than `LocProtErr`, and a memory window's bounds are not checked (rxe
+//! checks the underlying MR's).
+//!
+//! **Memory.** [`alloc_memory`](relink_fabric::Provider::alloc_memory)
+//! returns page-aligned `mmap`'d memory with raw-copy accessors (a NIC may
+//! write it at any time); `reg_mr` accepts only memory from this provider.
+
+#![deny(unsafe_op_in_unsafe_fn)]
+#![cfg_attr(not(feature = "rdma"), forbid(unsafe_code))]
+
+pub mod convert;
+pub mod errno;
+pub mod identity;
+pub mod track;
+
+#[cfg(feature = "rdma")]
+mod memory;
+#[cfg(feature = "rdma")]
+mod provider;
+#[cfg(not(feature = "rdma"))]
+mod stub;
+
+#[cfg(feature = "rdma")]
+pub use provider::{RescanHandle, VerbsProvider};
+#[cfg(not(feature = "rdma"))]
+pub use stub::{RescanHandle, VerbsProvider};
+
+use std::time::Duration;
+
+/// The environment variable that lets destroys succeed on a disassociated
+/// device (see the crate docs).
+pub const DISASSOC_ENV: &str = "RDMAV_ALLOW_DISASSOC_DESTROY";
+
+/// Whether this build has the real provider (the `rdma` feature).
+pub const BUILT_WITH_RDMA: bool = cfg!(feature = "rdma");
+
+/// Set `RDMAV_ALLOW_DISASSOC_DESTROY=1` unless it is set already. Call it
+/// first thing in `main`, before any thread exists and before anything uses
+/// verbs; [`VerbsProvider::new`] calls it too, which is only as safe as the
+/// moment it is called at (see the crate docs).
+pub fn init_environment() {
+    if std::env::var_os(DISASSOC_ENV).is_none() {
+        // Only sound while no other thread reads the environment; see above.
+        std::env::set_var(DISASSOC_ENV, "1");
+    }
+}
+
+/// Why a [`VerbsProvider`] could not be created.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum VerbsError {
+    /// The crate was built without the `rdma` feature.
+    #[error("relink-verbs was built without the `rdma` feature (rebuild with `--features rdma`; it needs rdma-core's development files)")]
+    NotBuilt,
+    /// librdmacm or libibverbs could not start (no RDMA support in the
+    /// kernel, no `rdma_ucm` module, no permission on `/dev/infiniband`).
+    #[error("RDMA is not available: {0}")]
+    Unavailable(String),
+    /// Another system call failed.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Settings of a [`VerbsProvider`].
+#[derive(Debug, Clone)]
+pub struct VerbsConfig {
+    /// How often the device list is re-scanned (the fallback signal of a
+    /// removal; an external watcher may call [`VerbsProvider::rescan_now`]).
+    pub rescan_interval: Duration,
+    /// The source address of `cm_resolve_addr` calls that give none. With
+    /// `None` (the default) the kernel's routing picks it, and on a host
+    /// that owns the destination address too, that is the destination's own
+    /// device (loopback). Set it to make one provider act as one host of
+    /// several sharing a kernel (the conformance rig on one VM).
+    pub default_source: Option<std::net::IpAddr>,
+}
+
+impl Default for VerbsConfig {
+    fn default() -> VerbsConfig {
+        VerbsConfig {
+            rescan_interval: Duration::from_millis(100),
+            default_source: None,
+        }
+    }
+}
