@@ -73,7 +73,9 @@ pub mod workload;
 
 pub use harness::Harness;
 pub use pair::{connect_pair, connect_via, End, Pair, PairOpts};
-pub use rig::{fault_applied, report_skip, Rig, Side, Skip, FAIL_ON_SKIP_ENV};
+pub use rig::{
+    fault_applied, report_deviation, report_skip, Quirk, Rig, Side, Skip, FAIL_ON_SKIP_ENV,
+};
 
 /// A named conformance case.
 #[derive(Debug, Clone, Copy)]

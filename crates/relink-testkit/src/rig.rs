@@ -168,6 +168,34 @@ pub trait Rig {
     fn quiet_time(&self) -> Duration {
         self.settle_time() / 4
     }
+
+    /// Whether the backend has a known deviation from verbs semantics. A
+    /// case that meets one reports `KNOWN DEVIATION` on stderr (never
+    /// silently) and checks the backend's actual behaviour instead.
+    fn has_quirk(&self, quirk: Quirk) -> bool {
+        let _ = quirk;
+        false
+    }
+}
+
+/// Known deviations of real drivers from verbs semantics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Quirk {
+    /// A send with an lkey that names no MR completes `LocQpOpErr` instead
+    /// of `LocProtErr` (rxe).
+    BadLkeyIsLocQpOpErr,
+    /// Memory windows are range-checked against their MR, not against the
+    /// window: a WRITE past a window's end but inside the MR succeeds (rxe).
+    MwBoundsCheckedAgainstMr,
+}
+
+/// Print a known deviation (see [`Rig::has_quirk`]).
+pub fn report_deviation(rig: &dyn Rig, case: &str, what: &str) {
+    let kind = rig.host(Side::Initiator).kind();
+    let line = format!("KNOWN DEVIATION: {case} on {kind}: {what}\n");
+    let _ = std::io::stderr().write_all(line.as_bytes());
+    tracing::warn!(target: "relink_testkit", case, kind, what, "known deviation");
 }
 
 impl<R: Rig + ?Sized> Rig for Box<R> {
@@ -203,5 +231,8 @@ impl<R: Rig + ?Sized> Rig for Box<R> {
     }
     fn quiet_time(&self) -> Duration {
         (**self).quiet_time()
+    }
+    fn has_quirk(&self, quirk: Quirk) -> bool {
+        (**self).has_quirk(quirk)
     }
 }

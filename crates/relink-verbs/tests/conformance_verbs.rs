@@ -33,7 +33,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use relink_fabric::Provider;
-use relink_testkit::{Rig, Side, Skip, FAIL_ON_SKIP_ENV};
+use relink_testkit::{Quirk, Rig, Side, Skip, FAIL_ON_SKIP_ENV};
 use relink_verbs::{VerbsConfig, VerbsProvider};
 
 /// Environment variable of each side's `DEV@ADDR[@NETDEV]`.
@@ -346,6 +346,17 @@ impl Rig for VerbsRig {
 
     fn settle_time(&self) -> Duration {
         Duration::from_secs(10)
+    }
+
+    fn has_quirk(&self, quirk: Quirk) -> bool {
+        // Soft-RoCE (rdma_rxe) deviations, seen on kernel 6.1.
+        let rxe = [Side::Initiator, Side::Target]
+            .iter()
+            .all(|s| self.device_name(*s).starts_with("rxe"));
+        rxe && matches!(
+            quirk,
+            Quirk::BadLkeyIsLocQpOpErr | Quirk::MwBoundsCheckedAgainstMr
+        )
     }
 
     fn quiet_time(&self) -> Duration {

@@ -7,7 +7,7 @@ use super::expect_error_then_flush;
 use crate::check::unused_key;
 use crate::harness::Harness;
 use crate::pair::{assert_no_objects, connect_pair, PairOpts, FULL_ACCESS};
-use crate::rig::{Rig, Side};
+use crate::rig::{report_deviation, Quirk, Rig, Side};
 
 /// A WRITE to an MR registered without `REMOTE_WRITE` fails with
 /// `RemAccessErr`; the requests behind it flush.
@@ -132,7 +132,17 @@ pub fn local_protection_error(rig: &dyn Rig) {
             lkey,
         }],
     );
-    expect_error_then_flush(&mut h, &pair, bad, WcStatus::LocProtErr);
+    let status = if rig.has_quirk(Quirk::BadLkeyIsLocQpOpErr) {
+        report_deviation(
+            rig,
+            "local_protection_error",
+            "a bad lkey completes LocQpOpErr, not LocProtErr",
+        );
+        WcStatus::LocQpOpErr
+    } else {
+        WcStatus::LocProtErr
+    };
+    expect_error_then_flush(&mut h, &pair, bad, status);
     pair.teardown(&h);
 
     let mut pair = connect_pair(&mut h, &PairOpts::default());
