@@ -3,16 +3,27 @@
 //! The loops that benchmarks of relink share, written once against the
 //! [`Provider`](relink_fabric::Provider) trait and a testkit [`Rig`], so that
 //! the same loop measures the soft fabric in-process, the soft fabric over
-//! TCP, real verbs — and, later, relink sessions next to the raw provider in
-//! the same run.
+//! TCP and real verbs; and the same workloads through relink sessions, so
+//! that a benchmark puts relink next to the raw provider in the same run.
 //!
 //! - [`loops`]: [`SendLoop`] (message rate of SENDs with a window of
 //!   outstanding requests) and [`WriteLoop`] (bandwidth of WRITEs), each on
 //!   one connected pair, each checking every completion and every payload it
 //!   counts. [`send_rate`] and [`write_rate`] run one measurement on a fresh
 //!   pair.
+//! - [`session`]: [`RelinkSendLoop`] and [`RelinkWriteLoop`], the same
+//!   workloads through a relink session ([`Node::send`](relink::Node::send),
+//!   [`Node::write`](relink::Node::write)), on two nodes of the in-process
+//!   fabric ([`SimPair`]) or over TCP loopback ([`TcpPair`]).
+//! - [`recovery`]: recovery latency of one session over repeated device
+//!   faults, and the time a thousand sessions take to resume after one
+//!   reset, on virtual and wall-clock time.
+//! - [`memory`]: heap bytes per operation held in the journal while the
+//!   peer is away, given any live-bytes counter (the bench binary's counting
+//!   allocator).
 //! - [`series`]: warm-up, calibration and timed repetitions of anything that
-//!   implements [`Runner`] ([`measure`]), summarised as median, min and max.
+//!   implements [`Runner`] ([`measure`], or [`measure_interleaved`] for
+//!   several side by side), summarised as median, min and max.
 //! - [`report`]: a table for people and JSON for tools
 //!   (`target/relink-bench/<name>.json`).
 //!
@@ -32,12 +43,18 @@
 //! ```
 
 pub mod loops;
+pub mod memory;
+pub mod recovery;
 pub mod report;
 pub mod series;
+pub mod session;
 
 pub use loops::{send_rate, write_rate, LoopSpec, Measurement, SendLoop, Verify, WriteLoop};
 pub use report::{target_dir, Machine, Report, Row};
-pub use series::{measure, Metric, Plan, Runner, Series, Summary};
+pub use series::{
+    measure, measure_interleaved, paired_ratios, quantile, Metric, Plan, Runner, Series, Summary,
+};
+pub use session::{Drive, RelinkSendLoop, RelinkWriteLoop, SimPair, TcpPair, Workload};
 
 #[doc(no_inline)]
 pub use relink_testkit::Rig;
@@ -51,4 +68,22 @@ pub const QUICK_ENV: &str = "RELINK_BENCH_QUICK";
 /// `0`).
 pub fn quick_from_env() -> bool {
     std::env::var(QUICK_ENV).is_ok_and(|v| !v.is_empty() && v != "0")
+}
+
+/// Name of the environment variable that restricts a benchmark to some of
+/// its series (`RELINK_BENCH_ONLY=inproc-send,tcp`): a comma-separated list
+/// of substrings, any of which a series' name must contain. For profiling
+/// one series; unset or empty runs everything.
+pub const ONLY_ENV: &str = "RELINK_BENCH_ONLY";
+
+/// Whether the series `name` (e.g. `inproc-send`) is selected by
+/// [`ONLY_ENV`].
+pub fn selected(name: &str) -> bool {
+    match std::env::var(ONLY_ENV) {
+        Ok(only) if !only.trim().is_empty() => only
+            .split(',')
+            .map(str::trim)
+            .any(|pat| !pat.is_empty() && name.contains(pat)),
+        _ => true,
+    }
 }

@@ -27,7 +27,7 @@ pub const STALL_LIMIT: Duration = Duration::from_secs(30);
 /// How far ahead (on the provider's clock) a loop waits when nothing is
 /// ready: one [`Provider::wait`](relink_fabric::Provider::wait) call blocks
 /// at most this long.
-const TICK: Duration = Duration::from_millis(1);
+pub(crate) const TICK: Duration = Duration::from_millis(1);
 
 /// How much of each payload a loop writes before posting and checks where
 /// it lands.
@@ -101,7 +101,7 @@ impl LoopSpec {
     }
 
     #[track_caller]
-    fn validate(&self) {
+    pub(crate) fn validate(&self) {
         assert!(self.size >= 8, "size {} < 8 bytes", self.size);
         assert!(
             u32::try_from(self.size).is_ok(),
@@ -194,20 +194,20 @@ pub fn process_cpu_time() -> Option<Duration> {
 }
 
 /// Timing of one run: the wall clock and the process's CPU time.
-struct Clock {
+pub(crate) struct Clock {
     wall: Instant,
     cpu: Option<Duration>,
 }
 
 impl Clock {
-    fn start() -> Clock {
+    pub(crate) fn start() -> Clock {
         Clock {
             cpu: process_cpu_time(),
             wall: Instant::now(),
         }
     }
 
-    fn stop(self, ops: u64, size: usize) -> Measurement {
+    pub(crate) fn stop(self, ops: u64, size: usize) -> Measurement {
         let elapsed = self.wall.elapsed();
         let cpu = match (self.cpu, process_cpu_time()) {
             (Some(a), Some(b)) => Some(b.saturating_sub(a)),
@@ -223,7 +223,7 @@ impl Clock {
 }
 
 /// Write the stamp or pattern of `seq` into `size` bytes of `mem` at `off`.
-fn stamp(mem: &Memory, off: usize, size: usize, seq: u64, verify: Verify) {
+pub(crate) fn stamp(mem: &Memory, off: usize, size: usize, seq: u64, verify: Verify) {
     match verify {
         Verify::Stamp => {
             mem.write(off, &seq.to_le_bytes()).expect("slot in bounds");
@@ -239,7 +239,14 @@ fn stamp(mem: &Memory, off: usize, size: usize, seq: u64, verify: Verify) {
 /// Check that `size` bytes of `mem` at `off` hold what [`stamp`] wrote for
 /// `seq`; panics naming `what` otherwise.
 #[track_caller]
-fn check_stamp(mem: &Memory, off: usize, size: usize, seq: u64, verify: Verify, what: &str) {
+pub(crate) fn check_stamp(
+    mem: &Memory,
+    off: usize,
+    size: usize,
+    seq: u64,
+    verify: Verify,
+    what: &str,
+) {
     match verify {
         Verify::Stamp => {
             let head = mem.read_u64(off).expect("slot in bounds");
@@ -345,25 +352,48 @@ impl<'r> Conn<'r> {
     }
 }
 
-/// Fails a loop that makes no progress.
-struct Stall {
+/// Fails a loop that makes no progress. Reads the clock only once every
+/// [`Stall::CLOCK_EVERY`] idle iterations, so that watching for a stall
+/// costs a loop nothing measurable (an idle iteration also waits up to a
+/// tick, so a stall is noticed at most about a second late).
+pub(crate) struct Stall {
+    /// When the clock last showed progress.
     since: Instant,
+    /// Progress since the clock was last read.
+    moved: bool,
+    /// Idle iterations since the clock was last read.
+    idle: u32,
 }
 
 impl Stall {
-    fn new() -> Stall {
+    /// Idle iterations between two clock readings.
+    const CLOCK_EVERY: u32 = 1024;
+
+    pub(crate) fn new() -> Stall {
         Stall {
             since: Instant::now(),
+            moved: false,
+            idle: 0,
         }
     }
 
-    fn progress(&mut self) {
-        self.since = Instant::now();
+    pub(crate) fn progress(&mut self) {
+        self.moved = true;
     }
 
+    /// An idle iteration: panics with `state` if no progress was seen for
+    /// [`STALL_LIMIT`].
     #[track_caller]
-    fn check(&self, state: impl FnOnce() -> String) {
-        if self.since.elapsed() > STALL_LIMIT {
+    pub(crate) fn check(&mut self, state: impl FnOnce() -> String) {
+        self.idle += 1;
+        if self.idle < Self::CLOCK_EVERY {
+            return;
+        }
+        self.idle = 0;
+        let now = Instant::now();
+        if std::mem::take(&mut self.moved) {
+            self.since = now;
+        } else if now.duration_since(self.since) > STALL_LIMIT {
             panic!(
                 "measuring loop made no progress for {STALL_LIMIT:?}: {}",
                 state()

@@ -4,6 +4,7 @@
 //! as an aligned table ([`Report::table`]) and writes itself as JSON to
 //! `target/relink-bench/<bench>.json` ([`Report::write_json`]).
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -171,6 +172,10 @@ pub struct Report {
     pub plan: PlanInfo,
     /// One row per series, in the order measured.
     pub rows: Vec<Row>,
+    /// Whatever else the benchmark records (ratios, latencies, ...), by
+    /// name; left out of the JSON when empty.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub extra: BTreeMap<String, serde_json::Value>,
 }
 
 impl Report {
@@ -190,7 +195,14 @@ impl Report {
                 reps: plan.reps,
             },
             rows: Vec::new(),
+            extra: BTreeMap::new(),
         }
+    }
+
+    /// Record `value` under `key` in [`Report::extra`].
+    pub fn set_extra(&mut self, key: &str, value: impl Serialize) {
+        let v = serde_json::to_value(value).expect("bench values serialise");
+        self.extra.insert(key.into(), v);
     }
 
     /// Add a row.
@@ -220,21 +232,13 @@ impl Report {
             self.plan.rep_time_s,
         );
         let header = [
-            "fabric".to_string(),
-            "workload".into(),
-            "median".into(),
-            "min".into(),
-            "max".into(),
-            "unit".into(),
-            "ops/rep".into(),
-            "cpu/wall".into(),
-            "load1".into(),
+            "fabric", "workload", "median", "min", "max", "unit", "ops/rep", "cpu/wall", "load1",
         ];
-        let rows: Vec<[String; 9]> = self
+        let rows: Vec<Vec<String>> = self
             .rows
             .iter()
             .map(|r| {
-                [
+                vec![
                     r.fabric.clone(),
                     r.workload(),
                     fmt_value(r.median),
@@ -249,25 +253,8 @@ impl Report {
                 ]
             })
             .collect();
-        let mut widths = header.clone().map(|h| h.len());
-        for r in &rows {
-            for (w, c) in widths.iter_mut().zip(r) {
-                *w = (*w).max(c.len());
-            }
-        }
-        for r in std::iter::once(&header).chain(&rows) {
-            let mut line = String::new();
-            for (i, (c, w)) in r.iter().zip(widths).enumerate() {
-                // Text left, numbers right.
-                if matches!(i, 0 | 1 | 5) {
-                    line.push_str(&format!("{c:<w$}  "));
-                } else {
-                    line.push_str(&format!("{c:>w$}  "));
-                }
-            }
-            out.push_str(line.trim_end());
-            out.push('\n');
-        }
+        // Text left, numbers right.
+        out.push_str(&text_table(&header, &rows, &[0, 1, 5]));
         out.push_str(
             "median, min, max over the repetitions (k = 10^3, M = 10^6; GB = 10^9 bytes); \
              cpu/wall: process CPU time over wall-clock time, median; \
@@ -290,11 +277,49 @@ impl Report {
     /// Write [`to_json`](Report::to_json) to `<dir>/<bench>.json`, creating
     /// `dir`, and return the path.
     pub fn write_json_in(&self, dir: &Path) -> std::io::Result<PathBuf> {
-        std::fs::create_dir_all(dir)?;
-        let path = dir.join(format!("{}.json", self.bench));
-        std::fs::write(&path, self.to_json() + "\n")?;
-        Ok(path)
+        write_json_in(dir, &self.bench, self)
     }
+}
+
+/// Write `value` as pretty-printed JSON to `<dir>/<name>.json`, creating
+/// `dir`, and return the path.
+pub fn write_json_in(dir: &Path, name: &str, value: &impl Serialize) -> std::io::Result<PathBuf> {
+    std::fs::create_dir_all(dir)?;
+    let path = dir.join(format!("{name}.json"));
+    let text = serde_json::to_string_pretty(value).map_err(std::io::Error::other)?;
+    std::fs::write(&path, text + "\n")?;
+    Ok(path)
+}
+
+/// Format `v` with four significant digits and an SI prefix (`812.3 k`).
+pub fn fmt_si(v: f64) -> String {
+    fmt_value(v)
+}
+
+/// Lay out `rows` under `header` as an aligned text table, columns whose
+/// index is in `left` aligned left, the others right.
+pub fn text_table(header: &[&str], rows: &[Vec<String>], left: &[usize]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for r in rows {
+        for (w, c) in widths.iter_mut().zip(r) {
+            *w = (*w).max(c.len());
+        }
+    }
+    let header: Vec<String> = header.iter().map(|h| h.to_string()).collect();
+    let mut out = String::new();
+    for r in std::iter::once(&header).chain(rows) {
+        let mut line = String::new();
+        for (i, (c, w)) in r.iter().zip(&widths).enumerate() {
+            if left.contains(&i) {
+                line.push_str(&format!("{c:<w$}  "));
+            } else {
+                line.push_str(&format!("{c:>w$}  "));
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
 }
 
 /// The 1-minute load average from `/proc/loadavg`, if readable.

@@ -12,8 +12,9 @@ use crate::loops::Measurement;
 
 /// Something that can do `count` operations and time them: a measuring
 /// loop on an open connection. Implemented by
-/// [`SendLoop`](crate::SendLoop) and [`WriteLoop`](crate::WriteLoop); later
-/// benchmarks (relink sessions) implement it for their own loops.
+/// [`SendLoop`](crate::SendLoop) and [`WriteLoop`](crate::WriteLoop), and
+/// for relink sessions by [`RelinkSendLoop`](crate::RelinkSendLoop) and
+/// [`RelinkWriteLoop`](crate::RelinkWriteLoop).
 pub trait Runner {
     /// Do `count` operations and report how long they took.
     fn run(&mut self, count: u64) -> Measurement;
@@ -154,6 +155,32 @@ impl Series {
 /// [`Plan::reps`] runs of that count.
 pub fn measure(runner: &mut dyn Runner, plan: &Plan) -> Series {
     assert!(plan.reps >= 1, "a plan needs at least one repetition");
+    let mut s = calibrate(runner, plan);
+    s.reps = (0..plan.reps).map(|_| runner.run(s.count)).collect();
+    s
+}
+
+/// [`measure`] several runners side by side: each is warmed up and
+/// calibrated in turn, then the timed repetitions alternate (repetition 1
+/// of every runner, then repetition 2 of every runner, ...), so that on a
+/// shared machine a slow spell hits all of them alike and the ratio of
+/// repetitions taken side by side is fair. Returns one series per runner,
+/// in order.
+pub fn measure_interleaved(runners: &mut [&mut dyn Runner], plan: &Plan) -> Vec<Series> {
+    assert!(plan.reps >= 1, "a plan needs at least one repetition");
+    let mut series: Vec<Series> = runners.iter_mut().map(|r| calibrate(*r, plan)).collect();
+    for _ in 0..plan.reps {
+        for (r, s) in runners.iter_mut().zip(&mut series) {
+            let m = r.run(s.count);
+            s.reps.push(m);
+        }
+    }
+    series
+}
+
+/// The warm-up of [`measure`]: a [`Series`] with its calibrated count and
+/// no repetitions yet.
+fn calibrate(runner: &mut dyn Runner, plan: &Plan) -> Series {
     let min = plan.min_count.max(1);
     let t0 = Instant::now();
     let mut count = min;
@@ -171,13 +198,36 @@ pub fn measure(runner: &mut dyn Runner, plan: &Plan) -> Series {
     };
     let warmup = t0.elapsed();
     let count = ((last.ops_per_sec() * plan.rep_time.as_secs_f64()) as u64).max(min);
-    let reps = (0..plan.reps).map(|_| runner.run(count)).collect();
     Series {
         warmup,
         warmup_runs: runs,
         count,
-        reps,
+        reps: Vec::with_capacity(plan.reps),
     }
+}
+
+/// Ratios of two series' repetitions taken side by side (`a[i] / b[i]` in
+/// `metric`), as [`measure_interleaved`] pairs them.
+pub fn paired_ratios(a: &Series, b: &Series, metric: Metric) -> Vec<f64> {
+    a.values(metric)
+        .iter()
+        .zip(b.values(metric))
+        .map(|(x, y)| x / y.max(f64::MIN_POSITIVE))
+        .collect()
+}
+
+/// The `q`-quantile (0.0..=1.0) of `values` by the nearest-rank method:
+/// the smallest value with at least `q × n` values at or below it.
+///
+/// # Panics
+/// If `values` is empty, holds a NaN, or `q` is outside 0..=1.
+pub fn quantile(values: &[f64], q: f64) -> f64 {
+    assert!(!values.is_empty(), "no values");
+    assert!((0.0..=1.0).contains(&q), "quantile {q} outside 0..=1");
+    let mut v = values.to_vec();
+    v.sort_by(|a, b| a.partial_cmp(b).expect("no NaN"));
+    let rank = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len());
+    v[rank - 1]
 }
 
 #[cfg(test)]
@@ -232,5 +282,33 @@ mod tests {
         let v = s.summary(Metric::MessagesPerSec);
         assert!(v.min <= v.median && v.median <= v.max);
         assert_eq!(Metric::GigabytesPerSec.unit(), "GB/s");
+    }
+
+    #[test]
+    fn interleaved_series_alternate_and_pair() {
+        let (mut a, mut b) = (Fake { counts: Vec::new() }, Fake { counts: Vec::new() });
+        let plan = Plan {
+            warmup: Duration::from_millis(5),
+            rep_time: Duration::from_millis(2),
+            reps: 3,
+            min_count: 16,
+        };
+        let s = measure_interleaved(&mut [&mut a, &mut b], &plan);
+        assert_eq!(s.len(), 2);
+        assert!(s.iter().all(|x| x.reps.len() == 3));
+        assert_eq!(a.counts.len(), s[0].warmup_runs + 3);
+        let r = paired_ratios(&s[0], &s[1], Metric::MessagesPerSec);
+        assert_eq!(r.len(), 3);
+        assert!(r.iter().all(|x| *x > 0.0));
+    }
+
+    #[test]
+    fn nearest_rank_quantiles() {
+        let v: Vec<f64> = (1..=100).map(f64::from).collect();
+        assert_eq!(quantile(&v, 0.5), 50.0);
+        assert_eq!(quantile(&v, 0.99), 99.0);
+        assert_eq!(quantile(&v, 1.0), 100.0);
+        assert_eq!(quantile(&v, 0.0), 1.0);
+        assert_eq!(quantile(&[3.0, 1.0, 2.0], 0.5), 2.0);
     }
 }

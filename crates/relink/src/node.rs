@@ -143,8 +143,9 @@ struct Slot {
     spec: SessionSpec,
     memory: SessionMemory,
     transport: Option<Transport>,
-    /// Sends waiting for a free slot.
-    backlog: VecDeque<(Option<OpId>, Vec<u8>)>,
+    /// Work requests waiting to be posted, in order (sends also wait for
+    /// a free slot).
+    backlog: VecDeque<Pending>,
     completions: VecDeque<Completion>,
     deliveries: VecDeque<(Seq, Vec<u8>)>,
     events: VecDeque<SessionEvent>,
@@ -152,6 +153,18 @@ struct Slot {
     connect_data: Vec<u8>,
     path: Option<Path>,
 }
+
+/// A work request the core asked for, not yet posted.
+enum Pending {
+    /// A message (its bytes go into a send slot).
+    Send { op: Option<OpId>, bytes: Vec<u8> },
+    /// A one-sided operation, ready to post.
+    OneSided(SendWr),
+}
+
+/// Signal at least every this many work requests (and the last of each
+/// batch): completions of the unsignaled ones are inferred from RC order.
+const SIGNAL_EVERY: u32 = 16;
 
 struct ListenerSlot {
     addr: SocketAddr,
@@ -178,6 +191,10 @@ pub struct Node {
     pending: BTreeMap<u64, PendingRequest>,
     accepted: VecDeque<SessionHandle>,
     wcs: Vec<WorkCompletion>,
+    /// Which session a CQ belongs to (for `CqReady`).
+    cq_owner: BTreeMap<relink_fabric::CqId, u64>,
+    /// Sessions whose CQ may hold completions.
+    dirty: std::collections::BTreeSet<u64>,
 }
 
 impl Node {
@@ -197,6 +214,8 @@ impl Node {
             pending: BTreeMap::new(),
             accepted: VecDeque::new(),
             wcs: Vec::with_capacity(64),
+            cq_owner: BTreeMap::new(),
+            dirty: std::collections::BTreeSet::new(),
         }
     }
 
@@ -487,11 +506,12 @@ impl Node {
             progress = true;
             self.on_event(ev);
         }
-        let keys: Vec<u64> = self.sessions.keys().copied().collect();
-        for key in &keys {
-            progress |= self.poll_cq(*key);
+        // Only CQs that signalled (or were not yet armed) are polled.
+        for key in std::mem::take(&mut self.dirty) {
+            progress |= self.poll_cq(key);
         }
         let now = self.now();
+        let keys: Vec<u64> = self.sessions.keys().copied().collect();
         for key in &keys {
             let Some(slot) = self.sessions.get_mut(key) else {
                 continue;
@@ -501,6 +521,7 @@ impl Node {
                 progress = true;
             }
             progress |= self.run_actions(*key);
+            progress |= self.drain_backlog(*key);
         }
         progress
     }
@@ -581,7 +602,11 @@ impl Node {
                 }
             }
             Event::Cm(ce) => self.on_cm(ce.id, ce.kind, now),
-            Event::CqReady(_) => {}
+            Event::CqReady(cq) => {
+                if let Some(k) = self.cq_owner.get(&cq) {
+                    self.dirty.insert(*k);
+                }
+            }
         }
     }
 
@@ -817,6 +842,9 @@ impl Node {
     // completions
     // -----------------------------------------------------------------
 
+    /// Drain up to a batch of completions of a session. An empty CQ is
+    /// armed (and checked once more, for a completion that raced the
+    /// arming); a non-empty one stays dirty for the next round.
     fn poll_cq(&mut self, key: u64) -> bool {
         let p = self.provider.clone();
         let Some(slot) = self.sessions.get_mut(&key) else {
@@ -828,11 +856,16 @@ impl Node {
         let Some(cq) = t.cq else { return false };
         self.wcs.clear();
         if p.poll_cq(cq, 64, &mut self.wcs).unwrap_or(0) == 0 {
-            return false;
+            let _ = p.req_notify_cq(cq, false);
+            if p.poll_cq(cq, 64, &mut self.wcs).unwrap_or(0) == 0 {
+                return false;
+            }
         }
+        self.dirty.insert(key);
         let now = p.now();
         let epoch = t.epoch;
         let wcs = std::mem::take(&mut self.wcs);
+        let mut reposts = Vec::new();
         for wc in &wcs {
             let slot = self.sessions.get_mut(&key).expect("present");
             let Some(t) = slot.transport.as_mut() else {
@@ -842,16 +875,21 @@ impl Node {
                 break;
             }
             match wc.wr_id & TAG_MASK {
-                TAG_SEND => {
-                    let s = (wc.wr_id & !TAG_MASK) as u32;
-                    let op = t.slot_op[s as usize].take();
-                    t.free_slots.push(s);
-                    slot.core.handle_send_completion(epoch, op, wc.status, now);
-                }
-                TAG_ONE_SIDED => {
-                    let op = OpId(wc.wr_id & !TAG_MASK);
-                    slot.core
-                        .handle_send_completion(epoch, Some(op), wc.status, now);
+                TAG_SEND | TAG_ONE_SIDED => {
+                    // RC completes in order: every unsignaled request posted
+                    // before this one succeeded.
+                    while let Some(w) = t.posted.pop_front() {
+                        let status = if w == wc.wr_id {
+                            wc.status
+                        } else {
+                            WcStatus::Success
+                        };
+                        let op = t.retire(w);
+                        slot.core.handle_send_completion(epoch, op, status, now);
+                        if w == wc.wr_id {
+                            break;
+                        }
+                    }
                 }
                 TAG_RECV => {
                     if wc.status != WcStatus::Success {
@@ -869,13 +907,8 @@ impl Node {
                         .recv
                         .read_vec(s as usize * size, (wc.byte_len as usize).min(size))
                         .unwrap_or_default();
-                    if let (Some(qp), Some(mr)) = (t.qp, t.recv_mr) {
-                        if p.post_recv(qp, &[recv_wr(&mr, slot.spec.slot_size, s)])
-                            .is_err()
-                        {
-                            slot.core
-                                .handle_transport_down(epoch, DownCause::DeviceRemoved, now);
-                        }
+                    if let Some(mr) = t.recv_mr {
+                        reposts.push(recv_wr(&mr, slot.spec.slot_size, s));
                     }
                     slot.core.handle_received(epoch, &bytes, now);
                 }
@@ -883,6 +916,17 @@ impl Node {
             }
         }
         self.wcs = wcs;
+        if !reposts.is_empty() {
+            let slot = self.sessions.get_mut(&key).expect("present");
+            if let Some(t) = slot.transport.as_ref().filter(|t| t.epoch == epoch) {
+                if let Some(qp) = t.qp {
+                    if p.post_recv(qp, &reposts).is_err() {
+                        slot.core
+                            .handle_transport_down(epoch, DownCause::DeviceRemoved, now);
+                    }
+                }
+            }
+        }
         self.run_actions(key);
         true
     }
@@ -909,7 +953,6 @@ impl Node {
             }
             self.perform(key, action);
         }
-        self.drain_backlog(key);
         let slot2 = self.sessions.get_mut(&key).expect("present");
         while let Some(c) = slot2.core.poll_completion() {
             slot2.completions.push_back(c);
@@ -922,6 +965,12 @@ impl Node {
         while let Some(e) = slot2.core.poll_event() {
             slot2.events.push_back(e);
             any = true;
+        }
+        // A CQ built since the last call: poll (and so arm) it.
+        if let Some(cq) = slot2.transport.as_ref().and_then(|t| t.cq) {
+            if self.cq_owner.insert(cq, key).is_none() {
+                self.dirty.insert(key);
+            }
         }
         any
     }
@@ -936,6 +985,9 @@ impl Node {
                     if let Some(cm) = t.cm {
                         self.cm.remove(&cm);
                     }
+                    if let Some(cq) = t.cq {
+                        self.cq_owner.remove(&cq);
+                    }
                     t.tear_down(&*p);
                 }
                 slot.backlog.clear();
@@ -948,6 +1000,9 @@ impl Node {
                 if let Some(mut old) = slot.transport.take() {
                     if let Some(cm) = old.cm {
                         self.cm.remove(&cm);
+                    }
+                    if let Some(cq) = old.cq {
+                        self.cq_owner.remove(&cq);
                     }
                     old.tear_down(&*p);
                 }
@@ -991,6 +1046,9 @@ impl Node {
                     if let Some(cm) = old.cm {
                         self.cm.remove(&cm);
                     }
+                    if let Some(cq) = old.cq {
+                        self.cq_owner.remove(&cq);
+                    }
                     old.tear_down(&*p);
                 }
                 let mut t = Transport::new(epoch, Some(req.cm), slot.spec.send_slots);
@@ -1025,7 +1083,7 @@ impl Node {
             } => self.reject(request, &private_data),
             Action::Send { epoch, op, bytes } => {
                 if slot.transport.as_ref().is_some_and(|t| t.epoch == epoch) {
-                    slot.backlog.push_back((op, bytes));
+                    slot.backlog.push_back(Pending::Send { op, bytes });
                 }
             }
             Action::OneSided {
@@ -1056,12 +1114,9 @@ impl Node {
                         swap,
                     },
                 };
+                let _ = qp;
                 let wr = SendWr::new(TAG_ONE_SIDED | op.0, op_kind, vec![sge]);
-                if let Err(e) = p.post_send(qp, &[wr]) {
-                    tracing::debug!("post one-sided: {e}");
-                    slot.core
-                        .handle_transport_down(epoch, DownCause::DeviceRemoved, now);
-                }
+                slot.backlog.push_back(Pending::OneSided(wr));
                 let _: RemoteAddr = remote;
             }
             Action::Disconnect { epoch } => {
@@ -1074,42 +1129,74 @@ impl Node {
         }
     }
 
-    /// Post queued sends while send slots are free.
-    fn drain_backlog(&mut self, key: u64) {
+    /// Post the queued work requests in one call, in order, while send
+    /// slots last; signal every [`SIGNAL_EVERY`]th and the last one.
+    fn drain_backlog(&mut self, key: u64) -> bool {
         let p = self.provider.clone();
-        let slot = self.sessions.get_mut(&key).expect("present");
+        let Some(slot) = self.sessions.get_mut(&key) else {
+            return false;
+        };
+        if slot.backlog.is_empty() {
+            return false;
+        }
         let Some(t) = slot.transport.as_mut() else {
             slot.backlog.clear();
-            return;
+            return false;
         };
         let (Some(qp), Some(mr)) = (t.qp, t.send_mr) else {
-            return;
+            return false;
         };
         let size = slot.spec.slot_size;
-        while !slot.backlog.is_empty() {
-            let Some(s) = t.free_slots.pop() else { break };
-            let (op, bytes) = slot.backlog.pop_front().expect("non-empty");
-            let off = u64::from(s) * u64::from(size);
-            let _ = slot.memory.send.write(off as usize, &bytes);
-            t.slot_op[s as usize] = op;
-            let wr = SendWr::new(
-                TAG_SEND | u64::from(s),
-                SendOp::Send,
-                vec![Sge {
-                    addr: mr.addr + off,
-                    length: bytes.len() as u32,
-                    lkey: mr.lkey,
-                }],
-            );
-            if let Err(e) = p.post_send(qp, &[wr]) {
-                tracing::debug!("post send: {e}");
-                let epoch = t.epoch;
-                slot.backlog.clear();
-                slot.core
-                    .handle_transport_down(epoch, DownCause::DeviceRemoved, p.now());
-                return;
-            }
+        let mut batch: Vec<SendWr> = Vec::with_capacity(slot.backlog.len());
+        while let Some(front) = slot.backlog.front() {
+            let wr = match front {
+                Pending::Send { .. } => {
+                    let Some(s) = t.free_slots.pop() else { break };
+                    let Some(Pending::Send { op, bytes }) = slot.backlog.pop_front() else {
+                        unreachable!("front is a send")
+                    };
+                    let off = u64::from(s) * u64::from(size);
+                    let _ = slot.memory.send.write(off as usize, &bytes);
+                    t.slot_op[s as usize] = op;
+                    SendWr::new(
+                        TAG_SEND | u64::from(s),
+                        SendOp::Send,
+                        vec![Sge {
+                            addr: mr.addr + off,
+                            length: bytes.len() as u32,
+                            lkey: mr.lkey,
+                        }],
+                    )
+                }
+                Pending::OneSided(_) => {
+                    let Some(Pending::OneSided(wr)) = slot.backlog.pop_front() else {
+                        unreachable!("front is one-sided")
+                    };
+                    wr
+                }
+            };
+            batch.push(wr);
         }
+        if batch.is_empty() {
+            return false;
+        }
+        let last = batch.len() - 1;
+        for (i, wr) in batch.iter_mut().enumerate() {
+            t.unsignaled += 1;
+            wr.signaled = i == last || t.unsignaled >= SIGNAL_EVERY;
+            if wr.signaled {
+                t.unsignaled = 0;
+            }
+            t.posted.push_back(wr.wr_id);
+        }
+        if let Err(e) = p.post_send(qp, &batch) {
+            tracing::debug!("post send: {e}");
+            let epoch = t.epoch;
+            slot.backlog.clear();
+            slot.core
+                .handle_transport_down(epoch, DownCause::DeviceRemoved, p.now());
+        }
+        true
     }
 
     /// The device of a session's current transport.

@@ -37,6 +37,10 @@ pub(crate) struct Transport {
     pub free_slots: Vec<u32>,
     /// What each send slot carries (the operation, if any).
     pub slot_op: Vec<Option<relink_core::OpId>>,
+    /// wr_ids posted on the send queue and not yet completed, in order.
+    pub posted: std::collections::VecDeque<u64>,
+    /// Work requests posted since the last signaled one.
+    pub unsignaled: u32,
 }
 
 /// wr_id tags.
@@ -65,6 +69,8 @@ impl Transport {
             connected: false,
             free_slots: (0..send_slots).rev().collect(),
             slot_op: vec![None; send_slots as usize],
+            posted: std::collections::VecDeque::new(),
+            unsignaled: 0,
         }
     }
 
@@ -139,7 +145,7 @@ impl Transport {
                                 recv_cq: cq,
                                 srq: None,
                                 caps,
-                                sq_sig_all: true,
+                                sq_sig_all: false,
                             },
                         )
                         .map_err(|x| e("create QP", &x))?,
@@ -156,6 +162,21 @@ impl Transport {
             }
         }
         Ok(())
+    }
+
+    /// A send-queue request finished: free its slot; the operation it
+    /// carried, if any.
+    pub fn retire(&mut self, wr_id: u64) -> Option<relink_core::OpId> {
+        match wr_id & TAG_MASK {
+            TAG_SEND => {
+                let s = (wr_id & !TAG_MASK) as usize;
+                let op = self.slot_op.get_mut(s).and_then(Option::take);
+                self.free_slots.push(s as u32);
+                op
+            }
+            TAG_ONE_SIDED => Some(relink_core::OpId(wr_id & !TAG_MASK)),
+            _ => None,
+        }
     }
 
     /// rkeys of the regions, for the core's advertisements.

@@ -1,0 +1,221 @@
+//! Heap memory per outstanding relink operation: messages of 64 B and
+//! 4 KiB, writes, reads and atomics, `n` of them submitted while the peer's
+//! device is gone (so none completes), counted by a counting global
+//! allocator (`stats_alloc`) and divided by `n`.
+//!
+//! ```text
+//! cargo bench -p relink-bench --bench relink_memory            # measure (seconds)
+//! RELINK_BENCH_QUICK=1 cargo bench -p relink-bench --bench relink_memory   # smoke run
+//! ```
+//!
+//! Also counts allocations per operation in steady traffic (64-byte
+//! messages, 64 KiB writes) on the in-process fabric, raw and through
+//! relink.
+//!
+//! Prints tables and writes `target/relink-bench/relink_memory.json`. Run
+//! without `--bench` (as `cargo test --benches` does) it makes a quick run.
+
+use std::alloc::System;
+
+use relink_bench::memory::{journal_memory, HeapCounter, MemSample, OpShape};
+use relink_bench::report::{target_dir, text_table, write_json_in, Machine};
+use relink_bench::session::Workload;
+use relink_bench::{quick_from_env, selected};
+use relink_bench::{
+    LoopSpec, RelinkSendLoop, RelinkWriteLoop, Runner, SendLoop, SimPair, WriteLoop,
+};
+use relink_testkit::soft_rigs::InProcRig;
+use serde::Serialize;
+use stats_alloc::{StatsAlloc, INSTRUMENTED_SYSTEM};
+
+#[global_allocator]
+static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
+
+/// The process's heap, as `stats_alloc` counts it.
+struct Counting;
+
+impl HeapCounter for Counting {
+    fn live_bytes(&self) -> i64 {
+        // stats_alloc counts a reallocation's growth in `bytes_allocated`
+        // (and its shrinking in `bytes_deallocated`) as well as in
+        // `bytes_reallocated`: the live heap is the difference of the two.
+        let s = GLOBAL.stats();
+        s.bytes_allocated as i64 - s.bytes_deallocated as i64
+    }
+    fn allocations(&self) -> u64 {
+        GLOBAL.stats().allocations as u64
+    }
+}
+
+/// The JSON report.
+#[derive(Debug, Serialize)]
+struct MemoryReport {
+    bench: &'static str,
+    quick: bool,
+    machine: Machine,
+    /// `size_of::<relink_core::journal::OpKind>()`: the operation as the
+    /// journal entry holds it (the entry adds its id, sequence number and
+    /// state).
+    op_kind_size: usize,
+    samples: Vec<MemSample>,
+    traffic: Vec<Traffic>,
+}
+
+/// Allocations per operation of a measuring loop in steady state (the
+/// whole process: loop, relink, soft fabric).
+#[derive(Debug, Clone, Serialize)]
+struct Traffic {
+    /// `raw` or `relink`.
+    side: &'static str,
+    /// `send 64 B` or `write 64 KiB`.
+    op: String,
+    /// Operations counted.
+    ops: u64,
+    /// Allocations per operation.
+    allocs_per_op: f64,
+    /// Bytes allocated per operation.
+    bytes_per_op: f64,
+}
+
+/// Allocations of `count` operations of `runner` (after a warm-up run of
+/// the same count).
+fn traffic(side: &'static str, op: &str, runner: &mut dyn Runner, count: u64) -> Traffic {
+    runner.run(count);
+    let a = GLOBAL.stats();
+    runner.run(count);
+    let b = GLOBAL.stats();
+    Traffic {
+        side,
+        op: op.into(),
+        ops: count,
+        allocs_per_op: (b.allocations - a.allocations) as f64 / count as f64,
+        bytes_per_op: (b.bytes_allocated - a.bytes_allocated) as f64 / count as f64,
+    }
+}
+
+fn main() {
+    let benching = std::env::args().any(|a| a == "--bench");
+    let quick = quick_from_env() || !benching;
+    let ns: &[usize] = if quick { &[100] } else { &[1_000, 10_000] };
+    let shapes = [
+        OpShape::Message(64),
+        OpShape::Message(4096),
+        OpShape::Write(64 * 1024),
+        OpShape::Read(4096),
+        OpShape::FetchAdd,
+        OpShape::CmpSwap,
+    ];
+    let mut samples = Vec::new();
+    for (i, shape) in shapes.iter().enumerate() {
+        if !selected(&shape.name()) {
+            continue;
+        }
+        for &n in ns {
+            let m = journal_memory(*shape, n, 300 + i as u64, &Counting);
+            assert_eq!(m.pending_ops, n, "{m:?}: operations completed meanwhile");
+            samples.push(m);
+        }
+    }
+
+    let count = if quick { 1_000 } else { 100_000 };
+    let mut flows = Vec::new();
+    if selected("traffic") {
+        let send = LoopSpec::send(64, 64);
+        let rig = InProcRig::new(1);
+        let mut raw = SendLoop::connect(&rig, send.signal_every(16));
+        flows.push(traffic("raw", "send 64 B", &mut raw, count));
+        raw.close();
+        let mut rl = RelinkSendLoop::new(SimPair::connect(2, &send, Workload::Send), send);
+        flows.push(traffic("relink", "send 64 B", &mut rl, count));
+        rl.close();
+        let write = LoopSpec::write(64 * 1024, 16);
+        let mut raw = WriteLoop::connect(&rig, write);
+        flows.push(traffic("raw", "write 64 KiB", &mut raw, count / 10));
+        raw.close();
+        let mut rl = RelinkWriteLoop::new(SimPair::connect(3, &write, Workload::Write), write);
+        flows.push(traffic("relink", "write 64 KiB", &mut rl, count / 10));
+        rl.close();
+    }
+
+    println!(
+        "relink_memory{}: heap bytes per outstanding operation (peer's device gone)",
+        if quick {
+            " (QUICK: proves it runs, measures nothing)"
+        } else {
+            ""
+        }
+    );
+    let rows: Vec<Vec<String>> = samples
+        .iter()
+        .map(|m| {
+            vec![
+                m.op.clone(),
+                m.n.to_string(),
+                m.bytes.to_string(),
+                format!("{:.1}", m.bytes_per_op),
+                format!("{:.1}", m.journal_only_bytes_per_op),
+                format!("{:.2}", m.allocs_per_op),
+                m.journal_bytes.to_string(),
+            ]
+        })
+        .collect();
+    print!(
+        "{}",
+        text_table(
+            &[
+                "operation",
+                "outstanding",
+                "heap bytes",
+                "bytes/op",
+                "journal alone",
+                "allocs/op",
+                "journal_bytes",
+            ],
+            &rows,
+            &[0],
+        )
+    );
+    let op_kind_size = std::mem::size_of::<relink_core::journal::OpKind>();
+    println!("size_of::<OpKind>() = {op_kind_size} bytes");
+    println!(
+        "heap bytes: live heap after submitting minus before (stats_alloc); allocs/op: \
+         allocations per submission, kept or freed; journal alone: bytes/op of a bare Journal \
+         holding the same operations; journal_bytes: payload the journal reports"
+    );
+    println!("allocations per operation in steady traffic (in-process fabric, whole process)");
+    let rows: Vec<Vec<String>> = flows
+        .iter()
+        .map(|t| {
+            vec![
+                t.side.to_string(),
+                t.op.clone(),
+                t.ops.to_string(),
+                format!("{:.2}", t.allocs_per_op),
+                format!("{:.0}", t.bytes_per_op),
+            ]
+        })
+        .collect();
+    print!(
+        "{}",
+        text_table(
+            &["loop", "operation", "ops", "allocs/op", "bytes alloc/op"],
+            &rows,
+            &[0, 1],
+        )
+    );
+    let report = MemoryReport {
+        bench: "relink_memory",
+        quick,
+        machine: Machine::current(),
+        op_kind_size,
+        samples,
+        traffic: flows,
+    };
+    match write_json_in(&target_dir().join("relink-bench"), report.bench, &report) {
+        Ok(path) => println!("wrote {}", path.display()),
+        Err(e) => {
+            eprintln!("relink_memory: cannot write the JSON report: {e}");
+            std::process::exit(1);
+        }
+    }
+}
