@@ -1183,7 +1183,8 @@ impl Node {
         let last = batch.len() - 1;
         for (i, wr) in batch.iter_mut().enumerate() {
             t.unsignaled += 1;
-            wr.signaled = i == last || t.unsignaled >= SIGNAL_EVERY;
+            wr.signaled =
+                i == last || t.unsignaled >= SIGNAL_EVERY || wr.wr_id & TAG_MASK == TAG_ONE_SIDED;
             if wr.signaled {
                 t.unsignaled = 0;
             }
