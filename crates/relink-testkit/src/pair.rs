@@ -209,12 +209,14 @@ impl End {
                 panic!("destroying {what} on the {side} host: want Ok({want:?}), got {other:?}")
             }
         };
+        // Windows first: a bound type 2 window holds a reference to its QP
+        // (rxe blocks in destroy_qp until it is released).
+        for mw in &self.mws {
+            check(format!("{}", mw.id), host.dealloc_mw(mw.id));
+        }
         check(format!("{}", self.qp), host.destroy_qp(self.qp));
         if let Some(srq) = self.srq {
             check(format!("{srq}"), host.destroy_srq(srq));
-        }
-        for mw in &self.mws {
-            check(format!("{}", mw.id), host.dealloc_mw(mw.id));
         }
         for mr in self.extra_mrs.iter().rev().chain(Some(&self.mr)) {
             check(format!("{}", mr.id), host.dereg_mr(mr.id));

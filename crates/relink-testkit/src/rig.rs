@@ -182,8 +182,8 @@ pub trait Rig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Quirk {
-    /// A send with an lkey that names no MR completes `LocQpOpErr` instead
-    /// of `LocProtErr` (rxe).
+    /// A send with an lkey that names no MR completes `LocQpOpErr` (rxe on
+    /// 6.1) or `WrFlushErr` (rxe on 6.12) instead of `LocProtErr`.
     BadLkeyIsLocQpOpErr,
     /// Memory windows are range-checked against their MR, not against the
     /// window: a WRITE past a window's end but inside the MR succeeds (rxe).

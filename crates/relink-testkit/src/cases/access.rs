@@ -3,7 +3,7 @@
 
 use relink_fabric::{Access, CreateError, RemoteAddr, SendOp, SendWr, Sge, WcStatus};
 
-use super::expect_error_then_flush;
+use super::{expect_error_then_flush, expect_one_of_then_flush};
 use crate::check::unused_key;
 use crate::harness::Harness;
 use crate::pair::{assert_no_objects, connect_pair, PairOpts, FULL_ACCESS};
@@ -132,17 +132,17 @@ pub fn local_protection_error(rig: &dyn Rig) {
             lkey,
         }],
     );
-    let status = if rig.has_quirk(Quirk::BadLkeyIsLocQpOpErr) {
+    let statuses: &[WcStatus] = if rig.has_quirk(Quirk::BadLkeyIsLocQpOpErr) {
         report_deviation(
             rig,
             "local_protection_error",
-            "a bad lkey completes LocQpOpErr, not LocProtErr",
+            "a bad lkey completes LocQpOpErr (rxe, 6.1) or WrFlushErr (rxe, 6.12), not LocProtErr",
         );
-        WcStatus::LocQpOpErr
+        &[WcStatus::LocQpOpErr, WcStatus::WrFlushErr]
     } else {
-        WcStatus::LocProtErr
+        &[WcStatus::LocProtErr]
     };
-    expect_error_then_flush(&mut h, &pair, bad, status);
+    expect_one_of_then_flush(&mut h, &pair, bad, statuses);
     pair.teardown(&h);
 
     let mut pair = connect_pair(&mut h, &PairOpts::default());

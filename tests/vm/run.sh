@@ -1,0 +1,252 @@
+#!/usr/bin/env bash
+# relink's VM test tier: real RDMA (Soft-RoCE, rdma_rxe) in a qemu VM.
+#
+#   tests/vm/run.sh [--kernels 6.12,6.1] [--groups LIST] [--accel tcg|kvm] [--verbose]
+#
+# 1. tests/vm/setup.sh: apt packages + the Debian 6.12 and 6.1 kernels (cached)
+# 2. builds the test binaries on the host (cargo, release profile):
+#      devwatch: `cargo test -p relink-devwatch --no-run` (every test
+#                executable) + its `devwatch` example
+#      verbs:    relink-verbs's conformance_verbs test with `--features rdma`
+#                (skipped LOUDLY when `cargo build -p relink-verbs --features
+#                rdma` fails)
+# 3. per kernel: packs an initramfs (tests/vm/build-initramfs.sh) and boots it
+#    under qemu; the guest (tests/vm/guest/run.sh) sets up rxe0/rxe1 and runs
+#    the groups:
+#      6.12  sanity,devwatch,verbs  watcher backend expected: rdma-netlink
+#      6.1   sanity,devwatch,verbs  watcher backend expected: uevent
+# 4. prints one summary table; exit 0 only if every step of every VM passed.
+#
+# If the tier cannot run here at all (packages cannot be installed, the
+# kernel download fails, no qemu) it prints "SKIPPED: VM tier: <why>" and
+# exits 0; that is the only way to exit 0 without running.
+#
+# Options / environment:
+#   --kernels LIST   RELINK_VM_KERNELS   which kernels (6.12, 6.1; default both)
+#   --groups LIST    RELINK_VM_GROUPS    override the groups (sanity,devwatch,verbs)
+#   --accel A        RELINK_VM_ACCEL     tcg (default) or kvm (real VMX/SVM only)
+#   --verbose        RELINK_VM_VERBOSE=1 stream the whole serial console
+#   RELINK_VM_CACHE     download/unpack cache (default target/vm/cache)
+#   RELINK_VM_TIMEOUT   host timeout per VM in seconds (default 300)
+#   RELINK_VM_TEST_TIMEOUT  per test binary in the guest (default 180)
+#   RELINK_VM_MEM       guest memory in MB (default 1024)
+# Logs: target/vm/out/<kernel>/serial.log (full serial console of each VM).
+set -uo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+OUTDIR=$ROOT/target/vm/out
+export RELINK_VM_CACHE=${RELINK_VM_CACHE:-$ROOT/target/vm/cache}
+KERNELS=${RELINK_VM_KERNELS:-6.12,6.1}
+GROUPS_OVERRIDE=${RELINK_VM_GROUPS:-}
+ACCEL=${RELINK_VM_ACCEL:-tcg}
+VERBOSE=${RELINK_VM_VERBOSE:-0}
+HT=${RELINK_VM_TIMEOUT:-300}
+TT=${RELINK_VM_TEST_TIMEOUT:-180}
+MEM=${RELINK_VM_MEM:-1024}
+CARGO=${CARGO:-cargo}
+while [ $# -gt 0 ]; do
+  case $1 in
+    --kernels) KERNELS=$2; shift 2 ;;
+    --kernels=*) KERNELS=${1#*=}; shift ;;
+    --groups) GROUPS_OVERRIDE=$2; shift 2 ;;
+    --groups=*) GROUPS_OVERRIDE=${1#*=}; shift ;;
+    --accel) ACCEL=$2; shift 2 ;;
+    --accel=*) ACCEL=${1#*=}; shift ;;
+    --verbose|-v) VERBOSE=1; shift ;;
+    -h|--help) awk 'NR>1 && /^#/{sub(/^# ?/,"");print;next} NR>1{exit}' "$0"; exit 0 ;;
+    *) echo "run.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+
+now() { date +%s.%N; }
+secs() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.0f", b-a}'; }
+banner() { printf '\n--- VM tier: %s\n' "$*"; }
+skip_all() { # the tier cannot run on this machine: loud, exit 0
+  printf '\n%s\n' "################################################################"
+  echo "SKIPPED: VM tier: $*"
+  echo "         (nothing of the real-RDMA tier ran)"
+  printf '%s\n' "################################################################"
+  exit 0
+}
+T0=$(now)
+
+groups_for() { # kernel series -> groups
+  if [ -n "$GROUPS_OVERRIDE" ]; then echo "$GROUPS_OVERRIDE"; return; fi
+  echo sanity,devwatch,verbs
+}
+expect_for() { case $1 in 6.12) echo rdma-netlink ;; *) echo uevent ;; esac; }
+IFS=, read -r -a SERIES <<< "$KERNELS"
+ALL_GROUPS=
+for s in "${SERIES[@]}"; do
+  case $s in 6.1|6.12) ;; *) echo "run.sh: unsupported kernel series '$s' (6.12 or 6.1)" >&2; exit 2 ;; esac
+  ALL_GROUPS+=",$(groups_for "$s")"
+done
+needs() { case "$ALL_GROUPS," in *,$1,*) return 0 ;; esac; return 1; }
+
+# --- 1. setup -------------------------------------------------------------------
+banner "setup (apt packages, kernels $KERNELS; cache $RELINK_VM_CACHE)"
+"$HERE/setup.sh" --kernels "$KERNELS"; src=$?
+case $src in
+  0) ;;
+  77) skip_all "host setup is not possible here: $(cat "$RELINK_VM_CACHE/setup-unavailable" 2>/dev/null || echo 'see the VM-SETUP-UNAVAILABLE line above')" ;;
+  *) echo "FAILED: VM tier: tests/vm/setup.sh exited $src"; exit 1 ;;
+esac
+command -v qemu-system-x86_64 >/dev/null || skip_all "no qemu-system-x86_64 after setup"
+# shellcheck disable=SC1091
+. "$RELINK_VM_CACHE/kernels.env"
+T_SETUP=$(now)
+
+# --- 2. test binaries ----------------------------------------------------------------
+BINS=()            # -x arguments for build-initramfs.sh
+FILES=()           # -f arguments
+LIST=$OUTDIR/tests.list
+SKIPS=()           # host-side skips: "group|step|why"
+mkdir -p "$OUTDIR"
+: > "$LIST"
+# cargo --message-format=json on stdin -> "kind|name|executable|crate_dir" of each executable
+artifacts() {
+  python3 -c '
+import json, os, sys
+for line in sys.stdin:
+    try:
+        m = json.loads(line)
+    except ValueError:
+        continue
+    if m.get("reason") == "compiler-artifact" and m.get("executable"):
+        t = m["target"]
+        print("%s|%s|%s|%s" % (t["kind"][0], t["name"], m["executable"], os.path.dirname(m["manifest_path"])))
+'
+}
+add_data() { # the crate's tests/ directory at the same absolute path (golden files etc.)
+  [ -d "$1/tests" ] || return 0
+  case " ${FILES[*]-} " in *" $1/tests:$1/tests "*) return 0 ;; esac
+  FILES+=(-f "$1/tests:$1/tests")
+}
+
+if needs devwatch; then
+  banner "building relink-devwatch's tests (cargo test -p relink-devwatch --release --no-run)"
+  if ! "$CARGO" test -p relink-devwatch --release --no-run --message-format=json-render-diagnostics \
+        > "$OUTDIR/devwatch.json"; then
+    echo "FAILED: VM tier: building relink-devwatch's tests failed"; exit 1
+  fi
+  while IFS='|' read -r kind name exe dir; do
+    case $kind in
+      lib|test) BINS+=(-x "$exe:devwatch-$name"); add_data "$dir"
+                echo "devwatch|$name|/vm/bin/devwatch-$name|$dir|--show-output" >> "$LIST" ;;
+      example) [ "$name" = devwatch ] && BINS+=(-x "$exe:devwatch-example") ;;
+    esac
+  done < <(artifacts < "$OUTDIR/devwatch.json")
+  grep -c '^devwatch|' "$LIST" | sed 's/^/  devwatch test binaries: /'
+fi
+
+if needs verbs; then
+  banner "building relink-verbs's conformance suite (--features rdma)"
+  if ! "$CARGO" build -p relink-verbs --features rdma --release > "$OUTDIR/verbs-build.log" 2>&1; then
+    why=$(grep -m1 -E '^error' "$OUTDIR/verbs-build.log" || tail -1 "$OUTDIR/verbs-build.log")
+    tail -30 "$OUTDIR/verbs-build.log" | sed 's/^/  | /'
+    SKIPS+=("verbs|conformance_verbs|cargo build -p relink-verbs --features rdma failed: $why")
+  elif ! "$CARGO" test -p relink-verbs --features rdma --release --test conformance_verbs --no-run \
+        --message-format=json-render-diagnostics > "$OUTDIR/verbs.json" 2> "$OUTDIR/verbs-build.log"; then
+    why=$(grep -m1 -E '^error' "$OUTDIR/verbs-build.log" || tail -1 "$OUTDIR/verbs-build.log")
+    tail -30 "$OUTDIR/verbs-build.log" | sed 's/^/  | /'
+    SKIPS+=("verbs|conformance_verbs|building the conformance_verbs test with --features rdma failed: $why")
+  else
+    while IFS='|' read -r kind name exe dir; do
+      [ "$kind" = test ] || continue
+      BINS+=(-x "$exe:verbs-$name"); add_data "$dir"
+      echo "verbs|$name|/vm/bin/verbs-$name|$dir|--test-threads=1 --show-output" >> "$LIST"
+    done < <(artifacts < "$OUTDIR/verbs.json")
+  fi
+  if [ ${#SKIPS[@]} -gt 0 ]; then
+    printf '\n%s\n' "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"
+    for s in "${SKIPS[@]}"; do echo "SKIPPED: VM tier group ${s%%|*}: ${s##*|}"; done
+    echo "         (the group is left out of the VMs; everything else runs)"
+    printf '%s\n' "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"
+  fi
+fi
+FILES+=(-f "$LIST:/vm/tests.list")
+T_BUILD=$(now)
+
+# --- 3. one VM per kernel ------------------------------------------------------------------
+case $ACCEL in
+  tcg) ACC=(-accel tcg,thread=multi -cpu max) ;;
+  # real VMX/SVM KVM only; kvm_pvm (nested "PVM") cannot boot the Debian kernel
+  kvm) ACC=(-accel kvm -cpu host,-arch-capabilities) ;;
+  *) echo "run.sh: --accel tcg|kvm" >&2; exit 2 ;;
+esac
+FILTER='^(=== STEP .* end |=== SUMMARY|RELINK_VM_(BOOTED|EXIT|WATCHDOG)|SKIPPED|.*!!!|.*panicked|Kernel panic|.*(BUG:|Oops))'
+RESULTS=$OUTDIR/results.txt
+: > "$RESULTS"
+VMLINES=()
+FAILED=0
+for s in "${SERIES[@]}"; do
+  var=KDIR_${s//./_}; KDIR=${!var:-}
+  [ -n "$KDIR" ] && [ -d "$KDIR" ] || { echo "FAILED: VM tier: no kernel $s after setup"; exit 1; }
+  KV=$(ls "$KDIR/lib/modules" | head -1)
+  groups=$(groups_for "$s"); expect=$(expect_for "$s")
+  # a group whose binaries could not be built is not run (it is in the table as SKIPPED)
+  for sk in ${SKIPS[@]+"${SKIPS[@]}"}; do
+    g=${sk%%|*}
+    case ",$groups," in *,$g,*)
+      groups=$(echo ",$groups," | sed "s/,$g,/,/; s/^,//; s/,$//")
+      echo "$KV|${sk%|*}|SKIPPED||${sk##*|}" >> "$RESULTS" ;;
+    esac
+  done
+  VOUT=$OUTDIR/$KV; mkdir -p "$VOUT"; LOG=$VOUT/serial.log
+  banner "kernel $KV: initramfs"
+  tb=$(now)
+  "$HERE/build-initramfs.sh" -k "$KDIR" -o "$VOUT/initrd.cpio.gz" ${BINS[@]+"${BINS[@]}"} "${FILES[@]}" \
+    || { echo "FAILED: VM tier: building the initramfs for $KV failed"; exit 1; }
+  KERNEL=$KDIR/vmlinux; [ -f "$KERNEL" ] || KERNEL=$(ls "$KDIR"/boot/vmlinuz-*)
+  GT=$(( HT > 60 ? HT - 30 : HT ))   # the guest watchdog fires before the host timeout
+  APPEND="console=ttyS0 panic=-1 quiet loglevel=4 relink.groups=${groups:-none} relink.expect=$expect relink.timeout=$GT relink.test_timeout=$TT"
+  banner "kernel $KV: booting ($ACCEL, groups ${groups:-none}, expected watcher backend $expect; log $LOG)"
+  tv=$(now)
+  timeout --kill-after=10 "$HT" qemu-system-x86_64 -nodefaults -no-user-config -display none -no-reboot \
+      "${ACC[@]}" -m "$MEM" -smp "$(nproc)" -nic none \
+      -kernel "$KERNEL" -initrd "$VOUT/initrd.cpio.gz" -append "$APPEND" \
+      -serial stdio < /dev/null 2>&1 | sed -u 's/\r$//' | tee "$LOG" |
+    if [ "$VERBOSE" = 1 ]; then cat; else grep -aE --line-buffered "$FILTER"; fi
+  qrc=${PIPESTATUS[0]}
+  te=$(now)
+  rc=$(grep -a -o 'RELINK_VM_EXIT=[0-9]*' "$LOG" | tail -1 | cut -d= -f2)
+  grep -a '^RELINK_VM_RESULT|' "$LOG" | cut -d'|' -f2- >> "$RESULTS"
+  if [ -z "$rc" ]; then
+    echo "!!! kernel $KV: no RELINK_VM_EXIT marker (qemu rc=$qrc: crash, panic or host timeout ${HT}s); last lines:"
+    tail -40 "$LOG" | sed 's/^/  | /'
+    echo "$KV|vm|boot_and_exit|FAIL||no RELINK_VM_EXIT marker, qemu rc=$qrc" >> "$RESULTS"
+    FAILED=1
+  elif [ "$rc" != 0 ]; then
+    FAILED=1
+    # the output of each failed step, from the serial log
+    for st in $(grep -a '^RELINK_VM_RESULT|' "$LOG" | awk -F'|' '$5=="FAIL"{print $3"/"$4}'); do
+      echo; echo "!!! kernel $KV: output of failed step $st:"
+      awk -v s="$st" 'index($0, "=== STEP "s" begin ")==1 {p=1} p{print "  | "$0} p && index($0, "=== STEP "s" end ")==1 {exit}' "$LOG" | tail -150
+    done
+    [ "$rc" = 124 ] && echo "!!! kernel $KV: the guest watchdog fired"
+  fi
+  VMLINES+=("$(printf '%-24s %-22s exit=%-4s initramfs %3ss  vm %4ss' "$KV" "${groups:-none}" "${rc:-none}" "$(secs "$tb" "$tv")" "$(secs "$tv" "$te")")")
+done
+T_END=$(now)
+
+# --- 4. summary ------------------------------------------------------------------------------
+echo
+echo "==================== VM tier summary ===================="
+printf '%-24s %-9s %-34s %-7s %8s  %s\n' KERNEL GROUP STEP RESULT DUR NOTE
+while IFS='|' read -r kv g st r d n; do
+  printf '%-24s %-9s %-34s %-7s %8s  %s\n' "$kv" "$g" "$st" "$r" "${d:+${d}s}" "$n"
+done < "$RESULTS"
+echo
+for l in "${VMLINES[@]}"; do echo "VM: $l"; done
+echo "time: setup $(secs "$T0" "$T_SETUP")s, build $(secs "$T_SETUP" "$T_BUILD")s, VMs $(secs "$T_BUILD" "$T_END")s, total $(secs "$T0" "$T_END")s"
+echo "logs: $OUTDIR/<kernel>/serial.log"
+nfail=$(awk -F'|' '$4=="FAIL"' "$RESULTS" | wc -l)
+npass=$(awk -F'|' '$4=="PASS"' "$RESULTS" | wc -l)
+nskip=$(awk -F'|' '$4=="SKIPPED"' "$RESULTS" | wc -l)
+if [ "$FAILED" != 0 ] || [ "$nfail" != 0 ] || [ "$npass" = 0 ]; then
+  echo "FAILED: VM tier: $nfail step(s) failed, $npass passed, $nskip skipped"
+  exit 1
+fi
+[ "$nskip" != 0 ] && echo "SKIPPED: VM tier: $nskip step(s) could not run (see the table above)"
+echo "PASSED: VM tier: $npass step(s) passed on ${#SERIES[@]} kernel(s)"
+exit 0
