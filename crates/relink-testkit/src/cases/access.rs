@@ -136,9 +136,13 @@ pub fn local_protection_error(rig: &dyn Rig) {
         report_deviation(
             rig,
             "local_protection_error",
-            "a bad lkey completes LocQpOpErr (rxe, 6.1) or WrFlushErr (rxe, 6.12), not LocProtErr",
+            "a bad lkey or an SGE past its MR completes LocQpOpErr (rxe, 6.1) or WrFlushErr (rxe, 6.12), not LocProtErr",
         );
-        &[WcStatus::LocQpOpErr, WcStatus::WrFlushErr]
+        &[
+            WcStatus::LocProtErr,
+            WcStatus::LocQpOpErr,
+            WcStatus::WrFlushErr,
+        ]
     } else {
         &[WcStatus::LocProtErr]
     };
@@ -160,7 +164,7 @@ pub fn local_protection_error(rig: &dyn Rig) {
             lkey: small.lkey,
         }],
     );
-    expect_error_then_flush(&mut h, &pair, bad, WcStatus::LocProtErr);
+    expect_one_of_then_flush(&mut h, &pair, bad, statuses);
     pair.teardown(&h);
 }
 
