@@ -195,6 +195,12 @@ pub struct Node {
     cq_owner: BTreeMap<relink_fabric::CqId, u64>,
     /// Sessions whose CQ may hold completions.
     dirty: std::collections::BTreeSet<u64>,
+    /// Every session's next timer, ordered: `poll` visits only the due ones.
+    deadlines: std::collections::BTreeSet<(Timestamp, u64)>,
+    /// The entry of each session in `deadlines`.
+    deadline_of: BTreeMap<u64, Timestamp>,
+    /// Sessions with work requests waiting to be posted.
+    pending_drain: std::collections::BTreeSet<u64>,
 }
 
 impl Node {
@@ -216,6 +222,9 @@ impl Node {
             wcs: Vec::with_capacity(64),
             cq_owner: BTreeMap::new(),
             dirty: std::collections::BTreeSet::new(),
+            deadlines: std::collections::BTreeSet::new(),
+            deadline_of: BTreeMap::new(),
+            pending_drain: std::collections::BTreeSet::new(),
         }
     }
 
@@ -492,10 +501,7 @@ impl Node {
 
     /// The earliest time a session needs [`Node::poll`] for its timers.
     pub fn next_deadline(&self) -> Option<Timestamp> {
-        self.sessions
-            .values()
-            .filter_map(|s| s.core.poll_timeout())
-            .min()
+        self.deadlines.first().map(|(t, _)| *t)
     }
 
     /// Do everything that can be done now: provider events, completions,
@@ -510,18 +516,30 @@ impl Node {
         for key in std::mem::take(&mut self.dirty) {
             progress |= self.poll_cq(key);
         }
+        // Only sessions with a due timer or queued work are visited.
         let now = self.now();
-        let keys: Vec<u64> = self.sessions.keys().copied().collect();
-        for key in &keys {
-            let Some(slot) = self.sessions.get_mut(key) else {
+        let due: Vec<u64> = self
+            .deadlines
+            .iter()
+            .take_while(|(t, _)| *t <= now)
+            .map(|(_, k)| *k)
+            .collect();
+        for key in due {
+            let Some(slot) = self.sessions.get_mut(&key) else {
                 continue;
             };
-            if slot.core.poll_timeout().is_some_and(|t| t <= now) {
-                slot.core.handle_timeout(now);
+            slot.core.handle_timeout(now);
+            progress = true;
+            self.run_actions(key);
+        }
+        for key in std::mem::take(&mut self.pending_drain) {
+            if self.drain_backlog(key) {
                 progress = true;
+                // A failed post reports a loss to the core: collect its
+                // actions. Work still waiting for send slots is marked
+                // again when a completion frees them (poll_cq).
+                self.run_actions(key);
             }
-            progress |= self.run_actions(*key);
-            progress |= self.drain_backlog(*key);
         }
         progress
     }
@@ -970,6 +988,20 @@ impl Node {
         if let Some(cq) = slot2.transport.as_ref().and_then(|t| t.cq) {
             if self.cq_owner.insert(cq, key).is_none() {
                 self.dirty.insert(key);
+            }
+        }
+        if !slot2.backlog.is_empty() {
+            self.pending_drain.insert(key);
+        }
+        // Re-index the session's next timer.
+        let next = slot2.core.poll_timeout();
+        if self.deadline_of.get(&key).copied() != next {
+            if let Some(old) = self.deadline_of.remove(&key) {
+                self.deadlines.remove(&(old, key));
+            }
+            if let Some(t) = next {
+                self.deadline_of.insert(key, t);
+                self.deadlines.insert((t, key));
             }
         }
         any
