@@ -2,6 +2,7 @@
 //! SRQ attributes. They follow `libibverbs` names so that a reader who knows
 //! verbs recognises every field.
 
+use crate::error::PostError;
 use crate::handles::{CqId, MrId, MwId, SrqId};
 
 bitflags::bitflags! {
@@ -200,6 +201,40 @@ impl SendWr {
     pub fn sgl_len(&self) -> u64 {
         self.sgl.iter().map(|s| u64::from(s.length)).sum()
     }
+
+    /// The checks every provider makes when this request is posted as
+    /// number `posted` of its batch: at most `max_sge` SGEs, and an atomic
+    /// has exactly one 8-byte SGE.
+    pub fn check(&self, max_sge: u32, posted: usize) -> Result<(), PostError> {
+        check_sges(self.sgl.len(), max_sge, posted)?;
+        if matches!(self.op, SendOp::FetchAdd { .. } | SendOp::CmpSwap { .. })
+            && (self.sgl.len() != 1 || self.sgl[0].length != 8)
+        {
+            return Err(PostError::InvalidArgument {
+                reason: "atomics need exactly one 8-byte SGE".into(),
+                posted,
+            });
+        }
+        Ok(())
+    }
+}
+
+impl RecvWr {
+    /// The check every provider makes when this receive is posted as number
+    /// `posted` of its batch: at most `max_sge` SGEs.
+    pub fn check(&self, max_sge: u32, posted: usize) -> Result<(), PostError> {
+        check_sges(self.sgl.len(), max_sge, posted)
+    }
+}
+
+fn check_sges(n: usize, max_sge: u32, posted: usize) -> Result<(), PostError> {
+    if n > max_sge as usize {
+        return Err(PostError::InvalidArgument {
+            reason: format!("{n} SGEs > max_sge {max_sge}"),
+            posted,
+        });
+    }
+    Ok(())
 }
 
 /// A receive work request (`ibv_recv_wr`).

@@ -741,12 +741,7 @@ impl HostState {
         }
         let s = self.srqs.get_mut(&srq.0).expect("present");
         for (i, wr) in wrs.iter().enumerate() {
-            if wr.sgl.len() > s.init.max_sge as usize {
-                return Err(PostError::InvalidArgument {
-                    reason: format!("{} SGEs > max_sge {}", wr.sgl.len(), s.init.max_sge),
-                    posted: i,
-                });
-            }
+            wr.check(s.init.max_sge, i)?;
             if s.queue.len() >= s.init.max_wr as usize {
                 return Err(PostError::QueueFull { posted: i });
             }
@@ -1118,20 +1113,7 @@ impl HostState {
         let caps = q.init.caps;
         for (i, wr) in wrs.iter().enumerate() {
             let q = self.qps.get(&qp.0).expect("present");
-            if wr.sgl.len() > caps.max_send_sge as usize {
-                return Err(PostError::InvalidArgument {
-                    reason: format!("{} SGEs > max_send_sge {}", wr.sgl.len(), caps.max_send_sge),
-                    posted: i,
-                });
-            }
-            if matches!(wr.op, SendOp::FetchAdd { .. } | SendOp::CmpSwap { .. })
-                && (wr.sgl.len() != 1 || wr.sgl[0].length != 8)
-            {
-                return Err(PostError::InvalidArgument {
-                    reason: "atomics need exactly one 8-byte SGE".into(),
-                    posted: i,
-                });
-            }
+            wr.check(caps.max_send_sge, i)?;
             if q.sq.len() >= caps.max_send_wr as usize {
                 return Err(PostError::QueueFull { posted: i });
             }
@@ -1173,12 +1155,7 @@ impl HostState {
         let err = q.state == QpState::Err;
         let recv_cq = q.init.recv_cq;
         for (i, wr) in wrs.iter().enumerate() {
-            if wr.sgl.len() > caps.max_recv_sge as usize {
-                return Err(PostError::InvalidArgument {
-                    reason: format!("{} SGEs > max_recv_sge {}", wr.sgl.len(), caps.max_recv_sge),
-                    posted: i,
-                });
-            }
+            wr.check(caps.max_recv_sge, i)?;
             if err {
                 self.complete(
                     recv_cq,

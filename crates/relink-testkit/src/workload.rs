@@ -56,6 +56,38 @@ pub fn options(side: usize, policy: relink::Policy) -> SessionOptions {
     }
 }
 
+/// A fresh [`Sim`] with the target listening on `port`, an initiator
+/// session connected with the workload's options, and its [`Workload`].
+///
+/// # Errors
+/// If listening or connecting is refused, or the session is not
+/// established after 2 ms of virtual time.
+pub fn start(seed: u64, policy: relink::Policy, port: u16) -> Result<(Sim, Workload), String> {
+    let mut sim = Sim::new(seed);
+    let addr = sim.target_addr(port);
+    sim.node(TARGET)
+        .listen(addr, options(TARGET, policy.clone()))
+        .map_err(|e| e.to_string())?;
+    let s = sim
+        .node(INITIATOR)
+        .connect(
+            vec![relink::Path {
+                local: None,
+                peer: addr,
+            }],
+            options(INITIATOR, policy),
+        )
+        .map_err(|e| e.to_string())?;
+    sim.run_for(std::time::Duration::from_millis(2));
+    let state = sim.node(INITIATOR).state(s);
+    if state != Some(relink::State::Established) {
+        return Err(format!("session not established after 2 ms: {state:?}"));
+    }
+    let mut w = Workload::new(s);
+    w.collect(&mut sim);
+    Ok((sim, w))
+}
+
 /// The payload of message `id`: the id, then bytes derived from it.
 pub fn message(id: u64) -> Vec<u8> {
     let len = 8 + (id % 97) as usize;

@@ -23,23 +23,8 @@ fn run_seed(seed: u64) -> Result<(), String> {
         keepalive: Some(Duration::from_millis(20)),
         ..Policy::default()
     };
-    let mut sim = Sim::new(seed);
-    let addr = sim.target_addr(7471);
-    sim.node(TARGET)
-        .listen(addr, options(TARGET, policy.clone()))
-        .map_err(|e| e.to_string())?;
-    let s = sim
-        .node(INITIATOR)
-        .connect(
-            vec![Path {
-                local: None,
-                peer: addr,
-            }],
-            options(INITIATOR, policy),
-        )
-        .map_err(|e| e.to_string())?;
-    sim.run_for(Duration::from_millis(2));
-    let mut w = Workload::new(s);
+    let (mut sim, mut w) = relink_testkit::workload::start(seed, policy, 7471)?;
+    let s = w.session.expect("session");
     let hosts = [sim.host(INITIATOR).index(), sim.host(TARGET).index()];
     if rng.gen_bool(0.3) {
         sim.fabric().inject(Fault::SetLink(LinkConfig {

@@ -2005,12 +2005,7 @@ impl Provider for VerbsProvider {
             .ok_or(PostError::InvalidHandle("SRQ"))?;
         let raw = s.raw.ok_or(PostError::DeviceLost { posted: 0 })?;
         for (i, wr) in wrs.iter().enumerate() {
-            if wr.sgl.len() > s.init.max_sge as usize {
-                return Err(PostError::InvalidArgument {
-                    reason: format!("{} SGEs > max_sge {}", wr.sgl.len(), s.init.max_sge),
-                    posted: i,
-                });
-            }
+            wr.check(s.init.max_sge, i)?;
         }
         let mut batch = RecvBatch::new(wrs);
         let posted = batch.post(|first, bad| {
@@ -2403,20 +2398,7 @@ impl Provider for VerbsProvider {
         let sig_all = q.init.sq_sig_all;
         let mut batch = SendBatch::default();
         for (i, wr) in wrs.iter().enumerate() {
-            if wr.sgl.len() > caps.max_send_sge as usize {
-                return Err(PostError::InvalidArgument {
-                    reason: format!("{} SGEs > max_send_sge {}", wr.sgl.len(), caps.max_send_sge),
-                    posted: i,
-                });
-            }
-            if matches!(wr.op, SendOp::FetchAdd { .. } | SendOp::CmpSwap { .. })
-                && (wr.sgl.len() != 1 || wr.sgl[0].length != 8)
-            {
-                return Err(PostError::InvalidArgument {
-                    reason: "atomics need exactly one 8-byte SGE".into(),
-                    posted: i,
-                });
-            }
+            wr.check(caps.max_send_sge, i)?;
             let raw_wr = build_send_wr(&inner, wr)
                 .map_err(|reason| PostError::InvalidArgument { reason, posted: i })?;
             batch.push(raw_wr, &wr.sgl);
@@ -2454,12 +2436,7 @@ impl Provider for VerbsProvider {
         }
         let caps = q.init.caps;
         for (i, wr) in wrs.iter().enumerate() {
-            if wr.sgl.len() > caps.max_recv_sge as usize {
-                return Err(PostError::InvalidArgument {
-                    reason: format!("{} SGEs > max_recv_sge {}", wr.sgl.len(), caps.max_recv_sge),
-                    posted: i,
-                });
-            }
+            wr.check(caps.max_recv_sge, i)?;
         }
         let mut batch = RecvBatch::new(wrs);
         let result = batch.post(|first, bad| {
