@@ -10,11 +10,14 @@
 #      verbs:    relink-verbs's conformance_verbs test with `--features rdma`
 #                (skipped LOUDLY when `cargo build -p relink-verbs --features
 #                rdma` fails)
+#      sessions: relink-verbs's sessions_verbs test (relink sessions with
+#                traffic across rdma link delete/add, replacement, failover,
+#                netdev down/up, 20 cycles), one step per scenario
 # 3. per kernel: packs an initramfs (tests/vm/build-initramfs.sh) and boots it
 #    under qemu; the guest (tests/vm/guest/run.sh) sets up rxe0/rxe1 and runs
 #    the groups:
-#      6.12  sanity,devwatch,verbs  watcher backend expected: rdma-netlink
-#      6.1   sanity,devwatch,verbs  watcher backend expected: uevent
+#      6.12  sanity,devwatch,verbs,sessions  watcher backend expected: rdma-netlink
+#      6.1   sanity,devwatch,verbs,sessions  watcher backend expected: uevent
 # 4. prints one summary table; exit 0 only if every step of every VM passed.
 #
 # If the tier cannot run here at all (packages cannot be installed, the
@@ -23,7 +26,7 @@
 #
 # Options / environment:
 #   --kernels LIST   RELINK_VM_KERNELS   which kernels (6.12, 6.1; default both)
-#   --groups LIST    RELINK_VM_GROUPS    override the groups (sanity,devwatch,verbs)
+#   --groups LIST    RELINK_VM_GROUPS    override the groups (sanity,devwatch,verbs,sessions)
 #   --accel A        RELINK_VM_ACCEL     tcg (default) or kvm (real VMX/SVM only)
 #   --verbose        RELINK_VM_VERBOSE=1 stream the whole serial console
 #   RELINK_VM_CACHE     download/unpack cache (default target/vm/cache)
@@ -72,7 +75,7 @@ T0=$(now)
 
 groups_for() { # kernel series -> groups
   if [ -n "$GROUPS_OVERRIDE" ]; then echo "$GROUPS_OVERRIDE"; return; fi
-  echo sanity,devwatch,verbs
+  echo sanity,devwatch,verbs,sessions
 }
 expect_for() { case $1 in 6.12) echo rdma-netlink ;; *) echo uevent ;; esac; }
 IFS=, read -r -a SERIES <<< "$KERNELS"
@@ -139,22 +142,31 @@ if needs devwatch; then
   grep -c '^devwatch|' "$LIST" | sed 's/^/  devwatch test binaries: /'
 fi
 
-if needs verbs; then
-  banner "building relink-verbs's conformance suite (--features rdma)"
+if needs verbs || needs sessions; then
+  banner "building relink-verbs's conformance suite and session scenarios (--features rdma)"
   if ! "$CARGO" build -p relink-verbs --features rdma --release > "$OUTDIR/verbs-build.log" 2>&1; then
     why=$(grep -m1 -E '^error' "$OUTDIR/verbs-build.log" || tail -1 "$OUTDIR/verbs-build.log")
     tail -30 "$OUTDIR/verbs-build.log" | sed 's/^/  | /'
     SKIPS+=("verbs|conformance_verbs|cargo build -p relink-verbs --features rdma failed: $why")
-  elif ! "$CARGO" test -p relink-verbs --features rdma --release --test conformance_verbs --no-run \
-        --message-format=json-render-diagnostics > "$OUTDIR/verbs.json" 2> "$OUTDIR/verbs-build.log"; then
+    SKIPS+=("sessions|sessions_verbs|cargo build -p relink-verbs --features rdma failed: $why")
+  elif ! "$CARGO" test -p relink-verbs --features rdma --release --test conformance_verbs --test sessions_verbs \
+        --no-run --message-format=json-render-diagnostics > "$OUTDIR/verbs.json" 2> "$OUTDIR/verbs-build.log"; then
     why=$(grep -m1 -E '^error' "$OUTDIR/verbs-build.log" || tail -1 "$OUTDIR/verbs-build.log")
     tail -30 "$OUTDIR/verbs-build.log" | sed 's/^/  | /'
-    SKIPS+=("verbs|conformance_verbs|building the conformance_verbs test with --features rdma failed: $why")
+    SKIPS+=("verbs|conformance_verbs|building the verbs tests with --features rdma failed: $why")
+    SKIPS+=("sessions|sessions_verbs|building the verbs tests with --features rdma failed: $why")
   else
     while IFS='|' read -r kind name exe dir; do
       [ "$kind" = test ] || continue
       BINS+=(-x "$exe:verbs-$name"); add_data "$dir"
-      echo "verbs|$name|/vm/bin/verbs-$name|$dir|--test-threads=1 --show-output" >> "$LIST"
+      case $name in
+        # one step per scenario (each prints its figures)
+        sessions_verbs)
+          for sc in $("$exe" --list --format=terse 2>/dev/null | sed -n 's/: test$//p'); do
+            echo "sessions|$sc|/vm/bin/verbs-$name|$dir|$sc --exact --test-threads=1 --nocapture" >> "$LIST"
+          done ;;
+        *) echo "verbs|$name|/vm/bin/verbs-$name|$dir|--test-threads=1 --show-output" >> "$LIST" ;;
+      esac
     done < <(artifacts < "$OUTDIR/verbs.json")
   fi
   if [ ${#SKIPS[@]} -gt 0 ]; then
@@ -232,9 +244,9 @@ T_END=$(now)
 # --- 4. summary ------------------------------------------------------------------------------
 echo
 echo "==================== VM tier summary ===================="
-printf '%-24s %-9s %-34s %-7s %8s  %s\n' KERNEL GROUP STEP RESULT DUR NOTE
+printf '%-24s %-9s %-42s %-7s %8s  %s\n' KERNEL GROUP STEP RESULT DUR NOTE
 while IFS='|' read -r kv g st r d n; do
-  printf '%-24s %-9s %-34s %-7s %8s  %s\n' "$kv" "$g" "$st" "$r" "${d:+${d}s}" "$n"
+  printf '%-24s %-9s %-42s %-7s %8s  %s\n' "$kv" "$g" "$st" "$r" "${d:+${d}s}" "$n"
 done < "$RESULTS"
 echo
 for l in "${VMLINES[@]}"; do echo "VM: $l"; done

@@ -81,6 +81,12 @@ impl Sim {
         &mut self.nodes[i]
     }
 
+    /// The initiator's and the target's nodes at once.
+    pub fn pair(&mut self) -> (&mut Node, &mut Node) {
+        let (a, b) = self.nodes.split_at_mut(TARGET);
+        (&mut a[INITIATOR], &mut b[0])
+    }
+
     /// The address of host `i`'s first device.
     pub fn addr(&self, i: usize) -> IpAddr {
         self.addrs[i].addr

@@ -130,6 +130,7 @@ pub struct Workload {
     last_write: BTreeMap<u64, u64>,
     adds: u64,
     inflight_writes: BTreeSet<u64>,
+    successes: usize,
 }
 
 impl Workload {
@@ -232,11 +233,21 @@ impl Workload {
 
     /// Collect completions and deliveries from the nodes.
     pub fn collect(&mut self, sim: &mut Sim) {
+        let (initiator, target) = sim.pair();
+        self.collect_from(initiator, target);
+    }
+
+    /// Collect completions from the initiator's node and deliveries from
+    /// the target's (any two nodes, on any provider).
+    pub fn collect_from(&mut self, initiator: &mut Node, target: &mut Node) {
         if self.target.is_none() {
-            self.target = sim.node(TARGET).accept();
+            self.target = target.accept();
         }
         let s = self.s();
-        while let Some(c) = sim.node(INITIATOR).poll_completion(s) {
+        while let Some(c) = initiator.poll_completion(s) {
+            if c.outcome.is_success() {
+                self.successes += 1;
+            }
             if self.outcomes.insert(c.op, c.outcome).is_some() {
                 self.twice.push(c.op);
             }
@@ -245,7 +256,7 @@ impl Workload {
             }
         }
         if let Some(t) = self.target {
-            while let Some((_, m)) = sim.node(TARGET).poll_delivery(t) {
+            while let Some((_, m)) = target.poll_delivery(t) {
                 match m
                     .get(..8)
                     .map(|b| u64::from_be_bytes(b.try_into().expect("8")))
@@ -268,6 +279,16 @@ impl Workload {
     /// Operations completed.
     pub fn completed(&self) -> usize {
         self.outcomes.len()
+    }
+
+    /// Successful completions seen (a counter: cheap to watch).
+    pub fn succeeded(&self) -> usize {
+        self.successes
+    }
+
+    /// Messages sent and messages delivered to the target.
+    pub fn messages(&self) -> (usize, usize) {
+        (self.sent_msgs.len(), self.received.len())
     }
 
     /// The errors of failed operations, in op order.
@@ -301,6 +322,11 @@ impl Workload {
     /// counter equals the adds that certainly happened plus at most the
     /// uncertain ones. Returns a list of violations.
     pub fn check_survived(&self, sim: &mut Sim) -> Vec<String> {
+        self.check_survived_on(sim.node(TARGET))
+    }
+
+    /// [`check_survived`](Self::check_survived) with the target's node.
+    pub fn check_survived_on(&self, target: &Node) -> Vec<String> {
         let mut v = self.check_common();
         if self.outcomes.len() != self.ops.len() {
             let missing: Vec<_> = self
@@ -339,7 +365,7 @@ impl Workload {
             }
         }
         if let Some(s) = self.session {
-            if let Ok(mem) = sim.node(TARGET).region(self.target.unwrap_or(s), REMOTE) {
+            if let Ok(mem) = target.region(self.target.unwrap_or(s), REMOTE) {
                 for (block, n) in &self.last_write {
                     let got = mem
                         .read_vec((block * BLOCK) as usize, BLOCK as usize)

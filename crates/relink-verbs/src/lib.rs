@@ -22,8 +22,11 @@
 //! **Threads.** One event thread per provider `poll`s the rdma_cm event
 //! channel, the async-event fd and the completion channel of every open
 //! context, and a wake-up eventfd; it re-scans the device list every
-//! [`VerbsConfig::rescan_interval`] (100 ms) or when asked
-//! ([`VerbsProvider::rescan_now`], for an external netlink/uevent watcher).
+//! [`VerbsConfig::rescan_interval`] (100 ms) and at once whenever the
+//! device watcher the provider runs (`relink-devwatch`: the RDMA netlink
+//! monitor on kernels >= 6.12, else kernel uevents; see
+//! [`VerbsConfig::watch_devices`]) reports anything, or when asked
+//! ([`VerbsProvider::rescan_now`]).
 //! Async events and CM events are read, translated and acknowledged at once,
 //! under the provider's lock (so `rdma_destroy_id`/`ibv_destroy_*`, which
 //! wait for acknowledgements, never wait on us). [`wait`](relink_fabric::Provider::wait)
@@ -160,6 +163,13 @@ pub struct VerbsConfig {
     /// How often the device list is re-scanned (the fallback signal of a
     /// removal; an external watcher may call [`VerbsProvider::rescan_now`]).
     pub rescan_interval: Duration,
+    /// Run a device watcher ([`relink_devwatch`]: the RDMA netlink monitor,
+    /// else kernel uevents) beside the provider and re-scan at each of its
+    /// events, so a `rdma link delete` is seen as soon as the kernel
+    /// deletes the device's `uverbsN` node rather than at the next periodic
+    /// re-scan (default: true; a watcher that cannot start is logged and
+    /// the periodic re-scan remains).
+    pub watch_devices: bool,
     /// The source address of `cm_resolve_addr` calls that give none. With
     /// `None` (the default) the kernel's routing picks it, and on a host
     /// that owns the destination address too, that is the destination's own
@@ -172,6 +182,7 @@ impl Default for VerbsConfig {
     fn default() -> VerbsConfig {
         VerbsConfig {
             rescan_interval: Duration::from_millis(100),
+            watch_devices: true,
             default_source: None,
         }
     }

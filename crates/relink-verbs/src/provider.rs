@@ -519,6 +519,8 @@ impl RescanHandle {
 pub struct VerbsProvider {
     shared: Arc<Shared>,
     thread: Option<JoinHandle<()>>,
+    /// The device watcher that asks for re-scans (dropped first).
+    watcher: Option<relink_devwatch::watch::DeviceWatcher>,
 }
 
 impl std::fmt::Debug for VerbsProvider {
@@ -619,9 +621,27 @@ impl VerbsProvider {
         let thread = std::thread::Builder::new()
             .name("relink-verbs-events".into())
             .spawn(move || event_loop(&s))?;
+        let watcher = if config.watch_devices {
+            start_watcher(RescanHandle {
+                shared: shared.clone(),
+            })
+        } else {
+            None
+        };
         Ok(VerbsProvider {
             shared,
             thread: Some(thread),
+            watcher,
+        })
+    }
+
+    /// The backend of the device watcher the provider runs, if one runs
+    /// (`"rdma-netlink"` or `"uevent"`).
+    pub fn watch_backend(&self) -> Option<&'static str> {
+        self.watcher.as_ref().map(|w| match w.backend() {
+            relink_devwatch::Backend::Netlink => "rdma-netlink",
+            relink_devwatch::Backend::Uevent => "uevent",
+            relink_devwatch::Backend::Rescan => "rescan",
         })
     }
 
@@ -646,8 +666,33 @@ impl VerbsProvider {
     }
 }
 
+/// A device watcher whose every event asks for a re-scan (the scan decides
+/// what changed, so both watcher and periodic scan feed one bookkeeping).
+fn start_watcher(handle: RescanHandle) -> Option<relink_devwatch::watch::DeviceWatcher> {
+    use relink_devwatch::watch::{DeviceWatcher, WatchConfig};
+    match DeviceWatcher::with_callback(WatchConfig::default(), move |ev| {
+        tracing::debug!(event = %ev, "device watcher: re-scan");
+        handle.rescan();
+    }) {
+        // A re-scanning watcher would only repeat the provider's own scan.
+        Ok(w) if w.backend() == relink_devwatch::Backend::Rescan => None,
+        Ok(w) => {
+            tracing::debug!(backend = %w.backend(), "device watcher started");
+            Some(w)
+        }
+        Err(e) => {
+            tracing::warn!(
+                error = %e,
+                "no device watcher; device changes are seen at the periodic re-scan"
+            );
+            None
+        }
+    }
+}
+
 impl Drop for VerbsProvider {
     fn drop(&mut self) {
+        drop(self.watcher.take());
         self.shared.stop.store(true, Ordering::SeqCst);
         self.shared.kick();
         if let Some(t) = self.thread.take() {

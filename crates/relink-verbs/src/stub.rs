@@ -54,6 +54,11 @@ impl VerbsProvider {
     pub fn rescan_handle(&self) -> RescanHandle {
         match self.never {}
     }
+
+    /// The backend of the provider's device watcher.
+    pub fn watch_backend(&self) -> Option<&'static str> {
+        match self.never {}
+    }
 }
 
 impl Provider for VerbsProvider {

@@ -32,6 +32,9 @@ use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+mod common;
+
+use common::{parse_side, rdma, uverbs_listed, wait_until};
 use relink_fabric::Provider;
 use relink_testkit::{Quirk, Rig, Side, Skip, FAIL_ON_SKIP_ENV};
 use relink_verbs::{VerbsConfig, VerbsProvider};
@@ -54,63 +57,6 @@ struct SideCfg {
     device: String,
     addr: IpAddr,
     netdev: String,
-}
-
-fn parse_side(var: &str) -> Result<(String, IpAddr, Option<String>), String> {
-    let v = std::env::var(var).map_err(|_| {
-        format!(
-            "{var} is not set (want DEV@ADDR[@NETDEV] for each side, e.g. \
-             {}=rxe0@10.10.0.1 {}=rxe1@10.10.0.2)",
-            ENV[0], ENV[1]
-        )
-    })?;
-    let mut parts = v.split('@');
-    let dev = parts.next().filter(|d| !d.is_empty());
-    let addr = parts.next().and_then(|a| a.parse::<IpAddr>().ok());
-    match (dev, addr) {
-        (Some(d), Some(a)) => Ok((d.to_string(), a, parts.next().map(str::to_string))),
-        _ => Err(format!("{var}={v:?} is not DEV@ADDR[@NETDEV]")),
-    }
-}
-
-/// Whether the kernel lists `device` as a verbs device (a uverbs char
-/// device exists for it), straight from sysfs.
-fn uverbs_listed(device: &str) -> bool {
-    let Ok(dir) = std::fs::read_dir("/sys/class/infiniband_verbs") else {
-        return false;
-    };
-    dir.flatten()
-        .any(|e| std::fs::read_to_string(e.path().join("ibdev")).is_ok_and(|s| s.trim() == device))
-}
-
-fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let end = Instant::now() + timeout;
-    loop {
-        if f() {
-            return true;
-        }
-        if Instant::now() >= end {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn rdma(args: &[&str]) -> Result<(), String> {
-    let out = Command::new("rdma")
-        .args(args)
-        .output()
-        .map_err(|e| format!("cannot run `rdma {}`: {e}", args.join(" ")))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "`rdma {}` failed ({}): {}",
-            args.join(" "),
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
 }
 
 /// A device whose `rdma link delete` was started.

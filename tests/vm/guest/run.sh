@@ -9,6 +9,10 @@
 #               RELINK_DEVWATCH_EXPECT_BACKEND=$VM_EXPECT, and the devwatch
 #               example watching a real `rdma link delete`/`add` of rxe1
 #     verbs     relink-verbs's conformance suite on the real rxe devices
+#     sessions  relink sessions with traffic across rdma link delete/add,
+#               a replacement device (rxe2 on the spare veth2), failover to a
+#               second pair (rxe3/rxe4 on 10.10.1.0/24), netdev down/up and
+#               20 unplug/replug cycles
 #
 # Test binaries come from /vm/tests.list, one per line:
 #   group|name|/vm/bin/<binary>|<working dir>|<args>
@@ -220,6 +224,10 @@ run_test() { # run_test group name bin cwd args
   # libtest counts a case that printed SKIPPED: and returned as passed
   ok=$((passed - nskip)); [ $ok -lt 0 ] && ok=0
   NOTE="$ok passed, $failed failed"
+  # a test's own figures (its last RELINK_VM_NOTE: line)
+  tnote=$(grep -o 'RELINK_VM_NOTE: .*' /tmp/test.out | tail -1 | cut -d' ' -f2-)
+  [ -n "$tnote" ] && NOTE="$tnote"
+  [ -n "$tnote" ] && [ "$failed" != 0 ] && NOTE="FAILED; $tnote"
   if [ $nskip -gt 0 ]; then
     NOTE="$NOTE, $nskip skipped ($((nskip-bad)) expected here"
     [ $bad -gt 0 ] && NOTE="$NOTE, $bad NOT EXPECTED"
@@ -287,6 +295,42 @@ unset RELINK_VERBS_INITIATOR RELINK_VERBS_TARGET
 fi
 
 ############################################################################
+if want sessions; then
+# relink sessions with traffic across real device loss (one step per
+# scenario; crates/relink-verbs/tests/sessions_verbs.rs). A second device
+# pair on other addresses, for failover: veth3 (10.10.1.1, rxe3) <-> veth4
+# (10.10.1.2, rxe4), forced onto the wire like the first pair.
+step sessions setup_second_pair
+rc=0
+for v in veth3 veth4; do
+  ip link add $v type veth peer name ${v}p && ip link set ${v}p master br0 && ip link set ${v}p up && ip link set $v up || rc=1
+  echo 0 > /proc/sys/net/ipv4/conf/$v/rp_filter; echo 1 > /proc/sys/net/ipv4/conf/$v/accept_local
+  echo 1 > /proc/sys/net/ipv4/conf/$v/arp_ignore; echo 2 > /proc/sys/net/ipv4/conf/$v/arp_announce
+done
+ip addr add 10.10.1.1/24 dev veth3 && ip addr add 10.10.1.2/24 dev veth4 || rc=1
+ip rule add pref 12 from 10.10.1.1 to 10.10.1.2 iif lo lookup 104 || rc=1
+ip rule add pref 13 from 10.10.1.2 to 10.10.1.1 iif lo lookup 103 || rc=1
+ip route replace 10.10.1.2 dev veth3 src 10.10.1.1 table 104 || rc=1
+ip route replace 10.10.1.1 dev veth4 src 10.10.1.2 table 103 || rc=1
+tx rdma link add rxe3 type rxe netdev veth3 || rc=1
+tx rdma link add rxe4 type rxe netdev veth4 || rc=1
+ping -c 1 -W 2 -I 10.10.1.1 10.10.1.2 >/dev/null 2>&1 || { echo "  ping 10.10.1.1 -> 10.10.1.2 failed"; rc=1; }
+rdma link show | sed 's/^/  /'
+endstep $rc
+export RELINK_VERBS_INITIATOR=rxe0@10.10.0.1@veth0 RELINK_VERBS_TARGET=rxe1@10.10.0.2@veth1
+export RELINK_VERBS_SPARE=rxe2@$RELINK_VM_SPARE_NETDEV RELINK_VERBS_ROUTE_TABLES=102,101 RELINK_VERBS_PREFIX=24
+export RELINK_VERBS_SECOND_INITIATOR=rxe3@10.10.1.1@veth3 RELINK_VERBS_SECOND_TARGET=rxe4@10.10.1.2@veth4
+if grep -q '^sessions|' /vm/tests.list 2>/dev/null; then
+  run_group_tests sessions
+else
+  step sessions scenarios; echo "  !!! no session scenarios in /vm/tests.list"; endstep 1
+fi
+unset RELINK_VERBS_INITIATOR RELINK_VERBS_TARGET RELINK_VERBS_SPARE RELINK_VERBS_ROUTE_TABLES RELINK_VERBS_PREFIX
+unset RELINK_VERBS_SECOND_INITIATOR RELINK_VERBS_SECOND_TARGET
+rdma link delete rxe4 2>/dev/null; rdma link delete rxe3 2>/dev/null
+fi
+
+############################################################################
 step final devices_and_kernel_log
 rc=0
 for d in rxe0 rxe1; do [ -d /sys/class/infiniband/$d ] || { echo "  !!! $d is gone at the end"; rc=1; }; done
@@ -304,7 +348,7 @@ endstep $rc
 
 echo
 echo "=== SUMMARY kernel=$KV expect_backend=${EXPECT:-none} failed_steps=$FAILS"
-printf '%-9s %-34s %-5s %8s  %s\n' GROUP STEP RESULT DUR NOTE
-while IFS='|' read -r g s r d n; do printf '%-9s %-34s %-5s %7ss  %s\n' "$g" "$s" "$r" "$d" "$n"; done < /tmp/results
+printf '%-9s %-42s %-5s %8s  %s\n' GROUP STEP RESULT DUR NOTE
+while IFS='|' read -r g s r d n; do printf '%-9s %-42s %-5s %7ss  %s\n' "$g" "$s" "$r" "$d" "$n"; done < /tmp/results
 while IFS='|' read -r g s r d n; do echo "RELINK_VM_RESULT|$KV|$g|$s|$r|$d|$n"; done < /tmp/results
 exit $FAILS

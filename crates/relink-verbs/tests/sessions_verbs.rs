@@ -1,0 +1,775 @@
+//! relink sessions with traffic on real verbs (rdma-core) across real device
+//! loss: `rdma link delete` / `rdma link add` of the initiator's device, of
+//! the target's, of both; a replacement device on another netdev that takes
+//! over the address (a new GUID); failover to a second device pair while the
+//! first is deleted; netdev down/up; 20 unplug/replug cycles in a row.
+//!
+//! Every scenario runs the checked workload of the simulation suite
+//! ([`relink_testkit::workload`]: messages, writes, reads, fetch-and-adds,
+//! at most 16 in flight) through the faults and asserts what a user relies
+//! on: every operation completed exactly once, every message delivered
+//! exactly once, in order and intact, every written block holding its last
+//! write, the counter within the adds that may have happened, the same
+//! session (one on the target) — and every `rdma link delete` returning
+//! within 2 s, which proves relink released the device (on rxe, one open
+//! context keeps it blocked). Each prints a `RESULT` line with its figures;
+//! recovery latency is measured from the moment `rdma link add` (or
+//! `ip link set up`) is started to the first successful completion after it.
+//!
+//! Settings (environment; `DEV@ADDR[@NETDEV]`):
+//!
+//! ```text
+//! RELINK_VERBS_INITIATOR=rxe0@10.10.0.1@veth0   the initiator's device
+//! RELINK_VERBS_TARGET=rxe1@10.10.0.2@veth1      the target's device
+//! RELINK_VERBS_SPARE=rxe2@veth2                 replacement: a device name and a spare netdev
+//! RELINK_VERBS_SECOND_INITIATOR=rxe3@10.10.1.1@veth3   failover: a second pair,
+//! RELINK_VERBS_SECOND_TARGET=rxe4@10.10.1.2@veth4      already added
+//! RELINK_VERBS_ROUTE_TABLES=102,101             policy-routing tables holding each side's
+//!                                               route to the other (re-pointed when an
+//!                                               address moves or a netdev comes back up)
+//! RELINK_VERBS_PREFIX=24                        prefix length of the addresses
+//! RELINK_VERBS_CYCLES=20                        unplug/replug cycles
+//! ```
+//!
+//! The VM tier (`tests/vm/run.sh`, group `sessions`) sets all of them and
+//! runs one scenario per step. Without the `rdma` feature, devices or
+//! settings, a scenario prints `SKIPPED: <scenario> on verbs: <why>` and
+//! returns — never a silent pass.
+
+mod common;
+
+use std::io::Write as _;
+use std::net::{IpAddr, SocketAddr};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use common::{ip, parse_spec, rdma, uverbs_listed, wait_until};
+use relink::{Node, Path, Policy, SessionEvent, SessionHandle, State};
+use relink_fabric::{Guid, Provider};
+use relink_testkit::sim::{INITIATOR, TARGET};
+use relink_testkit::workload::{options, Workload};
+use relink_verbs::{VerbsConfig, VerbsProvider};
+
+/// What `rdma link delete` may take while relink holds the device.
+const DELETE_LIMIT: Duration = Duration::from_secs(2);
+/// How long a device command may take before the scenario gives up.
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(20);
+/// How long a session may take to resume after its device is back.
+const RESUME_TIMEOUT: Duration = Duration::from_secs(30);
+/// Operations in flight at most.
+const WINDOW: usize = 16;
+
+/// One scenario at a time: they act on the host's devices.
+static LOCK: Mutex<()> = Mutex::new(());
+static NEXT_PORT: AtomicU16 = AtomicU16::new(0);
+
+#[derive(Debug, Clone)]
+struct Side {
+    device: String,
+    addr: IpAddr,
+    netdev: String,
+}
+
+impl Side {
+    fn from_env(var: &str) -> Result<Side, String> {
+        let v = std::env::var(var).map_err(|_| format!("{var} is not set"))?;
+        let (device, addr, netdev) = parse_spec(var, &v)?;
+        let netdev = netdev.ok_or_else(|| format!("{var}={v:?}: give DEV@ADDR@NETDEV"))?;
+        Ok(Side {
+            device,
+            addr,
+            netdev,
+        })
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Env {
+    init: Side,
+    target: Side,
+    /// Replacement device name and spare netdev.
+    spare: Option<(String, String)>,
+    /// The second pair (initiator, target).
+    second: Option<(Side, Side)>,
+    /// Policy-routing tables of (initiator -> target, target -> initiator).
+    tables: Option<(String, String)>,
+    prefix: u8,
+}
+
+impl Env {
+    fn from_env() -> Result<Env, String> {
+        if !relink_verbs::BUILT_WITH_RDMA {
+            return Err(relink_verbs::VerbsError::NotBuilt.to_string());
+        }
+        let init = Side::from_env("RELINK_VERBS_INITIATOR")?;
+        let target = Side::from_env("RELINK_VERBS_TARGET")?;
+        let spare = match std::env::var("RELINK_VERBS_SPARE") {
+            Ok(v) => {
+                let (d, n) = v
+                    .split_once('@')
+                    .ok_or_else(|| format!("RELINK_VERBS_SPARE={v:?} is not DEV@NETDEV"))?;
+                Some((d.to_string(), n.to_string()))
+            }
+            Err(_) => None,
+        };
+        let second = match (
+            std::env::var("RELINK_VERBS_SECOND_INITIATOR"),
+            std::env::var("RELINK_VERBS_SECOND_TARGET"),
+        ) {
+            (Ok(_), Ok(_)) => Some((
+                Side::from_env("RELINK_VERBS_SECOND_INITIATOR")?,
+                Side::from_env("RELINK_VERBS_SECOND_TARGET")?,
+            )),
+            _ => None,
+        };
+        let tables = match std::env::var("RELINK_VERBS_ROUTE_TABLES") {
+            Ok(v) => {
+                let (a, b) = v.split_once(',').ok_or_else(|| {
+                    format!("RELINK_VERBS_ROUTE_TABLES={v:?} is not TABLE,TABLE")
+                })?;
+                Some((a.to_string(), b.to_string()))
+            }
+            Err(_) => None,
+        };
+        let prefix = match std::env::var("RELINK_VERBS_PREFIX") {
+            Ok(v) => v
+                .parse()
+                .map_err(|_| format!("RELINK_VERBS_PREFIX={v:?} is not a prefix length"))?,
+            Err(_) => 24,
+        };
+        Ok(Env {
+            init,
+            target,
+            spare,
+            second,
+            tables,
+            prefix,
+        })
+    }
+
+    fn cidr(&self, addr: IpAddr) -> String {
+        format!("{addr}/{}", self.prefix)
+    }
+
+    /// Point the policy routes of the main pair at these netdevs.
+    fn routes(&self, init_netdev: &str, target_netdev: &str) -> Result<(), String> {
+        let Some((ti, tt)) = &self.tables else {
+            return Ok(());
+        };
+        let (a, b) = (self.init.addr.to_string(), self.target.addr.to_string());
+        ip(&[
+            "route",
+            "replace",
+            &b,
+            "dev",
+            init_netdev,
+            "src",
+            &a,
+            "table",
+            ti,
+        ])?;
+        ip(&[
+            "route",
+            "replace",
+            &a,
+            "dev",
+            target_netdev,
+            "src",
+            &b,
+            "table",
+            tt,
+        ])?;
+        ip(&["neigh", "flush", "all"])
+    }
+
+    /// Put the host back as the settings describe it: the spare device
+    /// gone, every address on its own netdev, every device present.
+    fn restore(&self) -> Result<(), String> {
+        if let Some((spare, spare_nd)) = &self.spare {
+            if uverbs_listed(spare) {
+                rdma(&["link", "delete", spare])?;
+            }
+            let _ = ip(&["addr", "del", &self.cidr(self.init.addr), "dev", spare_nd]);
+        }
+        let mut sides = vec![&self.init, &self.target];
+        if let Some((a, b)) = &self.second {
+            sides.extend([a, b]);
+        }
+        for s in sides {
+            ip(&["link", "set", &s.netdev, "up"])?;
+            ip(&["addr", "replace", &self.cidr(s.addr), "dev", &s.netdev])?;
+            if !uverbs_listed(&s.device) {
+                rdma(&["link", "add", &s.device, "type", "rxe", "netdev", &s.netdev])?;
+                if !wait_until(Duration::from_secs(10), || uverbs_listed(&s.device)) {
+                    return Err(format!("{} did not come back", s.device));
+                }
+            }
+        }
+        self.routes(&self.init.netdev, &self.target.netdev)
+    }
+}
+
+/// Print the loud skip line of the running scenario.
+fn skip(why: &str) {
+    let name = std::thread::current()
+        .name()
+        .map(|n| n.rsplit("::").next().unwrap_or(n).to_string())
+        .unwrap_or_else(|| "a scenario".to_string());
+    if std::env::var(relink_testkit::FAIL_ON_SKIP_ENV).is_ok_and(|v| v == "1") {
+        panic!("{name} on verbs: would be SKIPPED ({why})");
+    }
+    let _ = writeln!(std::io::stderr(), "SKIPPED: {name} on verbs: {why}");
+}
+
+/// The settings, or a loud skip of the calling scenario.
+macro_rules! env_or_skip {
+    ($need:expr) => {
+        match Env::from_env().and_then(|e| {
+            let need: fn(&Env) -> Result<(), String> = $need;
+            need(&e).map(|()| e)
+        }) {
+            Ok(e) => e,
+            Err(why) => {
+                skip(&why);
+                return;
+            }
+        }
+    };
+}
+
+fn need_nothing(_: &Env) -> Result<(), String> {
+    Ok(())
+}
+
+/// Two nodes, each on its own [`VerbsProvider`] (two hosts sharing this
+/// kernel), one session between them, and the checked workload.
+struct Duo {
+    env: Env,
+    pa: Arc<VerbsProvider>,
+    a: Node,
+    b: Node,
+    w: Workload,
+    s: SessionHandle,
+    traffic: bool,
+    kind: u64,
+    /// The initiator's session events, with when they were seen.
+    events: Vec<(Instant, SessionEvent)>,
+    deletes: Vec<(String, Duration)>,
+    resumes: Vec<(String, Duration)>,
+    problems: Vec<String>,
+    /// Set by [`Duo::mark`]: when a device came back, and the successes
+    /// seen before.
+    mark: Option<(Instant, usize)>,
+    started: Instant,
+    _lock: MutexGuard<'static, ()>,
+}
+
+fn provider(source: IpAddr) -> Result<Arc<VerbsProvider>, String> {
+    VerbsProvider::with_config(VerbsConfig {
+        default_source: Some(source),
+        ..VerbsConfig::default()
+    })
+    .map(Arc::new)
+    .map_err(|e| e.to_string())
+}
+
+impl Duo {
+    /// The target listens on `listen`; the initiator connects over
+    /// `paths`; traffic starts.
+    fn start(env: Env, listen: SocketAddr, paths: Vec<Path>) -> Duo {
+        let lock = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        env.restore().expect("restoring the host's devices");
+        let pa = provider(env.init.addr).expect("initiator provider");
+        let pb = provider(env.target.addr).expect("target provider");
+        eprintln!(
+            "device watchers: initiator {:?}, target {:?}",
+            pa.watch_backend(),
+            pb.watch_backend()
+        );
+        let mut a = Node::new(pa.clone(), 1);
+        let mut b = Node::new(pb, 2);
+        b.listen(listen, options(TARGET, Policy::default()))
+            .expect("listen");
+        let s = a
+            .connect(paths, options(INITIATOR, Policy::default()))
+            .expect("connect");
+        let mut duo = Duo {
+            env,
+            pa,
+            a,
+            b,
+            w: Workload::new(s),
+            s,
+            traffic: false,
+            kind: 0,
+            events: Vec::new(),
+            deletes: Vec::new(),
+            resumes: Vec::new(),
+            problems: Vec::new(),
+            mark: None,
+            started: Instant::now(),
+            _lock: lock,
+        };
+        let up = duo.pump_until(Duration::from_secs(20), |d| {
+            d.a.state(d.s) == Some(State::Established) && d.w.target.is_some()
+        });
+        assert!(
+            up,
+            "session not established after 20 s: {:?}",
+            duo.a.state(duo.s)
+        );
+        duo.traffic = true;
+        duo
+    }
+
+    /// One round: submit within the window, poll both nodes, collect,
+    /// wait a little when idle.
+    fn step(&mut self) {
+        if self.traffic {
+            let mut n = 0;
+            while self.w.submitted() - self.w.completed() < WINDOW && n < 4 {
+                let k = self.kind;
+                let r = match k % 8 {
+                    0 => self.w.write(&mut self.a),
+                    1 => self.w.fetch_add(&mut self.a),
+                    2 => self.w.read(&mut self.a),
+                    _ => self.w.send(&mut self.a),
+                };
+                self.kind += 1;
+                if r.is_none() {
+                    break;
+                }
+                n += 1;
+            }
+        }
+        let mut busy = self.a.poll();
+        busy |= self.b.poll();
+        self.w.collect_from(&mut self.a, &mut self.b);
+        while let Some(ev) = self.a.poll_event(self.s) {
+            eprintln!("  [{:>8.3}s] initiator: {ev:?}", self.secs());
+            self.events.push((Instant::now(), ev));
+        }
+        if let Some(t) = self.w.target {
+            while let Some(ev) = self.b.poll_event(t) {
+                eprintln!("  [{:>8.3}s] target:    {ev:?}", self.secs());
+            }
+        }
+        if !busy {
+            // The target's provider is polled again within 1 ms.
+            let now = self.pa.now();
+            let mut until = now + Duration::from_millis(1);
+            if let Some(d) = self.a.next_deadline() {
+                until = until.min(d);
+            }
+            self.pa.wait(Some(until.max(now)));
+        }
+    }
+
+    fn secs(&self) -> f64 {
+        self.started.elapsed().as_secs_f64()
+    }
+
+    fn pump_until(&mut self, timeout: Duration, mut cond: impl FnMut(&mut Duo) -> bool) -> bool {
+        let end = Instant::now() + timeout;
+        loop {
+            self.step();
+            if cond(self) {
+                return true;
+            }
+            if Instant::now() >= end {
+                return false;
+            }
+        }
+    }
+
+    fn pump(&mut self, d: Duration) {
+        self.pump_until(d, |_| false);
+    }
+
+    /// Run a command while both nodes keep running; its duration.
+    fn command(&mut self, what: &str, cmd: &mut Command) -> Result<Duration, String> {
+        eprintln!("  [{:>8.3}s] + {what}", self.secs());
+        let started = Instant::now();
+        let mut child: Child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot run `{what}`: {e}"))?;
+        let mut status = None;
+        self.pump_until(COMMAND_TIMEOUT, |_| {
+            status = child.try_wait().ok().flatten();
+            status.is_some()
+        });
+        let took = started.elapsed();
+        let Some(st) = status else {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(format!("`{what}` has not returned after {took:?}"));
+        };
+        eprintln!("  [{:>8.3}s]   took {took:.2?} ({st})", self.secs());
+        if st.success() {
+            Ok(took)
+        } else {
+            let mut err = String::new();
+            if let Some(mut e) = child.stderr.take() {
+                let _ = std::io::Read::read_to_string(&mut e, &mut err);
+            }
+            Err(format!("`{what}` failed ({st}): {}", err.trim()))
+        }
+    }
+
+    /// `rdma link delete DEV`, timed; more than 2 s is a failure (relink
+    /// kept the device open).
+    fn delete(&mut self, dev: &str) {
+        match self.command(
+            &format!("rdma link delete {dev}"),
+            Command::new("rdma").args(["link", "delete", dev]),
+        ) {
+            Ok(took) => {
+                if took > DELETE_LIMIT {
+                    self.problems.push(format!(
+                        "`rdma link delete {dev}` took {took:.2?} (limit {DELETE_LIMIT:?})"
+                    ));
+                }
+                self.deletes.push((dev.to_string(), took));
+            }
+            Err(e) => panic!("{e}: relink did not release {dev}"),
+        }
+    }
+
+    /// Remember now and the successes so far (the start of a recovery
+    /// latency).
+    fn mark(&mut self) {
+        self.mark = Some((Instant::now(), self.w.succeeded()));
+    }
+
+    /// `rdma link add DEV type rxe netdev NETDEV`, marked.
+    fn add(&mut self, dev: &str, netdev: &str) {
+        self.mark();
+        let r = self.command(
+            &format!("rdma link add {dev} type rxe netdev {netdev}"),
+            Command::new("rdma").args(["link", "add", dev, "type", "rxe", "netdev", netdev]),
+        );
+        if let Err(e) = r {
+            panic!("{e}");
+        }
+    }
+
+    /// Run until the first successful completion after the mark; record
+    /// the latency under `label`.
+    fn wait_resumed(&mut self, label: &str) -> Duration {
+        let (t, before) = self.mark.take().expect("mark first");
+        if !self.pump_until(RESUME_TIMEOUT, |d| d.w.succeeded() > before) {
+            panic!(
+                "{label}: no successful completion {RESUME_TIMEOUT:?} after the device came \
+                 back (initiator state {:?})",
+                self.a.state(self.s)
+            );
+        }
+        let took = t.elapsed();
+        eprintln!("  [{:>8.3}s] {label}: resumed after {took:.2?}", self.secs());
+        self.resumes.push((label.to_string(), took));
+        took
+    }
+
+    /// The device names the initiator's session resumed on, in order.
+    fn resumed_on(&self) -> Vec<String> {
+        self.events
+            .iter()
+            .filter_map(|(_, e)| match e {
+                SessionEvent::Resumed { device, .. } => device.as_ref().map(|d| d.name.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Stop the traffic, drain, check everything, print the result line,
+    /// fail on any problem.
+    fn finish(mut self, scenario: &str) {
+        self.traffic = false;
+        let drained = self.pump_until(Duration::from_secs(30), |d| {
+            d.w.completed() == d.w.submitted()
+        });
+        if !drained {
+            self.problems.push(format!(
+                "{} of {} operations still outstanding 30 s after the traffic stopped",
+                self.w.submitted() - self.w.completed(),
+                self.w.submitted()
+            ));
+        }
+        self.problems.extend(self.w.check_survived_on(&self.b));
+        let target_sessions = self.b.sessions().len();
+        if target_sessions != 1 {
+            self.problems.push(format!(
+                "the target has {target_sessions} sessions (one session must survive)"
+            ));
+        }
+        let (sent, delivered) = self.w.messages();
+        let (ok, failed, indeterminate) = self.w.tally();
+        let max_delete = self.deletes.iter().map(|d| d.1).max().unwrap_or_default();
+        let mut lat: Vec<Duration> = self.resumes.iter().map(|r| r.1).collect();
+        lat.sort();
+        let pct = |p: f64| -> String {
+            if lat.is_empty() {
+                return "-".into();
+            }
+            let i = ((lat.len() as f64 * p).ceil() as usize).clamp(1, lat.len()) - 1;
+            format!("{:.0} ms", lat[i].as_secs_f64() * 1e3)
+        };
+        println!(
+            "RESULT {scenario}: {} ops ({ok} ok, {failed} failed, {indeterminate} indeterminate), \
+             messages {sent} sent / {delivered} delivered, {} problems; {} deletes, longest {:.0} ms; \
+             {} recoveries, p50 {} p99 {} max {}",
+            self.w.submitted(),
+            self.problems.len(),
+            self.deletes.len(),
+            max_delete.as_secs_f64() * 1e3,
+            lat.len(),
+            pct(0.5),
+            pct(0.99),
+            pct(1.0),
+        );
+        println!(
+            "RELINK_VM_NOTE: {} ops, {sent} msgs, lost/dup/corrupt {}; longest delete {:.2}s; recovery p50 {} p99 {}",
+            self.w.submitted(),
+            if self.problems.is_empty() { "0/0/0" } else { "SEE PROBLEMS" },
+            max_delete.as_secs_f64(),
+            pct(0.5),
+            pct(0.99),
+        );
+        let _ = self.a.close(self.s);
+        self.pump(Duration::from_millis(200));
+        let problems = std::mem::take(&mut self.problems);
+        let env = self.env.clone();
+        drop(self);
+        if let Err(e) = env.restore() {
+            eprintln!("restoring the host's devices: {e}");
+        }
+        assert!(
+            problems.is_empty(),
+            "{scenario}: {} problems:\n  {}",
+            problems.len(),
+            problems.join("\n  ")
+        );
+    }
+}
+
+fn main_pair(env: &Env, port: u16) -> (SocketAddr, Vec<Path>) {
+    let peer = SocketAddr::new(env.target.addr, port);
+    (
+        peer,
+        vec![Path {
+            local: Some(env.init.addr),
+            peer,
+        }],
+    )
+}
+
+fn port() -> u16 {
+    let base: u16 = std::env::var("RELINK_VERBS_PORT")
+        .ok()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(19_515);
+    base.wrapping_add(NEXT_PORT.fetch_add(1, Ordering::SeqCst))
+}
+
+fn guid_of(p: &VerbsProvider, dev: &str) -> Option<Guid> {
+    p.devices()
+        .into_iter()
+        .find(|d| d.id.name == dev)
+        .map(|d| d.node_guid)
+}
+
+#[test]
+fn initiator_device_unplug_replug() {
+    let env = env_or_skip!(need_nothing);
+    let (listen, paths) = main_pair(&env, port());
+    let mut d = Duo::start(env.clone(), listen, paths);
+    d.pump(Duration::from_millis(500));
+    d.delete(&env.init.device);
+    d.pump(Duration::from_millis(300));
+    d.add(&env.init.device, &env.init.netdev);
+    d.wait_resumed("initiator device back");
+    d.pump(Duration::from_millis(500));
+    d.finish("initiator_device_unplug_replug");
+}
+
+#[test]
+fn target_device_unplug_replug() {
+    let env = env_or_skip!(need_nothing);
+    let (listen, paths) = main_pair(&env, port());
+    let mut d = Duo::start(env.clone(), listen, paths);
+    d.pump(Duration::from_millis(500));
+    d.delete(&env.target.device);
+    d.pump(Duration::from_millis(300));
+    d.add(&env.target.device, &env.target.netdev);
+    d.wait_resumed("target device back");
+    d.pump(Duration::from_millis(500));
+    d.finish("target_device_unplug_replug");
+}
+
+#[test]
+fn both_devices_unplug_replug() {
+    let env = env_or_skip!(need_nothing);
+    let (listen, paths) = main_pair(&env, port());
+    let mut d = Duo::start(env.clone(), listen, paths);
+    d.pump(Duration::from_millis(500));
+    d.delete(&env.init.device);
+    d.delete(&env.target.device);
+    d.pump(Duration::from_millis(300));
+    // The target's first (its listener must be back), then the
+    // initiator's: the latency counts from the second add.
+    d.add(&env.target.device, &env.target.netdev);
+    d.mark = None;
+    d.add(&env.init.device, &env.init.netdev);
+    d.wait_resumed("both devices back");
+    d.pump(Duration::from_millis(500));
+    d.finish("both_devices_unplug_replug");
+}
+
+#[test]
+fn replacement_device_same_address_new_guid() {
+    let env = env_or_skip!(|e| match (&e.spare, &e.tables) {
+        (Some(_), Some(_)) => Ok(()),
+        _ => Err("needs RELINK_VERBS_SPARE=DEV@NETDEV and RELINK_VERBS_ROUTE_TABLES".into()),
+    });
+    let (spare, spare_nd) = env.spare.clone().expect("checked");
+    let (listen, paths) = main_pair(&env, port());
+    let mut d = Duo::start(env.clone(), listen, paths);
+    let old_guid = guid_of(&d.pa, &env.init.device).expect("the initiator's device");
+    d.pump(Duration::from_millis(500));
+    d.delete(&env.init.device);
+    // The address moves to the spare netdev; a new device there has a
+    // new GUID (from the netdev's MAC).
+    let cidr = env.cidr(env.init.addr);
+    ip(&["addr", "del", &cidr, "dev", &env.init.netdev]).expect("moving the address");
+    ip(&["addr", "add", &cidr, "dev", &spare_nd]).expect("moving the address");
+    env.routes(&spare_nd, &env.target.netdev)
+        .expect("re-pointing the routes");
+    d.pump(Duration::from_millis(300));
+    d.add(&spare, &spare_nd);
+    d.wait_resumed("replacement device");
+    let new_guid = guid_of(&d.pa, &spare).expect("the replacement device");
+    if new_guid == old_guid {
+        d.problems
+            .push(format!("the replacement has the old GUID {old_guid}"));
+    }
+    if d.resumed_on().last() != Some(&spare) {
+        d.problems.push(format!(
+            "the session resumed on {:?}, not on the replacement {spare}",
+            d.resumed_on()
+        ));
+    }
+    d.pump(Duration::from_millis(500));
+    // And back to the original device (another recovery).
+    d.delete(&spare);
+    ip(&["addr", "del", &cidr, "dev", &spare_nd]).expect("moving the address back");
+    ip(&["addr", "add", &cidr, "dev", &env.init.netdev]).expect("moving the address back");
+    env.routes(&env.init.netdev, &env.target.netdev)
+        .expect("re-pointing the routes");
+    d.add(&env.init.device, &env.init.netdev);
+    d.wait_resumed("original device again");
+    d.pump(Duration::from_millis(500));
+    eprintln!("GUIDs: original {old_guid}, replacement {new_guid}");
+    d.finish("replacement_device_same_address_new_guid");
+}
+
+#[test]
+fn failover_to_second_pair() {
+    let env = env_or_skip!(|e| if e.second.is_some() {
+        Ok(())
+    } else {
+        Err("needs RELINK_VERBS_SECOND_INITIATOR and RELINK_VERBS_SECOND_TARGET".into())
+    });
+    let (a2, b2) = env.second.clone().expect("checked");
+    let port = port();
+    let paths = vec![
+        Path {
+            local: Some(env.init.addr),
+            peer: SocketAddr::new(env.target.addr, port),
+        },
+        Path {
+            local: Some(a2.addr),
+            peer: SocketAddr::new(b2.addr, port),
+        },
+    ];
+    let listen: SocketAddr = match env.target.addr {
+        IpAddr::V4(_) => SocketAddr::from(([0, 0, 0, 0], port)),
+        IpAddr::V6(_) => SocketAddr::from(([0u16; 8], port)),
+    };
+    let mut d = Duo::start(env.clone(), listen, paths);
+    d.pump(Duration::from_millis(500));
+    // The latency of a failover counts from the start of the delete.
+    d.mark();
+    d.delete(&env.init.device);
+    d.wait_resumed("failover to the second pair");
+    if d.resumed_on().last() != Some(&a2.device) {
+        d.problems.push(format!(
+            "the session resumed on {:?}, not on the second pair's {}",
+            d.resumed_on(),
+            a2.device
+        ));
+    }
+    d.pump(Duration::from_millis(500));
+    d.add(&env.init.device, &env.init.netdev);
+    d.mark = None;
+    d.pump(Duration::from_millis(500));
+    d.finish("failover_to_second_pair");
+}
+
+#[test]
+fn netdev_down_up() {
+    let env = env_or_skip!(need_nothing);
+    let (listen, paths) = main_pair(&env, port());
+    let mut d = Duo::start(env.clone(), listen, paths);
+    d.pump(Duration::from_millis(500));
+    let nd = env.init.netdev.clone();
+    d.command(
+        &format!("ip link set {nd} down"),
+        Command::new("ip").args(["link", "set", &nd, "down"]),
+    )
+    .expect("netdev down");
+    let lost = d.pump_until(Duration::from_secs(10), |d| {
+        d.a.state(d.s) != Some(State::Established)
+    });
+    if !lost {
+        d.problems
+            .push(format!("the session did not notice {nd} going down in 10 s"));
+    }
+    d.pump(Duration::from_millis(500));
+    d.mark();
+    d.command(
+        &format!("ip link set {nd} up"),
+        Command::new("ip").args(["link", "set", &nd, "up"]),
+    )
+    .expect("netdev up");
+    // Routes through a netdev are flushed when it goes down.
+    env.routes(&env.init.netdev, &env.target.netdev)
+        .expect("routes");
+    d.wait_resumed("netdev up");
+    d.pump(Duration::from_millis(500));
+    d.finish("netdev_down_up");
+}
+
+#[test]
+fn unplug_replug_cycles() {
+    let env = env_or_skip!(need_nothing);
+    let cycles: usize = std::env::var("RELINK_VERBS_CYCLES")
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(20);
+    let (listen, paths) = main_pair(&env, port());
+    let mut d = Duo::start(env.clone(), listen, paths);
+    for i in 0..cycles {
+        d.pump(Duration::from_millis(300));
+        d.delete(&env.init.device);
+        d.pump(Duration::from_millis(200));
+        d.add(&env.init.device, &env.init.netdev);
+        d.wait_resumed(&format!("cycle {}", i + 1));
+    }
+    d.pump(Duration::from_millis(300));
+    d.finish("unplug_replug_cycles");
+}
