@@ -541,6 +541,15 @@ impl Session {
             .push_back(Action::TearDown { epoch: self.epoch });
         self.journal.transport_down();
         self.one_sided_inflight.clear();
+        if cause == DownCause::CmDeviceRemoval {
+            // rdma_cm says the device is going away; the device list may
+            // still show it for a while (its removal waits for its users).
+            // Forget it now, so the next attempt takes a path it does not
+            // carry; its return is a device-add of a new registration.
+            if let Some(gone) = self.current_device.as_ref().map(|d| d.id.clone()) {
+                self.devices.retain(|d| d.id != gone);
+            }
+        }
         self.current_device = None;
         self.timers.stop(TimerKind::KeepaliveSend);
         self.timers.stop(TimerKind::KeepaliveDeadline);
@@ -694,7 +703,13 @@ impl Session {
         peer_delivered: Seq,
         now: Timestamp,
     ) {
-        self.timers.stop(TimerKind::ConnectTimeout);
+        // The connect timeout keeps running through the in-band handshake:
+        // a connection that CM established but that carries nothing (a
+        // broken data path) is abandoned after it, not after the keepalive.
+        self.timers.set(
+            TimerKind::ConnectTimeout,
+            now + self.cfg.policy.connect_timeout,
+        );
         self.timers.stop(TimerKind::Backoff);
         if self.first_guid.is_none() {
             self.first_guid = Some(device.node_guid);
@@ -785,6 +800,7 @@ impl Session {
             .unwrap_or_default();
         self.timers.stop(TimerKind::GiveUp);
         self.timers.stop(TimerKind::FastFail);
+        self.timers.stop(TimerKind::ConnectTimeout);
         self.fast_failing = false;
         self.attempt = 0;
         self.go(
@@ -1332,6 +1348,10 @@ impl Session {
         for t in self.timers.take_expired(now) {
             match t {
                 TimerKind::Backoff => self.try_attempt(now),
+                // Connected but the in-band handshake did not finish.
+                TimerKind::ConnectTimeout if self.current_device.is_some() => {
+                    self.lose_transport(DownCause::ResyncTimeout, now);
+                }
                 TimerKind::ConnectTimeout => self.attempt_failed("connect timed out".into(), now),
                 TimerKind::GiveUp => {
                     tracing::warn!(session = %self.cfg.id, "give-up deadline passed");

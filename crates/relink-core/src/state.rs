@@ -95,6 +95,9 @@ pub enum DownCause {
     Completion(WcStatus),
     /// Nothing heard from the peer for two keepalive periods.
     KeepaliveTimeout,
+    /// The connection was established but the in-band handshake (buffer
+    /// advertisements) did not finish within the connect timeout.
+    ResyncTimeout,
 }
 
 impl fmt::Display for DownCause {
@@ -108,6 +111,7 @@ impl fmt::Display for DownCause {
             DownCause::AddrChange => f.write_str("address change"),
             DownCause::Completion(s) => write!(f, "completion error: {}", s.name()),
             DownCause::KeepaliveTimeout => f.write_str("keepalive timeout"),
+            DownCause::ResyncTimeout => f.write_str("resync timed out"),
         }
     }
 }

@@ -833,7 +833,12 @@ impl Inner {
 
     /// Scan the kernel's device list and report what changed.
     fn rescan(&mut self) {
+        let started = Instant::now();
         let scan = scan_devices();
+        let took = started.elapsed();
+        if took > Duration::from_millis(50) {
+            tracing::debug!(target: "relink_verbs", ?took, "slow device scan");
+        }
         let keys: Vec<RegKey> = scan.iter().map(|o| o.key.clone()).collect();
         // Only a registration that left matters to librdmacm's cache (a
         // re-sync opens every present device, so not for additions).

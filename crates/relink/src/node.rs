@@ -715,6 +715,7 @@ impl Node {
             .as_ref()
             .is_some_and(|t| t.epoch == epoch && t.cm == Some(id));
         if !current {
+            tracing::debug!(?id, ?kind, "CM event of a retired attempt ignored");
             return;
         }
         let what = format!("{kind:?}");
@@ -795,7 +796,7 @@ impl Node {
                 slot.core
                     .handle_transport_down(epoch, DownCause::AddrChange, now);
             }
-            _ => {}
+            (phase, kind) => tracing::debug!(?id, ?phase, ?kind, "CM event ignored"),
         }
         self.run_actions(key);
     }

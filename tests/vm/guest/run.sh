@@ -187,6 +187,20 @@ else
 fi
 NOTE="$(awk '$1==65536{print $4" MB/s avg"}' /tmp/bw.cli)"
 endstep $rc
+
+step sanity ib_send_bw_64B_rxe0_rxe1   # perftest RC SEND of 64 B: the message-rate reference
+ib_send_bw -d rxe1 -x "$g1" -s 64 -n 5000 -p 18516 > /tmp/sbw.srv 2>&1 & spid=$!
+wait_for 15 grep -q ':4854 00000000:0000 0A' /proc/net/tcp || echo "  (server not listening on 18516 after 15 s)"
+timeout 60 ib_send_bw -d rxe0 -x "$g0" -s 64 -n 5000 -p 18516 10.10.0.2 > /tmp/sbw.cli 2>&1; rc=$?
+wait_for 10 gone $spid || { echo "  server still running 10 s after the client"; kill $spid 2>/dev/null; rc=1; }
+wait $spid 2>/dev/null || rc=1
+if [ $rc = 0 ]; then
+  grep -vE '^ *-+$|^\*|^ *$' /tmp/sbw.cli | tail -2 | sed 's/^/  cli| /'
+else
+  echo "  client rc=$rc"; sed 's/^/  cli| /' /tmp/sbw.cli; sed 's/^/  srv| /' /tmp/sbw.srv
+fi
+NOTE="$(awk '$1==64{print $4" MB/s avg, "$5" Mpps"}' /tmp/sbw.cli)"
+endstep $rc
 fi
 
 ############################################################################
@@ -201,6 +215,10 @@ allowed_skip() { # allowed_skip group < line: which SKIPPED: lines are expected 
     # the verbs rig cannot build a replacement device yet (a spare netdev,
     # veth2, exists for it); issue #4 follow-up
     verbs:*:"SKIPPED: replacement_new_guid_same_address on verbs:"*) return 0 ;;
+    # after `ip link set down/up` on this one-kernel rig, rdma_cm itself
+    # (rping) may not connect the pair any more: relink's resume cannot be
+    # checked then (the scenario proves that with rping before it says so)
+    sessions:*:"SKIPPED: netdev_down_up on verbs: rdma_cm itself cannot connect"*) return 0 ;;
   esac
   return 1
 }
