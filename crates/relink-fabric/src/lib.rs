@@ -48,6 +48,6 @@ pub use memory::{HeapMemory, HostMemory, Memory};
 pub use provider::{Event, ObjectCounts, Provider};
 pub use time::Timestamp;
 pub use verbs::{
-    Access, AsyncEvent, ConnParams, MrInfo, MwBind, MwInfo, MwType, QpCaps, QpInit, QpState,
-    RecvWr, RemoteAddr, SendOp, SendWr, Sge, SrqInit, WcOpcode, WcStatus, WorkCompletion,
+    check_reg_mr, Access, AsyncEvent, ConnParams, MrInfo, MwBind, MwInfo, MwType, QpCaps, QpInit,
+    QpState, RecvWr, RemoteAddr, SendOp, SendWr, Sge, SrqInit, WcOpcode, WcStatus, WorkCompletion,
 };

@@ -2,8 +2,9 @@
 //! SRQ attributes. They follow `libibverbs` names so that a reader who knows
 //! verbs recognises every field.
 
-use crate::error::PostError;
+use crate::error::{CreateError, PostError};
 use crate::handles::{CqId, MrId, MwId, SrqId};
+use crate::memory::Memory;
 
 bitflags::bitflags! {
     /// Memory access rights of an MR or MW (`ibv_access_flags`).
@@ -29,6 +30,33 @@ impl Access {
         !self.intersects(Access::REMOTE_WRITE | Access::REMOTE_ATOMIC)
             || self.contains(Access::LOCAL_WRITE)
     }
+}
+
+/// The argument checks of `reg_mr` that every provider makes, in one
+/// place: a valid access combination and a non-empty range inside
+/// `memory`.
+///
+/// # Errors
+/// `CreateError::InvalidArgument` naming what is wrong.
+pub fn check_reg_mr(
+    memory: &Memory,
+    addr: u64,
+    length: u64,
+    access: Access,
+) -> Result<(), CreateError> {
+    if !access.is_valid_for_mr() {
+        return Err(CreateError::InvalidArgument(
+            "REMOTE_WRITE/REMOTE_ATOMIC need LOCAL_WRITE".into(),
+        ));
+    }
+    if length == 0 || !memory.contains(addr, length) {
+        return Err(CreateError::InvalidArgument(format!(
+            "range {addr:#x}+{length} is not inside the memory {:#x}+{}",
+            memory.addr(),
+            memory.len()
+        )));
+    }
+    Ok(())
 }
 
 /// Memory window type.

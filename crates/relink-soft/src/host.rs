@@ -760,18 +760,7 @@ impl HostState {
         access: Access,
     ) -> Result<MrInfo, CreateError> {
         let dev = self.pd_dev(pd)?;
-        if !access.is_valid_for_mr() {
-            return Err(CreateError::InvalidArgument(
-                "REMOTE_WRITE/REMOTE_ATOMIC need LOCAL_WRITE".into(),
-            ));
-        }
-        if length == 0 || !memory.contains(addr, length) {
-            return Err(CreateError::InvalidArgument(format!(
-                "range {addr:#x}+{length} is not inside the memory {:#x}+{}",
-                memory.addr(),
-                memory.len()
-            )));
-        }
+        relink_fabric::check_reg_mr(memory, addr, length, access)?;
         let h = self.handle();
         let key = self.key();
         let info = MrInfo {

@@ -10,10 +10,10 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use relink_fabric::{
     Access, CmEvent, CmEventKind, CmId, ConnParams, ContextId, CqId, DestroyError, Destroyed,
     DeviceId, ErrorClass, Event, Memory, MrInfo, MwInfo, MwType, PdId, QpCaps, QpId, QpInit,
-    RecvWr, RemoteAddr, SendWr, Sge, SrqId, SrqInit,
+    RecvWr, RemoteAddr, SendOp, SendWr, Sge, SrqId, SrqInit,
 };
 
-use crate::check::assert_private_data;
+use crate::check::{assert_private_data, pattern};
 use crate::harness::Harness;
 use crate::rig::Side;
 
@@ -103,7 +103,43 @@ pub struct End {
     pub lost: bool,
 }
 
+/// What a receive of one staged SEND must show: length, immediate, bytes.
+pub type StagedSend = (usize, Option<u32>, Vec<u8>);
+
 impl End {
+    /// `n` SENDs, request `i` (wr_id `i`) carrying the bytes staged in slot
+    /// `i` of `mem` (`slot` bytes each): `1 + (i * step) % (slot - 1)` bytes
+    /// of `pattern(seed + i)`, with the immediate `imm(i)` if any. Returns
+    /// the requests and what each receive must show.
+    pub fn stage_sends(
+        &self,
+        n: usize,
+        slot: usize,
+        seed: u64,
+        step: usize,
+        imm: impl Fn(usize) -> Option<u32>,
+    ) -> (Vec<SendWr>, Vec<StagedSend>) {
+        let mut sends = Vec::with_capacity(n);
+        let mut expected = Vec::with_capacity(n);
+        for i in 0..n {
+            let len = 1 + (i * step) % (slot - 1);
+            let data = pattern(seed + i as u64, len);
+            self.mem.write(i * slot, &data).expect("payload fits");
+            let imm = imm(i);
+            let op = match imm {
+                Some(imm) => SendOp::SendWithImm { imm },
+                None => SendOp::Send,
+            };
+            sends.push(SendWr::new(
+                i as u64,
+                op,
+                vec![self.sge(i * slot, len as u32)],
+            ));
+            expected.push((len, imm, data));
+        }
+        (sends, expected)
+    }
+
     /// An SGE over `len` bytes of `mem` at `offset`, with the main MR's lkey.
     pub fn sge(&self, offset: usize, len: u32) -> Sge {
         Sge {

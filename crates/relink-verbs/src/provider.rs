@@ -833,12 +833,7 @@ impl Inner {
 
     /// Scan the kernel's device list and report what changed.
     fn rescan(&mut self) {
-        let started = Instant::now();
         let scan = scan_devices();
-        let took = started.elapsed();
-        if took > Duration::from_millis(50) {
-            tracing::debug!(target: "relink_verbs", ?took, "slow device scan");
-        }
         let keys: Vec<RegKey> = scan.iter().map(|o| o.key.clone()).collect();
         // Only a registration that left matters to librdmacm's cache (a
         // re-sync opens every present device, so not for additions).
@@ -2057,7 +2052,7 @@ impl Provider for VerbsProvider {
         for (i, wr) in wrs.iter().enumerate() {
             wr.check(s.init.max_sge, i)?;
         }
-        let mut batch = RecvBatch::new(wrs);
+        let mut batch = RecvBatch::of(wrs);
         let posted = batch.post(|first, bad| {
             // SAFETY: a live SRQ and a well-formed, linked list of receive
             // requests whose SGE arrays outlive the call.
@@ -2084,11 +2079,7 @@ impl Provider for VerbsProvider {
             .ok_or(CreateError::InvalidHandle("PD"))?;
         let raw_pd = p.raw.ok_or(CreateError::DeviceLost)?;
         let ctx = p.ctx;
-        if !access.is_valid_for_mr() {
-            return Err(CreateError::InvalidArgument(
-                "REMOTE_WRITE/REMOTE_ATOMIC need LOCAL_WRITE".into(),
-            ));
-        }
+        relink_fabric::check_reg_mr(memory, addr, length, access)?;
         let ours = inner
             .allocs
             .lock()
@@ -2099,13 +2090,6 @@ impl Provider for VerbsProvider {
             return Err(CreateError::InvalidArgument(
                 "memory not allocated by this provider (use alloc_memory)".into(),
             ));
-        }
-        if length == 0 || !memory.contains(addr, length) {
-            return Err(CreateError::InvalidArgument(format!(
-                "range {addr:#x}+{length} is not inside the memory {:#x}+{}",
-                memory.addr(),
-                memory.len()
-            )));
         }
         // SAFETY: a live PD; the range lies inside a live mapping of this
         // provider that the MR record keeps alive (`_memory`).
@@ -2446,7 +2430,7 @@ impl Provider for VerbsProvider {
         }
         let caps = q.init.caps;
         let sig_all = q.init.sq_sig_all;
-        let mut batch = SendBatch::default();
+        let mut batch = SendBatch::new();
         for (i, wr) in wrs.iter().enumerate() {
             wr.check(caps.max_send_sge, i)?;
             let raw_wr = build_send_wr(&inner, wr)
@@ -2488,7 +2472,7 @@ impl Provider for VerbsProvider {
         for (i, wr) in wrs.iter().enumerate() {
             wr.check(caps.max_recv_sge, i)?;
         }
-        let mut batch = RecvBatch::new(wrs);
+        let mut batch = RecvBatch::of(wrs);
         let result = batch.post(|first, bad| {
             // SAFETY: a live QP and a well-formed, linked list of receive
             // requests whose SGE arrays outlive the call.
@@ -2922,44 +2906,75 @@ fn build_send_wr(inner: &Inner, wr: &SendWr) -> Result<sys::ibv_send_wr, String>
     Ok(w)
 }
 
-/// A batch of send requests linked for one `ibv_post_send`.
-#[derive(Default)]
-struct SendBatch {
-    wrs: Vec<sys::ibv_send_wr>,
+/// An rdma-core work request (send or receive): the fields linking a batch
+/// sets.
+trait RawWr {
+    fn link(&mut self, sg_list: *mut sys::ibv_sge, num_sge: c_int, next: *mut Self);
+}
+
+impl RawWr for sys::ibv_send_wr {
+    fn link(&mut self, sg_list: *mut sys::ibv_sge, num_sge: c_int, next: *mut Self) {
+        self.sg_list = sg_list;
+        self.num_sge = num_sge;
+        self.next = next;
+    }
+}
+
+impl RawWr for sys::ibv_recv_wr {
+    fn link(&mut self, sg_list: *mut sys::ibv_sge, num_sge: c_int, next: *mut Self) {
+        self.sg_list = sg_list;
+        self.num_sge = num_sge;
+        self.next = next;
+    }
+}
+
+/// A batch of work requests linked for one post (`ibv_post_send`,
+/// `ibv_post_recv`, `ibv_post_srq_recv`).
+struct WrBatch<W> {
+    wrs: Vec<W>,
     sges: Vec<Vec<sys::ibv_sge>>,
 }
 
-impl SendBatch {
-    fn push(&mut self, wr: sys::ibv_send_wr, sgl: &[Sge]) {
+type SendBatch = WrBatch<sys::ibv_send_wr>;
+type RecvBatch = WrBatch<sys::ibv_recv_wr>;
+
+impl<W: RawWr> WrBatch<W> {
+    fn new() -> WrBatch<W> {
+        WrBatch {
+            wrs: Vec::new(),
+            sges: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, wr: W, sgl: &[Sge]) {
         self.wrs.push(wr);
         self.sges.push(raw_sges(sgl));
     }
 
     /// Link and post; on failure, the errno and how many were accepted.
-    fn post(
-        &mut self,
-        f: impl FnOnce(*mut sys::ibv_send_wr, *mut *mut sys::ibv_send_wr) -> c_int,
-    ) -> Result<(), (i32, usize)> {
+    fn post(&mut self, f: impl FnOnce(*mut W, *mut *mut W) -> c_int) -> Result<(), (i32, usize)> {
         if self.wrs.is_empty() {
             return Ok(());
         }
         let n = self.wrs.len();
-        for (w, sg) in self.wrs.iter_mut().zip(self.sges.iter_mut()) {
-            w.sg_list = if sg.is_empty() {
+        let base = self.wrs.as_mut_ptr();
+        for (i, sg) in self.sges.iter_mut().enumerate() {
+            let list = if sg.is_empty() {
                 std::ptr::null_mut()
             } else {
                 sg.as_mut_ptr()
             };
-            w.num_sge = sg.len() as c_int;
-            w.next = std::ptr::null_mut();
+            let next = if i + 1 < n {
+                base.wrapping_add(i + 1)
+            } else {
+                std::ptr::null_mut()
+            };
+            // SAFETY: `i < n` (one SGE list per request): the element is
+            // inside the vector, which is not touched otherwise until the
+            // post returns; `next` is the following element or null.
+            unsafe { (*base.add(i)).link(list, sg.len() as c_int, next) };
         }
-        let base = self.wrs.as_mut_ptr();
-        for i in 1..n {
-            // SAFETY: `i < n`: both elements are inside the vector, which is
-            // not touched otherwise until the post returns.
-            unsafe { (*base.add(i - 1)).next = base.add(i) };
-        }
-        let mut bad: *mut sys::ibv_send_wr = std::ptr::null_mut();
+        let mut bad: *mut W = std::ptr::null_mut();
         let rc = f(base, &mut bad);
         if rc == 0 {
             return Ok(());
@@ -2967,67 +2982,26 @@ impl SendBatch {
         let posted = if bad.is_null() {
             0
         } else {
-            (bad as usize - base as usize) / std::mem::size_of::<sys::ibv_send_wr>()
+            (bad as usize - base as usize) / std::mem::size_of::<W>()
         };
         Err((rc.abs(), posted.min(n)))
     }
 }
 
-/// A batch of receive requests linked for one post.
-struct RecvBatch {
-    wrs: Vec<sys::ibv_recv_wr>,
-    sges: Vec<Vec<sys::ibv_sge>>,
-}
-
 impl RecvBatch {
-    fn new(wrs: &[RecvWr]) -> RecvBatch {
-        RecvBatch {
-            wrs: wrs
-                .iter()
-                .map(|w| sys::ibv_recv_wr {
+    fn of(wrs: &[RecvWr]) -> RecvBatch {
+        let mut b = RecvBatch::new();
+        for w in wrs {
+            b.push(
+                sys::ibv_recv_wr {
                     wr_id: w.wr_id,
                     next: std::ptr::null_mut(),
                     sg_list: std::ptr::null_mut(),
                     num_sge: 0,
-                })
-                .collect(),
-            sges: wrs.iter().map(|w| raw_sges(&w.sgl)).collect(),
+                },
+                &w.sgl,
+            );
         }
-    }
-
-    fn post(
-        &mut self,
-        f: impl FnOnce(*mut sys::ibv_recv_wr, *mut *mut sys::ibv_recv_wr) -> c_int,
-    ) -> Result<(), (i32, usize)> {
-        if self.wrs.is_empty() {
-            return Ok(());
-        }
-        let n = self.wrs.len();
-        for (w, sg) in self.wrs.iter_mut().zip(self.sges.iter_mut()) {
-            w.sg_list = if sg.is_empty() {
-                std::ptr::null_mut()
-            } else {
-                sg.as_mut_ptr()
-            };
-            w.num_sge = sg.len() as c_int;
-            w.next = std::ptr::null_mut();
-        }
-        let base = self.wrs.as_mut_ptr();
-        for i in 1..n {
-            // SAFETY: `i < n`: both elements are inside the vector, which is
-            // not touched otherwise until the post returns.
-            unsafe { (*base.add(i - 1)).next = base.add(i) };
-        }
-        let mut bad: *mut sys::ibv_recv_wr = std::ptr::null_mut();
-        let rc = f(base, &mut bad);
-        if rc == 0 {
-            return Ok(());
-        }
-        let posted = if bad.is_null() {
-            0
-        } else {
-            (bad as usize - base as usize) / std::mem::size_of::<sys::ibv_recv_wr>()
-        };
-        Err((rc.abs(), posted.min(n)))
+        b
     }
 }

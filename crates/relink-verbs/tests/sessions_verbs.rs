@@ -283,8 +283,10 @@ struct Duo {
     s: SessionHandle,
     traffic: bool,
     kind: u64,
-    /// The initiator's session events, with when they were seen.
-    events: Vec<(Instant, SessionEvent)>,
+    /// The initiator's session events.
+    events: Vec<SessionEvent>,
+    /// `Resumed` events among them.
+    resumed: usize,
     deletes: Vec<(String, Duration)>,
     resumes: Vec<(String, Duration)>,
     problems: Vec<String>,
@@ -342,6 +344,7 @@ impl Duo {
             traffic: false,
             kind: 0,
             events: Vec::new(),
+            resumed: 0,
             deletes: Vec::new(),
             resumes: Vec::new(),
             problems: Vec::new(),
@@ -386,7 +389,10 @@ impl Duo {
         self.w.collect_from(&mut self.a, &mut self.b);
         while let Some(ev) = self.a.poll_event(self.s) {
             eprintln!("  [{:>8.3}s] initiator: {ev:?}", self.secs());
-            self.events.push((Instant::now(), ev));
+            if matches!(ev, SessionEvent::Resumed { .. }) {
+                self.resumed += 1;
+            }
+            self.events.push(ev);
         }
         if let Some(t) = self.w.target {
             while let Some(ev) = self.b.poll_event(t) {
@@ -484,10 +490,7 @@ impl Duo {
     }
 
     fn resumed_count(&self) -> usize {
-        self.events
-            .iter()
-            .filter(|(_, e)| matches!(e, SessionEvent::Resumed { .. }))
-            .count()
+        self.resumed
     }
 
     /// `rdma link add DEV type rxe netdev NETDEV`, marked.
@@ -540,7 +543,7 @@ impl Duo {
     fn resumed_on(&self) -> Vec<String> {
         self.events
             .iter()
-            .filter_map(|(_, e)| match e {
+            .filter_map(|e| match e {
                 SessionEvent::Resumed { device, .. } => device.as_ref().map(|d| d.name.clone()),
                 _ => None,
             })
@@ -820,10 +823,10 @@ fn netdev_down_up() {
         // side), and the resume cannot be checked here.
         let probe = rping_probe(&env);
         let state = d.a.state(d.s);
+        // (No device reset here: a `rdma link delete` of the device then
+        // hangs in the kernel on this rig; the VM tier runs this scenario
+        // last, and only on request.)
         drop(d);
-        // Reset the device for the scenarios after this one.
-        let _ = rdma(&["link", "delete", &env.init.device]);
-        let _ = env.restore();
         match probe {
             Err(why) => {
                 skip(&format!(

@@ -26,24 +26,9 @@ pub fn send_recv_ordering(rig: &dyn Rig) {
         .collect();
     tgt.post_recv(&h, &recvs);
 
-    let mut sends = Vec::with_capacity(N);
-    let mut expected = Vec::with_capacity(N);
-    for i in 0..N {
-        let len = 1 + (i * 37) % (SLOT - 1);
-        let data = pattern(i as u64, len);
-        ini.mem.write(i * SLOT, &data).expect("payload fits");
-        let imm = (i % 3 == 0).then_some(0xC0DE_0000 | i as u32);
-        let op = match imm {
-            Some(imm) => SendOp::SendWithImm { imm },
-            None => SendOp::Send,
-        };
-        sends.push(SendWr::new(
-            i as u64,
-            op,
-            vec![ini.sge(i * SLOT, len as u32)],
-        ));
-        expected.push((len, imm, data));
-    }
+    let (sends, expected) = ini.stage_sends(N, SLOT, 0, 37, |i| {
+        (i % 3 == 0).then_some(0xC0DE_0000 | i as u32)
+    });
     ini.post_send(&h, &sends);
 
     let deadline = h.deadline(Side::Target);

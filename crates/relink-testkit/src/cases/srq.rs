@@ -90,24 +90,9 @@ pub fn srq_receives(rig: &dyn Rig) {
     tgt.post_srq_recv(&h, &recvs[..N / 2]);
     tgt.post_srq_recv(&h, &recvs[N / 2..]);
 
-    let mut sends = Vec::with_capacity(N);
-    let mut expected = Vec::with_capacity(N);
-    for i in 0..N {
-        let len = 1 + (i * 53) % (SLOT - 1);
-        let data = pattern(100 + i as u64, len);
-        ini.mem.write(i * SLOT, &data).expect("payload fits");
-        let imm = (i % 2 == 1).then_some(0x5A0_0000 | i as u32);
-        let op = match imm {
-            Some(imm) => SendOp::SendWithImm { imm },
-            None => SendOp::Send,
-        };
-        sends.push(SendWr::new(
-            i as u64,
-            op,
-            vec![ini.sge(i * SLOT, len as u32)],
-        ));
-        expected.push((len, imm, data));
-    }
+    let (sends, expected) = ini.stage_sends(N, SLOT, 100, 53, |i| {
+        (i % 2 == 1).then_some(0x5A0_0000 | i as u32)
+    });
     ini.post_send(&h, &sends);
 
     let deadline = h.deadline(Side::Target);

@@ -106,6 +106,19 @@ fn write_and_read_through(h: &mut Harness<'_>, pair: &Pair, offset: usize, rkey:
 /// A WRITE that starts inside the window and runs past its end is refused
 /// and writes nothing.
 #[track_caller]
+/// A WRITE with an rkey that no longer names a window fails with
+/// `RemAccessErr` (and flushes what follows).
+fn write_with_dead_rkey(h: &mut Harness<'_>, pair: &Pair, rkey: u32) {
+    let bad = SendWr::new(
+        100,
+        SendOp::Write {
+            remote: in_window(pair, 0, rkey),
+        },
+        vec![pair.initiator.sge(0, 64)],
+    );
+    expect_error_then_flush(h, pair, bad, WcStatus::RemAccessErr);
+}
+
 fn write_past_window(h: &mut Harness<'_>, pair: &Pair, rkey: u32) {
     let rig = h.rig();
     if rig.has_quirk(Quirk::MwBoundsCheckedAgainstMr) {
@@ -163,14 +176,7 @@ pub fn mw_type2_local_invalidate(rig: &dyn Rig) {
     let deadline = h.deadline(Side::Target);
     let wc = h.wait_completions(Side::Target, tgt.send_cq, 1, deadline);
     assert_wc_ok(&wc[0], 78, WcOpcode::LocalInv);
-    let bad = SendWr::new(
-        100,
-        SendOp::Write {
-            remote: in_window(&pair, 0, rkey),
-        },
-        vec![pair.initiator.sge(0, 64)],
-    );
-    expect_error_then_flush(&mut h, &pair, bad, WcStatus::RemAccessErr);
+    write_with_dead_rkey(&mut h, &pair, rkey);
     pair.teardown(&h);
 }
 
@@ -208,14 +214,7 @@ pub fn mw_type1_unbind(rig: &dyn Rig) {
     let deadline = h.deadline(Side::Target);
     let wc = h.wait_completions(Side::Target, tgt.send_cq, 1, deadline);
     assert_wc_ok(&wc[0], 80, WcOpcode::BindMw);
-    let bad = SendWr::new(
-        100,
-        SendOp::Write {
-            remote: in_window(&pair, 0, rkey),
-        },
-        vec![pair.initiator.sge(0, 64)],
-    );
-    expect_error_then_flush(&mut h, &pair, bad, WcStatus::RemAccessErr);
+    write_with_dead_rkey(&mut h, &pair, rkey);
     pair.teardown(&h);
 }
 
@@ -255,13 +254,6 @@ pub fn send_with_invalidate(rig: &dyn Rig) {
     let deadline = h.deadline(Side::Initiator);
     let swc = h.wait_completions(Side::Initiator, ini.send_cq, 1, deadline);
     assert_wc_ok(&swc[0], 52, WcOpcode::Send);
-    let bad = SendWr::new(
-        100,
-        SendOp::Write {
-            remote: in_window(&pair, 0, rkey),
-        },
-        vec![pair.initiator.sge(0, 64)],
-    );
-    expect_error_then_flush(&mut h, &pair, bad, WcStatus::RemAccessErr);
+    write_with_dead_rkey(&mut h, &pair, rkey);
     pair.teardown(&h);
 }

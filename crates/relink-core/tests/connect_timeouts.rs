@@ -1,0 +1,186 @@
+//! Two behaviours of the core that real RDMA (Soft-RoCE in the VM tier)
+//! showed were needed, checked on the sans-IO session alone:
+//!
+//! - a connection that rdma_cm established but whose in-band handshake
+//!   never finishes is abandoned after the connect timeout, not after the
+//!   keepalive (`DownCause::ResyncTimeout`);
+//! - after `RDMA_CM_EVENT_DEVICE_REMOVAL`, while the device list may still
+//!   show the device, the next attempt takes a path the device does not
+//!   carry.
+
+use std::time::Duration;
+
+use relink_core::policy::Policy;
+use relink_core::resources::SessionSpec;
+use relink_core::session::{
+    Action, LocalKeys, Path, RequestToken, Role, Session, SessionConfig, SessionEvent,
+};
+use relink_core::state::{DownCause, State};
+use relink_core::wire::{AcceptData, ConnectData};
+use relink_core::{Epoch, Incarnation, SessionId};
+use relink_fabric::{DeviceId, DeviceInfo, Guid, IpNet, PortState, Timestamp};
+
+fn device(name: &str, index: u32, addr: &str) -> DeviceInfo {
+    DeviceInfo {
+        id: DeviceId {
+            name: name.into(),
+            index,
+            generation: u64::from(index) + 1,
+        },
+        node_guid: Guid(0x1000 + u64::from(index)),
+        addrs: vec![IpNet {
+            addr: addr.parse().expect("address"),
+            prefix: 24,
+        }],
+        netdev: None,
+        port_state: PortState::Active,
+    }
+}
+
+fn spec() -> SessionSpec {
+    SessionSpec {
+        recv_slots: 16,
+        slot_size: 256,
+        send_slots: 32,
+        max_one_sided: 8,
+        regions: Vec::new(),
+    }
+}
+
+fn path(local: &str, peer: &str) -> Path {
+    Path {
+        local: Some(local.parse().expect("address")),
+        peer: peer.parse().expect("address"),
+    }
+}
+
+fn config(role: Role, paths: Vec<Path>) -> SessionConfig {
+    SessionConfig {
+        role,
+        id: SessionId(0x5e55),
+        incarnation: Incarnation(u64::from(role == Role::Target) + 1),
+        paths,
+        policy: Policy::default(),
+        spec: spec(),
+        seed: 7,
+    }
+}
+
+fn actions(s: &mut Session) -> Vec<Action> {
+    std::iter::from_fn(|| s.poll_action()).collect()
+}
+
+fn connects(actions: &[Action]) -> Vec<(Epoch, Path, Vec<u8>)> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Connect {
+                epoch,
+                path,
+                private_data,
+            } => Some((*epoch, *path, private_data.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// An initiator with two paths (one device each) whose first connection
+/// rdma_cm has established on `rxe0`: the in-band handshake has not run.
+fn connected_initiator(t0: Timestamp) -> (Session, Epoch, [Path; 2], [DeviceInfo; 2]) {
+    let paths = [
+        path("10.0.0.1", "10.0.0.2:7471"),
+        path("10.0.1.1", "10.0.1.2:7471"),
+    ];
+    let devs = [device("rxe0", 0, "10.0.0.1"), device("rxe3", 3, "10.0.1.1")];
+    let mut ini = Session::new(config(Role::Initiator, paths.to_vec()), t0).expect("session");
+    ini.set_devices(devs.to_vec(), t0);
+    ini.connect(t0).expect("connect");
+    let first = connects(&actions(&mut ini));
+    assert_eq!(first.len(), 1, "one immediate attempt");
+    let (epoch, p, hello) = first[0].clone();
+    assert_eq!(p, paths[0]);
+    let Ok(ConnectData::Hello(h)) = ConnectData::decode(&hello) else {
+        panic!("the first attempt carries a Hello");
+    };
+    let mut tgt = Session::accept_hello(
+        config(Role::Target, Vec::new()),
+        RequestToken(1),
+        h.incarnation,
+        [9; 32],
+        t0,
+    )
+    .expect("target");
+    let welcome = actions(&mut tgt)
+        .into_iter()
+        .find_map(|a| match a {
+            Action::Accept { private_data, .. } => Some(private_data),
+            _ => None,
+        })
+        .expect("the target accepts");
+    assert!(matches!(
+        AcceptData::decode(&welcome),
+        Ok(AcceptData::Welcome(_))
+    ));
+    ini.handle_connected(
+        epoch,
+        devs[0].clone(),
+        &welcome,
+        Vec::<LocalKeys>::new(),
+        t0,
+    );
+    actions(&mut ini);
+    (ini, epoch, paths, devs)
+}
+
+#[test]
+fn a_connection_whose_handshake_never_finishes_is_abandoned_at_the_connect_timeout() {
+    let t0 = Timestamp(1_000_000);
+    let (mut ini, _, _, _) = connected_initiator(t0);
+    let timeout = Policy::default().connect_timeout;
+    assert!(
+        timeout < Policy::default().keepalive.unwrap_or(Duration::MAX),
+        "the point: the connect timeout is shorter than the keepalive"
+    );
+    ini.handle_timeout(t0 + (timeout - Duration::from_millis(1)));
+    assert!(
+        !std::iter::from_fn(|| ini.poll_event())
+            .any(|e| matches!(e, SessionEvent::DeviceLost { .. })),
+        "nothing is lost before the connect timeout"
+    );
+    ini.handle_timeout(t0 + timeout);
+    let events: Vec<SessionEvent> = std::iter::from_fn(|| ini.poll_event()).collect();
+    assert!(
+        events.contains(&SessionEvent::DeviceLost {
+            cause: DownCause::ResyncTimeout
+        }),
+        "the stalled handshake is a transport loss at the connect timeout: {events:?}"
+    );
+    assert_ne!(ini.state(), State::Connecting);
+    assert!(
+        actions(&mut ini)
+            .iter()
+            .any(|a| matches!(a, Action::TearDown { .. })),
+        "the dead transport is torn down"
+    );
+}
+
+#[test]
+fn after_a_cm_device_removal_the_next_attempt_takes_the_other_path() {
+    let t0 = Timestamp(1_000_000);
+    let (mut ini, epoch, paths, _) = connected_initiator(t0);
+    // rdma_cm says rxe0 is going away; the device list still shows it.
+    ini.handle_transport_down(epoch, DownCause::CmDeviceRemoval, t0);
+    let mut next = connects(&actions(&mut ini));
+    let mut t = t0;
+    while next.is_empty() && t < t0 + Duration::from_secs(1) {
+        t += Duration::from_millis(1);
+        ini.handle_timeout(t);
+        next = connects(&actions(&mut ini));
+    }
+    assert_eq!(next.len(), 1, "one new attempt within 1 s");
+    assert_eq!(
+        next[0].1, paths[1],
+        "the attempt avoids the path of the device being removed"
+    );
+    assert!(t - t0 < Duration::from_millis(100), "and it is prompt");
+}
