@@ -1858,15 +1858,9 @@ impl Provider for VerbsProvider {
             return Err(DestroyError::Busy("PD"));
         }
         let alive = inner.ctx_alive(p.ctx);
-        let r = match p.raw {
-            None => Ok(Destroyed::AlreadyReleased),
-            Some(raw) => {
-                // SAFETY: a live PD with no children; destroyed once (the
-                // record goes below unless the call failed).
-                let rc = unsafe { sys::ibv_dealloc_pd(raw.get()) };
-                errno::destroy_result(rc, "PD", alive)
-            }
-        };
+        // SAFETY: a live PD with no children; destroyed once (the
+        // record goes below unless the call failed).
+        let r = unsafe { destroy_raw(p.raw, sys::ibv_dealloc_pd, "PD", alive) };
         if r.is_ok() {
             inner.pds.remove(&pd.0);
         }
@@ -1926,14 +1920,8 @@ impl Provider for VerbsProvider {
             return Err(DestroyError::Busy("CQ"));
         }
         let alive = inner.ctx_alive(c.ctx);
-        let r = match c.raw {
-            None => Ok(Destroyed::AlreadyReleased),
-            Some(raw) => {
-                // SAFETY: a live CQ with no QP; every event on it was acked.
-                let rc = unsafe { sys::ibv_destroy_cq(raw.get()) };
-                errno::destroy_result(rc, "CQ", alive)
-            }
-        };
+        // SAFETY: a live CQ with no QP; every event on it was acked.
+        let r = unsafe { destroy_raw(c.raw, sys::ibv_destroy_cq, "CQ", alive) };
         if r.is_ok() {
             if let Some(c) = inner.cqs.remove(&cq.0) {
                 if let Some(raw) = c.raw {
@@ -2026,14 +2014,8 @@ impl Provider for VerbsProvider {
             return Err(DestroyError::Busy("SRQ"));
         }
         let alive = inner.ctx_alive(s.ctx);
-        let r = match s.raw {
-            None => Ok(Destroyed::AlreadyReleased),
-            Some(raw) => {
-                // SAFETY: a live SRQ with no QP; destroyed once.
-                let rc = unsafe { sys::ibv_destroy_srq(raw.get()) };
-                errno::destroy_result(rc, "SRQ", alive)
-            }
-        };
+        // SAFETY: a live SRQ with no QP; destroyed once.
+        let r = unsafe { destroy_raw(s.raw, sys::ibv_destroy_srq, "SRQ", alive) };
         if r.is_ok() {
             if let Some(raw) = inner.srqs.remove(&srq.0).and_then(|s| s.raw) {
                 inner.srq_by_ptr.remove(&raw.key());
@@ -2131,14 +2113,8 @@ impl Provider for VerbsProvider {
             .get(&mr.0)
             .ok_or(DestroyError::InvalidHandle("MR"))?;
         let alive = inner.ctx_alive(m.ctx);
-        let r = match m.raw {
-            None => Ok(Destroyed::AlreadyReleased),
-            Some(raw) => {
-                // SAFETY: a live MR, deregistered once.
-                let rc = unsafe { sys::ibv_dereg_mr(raw.get()) };
-                errno::destroy_result(rc, "MR", alive)
-            }
-        };
+        // SAFETY: a live MR, deregistered once.
+        let r = unsafe { destroy_raw(m.raw, sys::ibv_dereg_mr, "MR", alive) };
         if r.is_ok() {
             inner.mrs.remove(&mr.0);
         }
@@ -2230,14 +2206,8 @@ impl Provider for VerbsProvider {
             .get(&mw.0)
             .ok_or(DestroyError::InvalidHandle("MW"))?;
         let alive = inner.ctx_alive(w.ctx);
-        let r = match w.raw {
-            None => Ok(Destroyed::AlreadyReleased),
-            Some(raw) => {
-                // SAFETY: a live MW, deallocated once.
-                let rc = unsafe { sys::ibv_dealloc_mw(raw.get()) };
-                errno::destroy_result(rc, "MW", alive)
-            }
-        };
+        // SAFETY: a live MW, deallocated once.
+        let r = unsafe { destroy_raw(w.raw, sys::ibv_dealloc_mw, "MW", alive) };
         if r.is_ok() {
             inner.mws.remove(&mw.0);
         }
@@ -2362,15 +2332,9 @@ impl Provider for VerbsProvider {
             .get(&qp.0)
             .ok_or(DestroyError::InvalidHandle("QP"))?;
         let alive = inner.ctx_alive(q.ctx);
-        let r = match q.raw {
-            None => Ok(Destroyed::AlreadyReleased),
-            Some(raw) => {
-                // SAFETY: a live QP (no MW bound through it is used after);
-                // every async event on it was acked.
-                let rc = unsafe { sys::ibv_destroy_qp(raw.get()) };
-                errno::destroy_result(rc, "QP", alive)
-            }
-        };
+        // SAFETY: a live QP (no MW bound through it is used after);
+        // every async event on it was acked.
+        let r = unsafe { destroy_raw(q.raw, sys::ibv_destroy_qp, "QP", alive) };
         if r.is_ok() {
             let q = inner.qps.remove(&qp.0).expect("present");
             if let Some(raw) = q.raw {
@@ -2904,6 +2868,28 @@ fn build_send_wr(inner: &Inner, wr: &SendWr) -> Result<sys::ibv_send_wr, String>
         }
     }
     Ok(w)
+}
+
+/// Destroy a verbs object with `destroy` unless its device released it
+/// already (`raw` is `None`): the shared tail of every destroy call.
+///
+/// # Safety
+/// `raw`, if any, is a live object of the kind `destroy` frees, with no
+/// dependants left, destroyed only here.
+unsafe fn destroy_raw<T>(
+    raw: Option<Ptr<T>>,
+    destroy: unsafe extern "C" fn(*mut T) -> c_int,
+    what: &'static str,
+    ctx_alive: bool,
+) -> Result<Destroyed, DestroyError> {
+    match raw {
+        None => Ok(Destroyed::AlreadyReleased),
+        Some(raw) => {
+            // SAFETY: the caller's contract.
+            let rc = unsafe { destroy(raw.get()) };
+            errno::destroy_result(rc, what, ctx_alive)
+        }
+    }
 }
 
 /// An rdma-core work request (send or receive): the fields linking a batch
