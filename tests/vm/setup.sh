@@ -28,8 +28,10 @@
 # Note (from the verified rig this is derived from): on images that carry
 # qemu-utils 10.x from bookworm-backports, installing qemu-system-x86 7.2
 # makes apt REMOVE that qemu-utils (it conflicts with qemu-system-common
-# 7.2); qemu-utils is therefore named too when qemu is installed, so 7.2's
-# qemu-img takes its place. The tier itself does not need qemu-img.
+# 7.2), and apt will not downgrade it by itself: when qemu is installed and
+# qemu-utils is present, qemu-utils is named at the version of the
+# qemu-system-common apt picks (--allow-downgrades), so 7.2's qemu-img takes
+# its place. The tier itself does not need qemu-img.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 CACHE=${RELINK_VM_CACHE:-$ROOT/target/vm/cache}
@@ -75,10 +77,16 @@ if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" != 0 ] && [ ${#SUDO[@]} = 0 ]; then
     unavailable "packages missing (${missing[*]}) and not root (no passwordless sudo) to apt-get install them"
   fi
-  extra=()
-  case " ${missing[*]} " in *" qemu-system-x86 "*) extra=(qemu-utils) ;; esac
   apt_update || unavailable "apt-get update failed (no network?)"
-  timeout 900 "${SUDO[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}" "${extra[@]}" \
+  extra=()
+  if [[ " ${missing[*]} " == *" qemu-system-x86 "* ]] && dpkg-query -W qemu-utils >/dev/null 2>&1; then
+    # the preinstalled qemu-utils (10.x, backports) Breaks the qemu-system-common
+    # apt installs (7.2), and apt does not downgrade on its own: ask for the
+    # qemu-utils of the same version as that qemu-system-common
+    qv=$(apt-cache policy qemu-system-common 2>/dev/null | awk '/Candidate:/{print $2; exit}')
+    if [ -n "$qv" ] && [ "$qv" != "(none)" ]; then extra=("qemu-utils=$qv"); else extra=(qemu-utils); fi
+  fi
+  timeout 900 "${SUDO[@]}" apt-get install -y -q --no-install-recommends --allow-downgrades "${missing[@]}" "${extra[@]}" \
     || unavailable "apt-get install ${missing[*]} failed"
 else
   echo "setup: all apt packages present"
