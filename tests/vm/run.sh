@@ -34,8 +34,6 @@
 #   RELINK_VM_TEST_TIMEOUT  per test binary in the guest (default 180)
 #   RELINK_VM_MEM       guest memory in MB (default 1024)
 #   RELINK_VM_SESSIONS  regex: only the session scenarios it matches
-#   RELINK_VM_NETDEV=1  also run the netdev_down_up scenario (left out by
-#                       default: it wedges rxe on this rig, see docs/VM-TIER.md)
 # Logs: target/vm/out/<kernel>/serial.log (full serial console of each VM).
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -166,15 +164,9 @@ if needs verbs || needs sessions; then
       case $name in
         # one step per scenario (each prints its figures)
         sessions_verbs)
-          # netdev_down_up only on request (RELINK_VM_NETDEV=1), last: on
-          # this one-kernel rig, after `ip link set veth0 down/up` rdma_cm
-          # stops connecting the pair (even rping) and a later `rdma link
-          # delete rxe0` hangs in the kernel, which fails the whole VM
-          if [ "${RELINK_VM_NETDEV:-0}" != 1 ]; then
-            STEP_SKIPS+=("sessions|netdev_down_up|not run by default: on this one-kernel rig, after ip link set down/up rdma_cm stops connecting the pair (rping too) and rdma link delete then hangs in the kernel; RELINK_VM_NETDEV=1 runs it")
-          fi
+          # netdev_down_up last: if it ever wedged rxe again (see docs/VM-TIER.md),
+          # the scenarios before it would still have run
           for sc in $("$exe" --list --format=terse 2>/dev/null | sed -n 's/: test$//p' | grep -E "${RELINK_VM_SESSIONS:-.}" |
-                      { if [ "${RELINK_VM_NETDEV:-0}" = 1 ]; then cat; else grep -v netdev; fi; } |
                       awk '/netdev/{last=last $0 "\n"; next} {print} END{printf "%s", last}'); do
             echo "sessions|$sc|/vm/bin/verbs-$name|$dir|$sc --exact --test-threads=1 --nocapture" >> "$LIST"
           done ;;

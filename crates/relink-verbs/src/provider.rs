@@ -172,6 +172,15 @@ fn sysfs_port_state(name: &str) -> PortState {
     }
 }
 
+/// Whether `name` is still listed with its port not ACTIVE (netdev down,
+/// no carrier): a CM message sent through it now fails its route lookup,
+/// and rxe then moves the port's GSI QP (QP1) to the error state for good
+/// (see [`Inner::parked`]).
+fn port_down_listed(name: &str) -> bool {
+    std::path::Path::new(&format!("/sys/class/infiniband/{name}")).exists()
+        && sysfs_port_state(name) != PortState::Active
+}
+
 fn c_array_str(a: &[std::os::raw::c_char]) -> String {
     let bytes: Vec<u8> = a
         .iter()
@@ -431,6 +440,30 @@ struct CmRec {
     removal_reported: bool,
     disconnect_reported: bool,
     lost: bool,
+    /// A CM exchange began on this id (it sent a connection request or
+    /// received one): destroying it, or disconnecting it, sends a message
+    /// (DREQ, REJ) through the kernel's CM.
+    wire: bool,
+}
+
+impl CmRec {
+    /// Whether a CM message this id would send now must wait: an exchange
+    /// began on it and its device is listed with its port down.
+    fn must_defer_mads(&self) -> bool {
+        self.wire
+            && !self.lost
+            && self
+                .device
+                .as_ref()
+                .is_some_and(|d| port_down_listed(&d.name))
+    }
+}
+
+/// A CM id the caller destroyed while its device's port was down, kept
+/// until the port is ACTIVE again (or the device goes) and destroyed then.
+struct ParkedId {
+    raw: Ptr<sys::rdma_cm_id>,
+    device: DeviceId,
 }
 
 struct Inner {
@@ -455,6 +488,14 @@ struct Inner {
     srq_by_ptr: HashMap<usize, u64>,
     qp_by_num: HashMap<(u64, u32), u64>,
     cm_by_ptr: HashMap<usize, u64>,
+    /// CM ids destroyed by the caller while their port was down. Destroying
+    /// a connected id sends a DREQ (a connecting one a REJ) through the
+    /// port's GSI QP; with the netdev down the kernel finds no route, and
+    /// rxe (6.1, 6.12) then moves QP1 to the error state for good: no
+    /// connection can be made on that device again, and `rdma link delete`
+    /// of it hangs. So such ids are destroyed once the port is ACTIVE again
+    /// (at a re-scan), or at once when the device goes.
+    parked: Vec<ParkedId>,
     allocs: Allocations,
 }
 
@@ -601,6 +642,7 @@ impl VerbsProvider {
             srq_by_ptr: HashMap::new(),
             qp_by_num: HashMap::new(),
             cm_by_ptr: HashMap::new(),
+            parked: Vec::new(),
             allocs: Allocations::default(),
         };
         // Devices present now are known before the first call returns; they
@@ -851,6 +893,7 @@ impl Inner {
                 self.device_gone(&id);
             }
         }
+        self.destroy_parked(|p| !port_down_listed(&p.device.name));
         if left || self.resync_pending {
             // Forget librdmacm's contexts of devices that left the list.
             // While a lost device is still listed (its removal blocked on
@@ -887,6 +930,7 @@ impl Inner {
             .filter(|(_, c)| c.device.as_ref() == Some(id))
             .map(|(h, _)| *h)
             .collect();
+        self.destroy_parked(|p| p.device == *id);
         for h in ids {
             let c = self.cms.get_mut(&h).expect("present");
             c.lost = true;
@@ -1060,6 +1104,27 @@ impl Inner {
             }
         }
         self.cm_by_ptr.clear();
+        self.destroy_parked(|_| true);
+    }
+
+    /// Destroy the parked CM ids `which` selects (their port is back, or
+    /// their device is going). None of them has an unacknowledged event:
+    /// every event is acked under this lock right after it is read.
+    fn destroy_parked(&mut self, which: impl Fn(&ParkedId) -> bool) {
+        let mut i = 0;
+        while i < self.parked.len() {
+            if !which(&self.parked[i]) {
+                i += 1;
+                continue;
+            }
+            let p = self.parked.swap_remove(i);
+            tracing::debug!(target: "relink_verbs", device = %p.device.name, "destroying a CM id parked while its port was down");
+            // SAFETY: a live id of this provider the caller gave up, kept
+            // only here, destroyed once; its events were all acked.
+            if unsafe { sys::rdma_destroy_id(p.raw.get()) } != 0 {
+                log_rc("rdma_destroy_id", last_errno());
+            }
+        }
     }
 
     // ---- completions ----
@@ -1442,6 +1507,7 @@ impl Inner {
                     removal_reported: false,
                     disconnect_reported: false,
                     lost: false,
+                    wire: true,
                 },
             );
             self.cm_by_ptr.insert(id_raw.key(), h);
@@ -1455,6 +1521,14 @@ impl Inner {
                     local: local.unwrap_or(unspecified),
                 },
             }));
+            return None;
+        }
+        if let Some(i) = self.parked.iter().position(|p| p.raw.key() == id_raw.key()) {
+            // A parked id: its device going is the only event that matters
+            // (destroy it once the event is acked, so that the device can go).
+            if kind == sys::RDMA_CM_EVENT_DEVICE_REMOVAL {
+                return Some(self.parked.swap_remove(i).raw);
+            }
             return None;
         }
         let &h = self.cm_by_ptr.get(&id_raw.key())?;
@@ -2484,6 +2558,7 @@ impl Provider for VerbsProvider {
                 removal_reported: false,
                 disconnect_reported: false,
                 lost: false,
+                wire: false,
             },
         );
         Ok(CmId(h))
@@ -2622,6 +2697,7 @@ impl Provider for VerbsProvider {
         let crec = inner.cms.get_mut(&id.0).expect("present");
         crec.qp = Some(qp.0);
         crec.params = params;
+        crec.wire = true;
         inner.qps.get_mut(&qp.0).expect("present").cm = Some(id.0);
         Ok(())
     }
@@ -2699,6 +2775,13 @@ impl Provider for VerbsProvider {
         let mut inner = self.lock();
         let raw = self.cm(&inner, id)?;
         inner.cm_qp_to_error(id.0);
+        if inner.cms[&id.0].must_defer_mads() {
+            // The DREQ would wedge the port's GSI QP (see `Inner::parked`);
+            // the peer learns of the end from its own QP's retries, or from
+            // the DREQ sent when the id is destroyed after the port's return.
+            tracing::debug!(target: "relink_verbs", id = id.0, "port down: no DREQ now");
+            return Ok(());
+        }
         // SAFETY: a live id.
         if unsafe { sys::rdma_disconnect(raw.get()) } != 0 {
             let e = last_errno();
@@ -2717,8 +2800,19 @@ impl Provider for VerbsProvider {
             .get(&id.0)
             .ok_or(DestroyError::InvalidHandle("CM id"))?;
         let (raw, lost, qp) = (c.raw, c.lost, c.qp);
+        let park = c.must_defer_mads().then(|| c.device.clone()).flatten();
         if qp.is_some() && !lost {
             inner.cm_qp_to_error(id.0);
+        }
+        if let Some(device) = park {
+            tracing::debug!(target: "relink_verbs", id = id.0, device = %device.name, "port down: CM id parked until the port is back");
+            inner.cms.remove(&id.0);
+            inner.cm_by_ptr.remove(&raw.key());
+            if let Some(q) = qp.and_then(|q| inner.qps.get_mut(&q)) {
+                q.cm = None;
+            }
+            inner.parked.push(ParkedId { raw, device });
+            return Ok(Destroyed::Released);
         }
         // SAFETY: a live id of this provider, destroyed once; its events
         // were all acked under this lock.

@@ -817,35 +817,41 @@ fn netdev_down_up() {
     if d.try_wait_resumed("netdev up", Duration::from_secs(15))
         .is_none()
     {
-        // Can rdma_cm connect these addresses at all now? If not, what
-        // fails is below relink (seen on the one-kernel rig, 6.12: after
-        // `ip link set down/up` no connection request reaches the other
-        // side), and the resume cannot be checked here.
-        let probe = rping_probe(&env);
+        // The failure this scenario was written for: a CM message sent
+        // while the port is down wedges rxe's GSI QP for good (relink-verbs
+        // parks such ids until the port is back); the GSI QP's state tells.
         let state = d.a.state(d.s);
-        // (No device reset here: a `rdma link delete` of the device then
-        // hangs in the kernel on this rig; the VM tier runs this scenario
-        // last, and only on request.)
+        let gsi = gsi_qp_states();
+        let probe = rping_probe(&env);
         drop(d);
-        match probe {
-            Err(why) => {
-                skip(&format!(
-                    "rdma_cm itself cannot connect {} -> {} after `ip link set {nd} down/up` \
-                     on this rig ({why}); relink saw the loss at once and retried at the \
-                     port's return (state {state:?}), its resume cannot be checked here",
-                    env.init.addr, env.target.addr
-                ));
-                return;
-            }
-            Ok(()) => panic!(
-                "netdev up: rping connects {} -> {} but relink did not resume in 15 s \
-                 (state {state:?})",
-                env.init.addr, env.target.addr
-            ),
-        }
+        panic!(
+            "netdev up: relink did not resume in 15 s (state {state:?}); GSI QPs: {gsi}; \
+             rping {} -> {}: {probe:?}",
+            env.init.addr, env.target.addr
+        );
     }
+    // The device must still be releasable and usable: one unplug/replug.
+    d.pump(Duration::from_millis(300));
+    d.delete(&env.init.device);
+    d.pump(Duration::from_millis(200));
+    d.add(&env.init.device, &env.init.netdev);
+    d.wait_resumed("replug after netdev down/up");
     d.pump(Duration::from_millis(500));
     d.finish("netdev_down_up");
+}
+
+/// The state of each device's GSI QP (QP1, through which the kernel's CM
+/// sends), from `rdma res show qp`.
+fn gsi_qp_states() -> String {
+    match Command::new("rdma").args(["res", "show", "qp"]).output() {
+        Ok(o) => String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .filter(|l| l.contains("type GSI"))
+            .map(|l| l.split_whitespace().take(8).collect::<Vec<_>>().join(" "))
+            .collect::<Vec<_>>()
+            .join("; "),
+        Err(e) => format!("cannot run rdma: {e}"),
+    }
 }
 
 /// One `rping` exchange between the main pair (a server on the target's
