@@ -14,7 +14,9 @@
 //! - [`session`]: [`RelinkSendLoop`] and [`RelinkWriteLoop`], the same
 //!   workloads through a relink session ([`Node::send`](relink::Node::send),
 //!   [`Node::write`](relink::Node::write)), on two nodes of the in-process
-//!   fabric ([`SimPair`]) or over TCP loopback ([`TcpPair`]).
+//!   fabric ([`SimPair`]) or on any two providers, the target's node on a
+//!   thread of its own ([`ThreadPair`]; [`TcpPair`] over TCP loopback,
+//!   relink-verbs's `rxe` benchmark over real devices).
 //! - [`recovery`]: recovery latency of one session over repeated device
 //!   faults, and the time a thousand sessions take to resume after one
 //!   reset, on virtual and wall-clock time.
@@ -54,7 +56,7 @@ pub use report::{target_dir, Machine, Report, Row};
 pub use series::{
     measure, measure_interleaved, paired_ratios, quantile, Metric, Plan, Runner, Series, Summary,
 };
-pub use session::{Drive, RelinkSendLoop, RelinkWriteLoop, SimPair, TcpPair, Workload};
+pub use session::{Drive, RelinkSendLoop, RelinkWriteLoop, SimPair, TcpPair, ThreadPair, Workload};
 
 #[doc(no_inline)]
 pub use relink_testkit::Rig;

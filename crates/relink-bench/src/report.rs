@@ -256,8 +256,8 @@ impl Report {
         // Text left, numbers right.
         out.push_str(&text_table(&header, &rows, &[0, 1, 5]));
         out.push_str(
-            "median, min, max over the repetitions (k = 10^3, M = 10^6; GB = 10^9 bytes); \
-             cpu/wall: process CPU time over wall-clock time, median; \
+            "median, min, max over the repetitions (k = 10^3, M = 10^6; GB = 10^9 bytes, \
+             MB = 10^6 bytes); cpu/wall: process CPU time over wall-clock time, median; \
              load1: 1-minute load average after the series\n",
         );
         out

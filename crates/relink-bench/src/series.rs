@@ -72,6 +72,9 @@ pub enum Metric {
     MessagesPerSec,
     /// Payload gigabytes (10^9 bytes) per second.
     GigabytesPerSec,
+    /// Payload megabytes (10^6 bytes) per second (for slow fabrics, e.g.
+    /// Soft-RoCE in a VM).
+    MegabytesPerSec,
 }
 
 impl Metric {
@@ -80,6 +83,7 @@ impl Metric {
         match self {
             Metric::MessagesPerSec => m.ops_per_sec(),
             Metric::GigabytesPerSec => m.gbytes_per_sec(),
+            Metric::MegabytesPerSec => m.bytes_per_sec() / 1e6,
         }
     }
 
@@ -88,6 +92,7 @@ impl Metric {
         match self {
             Metric::MessagesPerSec => "msg/s",
             Metric::GigabytesPerSec => "GB/s",
+            Metric::MegabytesPerSec => "MB/s",
         }
     }
 }
@@ -282,6 +287,14 @@ mod tests {
         let v = s.summary(Metric::MessagesPerSec);
         assert!(v.min <= v.median && v.median <= v.max);
         assert_eq!(Metric::GigabytesPerSec.unit(), "GB/s");
+        assert_eq!(Metric::MegabytesPerSec.unit(), "MB/s");
+        let m = Measurement {
+            ops: 1,
+            bytes: 3_000_000,
+            elapsed: Duration::from_secs(2),
+            cpu: None,
+        };
+        assert_eq!(Metric::MegabytesPerSec.of(&m), 1.5);
     }
 
     #[test]

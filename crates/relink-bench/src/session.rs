@@ -12,13 +12,14 @@
 //!   once its write completed.
 //!
 //! Both run on a [`Drive`]: [`SimPair`] (two nodes on the in-process soft
-//! fabric, one thread drives both and the simulated world) or [`TcpPair`]
-//! (two nodes on [`TcpHost`]s over loopback, the target's node driven by its
-//! own thread). Payloads carry their sequence number in the first 8 bytes
+//! fabric, one thread drives both and the simulated world) or
+//! [`ThreadPair`] (two nodes on any two providers, the target's node driven
+//! by its own thread) — [`TcpPair`] is one on two [`TcpHost`]s over
+//! loopback. Payloads carry their sequence number in the first 8 bytes
 //! and its complement in the last 8, like [`Verify::Stamp`](crate::Verify).
 
 use std::collections::VecDeque;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -165,7 +166,7 @@ impl Receiver {
 /// Two relink nodes with one established session between them, and
 /// whatever drives them. The measuring loops run on the initiator's side.
 pub trait Drive {
-    /// The provider kind (`soft-inproc`, `soft-tcp`).
+    /// The provider kind (`soft-inproc`, `soft-tcp`, `verbs`).
     fn kind(&self) -> &'static str;
     /// The initiator's node.
     fn initiator(&mut self) -> &mut Node;
@@ -183,7 +184,7 @@ pub trait Drive {
     /// Nothing to do: block until something may have happened (or a timer
     /// of a node is due), at most a tick. `receiver_only`: the initiator
     /// waits for nothing but the receiving application (which runs on its
-    /// own thread over TCP).
+    /// own thread in a [`ThreadPair`]).
     fn wait(&mut self, receiver_only: bool);
     /// The target's host memory of `region`.
     fn target_region(&mut self, region: RegionId) -> Memory;
@@ -321,9 +322,6 @@ impl Drive for SimPair {
     }
 }
 
-/// Counts temporary directories of [`TcpPair`]s in this process.
-static TCP_PAIRS: AtomicU64 = AtomicU64::new(0);
-
 /// The target's node on its own thread.
 struct TargetThread {
     handle: Option<JoinHandle<Node>>,
@@ -332,64 +330,54 @@ struct TargetThread {
     error: Arc<Mutex<Option<String>>>,
 }
 
-/// A relink session between two [`TcpHost`]s of this process, with soft
-/// devices on 127.0.0.1 and 127.0.0.2 (each host with its own runtime
-/// directory, so two hosts as far as the fabric can tell), over TCP
-/// loopback. The initiator's node is driven by the thread that runs the
-/// loop; the target's node by a thread of its own, which also drains and
-/// checks the deliveries.
-pub struct TcpPair {
+/// A relink session between two nodes of this process on any two
+/// providers (two [`TcpHost`]s in [`TcpPair`], two `VerbsProvider`s on two
+/// real devices in relink-verbs's `rxe` benchmark). The initiator's node is
+/// driven by the thread that runs the loop; the target's node by a thread
+/// of its own, which also drains and checks the deliveries.
+pub struct ThreadPair {
     node: Node,
     ini: SessionHandle,
     tgt: SessionHandle,
     target: TargetThread,
     regions: Vec<(RegionId, Memory)>,
-    dir: PathBuf,
 }
 
-impl TcpPair {
-    /// Fresh runtime directories, hosts and nodes, and one session of the
-    /// options [`session_options`] gives for `spec` and `workload`.
+impl ThreadPair {
+    /// A node on `initiator` (seeded with `seed`) and one on `target`; the
+    /// target's listens on `listen` (an address of `target`), the
+    /// initiator's connects one session to it from `local` (`None`: the
+    /// provider picks the source) with the options [`session_options`]
+    /// gives for `spec` and `workload`; then the target's node moves to a
+    /// thread of its own.
     ///
     /// # Panics
-    /// If the directories cannot be created, no loopback port is free, or
-    /// the session is not established within 20 s.
-    pub fn connect(seed: u64, spec: &LoopSpec, workload: Workload) -> TcpPair {
-        let n = TCP_PAIRS.fetch_add(1, Ordering::SeqCst);
-        let dir = std::env::temp_dir().join(format!("relink-bench-{}-{n}", std::process::id()));
-        let addrs = ["127.0.0.1/8", "127.0.0.2/8"];
-        let hosts: Vec<TcpHost> = ["initiator", "target"]
-            .iter()
-            .zip(addrs)
-            .map(|(name, addr)| {
-                let d = dir.join(name);
-                Registry::open(&d)
-                    .expect("registry")
-                    .add("soft0", vec![addr.parse().expect("constant")], None, None)
-                    .expect("add soft0");
-                TcpHost::open(&d).expect("tcp host")
-            })
-            .collect();
-        let port = std::net::TcpListener::bind("127.0.0.2:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free loopback port")
-            .port();
-        let addr: SocketAddr = format!("127.0.0.2:{port}").parse().expect("address");
-        let mut hosts = hosts.into_iter();
-        let mut node = Node::new(Arc::new(hosts.next().expect("two")), seed);
-        let mut target = Node::new(Arc::new(hosts.next().expect("two")), seed ^ 0x5a5a);
+    /// If the target cannot listen, the initiator cannot connect, or the
+    /// session is not established on both sides within 20 s.
+    pub fn connect(
+        initiator: Arc<dyn Provider>,
+        target: Arc<dyn Provider>,
+        listen: SocketAddr,
+        local: Option<IpAddr>,
+        seed: u64,
+        spec: &LoopSpec,
+        workload: Workload,
+    ) -> ThreadPair {
+        let mut node = Node::new(initiator, seed);
+        let mut target = Node::new(target, seed ^ 0x5a5a);
+        let kind = node.provider().kind();
         target
-            .listen(addr, session_options(spec, workload, true))
-            .expect("listen");
+            .listen(listen, session_options(spec, workload, true))
+            .unwrap_or_else(|e| panic!("listen on {listen} ({kind}): {e}"));
         let ini = node
             .connect(
                 vec![Path {
-                    local: None,
-                    peer: addr,
+                    local,
+                    peer: listen,
                 }],
                 session_options(spec, workload, false),
             )
-            .expect("connect");
+            .unwrap_or_else(|e| panic!("connect to {listen} ({kind}): {e}"));
         let t0 = Instant::now();
         let mut tgt = None;
         loop {
@@ -405,7 +393,9 @@ impl TcpPair {
             }
             assert!(
                 t0.elapsed() < SETUP_LIMIT,
-                "relink session over TCP not established in {SETUP_LIMIT:?}"
+                "relink session on {kind} not established in {SETUP_LIMIT:?} \
+                 (initiator: {:?})",
+                node.state(ini)
             );
             let now = node.now();
             let d = next_wakeup(now, [&node, &target]).min(now + Duration::from_micros(200));
@@ -427,7 +417,7 @@ impl TcpPair {
             .name("relink-bench-target".into())
             .spawn(move || target_loop(target, tgt, size, &s, &r, &e))
             .expect("spawn the target's thread");
-        TcpPair {
+        ThreadPair {
             node,
             ini,
             tgt,
@@ -438,7 +428,6 @@ impl TcpPair {
                 error,
             },
             regions,
-            dir,
         }
     }
 
@@ -484,7 +473,7 @@ fn target_loop(
     node
 }
 
-impl Drive for TcpPair {
+impl Drive for ThreadPair {
     fn kind(&self) -> &'static str {
         self.node.provider().kind()
     }
@@ -544,10 +533,103 @@ impl Drive for TcpPair {
     }
 }
 
-impl Drop for TcpPair {
+impl Drop for ThreadPair {
     fn drop(&mut self) {
         let _ = self.join_target();
-        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Counts temporary directories of [`TcpPair`]s in this process.
+static TCP_PAIRS: AtomicU64 = AtomicU64::new(0);
+
+/// A directory removed (with its contents) when dropped.
+struct TempDir(PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A [`ThreadPair`] on two [`TcpHost`]s of this process, with soft devices
+/// on 127.0.0.1 and 127.0.0.2 (each host with its own runtime directory,
+/// so two hosts as far as the fabric can tell), over TCP loopback.
+pub struct TcpPair {
+    // Dropped in this order: the nodes and hosts, then their directories.
+    pair: ThreadPair,
+    _dir: TempDir,
+}
+
+impl TcpPair {
+    /// Fresh runtime directories, hosts and nodes, and one session of the
+    /// options [`session_options`] gives for `spec` and `workload`.
+    ///
+    /// # Panics
+    /// If the directories cannot be created, no loopback port is free, or
+    /// the session is not established within 20 s.
+    pub fn connect(seed: u64, spec: &LoopSpec, workload: Workload) -> TcpPair {
+        let n = TCP_PAIRS.fetch_add(1, Ordering::SeqCst);
+        let dir =
+            TempDir(std::env::temp_dir().join(format!("relink-bench-{}-{n}", std::process::id())));
+        let [initiator, target] = tcp_hosts(&dir.0);
+        let port = std::net::TcpListener::bind("127.0.0.2:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free loopback port")
+            .port();
+        let addr: SocketAddr = format!("127.0.0.2:{port}").parse().expect("address");
+        TcpPair {
+            pair: ThreadPair::connect(initiator, target, addr, None, seed, spec, workload),
+            _dir: dir,
+        }
+    }
+}
+
+/// Two [`TcpHost`]s with runtime directories `dir/initiator` and
+/// `dir/target`, each with one soft device (on 127.0.0.1 and 127.0.0.2).
+fn tcp_hosts(dir: &std::path::Path) -> [Arc<dyn Provider>; 2] {
+    [("initiator", "127.0.0.1/8"), ("target", "127.0.0.2/8")].map(|(name, addr)| {
+        let d = dir.join(name);
+        Registry::open(&d)
+            .expect("registry")
+            .add("soft0", vec![addr.parse().expect("constant")], None, None)
+            .expect("add soft0");
+        Arc::new(TcpHost::open(&d).expect("tcp host")) as Arc<dyn Provider>
+    })
+}
+
+impl Drive for TcpPair {
+    fn kind(&self) -> &'static str {
+        self.pair.kind()
+    }
+
+    fn initiator(&mut self) -> &mut Node {
+        self.pair.initiator()
+    }
+
+    fn session(&self) -> SessionHandle {
+        self.pair.session()
+    }
+
+    fn poll(&mut self) -> bool {
+        self.pair.poll()
+    }
+
+    fn received(&self) -> u64 {
+        self.pair.received()
+    }
+
+    fn wait(&mut self, receiver_only: bool) {
+        self.pair.wait(receiver_only)
+    }
+
+    fn target_region(&mut self, region: RegionId) -> Memory {
+        self.pair.target_region(region)
+    }
+
+    fn close(self) {
+        // The directories go once the pair is closed and dropped.
+        let TcpPair { pair, _dir } = self;
+        pair.close();
     }
 }
 
@@ -874,6 +956,33 @@ mod tests {
         let spec = LoopSpec::write(1024, 4);
         let mut l = RelinkWriteLoop::new(TcpPair::connect(44, &spec, Workload::Write), spec);
         assert_eq!(l.run(40).ops, 40);
+        l.close();
+    }
+
+    #[test]
+    fn thread_pair_from_a_source_address() {
+        let dir =
+            TempDir(std::env::temp_dir().join(format!("relink-bench-unit-{}", std::process::id())));
+        let [initiator, target] = tcp_hosts(&dir.0);
+        let port = std::net::TcpListener::bind("127.0.0.2:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free loopback port")
+            .port();
+        let listen = SocketAddr::new([127, 0, 0, 2].into(), port);
+        let spec = LoopSpec::send(64, 4);
+        let pair = ThreadPair::connect(
+            initiator,
+            target,
+            listen,
+            Some([127, 0, 0, 1].into()),
+            45,
+            &spec,
+            Workload::Send,
+        );
+        assert_eq!(pair.kind(), "soft-tcp");
+        let mut l = RelinkSendLoop::new(pair, spec);
+        assert_eq!(l.run(50).ops, 50);
+        assert_eq!(l.drive().received(), 50);
         l.close();
     }
 }

@@ -17,6 +17,11 @@
 //! }
 //! ```
 //!
+//! With the `testkit` feature, the module `rig` has `rig::VerbsRig`: two
+//! providers of this process on two devices named in the environment, as a
+//! `relink_testkit::Rig` (the conformance suite, the session scenarios and
+//! the `rxe` benchmark use it).
+//!
 //! ## How the provider keeps the contract on real verbs
 //!
 //! **Threads.** One event thread per provider `poll`s the rdma_cm event
@@ -107,6 +112,8 @@
 pub mod convert;
 pub mod errno;
 pub mod identity;
+#[cfg(feature = "testkit")]
+pub mod rig;
 pub mod track;
 
 #[cfg(feature = "rdma")]

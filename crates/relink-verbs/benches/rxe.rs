@@ -1,0 +1,345 @@
+//! relink over real RDMA (Soft-RoCE, rxe) next to raw verbs on the same
+//! devices, in one run: 64-byte SENDs (message rate) and 64 KiB RDMA WRITEs
+//! (throughput), each measured on the raw provider (relink-bench's
+//! `SendLoop` / `WriteLoop` on a [`VerbsRig`]) and through a relink session
+//! (`RelinkSendLoop` / `RelinkWriteLoop` on a `ThreadPair` of two more
+//! `VerbsProvider`s on the same two devices), their timed repetitions
+//! interleaved so both see the same machine state, and the ratio
+//! relink / raw (median of the ratios of neighbouring repetitions).
+//!
+//! ```text
+//! RELINK_VERBS_INITIATOR=rxe0@10.10.0.1 RELINK_VERBS_TARGET=rxe1@10.10.0.2 \
+//!     cargo bench -p relink-verbs --features rdma --bench rxe
+//! ```
+//!
+//! The VM tier builds it with `cargo bench -p relink-verbs --features rdma
+//! --no-run --message-format=json-render-diagnostics` (bench target `rxe`)
+//! and runs the executable directly, without arguments. Environment:
+//!
+//! - `RELINK_VERBS_INITIATOR`, `RELINK_VERBS_TARGET`: each side's
+//!   `DEV@ADDR[@NETDEV]` (see `relink_verbs::rig`); `RELINK_VERBS_PORT`:
+//!   the first CM port used (default 18515; the run takes four from it).
+//! - `RELINK_BENCH_QUICK=1`: a short run (~10 s on rxe in a TCG VM) that
+//!   proves it runs; by default ~30–40 s there.
+//! - `RELINK_BENCH_ONLY=send` or `=write`: one of the two workloads.
+//! - `RELINK_TESTKIT_FAIL_ON_SKIP=1`: a skip fails (exit 1).
+//! - `RELINK_LOG`: tracing filter (default `warn`).
+//!
+//! Prints the rows (medians, spread), a table of ratios, one
+//! `RESULT rxe send64 ...` and one `RESULT rxe write64k ...` line, and last
+//! `RELINK_VM_NOTE: send ratio X, write ratio Y`; writes
+//! `<target>/relink-bench/rxe.json` when it can. Without the `rdma`
+//! feature, the variables or the devices it prints `SKIPPED: <why>` and
+//! exits 0.
+
+use std::io::Write as _;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use relink_bench::report::{fmt_si, text_table};
+use relink_bench::session::LoopStats;
+use relink_bench::{
+    measure_interleaved, paired_ratios, quick_from_env, selected, LoopSpec, Metric, Plan,
+    RelinkSendLoop, RelinkWriteLoop, Report, Row, Runner, SendLoop, Summary, ThreadPair, Workload,
+    WriteLoop,
+};
+use relink_fabric::Provider;
+use relink_testkit::{Rig, Side, FAIL_ON_SKIP_ENV};
+use relink_verbs::rig::{fresh_port, VerbsRig};
+use serde::Serialize;
+
+/// 64-byte SENDs, 64 outstanding, the raw loop signaling every 16th (as
+/// relink-bench's `relink_session`); relink signals every operation and
+/// counts a message when the peer confirmed its delivery.
+const SEND: (usize, usize, usize) = (64, 64, 16);
+/// 64 KiB WRITEs, 16 outstanding, every one signaled (as `relink_session`).
+const WRITE: (usize, usize, usize) = (64 * 1024, 16, 1);
+
+/// The measuring plan: 1 s of warm-up per loop, then 5 interleaved
+/// repetitions of ~1 s each (two workloads, two loops each: ~25 s of
+/// measuring, plus connection setup).
+fn full_plan() -> Plan {
+    Plan {
+        warmup: Duration::from_secs(1),
+        rep_time: Duration::from_secs(1),
+        reps: 5,
+        min_count: 16,
+    }
+}
+
+/// The quick plan: enough to prove everything runs on real devices.
+fn quick_plan() -> Plan {
+    Plan {
+        warmup: Duration::from_millis(200),
+        rep_time: Duration::from_millis(200),
+        reps: 3,
+        min_count: 16,
+    }
+}
+
+/// relink / raw for one workload.
+#[derive(Debug, Clone, Serialize)]
+struct Ratio {
+    /// `send64` or `write64k`.
+    name: String,
+    op: String,
+    unit: String,
+    raw_median: f64,
+    relink_median: f64,
+    /// relink / raw of each pair of repetitions taken side by side.
+    per_rep: Vec<f64>,
+    /// Median of `per_rep`.
+    median: f64,
+    min: f64,
+    max: f64,
+    /// Iterations and waits of the relink loop per operation (all runs).
+    relink_loop: LoopStats,
+}
+
+/// Measure `raw` and `relink` side by side, record both rows, and return
+/// their ratio (without the loop statistics).
+fn compare(
+    name: &str,
+    op: &str,
+    metric: Metric,
+    raw: (&mut dyn Runner, LoopSpec),
+    relink: (&mut dyn Runner, LoopSpec),
+    plan: &Plan,
+    report: &mut Report,
+) -> Ratio {
+    let t0 = Instant::now();
+    let series = measure_interleaved(&mut [raw.0, relink.0], plan);
+    report.push(Row::new("verbs", op, &raw.1, metric, &series[0]));
+    report.push(Row::new(
+        "verbs",
+        &format!("relink-{op}"),
+        &relink.1,
+        metric,
+        &series[1],
+    ));
+    let per_rep = paired_ratios(&series[1], &series[0], metric);
+    let s = Summary::of(&per_rep);
+    eprintln!("rxe: {name} measured in {:.1?}", t0.elapsed());
+    Ratio {
+        name: name.into(),
+        op: op.into(),
+        unit: metric.unit().into(),
+        raw_median: series[0].summary(metric).median,
+        relink_median: series[1].summary(metric).median,
+        per_rep,
+        median: s.median,
+        min: s.min,
+        max: s.max,
+        relink_loop: LoopStats::default(),
+    }
+}
+
+/// A relink session between two fresh providers on the rig's devices (the
+/// target's node listening on a fresh port of the target's address, the
+/// initiator connecting from its own address), set up for `spec` and
+/// `workload`.
+fn relink_pair(rig: &VerbsRig, spec: &LoopSpec, workload: Workload) -> ThreadPair {
+    let provider = |side: Side| -> Arc<dyn Provider> {
+        Arc::new(
+            rig.new_provider(side)
+                .unwrap_or_else(|e| panic!("a second {side} provider: {e}")),
+        )
+    };
+    let listen = SocketAddr::new(rig.addr(Side::Target), fresh_port());
+    let t0 = Instant::now();
+    let pair = ThreadPair::connect(
+        provider(Side::Initiator),
+        provider(Side::Target),
+        listen,
+        Some(rig.addr(Side::Initiator)),
+        1,
+        spec,
+        workload,
+    );
+    eprintln!("rxe: relink session on {listen} up in {:.1?}", t0.elapsed());
+    pair
+}
+
+fn bench_send(rig: &VerbsRig, plan: &Plan, report: &mut Report) -> Ratio {
+    let raw_spec = LoopSpec::send(SEND.0, SEND.1).signal_every(SEND.2);
+    let rl_spec = LoopSpec::send(SEND.0, SEND.1);
+    let mut raw = SendLoop::connect(rig, raw_spec);
+    let mut rl = RelinkSendLoop::new(relink_pair(rig, &rl_spec, Workload::Send), rl_spec);
+    let mut r = compare(
+        "send64",
+        "send",
+        Metric::MessagesPerSec,
+        (&mut raw, raw_spec),
+        (&mut rl, rl_spec),
+        plan,
+        report,
+    );
+    r.relink_loop = rl.stats();
+    raw.close();
+    rl.close();
+    r
+}
+
+fn bench_write(rig: &VerbsRig, plan: &Plan, report: &mut Report) -> Ratio {
+    let spec = LoopSpec::write(WRITE.0, WRITE.1).signal_every(WRITE.2);
+    let mut raw = WriteLoop::connect(rig, spec);
+    let mut rl = RelinkWriteLoop::new(relink_pair(rig, &spec, Workload::Write), spec);
+    let mut r = compare(
+        "write64k",
+        "write",
+        Metric::MegabytesPerSec,
+        (&mut raw, spec),
+        (&mut rl, spec),
+        plan,
+        report,
+    );
+    r.relink_loop = rl.stats();
+    raw.close();
+    rl.close();
+    r
+}
+
+fn ratio_table(ratios: &[Ratio]) -> String {
+    let rows: Vec<Vec<String>> = ratios
+        .iter()
+        .map(|r| {
+            vec![
+                r.name.clone(),
+                format!("{} {}", fmt_si(r.raw_median), r.unit),
+                format!("{} {}", fmt_si(r.relink_median), r.unit),
+                format!("{:.3}", r.median),
+                format!("{:.3}", r.min),
+                format!("{:.3}", r.max),
+                format!("{:.2}", r.relink_loop.iterations_per_op()),
+                format!("{:.2}", r.relink_loop.waits_per_op()),
+            ]
+        })
+        .collect();
+    let mut out = text_table(
+        &[
+            "workload",
+            "raw",
+            "relink",
+            "relink/raw",
+            "min",
+            "max",
+            "iter/op",
+            "wait/op",
+        ],
+        &rows,
+        &[0],
+    );
+    out.push_str(
+        "relink/raw: median (min, max) of the ratios of repetitions taken side by side; \
+         raw, relink: medians; iter/op, wait/op: iterations of the relink loop (each polls \
+         its node once) and iterations that waited on the provider, per operation\n",
+    );
+    out
+}
+
+/// The machine-readable line of one ratio.
+fn result_line(r: &Ratio, quick: bool) -> String {
+    let (key, scale, decimals) = match r.unit.as_str() {
+        "msg/s" => ("mops", 1e-6, 6),
+        "MB/s" => ("MBps", 1.0, 3),
+        other => panic!("no RESULT key for unit {other}"),
+    };
+    format!(
+        "RESULT rxe {name} raw_{key}={raw:.decimals$} relink_{key}={relink:.decimals$} \
+         ratio={ratio:.3} ratio_min={min:.3} ratio_max={max:.3} reps={reps} quick={quick}",
+        name = r.name,
+        raw = r.raw_median * scale,
+        relink = r.relink_median * scale,
+        ratio = r.median,
+        min = r.min,
+        max = r.max,
+        reps = r.per_rep.len(),
+        quick = u8::from(quick),
+    )
+}
+
+/// The loud skip (or, with `RELINK_TESTKIT_FAIL_ON_SKIP=1`, a failure).
+fn skip(why: &str) -> ! {
+    let fail = std::env::var(FAIL_ON_SKIP_ENV).is_ok_and(|v| v == "1");
+    println!("SKIPPED: rxe bench (relink vs raw verbs): {why}");
+    if fail {
+        eprintln!("rxe: failing the skip ({FAIL_ON_SKIP_ENV}=1)");
+        let _ = std::io::stdout().flush();
+        std::process::exit(1);
+    }
+    let _ = std::io::stdout().flush();
+    std::process::exit(0);
+}
+
+fn rig_or_skip() -> VerbsRig {
+    VerbsRig::from_env().unwrap_or_else(|why| skip(&why))
+}
+
+fn main() {
+    // Before any thread exists (see relink_verbs::init_environment).
+    relink_verbs::init_environment();
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("RELINK_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .try_init();
+
+    let quick = quick_from_env();
+    let plan = if quick { quick_plan() } else { full_plan() };
+    let started = Instant::now();
+    let rig = rig_or_skip();
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "?".into());
+    let sides: Vec<String> = Side::ALL
+        .iter()
+        .map(|s| format!("{s} {} {}", rig.device_name(*s), rig.addr(*s)))
+        .collect();
+    println!(
+        "rxe: relink vs raw verbs on {} (kernel {kernel}){}",
+        sides.join(", "),
+        if quick { ", QUICK run" } else { "" }
+    );
+
+    let mut report = Report::new("rxe", quick, &plan);
+    report.set_extra("kernel", &kernel);
+    report.set_extra("sides", &sides);
+    let mut ratios = Vec::new();
+    // One rig per workload (a fresh CM port each), one at a time.
+    let mut rig = Some(rig);
+    if selected("rxe-send64") {
+        let rig = rig.take().unwrap_or_else(rig_or_skip);
+        ratios.push(bench_send(&rig, &plan, &mut report));
+    }
+    if selected("rxe-write64k") {
+        let rig = rig.take().unwrap_or_else(rig_or_skip);
+        ratios.push(bench_write(&rig, &plan, &mut report));
+    }
+    drop(rig);
+
+    print!("{}", report.table());
+    print!("{}", ratio_table(&ratios));
+    report.set_extra("ratios", &ratios);
+    match report.write_json() {
+        Ok(path) => println!("wrote {}", path.display()),
+        Err(e) => eprintln!("rxe: JSON report not written ({e}); the RESULT lines have it all"),
+    }
+    for r in &ratios {
+        println!("{}", result_line(r, quick));
+    }
+    let ratio_of = |name: &str| {
+        ratios
+            .iter()
+            .find(|r| r.name == name)
+            .map_or_else(|| "n/a".to_string(), |r| format!("{:.3}", r.median))
+    };
+    eprintln!("rxe: whole run {:.1?}", started.elapsed());
+    println!(
+        "RELINK_VM_NOTE: send ratio {}, write ratio {}",
+        ratio_of("send64"),
+        ratio_of("write64k")
+    );
+}
