@@ -77,8 +77,18 @@ pub struct Policy {
     pub fast_io_fail_tmo: Option<Duration>,
     /// Keepalive period (`None`: off).
     pub keepalive: Option<Duration>,
-    /// How long one connection attempt may take.
+    /// How long one connection attempt may take at most (the cap of
+    /// [`Policy::attempt_timeout`]); a target's accepted connection always
+    /// gets this long for its handshake.
     pub connect_timeout: Duration,
+    /// How long the first attempt after a loss (and the first connection)
+    /// may take; each further attempt of the same outage gets twice as long,
+    /// up to `connect_timeout`. An attempt whose request meets no device at
+    /// all (the peer's HCA is gone or being replaced) gets no answer, only
+    /// this timeout: a short first timeout lets the initiator try again soon
+    /// after the peer's device is back, the doubling keeps a slow or loaded
+    /// peer from being flooded with requests.
+    pub initial_connect_timeout: Duration,
     /// How long a receiver may hold back the acknowledgement of delivered
     /// messages when it has nothing to send (a sender's message completes
     /// when the peer confirms delivery).
@@ -101,6 +111,7 @@ impl Default for Policy {
             fast_io_fail_tmo: None,
             keepalive: Some(Duration::from_secs(5)),
             connect_timeout: Duration::from_secs(3),
+            initial_connect_timeout: Duration::from_millis(500),
             ack_delay: Duration::from_micros(50),
             device_match: DeviceMatch::Any,
             failback: false,
@@ -126,6 +137,14 @@ impl Policy {
         }
         if self.connect_timeout.is_zero() {
             return err("connect_timeout", "must be > 0");
+        }
+        if self.initial_connect_timeout.is_zero()
+            || self.initial_connect_timeout > self.connect_timeout
+        {
+            return err(
+                "initial_connect_timeout",
+                "must be > 0 and <= connect_timeout",
+            );
         }
         if self.ack_delay.is_zero() || self.ack_delay > Duration::from_secs(1) {
             return err("ack_delay", "must be > 0 and <= 1 s");
@@ -167,6 +186,16 @@ impl Policy {
         let half = base / 2;
         let span = u64::try_from(half.as_nanos()).unwrap_or(u64::MAX).max(1);
         half + Duration::from_nanos(random % span)
+    }
+
+    /// How long attempt `attempt` of an outage (1 = the first) may take:
+    /// `initial_connect_timeout`, doubled for each attempt before it, at
+    /// most `connect_timeout`.
+    pub fn attempt_timeout(&self, attempt: u32) -> Duration {
+        let exp = attempt.saturating_sub(1).min(30);
+        self.initial_connect_timeout
+            .saturating_mul(1u32 << exp)
+            .min(self.connect_timeout)
     }
 
     /// How long silence on the connection may last before the peer is

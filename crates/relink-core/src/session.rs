@@ -630,10 +630,19 @@ impl Session {
             path: self.cfg.paths[pick],
             private_data: pd,
         });
-        self.timers.set(
-            TimerKind::ConnectTimeout,
-            now + self.cfg.policy.connect_timeout,
-        );
+        self.timers
+            .set(TimerKind::ConnectTimeout, self.connect_deadline(now));
+    }
+
+    /// When the connection being made now must be up (CM and in-band
+    /// handshake): an initiator's attempt gets [`Policy::attempt_timeout`]
+    /// of its number in the outage, a target the whole `connect_timeout`.
+    fn connect_deadline(&self, now: Timestamp) -> Timestamp {
+        let p = &self.cfg.policy;
+        now + match self.cfg.role {
+            Role::Initiator => p.attempt_timeout(self.attempt.max(1)),
+            Role::Target => p.connect_timeout,
+        }
     }
 
     fn resume_private_data(&self) -> Vec<u8> {
@@ -706,10 +715,8 @@ impl Session {
         // The connect timeout keeps running through the in-band handshake:
         // a connection that CM established but that carries nothing (a
         // broken data path) is abandoned after it, not after the keepalive.
-        self.timers.set(
-            TimerKind::ConnectTimeout,
-            now + self.cfg.policy.connect_timeout,
-        );
+        self.timers
+            .set(TimerKind::ConnectTimeout, self.connect_deadline(now));
         self.timers.stop(TimerKind::Backoff);
         if self.first_guid.is_none() {
             self.first_guid = Some(device.node_guid);
@@ -992,10 +999,8 @@ impl Session {
             path: self.cfg.paths[pick],
             private_data: pd,
         });
-        self.timers.set(
-            TimerKind::ConnectTimeout,
-            now + self.cfg.policy.connect_timeout,
-        );
+        self.timers
+            .set(TimerKind::ConnectTimeout, self.connect_deadline(now));
         Ok(())
     }
 
@@ -1479,10 +1484,8 @@ impl Session {
         });
         self.pending_peer_delivered = resume.last_delivered;
         self.go(State::Reconnecting, Cause::Attempt(1), now);
-        self.timers.set(
-            TimerKind::ConnectTimeout,
-            now + self.cfg.policy.connect_timeout,
-        );
+        self.timers
+            .set(TimerKind::ConnectTimeout, self.connect_deadline(now));
     }
 
     /// Target: the accepted connection of `epoch` is established.

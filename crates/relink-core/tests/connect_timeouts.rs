@@ -6,7 +6,11 @@
 //!   keepalive (`DownCause::ResyncTimeout`);
 //! - after `RDMA_CM_EVENT_DEVICE_REMOVAL`, while the device list may still
 //!   show the device, the next attempt takes a path the device does not
-//!   carry.
+//!   carry;
+//! - attempts that get no answer (the peer's device is gone: its address
+//!   answers nothing) time out after `initial_connect_timeout`, doubling up
+//!   to `connect_timeout`, so that the initiator tries again soon after the
+//!   peer's device is back (on rxe it waited out 3 s).
 
 use std::time::Duration;
 
@@ -136,7 +140,8 @@ fn connected_initiator(t0: Timestamp) -> (Session, Epoch, [Path; 2], [DeviceInfo
 fn a_connection_whose_handshake_never_finishes_is_abandoned_at_the_connect_timeout() {
     let t0 = Timestamp(1_000_000);
     let (mut ini, _, _, _) = connected_initiator(t0);
-    let timeout = Policy::default().connect_timeout;
+    // The first connection is attempt 1.
+    let timeout = Policy::default().attempt_timeout(1);
     assert!(
         timeout < Policy::default().keepalive.unwrap_or(Duration::MAX),
         "the point: the connect timeout is shorter than the keepalive"
@@ -183,4 +188,46 @@ fn after_a_cm_device_removal_the_next_attempt_takes_the_other_path() {
         "the attempt avoids the path of the device being removed"
     );
     assert!(t - t0 < Duration::from_millis(100), "and it is prompt");
+}
+
+#[test]
+fn unanswered_attempts_time_out_soon_then_later_and_later() {
+    let t0 = Timestamp(1_000_000);
+    let (mut ini, epoch, _, devs) = connected_initiator(t0);
+    ini.handle_transport_down(epoch, DownCause::CmDisconnected, t0);
+    // Both devices stay; nothing ever answers: note when each attempt
+    // starts, on a 1 ms clock, for 12 s.
+    ini.set_devices(devs.to_vec(), t0);
+    let mut starts = Vec::new();
+    let mut t = t0;
+    while t < t0 + Duration::from_secs(12) {
+        if !connects(&actions(&mut ini)).is_empty() {
+            starts.push(t - t0);
+        }
+        t += Duration::from_millis(1);
+        ini.handle_timeout(t);
+    }
+    assert!(starts.len() >= 5, "attempts: {starts:?}");
+    let p = Policy::default();
+    for (i, w) in starts.windows(2).enumerate() {
+        let timeout = p.attempt_timeout(i as u32 + 1);
+        let gap = w[1] - w[0];
+        // The next attempt: this one's timeout, then a backoff of at most
+        // the (doubling) backoff delay.
+        let max_backoff = p
+            .initial_backoff
+            .saturating_mul(1 << (i + 1))
+            .min(p.reconnect_delay);
+        assert!(
+            gap >= timeout && gap <= timeout + max_backoff + Duration::from_millis(2),
+            "attempt {} started {gap:?} after the one before, its timeout is {timeout:?}: {starts:?}",
+            i + 2
+        );
+    }
+    assert_eq!(p.attempt_timeout(1), p.initial_connect_timeout);
+    assert!(
+        starts[1] < Duration::from_secs(1),
+        "the second attempt comes within 1 s, not after the whole connect timeout: {starts:?}"
+    );
+    assert_eq!(p.attempt_timeout(30), p.connect_timeout, "capped");
 }
