@@ -10,14 +10,17 @@
 #      verbs:    relink-verbs's conformance_verbs test with `--features rdma`
 #                (skipped LOUDLY when `cargo build -p relink-verbs --features
 #                rdma` fails)
+#      bench:    relink-verbs's rxe bench (`cargo bench -p relink-verbs --features
+#                rdma --no-run`): relink over rxe next to raw verbs on the same
+#                devices (64 B SEND rate, 64 KiB WRITE throughput, ratios)
 #      sessions: relink-verbs's sessions_verbs test (relink sessions with
 #                traffic across rdma link delete/add, replacement, failover,
 #                netdev down/up, 20 cycles), one step per scenario
 # 3. per kernel: packs an initramfs (tests/vm/build-initramfs.sh) and boots it
 #    under qemu; the guest (tests/vm/guest/run.sh) sets up rxe0/rxe1 and runs
 #    the groups:
-#      6.12  sanity,devwatch,verbs,sessions  watcher backend expected: rdma-netlink
-#      6.1   sanity,devwatch,verbs,sessions  watcher backend expected: uevent
+#      6.12  sanity,devwatch,verbs,bench,sessions  watcher backend expected: rdma-netlink
+#      6.1   sanity,devwatch,verbs,sessions        watcher backend expected: uevent
 # 4. prints one summary table; exit 0 only if every step of every VM passed.
 #
 # If the tier cannot run here at all (packages cannot be installed, the
@@ -26,7 +29,7 @@
 #
 # Options / environment:
 #   --kernels LIST   RELINK_VM_KERNELS   which kernels (6.12, 6.1; default both)
-#   --groups LIST    RELINK_VM_GROUPS    override the groups (sanity,devwatch,verbs,sessions)
+#   --groups LIST    RELINK_VM_GROUPS    override the groups (sanity,devwatch,verbs,bench,sessions)
 #   --accel A        RELINK_VM_ACCEL     tcg (default) or kvm (real VMX/SVM only)
 #   --verbose        RELINK_VM_VERBOSE=1 stream the whole serial console
 #   RELINK_VM_CACHE     download/unpack cache (default target/vm/cache)
@@ -76,7 +79,10 @@ T0=$(now)
 
 groups_for() { # kernel series -> groups
   if [ -n "$GROUPS_OVERRIDE" ]; then echo "$GROUPS_OVERRIDE"; return; fi
-  echo sanity,devwatch,verbs,sessions
+  case $1 in
+    6.12) echo sanity,devwatch,verbs,bench,sessions ;;
+    *) echo sanity,devwatch,verbs,sessions ;;
+  esac
 }
 expect_for() { case $1 in 6.12) echo rdma-netlink ;; *) echo uevent ;; esac; }
 IFS=, read -r -a SERIES <<< "$KERNELS"
@@ -183,6 +189,22 @@ if needs verbs || needs sessions; then
 fi
 FILES+=(-f "$LIST:/vm/tests.list")
 T_BUILD=$(now)
+
+if needs bench; then
+  banner "building relink-verbs's rxe bench (cargo bench -p relink-verbs --features rdma --no-run)"
+  if ! "$CARGO" bench -p relink-verbs --features rdma --bench rxe --no-run --message-format=json-render-diagnostics \
+        > "$OUTDIR/bench.json" 2> "$OUTDIR/bench-build.log"; then
+    why=$(grep -m1 -E '^error' "$OUTDIR/bench-build.log" || tail -1 "$OUTDIR/bench-build.log")
+    tail -30 "$OUTDIR/bench-build.log" | sed 's/^/  | /'
+    SKIPS+=("bench|rxe_relink_vs_raw|building the rxe bench with --features rdma failed: $why")
+  else
+    while IFS='|' read -r kind name exe dir; do
+      [ "$kind" = bench ] && [ "$name" = rxe ] || continue
+      BINS+=(-x "$exe:verbs-bench-rxe")
+      echo "bench|rxe_relink_vs_raw|/vm/bin/verbs-bench-rxe|$dir|" >> "$LIST"
+    done < <(artifacts < "$OUTDIR/bench.json")
+  fi
+fi
 
 # --- 3. one VM per kernel ------------------------------------------------------------------
 case $ACCEL in

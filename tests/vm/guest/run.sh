@@ -9,6 +9,7 @@
 #               RELINK_DEVWATCH_EXPECT_BACKEND=$VM_EXPECT, and the devwatch
 #               example watching a real `rdma link delete`/`add` of rxe1
 #     verbs     relink-verbs's conformance suite on the real rxe devices
+#     bench     relink-verbs's rxe bench: relink next to raw verbs on rxe0/rxe1
 #     sessions  relink sessions with traffic across rdma link delete/add,
 #               a replacement device (rxe2 on the spare veth2), failover to a
 #               second pair (rxe3/rxe4 on 10.10.1.0/24), netdev down/up and
@@ -304,6 +305,19 @@ if grep -q '^verbs|' /vm/tests.list 2>/dev/null; then
   run_group_tests verbs
 else
   step verbs conformance; echo "  !!! no verbs test binaries in /vm/tests.list"; endstep 1
+fi
+unset RELINK_VERBS_INITIATOR RELINK_VERBS_TARGET
+fi
+
+############################################################################
+if want bench; then
+# relink next to raw verbs on rxe0/rxe1 (the bench prints its figures,
+# RESULT lines and a RELINK_VM_NOTE: for the table)
+export RELINK_VERBS_INITIATOR=rxe0@10.10.0.1@veth0 RELINK_VERBS_TARGET=rxe1@10.10.0.2@veth1
+if grep -q '^bench|' /vm/tests.list 2>/dev/null; then
+  run_group_tests bench
+else
+  step bench rxe_relink_vs_raw; echo "  !!! no rxe bench in /vm/tests.list"; endstep 1
 fi
 unset RELINK_VERBS_INITIATOR RELINK_VERBS_TARGET
 fi
