@@ -37,6 +37,7 @@
 #   RELINK_VM_TEST_TIMEOUT  per test binary in the guest (default 180)
 #   RELINK_VM_MEM       guest memory in MB (default 1024)
 #   RELINK_VM_SESSIONS  regex: only the session scenarios it matches
+#   RELINK_VM_VERBS     a libtest filter: only the conformance cases it matches
 # Logs: target/vm/out/<kernel>/serial.log (full serial console of each VM).
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -176,7 +177,7 @@ if needs verbs || needs sessions; then
                       awk '/netdev/{last=last $0 "\n"; next} {print} END{printf "%s", last}'); do
             echo "sessions|$sc|/vm/bin/verbs-$name|$dir|$sc --exact --test-threads=1 --nocapture" >> "$LIST"
           done ;;
-        *) echo "verbs|$name|/vm/bin/verbs-$name|$dir|--test-threads=1 --show-output" >> "$LIST" ;;
+        *) echo "verbs|$name|/vm/bin/verbs-$name|$dir|${RELINK_VM_VERBS:-} --test-threads=1 --show-output" >> "$LIST" ;;
       esac
     done < <(artifacts < "$OUTDIR/verbs.json")
   fi

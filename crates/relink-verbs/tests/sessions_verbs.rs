@@ -37,8 +37,6 @@
 //! settings, a scenario prints `SKIPPED: <scenario> on verbs: <why>` and
 //! returns — never a silent pass.
 
-mod common;
-
 use std::io::Write as _;
 use std::net::{IpAddr, SocketAddr};
 use std::process::{Child, Command, Stdio};
@@ -46,11 +44,11 @@ use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use common::{ip, parse_spec, rdma, uverbs_listed, wait_until};
 use relink::{Node, Path, Policy, SessionEvent, SessionHandle, State};
 use relink_fabric::{Guid, Provider};
 use relink_testkit::sim::{INITIATOR, TARGET};
 use relink_testkit::workload::{options, Workload};
+use relink_verbs::rig::Topology;
 use relink_verbs::{VerbsConfig, VerbsProvider};
 
 /// What `rdma link delete` may take while relink holds the device.
@@ -65,180 +63,6 @@ const WINDOW: usize = 16;
 /// One scenario at a time: they act on the host's devices.
 static LOCK: Mutex<()> = Mutex::new(());
 static NEXT_PORT: AtomicU16 = AtomicU16::new(0);
-
-#[derive(Debug, Clone)]
-struct Side {
-    device: String,
-    addr: IpAddr,
-    netdev: String,
-}
-
-impl Side {
-    fn from_env(var: &str) -> Result<Side, String> {
-        let v = std::env::var(var).map_err(|_| format!("{var} is not set"))?;
-        let (device, addr, netdev) = parse_spec(var, &v)?;
-        let netdev = netdev.ok_or_else(|| format!("{var}={v:?}: give DEV@ADDR@NETDEV"))?;
-        Ok(Side {
-            device,
-            addr,
-            netdev,
-        })
-    }
-}
-
-#[derive(Debug, Clone)]
-struct Env {
-    init: Side,
-    target: Side,
-    /// Replacement device name and spare netdev.
-    spare: Option<(String, String)>,
-    /// The second pair (initiator, target).
-    second: Option<(Side, Side)>,
-    /// Policy-routing tables of (initiator -> target, target -> initiator).
-    tables: Option<(String, String)>,
-    prefix: u8,
-}
-
-impl Env {
-    fn from_env() -> Result<Env, String> {
-        if !relink_verbs::BUILT_WITH_RDMA {
-            return Err(relink_verbs::VerbsError::NotBuilt.to_string());
-        }
-        let init = Side::from_env("RELINK_VERBS_INITIATOR")?;
-        let target = Side::from_env("RELINK_VERBS_TARGET")?;
-        let spare = match std::env::var("RELINK_VERBS_SPARE") {
-            Ok(v) => {
-                let (d, n) = v
-                    .split_once('@')
-                    .ok_or_else(|| format!("RELINK_VERBS_SPARE={v:?} is not DEV@NETDEV"))?;
-                Some((d.to_string(), n.to_string()))
-            }
-            Err(_) => None,
-        };
-        let second = match (
-            std::env::var("RELINK_VERBS_SECOND_INITIATOR"),
-            std::env::var("RELINK_VERBS_SECOND_TARGET"),
-        ) {
-            (Ok(_), Ok(_)) => Some((
-                Side::from_env("RELINK_VERBS_SECOND_INITIATOR")?,
-                Side::from_env("RELINK_VERBS_SECOND_TARGET")?,
-            )),
-            _ => None,
-        };
-        let tables = match std::env::var("RELINK_VERBS_ROUTE_TABLES") {
-            Ok(v) => {
-                let (a, b) = v
-                    .split_once(',')
-                    .ok_or_else(|| format!("RELINK_VERBS_ROUTE_TABLES={v:?} is not TABLE,TABLE"))?;
-                Some((a.to_string(), b.to_string()))
-            }
-            Err(_) => None,
-        };
-        let prefix = match std::env::var("RELINK_VERBS_PREFIX") {
-            Ok(v) => v
-                .parse()
-                .map_err(|_| format!("RELINK_VERBS_PREFIX={v:?} is not a prefix length"))?,
-            Err(_) => 24,
-        };
-        Ok(Env {
-            init,
-            target,
-            spare,
-            second,
-            tables,
-            prefix,
-        })
-    }
-
-    fn cidr(&self, addr: IpAddr) -> String {
-        format!("{addr}/{}", self.prefix)
-    }
-
-    /// Point the policy routes of the main pair at these netdevs.
-    fn routes(&self, init_netdev: &str, target_netdev: &str) -> Result<(), String> {
-        let Some((ti, tt)) = &self.tables else {
-            return Ok(());
-        };
-        let (a, b) = (self.init.addr.to_string(), self.target.addr.to_string());
-        ip(&[
-            "route",
-            "replace",
-            &b,
-            "dev",
-            init_netdev,
-            "src",
-            &a,
-            "table",
-            ti,
-        ])?;
-        ip(&[
-            "route",
-            "replace",
-            &a,
-            "dev",
-            target_netdev,
-            "src",
-            &b,
-            "table",
-            tt,
-        ])?;
-        ip(&["neigh", "flush", "all"])?;
-        self.warm_neighbours();
-        Ok(())
-    }
-
-    /// One ping each way between each pair's addresses. Both sides
-    /// share this kernel: after a neighbour flush (ours, or a netdev going
-    /// down), rdma_cm's address resolution was seen to stall past the
-    /// connect timeout and the first connection's data path to stay dead
-    /// (6.12, rxe); relink then recovers through its connect and resync
-    /// timeouts, which would be counted as recovery latency here. Hosts of
-    /// their own resolve each other normally.
-    fn warm_neighbours(&self) {
-        let mut pairs = vec![(self.init.addr, self.target.addr)];
-        if let Some((a, b)) = &self.second {
-            pairs.push((a.addr, b.addr));
-        }
-        for (a, b) in pairs {
-            let (a, b) = (a.to_string(), b.to_string());
-            self.ping_both(&a, &b);
-        }
-    }
-
-    fn ping_both(&self, a: &str, b: &str) {
-        for (from, to) in [(a, b), (b, a)] {
-            if let Err(e) = common::run("ping", &["-c", "1", "-W", "1", "-I", from, to]) {
-                eprintln!("warming the neighbour tables: {e}");
-            }
-        }
-    }
-
-    /// Put the host back as the settings describe it: the spare device
-    /// gone, every address on its own netdev, every device present.
-    fn restore(&self) -> Result<(), String> {
-        if let Some((spare, spare_nd)) = &self.spare {
-            if uverbs_listed(spare) {
-                rdma(&["link", "delete", spare])?;
-            }
-            let _ = ip(&["addr", "del", &self.cidr(self.init.addr), "dev", spare_nd]);
-        }
-        let mut sides = vec![&self.init, &self.target];
-        if let Some((a, b)) = &self.second {
-            sides.extend([a, b]);
-        }
-        for s in sides {
-            ip(&["link", "set", &s.netdev, "up"])?;
-            ip(&["addr", "replace", &self.cidr(s.addr), "dev", &s.netdev])?;
-            if !uverbs_listed(&s.device) {
-                rdma(&["link", "add", &s.device, "type", "rxe", "netdev", &s.netdev])?;
-                if !wait_until(Duration::from_secs(10), || uverbs_listed(&s.device)) {
-                    return Err(format!("{} did not come back", s.device));
-                }
-            }
-        }
-        self.routes(&self.init.netdev, &self.target.netdev)
-    }
-}
 
 /// Print the loud skip line of the running scenario.
 fn skip(why: &str) {
@@ -255,8 +79,8 @@ fn skip(why: &str) {
 /// The settings, or a loud skip of the calling scenario.
 macro_rules! env_or_skip {
     ($need:expr) => {
-        match Env::from_env().and_then(|e| {
-            let need: fn(&Env) -> Result<(), String> = $need;
+        match Topology::from_env().and_then(|e| {
+            let need: fn(&Topology) -> Result<(), String> = $need;
             need(&e).map(|()| e)
         }) {
             Ok(e) => e,
@@ -268,14 +92,14 @@ macro_rules! env_or_skip {
     };
 }
 
-fn need_nothing(_: &Env) -> Result<(), String> {
+fn need_nothing(_: &Topology) -> Result<(), String> {
     Ok(())
 }
 
 /// Two nodes, each on its own [`VerbsProvider`] (two hosts sharing this
 /// kernel), one session between them, and the checked workload.
 struct Duo {
-    env: Env,
+    env: Topology,
     pa: Arc<VerbsProvider>,
     a: Node,
     b: Node,
@@ -309,7 +133,7 @@ fn provider(source: IpAddr) -> Result<Arc<VerbsProvider>, String> {
 impl Duo {
     /// The target listens on `listen`; the initiator connects over
     /// `paths`; traffic starts.
-    fn start(env: Env, listen: SocketAddr, paths: Vec<Path>) -> Duo {
+    fn start(env: Topology, listen: SocketAddr, paths: Vec<Path>) -> Duo {
         let lock = LOCK.lock().unwrap_or_else(|e| e.into_inner());
         let _ = tracing_subscriber::fmt()
             .with_env_filter(
@@ -621,7 +445,7 @@ impl Duo {
     }
 }
 
-fn main_pair(env: &Env, port: u16) -> (SocketAddr, Vec<Path>) {
+fn main_pair(env: &Topology, port: u16) -> (SocketAddr, Vec<Path>) {
     let peer = SocketAddr::new(env.target.addr, port);
     (
         peer,
@@ -708,9 +532,8 @@ fn replacement_device_same_address_new_guid() {
     d.delete(&env.init.device);
     // The address moves to the spare netdev; a new device there has a
     // new GUID (from the netdev's MAC).
-    let cidr = env.cidr(env.init.addr);
-    ip(&["addr", "del", &cidr, "dev", &env.init.netdev]).expect("moving the address");
-    ip(&["addr", "add", &cidr, "dev", &spare_nd]).expect("moving the address");
+    env.move_address(env.init.addr, &env.init.netdev, &spare_nd)
+        .expect("moving the address");
     env.routes(&spare_nd, &env.target.netdev)
         .expect("re-pointing the routes");
     d.pump(Duration::from_millis(300));
@@ -730,8 +553,8 @@ fn replacement_device_same_address_new_guid() {
     d.pump(Duration::from_millis(500));
     // And back to the original device (another recovery).
     d.delete(&spare);
-    ip(&["addr", "del", &cidr, "dev", &spare_nd]).expect("moving the address back");
-    ip(&["addr", "add", &cidr, "dev", &env.init.netdev]).expect("moving the address back");
+    env.move_address(env.init.addr, &spare_nd, &env.init.netdev)
+        .expect("moving the address back");
     env.routes(&env.init.netdev, &env.target.netdev)
         .expect("re-pointing the routes");
     d.add(&env.init.device, &env.init.netdev);
@@ -856,7 +679,7 @@ fn gsi_qp_states() -> String {
 
 /// One `rping` exchange between the main pair (a server on the target's
 /// address, a client from the initiator's), 10 s at most.
-fn rping_probe(env: &Env) -> Result<(), String> {
+fn rping_probe(env: &Topology) -> Result<(), String> {
     let (a, b) = (env.init.addr.to_string(), env.target.addr.to_string());
     let mut server = Command::new("rping")
         .args(["-s", "-a", &b, "-p", "7199", "-C", "1"])

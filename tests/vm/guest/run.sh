@@ -213,9 +213,6 @@ allowed_skip() { # allowed_skip group < line: which SKIPPED: lines are expected 
     devwatch:uevent:"SKIPPED: rdma_netlink_"*|devwatch:rescan:"SKIPPED: rdma_netlink_"*) return 0 ;;
     # Soft-RoCE has no device reset: no IBV_EVENT_DEVICE_FATAL can be injected
     verbs:*:"SKIPPED: reset_"*" on verbs: Soft-RoCE has no device reset"*) return 0 ;;
-    # the verbs rig cannot build a replacement device yet (a spare netdev,
-    # veth2, exists for it); issue #4 follow-up
-    verbs:*:"SKIPPED: replacement_new_guid_same_address on verbs:"*) return 0 ;;
   esac
   return 1
 }
@@ -297,8 +294,10 @@ fi
 
 ############################################################################
 if want verbs; then
-# DEV@ADDR@NETDEV of each side; the suite deletes and re-adds the devices
+# DEV@ADDR@NETDEV of each side; the suite deletes and re-adds the devices,
+# and replaces the target's by rxe2 on the spare veth2 (address and routes move)
 export RELINK_VERBS_INITIATOR=rxe0@10.10.0.1@veth0 RELINK_VERBS_TARGET=rxe1@10.10.0.2@veth1
+export RELINK_VERBS_SPARE=rxe2@$RELINK_VM_SPARE_NETDEV RELINK_VERBS_ROUTE_TABLES=102,101 RELINK_VERBS_PREFIX=24
 # (not RELINK_TESTKIT_FAIL_ON_SKIP: run_test fails every SKIPPED: line
 # except those allowed_skip() lists as expected on Soft-RoCE)
 if grep -q '^verbs|' /vm/tests.list 2>/dev/null; then
@@ -306,7 +305,7 @@ if grep -q '^verbs|' /vm/tests.list 2>/dev/null; then
 else
   step verbs conformance; echo "  !!! no verbs test binaries in /vm/tests.list"; endstep 1
 fi
-unset RELINK_VERBS_INITIATOR RELINK_VERBS_TARGET
+unset RELINK_VERBS_INITIATOR RELINK_VERBS_TARGET RELINK_VERBS_SPARE RELINK_VERBS_ROUTE_TABLES RELINK_VERBS_PREFIX
 fi
 
 ############################################################################

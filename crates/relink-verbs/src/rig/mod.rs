@@ -22,6 +22,15 @@
 //! ([`fresh_port`]). Rigs are created one at a time in a process (a process
 //! lock, held while a rig lives) because faults act on the host's real
 //! devices; a removed device is added back when the rig drops.
+//!
+//! A replacement ([`Rig::replace_device`]) needs the host's [`Topology`]
+//! (module `topology`: a spare netdev, [`SPARE_ENV`], and the policy-routing
+//! tables, [`ROUTE_TABLES_ENV`]): the side's device is deleted, its address
+//! moves to the spare netdev, and a new rxe device there (a new GUID) takes
+//! over; the rig undoes that when it drops, while its providers still run
+//! (deleting a device waits for librdmacm's cached context too, which only a
+//! live provider's re-scan releases). Without a topology the case is
+//! skipped with that reason.
 
 use std::io::Write as _;
 use std::net::IpAddr;
@@ -34,6 +43,10 @@ use relink_fabric::Provider;
 use relink_testkit::{Quirk, Rig, Side, Skip};
 
 use crate::{VerbsConfig, VerbsError, VerbsProvider};
+
+mod topology;
+
+pub use topology::{Topology, PREFIX_ENV, ROUTE_TABLES_ENV, SECOND_ENV, SPARE_ENV};
 
 /// Environment variable of the initiator's `DEV@ADDR[@NETDEV]`.
 pub const INITIATOR_ENV: &str = "RELINK_VERBS_INITIATOR";
@@ -171,6 +184,10 @@ pub struct VerbsRig {
     sides: [SideCfg; 2],
     port: u16,
     deleting: [Mutex<Option<Deleting>>; 2],
+    /// The host's topology ([`Topology::from_env`]), for a replacement.
+    topology: Result<Topology, String>,
+    /// The replacement device of each side, once replaced.
+    replaced: [Mutex<Option<String>>; 2],
     _lock: MutexGuard<'static, ()>,
 }
 
@@ -239,6 +256,8 @@ impl VerbsRig {
             sides,
             port: fresh_port(),
             deleting: [Mutex::new(None), Mutex::new(None)],
+            topology: Topology::from_env(),
+            replaced: [Mutex::new(None), Mutex::new(None)],
             _lock: lock,
         })
     }
@@ -325,6 +344,73 @@ impl VerbsRig {
     }
 }
 
+impl VerbsRig {
+    /// The replacement of `side` ([`Rig::replace_device`]): its device is
+    /// deleted (in the background, as for a removal), its address moves to
+    /// the spare netdev, a new device is added there (a new GUID, from the
+    /// netdev's MAC) and the policy routes follow.
+    fn replace(&self, side: Side) -> Result<(), Skip> {
+        let t = self.topology.as_ref().map_err(|e| {
+            Skip::new(format!(
+                "replacing a device needs the host's topology ({SPARE_ENV} and the sides \
+                 as DEV@ADDR@NETDEV): {e}"
+            ))
+        })?;
+        let Some((spare, spare_nd)) = t.spare.clone() else {
+            return Err(Skip::new(format!(
+                "replacing a device needs {SPARE_ENV}=DEV@NETDEV (a spare netdev on the same link)"
+            )));
+        };
+        self.remove_device(side)?;
+        let s = self.side(side);
+        let fail = |e: String| -> ! { panic!("replacing the {side} device {}: {e}", s.device) };
+        t.move_address(s.addr, &s.netdev, &spare_nd)
+            .unwrap_or_else(|e| fail(e));
+        rdma(&["link", "add", &spare, "type", "rxe", "netdev", &spare_nd])
+            .unwrap_or_else(|e| fail(e));
+        if !wait_until(FAULT_TIMEOUT, || uverbs_listed(&spare)) {
+            fail(format!("{spare} did not appear after `rdma link add`"));
+        }
+        let (a, b) = match side {
+            Side::Initiator => (spare_nd.as_str(), self.sides[1].netdev.as_str()),
+            Side::Target => (self.sides[0].netdev.as_str(), spare_nd.as_str()),
+        };
+        t.routes(a, b).unwrap_or_else(|e| fail(e));
+        *self.replaced[side.index()]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(spare);
+        Ok(())
+    }
+
+    /// Delete the replacement devices and move their addresses back (the
+    /// original devices are added back by the caller).
+    fn undo_replacements(&self) -> Result<(), String> {
+        let Ok(t) = &self.topology else { return Ok(()) };
+        let mut any = false;
+        for side in Side::ALL {
+            let Some(spare) = self.replaced[side.index()]
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take()
+            else {
+                continue;
+            };
+            any = true;
+            if uverbs_listed(&spare) {
+                rdma(&["link", "delete", &spare])?;
+            }
+            if let Some((_, spare_nd)) = &t.spare {
+                let s = self.side(side);
+                t.move_address(s.addr, spare_nd, &s.netdev)?;
+            }
+        }
+        if any {
+            t.routes(&self.sides[0].netdev, &self.sides[1].netdev)?;
+        }
+        Ok(())
+    }
+}
+
 /// The settings of a host that resolves from `addr`: two hosts in one
 /// kernel must each resolve from their own address (else routing picks the
 /// destination's own device, a loopback).
@@ -337,7 +423,16 @@ fn host_config(addr: IpAddr) -> VerbsConfig {
 
 impl Drop for VerbsRig {
     fn drop(&mut self) {
-        // Release the devices first, then put back what a case removed.
+        // A replacement device goes while the providers still run: deleting
+        // it waits for every open context, librdmacm's cached one too, which
+        // only a live provider's re-scan makes librdmacm drop.
+        if let Err(e) = self.undo_replacements() {
+            let _ = writeln!(std::io::stderr(), "verbs rig: undoing a replacement: {e}");
+            if !std::thread::panicking() {
+                panic!("verbs rig: undoing a replacement: {e}");
+            }
+        }
+        // Release the devices, then put back what a case removed.
         self.hosts.clear();
         for side in Side::ALL {
             let pending = self.deleting[side.index()]
@@ -362,7 +457,11 @@ impl Rig for VerbsRig {
     }
 
     fn device_name(&self, side: Side) -> String {
-        self.side(side).device.clone()
+        self.replaced[side.index()]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .unwrap_or_else(|| self.side(side).device.clone())
     }
 
     fn addr(&self, side: Side) -> IpAddr {
@@ -410,11 +509,8 @@ impl Rig for VerbsRig {
         ))
     }
 
-    fn replace_device(&self, _side: Side) -> Result<(), Skip> {
-        Err(Skip::new(
-            "replacing a device needs a second netdev that takes over the address; \
-             this rig does not set one up",
-        ))
+    fn replace_device(&self, side: Side) -> Result<(), Skip> {
+        self.replace(side)
     }
 
     fn settle_time(&self) -> Duration {
