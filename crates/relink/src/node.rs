@@ -23,7 +23,7 @@ use relink_fabric::{
 };
 
 use crate::transport::{
-    recv_wr, SessionMemory, Transport, TAG_MASK, TAG_ONE_SIDED, TAG_RECV, TAG_SEND,
+    SessionMemory, Transport, WrBatch, TAG_MASK, TAG_ONE_SIDED, TAG_RECV, TAG_SEND,
 };
 
 /// Forget a transport's CM id and CQ and destroy its objects (destroy calls
@@ -163,9 +163,6 @@ struct Slot {
     /// Work requests waiting to be posted, in order (sends also wait for
     /// a free slot).
     backlog: VecDeque<Pending>,
-    completions: VecDeque<Completion>,
-    deliveries: VecDeque<(Seq, Vec<u8>)>,
-    events: VecDeque<SessionEvent>,
     /// Pending connect private data of the current attempt.
     connect_data: Vec<u8>,
     path: Option<Path>,
@@ -176,7 +173,14 @@ enum Pending {
     /// A message (its bytes go into a send slot).
     Send { op: Option<OpId>, bytes: Vec<u8> },
     /// A one-sided operation, ready to post.
-    OneSided(SendWr),
+    OneSided {
+        /// The request's wr_id.
+        wr_id: u64,
+        /// What it does.
+        op: SendOp,
+        /// Its local memory.
+        sge: Sge,
+    },
 }
 
 /// Signal at least every this many messages (and the last request of each
@@ -226,6 +230,17 @@ pub struct Node {
     deadline_of: BTreeMap<u64, Timestamp>,
     /// Sessions with work requests waiting to be posted.
     pending_drain: std::collections::BTreeSet<u64>,
+    /// The set `poll` works through while `dirty` or `pending_drain`
+    /// collect for the next round (swapped, so neither is reallocated).
+    round: std::collections::BTreeSet<u64>,
+    /// Sessions whose timer is due, collected by `poll`.
+    due: Vec<u64>,
+    /// The send requests of the batch being posted.
+    send_batch: WrBatch<SendWr>,
+    /// The receives being reposted.
+    recv_batch: WrBatch<relink_fabric::RecvWr>,
+    /// A received message, copied out of its slot.
+    recv_buf: Vec<u8>,
 }
 
 impl Node {
@@ -250,6 +265,11 @@ impl Node {
             deadlines: std::collections::BTreeSet::new(),
             deadline_of: BTreeMap::new(),
             pending_drain: std::collections::BTreeSet::new(),
+            round: std::collections::BTreeSet::new(),
+            due: Vec::new(),
+            send_batch: WrBatch::default(),
+            recv_batch: WrBatch::default(),
+            recv_buf: Vec::new(),
         }
     }
 
@@ -303,9 +323,6 @@ impl Node {
                 memory,
                 transport: None,
                 backlog: VecDeque::new(),
-                completions: VecDeque::new(),
-                deliveries: VecDeque::new(),
-                events: VecDeque::new(),
                 connect_data: Vec::new(),
                 path: None,
             },
@@ -473,17 +490,17 @@ impl Node {
 
     /// Next completion of a session.
     pub fn poll_completion(&mut self, s: SessionHandle) -> Option<Completion> {
-        self.sessions.get_mut(&s.0)?.completions.pop_front()
+        self.sessions.get_mut(&s.0)?.core.poll_completion()
     }
 
     /// Next delivered message of a session.
     pub fn poll_delivery(&mut self, s: SessionHandle) -> Option<(Seq, Vec<u8>)> {
-        self.sessions.get_mut(&s.0)?.deliveries.pop_front()
+        self.sessions.get_mut(&s.0)?.core.poll_delivery()
     }
 
     /// Next event of a session.
     pub fn poll_event(&mut self, s: SessionHandle) -> Option<SessionEvent> {
-        self.sessions.get_mut(&s.0)?.events.pop_front()
+        self.sessions.get_mut(&s.0)?.core.poll_event()
     }
 
     /// State of a session.
@@ -537,19 +554,23 @@ impl Node {
             progress = true;
             self.on_event(ev);
         }
-        // Only CQs that signalled (or were not yet armed) are polled.
-        for key in std::mem::take(&mut self.dirty) {
+        // Only CQs that signalled (or were not yet armed) are polled; a CQ
+        // that stays busy is marked again for the next round.
+        std::mem::swap(&mut self.dirty, &mut self.round);
+        while let Some(key) = self.round.pop_first() {
             progress |= self.poll_cq(key);
         }
         // Only sessions with a due timer or queued work are visited.
         let now = self.now();
-        let due: Vec<u64> = self
-            .deadlines
-            .iter()
-            .take_while(|(t, _)| *t <= now)
-            .map(|(_, k)| *k)
-            .collect();
-        for key in due {
+        self.due.clear();
+        self.due.extend(
+            self.deadlines
+                .iter()
+                .take_while(|(t, _)| *t <= now)
+                .map(|(_, k)| *k),
+        );
+        for i in 0..self.due.len() {
+            let key = self.due[i];
             let Some(slot) = self.sessions.get_mut(&key) else {
                 continue;
             };
@@ -557,7 +578,8 @@ impl Node {
             progress = true;
             self.run_actions(key);
         }
-        for key in std::mem::take(&mut self.pending_drain) {
+        std::mem::swap(&mut self.pending_drain, &mut self.round);
+        while let Some(key) = self.round.pop_first() {
             if self.drain_backlog(key) {
                 progress = true;
                 // A failed post reports a loss to the core: collect its
@@ -890,7 +912,7 @@ impl Node {
     /// armed (and checked once more, for a completion that raced the
     /// arming); a non-empty one stays dirty for the next round.
     fn poll_cq(&mut self, key: u64) -> bool {
-        let p = self.provider.clone();
+        let p = &*self.provider;
         let Some(slot) = self.sessions.get_mut(&key) else {
             return false;
         };
@@ -908,16 +930,9 @@ impl Node {
         self.dirty.insert(key);
         let now = p.now();
         let epoch = t.epoch;
-        let wcs = std::mem::take(&mut self.wcs);
-        let mut reposts = Vec::new();
-        for wc in &wcs {
-            let slot = self.sessions.get_mut(&key).expect("present");
-            let Some(t) = slot.transport.as_mut() else {
-                break;
-            };
-            if t.epoch != epoch {
-                break;
-            }
+        self.recv_batch.clear();
+        // The core's calls below never replace the driver's transport.
+        for wc in &self.wcs {
             match wc.wr_id & TAG_MASK {
                 TAG_SEND | TAG_ONE_SIDED => {
                     // RC completes in order: every unsignaled request posted
@@ -946,28 +961,25 @@ impl Node {
                     }
                     let s = (wc.wr_id & !TAG_MASK) as u32;
                     let size = slot.spec.slot_size as usize;
-                    let bytes = slot
-                        .memory
-                        .recv
-                        .read_vec(s as usize * size, (wc.byte_len as usize).min(size))
-                        .unwrap_or_default();
+                    let buf = &mut self.recv_buf;
+                    buf.resize((wc.byte_len as usize).min(size), 0);
+                    let bytes: &[u8] = match slot.memory.recv.read(s as usize * size, buf) {
+                        Ok(()) => buf,
+                        Err(_) => &[],
+                    };
                     if let Some(mr) = t.recv_mr {
-                        reposts.push(recv_wr(&mr, slot.spec.slot_size, s));
+                        self.recv_batch.push_recv(&mr, slot.spec.slot_size, s);
                     }
-                    slot.core.handle_received(epoch, &bytes, now);
+                    slot.core.handle_received(epoch, bytes, now);
                 }
                 _ => {}
             }
         }
-        self.wcs = wcs;
-        if !reposts.is_empty() {
-            let slot = self.sessions.get_mut(&key).expect("present");
-            if let Some(t) = slot.transport.as_ref().filter(|t| t.epoch == epoch) {
-                if let Some(qp) = t.qp {
-                    if p.post_recv(qp, &reposts).is_err() {
-                        slot.core
-                            .handle_transport_down(epoch, DownCause::DeviceRemoved, now);
-                    }
+        if !self.recv_batch.is_empty() {
+            if let Some(qp) = t.qp {
+                if p.post_recv(qp, self.recv_batch.as_slice()).is_err() {
+                    slot.core
+                        .handle_transport_down(epoch, DownCause::DeviceRemoved, now);
                 }
             }
         }
@@ -979,17 +991,17 @@ impl Node {
     // actions
     // -----------------------------------------------------------------
 
-    /// Perform the core's actions and collect its outputs.
-    fn run_actions(&mut self, key: u64) -> bool {
-        let mut any = false;
+    /// Perform the core's actions and index what the session now waits
+    /// for (its CQ, queued work, its next timer). Completions, deliveries
+    /// and events stay in the core until the application polls them.
+    fn run_actions(&mut self, key: u64) {
         loop {
             let Some(slot) = self.sessions.get_mut(&key) else {
-                return any;
+                return;
             };
             let Some(action) = slot.core.poll_action() else {
                 break;
             };
-            any = true;
             if matches!(action, Action::Disconnect { .. } | Action::TearDown { .. }) {
                 // Messages queued before a disconnect (the goodbye of an
                 // admin close) go out first.
@@ -997,30 +1009,20 @@ impl Node {
             }
             self.perform(key, action);
         }
-        let slot2 = self.sessions.get_mut(&key).expect("present");
-        while let Some(c) = slot2.core.poll_completion() {
-            slot2.completions.push_back(c);
-            any = true;
-        }
-        while let Some(d) = slot2.core.poll_delivery() {
-            slot2.deliveries.push_back(d);
-            any = true;
-        }
-        while let Some(e) = slot2.core.poll_event() {
-            slot2.events.push_back(e);
-            any = true;
-        }
+        let slot = self.sessions.get_mut(&key).expect("present");
         // A CQ built since the last call: poll (and so arm) it.
-        if let Some(cq) = slot2.transport.as_ref().and_then(|t| t.cq) {
-            if self.cq_owner.insert(cq, key).is_none() {
+        if let Some(t) = slot.transport.as_mut().filter(|t| !t.cq_indexed) {
+            if let Some(cq) = t.cq {
+                t.cq_indexed = true;
+                self.cq_owner.insert(cq, key);
                 self.dirty.insert(key);
             }
         }
-        if !slot2.backlog.is_empty() {
+        if !slot.backlog.is_empty() {
             self.pending_drain.insert(key);
         }
         // Re-index the session's next timer.
-        let next = slot2.core.poll_timeout();
+        let next = slot.core.poll_timeout();
         if self.deadline_of.get(&key).copied() != next {
             if let Some(old) = self.deadline_of.remove(&key) {
                 self.deadlines.remove(&(old, key));
@@ -1030,17 +1032,15 @@ impl Node {
                 self.deadlines.insert((t, key));
             }
         }
-        any
     }
 
     fn perform(&mut self, key: u64, action: Action) {
-        let p = self.provider.clone();
-        let now = p.now();
+        let p = &*self.provider;
         let slot = self.sessions.get_mut(&key).expect("present");
         match action {
             Action::TearDown { epoch } => {
                 if let Some(t) = slot.transport.take_if(|t| t.epoch == epoch) {
-                    retire_transport(&*p, t, &mut self.cm, &mut self.cq_owner);
+                    retire_transport(p, t, &mut self.cm, &mut self.cq_owner);
                 }
                 slot.backlog.clear();
             }
@@ -1050,13 +1050,13 @@ impl Node {
                 private_data,
             } => {
                 if let Some(old) = slot.transport.take() {
-                    retire_transport(&*p, old, &mut self.cm, &mut self.cq_owner);
+                    retire_transport(p, old, &mut self.cm, &mut self.cq_owner);
                 }
                 let id = match p.cm_create_id() {
                     Ok(id) => id,
                     Err(e) => {
-                        slot.core
-                            .handle_attempt_failed(epoch, &format!("create CM id: {e}"), now);
+                        let why = format!("create CM id: {e}");
+                        slot.core.handle_attempt_failed(epoch, &why, p.now());
                         return;
                     }
                 };
@@ -1075,9 +1075,10 @@ impl Node {
                             },
                         );
                     }
-                    Err(e) => slot
-                        .core
-                        .handle_attempt_failed(epoch, &format!("resolve: {e}"), now),
+                    Err(e) => {
+                        let why = format!("resolve: {e}");
+                        slot.core.handle_attempt_failed(epoch, &why, p.now());
+                    }
                 }
             }
             Action::Accept {
@@ -1089,14 +1090,14 @@ impl Node {
                     return;
                 };
                 if let Some(old) = slot.transport.take() {
-                    retire_transport(&*p, old, &mut self.cm, &mut self.cq_owner);
+                    retire_transport(p, old, &mut self.cm, &mut self.cq_owner);
                 }
                 let mut t = Transport::new(epoch, Some(req.cm), slot.spec.send_slots);
                 let device = p
                     .cm_device(req.cm)
                     .and_then(|d| p.devices().into_iter().find(|x| x.id == d));
                 let built = match device {
-                    Some(d) => t.build(&*p, d, &slot.spec, &slot.memory).map_err(|e| e.0),
+                    Some(d) => t.build(p, d, &slot.spec, &slot.memory).map_err(|e| e.0),
                     None => Err("the request's device is gone".into()),
                 };
                 let accepted = built.and_then(|()| {
@@ -1114,7 +1115,7 @@ impl Node {
                 slot.transport = Some(t);
                 if let Err(e) = accepted {
                     tracing::warn!("accept failed: {e}");
-                    slot.core.handle_attempt_failed(epoch, &e, now);
+                    slot.core.handle_attempt_failed(epoch, &e, p.now());
                 }
             }
             Action::Reject {
@@ -1154,8 +1155,11 @@ impl Node {
                         swap,
                     },
                 };
-                let wr = SendWr::new(TAG_ONE_SIDED | op.0, op_kind, vec![sge]);
-                slot.backlog.push_back(Pending::OneSided(wr));
+                slot.backlog.push_back(Pending::OneSided {
+                    wr_id: TAG_ONE_SIDED | op.0,
+                    op: op_kind,
+                    sge,
+                });
             }
             Action::Disconnect { epoch } => {
                 if let Some(t) = slot.transport.as_ref().filter(|t| t.epoch == epoch) {
@@ -1170,7 +1174,7 @@ impl Node {
     /// Post the queued work requests in one call, in order, while send
     /// slots last; signal every [`SIGNAL_EVERY`]th and the last one.
     fn drain_backlog(&mut self, key: u64) -> bool {
-        let p = self.provider.clone();
+        let p = &*self.provider;
         let Some(slot) = self.sessions.get_mut(&key) else {
             return false;
         };
@@ -1185,50 +1189,43 @@ impl Node {
             return false;
         };
         let size = slot.spec.slot_size;
-        let mut batch: Vec<SendWr> = Vec::with_capacity(slot.backlog.len());
+        let batch = &mut self.send_batch;
+        batch.clear();
         while let Some(front) = slot.backlog.front() {
-            let wr = match front {
-                Pending::Send { .. } => {
-                    let Some(s) = t.free_slots.pop() else { break };
-                    let Some(Pending::Send { op, bytes }) = slot.backlog.pop_front() else {
-                        unreachable!("front is a send")
-                    };
+            if matches!(front, Pending::Send { .. }) && t.free_slots.is_empty() {
+                break;
+            }
+            let (wr_id, op, sge) = match slot.backlog.pop_front().expect("front") {
+                Pending::Send { op, bytes } => {
+                    let s = t.free_slots.pop().expect("checked");
                     let off = u64::from(s) * u64::from(size);
                     let _ = slot.memory.send.write(off as usize, &bytes);
                     t.slot_op[s as usize] = op;
-                    SendWr::new(
-                        TAG_SEND | u64::from(s),
-                        SendOp::Send,
-                        vec![Sge {
-                            addr: mr.addr + off,
-                            length: bytes.len() as u32,
-                            lkey: mr.lkey,
-                        }],
-                    )
-                }
-                Pending::OneSided(_) => {
-                    let Some(Pending::OneSided(wr)) = slot.backlog.pop_front() else {
-                        unreachable!("front is one-sided")
+                    let sge = Sge {
+                        addr: mr.addr + off,
+                        length: bytes.len() as u32,
+                        lkey: mr.lkey,
                     };
-                    wr
+                    (TAG_SEND | u64::from(s), SendOp::Send, sge)
                 }
+                Pending::OneSided { wr_id, op, sge } => (wr_id, op, sge),
             };
-            batch.push(wr);
+            batch.push_send(wr_id, op, sge);
+            t.posted.push_back(wr_id);
         }
         if batch.is_empty() {
             return false;
         }
-        let last = batch.len() - 1;
-        for (i, wr) in batch.iter_mut().enumerate() {
+        let last = batch.as_slice().len() - 1;
+        for (i, wr) in batch.as_mut_slice().iter_mut().enumerate() {
             t.unsignaled += 1;
             wr.signaled =
                 i == last || t.unsignaled >= SIGNAL_EVERY || wr.wr_id & TAG_MASK == TAG_ONE_SIDED;
             if wr.signaled {
                 t.unsignaled = 0;
             }
-            t.posted.push_back(wr.wr_id);
         }
-        if let Err(e) = p.post_send(qp, &batch) {
+        if let Err(e) = p.post_send(qp, batch.as_slice()) {
             tracing::debug!("post send: {e}");
             let epoch = t.epoch;
             slot.backlog.clear();

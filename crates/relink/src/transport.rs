@@ -8,7 +8,7 @@ use relink_core::session::LocalKeys;
 use relink_core::{Epoch, RegionId};
 use relink_fabric::{
     Access, CmId, ContextId, CqId, DeviceInfo, Memory, MrInfo, PdId, Provider, QpId, QpInit,
-    RecvWr, Sge,
+    RecvWr, SendOp, SendWr, Sge,
 };
 
 /// Host memory of a session: allocated once, registered on every device
@@ -41,6 +41,8 @@ pub(crate) struct Transport {
     pub posted: std::collections::VecDeque<u64>,
     /// Work requests posted since the last signaled one.
     pub unsignaled: u32,
+    /// The node maps `cq` to its session (set once per transport).
+    pub cq_indexed: bool,
 }
 
 /// wr_id tags.
@@ -71,6 +73,7 @@ impl Transport {
             slot_op: vec![None; send_slots as usize],
             posted: std::collections::VecDeque::new(),
             unsignaled: 0,
+            cq_indexed: false,
         }
     }
 
@@ -153,10 +156,11 @@ impl Transport {
                 }
                 Step::PostReceives { count } => {
                     let mr = self.recv_mr.expect("recv mr");
-                    let wrs: Vec<RecvWr> = (0..count)
-                        .map(|slot| recv_wr(&mr, spec.slot_size, slot))
-                        .collect();
-                    p.post_recv(self.qp.expect("qp"), &wrs)
+                    let mut wrs = WrBatch::default();
+                    for slot in 0..count {
+                        wrs.push_recv(&mr, spec.slot_size, slot);
+                    }
+                    p.post_recv(self.qp.expect("qp"), wrs.as_slice())
                         .map_err(|x| e("post receives", &x))?;
                 }
             }
@@ -232,14 +236,81 @@ fn log_destroy(what: &str, r: Result<relink_fabric::Destroyed, relink_fabric::De
     }
 }
 
-/// The receive WR of slot `slot`.
-pub(crate) fn recv_wr(mr: &MrInfo, slot_size: u32, slot: u32) -> RecvWr {
-    RecvWr {
-        wr_id: TAG_RECV | u64::from(slot),
-        sgl: vec![Sge {
+/// Work requests kept from one post to the next: a batch reuses the
+/// requests of earlier batches, and with them the allocation of their SGE
+/// lists, so posting allocates nothing once the batch has been as large
+/// before.
+pub(crate) struct WrBatch<T> {
+    /// Every request ever needed; the first `len` are the current batch.
+    wrs: Vec<T>,
+    len: usize,
+}
+
+impl<T> Default for WrBatch<T> {
+    fn default() -> Self {
+        WrBatch {
+            wrs: Vec::new(),
+            len: 0,
+        }
+    }
+}
+
+impl<T> WrBatch<T> {
+    /// Empty the batch (its requests are kept for reuse).
+    pub fn clear(&mut self) {
+        self.len = 0;
+    }
+
+    /// Whether the batch holds no request.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The batch, to post.
+    pub fn as_slice(&self) -> &[T] {
+        &self.wrs[..self.len]
+    }
+
+    /// The batch, to adjust before posting.
+    pub fn as_mut_slice(&mut self) -> &mut [T] {
+        &mut self.wrs[..self.len]
+    }
+
+    /// Append a request: one of an earlier batch, or `fresh()`. The caller
+    /// overwrites all of it.
+    fn next(&mut self, fresh: impl FnOnce() -> T) -> &mut T {
+        if self.len == self.wrs.len() {
+            self.wrs.push(fresh());
+        }
+        self.len += 1;
+        &mut self.wrs[self.len - 1]
+    }
+}
+
+impl WrBatch<SendWr> {
+    /// Append the signaled request `wr_id` of `op` on the single SGE `sge`.
+    pub fn push_send(&mut self, wr_id: u64, op: SendOp, sge: Sge) {
+        let wr = self.next(|| SendWr::new(0, SendOp::Send, Vec::with_capacity(1)));
+        let mut sgl = std::mem::take(&mut wr.sgl);
+        sgl.clear();
+        sgl.push(sge);
+        *wr = SendWr::new(wr_id, op, sgl);
+    }
+}
+
+impl WrBatch<RecvWr> {
+    /// Append the receive of slot `slot` of the receive slots `mr`.
+    pub fn push_recv(&mut self, mr: &MrInfo, slot_size: u32, slot: u32) {
+        let wr = self.next(|| RecvWr {
+            wr_id: 0,
+            sgl: Vec::with_capacity(1),
+        });
+        wr.wr_id = TAG_RECV | u64::from(slot);
+        wr.sgl.clear();
+        wr.sgl.push(Sge {
             addr: mr.addr + u64::from(slot) * u64::from(slot_size),
             length: slot_size,
             lkey: mr.lkey,
-        }],
+        });
     }
 }
