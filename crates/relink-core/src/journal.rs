@@ -485,10 +485,16 @@ impl Journal {
     /// [`Journal::highest_sent`] is impossible for the genuine peer and is
     /// clamped (the driver should check the handshake with those two).
     pub fn on_peer_delivered(&mut self, delivered: Seq) -> Vec<Completion> {
-        self.confirm(delivered);
         let mut out = Vec::new();
-        self.sweep(&mut out);
+        self.on_peer_delivered_into(delivered, &mut out);
         out
+    }
+
+    /// [`Journal::on_peer_delivered`], appending the completions to `out`
+    /// (a driver's completion queue) instead of a new vector.
+    pub fn on_peer_delivered_into(&mut self, delivered: Seq, out: &mut impl Extend<Completion>) {
+        self.confirm(delivered);
+        self.sweep(out);
     }
 
     /// The transport was lost: every operation posted on it and not finished
@@ -663,7 +669,14 @@ impl Journal {
     }
 
     fn find(&self, op: OpId) -> Option<usize> {
-        self.entries.binary_search_by_key(&op, |e| e.id).ok()
+        // Ids ascend; with no gap below `op` (the common case: operations
+        // complete roughly in order) it sits at its distance from the first.
+        let first = self.entries.front()?.id;
+        let guess = usize::try_from(op.0.checked_sub(first.0)?).ok()?;
+        match self.entries.get(guess) {
+            Some(e) if e.id == op => Some(guess),
+            _ => self.entries.binary_search_by_key(&op, |e| e.id).ok(),
+        }
     }
 
     fn remove_at(&mut self, i: usize) -> Entry {
@@ -712,7 +725,7 @@ impl Journal {
     /// Completes what the confirmation and the proof settle. Only entries
     /// below `proven_below` can be settled: confirmed messages and proven
     /// operations no longer on a live transport.
-    fn sweep(&mut self, out: &mut Vec<Completion>) {
+    fn sweep(&mut self, out: &mut impl Extend<Completion>) {
         let mut end = self.entries.partition_point(|e| e.id < self.proven_below);
         let mut i = 0;
         while i < end {
@@ -723,7 +736,7 @@ impl Journal {
             let e = self.remove_at(i);
             end -= 1;
             if !e.orphan {
-                out.push(self.complete(e.id, outcome));
+                out.extend(Some(self.complete(e.id, outcome)));
             }
         }
     }

@@ -331,6 +331,37 @@ pub struct Session {
     replaying: u64,
     /// One-sided operations posted and not yet completed.
     one_sided_inflight: std::collections::BTreeSet<OpId>,
+    /// Buffers of sent messages the driver handed back, for the next ones.
+    spare: SpareBuffers,
+}
+
+/// A small free list of message buffers: [`Session::recycle`] puts the
+/// bytes of a performed [`Action::Send`] here, and the next message is
+/// encoded into one of them instead of a new allocation.
+#[derive(Debug, Default)]
+struct SpareBuffers(Vec<Vec<u8>>);
+
+impl SpareBuffers {
+    /// Buffers kept at most: more messages than this rarely wait between
+    /// being encoded and being copied into a send slot.
+    const MAX_COUNT: usize = 64;
+    /// Larger buffers are dropped: for such messages the copy costs far
+    /// more than the allocation, and an idle session keeps at most
+    /// `MAX_COUNT * MAX_CAPACITY` bytes (32 KiB).
+    const MAX_CAPACITY: usize = 512;
+
+    /// An empty buffer, recycled if there is one.
+    fn take(&mut self) -> Vec<u8> {
+        self.0.pop().unwrap_or_default()
+    }
+
+    /// Keep `buf` for reuse, within the limits.
+    fn put(&mut self, mut buf: Vec<u8>) {
+        if self.0.len() < Self::MAX_COUNT && buf.capacity() <= Self::MAX_CAPACITY {
+            buf.clear();
+            self.0.push(buf);
+        }
+    }
 }
 
 /// Receive slots kept free of data for control messages (acks, keepalives,
@@ -375,6 +406,7 @@ impl Session {
             pending_peer_delivered: Seq(0),
             replaying: 0,
             one_sided_inflight: std::collections::BTreeSet::new(),
+            spare: SpareBuffers::default(),
         })
     }
 
@@ -457,6 +489,13 @@ impl Session {
     /// Next action for the driver.
     pub fn poll_action(&mut self) -> Option<Action> {
         self.actions.pop_front()
+    }
+
+    /// Hand back the bytes of a performed [`Action::Send`] (once they are
+    /// in the send slot): a later message is encoded into the same
+    /// allocation. Optional; a driver that drops them only allocates more.
+    pub fn recycle(&mut self, bytes: Vec<u8>) {
+        self.spare.put(bytes);
     }
 
     /// Next operation completion for the application.
@@ -732,8 +771,8 @@ impl Session {
             self.complete(cs);
             self.replaying = self.journal.pending_replays() as u64;
         } else {
-            let cs = self.journal.on_peer_delivered(peer_delivered);
-            self.complete(cs);
+            self.journal
+                .on_peer_delivered_into(peer_delivered, &mut self.completions);
         }
         self.peer_delivered = self.peer_delivered.max(peer_delivered);
         if !first {
@@ -771,7 +810,8 @@ impl Session {
     /// Queue an unsequenced control message; `build` encodes it with the
     /// piggybacked acknowledgement.
     fn send_control(&mut self, build: impl FnOnce(Seq, &mut Vec<u8>) -> Result<(), WireError>) {
-        let mut bytes = Vec::with_capacity(wire::HEADER_LEN + 16);
+        let mut bytes = self.spare.take();
+        bytes.reserve(wire::HEADER_LEN + 16);
         let ack = self.inbox.last_delivered();
         if let Err(e) = build(ack, &mut bytes) {
             // Sizes are checked when the session is created: a bug.
@@ -855,7 +895,7 @@ impl Session {
                     if seq.0.saturating_sub(self.peer_delivered.0) > credits {
                         break; // wait for the peer to deliver
                     }
-                    let mut bytes = Vec::with_capacity(wire::HEADER_LEN + payload.len());
+                    let mut bytes = self.spare.take();
                     let ack = self.inbox.last_delivered();
                     // Payload sizes are checked at submit.
                     let _ =
@@ -1295,8 +1335,8 @@ impl Session {
         };
         if h.ack > self.peer_delivered {
             self.peer_delivered = h.ack;
-            let cs = self.journal.on_peer_delivered(h.ack);
-            self.complete(cs);
+            self.journal
+                .on_peer_delivered_into(h.ack, &mut self.completions);
         }
         match body {
             MsgBody::Data(payload) => match self.inbox.accept(h.seq) {
@@ -1501,5 +1541,34 @@ impl Session {
         }
         let delivered = self.pending_peer_delivered;
         self.start_resync(device, local, delivered, now);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SpareBuffers;
+
+    #[test]
+    fn spare_buffers_are_reused_and_bounded() {
+        let mut spare = SpareBuffers::default();
+        let mut b = spare.take();
+        b.extend_from_slice(&[1; 86]);
+        let (ptr, cap) = (b.as_ptr(), b.capacity());
+        spare.put(b);
+        let again = spare.take();
+        assert!(again.is_empty(), "handed out cleared");
+        assert_eq!(
+            (again.as_ptr(), again.capacity()),
+            (ptr, cap),
+            "the same allocation"
+        );
+        // Too large to keep.
+        spare.put(Vec::with_capacity(SpareBuffers::MAX_CAPACITY + 1));
+        assert_eq!(spare.take().capacity(), 0);
+        // At most MAX_COUNT kept.
+        for _ in 0..SpareBuffers::MAX_COUNT + 10 {
+            spare.put(Vec::with_capacity(16));
+        }
+        assert_eq!(spare.0.len(), SpareBuffers::MAX_COUNT);
     }
 }

@@ -1206,6 +1206,7 @@ impl Node {
                         length: bytes.len() as u32,
                         lkey: mr.lkey,
                     };
+                    slot.core.recycle(bytes);
                     (TAG_SEND | u64::from(s), SendOp::Send, sge)
                 }
                 Pending::OneSided { wr_id, op, sge } => (wr_id, op, sge),
