@@ -1,59 +1,149 @@
 //! Baseline of the soft fabric itself: 64-byte SEND message rate and
-//! 64 KiB WRITE bandwidth on the in-process fabric and on the TCP fabric
+//! 64 KiB WRITE bandwidth (every WRITE signaled, and unsignaled batches
+//! with every 16th signaled) on the in-process fabric and on the TCP fabric
 //! over loopback, in one run, on the wall clock.
 //!
 //! ```text
 //! cargo bench -p relink-bench --bench soft_fabric            # measure (~1 min)
 //! RELINK_BENCH_QUICK=1 cargo bench -p relink-bench --bench soft_fabric   # smoke run
+//! RELINK_BENCH_ONLY=inproc-write cargo bench -p relink-bench --bench soft_fabric   # some series
 //! ```
 //!
-//! Prints a table and writes `target/relink-bench/soft_fabric.json`. Run
-//! without `--bench` (as `cargo test --benches` does) it makes a quick run.
+//! Prints a table and writes `target/relink-bench/soft_fabric.json`; the
+//! minor page faults per operation of every series' timed repetitions are
+//! printed after the table and kept in the JSON (`extra.minflt_per_op`).
+//! `RELINK_BENCH_ONLY` takes comma-separated substrings of series names
+//! (`inproc-send`, `inproc-write`, `inproc-write-unsig`, `tcp-send`, ...).
+//! Run without `--bench` (as `cargo test --benches` does) it makes a quick
+//! run.
+
+use std::collections::BTreeMap;
 
 use relink_bench::{
-    measure, quick_from_env, LoopSpec, Metric, Plan, Report, Rig, Row, SendLoop, WriteLoop,
+    measure, quick_from_env, LoopSpec, Measurement, Metric, Plan, Report, Rig, Row, Runner,
+    SendLoop, WriteLoop,
 };
 use relink_testkit::soft_rigs::{InProcRig, TcpRig};
 
 /// 64-byte SENDs, 64 outstanding, every 16th signaled.
 const SEND: (usize, usize, usize) = (64, 64, 16);
-/// 64 KiB WRITEs, 16 outstanding, every one signaled.
-const WRITE: (usize, usize, usize) = (64 * 1024, 16, 1);
+/// 64 KiB WRITEs, 16 outstanding: every one signaled (`write`), and every
+/// 16th signaled (`write-unsig`: the window completes in batches of 16 and
+/// is refilled sixteen at a time).
+const WRITES: [(&str, usize, usize, usize); 2] = [
+    ("write", 64 * 1024, 16, 1),
+    ("write-unsig", 64 * 1024, 16, 16),
+];
+
+/// Minor page faults of this process so far, from `/proc/self/stat`
+/// (field 10); `None` where that is not readable.
+fn minflt() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(7)?.parse().ok()
+}
+
+/// A [`Runner`] that counts the minor page faults of every run.
+struct Faults<R> {
+    inner: R,
+    /// Per run: operations and minor faults (if readable).
+    runs: Vec<(u64, Option<u64>)>,
+}
+
+impl<R: Runner> Faults<R> {
+    fn new(inner: R) -> Faults<R> {
+        Faults {
+            inner,
+            runs: Vec::new(),
+        }
+    }
+
+    /// Minor faults per operation over the last `n` runs (the timed
+    /// repetitions of a series).
+    fn per_op(&self, n: usize) -> Option<f64> {
+        let last = &self.runs[self.runs.len().saturating_sub(n)..];
+        let ops: u64 = last.iter().map(|r| r.0).sum();
+        let faults: Option<u64> = last.iter().map(|r| r.1).sum();
+        Some(faults? as f64 / ops.max(1) as f64)
+    }
+}
+
+impl<R: Runner> Runner for Faults<R> {
+    fn run(&mut self, count: u64) -> Measurement {
+        let before = minflt();
+        let m = self.inner.run(count);
+        let faults = match (before, minflt()) {
+            (Some(a), Some(b)) => Some(b.saturating_sub(a)),
+            _ => None,
+        };
+        self.runs.push((m.ops, faults));
+        m
+    }
+}
+
+/// Whether series `name` is selected by `RELINK_BENCH_ONLY` (all if unset).
+fn selected(name: &str) -> bool {
+    match std::env::var("RELINK_BENCH_ONLY") {
+        Ok(only) if !only.trim().is_empty() => only
+            .split(',')
+            .map(str::trim)
+            .any(|s| !s.is_empty() && name.contains(s)),
+        _ => true,
+    }
+}
 
 /// Both workloads, each on a fresh rig from `new_rig` (so that one series
 /// does not inherit another's leftovers, e.g. the in-process world's queue of
 /// pending timers).
-fn bench_fabric(new_rig: &dyn Fn() -> Box<dyn Rig>, plan: &Plan, report: &mut Report) {
-    let rig = new_rig();
-    let spec = LoopSpec::send(SEND.0, SEND.1).signal_every(SEND.2);
-    let mut l = SendLoop::connect(&*rig, spec);
-    let fabric = l.kind();
-    let series = measure(&mut l, plan);
-    l.close();
-    drop(rig);
-    report.push(Row::new(
-        fabric,
-        "send",
-        &spec,
-        Metric::MessagesPerSec,
-        &series,
-    ));
-    eprintln!("  {fabric}: send done");
+fn bench_fabric(
+    tag: &str,
+    new_rig: &dyn Fn() -> Box<dyn Rig>,
+    plan: &Plan,
+    report: &mut Report,
+    faults: &mut BTreeMap<String, Option<f64>>,
+) {
+    let name = format!("{tag}-send");
+    if selected(&name) {
+        let rig = new_rig();
+        let spec = LoopSpec::send(SEND.0, SEND.1).signal_every(SEND.2);
+        let mut l = Faults::new(SendLoop::connect(&*rig, spec));
+        let fabric = l.inner.kind();
+        let series = measure(&mut l, plan);
+        faults.insert(name.clone(), l.per_op(plan.reps));
+        l.inner.close();
+        drop(rig);
+        report.push(Row::new(
+            fabric,
+            "send",
+            &spec,
+            Metric::MessagesPerSec,
+            &series,
+        ));
+        eprintln!("  {name} done");
+    }
 
-    let rig = new_rig();
-    let spec = LoopSpec::write(WRITE.0, WRITE.1).signal_every(WRITE.2);
-    let mut l = WriteLoop::connect(&*rig, spec);
-    let series = measure(&mut l, plan);
-    l.close();
-    drop(rig);
-    report.push(Row::new(
-        fabric,
-        "write",
-        &spec,
-        Metric::GigabytesPerSec,
-        &series,
-    ));
-    eprintln!("  {fabric}: write done");
+    for (op, size, window, signal_every) in WRITES {
+        let name = format!("{tag}-{op}");
+        if !selected(&name) {
+            continue;
+        }
+        let rig = new_rig();
+        let spec = LoopSpec::write(size, window).signal_every(signal_every);
+        let mut l = Faults::new(WriteLoop::connect(&*rig, spec));
+        let fabric = l.inner.kind();
+        let series = measure(&mut l, plan);
+        faults.insert(name.clone(), l.per_op(plan.reps));
+        l.inner.close();
+        drop(rig);
+        report.push(Row::new(
+            fabric,
+            "write",
+            &spec,
+            Metric::GigabytesPerSec,
+            &series,
+        ));
+        eprintln!("  {name} done");
+    }
 }
 
 fn main() {
@@ -63,15 +153,36 @@ fn main() {
     let quick = quick_from_env() || !benching;
     let plan = Plan::pick(quick);
     let mut report = Report::new("soft_fabric", quick, &plan);
+    let mut faults = BTreeMap::new();
 
     eprintln!(
         "soft_fabric: measuring{}",
         if quick { " (quick)" } else { "" }
     );
-    bench_fabric(&|| Box::new(InProcRig::new(1)), &plan, &mut report);
-    bench_fabric(&|| Box::new(TcpRig::new()), &plan, &mut report);
+    bench_fabric(
+        "inproc",
+        &|| Box::new(InProcRig::new(1)),
+        &plan,
+        &mut report,
+        &mut faults,
+    );
+    bench_fabric(
+        "tcp",
+        &|| Box::new(TcpRig::new()),
+        &plan,
+        &mut report,
+        &mut faults,
+    );
 
     print!("{}", report.table());
+    println!("minor page faults per operation (timed repetitions):");
+    for (name, f) in &faults {
+        match f {
+            Some(f) => println!("  {name:<20} {f:>10.2}"),
+            None => println!("  {name:<20} {:>10}", "-"),
+        }
+    }
+    report.set_extra("minflt_per_op", &faults);
     match report.write_json() {
         Ok(path) => println!("wrote {}", path.display()),
         Err(e) => {
