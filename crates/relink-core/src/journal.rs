@@ -90,6 +90,7 @@ use std::collections::VecDeque;
 
 use relink_fabric::WcStatus;
 
+use crate::buffers::SpareBuffers;
 use crate::ids::{BufferToken, OpId, RegionId, Seq};
 
 /// A range of local registered memory, named by region so that it stays
@@ -331,6 +332,9 @@ pub struct Journal {
     payload_bytes: usize,
     broken: Option<Seq>,
     stats: JournalStats,
+    /// Payload buffers of confirmed messages, for the next ones
+    /// ([`Journal::message_buffer`]).
+    spare: SpareBuffers,
 }
 
 impl Default for Journal {
@@ -355,6 +359,7 @@ impl Journal {
             payload_bytes: 0,
             broken: None,
             stats: JournalStats::default(),
+            spare: SpareBuffers::default(),
         }
     }
 
@@ -380,6 +385,12 @@ impl Journal {
             orphan: false,
         });
         (id, seq)
+    }
+
+    /// An empty buffer for the payload of a message to submit: the
+    /// allocation of a message the peer confirmed, if one is spare.
+    pub fn message_buffer(&mut self) -> Vec<u8> {
+        self.spare.take()
     }
 
     /// The first operation not yet posted on the current transport, in
@@ -486,15 +497,16 @@ impl Journal {
     /// clamped (the driver should check the handshake with those two).
     pub fn on_peer_delivered(&mut self, delivered: Seq) -> Vec<Completion> {
         let mut out = Vec::new();
-        self.on_peer_delivered_into(delivered, &mut out);
+        self.on_peer_delivered_with(delivered, |c| out.push(c));
         out
     }
 
-    /// [`Journal::on_peer_delivered`], appending the completions to `out`
-    /// (a driver's completion queue) instead of a new vector.
-    pub fn on_peer_delivered_into(&mut self, delivered: Seq, out: &mut impl Extend<Completion>) {
+    /// [`Journal::on_peer_delivered`], handing each completion to `done`
+    /// (say, a push onto the driver's completion queue) instead of
+    /// collecting them in a new vector.
+    pub fn on_peer_delivered_with(&mut self, delivered: Seq, mut done: impl FnMut(Completion)) {
         self.confirm(delivered);
-        self.sweep(out);
+        self.sweep(&mut done);
     }
 
     /// The transport was lost: every operation posted on it and not finished
@@ -725,7 +737,7 @@ impl Journal {
     /// Completes what the confirmation and the proof settle. Only entries
     /// below `proven_below` can be settled: confirmed messages and proven
     /// operations no longer on a live transport.
-    fn sweep(&mut self, out: &mut impl Extend<Completion>) {
+    fn sweep(&mut self, done: &mut impl FnMut(Completion)) {
         let mut end = self.entries.partition_point(|e| e.id < self.proven_below);
         let mut i = 0;
         while i < end {
@@ -736,7 +748,10 @@ impl Journal {
             let e = self.remove_at(i);
             end -= 1;
             if !e.orphan {
-                out.extend(Some(self.complete(e.id, outcome)));
+                done(self.complete(e.id, outcome));
+            }
+            if let OpKind::Message { payload } = e.kind {
+                self.spare.put(payload);
             }
         }
     }

@@ -37,6 +37,7 @@
 //! ```
 
 pub mod auth;
+mod buffers;
 pub mod ids;
 pub mod journal;
 pub mod keys;

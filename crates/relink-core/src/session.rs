@@ -36,6 +36,7 @@ use relink_fabric::{
 };
 
 use crate::auth::SessionSecret;
+use crate::buffers::SpareBuffers;
 use crate::ids::{Epoch, Incarnation, OpId, RegionId, Seq, SessionId};
 use crate::journal::{
     Accept as InboxAccept, Completion, Inbox, Journal, LocalRange, OpError, OpKind,
@@ -335,35 +336,6 @@ pub struct Session {
     spare: SpareBuffers,
 }
 
-/// A small free list of message buffers: [`Session::recycle`] puts the
-/// bytes of a performed [`Action::Send`] here, and the next message is
-/// encoded into one of them instead of a new allocation.
-#[derive(Debug, Default)]
-struct SpareBuffers(Vec<Vec<u8>>);
-
-impl SpareBuffers {
-    /// Buffers kept at most: more messages than this rarely wait between
-    /// being encoded and being copied into a send slot.
-    const MAX_COUNT: usize = 64;
-    /// Larger buffers are dropped: for such messages the copy costs far
-    /// more than the allocation, and an idle session keeps at most
-    /// `MAX_COUNT * MAX_CAPACITY` bytes (32 KiB).
-    const MAX_CAPACITY: usize = 512;
-
-    /// An empty buffer, recycled if there is one.
-    fn take(&mut self) -> Vec<u8> {
-        self.0.pop().unwrap_or_default()
-    }
-
-    /// Keep `buf` for reuse, within the limits.
-    fn put(&mut self, mut buf: Vec<u8>) {
-        if self.0.len() < Self::MAX_COUNT && buf.capacity() <= Self::MAX_CAPACITY {
-            buf.clear();
-            self.0.push(buf);
-        }
-    }
-}
-
 /// Receive slots kept free of data for control messages (acks, keepalives,
 /// advertisements).
 const CONTROL_RESERVE: u64 = 8;
@@ -489,6 +461,15 @@ impl Session {
     /// Next action for the driver.
     pub fn poll_action(&mut self) -> Option<Action> {
         self.actions.pop_front()
+    }
+
+    /// An empty buffer for the payload of a message to [`submit`]: the
+    /// allocation of a message the peer already confirmed, if one is spare
+    /// (a new one otherwise).
+    ///
+    /// [`submit`]: Session::submit
+    pub fn message_buffer(&mut self) -> Vec<u8> {
+        self.journal.message_buffer()
     }
 
     /// Hand back the bytes of a performed [`Action::Send`] (once they are
@@ -771,8 +752,9 @@ impl Session {
             self.complete(cs);
             self.replaying = self.journal.pending_replays() as u64;
         } else {
+            let completions = &mut self.completions;
             self.journal
-                .on_peer_delivered_into(peer_delivered, &mut self.completions);
+                .on_peer_delivered_with(peer_delivered, |c| completions.push_back(c));
         }
         self.peer_delivered = self.peer_delivered.max(peer_delivered);
         if !first {
@@ -1286,9 +1268,7 @@ impl Session {
         if epoch != self.epoch {
             return;
         }
-        if let Some(op) = op {
-            self.one_sided_inflight.remove(&op);
-        }
+        let freed = op.is_some_and(|op| self.one_sided_inflight.remove(&op));
         match status {
             WcStatus::Success => {
                 if let Some(op) = op {
@@ -1313,7 +1293,12 @@ impl Session {
             }
             _ => self.lose_transport(DownCause::Completion(status), now),
         }
-        self.pump(now);
+        // Only a finished one-sided operation makes room for queued work
+        // (a message's send completion frees no credit; after a loss the
+        // session is not established).
+        if freed {
+            self.pump(now);
+        }
     }
 
     /// A receive completion of `epoch` with the bytes received.
@@ -1333,10 +1318,12 @@ impl Session {
                 return;
             }
         };
-        if h.ack > self.peer_delivered {
+        let credited = h.ack > self.peer_delivered;
+        if credited {
             self.peer_delivered = h.ack;
+            let completions = &mut self.completions;
             self.journal
-                .on_peer_delivered_into(h.ack, &mut self.completions);
+                .on_peer_delivered_with(h.ack, |c| completions.push_back(c));
         }
         match body {
             MsgBody::Data(payload) => match self.inbox.accept(h.seq) {
@@ -1385,7 +1372,11 @@ impl Session {
                 });
             }
         }
-        self.pump(now);
+        // Confirmed deliveries give credits back: queued messages may go.
+        // (The end of a resync pumps by itself.)
+        if credited {
+            self.pump(now);
+        }
     }
 
     /// Time passed: fire what is due.
@@ -1541,34 +1532,5 @@ impl Session {
         }
         let delivered = self.pending_peer_delivered;
         self.start_resync(device, local, delivered, now);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::SpareBuffers;
-
-    #[test]
-    fn spare_buffers_are_reused_and_bounded() {
-        let mut spare = SpareBuffers::default();
-        let mut b = spare.take();
-        b.extend_from_slice(&[1; 86]);
-        let (ptr, cap) = (b.as_ptr(), b.capacity());
-        spare.put(b);
-        let again = spare.take();
-        assert!(again.is_empty(), "handed out cleared");
-        assert_eq!(
-            (again.as_ptr(), again.capacity()),
-            (ptr, cap),
-            "the same allocation"
-        );
-        // Too large to keep.
-        spare.put(Vec::with_capacity(SpareBuffers::MAX_CAPACITY + 1));
-        assert_eq!(spare.take().capacity(), 0);
-        // At most MAX_COUNT kept.
-        for _ in 0..SpareBuffers::MAX_COUNT + 10 {
-            spare.put(Vec::with_capacity(16));
-        }
-        assert_eq!(spare.0.len(), SpareBuffers::MAX_COUNT);
     }
 }

@@ -63,7 +63,10 @@ impl TimerTable {
 
     /// The earliest armed deadline.
     pub fn next(&self) -> Option<Timestamp> {
-        self.at.iter().flatten().min().copied()
+        self.at.iter().fold(None, |min, t| match (min, *t) {
+            (Some(m), Some(t)) => Some(m.min(t)),
+            (m, t) => m.or(t),
+        })
     }
 
     /// Disarm and return the timers due at `now`, in table order.

@@ -180,10 +180,12 @@ impl<'a> Cursor<'a> {
         Cursor { buf, pos: 0 }
     }
 
+    #[inline]
     fn remaining(&self) -> usize {
         self.buf.len() - self.pos
     }
 
+    #[inline]
     fn take(&mut self, n: usize, what: &'static str) -> Result<&'a [u8], WireError> {
         if n > self.remaining() {
             return Err(WireError::Truncated {
@@ -198,24 +200,29 @@ impl<'a> Cursor<'a> {
         Ok(out)
     }
 
+    #[inline]
     fn array<const N: usize>(&mut self, what: &'static str) -> Result<[u8; N], WireError> {
         let mut out = [0u8; N];
         out.copy_from_slice(self.take(N, what)?);
         Ok(out)
     }
 
+    #[inline]
     fn u8(&mut self, what: &'static str) -> Result<u8, WireError> {
         Ok(self.array::<1>(what)?[0])
     }
 
+    #[inline]
     fn u16(&mut self, what: &'static str) -> Result<u16, WireError> {
         Ok(u16::from_be_bytes(self.array(what)?))
     }
 
+    #[inline]
     fn u32(&mut self, what: &'static str) -> Result<u32, WireError> {
         Ok(u32::from_be_bytes(self.array(what)?))
     }
 
+    #[inline]
     fn u64(&mut self, what: &'static str) -> Result<u64, WireError> {
         Ok(u64::from_be_bytes(self.array(what)?))
     }
@@ -807,14 +814,19 @@ impl MsgHeader {
     /// payload from separate buffers (scatter/gather).
     pub fn to_bytes(&self) -> Result<[u8; HEADER_LEN], WireError> {
         self.validate()?;
-        let mut out = [0u8; HEADER_LEN];
-        out[0] = VERSION;
-        out[1] = self.kind.code();
-        out[2..10].copy_from_slice(&self.seq.0.to_be_bytes());
-        out[10..18].copy_from_slice(&self.ack.0.to_be_bytes());
-        out[18..22].copy_from_slice(&self.len.to_be_bytes());
-        Ok(out)
+        Ok(header_bytes(self.kind, self.seq, self.ack, self.len))
     }
+}
+
+/// The encoding of a header (not checked).
+fn header_bytes(kind: MsgKind, seq: Seq, ack: Seq, len: u32) -> [u8; HEADER_LEN] {
+    let mut out = [0u8; HEADER_LEN];
+    out[0] = VERSION;
+    out[1] = kind.code();
+    out[2..10].copy_from_slice(&seq.0.to_be_bytes());
+    out[10..18].copy_from_slice(&ack.0.to_be_bytes());
+    out[18..22].copy_from_slice(&len.to_be_bytes());
+    out
 }
 
 fn check_seq(kind: MsgKind, seq: Seq) -> Result<(), WireError> {
@@ -839,12 +851,9 @@ fn check_payload_len(len: usize) -> Result<(), WireError> {
 /// Appends a valid header; the caller has checked `len`.
 fn put_header(kind: MsgKind, seq: Seq, ack: Seq, len: usize, out: &mut Vec<u8>) {
     debug_assert!(len <= MAX_PAYLOAD_LEN);
-    out.push(VERSION);
-    out.push(kind.code());
-    put_u64(out, seq.0);
-    put_u64(out, ack.0);
     // MAX_PAYLOAD_LEN < u32::MAX, so this never saturates.
-    put_u32(out, u32::try_from(len).unwrap_or(u32::MAX));
+    let len = u32::try_from(len).unwrap_or(u32::MAX);
+    out.extend_from_slice(&header_bytes(kind, seq, ack, len));
 }
 
 /// Appends a message of `kind` with `payload` to `out`.

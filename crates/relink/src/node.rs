@@ -166,6 +166,69 @@ struct Slot {
     /// Pending connect private data of the current attempt.
     connect_data: Vec<u8>,
     path: Option<Path>,
+    /// The session's entry in the node's `deadlines`.
+    deadline: Option<Timestamp>,
+    /// The session is in the node's `pending_drain` (or about to be
+    /// drained).
+    drain_queued: bool,
+}
+
+impl Slot {
+    /// The core's next action that needs the node: the work requests it
+    /// asks for before that only join the backlog.
+    fn next_action(&mut self) -> Option<Action> {
+        while let Some(action) = self.core.poll_action() {
+            if let Some(action) = self.queue(action) {
+                return Some(action);
+            }
+        }
+        None
+    }
+
+    /// Put a work request (`Send`, `OneSided`) of the current transport in
+    /// the backlog (one of an older transport is dropped); any other
+    /// action is returned.
+    fn queue(&mut self, action: Action) -> Option<Action> {
+        match action {
+            Action::Send { epoch, op, bytes } => {
+                if self.transport.as_ref().is_some_and(|t| t.epoch == epoch) {
+                    self.backlog.push_back(Pending::Send { op, bytes });
+                }
+            }
+            Action::OneSided {
+                epoch,
+                op,
+                kind,
+                local,
+                remote,
+            } => {
+                let t = self.transport.as_ref().filter(|t| t.epoch == epoch)?;
+                let mr = t.region_mrs.get(&local.region)?;
+                let sge = Sge {
+                    addr: mr.addr + local.offset,
+                    length: local.len,
+                    lkey: mr.lkey,
+                };
+                let op_kind = match kind {
+                    OneSided::Write => SendOp::Write { remote },
+                    OneSided::Read => SendOp::Read { remote },
+                    OneSided::FetchAdd { add } => SendOp::FetchAdd { remote, add },
+                    OneSided::CmpSwap { compare, swap } => SendOp::CmpSwap {
+                        remote,
+                        compare,
+                        swap,
+                    },
+                };
+                self.backlog.push_back(Pending::OneSided {
+                    wr_id: TAG_ONE_SIDED | op.0,
+                    op: op_kind,
+                    sge,
+                });
+            }
+            other => return Some(other),
+        }
+        None
+    }
 }
 
 /// A work request the core asked for, not yet posted.
@@ -226,8 +289,6 @@ pub struct Node {
     dirty: std::collections::BTreeSet<u64>,
     /// Every session's next timer, ordered: `poll` visits only the due ones.
     deadlines: std::collections::BTreeSet<(Timestamp, u64)>,
-    /// The entry of each session in `deadlines`.
-    deadline_of: BTreeMap<u64, Timestamp>,
     /// Sessions with work requests waiting to be posted.
     pending_drain: std::collections::BTreeSet<u64>,
     /// The set `poll` works through while `dirty` or `pending_drain`
@@ -263,7 +324,6 @@ impl Node {
             cq_owner: BTreeMap::new(),
             dirty: std::collections::BTreeSet::new(),
             deadlines: std::collections::BTreeSet::new(),
-            deadline_of: BTreeMap::new(),
             pending_drain: std::collections::BTreeSet::new(),
             round: std::collections::BTreeSet::new(),
             due: Vec::new(),
@@ -325,6 +385,8 @@ impl Node {
                 backlog: VecDeque::new(),
                 connect_data: Vec::new(),
                 path: None,
+                deadline: None,
+                drain_queued: false,
             },
         );
         Ok(key)
@@ -411,12 +473,11 @@ impl Node {
 
     /// Send a message (delivered exactly once, in order).
     pub fn send(&mut self, s: SessionHandle, payload: &[u8]) -> Result<OpId, Error> {
-        self.submit(
-            s,
-            OpKind::Message {
-                payload: payload.to_vec(),
-            },
-        )
+        // The copy the journal keeps until the peer confirms delivery, in
+        // the allocation of an earlier, confirmed message if there is one.
+        let mut bytes = self.slot(s)?.core.message_buffer();
+        bytes.extend_from_slice(payload);
+        self.submit(s, OpKind::Message { payload: bytes })
     }
 
     /// Submit any operation.
@@ -999,7 +1060,7 @@ impl Node {
             let Some(slot) = self.sessions.get_mut(&key) else {
                 return;
             };
-            let Some(action) = slot.core.poll_action() else {
+            let Some(action) = slot.next_action() else {
                 break;
             };
             if matches!(action, Action::Disconnect { .. } | Action::TearDown { .. }) {
@@ -1018,17 +1079,18 @@ impl Node {
                 self.dirty.insert(key);
             }
         }
-        if !slot.backlog.is_empty() {
+        if !slot.backlog.is_empty() && !slot.drain_queued {
+            slot.drain_queued = true;
             self.pending_drain.insert(key);
         }
         // Re-index the session's next timer.
         let next = slot.core.poll_timeout();
-        if self.deadline_of.get(&key).copied() != next {
-            if let Some(old) = self.deadline_of.remove(&key) {
+        if slot.deadline != next {
+            if let Some(old) = slot.deadline.take() {
                 self.deadlines.remove(&(old, key));
             }
             if let Some(t) = next {
-                self.deadline_of.insert(key, t);
+                slot.deadline = Some(t);
                 self.deadlines.insert((t, key));
             }
         }
@@ -1122,44 +1184,8 @@ impl Node {
                 request,
                 private_data,
             } => self.reject(request, &private_data),
-            Action::Send { epoch, op, bytes } => {
-                if slot.transport.as_ref().is_some_and(|t| t.epoch == epoch) {
-                    slot.backlog.push_back(Pending::Send { op, bytes });
-                }
-            }
-            Action::OneSided {
-                epoch,
-                op,
-                kind,
-                local,
-                remote,
-            } => {
-                let Some(t) = slot.transport.as_mut().filter(|t| t.epoch == epoch) else {
-                    return;
-                };
-                let Some(mr) = t.region_mrs.get(&local.region) else {
-                    return;
-                };
-                let sge = Sge {
-                    addr: mr.addr + local.offset,
-                    length: local.len,
-                    lkey: mr.lkey,
-                };
-                let op_kind = match kind {
-                    OneSided::Write => SendOp::Write { remote },
-                    OneSided::Read => SendOp::Read { remote },
-                    OneSided::FetchAdd { add } => SendOp::FetchAdd { remote, add },
-                    OneSided::CmpSwap { compare, swap } => SendOp::CmpSwap {
-                        remote,
-                        compare,
-                        swap,
-                    },
-                };
-                slot.backlog.push_back(Pending::OneSided {
-                    wr_id: TAG_ONE_SIDED | op.0,
-                    op: op_kind,
-                    sge,
-                });
+            action @ (Action::Send { .. } | Action::OneSided { .. }) => {
+                let _ = slot.queue(action);
             }
             Action::Disconnect { epoch } => {
                 if let Some(t) = slot.transport.as_ref().filter(|t| t.epoch == epoch) {
@@ -1178,6 +1204,8 @@ impl Node {
         let Some(slot) = self.sessions.get_mut(&key) else {
             return false;
         };
+        // Whoever took the session out of `pending_drain` drains it now.
+        slot.drain_queued = false;
         if slot.backlog.is_empty() {
             return false;
         }
