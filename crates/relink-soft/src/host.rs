@@ -21,6 +21,7 @@ use relink_fabric::{CmId, ContextId, CqId, MrId, MwId, PdId, QpId, SrqId};
 
 use crate::outbox::{Control, Outbox, Outgoing, Timer};
 use crate::packet::{Body, CmMsg, NakCode, Packet, ReqOp, RespKind};
+use crate::payload::{BufferPool, Payload, PoolStats};
 
 /// Static configuration of a host.
 #[derive(Debug, Clone)]
@@ -225,6 +226,9 @@ pub struct HostState {
     cm_ids: BTreeMap<u64, CmIdState>,
     events: VecDeque<Event>,
     activity: bool,
+    /// Payload buffers of retired requests and consumed responses, for the
+    /// next gather (bounded; see [`crate::payload`]).
+    pool: BufferPool,
 }
 
 const ATOMIC_CACHE: usize = 16;
@@ -261,12 +265,18 @@ impl HostState {
             cm_ids: BTreeMap::new(),
             events: VecDeque::new(),
             activity: false,
+            pool: BufferPool::new(),
         }
     }
 
     /// The host's name.
     pub fn name(&self) -> &str {
         &self.cfg.name
+    }
+
+    /// Counters of the host's payload buffer pool.
+    pub fn pool_stats(&self) -> PoolStats {
+        self.pool.stats()
     }
 
     /// Whether something happened (event queued or completion added) since
@@ -1049,19 +1059,36 @@ impl HostState {
         self.mr_by_key(lkey).map(|m| &m.memory)
     }
 
-    fn gather(&self, sgl: &[Sge]) -> Vec<u8> {
+    /// The bytes `sgl` names, in one payload: a recycled buffer from the
+    /// pool, filled by one copy (never zero-filled first).
+    fn gather(&mut self, sgl: &[Sge]) -> Payload {
         let total: usize = sgl.iter().map(|s| s.length as usize).sum();
-        let mut data = Vec::with_capacity(total);
+        let mut payload = self.pool.take(total);
+        let data = payload
+            .get_mut()
+            .expect("a buffer fresh from the pool is not shared");
+        let mut start = 0;
         for s in sgl {
-            if let Some(m) = self.local_memory(s.lkey) {
-                let off = (s.addr - m.addr()) as usize;
-                let start = data.len();
-                data.resize(start + s.length as usize, 0);
-                // Checked by check_local before.
-                let _ = m.read(off, &mut data[start..]);
+            let seg = &mut data[start..start + s.length as usize];
+            start += seg.len();
+            // Checked by check_local before; a segment that cannot be read
+            // anyway reads as zeros, never as a recycled buffer's old bytes.
+            let read = self
+                .local_memory(s.lkey)
+                .and_then(|m| m.read((s.addr - m.addr()) as usize, seg).ok());
+            if read.is_none() {
+                seg.fill(0);
             }
         }
-        data
+        payload
+    }
+
+    /// Give a retired request's payload back to the pool (kept only if no
+    /// packet in flight still shares it).
+    fn recycle_req(&mut self, req: ReqOp) {
+        if let ReqOp::Send { data, .. } | ReqOp::Write { data, .. } = req {
+            self.pool.recycle(data);
+        }
     }
 
     /// Scatter `data` over `sgl`; false if it does not fit.
@@ -1186,6 +1213,7 @@ impl HostState {
             let pd = q.pd;
             let entry = &q.sq[idx];
             let op = entry.op;
+            let solicited = entry.solicited;
             let sgl = entry.sgl.clone();
             let writes_local = matches!(
                 op,
@@ -1218,47 +1246,38 @@ impl HostState {
                     self.finish_local(qp, status);
                 }
                 _ => {
-                    let data = match op {
-                        SendOp::Send
-                        | SendOp::SendWithImm { .. }
-                        | SendOp::SendWithInv { .. }
-                        | SendOp::Write { .. }
-                        | SendOp::WriteWithImm { .. } => self.gather(&sgl),
-                        _ => Vec::new(),
-                    };
-                    let entry = &self.qps[&qp].sq[idx];
                     let req = match op {
                         SendOp::Send => ReqOp::Send {
-                            data,
+                            data: self.gather(&sgl),
                             imm: None,
                             invalidate: None,
-                            solicited: entry.solicited,
+                            solicited,
                         },
                         SendOp::SendWithImm { imm } => ReqOp::Send {
-                            data,
+                            data: self.gather(&sgl),
                             imm: Some(imm),
                             invalidate: None,
-                            solicited: entry.solicited,
+                            solicited,
                         },
                         SendOp::SendWithInv { rkey } => ReqOp::Send {
-                            data,
+                            data: self.gather(&sgl),
                             imm: None,
                             invalidate: Some(rkey),
-                            solicited: entry.solicited,
+                            solicited,
                         },
                         SendOp::Write { remote } => ReqOp::Write {
                             addr: remote.addr,
                             rkey: remote.rkey,
-                            data,
+                            data: self.gather(&sgl),
                             imm: None,
                             solicited: false,
                         },
                         SendOp::WriteWithImm { remote, imm } => ReqOp::Write {
                             addr: remote.addr,
                             rkey: remote.rkey,
-                            data,
+                            data: self.gather(&sgl),
                             imm: Some(imm),
-                            solicited: entry.solicited,
+                            solicited,
                         },
                         SendOp::Read { remote } => ReqOp::Read {
                             addr: remote.addr,
@@ -1288,6 +1307,8 @@ impl HostState {
                     let e = &mut q.sq[idx];
                     e.psn = Some(psn);
                     e.sent = true;
+                    // Kept for a retransmission: the clone shares the
+                    // payload with the packet, no bytes are copied.
                     e.req = Some(req.clone());
                     self.transmit(qp, psn, req, out);
                     self.arm_retransmit(qp, out);
@@ -1382,6 +1403,9 @@ impl HostState {
                     },
                     false,
                 );
+            }
+            if let Some(req) = e.req {
+                self.recycle_req(req);
             }
         }
     }
@@ -1550,7 +1574,7 @@ impl HostState {
         src_qpn: u32,
         dst_qpn: u32,
         psn: u32,
-        op: ReqOp,
+        op: &ReqOp,
         out: &mut Outbox,
     ) {
         let Some(&qp) = self.qpn_index.get(&dst_qpn) else {
@@ -1572,9 +1596,9 @@ impl HostState {
             // retransmits on timeout.
             return;
         }
-        match op {
+        match *op {
             ReqOp::Send {
-                data,
+                ref data,
                 imm,
                 invalidate,
                 solicited,
@@ -1598,7 +1622,7 @@ impl HostState {
                     self.responder_fail(qp, psn, NakCode::RemoteOperation, out);
                     return;
                 }
-                if !self.scatter(&wr.sgl, &data) {
+                if !self.scatter(&wr.sgl, data) {
                     self.recv_completion(
                         qp,
                         wr.wr_id,
@@ -1644,7 +1668,7 @@ impl HostState {
             ReqOp::Write {
                 addr,
                 rkey,
-                data,
+                ref data,
                 imm,
                 solicited,
             } => {
@@ -1677,7 +1701,7 @@ impl HostState {
                     None
                 };
                 if let Some((mem, off)) = target {
-                    let _ = mem.write(off, &data);
+                    let _ = mem.write(off, data);
                 }
                 self.qps.get_mut(&qp).expect("present").expected_psn = psn.wrapping_add(1);
                 if let Some(wr) = wr {
@@ -1695,7 +1719,7 @@ impl HostState {
                 self.respond(qp, psn, RespKind::Ack, out);
             }
             ReqOp::Read { .. } | ReqOp::FetchAdd { .. } | ReqOp::CmpSwap { .. } => {
-                match self.execute_read_atomic(qp, psn, &op) {
+                match self.execute_read_atomic(qp, psn, op) {
                     Ok(kind) => {
                         self.qps.get_mut(&qp).expect("present").expected_psn = psn.wrapping_add(1);
                         self.respond(qp, psn, kind, out);
@@ -1710,13 +1734,18 @@ impl HostState {
         match *op {
             ReqOp::Read { addr, rkey, len } => {
                 if len == 0 {
-                    return Ok(RespKind::ReadData(Vec::new()));
+                    return Ok(RespKind::ReadData(Payload::empty()));
                 }
                 let (mem, off) =
                     self.resolve_remote(qp, rkey, addr, u64::from(len), Access::REMOTE_READ)?;
-                let data = mem
-                    .read_vec(off, len as usize)
-                    .map_err(|_| NakCode::RemoteAccess)?;
+                let mut data = self.pool.take(len as usize);
+                let buf = data
+                    .get_mut()
+                    .expect("a buffer fresh from the pool is not shared");
+                if mem.read(off, buf).is_err() {
+                    self.pool.recycle(data);
+                    return Err(NakCode::RemoteAccess);
+                }
                 Ok(RespKind::ReadData(data))
             }
             ReqOp::FetchAdd { addr, rkey, .. } | ReqOp::CmpSwap { addr, rkey, .. } => {
@@ -1744,9 +1773,9 @@ impl HostState {
     /// A retransmitted request that already executed: answer it again
     /// without executing it twice (reads re-read, atomics replay the saved
     /// result).
-    fn on_duplicate(&mut self, qp: u64, psn: u32, op: ReqOp, out: &mut Outbox) {
+    fn on_duplicate(&mut self, qp: u64, psn: u32, op: &ReqOp, out: &mut Outbox) {
         let kind = match op {
-            ReqOp::Read { .. } => match self.execute_read_atomic(qp, psn, &op) {
+            ReqOp::Read { .. } => match self.execute_read_atomic(qp, psn, op) {
                 Ok(k) => k,
                 Err(_) => return,
             },
@@ -1827,7 +1856,9 @@ impl HostState {
                 RespKind::Ack => None,
                 RespKind::ReadData(data) => {
                     let len = data.len() as u32;
-                    if self.scatter(&sgl, &data) {
+                    let fits = self.scatter(&sgl, &data);
+                    self.pool.recycle(data);
+                    if fits {
                         Some((WcStatus::Success, len))
                     } else {
                         Some((WcStatus::LocLenErr, 0))
@@ -2671,7 +2702,14 @@ impl HostState {
                 src_qpn,
                 psn,
                 op,
-            } => self.on_request(pkt.src, src_qpn, dst_qpn, psn, op, out),
+            } => {
+                self.on_request(pkt.src, src_qpn, dst_qpn, psn, &op, out);
+                // Executed (or dropped): the payload's buffer can serve this
+                // host's next request, unless the requester still shares it
+                // (in-process; it recycles the buffer when it retires the
+                // request).
+                self.recycle_req(op);
+            }
             Body::Response {
                 dst_qpn,
                 src_qpn,

@@ -18,12 +18,14 @@ mod delegate;
 pub mod host;
 pub mod outbox;
 pub mod packet;
+pub mod payload;
 pub mod registry;
 pub mod tcp;
 pub mod wire;
 pub mod world;
 
 pub use host::{Departure, HostConfig, HostState};
+pub use payload::{BufferPool, Payload, PoolStats};
 pub use registry::Registry;
 pub use tcp::TcpHost;
 pub use world::{Fault, HostIdx, LinkConfig, SoftFabric, SoftHost};

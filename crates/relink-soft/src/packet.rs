@@ -8,6 +8,8 @@ use std::net::{IpAddr, SocketAddr};
 
 use relink_fabric::{ConnParams, RejectReason};
 
+use crate::payload::Payload;
+
 /// A packet between two device addresses.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Packet {
@@ -56,6 +58,24 @@ pub enum Body {
         /// The answer.
         kind: RespKind,
     },
+}
+
+impl Packet {
+    /// The payload the packet carries: a SEND's or WRITE's data, or a READ
+    /// response's.
+    pub fn payload(&self) -> Option<&Payload> {
+        match &self.body {
+            Body::Request {
+                op: ReqOp::Send { data, .. } | ReqOp::Write { data, .. },
+                ..
+            }
+            | Body::Response {
+                kind: RespKind::ReadData(data),
+                ..
+            } => Some(data),
+            _ => None,
+        }
+    }
 }
 
 /// Connection-management messages (IB CM REQ/REP/RTU/REJ/DREQ/DREP).
@@ -126,8 +146,8 @@ impl CmMsg {
 pub enum ReqOp {
     /// SEND, with optional immediate data or an rkey to invalidate.
     Send {
-        /// Payload.
-        data: Vec<u8>,
+        /// Payload (shared with the requester's copy for retransmission).
+        data: Payload,
         /// Immediate data.
         imm: Option<u32>,
         /// rkey to invalidate at the responder.
@@ -141,8 +161,8 @@ pub enum ReqOp {
         addr: u64,
         /// Remote key.
         rkey: u32,
-        /// Payload.
-        data: Vec<u8>,
+        /// Payload (shared with the requester's copy for retransmission).
+        data: Payload,
         /// Immediate data (consumes a receive).
         imm: Option<u32>,
         /// Solicited event requested (with immediate data).
@@ -198,7 +218,7 @@ pub enum RespKind {
     /// Everything up to and including `psn` executed.
     Ack,
     /// READ data for `psn` (acks earlier requests too).
-    ReadData(Vec<u8>),
+    ReadData(Payload),
     /// Original value of the atomic at `psn`.
     AtomicOrig(u64),
     /// `psn` failed (earlier requests are acknowledged).

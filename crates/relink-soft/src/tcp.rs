@@ -31,18 +31,25 @@ use relink_fabric::{
 
 use crate::host::{Departure, HostConfig, HostState};
 use crate::outbox::{Control, Outbox, Timer};
-use crate::packet::{Body, CmMsg};
+use crate::packet::{Body, CmMsg, Packet};
+use crate::payload::{BufferPool, PoolStats};
 use crate::registry::{Registry, Watcher};
 use crate::wire;
 
 /// How often every process re-reads the device registry.
 pub const WATCH_INTERVAL: Duration = Duration::from_millis(20);
 
+/// Idle payload buffers a stream's reader thread keeps at most (bytes).
+const READER_POOL_BYTES: usize = 2 << 20;
+
 /// How long a TCP connect to a peer may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 
 enum Frame {
-    Data(Vec<u8>),
+    /// A packet, encoded by the stream's writer thread straight into its
+    /// batch (not under the host's lock, and with no frame buffer of its
+    /// own; the payload is shared with the requester's copy, not copied).
+    Packet(Packet),
     Close,
 }
 
@@ -100,16 +107,12 @@ impl Shared {
                 Body::Cm(CmMsg::Req { dst_port, .. }) if !inner.conns.contains_key(&o.conn) => {
                     let dst = SocketAddr::new(o.packet.dst, *dst_port);
                     let conn = self.open_conn(o.conn, dst);
-                    let mut buf = Vec::new();
-                    wire::encode(&o.packet, &mut buf);
-                    let _ = conn.tx.send(Frame::Data(buf));
+                    let _ = conn.tx.send(Frame::Packet(o.packet));
                     inner.conns.insert(o.conn, conn);
                 }
                 _ => {
                     if let Some(c) = inner.conns.get(&o.conn) {
-                        let mut buf = Vec::new();
-                        wire::encode(&o.packet, &mut buf);
-                        let _ = c.tx.send(Frame::Data(buf));
+                        let _ = c.tx.send(Frame::Packet(o.packet));
                     }
                 }
             }
@@ -186,12 +189,12 @@ impl Shared {
         'outer: while let Ok(f) = rx.recv() {
             let mut close = false;
             match f {
-                Frame::Data(buf) => batch.extend_from_slice(&buf),
+                Frame::Packet(p) => wire::encode(&p, &mut batch),
                 Frame::Close => close = true,
             }
             while !close && batch.len() < BATCH {
                 match rx.try_recv() {
-                    Ok(Frame::Data(buf)) => batch.extend_from_slice(&buf),
+                    Ok(Frame::Packet(p)) => wire::encode(&p, &mut batch),
                     Ok(Frame::Close) => close = true,
                     Err(_) => break,
                 }
@@ -210,8 +213,14 @@ impl Shared {
 
     /// Read frames until the stream ends. `conn` is known for streams we
     /// opened; an accepted stream learns it from its first frame (a REQ).
+    ///
+    /// Payloads are decoded into buffers of the stream's own pool: the
+    /// reader keeps a handle on each while the host handles the packet, and
+    /// recycles the buffer once the host is done with it.
     fn read_loop(self: Arc<Self>, mut stream: TcpStream, mut conn: Option<u64>) {
         let mut reader = wire::FrameReader::new();
+        // One packet is in the host at a time: a few idle buffers suffice.
+        let mut pool = BufferPool::with_limits(READER_POOL_BYTES, 2);
         let mut buf = vec![0u8; 256 * 1024];
         'outer: loop {
             let n = match stream.read(&mut buf) {
@@ -228,7 +237,7 @@ impl Shared {
                         break 'outer;
                     }
                 };
-                let pkt = match wire::decode(&frame) {
+                let pkt = match wire::decode_in(&frame, &mut pool) {
                     Ok(p) => p,
                     Err(e) => {
                         tracing::warn!(error = %e, "soft-tcp: bad packet, dropping connection");
@@ -254,9 +263,14 @@ impl Shared {
                     inner.conns.insert(*conn_id, Conn { tx, stream: slot });
                     conn = Some(*conn_id);
                 }
+                let payload = pkt.payload().cloned();
                 let mut out = Outbox::new(self.now());
                 inner.host.receive(pkt, &mut out);
                 self.apply(&mut inner, out);
+                drop(inner);
+                if let Some(p) = payload {
+                    pool.recycle(p);
+                }
             }
         }
         if let Some(c) = conn {
@@ -437,6 +451,11 @@ impl TcpHost {
     /// The runtime directory this host watches.
     pub fn dir(&self) -> &std::path::Path {
         &self.dir
+    }
+
+    /// Counters of this host's payload buffer pool.
+    pub fn pool_stats(&self) -> PoolStats {
+        self.read(HostState::pool_stats)
     }
 
     fn with<R>(&self, f: impl FnOnce(&mut HostState, &mut Outbox) -> R) -> R {

@@ -45,6 +45,7 @@ use relink_fabric::{
 use thiserror::Error;
 
 use crate::packet::{Body, CmMsg, NakCode, Packet, ReqOp, RespKind};
+use crate::payload::{BufferPool, Payload};
 
 /// Version byte that starts every body.
 pub const VERSION: u8 = 1;
@@ -451,11 +452,13 @@ pub fn validate(p: &Packet) -> Result<(), WireError> {
 struct Cursor<'a> {
     buf: &'a [u8],
     pos: usize,
+    /// Where payload buffers come from (a new exact buffer each if none).
+    pool: Option<&'a mut BufferPool>,
 }
 
 impl<'a> Cursor<'a> {
-    fn new(buf: &'a [u8]) -> Cursor<'a> {
-        Cursor { buf, pos: 0 }
+    fn new(buf: &'a [u8], pool: Option<&'a mut BufferPool>) -> Cursor<'a> {
+        Cursor { buf, pos: 0, pool }
     }
 
     fn remaining(&self) -> usize {
@@ -526,6 +529,25 @@ impl<'a> Cursor<'a> {
         Ok(self.take(len, what)?.to_vec())
     }
 
+    /// A payload: like [`Cursor::bytes`], of at most [`MAX_PAYLOAD`]
+    /// bytes, in a buffer from the pool if there is one.
+    fn payload(&mut self) -> Result<Payload, WireError> {
+        let what = "payload";
+        let len = usize::try_from(self.u32(what)?).unwrap_or(usize::MAX);
+        check_len(what, len, MAX_PAYLOAD)?;
+        let bytes = self.take(len, what)?;
+        Ok(match self.pool.as_deref_mut() {
+            Some(pool) => {
+                let mut p = pool.take(len);
+                p.get_mut()
+                    .expect("a buffer fresh from the pool is not shared")
+                    .copy_from_slice(bytes);
+                p
+            }
+            None => Payload::from(bytes),
+        })
+    }
+
     fn ip(&mut self, what: &'static str) -> Result<IpAddr, WireError> {
         match self.u8(what)? {
             4 => Ok(IpAddr::V4(Ipv4Addr::from(self.array::<4>(what)?))),
@@ -588,7 +610,7 @@ impl<'a> Cursor<'a> {
         let what = "request operation";
         match self.u8(what)? {
             1 => Ok(ReqOp::Send {
-                data: self.bytes("payload", MAX_PAYLOAD)?,
+                data: self.payload()?,
                 imm: self.opt_u32("immediate data")?,
                 invalidate: self.opt_u32("invalidate rkey")?,
                 solicited: self.bool("solicited")?,
@@ -596,7 +618,7 @@ impl<'a> Cursor<'a> {
             2 => Ok(ReqOp::Write {
                 addr: self.u64("remote address")?,
                 rkey: self.u32("rkey")?,
-                data: self.bytes("payload", MAX_PAYLOAD)?,
+                data: self.payload()?,
                 imm: self.opt_u32("immediate data")?,
                 solicited: self.bool("solicited")?,
             }),
@@ -624,7 +646,7 @@ impl<'a> Cursor<'a> {
         let what = "response kind";
         match self.u8(what)? {
             1 => Ok(RespKind::Ack),
-            2 => Ok(RespKind::ReadData(self.bytes("payload", MAX_PAYLOAD)?)),
+            2 => Ok(RespKind::ReadData(self.payload()?)),
             3 => Ok(RespKind::AtomicOrig(self.u64("atomic original value")?)),
             4 => {
                 let what = "NAK code";
@@ -670,7 +692,18 @@ impl<'a> Cursor<'a> {
 /// Decodes one whole frame (header and body, as [`encode`] writes it and
 /// [`FrameReader::next_frame`] yields it).
 pub fn decode(frame: &[u8]) -> Result<Packet, WireError> {
-    let mut c = Cursor::new(frame);
+    decode_with(frame, None)
+}
+
+/// [`decode`], with the payload (if any) in a buffer from `pool`: give it
+/// back with [`BufferPool::recycle`] once the packet is handled, and the
+/// next frame reuses it.
+pub fn decode_in(frame: &[u8], pool: &mut BufferPool) -> Result<Packet, WireError> {
+    decode_with(frame, Some(pool))
+}
+
+fn decode_with(frame: &[u8], pool: Option<&mut BufferPool>) -> Result<Packet, WireError> {
+    let mut c = Cursor::new(frame, pool);
     let declared = usize::try_from(c.u32("frame header")?).unwrap_or(usize::MAX);
     if declared > MAX_FRAME {
         return Err(WireError::FrameTooLarge {
@@ -855,7 +888,7 @@ mod tests {
                 src_qpn: 9,
                 psn: 0x0102_0304,
                 op: ReqOp::Send {
-                    data: b"hi".to_vec(),
+                    data: b"hi".to_vec().into(),
                     imm: Some(0xaabb_ccdd),
                     invalidate: None,
                     solicited: true,
@@ -1054,7 +1087,7 @@ mod tests {
                 dst_qpn: 1,
                 src_qpn: 2,
                 psn: 3,
-                kind: RespKind::ReadData(vec![1; MAX_PAYLOAD]),
+                kind: RespKind::ReadData(vec![1; MAX_PAYLOAD].into()),
             },
         };
         let bytes = encode_to_vec(&big);
@@ -1213,7 +1246,7 @@ mod tests {
                 any::<bool>()
             )
                 .prop_map(|(data, imm, invalidate, solicited)| ReqOp::Send {
-                    data,
+                    data: data.into(),
                     imm,
                     invalidate,
                     solicited
@@ -1228,7 +1261,7 @@ mod tests {
                 .prop_map(|(addr, rkey, data, imm, solicited)| ReqOp::Write {
                     addr,
                     rkey,
-                    data,
+                    data: data.into(),
                     imm,
                     solicited
                 }),
@@ -1253,7 +1286,7 @@ mod tests {
     fn resp() -> impl Strategy<Value = RespKind> {
         prop_oneof![
             Just(RespKind::Ack),
-            bytes(300).prop_map(RespKind::ReadData),
+            bytes(300).prop_map(|b| RespKind::ReadData(b.into())),
             any::<u64>().prop_map(RespKind::AtomicOrig),
             prop_oneof![
                 Just(NakCode::Rnr),
@@ -1299,6 +1332,27 @@ mod tests {
             prop_assert_eq!(validate(&p), Ok(()));
             let bytes = encode_to_vec(&p);
             prop_assert_eq!(decode(&bytes), Ok(p));
+        }
+
+        #[test]
+        fn round_trip_through_a_pool(ps in proptest::collection::vec(packet(), 1..8)) {
+            // Recycled buffers full of stale bytes: none may show through.
+            let mut pool = BufferPool::new();
+            for len in [64, 128, 256, 512] {
+                let mut p = pool.take(len);
+                p.get_mut().unwrap().fill(0xAB);
+                pool.recycle(p);
+            }
+            for p in ps {
+                let q = decode_in(&encode_to_vec(&p), &mut pool).unwrap();
+                prop_assert_eq!(&q, &p);
+                if let Some(data) = q.payload().cloned() {
+                    drop(q);
+                    pool.recycle(data);
+                }
+            }
+            let s = pool.stats();
+            prop_assert_eq!(s.shared + s.dropped, 0);
         }
 
         #[test]

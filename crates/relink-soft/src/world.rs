@@ -35,6 +35,7 @@ use relink_fabric::{
 use crate::host::{Departure, HostConfig, HostState};
 use crate::outbox::{Outbox, Timer};
 use crate::packet::{Body, Packet};
+use crate::payload::PoolStats;
 
 /// Index of a host in a [`SoftFabric`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -469,6 +470,11 @@ impl SoftHost {
     /// This host's index in the fabric (for [`Fault`]s).
     pub fn index(&self) -> HostIdx {
         self.host
+    }
+
+    /// Counters of this host's payload buffer pool.
+    pub fn pool_stats(&self) -> PoolStats {
+        self.read(HostState::pool_stats)
     }
 
     fn lock(&self) -> MutexGuard<'_, World> {
