@@ -6,7 +6,8 @@
 //! - [`RelinkSendLoop`]: messages of a fixed size, a window of outstanding
 //!   operations replenished as they complete. A message completes when the
 //!   peer *confirms delivery* (relink's contract, stronger than an RC ack);
-//!   the receiver drains [`Node::poll_delivery`] and checks every message.
+//!   the receiver drains [`Node::poll_delivery_into`] (one buffer, reused)
+//!   and checks every message.
 //! - [`RelinkWriteLoop`]: RDMA WRITEs from a local region into the target's
 //!   advertised region, `window` slots, each slot checked where it landed
 //!   once its write completed.
@@ -211,6 +212,8 @@ pub struct SimPair {
     ini: SessionHandle,
     tgt: SessionHandle,
     rx: Receiver,
+    /// The receiving application's buffer ([`Node::poll_delivery_into`]).
+    buf: Vec<u8>,
 }
 
 impl SimPair {
@@ -250,6 +253,7 @@ impl SimPair {
             ini,
             tgt,
             rx: Receiver::new(spec.size),
+            buf: Vec::new(),
         }
     }
 
@@ -281,8 +285,12 @@ impl Drive for SimPair {
         let a = self.sim.node(INITIATOR).poll();
         let b = self.sim.node(TARGET).poll();
         let mut delivered = false;
-        while let Some((seq, msg)) = self.sim.node(TARGET).poll_delivery(self.tgt) {
-            if let Err(e) = self.rx.check(seq, &msg) {
+        while let Some(seq) = self
+            .sim
+            .node(TARGET)
+            .poll_delivery_into(self.tgt, &mut self.buf)
+        {
+            if let Err(e) = self.rx.check(seq, &self.buf) {
                 panic!("receiver: {e}");
             }
             delivered = true;
@@ -453,9 +461,10 @@ fn target_loop(
     error: &Mutex<Option<String>>,
 ) -> Node {
     let mut rx = Receiver::new(size);
+    let mut msg = Vec::new();
     while !stop.load(Ordering::Relaxed) {
         let mut progress = node.poll();
-        while let Some((seq, msg)) = node.poll_delivery(s) {
+        while let Some(seq) = node.poll_delivery_into(s, &mut msg) {
             if let Err(e) = rx.check(seq, &msg) {
                 *error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
                 return node;

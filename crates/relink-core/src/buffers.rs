@@ -6,8 +6,10 @@
 /// out of [`take`](SpareBuffers::take) empty, with their capacity.
 ///
 /// The session keeps one for encoded messages (handed back by the driver
-/// with [`Session::recycle`](crate::session::Session::recycle)), the
-/// journal one for the payloads of confirmed messages.
+/// with [`Session::recycle`](crate::session::Session::recycle)) and one for
+/// delivered messages (handed back by the application with
+/// [`Session::poll_delivery_into`](crate::session::Session::poll_delivery_into)),
+/// the journal one for the payloads of confirmed messages.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct SpareBuffers(Vec<Vec<u8>>);
 

@@ -334,6 +334,9 @@ pub struct Session {
     one_sided_inflight: std::collections::BTreeSet<OpId>,
     /// Buffers of sent messages the driver handed back, for the next ones.
     spare: SpareBuffers,
+    /// Buffers the application handed back with
+    /// [`Session::poll_delivery_into`], for the next deliveries.
+    delivery_spare: SpareBuffers,
 }
 
 /// Receive slots kept free of data for control messages (acks, keepalives,
@@ -379,6 +382,7 @@ impl Session {
             replaying: 0,
             one_sided_inflight: std::collections::BTreeSet::new(),
             spare: SpareBuffers::default(),
+            delivery_spare: SpareBuffers::default(),
         })
     }
 
@@ -487,6 +491,17 @@ impl Session {
     /// Next delivered message for the application.
     pub fn poll_delivery(&mut self) -> Option<(Seq, Vec<u8>)> {
         self.deliveries.pop_front()
+    }
+
+    /// Next delivered message, swapped into `buf` (whose old contents are
+    /// gone): the allocation `buf` held takes a later message, so an
+    /// application that receives into one buffer makes no allocation per
+    /// message.
+    pub fn poll_delivery_into(&mut self, buf: &mut Vec<u8>) -> Option<Seq> {
+        let (seq, mut bytes) = self.deliveries.pop_front()?;
+        std::mem::swap(buf, &mut bytes);
+        self.delivery_spare.put(bytes);
+        Some(seq)
     }
 
     /// Next event for observers.
@@ -1329,7 +1344,9 @@ impl Session {
             MsgBody::Data(payload) => match self.inbox.accept(h.seq) {
                 InboxAccept::Deliver => {
                     self.counters.delivered += 1;
-                    self.deliveries.push_back((h.seq, payload.to_vec()));
+                    let mut bytes = self.delivery_spare.take();
+                    bytes.extend_from_slice(payload);
+                    self.deliveries.push_back((h.seq, bytes));
                     self.maybe_ack(now);
                 }
                 InboxAccept::Duplicate => {}

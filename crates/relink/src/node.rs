@@ -559,6 +559,14 @@ impl Node {
         self.sessions.get_mut(&s.0)?.core.poll_delivery()
     }
 
+    /// Next delivered message of a session, swapped into `buf` (whose old
+    /// contents are gone): like [`Node::poll_delivery`], but the allocation
+    /// `buf` held takes a later message, so a receiver that keeps one
+    /// buffer makes no allocation per message.
+    pub fn poll_delivery_into(&mut self, s: SessionHandle, buf: &mut Vec<u8>) -> Option<Seq> {
+        self.sessions.get_mut(&s.0)?.core.poll_delivery_into(buf)
+    }
+
     /// Next event of a session.
     pub fn poll_event(&mut self, s: SessionHandle) -> Option<SessionEvent> {
         self.sessions.get_mut(&s.0)?.core.poll_event()
