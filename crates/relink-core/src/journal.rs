@@ -387,10 +387,11 @@ impl Journal {
         (id, seq)
     }
 
-    /// An empty buffer for the payload of a message to submit: the
-    /// allocation of a message the peer confirmed, if one is spare.
-    pub fn message_buffer(&mut self) -> Vec<u8> {
-        self.spare.take()
+    /// An empty buffer for a payload of `len` bytes of a message to
+    /// submit: the allocation of a message the peer confirmed, if a spare
+    /// one fits (never more than about twice `len`).
+    pub fn message_buffer(&mut self, len: usize) -> Vec<u8> {
+        self.spare.take(len)
     }
 
     /// The first operation not yet posted on the current transport, in

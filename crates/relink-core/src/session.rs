@@ -467,13 +467,13 @@ impl Session {
         self.actions.pop_front()
     }
 
-    /// An empty buffer for the payload of a message to [`submit`]: the
-    /// allocation of a message the peer already confirmed, if one is spare
-    /// (a new one otherwise).
+    /// An empty buffer for a payload of `len` bytes of a message to
+    /// [`submit`]: the allocation of a message the peer already confirmed,
+    /// if a spare one fits (a new one otherwise).
     ///
     /// [`submit`]: Session::submit
-    pub fn message_buffer(&mut self) -> Vec<u8> {
-        self.journal.message_buffer()
+    pub fn message_buffer(&mut self, len: usize) -> Vec<u8> {
+        self.journal.message_buffer(len)
     }
 
     /// Hand back the bytes of a performed [`Action::Send`] (once they are
@@ -807,8 +807,7 @@ impl Session {
     /// Queue an unsequenced control message; `build` encodes it with the
     /// piggybacked acknowledgement.
     fn send_control(&mut self, build: impl FnOnce(Seq, &mut Vec<u8>) -> Result<(), WireError>) {
-        let mut bytes = self.spare.take();
-        bytes.reserve(wire::HEADER_LEN + 16);
+        let mut bytes = self.spare.take(wire::HEADER_LEN + 16);
         let ack = self.inbox.last_delivered();
         if let Err(e) = build(ack, &mut bytes) {
             // Sizes are checked when the session is created: a bug.
@@ -892,7 +891,7 @@ impl Session {
                     if seq.0.saturating_sub(self.peer_delivered.0) > credits {
                         break; // wait for the peer to deliver
                     }
-                    let mut bytes = self.spare.take();
+                    let mut bytes = self.spare.take(wire::HEADER_LEN + payload.len());
                     let ack = self.inbox.last_delivered();
                     // Payload sizes are checked at submit.
                     let _ =
@@ -1344,7 +1343,7 @@ impl Session {
             MsgBody::Data(payload) => match self.inbox.accept(h.seq) {
                 InboxAccept::Deliver => {
                     self.counters.delivered += 1;
-                    let mut bytes = self.delivery_spare.take();
+                    let mut bytes = self.delivery_spare.take(payload.len());
                     bytes.extend_from_slice(payload);
                     self.deliveries.push_back((h.seq, bytes));
                     self.maybe_ack(now);

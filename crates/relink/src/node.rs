@@ -475,7 +475,7 @@ impl Node {
     pub fn send(&mut self, s: SessionHandle, payload: &[u8]) -> Result<OpId, Error> {
         // The copy the journal keeps until the peer confirms delivery, in
         // the allocation of an earlier, confirmed message if there is one.
-        let mut bytes = self.slot(s)?.core.message_buffer();
+        let mut bytes = self.slot(s)?.core.message_buffer(payload.len());
         bytes.extend_from_slice(payload);
         self.submit(s, OpKind::Message { payload: bytes })
     }
