@@ -17,6 +17,9 @@
 //!   fabric ([`SimPair`]) or on any two providers, the target's node on a
 //!   thread of its own ([`ThreadPair`]; [`TcpPair`] over TCP loopback,
 //!   relink-verbs's `rxe` benchmark over real devices).
+//! - [`overhead`]: one workload on the raw provider and through relink,
+//!   interleaved, and the ratio relink / raw ([`overhead::send_overhead`],
+//!   [`overhead::write_overhead`]) — for the soft fabric and real devices.
 //! - [`recovery`]: recovery latency of one session over repeated device
 //!   faults, and the time a thousand sessions take to resume after one
 //!   reset, on virtual and wall-clock time.
@@ -46,6 +49,7 @@
 
 pub mod loops;
 pub mod memory;
+pub mod overhead;
 pub mod recovery;
 pub mod report;
 pub mod series;

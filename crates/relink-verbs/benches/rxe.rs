@@ -37,24 +37,13 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use relink_bench::report::{fmt_si, text_table};
-use relink_bench::session::LoopStats;
+use relink_bench::overhead::{ratio_table, send_overhead, write_overhead, Ratio};
 use relink_bench::{
-    measure_interleaved, paired_ratios, quick_from_env, selected, LoopSpec, Metric, Plan,
-    RelinkSendLoop, RelinkWriteLoop, Report, Row, Runner, SendLoop, Summary, ThreadPair, Workload,
-    WriteLoop,
+    quick_from_env, selected, LoopSpec, Metric, Plan, Report, ThreadPair, Workload,
 };
 use relink_fabric::Provider;
 use relink_testkit::{Rig, Side, FAIL_ON_SKIP_ENV};
 use relink_verbs::rig::{fresh_port, VerbsRig};
-use serde::Serialize;
-
-/// 64-byte SENDs, 64 outstanding, the raw loop signaling every 16th (as
-/// relink-bench's `relink_session`); relink signals every operation and
-/// counts a message when the peer confirmed its delivery.
-const SEND: (usize, usize, usize) = (64, 64, 16);
-/// 64 KiB WRITEs, 16 outstanding, every one signaled (as `relink_session`).
-const WRITE: (usize, usize, usize) = (64 * 1024, 16, 1);
 
 /// The measuring plan: 1 s of warm-up per loop, then 5 interleaved
 /// repetitions of ~1 s each (two workloads, two loops each: ~25 s of
@@ -75,63 +64,6 @@ fn quick_plan() -> Plan {
         rep_time: Duration::from_millis(200),
         reps: 3,
         min_count: 16,
-    }
-}
-
-/// relink / raw for one workload.
-#[derive(Debug, Clone, Serialize)]
-struct Ratio {
-    /// `send64` or `write64k`.
-    name: String,
-    op: String,
-    unit: String,
-    raw_median: f64,
-    relink_median: f64,
-    /// relink / raw of each pair of repetitions taken side by side.
-    per_rep: Vec<f64>,
-    /// Median of `per_rep`.
-    median: f64,
-    min: f64,
-    max: f64,
-    /// Iterations and waits of the relink loop per operation (all runs).
-    relink_loop: LoopStats,
-}
-
-/// Measure `raw` and `relink` side by side, record both rows, and return
-/// their ratio (without the loop statistics).
-fn compare(
-    name: &str,
-    op: &str,
-    metric: Metric,
-    raw: (&mut dyn Runner, LoopSpec),
-    relink: (&mut dyn Runner, LoopSpec),
-    plan: &Plan,
-    report: &mut Report,
-) -> Ratio {
-    let t0 = Instant::now();
-    let series = measure_interleaved(&mut [raw.0, relink.0], plan);
-    report.push(Row::new("verbs", op, &raw.1, metric, &series[0]));
-    report.push(Row::new(
-        "verbs",
-        &format!("relink-{op}"),
-        &relink.1,
-        metric,
-        &series[1],
-    ));
-    let per_rep = paired_ratios(&series[1], &series[0], metric);
-    let s = Summary::of(&per_rep);
-    eprintln!("rxe: {name} measured in {:.1?}", t0.elapsed());
-    Ratio {
-        name: name.into(),
-        op: op.into(),
-        unit: metric.unit().into(),
-        raw_median: series[0].summary(metric).median,
-        relink_median: series[1].summary(metric).median,
-        per_rep,
-        median: s.median,
-        min: s.min,
-        max: s.max,
-        relink_loop: LoopStats::default(),
     }
 }
 
@@ -161,81 +93,12 @@ fn relink_pair(rig: &VerbsRig, spec: &LoopSpec, workload: Workload) -> ThreadPai
     pair
 }
 
-fn bench_send(rig: &VerbsRig, plan: &Plan, report: &mut Report) -> Ratio {
-    let raw_spec = LoopSpec::send(SEND.0, SEND.1).signal_every(SEND.2);
-    let rl_spec = LoopSpec::send(SEND.0, SEND.1);
-    let mut raw = SendLoop::connect(rig, raw_spec);
-    let mut rl = RelinkSendLoop::new(relink_pair(rig, &rl_spec, Workload::Send), rl_spec);
-    let mut r = compare(
-        "send64",
-        "send",
-        Metric::MessagesPerSec,
-        (&mut raw, raw_spec),
-        (&mut rl, rl_spec),
-        plan,
-        report,
-    );
-    r.relink_loop = rl.stats();
-    raw.close();
-    rl.close();
-    r
-}
-
-fn bench_write(rig: &VerbsRig, plan: &Plan, report: &mut Report) -> Ratio {
-    let spec = LoopSpec::write(WRITE.0, WRITE.1).signal_every(WRITE.2);
-    let mut raw = WriteLoop::connect(rig, spec);
-    let mut rl = RelinkWriteLoop::new(relink_pair(rig, &spec, Workload::Write), spec);
-    let mut r = compare(
-        "write64k",
-        "write",
-        Metric::MegabytesPerSec,
-        (&mut raw, spec),
-        (&mut rl, spec),
-        plan,
-        report,
-    );
-    r.relink_loop = rl.stats();
-    raw.close();
-    rl.close();
-    r
-}
-
-fn ratio_table(ratios: &[Ratio]) -> String {
-    let rows: Vec<Vec<String>> = ratios
-        .iter()
-        .map(|r| {
-            vec![
-                r.name.clone(),
-                format!("{} {}", fmt_si(r.raw_median), r.unit),
-                format!("{} {}", fmt_si(r.relink_median), r.unit),
-                format!("{:.3}", r.median),
-                format!("{:.3}", r.min),
-                format!("{:.3}", r.max),
-                format!("{:.2}", r.relink_loop.iterations_per_op()),
-                format!("{:.2}", r.relink_loop.waits_per_op()),
-            ]
-        })
-        .collect();
-    let mut out = text_table(
-        &[
-            "workload",
-            "raw",
-            "relink",
-            "relink/raw",
-            "min",
-            "max",
-            "iter/op",
-            "wait/op",
-        ],
-        &rows,
-        &[0],
-    );
-    out.push_str(
-        "relink/raw: median (min, max) of the ratios of repetitions taken side by side; \
-         raw, relink: medians; iter/op, wait/op: iterations of the relink loop (each polls \
-         its node once) and iterations that waited on the provider, per operation\n",
-    );
-    out
+/// The name of a ratio in the `RESULT` lines: `send64`, `write64k`.
+fn result_name(r: &Ratio) -> &'static str {
+    match r.op.as_str() {
+        "send" => "send64",
+        _ => "write64k",
+    }
 }
 
 /// The machine-readable line of one ratio.
@@ -248,7 +111,7 @@ fn result_line(r: &Ratio, quick: bool) -> String {
     format!(
         "RESULT rxe {name} raw_{key}={raw:.decimals$} relink_{key}={relink:.decimals$} \
          ratio={ratio:.3} ratio_min={min:.3} ratio_max={max:.3} reps={reps} quick={quick}",
-        name = r.name,
+        name = result_name(r),
         raw = r.raw_median * scale,
         relink = r.relink_median * scale,
         ratio = r.median,
@@ -312,11 +175,19 @@ fn main() {
     let mut rig = Some(rig);
     if selected("rxe-send64") {
         let rig = rig.take().unwrap_or_else(rig_or_skip);
-        ratios.push(bench_send(&rig, &plan, &mut report));
+        let pair = |spec: &LoopSpec, w| relink_pair(&rig, spec, w);
+        ratios.push(send_overhead(&rig, pair, &plan, &mut report));
     }
     if selected("rxe-write64k") {
         let rig = rig.take().unwrap_or_else(rig_or_skip);
-        ratios.push(bench_write(&rig, &plan, &mut report));
+        let pair = |spec: &LoopSpec, w| relink_pair(&rig, spec, w);
+        ratios.push(write_overhead(
+            &rig,
+            pair,
+            Metric::MegabytesPerSec,
+            &plan,
+            &mut report,
+        ));
     }
     drop(rig);
 
@@ -333,7 +204,7 @@ fn main() {
     let ratio_of = |name: &str| {
         ratios
             .iter()
-            .find(|r| r.name == name)
+            .find(|r| result_name(r) == name)
             .map_or_else(|| "n/a".to_string(), |r| format!("{:.3}", r.median))
     };
     eprintln!("rxe: whole run {:.1?}", started.elapsed());
