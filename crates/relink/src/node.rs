@@ -246,16 +246,17 @@ enum Pending {
     },
 }
 
-/// Signal at least every this many messages (and the last request of each
-/// batch): completions of the unsignaled ones are inferred from RC order.
+/// Signal at least every this many requests (and the last request of each
+/// batch), messages and one-sided requests alike: completions of the
+/// unsignaled ones are inferred from RC order (a send queue completes in
+/// order, so a request — a READ's data or an atomic's result included — is
+/// done once a later one completes; a failed request always completes, with
+/// its error). The last of a batch is signaled, so nothing waits on a
+/// request that is never posted.
 ///
-/// One-sided requests are always signaled. Measured on the in-process soft
-/// fabric, leaving them unsignaled cut 64 KiB WRITE throughput about ten
-/// times (0.8 vs 7.5 GB/s): their completions then arrive sixteen at a time,
-/// the application reposts sixteen 64 KiB writes in one burst, and the
-/// profile shows the time in page faults of the fabric's freshly allocated
-/// payload buffers. The root cause is in the soft fabric's allocation
-/// pattern, not yet fixed there.
+/// One-sided requests were once always signaled: unsignaled, they cut the
+/// in-process 64 KiB WRITE throughput about tenfold, which was the soft
+/// fabric's payload allocation (fixed there: recycled, shared buffers).
 const SIGNAL_EVERY: u32 = 16;
 
 struct ListenerSlot {
@@ -1256,8 +1257,7 @@ impl Node {
         let last = batch.as_slice().len() - 1;
         for (i, wr) in batch.as_mut_slice().iter_mut().enumerate() {
             t.unsignaled += 1;
-            wr.signaled =
-                i == last || t.unsignaled >= SIGNAL_EVERY || wr.wr_id & TAG_MASK == TAG_ONE_SIDED;
+            wr.signaled = i == last || t.unsignaled >= SIGNAL_EVERY;
             if wr.signaled {
                 t.unsignaled = 0;
             }
