@@ -20,7 +20,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use relink::Node;
+use relink::{Node, Path, SessionHandle, SessionOptions, State};
 use relink_fabric::{IpNet, Provider, Timestamp};
 use relink_soft::{SoftFabric, SoftHost};
 
@@ -79,6 +79,34 @@ impl Sim {
     /// A host's node.
     pub fn node(&mut self, i: usize) -> &mut Node {
         &mut self.nodes[i]
+    }
+
+    /// A world of `seed` with one session of default options established
+    /// from the initiator to the target's port 7471: the world, the
+    /// initiator's handle and the target's.
+    ///
+    /// # Panics
+    /// If the session is not established within 5 ms of virtual time.
+    pub fn with_session(seed: u64) -> (Sim, SessionHandle, SessionHandle) {
+        let mut sim = Sim::new(seed);
+        let addr = sim.target_addr(7471);
+        sim.node(TARGET)
+            .listen(addr, SessionOptions::default())
+            .expect("listen");
+        let s = sim
+            .node(INITIATOR)
+            .connect(
+                vec![Path {
+                    local: None,
+                    peer: addr,
+                }],
+                SessionOptions::default(),
+            )
+            .expect("connect");
+        sim.run_for(Duration::from_millis(5));
+        assert_eq!(sim.node(INITIATOR).state(s), Some(State::Established));
+        let t = sim.node(TARGET).accept().expect("accepted");
+        (sim, s, t)
     }
 
     /// The initiator's and the target's nodes at once.

@@ -6,7 +6,6 @@
 
 use std::time::Duration;
 
-use relink::{Path, SessionHandle, SessionOptions, State};
 use relink_soft::Fault;
 use relink_testkit::sim::Sim;
 
@@ -19,22 +18,7 @@ fn message(i: u32) -> Vec<u8> {
 
 #[test]
 fn receiving_into_one_buffer_delivers_every_message_once_in_order() {
-    let mut sim = Sim::new(7);
-    let addr = "10.0.0.2:7471".parse().unwrap();
-    sim.node(1).listen(addr, SessionOptions::default()).unwrap();
-    let s = sim
-        .node(0)
-        .connect(
-            vec![Path {
-                local: None,
-                peer: addr,
-            }],
-            SessionOptions::default(),
-        )
-        .unwrap();
-    sim.run_for(Duration::from_millis(5));
-    assert_eq!(sim.node(0).state(s), Some(State::Established));
-    let t: SessionHandle = sim.node(1).accept().expect("accepted");
+    let (mut sim, s, t) = Sim::with_session(7);
 
     let count = 1200u32;
     let mut received: Vec<Vec<u8>> = Vec::new();

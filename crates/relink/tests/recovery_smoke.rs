@@ -3,28 +3,13 @@
 
 use std::time::Duration;
 
-use relink::{Path, SessionEvent, SessionHandle, SessionOptions, State};
+use relink::{Path, SessionEvent, SessionOptions, State};
 use relink_soft::Fault;
 use relink_testkit::sim::Sim;
 
 #[test]
 fn reset_during_traffic_delivers_every_message_once_in_order() {
-    let mut sim = Sim::new(42);
-    let addr = "10.0.0.2:7471".parse().unwrap();
-    sim.node(1).listen(addr, SessionOptions::default()).unwrap();
-    let s = sim
-        .node(0)
-        .connect(
-            vec![Path {
-                local: None,
-                peer: addr,
-            }],
-            SessionOptions::default(),
-        )
-        .unwrap();
-    sim.run_for(Duration::from_millis(5));
-    assert_eq!(sim.node(0).state(s), Some(State::Established));
-    let t: SessionHandle = sim.node(1).accept().expect("accepted");
+    let (mut sim, s, t) = Sim::with_session(42);
 
     let mut ops = Vec::new();
     let mut received = Vec::new();
