@@ -72,6 +72,12 @@ pub struct Policy {
     /// Delay before the second attempt; doubles each attempt up to
     /// `reconnect_delay` (the first attempt is immediate).
     pub initial_backoff: Duration,
+    /// Delay before retrying an attempt the peer's CM refused for want of a
+    /// listener (its host and device answer, its application does not
+    /// listen yet — typically it is re-listening on a device that just came
+    /// back); doubles with each such refusal in a row, never longer than the
+    /// backoff above. A refusal costs the peer's kernel one message.
+    pub refused_backoff: Duration,
     /// Fail queued operations this long after the loss while reconnection
     /// goes on (`None`: queue until give-up).
     pub fast_io_fail_tmo: Option<Duration>,
@@ -108,6 +114,7 @@ impl Default for Policy {
             ctrl_loss_tmo: Some(Duration::from_secs(600)),
             reconnect_delay: Duration::from_secs(10),
             initial_backoff: Duration::from_millis(20),
+            refused_backoff: Duration::from_millis(1),
             fast_io_fail_tmo: None,
             keepalive: Some(Duration::from_secs(5)),
             connect_timeout: Duration::from_secs(3),
@@ -134,6 +141,9 @@ impl Policy {
         }
         if self.initial_backoff.is_zero() || self.initial_backoff > self.reconnect_delay {
             return err("initial_backoff", "must be > 0 and <= reconnect_delay");
+        }
+        if self.refused_backoff.is_zero() || self.refused_backoff > self.initial_backoff {
+            return err("refused_backoff", "must be > 0 and <= initial_backoff");
         }
         if self.connect_timeout.is_zero() {
             return err("connect_timeout", "must be > 0");
@@ -183,9 +193,20 @@ impl Policy {
             .initial_backoff
             .saturating_mul(1u32 << exp)
             .min(self.reconnect_delay);
-        let half = base / 2;
-        let span = u64::try_from(half.as_nanos()).unwrap_or(u64::MAX).max(1);
-        half + Duration::from_nanos(random % span)
+        equal_jitter(base, random)
+    }
+
+    /// Delay before the next attempt after `refusals` attempts in a row
+    /// that the peer refused for want of a listener (1 = the first):
+    /// `refused_backoff` doubled per refusal before it, with equal jitter.
+    /// The caller takes the smaller of this and [`Policy::backoff`].
+    pub fn refused_delay(&self, refusals: u32, random: u64) -> Duration {
+        let exp = refusals.saturating_sub(1).min(30);
+        let base = self
+            .refused_backoff
+            .saturating_mul(1u32 << exp)
+            .min(self.reconnect_delay);
+        equal_jitter(base, random)
     }
 
     /// How long attempt `attempt` of an outage (1 = the first) may take:
@@ -203,6 +224,13 @@ impl Policy {
     pub fn keepalive_deadline(&self) -> Option<Duration> {
         self.keepalive.map(|k| k * 2)
     }
+}
+
+/// Half of `base` plus a random part of the other half ("equal jitter").
+fn equal_jitter(base: Duration, random: u64) -> Duration {
+    let half = base / 2;
+    let span = u64::try_from(half.as_nanos()).unwrap_or(u64::MAX).max(1);
+    half + Duration::from_nanos(random % span)
 }
 
 #[cfg(test)]

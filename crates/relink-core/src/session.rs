@@ -332,6 +332,8 @@ pub struct Session {
     replaying: u64,
     /// One-sided operations posted and not yet completed.
     one_sided_inflight: std::collections::BTreeSet<OpId>,
+    /// Attempts in a row the peer refused for want of a listener.
+    refusals: u32,
     /// Buffers of sent messages the driver handed back, for the next ones.
     spare: SpareBuffers,
     /// Buffers the application handed back with
@@ -381,6 +383,7 @@ impl Session {
             pending_peer_delivered: Seq(0),
             replaying: 0,
             one_sided_inflight: std::collections::BTreeSet::new(),
+            refusals: 0,
             spare: SpareBuffers::default(),
             delivery_spare: SpareBuffers::default(),
         })
@@ -601,6 +604,7 @@ impl Session {
         }
         self.go(State::Recovering, Cause::TransportDown(cause), now);
         self.attempt = 0;
+        self.refusals = 0;
         // A loss on the peer's side (or somewhere between): the next attempt
         // tries the next path first, so a second HCA or route takes over at
         // once instead of waiting for the dead address to time out. A loss
@@ -626,7 +630,10 @@ impl Session {
             return;
         }
         let r = self.jitter.next();
-        let delay = self.cfg.policy.backoff(self.attempt, r);
+        let mut delay = self.cfg.policy.backoff(self.attempt, r);
+        if self.refusals > 0 {
+            delay = delay.min(self.cfg.policy.refused_delay(self.refusals, r));
+        }
         self.timers.set(TimerKind::Backoff, now + delay);
     }
 
@@ -698,6 +705,13 @@ impl Session {
     }
 
     fn attempt_failed(&mut self, why: String, now: Timestamp) {
+        self.refusals = 0;
+        self.attempt_failed_with(why, now);
+    }
+
+    /// The attempt failed; the next one comes after the backoff (or sooner,
+    /// after `refused_backoff`, while `refusals` counts refusals in a row).
+    fn attempt_failed_with(&mut self, why: String, now: Timestamp) {
         if self.state() != State::Reconnecting && self.state() != State::Connecting {
             return;
         }
@@ -846,6 +860,7 @@ impl Session {
         self.timers.stop(TimerKind::ConnectTimeout);
         self.fast_failing = false;
         self.attempt = 0;
+        self.refusals = 0;
         self.go(
             State::Established,
             if first {
@@ -1245,7 +1260,12 @@ impl Session {
                 self.fail(Cause::PeerLost(why), OpError::PeerLost, now);
             }
             Ok(reason) => self.attempt_failed(format!("refused: {reason:?}"), now),
-            Err(_) => self.attempt_failed("rejected (no listener?)".into(), now),
+            Err(_) => {
+                // The peer's CM answered for it: host and device are there,
+                // the application is not listening (yet).
+                self.refusals = self.refusals.saturating_add(1);
+                self.attempt_failed_with("rejected (no listener?)".into(), now);
+            }
         }
     }
 

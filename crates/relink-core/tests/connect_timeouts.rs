@@ -10,7 +10,10 @@
 //! - attempts that get no answer (the peer's device is gone: its address
 //!   answers nothing) time out after `initial_connect_timeout`, doubling up
 //!   to `connect_timeout`, so that the initiator tries again soon after the
-//!   peer's device is back (on rxe it waited out 3 s).
+//!   peer's device is back (on rxe it waited out 3 s);
+//! - attempts the peer's CM refuses for want of a listener (its device is
+//!   back, its application is re-listening) are retried after
+//!   `refused_backoff` (1 ms), doubling, not after the backoff (10–20 ms).
 
 use std::time::Duration;
 
@@ -230,4 +233,40 @@ fn unanswered_attempts_time_out_soon_then_later_and_later() {
         "the second attempt comes within 1 s, not after the whole connect timeout: {starts:?}"
     );
     assert_eq!(p.attempt_timeout(30), p.connect_timeout, "capped");
+}
+
+#[test]
+fn attempts_refused_for_want_of_a_listener_are_retried_soon() {
+    let t0 = Timestamp(1_000_000);
+    let (mut ini, epoch, _, _) = connected_initiator(t0);
+    ini.handle_transport_down(epoch, DownCause::CmDisconnected, t0);
+    // Every attempt is refused by the peer's CM (a REJ without relink's
+    // reply): note when each starts, on a 10 us clock, for 100 ms.
+    let mut starts = Vec::new();
+    let mut t = t0;
+    while t < t0 + Duration::from_millis(100) {
+        for (e, _, _) in connects(&actions(&mut ini)) {
+            starts.push(t - t0);
+            ini.handle_rejected(e, &[], t);
+        }
+        t += Duration::from_micros(10);
+        ini.handle_timeout(t);
+    }
+    let p = Policy::default();
+    assert!(starts.len() >= 5, "attempts: {starts:?}");
+    for (i, w) in starts.windows(2).enumerate() {
+        let refusals = i as u32 + 1;
+        let quick = p.refused_backoff * (1 << (refusals - 1));
+        let gap = w[1] - w[0];
+        assert!(
+            gap >= quick / 2
+                && gap
+                    <= quick.min(p.initial_backoff * (1 << refusals)) + Duration::from_micros(20),
+            "after {refusals} refusals the next attempt came {gap:?} later: {starts:?}"
+        );
+    }
+    assert!(
+        starts[2] < Duration::from_millis(3),
+        "the second retry comes within a few ms, not after the backoff: {starts:?}"
+    );
 }
