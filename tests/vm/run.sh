@@ -112,7 +112,6 @@ BINS=()            # -x arguments for build-initramfs.sh
 FILES=()           # -f arguments
 LIST=$OUTDIR/tests.list
 SKIPS=()           # host-side skips: "group|step|why" (the group is not run)
-STEP_SKIPS=()      # single steps not run: "group|step|why"
 mkdir -p "$OUTDIR"
 : > "$LIST"
 # cargo --message-format=json on stdin -> "kind|name|executable|crate_dir" of each executable
@@ -229,12 +228,6 @@ for s in "${SERIES[@]}"; do
     g=${sk%%|*}
     case ",$groups," in *,$g,*)
       groups=$(echo ",$groups," | sed "s/,$g,/,/; s/^,//; s/,$//")
-      echo "$KV|${sk%|*}|SKIPPED||${sk##*|}" >> "$RESULTS" ;;
-    esac
-  done
-  for sk in ${STEP_SKIPS[@]+"${STEP_SKIPS[@]}"}; do
-    case ",$groups," in *,${sk%%|*},*)
-      echo "SKIPPED: VM tier step ${sk%|*} on $KV: ${sk##*|}"
       echo "$KV|${sk%|*}|SKIPPED||${sk##*|}" >> "$RESULTS" ;;
     esac
   done

@@ -20,8 +20,8 @@
 use std::collections::BTreeMap;
 
 use relink_bench::{
-    measure, quick_from_env, LoopSpec, Measurement, Metric, Plan, Report, Rig, Row, Runner,
-    SendLoop, WriteLoop,
+    measure, process_minor_faults, quick_from_env, selected, LoopSpec, Measurement, Metric, Plan,
+    Report, Rig, Row, Runner, SendLoop, WriteLoop,
 };
 use relink_testkit::soft_rigs::{InProcRig, TcpRig};
 
@@ -34,14 +34,6 @@ const WRITES: [(&str, usize, usize, usize); 2] = [
     ("write", 64 * 1024, 16, 1),
     ("write-unsig", 64 * 1024, 16, 16),
 ];
-
-/// Minor page faults of this process so far, from `/proc/self/stat`
-/// (field 10); `None` where that is not readable.
-fn minflt() -> Option<u64> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(7)?.parse().ok()
-}
 
 /// A [`Runner`] that counts the minor page faults of every run.
 struct Faults<R> {
@@ -70,25 +62,14 @@ impl<R: Runner> Faults<R> {
 
 impl<R: Runner> Runner for Faults<R> {
     fn run(&mut self, count: u64) -> Measurement {
-        let before = minflt();
+        let before = process_minor_faults();
         let m = self.inner.run(count);
-        let faults = match (before, minflt()) {
+        let faults = match (before, process_minor_faults()) {
             (Some(a), Some(b)) => Some(b.saturating_sub(a)),
             _ => None,
         };
         self.runs.push((m.ops, faults));
         m
-    }
-}
-
-/// Whether series `name` is selected by `RELINK_BENCH_ONLY` (all if unset).
-fn selected(name: &str) -> bool {
-    match std::env::var("RELINK_BENCH_ONLY") {
-        Ok(only) if !only.trim().is_empty() => only
-            .split(',')
-            .map(str::trim)
-            .any(|s| !s.is_empty() && name.contains(s)),
-        _ => true,
     }
 }
 
@@ -106,44 +87,41 @@ fn bench_fabric(
     if selected(&name) {
         let rig = new_rig();
         let spec = LoopSpec::send(SEND.0, SEND.1).signal_every(SEND.2);
-        let mut l = Faults::new(SendLoop::connect(&*rig, spec));
-        let fabric = l.inner.kind();
-        let series = measure(&mut l, plan);
-        faults.insert(name.clone(), l.per_op(plan.reps));
-        l.inner.close();
-        drop(rig);
-        report.push(Row::new(
-            fabric,
-            "send",
-            &spec,
-            Metric::MessagesPerSec,
-            &series,
-        ));
-        eprintln!("  {name} done");
+        let l = SendLoop::connect(&*rig, spec);
+        let fabric = l.kind();
+        let row = (fabric, "send", spec, Metric::MessagesPerSec);
+        series(&name, row, l, plan, report, faults).close();
     }
-
     for (op, size, window, signal_every) in WRITES {
         let name = format!("{tag}-{op}");
-        if !selected(&name) {
-            continue;
+        if selected(&name) {
+            let rig = new_rig();
+            let spec = LoopSpec::write(size, window).signal_every(signal_every);
+            let l = WriteLoop::connect(&*rig, spec);
+            let fabric = l.kind();
+            let row = (fabric, "write", spec, Metric::GigabytesPerSec);
+            series(&name, row, l, plan, report, faults).close();
         }
-        let rig = new_rig();
-        let spec = LoopSpec::write(size, window).signal_every(signal_every);
-        let mut l = Faults::new(WriteLoop::connect(&*rig, spec));
-        let fabric = l.inner.kind();
-        let series = measure(&mut l, plan);
-        faults.insert(name.clone(), l.per_op(plan.reps));
-        l.inner.close();
-        drop(rig);
-        report.push(Row::new(
-            fabric,
-            "write",
-            &spec,
-            Metric::GigabytesPerSec,
-            &series,
-        ));
-        eprintln!("  {name} done");
     }
+}
+
+/// Measure the loop `l` of series `name`, counting its page faults, and
+/// record its row (fabric, workload, spec, metric); the loop is handed back
+/// to be closed.
+fn series<L: Runner>(
+    name: &str,
+    (fabric, op, spec, metric): (&str, &str, LoopSpec, Metric),
+    l: L,
+    plan: &Plan,
+    report: &mut Report,
+    faults: &mut BTreeMap<String, Option<f64>>,
+) -> L {
+    let mut l = Faults::new(l);
+    let series = measure(&mut l, plan);
+    faults.insert(name.to_string(), l.per_op(plan.reps));
+    report.push(Row::new(fabric, op, &spec, metric, &series));
+    eprintln!("  {name} done");
+    l.inner
 }
 
 fn main() {

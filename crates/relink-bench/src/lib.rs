@@ -55,7 +55,9 @@ pub mod report;
 pub mod series;
 pub mod session;
 
-pub use loops::{send_rate, write_rate, LoopSpec, Measurement, SendLoop, Verify, WriteLoop};
+pub use loops::{
+    process_minor_faults, send_rate, write_rate, LoopSpec, Measurement, SendLoop, Verify, WriteLoop,
+};
 pub use report::{target_dir, Machine, Report, Row};
 pub use series::{
     measure, measure_interleaved, paired_ratios, quantile, Metric, Plan, Runner, Series, Summary,

@@ -182,15 +182,31 @@ impl Measurement {
 /// CPU time (user + system) used so far by this process, all threads
 /// included, from `/proc/self/stat`; `None` where that is not readable.
 pub fn process_cpu_time() -> Option<Duration> {
-    // Fields 14 and 15 (utime, stime), counted after the parenthesised
-    // command name (which may hold spaces), in clock ticks of `USER_HZ`,
-    // which is 100 per second on common Linux configurations.
+    // Fields 14 and 15 (utime, stime), in clock ticks of `USER_HZ`, which
+    // is 100 per second on common Linux configurations.
+    let [utime, stime] = proc_self_stat([14, 15])?;
+    Some(Duration::from_millis((utime + stime) * 10))
+}
+
+/// Minor page faults of this process so far (field 10 of `/proc/self/stat`);
+/// `None` where that is not readable.
+pub fn process_minor_faults() -> Option<u64> {
+    let [minflt] = proc_self_stat([10])?;
+    Some(minflt)
+}
+
+/// Numeric fields of `/proc/self/stat` by their number in proc(5) (from 3,
+/// the first after the parenthesised command name, which may hold spaces),
+/// in ascending order.
+fn proc_self_stat<const N: usize>(fields: [usize; N]) -> Option<[u64; N]> {
     let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
     let rest = &stat[stat.rfind(')')? + 1..];
-    let mut fields = rest.split_whitespace().skip(11);
-    let utime: u64 = fields.next()?.parse().ok()?;
-    let stime: u64 = fields.next()?.parse().ok()?;
-    Some(Duration::from_millis((utime + stime) * 10))
+    let all: Vec<&str> = rest.split_whitespace().collect();
+    let mut out = [0; N];
+    for (o, f) in out.iter_mut().zip(fields) {
+        *o = all.get(f.checked_sub(3)?)?.parse().ok()?;
+    }
+    Some(out)
 }
 
 /// Timing of one run: the wall clock and the process's CPU time.
@@ -833,6 +849,19 @@ mod tests {
             b = process_cpu_time().expect("/proc/self/stat");
         }
         assert!(b >= a + Duration::from_millis(20), "{a:?} -> {b:?}");
+    }
+
+    #[test]
+    fn minor_faults_count_touched_pages() {
+        let a = process_minor_faults().expect("/proc/self/stat");
+        // Fresh pages, written once each: at least some fault in.
+        let mut v = vec![0u8; 8 << 20];
+        for i in (0..v.len()).step_by(4096) {
+            v[i] = 1;
+        }
+        std::hint::black_box(&v);
+        let b = process_minor_faults().expect("/proc/self/stat");
+        assert!(b > a, "{a} -> {b}");
     }
 
     #[test]

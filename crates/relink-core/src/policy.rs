@@ -188,11 +188,7 @@ impl Policy {
         if attempt == 0 {
             return Duration::ZERO;
         }
-        let exp = attempt.saturating_sub(1).min(30);
-        let base = self
-            .initial_backoff
-            .saturating_mul(1u32 << exp)
-            .min(self.reconnect_delay);
+        let base = doubled(self.initial_backoff, attempt, self.reconnect_delay);
         equal_jitter(base, random)
     }
 
@@ -201,11 +197,7 @@ impl Policy {
     /// `refused_backoff` doubled per refusal before it, with equal jitter.
     /// The caller takes the smaller of this and [`Policy::backoff`].
     pub fn refused_delay(&self, refusals: u32, random: u64) -> Duration {
-        let exp = refusals.saturating_sub(1).min(30);
-        let base = self
-            .refused_backoff
-            .saturating_mul(1u32 << exp)
-            .min(self.reconnect_delay);
+        let base = doubled(self.refused_backoff, refusals, self.reconnect_delay);
         equal_jitter(base, random)
     }
 
@@ -213,10 +205,7 @@ impl Policy {
     /// `initial_connect_timeout`, doubled for each attempt before it, at
     /// most `connect_timeout`.
     pub fn attempt_timeout(&self, attempt: u32) -> Duration {
-        let exp = attempt.saturating_sub(1).min(30);
-        self.initial_connect_timeout
-            .saturating_mul(1u32 << exp)
-            .min(self.connect_timeout)
+        doubled(self.initial_connect_timeout, attempt, self.connect_timeout)
     }
 
     /// How long silence on the connection may last before the peer is
@@ -224,6 +213,13 @@ impl Policy {
     pub fn keepalive_deadline(&self) -> Option<Duration> {
         self.keepalive.map(|k| k * 2)
     }
+}
+
+/// The `n`th of a series that starts at `first` and doubles each time, at
+/// most `cap`.
+fn doubled(first: Duration, n: u32, cap: Duration) -> Duration {
+    let exp = n.saturating_sub(1).min(30);
+    first.saturating_mul(1u32 << exp).min(cap)
 }
 
 /// Half of `base` plus a random part of the other half ("equal jitter").

@@ -168,9 +168,6 @@ struct Slot {
     path: Option<Path>,
     /// The session's entry in the node's `deadlines`.
     deadline: Option<Timestamp>,
-    /// The session is in the node's `pending_drain` (or about to be
-    /// drained).
-    drain_queued: bool,
 }
 
 impl Slot {
@@ -387,7 +384,6 @@ impl Node {
                 connect_data: Vec::new(),
                 path: None,
                 deadline: None,
-                drain_queued: false,
             },
         );
         Ok(key)
@@ -1088,8 +1084,7 @@ impl Node {
                 self.dirty.insert(key);
             }
         }
-        if !slot.backlog.is_empty() && !slot.drain_queued {
-            slot.drain_queued = true;
+        if !slot.backlog.is_empty() {
             self.pending_drain.insert(key);
         }
         // Re-index the session's next timer.
@@ -1193,8 +1188,8 @@ impl Node {
                 request,
                 private_data,
             } => self.reject(request, &private_data),
-            action @ (Action::Send { .. } | Action::OneSided { .. }) => {
-                let _ = slot.queue(action);
+            Action::Send { .. } | Action::OneSided { .. } => {
+                unreachable!("work requests go to the backlog in Slot::next_action")
             }
             Action::Disconnect { epoch } => {
                 if let Some(t) = slot.transport.as_ref().filter(|t| t.epoch == epoch) {
@@ -1213,8 +1208,6 @@ impl Node {
         let Some(slot) = self.sessions.get_mut(&key) else {
             return false;
         };
-        // Whoever took the session out of `pending_drain` drains it now.
-        slot.drain_queued = false;
         if slot.backlog.is_empty() {
             return false;
         }
