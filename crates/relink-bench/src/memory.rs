@@ -12,7 +12,7 @@
 use std::time::Duration;
 
 use relink::{
-    Access, BufferToken, LocalRange, Path, Policy, RegionId, RegionOptions, SessionOptions, State,
+    Access, BufferToken, LocalRange, Policy, RegionId, RegionOptions, SessionOptions, State,
 };
 use relink_soft::Fault;
 use relink_testkit::sim::{Sim, INITIATOR, TARGET};
@@ -120,20 +120,9 @@ fn options(target: bool) -> SessionOptions {
 /// If the session does not come up, or a submission is refused.
 pub fn journal_memory(shape: OpShape, n: usize, seed: u64, heap: &dyn HeapCounter) -> MemSample {
     let mut sim = Sim::new(seed);
-    let addr = sim.target_addr(PORT);
-    sim.node(TARGET)
-        .listen(addr, options(true))
-        .expect("listen");
     let s = sim
-        .node(INITIATOR)
-        .connect(
-            vec![Path {
-                local: None,
-                peer: addr,
-            }],
-            options(false),
-        )
-        .expect("connect");
+        .open_session(PORT, options(false), options(true))
+        .expect("open a session");
     let up = step_until(&mut sim, Duration::from_secs(1), |sim| {
         sim.node(INITIATOR).state(s) == Some(State::Established)
     });

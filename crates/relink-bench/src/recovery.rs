@@ -326,20 +326,9 @@ impl RecoveryBench {
     /// If the session does not come up within 1 s of virtual time.
     pub fn new(seed: u64) -> RecoveryBench {
         let mut sim = Sim::new(seed);
-        let addr = sim.target_addr(PORT);
-        sim.node(TARGET)
-            .listen(addr, recovery_options(true))
-            .expect("listen");
         let ini = sim
-            .node(INITIATOR)
-            .connect(
-                vec![Path {
-                    local: None,
-                    peer: addr,
-                }],
-                recovery_options(false),
-            )
-            .expect("connect");
+            .open_session(PORT, recovery_options(false), recovery_options(true))
+            .expect("open a session");
         let mut tgt = None;
         let up = step_until(&mut sim, Duration::from_secs(1), |sim| {
             tgt = tgt.or_else(|| sim.node(TARGET).accept());

@@ -224,20 +224,13 @@ impl SimPair {
     /// If the session is not established within 1 s of virtual time.
     pub fn connect(seed: u64, spec: &LoopSpec, workload: Workload) -> SimPair {
         let mut sim = Sim::new(seed);
-        let addr = sim.target_addr(PORT);
-        sim.node(TARGET)
-            .listen(addr, session_options(spec, workload, true))
-            .expect("listen");
         let ini = sim
-            .node(INITIATOR)
-            .connect(
-                vec![Path {
-                    local: None,
-                    peer: addr,
-                }],
+            .open_session(
+                PORT,
                 session_options(spec, workload, false),
+                session_options(spec, workload, true),
             )
-            .expect("connect");
+            .expect("open a session");
         let mut tgt = None;
         let up = sim.run_until_cond(Duration::from_secs(1), |sim| {
             tgt = tgt.or_else(|| sim.node(TARGET).accept());

@@ -89,24 +89,36 @@ impl Sim {
     /// If the session is not established within 5 ms of virtual time.
     pub fn with_session(seed: u64) -> (Sim, SessionHandle, SessionHandle) {
         let mut sim = Sim::new(seed);
-        let addr = sim.target_addr(7471);
-        sim.node(TARGET)
-            .listen(addr, SessionOptions::default())
-            .expect("listen");
         let s = sim
-            .node(INITIATOR)
-            .connect(
-                vec![Path {
-                    local: None,
-                    peer: addr,
-                }],
-                SessionOptions::default(),
-            )
-            .expect("connect");
+            .open_session(7471, SessionOptions::default(), SessionOptions::default())
+            .expect("open a session");
         sim.run_for(Duration::from_millis(5));
         assert_eq!(sim.node(INITIATOR).state(s), Some(State::Established));
         let t = sim.node(TARGET).accept().expect("accepted");
         (sim, s, t)
+    }
+
+    /// The target listens on `port` of its address with `target`'s
+    /// options, and the initiator connects to it with `initiator`'s: the
+    /// initiator's handle (nothing has run yet).
+    ///
+    /// # Errors
+    /// If listening or connecting is refused.
+    pub fn open_session(
+        &mut self,
+        port: u16,
+        initiator: SessionOptions,
+        target: SessionOptions,
+    ) -> Result<SessionHandle, relink::Error> {
+        let addr = self.target_addr(port);
+        self.node(TARGET).listen(addr, target)?;
+        self.node(INITIATOR).connect(
+            vec![Path {
+                local: None,
+                peer: addr,
+            }],
+            initiator,
+        )
     }
 
     /// The initiator's and the target's nodes at once.

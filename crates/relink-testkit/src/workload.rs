@@ -64,18 +64,11 @@ pub fn options(side: usize, policy: relink::Policy) -> SessionOptions {
 /// established after 2 ms of virtual time.
 pub fn start(seed: u64, policy: relink::Policy, port: u16) -> Result<(Sim, Workload), String> {
     let mut sim = Sim::new(seed);
-    let addr = sim.target_addr(port);
-    sim.node(TARGET)
-        .listen(addr, options(TARGET, policy.clone()))
-        .map_err(|e| e.to_string())?;
     let s = sim
-        .node(INITIATOR)
-        .connect(
-            vec![relink::Path {
-                local: None,
-                peer: addr,
-            }],
-            options(INITIATOR, policy),
+        .open_session(
+            port,
+            options(INITIATOR, policy.clone()),
+            options(TARGET, policy),
         )
         .map_err(|e| e.to_string())?;
     sim.run_for(std::time::Duration::from_millis(2));

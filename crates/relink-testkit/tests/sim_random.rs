@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use relink::{Path, Policy, State};
+use relink::{Policy, State};
 use relink_soft::{Fault, LinkConfig};
 use relink_testkit::sim::{Sim, INITIATOR, TARGET};
 use relink_testkit::workload::{options, Workload};
@@ -212,18 +212,11 @@ fn random_fault_schedules() {
 fn a_seed_replays_identically() {
     let digest = |seed| {
         let mut sim = Sim::new(seed);
-        let addr = sim.target_addr(7471);
-        sim.node(TARGET)
-            .listen(addr, options(TARGET, Policy::default()))
-            .unwrap();
         let s = sim
-            .node(INITIATOR)
-            .connect(
-                vec![Path {
-                    local: None,
-                    peer: addr,
-                }],
+            .open_session(
+                7471,
                 options(INITIATOR, Policy::default()),
+                options(TARGET, Policy::default()),
             )
             .unwrap();
         let mut w = Workload::new(s);
