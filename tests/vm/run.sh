@@ -10,7 +10,7 @@
 #      verbs:    relink-verbs's conformance_verbs test with `--features rdma`
 #                (skipped LOUDLY when `cargo build -p relink-verbs --features
 #                rdma` fails)
-#      bench:    relink-verbs's rxe bench (`cargo bench -p relink-verbs --features
+#      bench:    relink-bench's rxe bench (`cargo bench -p relink-bench --features
 #                rdma --no-run`): relink over rxe next to raw verbs on the same
 #                devices (64 B SEND rate, 64 KiB WRITE throughput, ratios)
 #      sessions: relink-verbs's sessions_verbs test (relink sessions with
@@ -191,8 +191,8 @@ FILES+=(-f "$LIST:/vm/tests.list")
 T_BUILD=$(now)
 
 if needs bench; then
-  banner "building relink-verbs's rxe bench (cargo bench -p relink-verbs --features rdma --no-run)"
-  if ! "$CARGO" bench -p relink-verbs --features rdma --bench rxe --no-run --message-format=json-render-diagnostics \
+  banner "building relink-bench's rxe bench (cargo bench -p relink-bench --features rdma --bench rxe --no-run)"
+  if ! "$CARGO" bench -p relink-bench --features rdma --bench rxe --no-run --message-format=json-render-diagnostics \
         > "$OUTDIR/bench.json" 2> "$OUTDIR/bench-build.log"; then
     why=$(grep -m1 -E '^error' "$OUTDIR/bench-build.log" || tail -1 "$OUTDIR/bench-build.log")
     tail -30 "$OUTDIR/bench-build.log" | sed 's/^/  | /'

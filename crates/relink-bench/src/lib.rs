@@ -16,7 +16,7 @@
 //!   [`Node::write`](relink::Node::write)), on two nodes of the in-process
 //!   fabric ([`SimPair`]) or on any two providers, the target's node on a
 //!   thread of its own ([`ThreadPair`]; [`TcpPair`] over TCP loopback,
-//!   relink-verbs's `rxe` benchmark over real devices).
+//!   the `rxe` benchmark over real devices).
 //! - [`overhead`]: one workload on the raw provider and through relink,
 //!   interleaved, and the ratio relink / raw ([`overhead::send_overhead`],
 //!   [`overhead::write_overhead`]) — for the soft fabric and real devices.

@@ -14,8 +14,8 @@ use std::time::Duration;
 use relink::{
     Access, BufferToken, LocalRange, Policy, RegionId, RegionOptions, SessionOptions, State,
 };
+use relink_sim::sim::{Sim, INITIATOR, TARGET};
 use relink_soft::Fault;
-use relink_testkit::sim::{Sim, INITIATOR, TARGET};
 use serde::Serialize;
 
 use crate::recovery::step_until;

@@ -24,8 +24,8 @@ use relink::{
     SessionHandle, SessionOptions, State,
 };
 use relink_fabric::Timestamp;
+use relink_sim::sim::{Sim, INITIATOR, TARGET};
 use relink_soft::Fault;
-use relink_testkit::sim::{Sim, INITIATOR, TARGET};
 use serde::Serialize;
 
 use crate::series::quantile;

@@ -32,8 +32,8 @@ use relink::{
     RegionOptions, Seq, SessionHandle, SessionOptions, State,
 };
 use relink_fabric::{Provider, Timestamp};
+use relink_sim::sim::{Sim, INITIATOR, TARGET};
 use relink_soft::{Registry, TcpHost};
-use relink_testkit::sim::{Sim, INITIATOR, TARGET};
 
 use crate::loops::{check_stamp, stamp, Clock, LoopSpec, Measurement, Stall, Verify, TICK};
 use crate::series::Runner;

@@ -11,7 +11,7 @@ use std::collections::VecDeque;
 
 use relink_bench::session::{stamp_bytes, Workload};
 use relink_bench::{Drive, LoopSpec, SimPair};
-use relink_testkit::sim::{INITIATOR, TARGET};
+use relink_sim::sim::{INITIATOR, TARGET};
 use stats_alloc::{StatsAlloc, INSTRUMENTED_SYSTEM};
 
 #[global_allocator]

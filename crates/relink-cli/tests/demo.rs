@@ -248,8 +248,8 @@ fn a_too_short_duration_is_refused_with_the_minimum() {
 mod library {
     use super::*;
     use relink::{Path, SessionEvent, SessionHandle, SessionOptions, State};
+    use relink_sim::sim::{Sim, INITIATOR, TARGET};
     use relink_soft::Fault;
-    use relink_testkit::sim::{Sim, INITIATOR, TARGET};
 
     fn connected(sim: &mut Sim, paths: Vec<Path>) -> (SessionHandle, SessionHandle) {
         let s = sim

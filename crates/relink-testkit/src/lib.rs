@@ -65,11 +65,9 @@ pub mod harness;
 pub mod pair;
 pub mod rig;
 #[cfg(feature = "soft")]
-pub mod sim;
-#[cfg(feature = "soft")]
 pub mod soft_rigs;
-#[cfg(feature = "soft")]
-pub mod workload;
+#[cfg(feature = "verbs")]
+pub mod verbs_rig;
 
 pub use harness::Harness;
 pub use pair::{connect_pair, connect_via, End, Pair, PairOpts};

@@ -17,10 +17,9 @@
 //! }
 //! ```
 //!
-//! With the `testkit` feature, the module `rig` has `rig::VerbsRig`: two
-//! providers of this process on two devices named in the environment, as a
-//! `relink_testkit::Rig` (the conformance suite, the session scenarios and
-//! the `rxe` benchmark use it).
+//! The test rig on real devices (two providers of this process, device
+//! faults by `rdma link delete/add`) is `relink_testkit::verbs_rig`
+//! (relink-testkit's `verbs` feature).
 //!
 //! ## How the provider keeps the contract on real verbs
 //!
@@ -112,8 +111,6 @@
 pub mod convert;
 pub mod errno;
 pub mod identity;
-#[cfg(feature = "testkit")]
-pub mod rig;
 pub mod track;
 
 #[cfg(feature = "rdma")]

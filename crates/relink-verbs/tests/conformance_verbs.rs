@@ -11,17 +11,16 @@
 //!
 //! (`DEV@ADDR[@NETDEV]`; the netdev, needed to add a deleted rxe device
 //! back, defaults to the one the device is attached to.) The rig is
-//! [`VerbsRig`] (`relink_verbs::rig`, feature `testkit`, which this crate's
-//! tests always have): both hosts are `VerbsProvider`s in this process;
+//! [`VerbsRig`] (`relink_testkit::verbs_rig`, relink-testkit's feature `verbs`,
+//! which this crate's tests always have): both hosts are `VerbsProvider`s in this process;
 //! cases run one at a time (a process lock) because faults act on the
 //! host's real devices. A removed device is added back when the case's rig
 //! drops, so the next case finds it.
 //!
-//! On a machine without RDMA, the project's Soft-RoCE VM rig runs it (see
-//! `shared/rig/README.md`): build with `cargo test -p relink-verbs --features
-//! rdma --test conformance_verbs --no-run`, pack the binary with `ci.sh -t
-//! rust -x <binary>` and run it from a `-r` hook with the two variables set
-//! to `rxe0@10.10.0.1` and `rxe1@10.10.0.2`.
+//! On a machine without RDMA, the project's VM tier runs it on Soft-RoCE
+//! (`tests/vm/run.sh`, docs/VM-TIER.md): it builds this test with
+//! `--features rdma` on the host and runs it in a qemu guest with the two
+//! variables set to `rxe0@10.10.0.1` and `rxe1@10.10.0.2`.
 //!
 //! Without the feature, the variables or the devices, every case prints
 //! `SKIPPED: <case> on verbs: <why>` to stderr and returns — never a silent
@@ -29,8 +28,9 @@
 
 use std::io::Write as _;
 
+use relink_fabric::PortState;
+use relink_testkit::verbs_rig::VerbsRig;
 use relink_testkit::{Rig, Side, FAIL_ON_SKIP_ENV};
-use relink_verbs::rig::VerbsRig;
 
 /// Print the loud skip line for the running case (or fail, if skips must
 /// fail).
@@ -59,21 +59,33 @@ macro_rules! verbs_rig {
     };
 }
 
-/// Says once, up front, whether the suite below runs on real devices.
+/// The rig the suite below runs on: each side's named device is visible
+/// to its provider, owns the side's address and has an active port (or
+/// the test says SKIPPED, like every case, where there is no rig).
 #[test]
-fn verbs_rig_available() {
+fn verbs_rig_matches_its_environment() {
     let rig = verbs_rig!();
     for side in Side::ALL {
-        let host = rig.host(side);
+        let name = rig.device_name(side);
+        let addr = rig.addr(side);
+        let devices = rig.host(side).devices();
         eprintln!(
-            "verbs rig: {side}: {} at {} — devices: {:?}",
-            rig.device_name(side),
-            rig.addr(side),
-            host.devices()
+            "verbs rig: {side}: {name} at {addr} — devices: {:?}",
+            devices
                 .iter()
                 .map(|d| format!("{} guid {} {:?}", d.id, d.node_guid, d.addrs))
                 .collect::<Vec<_>>()
         );
+        let dev = devices
+            .iter()
+            .find(|d| d.id.name == name)
+            .unwrap_or_else(|| panic!("{side}: device {name} is not among the provider's devices"));
+        assert!(
+            dev.owns(addr),
+            "{side}: {name} does not own {addr}: {:?}",
+            dev.addrs
+        );
+        assert_eq!(dev.port_state, PortState::Active, "{side}: {name}'s port");
     }
 }
 

@@ -5,7 +5,7 @@
 //! first is deleted; netdev down/up; 20 unplug/replug cycles in a row.
 //!
 //! Every scenario runs the checked workload of the simulation suite
-//! ([`relink_testkit::workload`]: messages, writes, reads, fetch-and-adds,
+//! ([`relink_sim::workload`]: messages, writes, reads, fetch-and-adds,
 //! at most 16 in flight) through the faults and asserts what a user relies
 //! on: every operation completed exactly once, every message delivered
 //! exactly once, in order and intact, every written block holding its last
@@ -46,9 +46,9 @@ use std::time::{Duration, Instant};
 
 use relink::{Node, Path, Policy, SessionEvent, SessionHandle, State};
 use relink_fabric::{Guid, Provider};
-use relink_testkit::sim::{INITIATOR, TARGET};
-use relink_testkit::workload::{options, Workload};
-use relink_verbs::rig::Topology;
+use relink_sim::sim::{INITIATOR, TARGET};
+use relink_sim::workload::{options, Workload, WINDOW_A};
+use relink_testkit::verbs_rig::Topology;
 use relink_verbs::{VerbsConfig, VerbsProvider};
 
 /// What `rdma link delete` may take while relink holds the device.
@@ -158,12 +158,13 @@ impl Duo {
         let s = a
             .connect(paths, options(INITIATOR, Policy::default()))
             .expect("connect");
+        let w = Workload::new("A", 1, WINDOW_A, &a, s, None);
         let mut duo = Duo {
             env,
             pa,
             a,
             b,
-            w: Workload::new(s),
+            w,
             s,
             traffic: false,
             kind: 0,
@@ -396,7 +397,7 @@ impl Duo {
             ));
         }
         let (sent, delivered) = self.w.messages();
-        let (ok, failed, indeterminate) = self.w.tally();
+        let (ok, failed, indeterminate) = self.w.outcome_counts();
         let max_delete = self.deletes.iter().map(|d| d.1).max().unwrap_or_default();
         let mut lat: Vec<Duration> = self.resumes.iter().map(|r| r.1).collect();
         lat.sort();

@@ -6,8 +6,8 @@
 
 use std::time::Duration;
 
+use relink_sim::sim::Sim;
 use relink_soft::Fault;
-use relink_testkit::sim::Sim;
 
 /// Message `i`: `i % 97` bytes, each derived from `i` and its position.
 fn message(i: u32) -> Vec<u8> {

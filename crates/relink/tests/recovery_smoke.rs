@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use relink::{Path, SessionEvent, SessionOptions, State};
+use relink_sim::sim::Sim;
 use relink_soft::Fault;
-use relink_testkit::sim::Sim;
 
 #[test]
 fn reset_during_traffic_delivers_every_message_once_in_order() {

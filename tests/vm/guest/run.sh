@@ -9,7 +9,7 @@
 #               RELINK_DEVWATCH_EXPECT_BACKEND=$VM_EXPECT, and the devwatch
 #               example watching a real `rdma link delete`/`add` of rxe1
 #     verbs     relink-verbs's conformance suite on the real rxe devices
-#     bench     relink-verbs's rxe bench: relink next to raw verbs on rxe0/rxe1
+#     bench     relink-bench's rxe bench: relink next to raw verbs on rxe0/rxe1
 #     sessions  relink sessions with traffic across rdma link delete/add,
 #               a replacement device (rxe2 on the spare veth2), failover to a
 #               second pair (rxe3/rxe4 on 10.10.1.0/24), netdev down/up and

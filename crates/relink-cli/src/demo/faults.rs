@@ -13,7 +13,7 @@ use std::time::Duration;
 use clap::ValueEnum;
 use serde::Serialize;
 
-use super::workload::mix;
+use relink_sim::workload::mix;
 
 /// The faults, in the order the demo runs them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, ValueEnum, Serialize)]

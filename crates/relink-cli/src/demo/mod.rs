@@ -22,18 +22,18 @@ use anyhow::{anyhow, bail, Context as _};
 use clap::Args;
 use relink::{OpError, OpId, SessionEvent, SessionHandle, State};
 use relink_fabric::{DeviceId, Guid, Timestamp};
+use relink_sim::sim::{Sim, INITIATOR, TARGET};
 use relink_soft::Fault;
-use relink_testkit::sim::{Sim, INITIATOR, TARGET};
 
 mod faults;
 mod report;
 mod svg;
-mod workload;
+
 mod world;
 
 use faults::{DeviceSel, Expect, FaultKind, Planned, Side, Step, Timing};
+use relink_sim::workload::{self, secs, Check, Problem, Workload};
 use report::{FaultRow, Impact, Marker, MarkerKind, Report, SessionSummary, Throughput};
-use workload::{secs, Check, Problem, Stream};
 
 /// `relink demo [--seed N] [--faults LIST] [--duration SECS] [--svg PATH] [--json]`.
 #[derive(Debug, Args)]
@@ -174,7 +174,7 @@ struct Window {
 
 struct Driver<'o> {
     sim: Sim,
-    streams: [Stream; 2],
+    streams: [Workload; 2],
     out: &'o mut dyn Write,
     quiet: bool,
     verbose: bool,
@@ -197,8 +197,8 @@ impl<'o> Driver<'o> {
     fn new(w: world::World, args: &DemoArgs, timing: Timing, out: &'o mut dyn Write) -> Driver<'o> {
         let mut sim = w.sim;
         let node = sim.node(INITIATOR);
-        let a = Stream::new("A", args.seed, workload::WINDOW_A, node, w.a.0, w.a.1);
-        let b = Stream::new("B", args.seed, workload::WINDOW_B, node, w.b.0, w.b.1);
+        let a = Workload::new("A", args.seed, workload::WINDOW_A, node, w.a.0, Some(w.a.1));
+        let b = Workload::new("B", args.seed, workload::WINDOW_B, node, w.b.0, Some(w.b.1));
         let t0 = sim.now();
         Driver {
             sim,
@@ -297,8 +297,8 @@ impl<'o> Driver<'o> {
         }
         writeln!(o)?;
         let (a, b) = (
-            self.device_of(Side::Initiator, self.streams[0].init),
-            self.device_of(Side::Initiator, self.streams[1].init),
+            self.device_of(Side::Initiator, self.streams[0].session),
+            self.device_of(Side::Initiator, self.streams[1].session),
         );
         let name = |d: Option<(DeviceId, Guid)>| d.map_or("?".to_string(), |d| d.0.name);
         self.say(format!(
@@ -393,7 +393,7 @@ impl<'o> Driver<'o> {
             let done = self.streams[i].completions_at.len();
             let rate = (done - self.progress_seen[i]) as f64 / PROGRESS.as_secs_f64();
             self.progress_seen[i] = done;
-            let h = self.streams[i].init;
+            let h = self.streams[i].session;
             let state = self
                 .sim
                 .node(INITIATOR)
@@ -422,7 +422,7 @@ impl<'o> Driver<'o> {
         }
         let mut after = Vec::new();
         for i in 0..2 {
-            let h = self.streams[i].init;
+            let h = self.streams[i].session;
             let dev = self.device_of(Side::Initiator, h);
             let state = self.sim.node(INITIATOR).state(h);
             after.push((dev, state));
@@ -442,8 +442,8 @@ impl<'o> Driver<'o> {
             DeviceSel::Named(side, name) => Some((side, name.to_string())),
             DeviceSel::CarryingA(side) => {
                 let h = match side {
-                    Side::Initiator => self.streams[0].init,
-                    Side::Target => self.streams[0].target,
+                    Side::Initiator => self.streams[0].session,
+                    Side::Target => self.streams[0].target_session(),
                 };
                 let name = self
                     .device_of(side, h)
@@ -467,7 +467,7 @@ impl<'o> Driver<'o> {
             let description = kind.describe(&hit, &self.timing);
             let mut acc: [Acc; 2] = Default::default();
             for (j, a) in acc.iter_mut().enumerate() {
-                let h = self.streams[j].init;
+                let h = self.streams[j].session;
                 let d = self.device_of(Side::Initiator, h);
                 a.device_before = d.as_ref().map(|d| d.0.clone());
                 a.guid_before = d.map(|d| d.1);
@@ -547,7 +547,7 @@ impl<'o> Driver<'o> {
         let n = pending.len();
         a.pending_at_close = Some(pending);
         a.stopped = true;
-        if let Err(e) = node.close(a.init) {
+        if let Err(e) = node.close(a.session) {
             self.problems.push(Problem {
                 at: self.rel(self.sim.now()),
                 what: format!("A: close refused: {e}"),
@@ -570,8 +570,8 @@ impl<'o> Driver<'o> {
         for i in 0..2 {
             for side in [Side::Initiator, Side::Target] {
                 let (n, h) = match side {
-                    Side::Initiator => (INITIATOR, self.streams[i].init),
-                    Side::Target => (TARGET, self.streams[i].target),
+                    Side::Initiator => (INITIATOR, self.streams[i].session),
+                    Side::Target => (TARGET, self.streams[i].target_session()),
                 };
                 let mut evs = Vec::new();
                 while let Some(ev) = self.sim.node(n).poll_event(h) {
@@ -794,7 +794,7 @@ impl<'o> Driver<'o> {
 
     /// Flip a byte in the middle of the target's region (`--sabotage`).
     fn sabotage(&mut self) -> anyhow::Result<()> {
-        let h = self.streams[0].target;
+        let h = self.streams[0].target_session();
         let mem = self.sim.node(TARGET).region(h, workload::TARGET_DATA)?;
         let off = (workload::BLOCK * workload::BLOCKS / 2 + 17) as usize;
         let b = mem.read_vec(off, 1)?;
@@ -826,7 +826,7 @@ impl<'o> Driver<'o> {
         let target_region = self
             .sim
             .node(TARGET)
-            .region(self.streams[0].target, workload::TARGET_DATA)
+            .region(self.streams[0].target_session(), workload::TARGET_DATA)
             .ok();
         let [a, b] = &self.streams;
         let mut checks = vec![
@@ -880,8 +880,8 @@ impl<'o> Driver<'o> {
         });
         // Final states.
         let state = |sim: &mut Sim, n, h| sim.node(n).state(h);
-        let fa = state(&mut self.sim, INITIATOR, self.streams[0].init);
-        let fb = state(&mut self.sim, INITIATOR, self.streams[1].init);
+        let fa = state(&mut self.sim, INITIATOR, self.streams[0].session);
+        let fb = state(&mut self.sim, INITIATOR, self.streams[1].session);
         let want_a = if closed_a {
             State::Closed
         } else {
@@ -925,13 +925,15 @@ impl<'o> Driver<'o> {
         let mut sessions = Vec::new();
         for (i, s) in self.streams.iter().enumerate() {
             let init = self.sim.node(INITIATOR);
-            let final_state = init.state(s.init).map_or("gone".into(), |x| x.to_string());
-            let ci = init.counters(s.init).unwrap_or_default();
+            let final_state = init
+                .state(s.session)
+                .map_or("gone".into(), |x| x.to_string());
+            let ci = init.counters(s.session).unwrap_or_default();
             let target = self.sim.node(TARGET);
             let target_state = target
-                .state(s.target)
+                .state(s.target_session())
                 .map_or("gone".into(), |x| x.to_string());
-            let ct = target.counters(s.target).unwrap_or_default();
+            let ct = target.counters(s.target_session()).unwrap_or_default();
             sessions.push(SessionSummary {
                 session: NAMES[i],
                 final_state,

@@ -9,7 +9,7 @@ use relink::Counters;
 use serde::Serialize;
 
 use super::faults::{Expect, FaultKind};
-use super::workload::{Check, Class, Problem, Tally};
+use relink_sim::workload::{Check, Class, Problem, Tally};
 
 /// Everything the demo found.
 #[derive(Debug, Serialize)]

@@ -16,10 +16,10 @@ use std::time::Duration;
 use anyhow::{bail, Context as _};
 use relink::{Path, Policy, SessionHandle, SessionOptions, State};
 use relink_fabric::IpNet;
+use relink_sim::sim::{Sim, INITIATOR, TARGET};
 use relink_soft::{Fault, LinkConfig};
-use relink_testkit::sim::{Sim, INITIATOR, TARGET};
 
-use super::workload;
+use relink_sim::workload;
 
 /// Session A's port at the target.
 pub const PORT_A: u16 = 7471;

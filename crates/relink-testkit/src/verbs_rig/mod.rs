@@ -1,13 +1,14 @@
 //! The testkit rig on real devices: two [`VerbsProvider`]s of this process,
 //! each on one RDMA device named in the environment, as a
-//! [`relink_testkit::Rig`] — with device faults done by the host's
-//! `rdma link delete` / `rdma link add` (Soft-RoCE). Behind the `testkit`
-//! feature; it builds without `rdma` too, and then [`VerbsRig::from_env`]
-//! reports [`VerbsError::NotBuilt`] (as a reason to skip).
+//! [`crate::Rig`] — with device faults done by the host's
+//! `rdma link delete` / `rdma link add` (Soft-RoCE). Behind the `verbs`
+//! feature; it builds without relink-verbs's `rdma` feature too, and then
+//! [`VerbsRig::from_env`] reports [`VerbsError::NotBuilt`] (as a reason to
+//! skip).
 //!
-//! Used by the conformance suite (`tests/conformance_verbs.rs`), the session
-//! scenarios (`tests/sessions_verbs.rs`, the host commands) and the `rxe`
-//! benchmark (`benches/rxe.rs`).
+//! Used by the conformance suite on real verbs and the session scenarios
+//! (relink-verbs's `tests/conformance_verbs.rs` and `tests/sessions_verbs.rs`:
+//! the host commands, [`Topology`]) and by relink-bench's `rxe` benchmark.
 //!
 //! Settings, one environment variable per side ([`INITIATOR_ENV`],
 //! [`TARGET_ENV`]), each `DEV@ADDR[@NETDEV]`:
@@ -39,10 +40,10 @@ use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use crate::{Quirk, Rig, Side, Skip};
 use relink_fabric::Provider;
-use relink_testkit::{Quirk, Rig, Side, Skip};
 
-use crate::{VerbsConfig, VerbsError, VerbsProvider};
+use relink_verbs::{VerbsConfig, VerbsError, VerbsProvider};
 
 mod topology;
 
@@ -203,7 +204,7 @@ impl VerbsRig {
     /// providers cannot start, a device is missing or does not own its
     /// address, or its netdev is unknown.
     pub fn from_env() -> Result<VerbsRig, String> {
-        if !crate::BUILT_WITH_RDMA {
+        if !relink_verbs::BUILT_WITH_RDMA {
             return Err(VerbsError::NotBuilt.to_string());
         }
         let cfg = [parse_side(ENV[0])?, parse_side(ENV[1])?];

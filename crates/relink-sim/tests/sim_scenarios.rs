@@ -1,17 +1,17 @@
 //! The deterministic simulation suite: named scenarios on the in-process
-//! soft fabric. Each checks the invariants of `relink_testkit::workload`.
+//! soft fabric. Each checks the invariants of `relink_sim::workload`.
 
 use std::time::Duration;
 
 use relink::{DeviceMatch, OpError, Path, Policy, SessionEvent, State};
+use relink_sim::sim::{Sim, INITIATOR, TARGET};
+use relink_sim::workload::{options, Workload, WINDOW_A};
 use relink_soft::Fault;
-use relink_testkit::sim::{Sim, INITIATOR, TARGET};
-use relink_testkit::workload::{options, Workload};
 
 const PORT: u16 = 7471;
 
 fn start(seed: u64, policy: Policy) -> (Sim, Workload) {
-    relink_testkit::workload::start(seed, policy, PORT).expect("session up")
+    relink_sim::workload::start(seed, policy, PORT).expect("session up")
 }
 
 /// Submit a mixed batch: messages, writes, a read, an atomic.
@@ -80,7 +80,7 @@ fn resumes(ev: &[SessionEvent]) -> usize {
 }
 
 fn close_and_check_leaks(sim: &mut Sim, w: &Workload) {
-    let s = w.session.unwrap();
+    let s = w.session;
     sim.node(INITIATOR).close(s).unwrap();
     if let Some(t) = w.target {
         sim.node(TARGET).close(t).unwrap();
@@ -104,7 +104,7 @@ fn reset_during_traffic() {
         }
     });
     assert_ok(w.check_survived(&mut sim));
-    assert_eq!(resumes(&events(&mut sim, INITIATOR, w.session.unwrap())), 1);
+    assert_eq!(resumes(&events(&mut sim, INITIATOR, w.session)), 1);
     close_and_check_leaks(&mut sim, &w);
 }
 
@@ -146,7 +146,7 @@ fn unplug_then_replug() {
         }
     });
     assert_ok(w.check_survived(&mut sim));
-    let ev = events(&mut sim, INITIATOR, w.session.unwrap());
+    let ev = events(&mut sim, INITIATOR, w.session);
     let down = ev.iter().find_map(|e| match e {
         SessionEvent::Resumed { downtime, .. } => Some(*downtime),
         _ => None,
@@ -188,7 +188,7 @@ fn same_guid_policy_refuses_a_replacement() {
     });
     sim.run_for(Duration::from_millis(300));
     w.collect(&mut sim);
-    let s = w.session.unwrap();
+    let s = w.session;
     assert_eq!(sim.node(INITIATOR).state(s), Some(State::Failed));
     assert!(events(&mut sim, INITIATOR, s).contains(&SessionEvent::GaveUp));
     assert_ok(w.check_common());
@@ -208,10 +208,10 @@ fn give_up_deadline() {
     batch(&mut sim, &mut w, 10);
     sim.run_for(Duration::from_millis(100));
     w.collect(&mut sim);
-    let s = w.session.unwrap();
+    let s = w.session;
     assert_eq!(sim.node(INITIATOR).state(s), Some(State::Failed));
     assert_eq!(w.completed(), w.submitted(), "every op completed once");
-    let (_, failed, _) = w.tally();
+    let (_, failed, _) = w.outcome_counts();
     assert!(failed > 0);
     assert_ok(w.check_common());
     // The deadline is a deadline: it fired within the run, not after N tries.
@@ -234,7 +234,7 @@ fn fast_fail_fails_queued_ops_while_reconnecting() {
     batch(&mut sim, &mut w, 10);
     sim.run_for(Duration::from_millis(40));
     w.collect(&mut sim);
-    let (_, failed, _) = w.tally();
+    let (_, failed, _) = w.outcome_counts();
     assert!(failed > 0, "queued operations failed fast");
     assert_eq!(w.completed(), w.submitted());
     assert!(
@@ -246,7 +246,7 @@ fn fast_fail_fails_queued_ops_while_reconnecting() {
     // (after the attempt under way times out: nobody answered for the
     // address while the device was gone).
     sim.fabric().inject(Fault::Readd(h, "soft0".into()));
-    let s = w.session.unwrap();
+    let s = w.session;
     assert!(
         sim.run_until_cond(Duration::from_secs(15), |sim| sim.node(INITIATOR).state(s)
             == Some(State::Established))
@@ -266,7 +266,7 @@ fn admin_disconnect_during_recovery() {
     sim.fabric().inject(Fault::Remove(h, "soft0".into()));
     batch(&mut sim, &mut w, 10);
     sim.run_for(Duration::from_millis(5));
-    let s = w.session.unwrap();
+    let s = w.session;
     assert!(matches!(
         sim.node(INITIATOR).state(s),
         Some(State::Recovering | State::Reconnecting)
@@ -299,7 +299,7 @@ fn silent_peer_death_found_by_keepalive() {
     let h = sim.host(TARGET).index();
     sim.fabric().inject(Fault::SilentRemove(h, "soft0".into()));
     sim.run_for(Duration::from_millis(30));
-    let s = w.session.unwrap();
+    let s = w.session;
     let ev = events(&mut sim, INITIATOR, s);
     assert!(
         ev.iter().any(|e| matches!(
@@ -363,7 +363,7 @@ fn atomics_unconfirmed_are_indeterminate() {
     sim.fabric()
         .inject(Fault::Heal(sim.host(INITIATOR).index(), h));
     drain(&mut sim, &mut w);
-    let (ok, failed, ind) = w.tally();
+    let (ok, failed, ind) = w.outcome_counts();
     assert_eq!(failed, 0);
     assert_eq!(ok + ind, 5);
     assert!(ind > 0, "unconfirmed atomics must not be replayed silently");
@@ -383,7 +383,7 @@ fn a_stranger_peer_fails_queued_ops() {
     batch(&mut sim, &mut w, 5);
     sim.run_for(Duration::from_millis(100));
     w.collect(&mut sim);
-    let s = w.session.unwrap();
+    let s = w.session;
     assert_eq!(sim.node(INITIATOR).state(s), Some(State::Failed));
     assert!(events(&mut sim, INITIATOR, s)
         .iter()
@@ -427,7 +427,7 @@ fn failover_to_a_second_device_and_back() {
         )
         .unwrap();
     sim.run_for(Duration::from_millis(2));
-    let mut w = Workload::new(s);
+    let mut w = Workload::new("A", 15, WINDOW_A, sim.node(INITIATOR), s, None);
     run_with(&mut sim, &mut w, 12, |r, sim| {
         if r == 3 {
             sim.fabric().inject(Fault::Remove(ih, "soft0".into()));
@@ -472,7 +472,7 @@ fn a_resume_with_a_wrong_authenticator_is_refused() {
     let (mut sim, mut w) = start(16, Policy::default());
     batch(&mut sim, &mut w, 5);
     drain(&mut sim, &mut w);
-    let s = w.session.unwrap();
+    let s = w.session;
     let id = sim.node(INITIATOR).session(s).unwrap().id();
     let forged = ConnectData::Resume(Resume::sign(
         &SessionSecret::from_bytes([7; 32]),

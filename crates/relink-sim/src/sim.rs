@@ -6,7 +6,7 @@
 //! ```
 //! use std::time::Duration;
 //! use relink::{Path, SessionOptions, State};
-//! use relink_testkit::sim::Sim;
+//! use relink_sim::Sim;
 //!
 //! let mut sim = Sim::new(7);
 //! let addr = sim.target_addr(7471);

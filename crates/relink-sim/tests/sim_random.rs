@@ -13,9 +13,9 @@ use std::time::Duration;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use relink::{Policy, State};
+use relink_sim::sim::{Sim, INITIATOR, TARGET};
+use relink_sim::workload::{options, Workload, MAX_MESSAGE, WINDOW_A};
 use relink_soft::{Fault, LinkConfig};
-use relink_testkit::sim::{Sim, INITIATOR, TARGET};
-use relink_testkit::workload::{options, Workload};
 
 fn run_seed(seed: u64) -> Result<(), String> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5eed);
@@ -23,8 +23,8 @@ fn run_seed(seed: u64) -> Result<(), String> {
         keepalive: Some(Duration::from_millis(20)),
         ..Policy::default()
     };
-    let (mut sim, mut w) = relink_testkit::workload::start(seed, policy, 7471)?;
-    let s = w.session.expect("session");
+    let (mut sim, mut w) = relink_sim::workload::start(seed, policy, 7471)?;
+    let s = w.session;
     let hosts = [sim.host(INITIATOR).index(), sim.host(TARGET).index()];
     if rng.gen_bool(0.3) {
         sim.fabric().inject(Fault::SetLink(LinkConfig {
@@ -133,9 +133,10 @@ fn run_seed(seed: u64) -> Result<(), String> {
     if state != Some(State::Established) {
         v.push(format!("session ended {state:?}"));
     }
-    // Memory bounded: the journal never held more than the messages a
-    // round can submit (25 x 105 bytes) times the rounds.
-    if max_journal > 25 * 105 * rounds {
+    // Memory bounded: the journal's payloads never exceed the messages a
+    // round can submit (fewer than 25, each at most MAX_MESSAGE bytes)
+    // times the rounds.
+    if max_journal > 25 * MAX_MESSAGE as usize * rounds {
         v.push(format!("journal grew to {max_journal} bytes"));
     }
     if sim
@@ -219,7 +220,7 @@ fn a_seed_replays_identically() {
                 options(TARGET, Policy::default()),
             )
             .unwrap();
-        let mut w = Workload::new(s);
+        let mut w = Workload::new("A", seed, WINDOW_A, sim.node(INITIATOR), s, None);
         for _ in 0..50 {
             w.send(sim.node(INITIATOR));
         }

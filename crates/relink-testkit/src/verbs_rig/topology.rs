@@ -84,8 +84,8 @@ impl Topology {
     /// Why there is none (to be reported as a skip): the crate was built
     /// without `rdma`, or a variable is missing or malformed.
     pub fn from_env() -> Result<Topology, String> {
-        if !crate::BUILT_WITH_RDMA {
-            return Err(crate::VerbsError::NotBuilt.to_string());
+        if !relink_verbs::BUILT_WITH_RDMA {
+            return Err(relink_verbs::VerbsError::NotBuilt.to_string());
         }
         let init = side_from_env(INITIATOR_ENV)?;
         let target = side_from_env(TARGET_ENV)?;

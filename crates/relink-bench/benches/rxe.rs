@@ -9,15 +9,15 @@
 //!
 //! ```text
 //! RELINK_VERBS_INITIATOR=rxe0@10.10.0.1 RELINK_VERBS_TARGET=rxe1@10.10.0.2 \
-//!     cargo bench -p relink-verbs --features rdma --bench rxe
+//!     cargo bench -p relink-bench --features rdma --bench rxe
 //! ```
 //!
-//! The VM tier builds it with `cargo bench -p relink-verbs --features rdma
+//! The VM tier builds it with `cargo bench -p relink-bench --features rdma
 //! --no-run --message-format=json-render-diagnostics` (bench target `rxe`)
 //! and runs the executable directly, without arguments. Environment:
 //!
 //! - `RELINK_VERBS_INITIATOR`, `RELINK_VERBS_TARGET`: each side's
-//!   `DEV@ADDR[@NETDEV]` (see `relink_verbs::rig`); `RELINK_VERBS_PORT`:
+//!   `DEV@ADDR[@NETDEV]` (see `relink_testkit::verbs_rig`); `RELINK_VERBS_PORT`:
 //!   the first CM port used (default 18515; the run takes four from it).
 //! - `RELINK_BENCH_QUICK=1`: a short run (~10 s on rxe in a TCG VM) that
 //!   proves it runs; by default ~30–40 s there.
@@ -42,8 +42,8 @@ use relink_bench::{
     quick_from_env, selected, LoopSpec, Metric, Plan, Report, ThreadPair, Workload,
 };
 use relink_fabric::Provider;
+use relink_testkit::verbs_rig::{fresh_port, VerbsRig};
 use relink_testkit::{Rig, Side, FAIL_ON_SKIP_ENV};
-use relink_verbs::rig::{fresh_port, VerbsRig};
 
 /// The measuring plan: 1 s of warm-up per loop, then 5 interleaved
 /// repetitions of ~1 s each (two workloads, two loops each: ~25 s of

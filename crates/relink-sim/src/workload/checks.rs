@@ -1,0 +1,377 @@
+//! The end-to-end checks of a workload: each returns a [`Check`] (a name,
+//! whether it held, what was found), and [`Workload::check_common`] /
+//! [`Workload::check_survived_on`] gather them into lists of violations
+//! for the simulation suites.
+
+use std::collections::BTreeSet;
+
+use relink::{Node, OpError, OpId, Outcome};
+use relink_fabric::{Memory, Timestamp};
+use serde::Serialize;
+
+use super::books::Workload;
+use super::layout::{BLOCK, BLOCKS, COUNTER, TARGET_DATA};
+use super::payload::pattern;
+use super::tally::Class;
+use crate::sim::{Sim, TARGET};
+
+/// Virtual seconds.
+pub fn secs(t: Timestamp) -> f64 {
+    t.as_nanos() as f64 / 1e9
+}
+
+/// The result of one end-to-end check.
+#[derive(Debug, Clone, Serialize)]
+pub struct Check {
+    /// Short name.
+    pub name: String,
+    /// Whether it held.
+    pub ok: bool,
+    /// What was found, in a sentence.
+    pub detail: String,
+}
+
+impl Check {
+    fn new(name: impl Into<String>, ok: bool, detail: impl Into<String>) -> Check {
+        Check {
+            name: name.into(),
+            ok,
+            detail: detail.into(),
+        }
+    }
+}
+
+/// Messages: the receiver got a prefix of what was sent, each once and in
+/// order, consistent with every completion.
+pub fn check_messages(s: &Workload, expect_all: bool) -> Check {
+    let name = format!("messages {}", s.name);
+    let sent = s.sent.len() as u64;
+    let got = s.received.len() as u64;
+    if let Some(i) = s
+        .received
+        .iter()
+        .enumerate()
+        .find(|(i, idx)| **idx != *i as u64)
+    {
+        return Check::new(
+            name,
+            false,
+            format!(
+                "the receiver's sequence breaks at position {}: got message {} (duplicate, gap or reordering)",
+                i.0, i.1
+            ),
+        );
+    }
+    if got > sent {
+        return Check::new(name, false, format!("{got} delivered but only {sent} sent"));
+    }
+    let mut bad = Vec::new();
+    let (mut ok_success, mut lost_indet, mut failed) = (0u64, 0u64, 0u64);
+    for index in 0..sent {
+        let delivered = index < got;
+        match s.message_outcome(index) {
+            Some(Outcome::Success { .. }) => {
+                ok_success += 1;
+                if !delivered {
+                    bad.push(format!(
+                        "message {index} completed Success but was not delivered"
+                    ));
+                }
+            }
+            Some(Outcome::Failed(_)) => {
+                failed += 1;
+                if delivered {
+                    bad.push(format!(
+                        "message {index} completed Failed but was delivered"
+                    ));
+                }
+            }
+            Some(Outcome::Indeterminate { .. }) => lost_indet += 1,
+            None => {
+                if expect_all {
+                    bad.push(format!("message {index} never completed"));
+                }
+            }
+        }
+    }
+    if expect_all && got != sent {
+        bad.push(format!("{} of {sent} messages never delivered", sent - got));
+    }
+    if let Some(first) = bad.first() {
+        return Check::new(
+            name,
+            false,
+            format!("{first} ({} problems in all)", bad.len()),
+        );
+    }
+    let mut detail =
+        format!("{sent} sent, {got} delivered exactly once and in order, {ok_success} confirmed");
+    if failed + lost_indet > 0 {
+        detail.push_str(&format!(
+            "; {failed} failed (none delivered), {lost_indet} indeterminate"
+        ));
+    }
+    Check::new(name, true, detail)
+}
+
+/// Every byte of the target's data region: each block holds the pattern of
+/// its last successful write (zeros if never written).
+pub fn check_region(s: &Workload, target_region: Option<&Memory>) -> Check {
+    let name = "written bytes";
+    let Some(mem) = target_region else {
+        return Check::new(name, false, "the target's region is gone");
+    };
+    let (mut written, mut wrong, mut undefined) = (0u64, Vec::new(), 0u64);
+    for (i, b) in s.blocks.iter().enumerate() {
+        let i = i as u64;
+        let Ok(got) = mem.read_vec((i * BLOCK) as usize, BLOCK as usize) else {
+            return Check::new(name, false, "the target's region is too small");
+        };
+        let ok = match b.undefined {
+            // The contract leaves the range undefined; in practice it
+            // holds either version, and anything else is worth knowing.
+            Some((old, new)) => {
+                undefined += 1;
+                got == pattern(s.seed, i, old) || got == pattern(s.seed, i, Some(new))
+            }
+            None => got == pattern(s.seed, i, b.good),
+        };
+        if b.good.is_some() {
+            written += 1;
+        }
+        if !ok {
+            wrong.push(i);
+        }
+    }
+    let total_writes = s.tally.get(&Class::Write).map_or(0, |t| t.success);
+    if wrong.is_empty() {
+        let mut d = format!(
+            "{} KiB in {BLOCKS} blocks verified byte for byte: {written} written ({total_writes} WRITEs), the rest still zero",
+            BLOCK * BLOCKS / 1024
+        );
+        if undefined > 0 {
+            d.push_str(&format!(
+                "; {undefined} block(s) whose last WRITE ended without success hold the old or the new pattern"
+            ));
+        }
+        Check::new(name, true, d)
+    } else {
+        Check::new(
+            name,
+            false,
+            format!(
+                "{} block(s) differ from their expected pattern, first block {}",
+                wrong.len(),
+                wrong[0]
+            ),
+        )
+    }
+}
+
+/// READs: every successful READ returned the expected bytes.
+pub fn check_reads(s: &Workload) -> Check {
+    let bad = s.read_mismatches;
+    let t = s.tally.get(&Class::Read).copied().unwrap_or_default();
+    Check::new(
+        "reads",
+        bad == 0 && s.reads_verified == t.success,
+        format!(
+            "{} READs returned the expected bytes ({} replayed); {bad} mismatches",
+            s.reads_verified, t.replayed
+        ),
+    )
+}
+
+/// Atomics: the counter equals the certain adds plus a subset of the
+/// unknown ones.
+pub fn check_atomics(s: &Workload, target_region: Option<&Memory>) -> Check {
+    let name = "atomics";
+    let Some(counter) = target_region.and_then(|m| m.read_u64(COUNTER as usize).ok()) else {
+        return Check::new(name, false, "the counter cannot be read");
+    };
+    let maybe: u64 = s.maybe.iter().sum();
+    let t = s.tally.get(&Class::FetchAdd).copied().unwrap_or_default();
+    let in_range = counter >= s.certain && counter <= s.certain + maybe;
+    // Which sums of the unknown adds are possible (they are small).
+    let subset = in_range && {
+        let want = (counter - s.certain) as usize;
+        let mut can = vec![false; want + 1];
+        can[0] = true;
+        for &a in &s.maybe {
+            let a = a as usize;
+            for v in (a..=want).rev() {
+                can[v] |= can[v - a];
+            }
+        }
+        can[want]
+    };
+    // Every fetched old value plus its addend fits under the counter, and
+    // no two successful atomics saw the same old value.
+    let mut olds: Vec<u64> = s.fetched.iter().map(|(o, _)| *o).collect();
+    olds.sort_unstable();
+    let distinct = olds.windows(2).all(|w| w[0] != w[1]);
+    let bounded = s.fetched.iter().all(|(o, a)| o + a <= counter);
+    let ok = in_range && subset && distinct && bounded;
+    Check::new(
+        name,
+        ok,
+        format!(
+            "counter {counter} = {} certain ({} Success + {} executed-indeterminate FETCH_ADDs){}; {} failed (never executed){}",
+            s.certain,
+            t.success,
+            t.executed,
+            if s.maybe.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " + {} of {} unknown ({} adds, Indeterminate{{None}}) -> within [{}, {}]",
+                    counter.saturating_sub(s.certain),
+                    maybe,
+                    s.maybe.len(),
+                    s.certain,
+                    s.certain + maybe
+                )
+            },
+            t.failed_gave_up + t.failed_disconnected + t.failed_other,
+            if ok {
+                String::new()
+            } else {
+                format!(" [in range: {in_range}, subset sum: {subset}, distinct old values: {distinct}, old values bounded: {bounded}]")
+            }
+        ),
+    )
+}
+
+/// One completion per operation: none twice, none unknown, none missing
+/// (except what `allowed_pending` may leave).
+pub fn check_completions(s: &Workload) -> Check {
+    let name = format!("completions {}", s.name);
+    let twice = s.completed_twice + s.completed_unknown;
+    let submitted: u64 = s.tally.values().map(|t| t.submitted).sum();
+    let completed: u64 = s.tally.values().map(|t| t.completed()).sum();
+    let missing = s.pending.len();
+    let ok = twice == 0 && missing == 0 && submitted == completed;
+    let mut d = format!("{submitted} operations, {completed} completions");
+    if twice > 0 {
+        d.push_str(&format!(", {twice} duplicate or unknown"));
+    }
+    if missing > 0 {
+        let first: Vec<String> = s.pending.keys().take(5).map(ToString::to_string).collect();
+        d.push_str(&format!(
+            ", {missing} never completed ({} ...)",
+            first.join(", ")
+        ));
+    } else {
+        d.push_str(", each exactly once");
+    }
+    Check::new(name, ok, d)
+}
+
+/// The operations pending at an admin close or a give-up all completed,
+/// each with `err` — or, where the journal knows more, with what it knows
+/// (the replay contract in docs/DESIGN.md, `Journal::fail_all`): a posted message or
+/// atomic may have taken effect (`Indeterminate`), a write or atomic may
+/// be proven executed. Never silently, never twice.
+pub fn check_ended(s: &Workload, at: &BTreeSet<OpId>, err: OpError, what: &str) -> Check {
+    let name = format!("{} {what}", s.name);
+    let (mut failed, mut indeterminate, mut proven) = (0u64, 0u64, 0u64);
+    let (mut missing, mut wrong) = (0u64, Vec::new());
+    for op in at {
+        let Some((class, outcome)) = s.outcomes.get(op).copied() else {
+            missing += 1;
+            continue;
+        };
+        let allowed = match (class, outcome) {
+            (_, Outcome::Failed(e)) if e == err => {
+                failed += 1;
+                true
+            }
+            (Class::Message, Outcome::Indeterminate { executed: None })
+            | (Class::FetchAdd, Outcome::Indeterminate { .. }) => {
+                indeterminate += 1;
+                true
+            }
+            (Class::Write, Outcome::Success { .. }) => {
+                proven += 1;
+                true
+            }
+            _ => false,
+        };
+        if !allowed {
+            wrong.push(format!("{op} ({class:?}) completed {outcome:?}"));
+        }
+    }
+    let ok = missing == 0 && wrong.is_empty() && failed > 0;
+    let mut d = format!(
+        "{} operations pending: {failed} completed Failed({err:?}), {indeterminate} Indeterminate (posted, may have taken effect), {proven} writes proven executed",
+        at.len()
+    );
+    if failed == 0 {
+        d.push_str(&format!(", none failed with {err:?}"));
+    }
+    if missing > 0 {
+        d.push_str(&format!(", {missing} NEVER completed"));
+    }
+    if let Some(w) = wrong.first() {
+        d.push_str(&format!(", unexpected: {w}"));
+    }
+    Check::new(name, ok, d)
+}
+
+impl Workload {
+    /// The invariants of every run, survived or not, as a list of
+    /// violations (empty: all held): no problem was recorded (no operation
+    /// completed twice or unknown, no corrupted or out-of-order delivery,
+    /// no wrong READ, no indeterminate WRITE or READ, no refusal by
+    /// [`top_up`](Self::top_up)); the messages delivered are a prefix of
+    /// those sent, consistent with their completions.
+    pub fn check_common(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.problems.iter().map(|p| p.what.clone()).collect();
+        for c in [check_messages(self, false), check_reads(self)] {
+            if !c.ok {
+                v.push(format!("{}: {}", c.name, c.detail));
+            }
+        }
+        v
+    }
+
+    /// The invariants of a run in which the session survived, as a list of
+    /// violations: [`check_common`](Self::check_common), and every message
+    /// delivered exactly once and in order, every operation completed
+    /// exactly once and successfully (a FETCH_ADD may be `Indeterminate`),
+    /// every block of the target's region holding its last write's
+    /// pattern, the counter equal to the certain adds plus a subset of the
+    /// unknown ones. `target` is the target's node.
+    pub fn check_survived_on(&self, target: &Node) -> Vec<String> {
+        let mut v = self.check_common();
+        let region = self.target.and_then(|t| target.region(t, TARGET_DATA).ok());
+        for c in [
+            check_messages(self, true),
+            check_completions(self),
+            check_region(self, region.as_ref()),
+            check_atomics(self, region.as_ref()),
+        ] {
+            if !c.ok {
+                v.push(format!("{}: {}", c.name, c.detail));
+            }
+        }
+        for (op, (class, outcome)) in &self.outcomes {
+            let ok = matches!(
+                (class, outcome),
+                (_, Outcome::Success { .. }) | (Class::FetchAdd, Outcome::Indeterminate { .. })
+            );
+            if !ok {
+                v.push(format!(
+                    "{op} ({class:?}) ended {outcome:?} in a run that survived"
+                ));
+            }
+        }
+        v
+    }
+
+    /// [`check_survived_on`](Self::check_survived_on) the simulation's
+    /// target node.
+    pub fn check_survived(&self, sim: &mut Sim) -> Vec<String> {
+        self.check_survived_on(sim.node(TARGET))
+    }
+}

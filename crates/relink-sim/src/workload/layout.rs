@@ -1,0 +1,79 @@
+//! Where the workload's bytes live: the target's data region (write
+//! blocks, then the atomic counter), the initiator's write sources, read
+//! landing slots and atomic result slots, and the session options that
+//! carry them.
+
+use relink::{Access, Policy, RegionId, RegionOptions, SessionOptions};
+
+use crate::sim::TARGET;
+
+/// Bytes per written block.
+pub const BLOCK: u64 = 1024;
+/// Blocks in the target's data region.
+pub const BLOCKS: u64 = 128;
+/// Offset of the atomic counter in the target's data region.
+pub const COUNTER: u64 = BLOCK * BLOCKS;
+/// The target's data region (advertised to the initiator).
+pub const TARGET_DATA: RegionId = RegionId(100);
+/// The initiator's write sources (one block per target block).
+pub const SOURCE: RegionId = RegionId(1);
+/// The initiator's read landing slots.
+pub const SINK: RegionId = RegionId(2);
+/// The initiator's atomic result slots.
+pub const RESULTS: RegionId = RegionId(3);
+/// Read landing slots.
+pub(crate) const READ_SLOTS: u64 = 8;
+/// Atomic result slots.
+pub(crate) const ATOMIC_SLOTS: u64 = 8;
+
+/// The target's regions: one data region of [`BLOCKS`] blocks and the
+/// counter, advertised, open to remote WRITE, READ and atomics.
+pub fn target_regions() -> Vec<RegionOptions> {
+    vec![RegionOptions {
+        id: TARGET_DATA,
+        len: COUNTER + 8,
+        access: Access::LOCAL_WRITE
+            | Access::REMOTE_WRITE
+            | Access::REMOTE_READ
+            | Access::REMOTE_ATOMIC,
+        advertise: true,
+    }]
+}
+
+/// The initiator's regions: write sources, read landing slots and atomic
+/// result slots, local only.
+pub fn initiator_regions() -> Vec<RegionOptions> {
+    let local = |id, len| RegionOptions {
+        id,
+        len,
+        access: Access::LOCAL_WRITE,
+        advertise: false,
+    };
+    vec![
+        local(SOURCE, BLOCK * BLOCKS),
+        local(SINK, BLOCK * READ_SLOTS),
+        local(RESULTS, 8 * ATOMIC_SLOTS),
+    ]
+}
+
+/// Largest message of the workload: the header and checksum around a
+/// body of at most 512 bytes (see [`message`](super::message)).
+pub const MAX_MESSAGE: u32 = 8 + 2 + 512 + 8;
+
+/// Session options of `side` ([`INITIATOR`](crate::INITIATOR) or
+/// [`TARGET`]) for the workload: its regions, a small receive window
+/// (32 slots, 32 one-sided operations, so credits run out under load) and
+/// room for its largest message.
+pub fn options(side: usize, policy: Policy) -> SessionOptions {
+    SessionOptions {
+        policy,
+        recv_slots: 32,
+        max_message: MAX_MESSAGE,
+        max_one_sided: 32,
+        regions: if side == TARGET {
+            target_regions()
+        } else {
+            initiator_regions()
+        },
+    }
+}
