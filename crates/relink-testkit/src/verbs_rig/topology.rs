@@ -36,7 +36,10 @@ pub const ROUTE_TABLES_ENV: &str = "RELINK_VERBS_ROUTE_TABLES";
 /// Environment variable of the addresses' prefix length (default 24).
 pub const PREFIX_ENV: &str = "RELINK_VERBS_PREFIX";
 
-/// The host's topology (see the [module docs](self)).
+/// The host's test topology read from the `RELINK_VERBS_*` variables: the
+/// main pair, the spare netdev for a replacement, the second pair for
+/// failover and the policy-routing tables (see the
+/// [`verbs_rig`](crate::verbs_rig) docs).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Topology {
     /// The initiator's device, address and netdev.
