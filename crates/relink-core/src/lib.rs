@@ -39,8 +39,10 @@
 pub mod auth;
 mod buffers;
 pub mod ids;
+pub mod inbox;
 pub mod journal;
 pub mod keys;
+pub mod op;
 pub mod policy;
 pub mod resources;
 pub mod session;
