@@ -19,7 +19,7 @@ use crate::ids::{BufferToken, Epoch, RegionId};
 pub struct RemoteRegion {
     /// Virtual address of byte 0 on the peer.
     pub addr: u64,
-    /// Length.
+    /// Length in bytes: a token's offset plus length must stay within it.
     pub len: u64,
     /// The peer's rkey for this epoch.
     pub rkey: u32,
@@ -36,7 +36,7 @@ pub enum KeyError {
     /// The range lies outside the region.
     #[error("range {offset}+{len} is outside region {region} of {size} bytes")]
     OutOfBounds {
-        /// Region.
+        /// The region the token names.
         region: RegionId,
         /// Offset asked for.
         offset: u64,
@@ -48,7 +48,7 @@ pub enum KeyError {
     /// The region does not grant the right the operation needs.
     #[error("region {region} does not grant {needed:?}")]
     NoRight {
-        /// Region.
+        /// The region the token names.
         region: RegionId,
         /// The right needed.
         needed: Access,

@@ -7,21 +7,38 @@
 //! a provider. That makes "recreate everything after a device loss" a plan
 //! that tests check without hardware.
 //!
+//! # Map
+//!
 //! | module | holds |
 //! |---|---|
+//! | [`session`] | the session that ties the rest together; one file per part of its work: |
+//! | ↳ `session/mod.rs` | [`Session`], its fields and getters, [`SessionConfig`], [`SessionError`] |
+//! | ↳ `session/output.rs` | [`Action`]s for the driver, [`SessionEvent`]s, [`Counters`], the `poll_*` calls |
+//! | ↳ `session/paths.rs` | [`session::Path`]s to the peer and the devices that can carry them |
+//! | ↳ `session/recovery.rs` | connect, transport loss, attempts and backoff, timers, give-up, close |
+//! | ↳ `session/resync.rs` | the resume handshake of both roles and the advertisement exchange |
+//! | ↳ `session/datapath.rs` | submit, posting within credits, completions, received messages, acks |
 //! | [`state`] | the session state machine, declared in one table |
 //! | [`policy`] | give-up deadline, backoff, fast-fail, keepalive, device match |
 //! | [`timers`] | every timer of a session in one table |
-//! | [`journal`] | sequence numbers, exactly-once delivery, replay, `Indeterminate` |
+//! | [`op`] | what an operation does ([`OpKind`]) and how it ends ([`Outcome`], [`OpError`]) |
+//! | [`journal`] | the sender side: sequence numbers, replay, exactly one completion per operation |
+//! | [`inbox`] | the receiver side: each message delivered once, in order |
 //! | [`keys`] | stable buffer tokens → the peer's (addr, rkey) of the current epoch |
 //! | [`resources`] | resource specs and the dependency-ordered recreate plan |
-//! | [`wire`], [`auth`] | the resume handshake and in-band messages, length-checked and fuzzed |
-//! | [`session`] | the session that ties them together |
+//! | [`wire`] | the resume handshake and in-band messages, length-checked and fuzzed (`wire/{cursor, handshake, message}.rs`) |
+//! | [`auth`] | the session secret and the authenticators of the handshake |
+//! | [`ids`] | the ids every module shares ([`SessionId`], [`Epoch`], [`Seq`], [`OpId`], ...) |
+//! | `buffers` (private) | bounded free lists of message buffers |
+//!
+//! The types a driver or an application names most are re-exported here
+//! too (`relink_core::Session`, `relink_core::OpKind`, ...); every module
+//! path keeps naming them as well.
 //!
 //! The contract a driver follows is in [`session`]'s module docs: inputs
 //! `handle_*(…, now)`, commands `connect` / `submit` / `close`, outputs
 //! `poll_action`, `poll_completion`, `poll_delivery`, `poll_event`,
-//! `poll_timeout`.
+//! `poll_timeout`. `docs/DESIGN.md` describes the design as built.
 //!
 //! ```
 //! use relink_core::state::{allowed, State};
@@ -39,8 +56,10 @@
 pub mod auth;
 mod buffers;
 pub mod ids;
+pub mod inbox;
 pub mod journal;
 pub mod keys;
+pub mod op;
 pub mod policy;
 pub mod resources;
 pub mod session;
@@ -49,3 +68,8 @@ pub mod timers;
 pub mod wire;
 
 pub use ids::*;
+pub use op::{Completion, LocalRange, OpError, OpKind, Outcome};
+pub use policy::Policy;
+pub use resources::{RegionSpec, SessionSpec};
+pub use session::{Action, Counters, Role, Session, SessionConfig, SessionError, SessionEvent};
+pub use state::{DownCause, State};

@@ -1,14 +1,22 @@
 //! Recovery policy: when to retry, how long to wait, when to give up, which
 //! device may take over. Defaults follow the kernel's NVMe-oF where it is
-//! right, and improve on it where it is not (see `docs/RECOVERY.md`):
+//! right, and improve on it where it is not (`docs/DESIGN.md`, section
+//! "Policy", places them in the design):
 //!
 //! | knob | default | meaning |
 //! |---|---|---|
 //! | `ctrl_loss_tmo` | 600 s | give-up **deadline** from the loss (not a retry count); `None` = forever |
 //! | `reconnect_delay` | 10 s | cap of the exponential backoff (the first attempt is immediate) |
+//! | `initial_backoff` | 20 ms | delay before the second attempt, doubling per attempt |
+//! | `refused_backoff` | 1 ms | retry delay after the peer's CM refused for want of a listener, doubling per refusal in a row, never longer than the backoff |
 //! | `fast_io_fail_tmo` | off | after this, queued operations fail while reconnection continues |
 //! | `keepalive` | 5 s | probe an idle connection; silence for two periods = peer gone |
+//! | `initial_connect_timeout` | 500 ms | how long the first attempt of an outage may take, doubling per attempt |
+//! | `connect_timeout` | 3 s | cap of an attempt's time; a target's accepted connection gets all of it |
+//! | `ack_delay` | 50 µs | longest a receiver holds back an acknowledgement when it has nothing to send |
 //! | `device_match` | any | `any` / `same_guid` / an allow-list |
+//! | `failback` | off | move back to the first path when its device returns |
+//! | `replay_atomics` | off | replay unconfirmed atomics (at-least-once) instead of reporting them `Indeterminate` |
 
 use std::time::Duration;
 

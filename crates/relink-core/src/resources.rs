@@ -1,7 +1,7 @@
 //! Resource specs and the recreate plan.
 //!
 //! relink rebuilds from declarative specs, not by logging and intercepting
-//! verbs calls (PRIOR-ART lesson 9): a session records *what* it needs —
+//! verbs calls: a session records *what* it needs —
 //! CQ depth, receive slots, QP capacities, every region with its access
 //! rights — and [`build_plan`] turns that into the ordered steps a driver
 //! runs on whichever device carries the session now. The plan is data, so
@@ -17,7 +17,8 @@ use crate::ids::RegionId;
 /// changes, so re-registration lands at the same address.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RegionSpec {
-    /// Stable id.
+    /// The region's id: the same on every device; tokens and local ranges
+    /// name the region by it.
     pub id: RegionId,
     /// Length in bytes.
     pub len: u64,
@@ -36,9 +37,11 @@ pub struct SessionSpec {
     pub slot_size: u32,
     /// Send slots (messages in flight).
     pub send_slots: u32,
-    /// Outstanding one-sided operations.
+    /// Most one-sided operations posted and not yet completed; more wait,
+    /// in order, in the journal.
     pub max_one_sided: u32,
-    /// Application regions.
+    /// The application's regions, registered on every device in this
+    /// order.
     pub regions: Vec<RegionSpec>,
 }
 
@@ -69,17 +72,18 @@ pub enum Step {
     AllocPd,
     /// Create the completion queue.
     CreateCq {
-        /// Depth.
+        /// Entries: room for every send and receive work request
+        /// ([`SessionSpec::cq_depth`]).
         depth: u32,
     },
     /// Register the library's send slots (local write).
     RegisterSendSlots {
-        /// Bytes.
+        /// Bytes: `send_slots × slot_size`.
         len: u64,
     },
     /// Register the library's receive slots (local write).
     RegisterRecvSlots {
-        /// Bytes.
+        /// Bytes: `recv_slots × slot_size`.
         len: u64,
     },
     /// Register an application region, at its fixed address, with exactly
@@ -87,12 +91,13 @@ pub enum Step {
     RegisterRegion(RegionSpec),
     /// Create the RC QP.
     CreateQp {
-        /// Capacities.
+        /// Work-request and scatter/gather limits
+        /// ([`SessionSpec::qp_caps`]).
         caps: QpCaps,
     },
     /// Post every receive slot.
     PostReceives {
-        /// How many.
+        /// Receives to post: one per receive slot.
         count: u32,
     },
 }

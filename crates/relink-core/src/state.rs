@@ -158,13 +158,14 @@ impl fmt::Display for Cause {
 /// One state change, as reported to observers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Transition {
-    /// Previous state.
+    /// The state left.
     pub from: State,
-    /// Next state.
+    /// The state entered.
     pub to: State,
-    /// Why.
+    /// What made the session move.
     pub cause: Cause,
-    /// When.
+    /// The session's time of the move (the `now` of the input that caused
+    /// it).
     pub at: Timestamp,
 }
 
@@ -172,9 +173,9 @@ pub struct Transition {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("illegal session transition {from} -> {to} ({cause})")]
 pub struct IllegalTransition {
-    /// Current state.
+    /// The state the session is in.
     pub from: State,
-    /// Requested state.
+    /// The state the core tried to move to.
     pub to: State,
     /// The cause given.
     pub cause: Cause,

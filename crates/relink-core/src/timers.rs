@@ -39,9 +39,12 @@ impl TimerKind {
     }
 }
 
-/// Deadlines by kind.
+/// One optional deadline per [`TimerKind`]; a timer fires once, when
+/// [`TimerTable::take_expired`] returns it, and is then disarmed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TimerTable {
+    /// The deadline of each kind, indexed by [`TimerKind`] order; `None`:
+    /// disarmed.
     at: [Option<Timestamp>; 7],
 }
 

@@ -1,0 +1,699 @@
+//! Unit tests of the journal, and a model-based test of a journal and an
+//! inbox over a lossy RC transport: exactly-once, in-order delivery and one
+//! completion per operation under random schedules of traffic and losses.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::ids::{BufferToken, RegionId};
+
+fn range() -> LocalRange {
+    LocalRange {
+        region: RegionId(1),
+        offset: 0,
+        len: 8,
+    }
+}
+
+fn token() -> BufferToken {
+    BufferToken {
+        region: RegionId(2),
+        offset: 64,
+    }
+}
+
+fn msg(bytes: &[u8]) -> OpKind {
+    OpKind::Message {
+        payload: bytes.to_vec(),
+    }
+}
+
+fn write() -> OpKind {
+    OpKind::Write {
+        local: range(),
+        remote: token(),
+    }
+}
+
+fn read() -> OpKind {
+    OpKind::Read {
+        local: range(),
+        remote: token(),
+    }
+}
+
+fn fetch_add() -> OpKind {
+    OpKind::FetchAdd {
+        local: range(),
+        remote: token(),
+        add: 1,
+    }
+}
+
+fn cmp_swap() -> OpKind {
+    OpKind::CmpSwap {
+        local: range(),
+        remote: token(),
+        compare: 0,
+        swap: 1,
+    }
+}
+
+/// Posts everything [`Journal::next_unposted`] offers; returns the ids.
+fn post_all(j: &mut Journal) -> Vec<OpId> {
+    let mut posted = Vec::new();
+    while let Some((op, _, _)) = j.next_unposted() {
+        j.mark_posted(op);
+        posted.push(op);
+    }
+    posted
+}
+
+fn done(op: OpId, outcome: Outcome) -> Completion {
+    Completion { op, outcome }
+}
+
+const OK: Outcome = Outcome::Success { replayed: false };
+const REPLAYED: Outcome = Outcome::Success { replayed: true };
+const EXECUTED: Outcome = Outcome::Indeterminate {
+    executed: Some(true),
+};
+const UNKNOWN: Outcome = Outcome::Indeterminate { executed: None };
+
+#[test]
+fn submit_numbers_operations_and_messages() {
+    let mut j = Journal::new();
+    assert_eq!(j.submit(write()), (OpId(1), None));
+    assert_eq!(j.submit(msg(b"ab")), (OpId(2), Some(Seq(1))));
+    assert_eq!(j.submit(fetch_add()), (OpId(3), None));
+    assert_eq!(j.submit(msg(b"cde")), (OpId(4), Some(Seq(2))));
+    assert_eq!(j.len(), 4);
+    assert_eq!(j.payload_bytes(), 5);
+    assert_eq!(j.last_seq(), Seq(2));
+    assert_eq!(j.in_flight_messages(Seq(0)), 2);
+    assert_eq!(j.in_flight_messages(Seq(1)), 1);
+    assert_eq!(j.highest_sent(), Seq(0));
+}
+
+#[test]
+fn posts_in_submission_order() {
+    let mut j = Journal::new();
+    let (w, _) = j.submit(write());
+    let (m, _) = j.submit(msg(b"x"));
+    let (next, kind, seq) = j.next_unposted().unwrap();
+    assert_eq!((next, kind, seq), (w, &write(), None));
+    j.mark_posted(w);
+    assert_eq!(j.next_unposted().unwrap().2, Some(Seq(1)));
+    j.mark_posted(m);
+    assert!(j.next_unposted().is_none());
+    assert_eq!(j.highest_sent(), Seq(1));
+}
+
+#[test]
+#[should_panic(expected = "not the operation next_unposted returns")]
+fn posting_out_of_order_is_a_bug() {
+    let mut j = Journal::new();
+    j.submit(write());
+    let (second, _) = j.submit(write());
+    j.mark_posted(second);
+}
+
+#[test]
+fn rdma_operations_complete_on_their_success() {
+    let mut j = Journal::new();
+    let ops = [write(), read(), fetch_add(), cmp_swap()].map(|k| j.submit(k).0);
+    post_all(&mut j);
+    for op in ops {
+        assert_eq!(j.on_success(op), Some(done(op, OK)));
+        assert_eq!(j.on_success(op), None, "completes once");
+    }
+    assert!(j.is_empty());
+    assert_eq!(j.stats().completed, 4);
+}
+
+#[test]
+fn a_message_completes_when_the_peer_delivers_it() {
+    let mut j = Journal::new();
+    let (m1, _) = j.submit(msg(b"one"));
+    let (m2, _) = j.submit(msg(b"two"));
+    post_all(&mut j);
+    assert_eq!(j.on_success(m1), None, "an RC ack is not a delivery");
+    assert!(j.contains(m1));
+    assert_eq!(j.on_peer_delivered(Seq(1)), vec![done(m1, OK)]);
+    assert_eq!(j.payload_bytes(), 3, "dropped at confirmation");
+    // Confirmed before its own completion was polled.
+    assert_eq!(j.on_peer_delivered(Seq(2)), vec![done(m2, OK)]);
+    assert_eq!(j.on_success(m2), None);
+    assert!(j.is_empty());
+    assert_eq!(j.payload_bytes(), 0);
+    assert_eq!(j.peer_delivered(), Seq(2));
+}
+
+#[test]
+fn a_refused_operation_fails_and_is_never_replayed() {
+    let mut j = Journal::new();
+    let (w, _) = j.submit(write());
+    post_all(&mut j);
+    let refused = Outcome::Failed(OpError::Remote(WcStatus::RemAccessErr));
+    assert_eq!(
+        j.on_remote_error(w, WcStatus::RemAccessErr),
+        Some(done(w, refused))
+    );
+    j.transport_down();
+    assert!(j.resume(Seq(0), true).is_empty());
+    assert!(j.next_unposted().is_none());
+    assert!(j.is_empty());
+}
+
+#[test]
+fn a_refused_message_breaks_the_sequence() {
+    let mut j = Journal::new();
+    let (m, _) = j.submit(msg(b"too long"));
+    post_all(&mut j);
+    let c = j.on_remote_error(m, WcStatus::RemInvReqErr).unwrap();
+    assert_eq!(
+        c.outcome,
+        Outcome::Failed(OpError::Remote(WcStatus::RemInvReqErr))
+    );
+    assert_eq!(j.sequence_broken(), Some(Seq(1)));
+    assert_eq!(j.payload_bytes(), 0);
+}
+
+#[test]
+fn a_delivered_message_proves_what_was_posted_before_it() {
+    let mut j = Journal::new();
+    let (w, _) = j.submit(write());
+    let (r, _) = j.submit(read());
+    let (fa, _) = j.submit(fetch_add());
+    let (cs, _) = j.submit(cmp_swap());
+    let (m, _) = j.submit(msg(b"m"));
+    let (after, _) = j.submit(write());
+    post_all(&mut j);
+    j.transport_down();
+    let resumed = j.resume(Seq(1), false);
+    assert_eq!(
+        resumed,
+        vec![
+            done(w, OK),
+            done(fa, EXECUTED),
+            done(cs, EXECUTED),
+            done(m, OK),
+        ]
+    );
+    // The read's data may not have landed; the write after the message is unknown.
+    assert_eq!(post_all(&mut j), vec![r, after]);
+    assert_eq!(j.on_success(r), Some(done(r, REPLAYED)));
+    assert_eq!(j.on_success(after), Some(done(after, REPLAYED)));
+    assert_eq!(j.stats().replayed, 2);
+    assert_eq!(j.stats().indeterminate, 2);
+}
+
+#[test]
+fn a_proof_waits_for_the_live_transport_completion() {
+    let mut j = Journal::new();
+    let (w, _) = j.submit(write());
+    let (fa, _) = j.submit(fetch_add());
+    let (m, _) = j.submit(msg(b"m"));
+    post_all(&mut j);
+    // The write's buffer may still be read by an RC retransmission, the
+    // atomic's result may still arrive: only the message completes.
+    assert_eq!(j.on_peer_delivered(Seq(1)), vec![done(m, OK)]);
+    assert_eq!(j.on_success(fa), Some(done(fa, OK)));
+    // Lost before its own completion: the proof settles it, no replay.
+    j.transport_down();
+    assert_eq!(j.resume(Seq(1), false), vec![done(w, OK)]);
+    assert!(j.is_empty());
+}
+
+#[test]
+fn unknown_atomics_are_indeterminate_on_resume() {
+    let mut j = Journal::new();
+    let (fa, _) = j.submit(fetch_add());
+    let (m, _) = j.submit(msg(b"m"));
+    let (cs, _) = j.submit(cmp_swap());
+    j.mark_posted(fa);
+    j.mark_posted(m);
+    j.transport_down();
+    // cs was never posted: it is sent as new, not as a replay.
+    assert_eq!(j.resume(Seq(0), false), vec![done(fa, UNKNOWN)]);
+    assert_eq!(post_all(&mut j), vec![m, cs]);
+    assert_eq!(j.on_success(cs), Some(done(cs, OK)));
+    assert_eq!(j.stats().indeterminate, 1);
+}
+
+#[test]
+fn atomics_are_replayed_when_the_application_opts_in() {
+    let mut j = Journal::new();
+    let (fa, _) = j.submit(fetch_add());
+    post_all(&mut j);
+    j.transport_down();
+    assert!(j.resume(Seq(0), true).is_empty());
+    assert_eq!(post_all(&mut j), vec![fa]);
+    assert_eq!(j.on_success(fa), Some(done(fa, REPLAYED)));
+}
+
+#[test]
+fn replay_keeps_the_original_order_across_losses() {
+    let mut j = Journal::new();
+    let (m1, _) = j.submit(msg(b"1"));
+    let (w, _) = j.submit(write());
+    let (m2, _) = j.submit(msg(b"2"));
+    let (m3, _) = j.submit(msg(b"3"));
+    post_all(&mut j);
+    j.transport_down();
+    assert_eq!(j.resume(Seq(1), false), vec![done(m1, OK)]);
+    j.mark_posted(w);
+    j.mark_posted(m2);
+    j.transport_down();
+    // The peer got m2 on the second transport: w is proven, m3 is next.
+    assert_eq!(
+        j.resume(Seq(2), false),
+        vec![done(w, REPLAYED), done(m2, REPLAYED)]
+    );
+    assert_eq!(
+        j.next_unposted().map(|n| (n.0, n.2)),
+        Some((m3, Some(Seq(3))))
+    );
+}
+
+#[test]
+fn a_late_success_from_a_lost_transport_counts() {
+    let mut j = Journal::new();
+    let (w, _) = j.submit(write());
+    post_all(&mut j);
+    j.transport_down();
+    assert_eq!(j.on_success(w), Some(done(w, OK)));
+    assert!(j.resume(Seq(0), false).is_empty());
+    assert!(j.next_unposted().is_none());
+}
+
+#[test]
+fn peer_reports_are_monotone_and_clamped() {
+    let mut j = Journal::new();
+    let (m1, _) = j.submit(msg(b"1"));
+    let (m2, _) = j.submit(msg(b"2"));
+    j.mark_posted(m1);
+    // Seq(2) was never sent: the report cannot cover it.
+    assert_eq!(j.on_peer_delivered(Seq(5)), vec![done(m1, OK)]);
+    assert_eq!(j.peer_delivered(), Seq(1));
+    assert!(j.on_peer_delivered(Seq(0)).is_empty());
+    assert_eq!(j.peer_delivered(), Seq(1));
+    assert!(j.contains(m2));
+}
+
+#[test]
+fn fail_all_ends_everything_in_order_without_hiding_effects() {
+    let mut j = Journal::new();
+    let (w1, _) = j.submit(write());
+    let (m1, _) = j.submit(msg(b"1"));
+    let (fa, _) = j.submit(fetch_add());
+    let (m2, _) = j.submit(msg(b"2"));
+    let (r, _) = j.submit(read());
+    let (w2, _) = j.submit(write());
+    post_all(&mut j);
+    let (m3, _) = j.submit(msg(b"3"));
+    let (w3, _) = j.submit(write());
+    assert_eq!(j.on_peer_delivered(Seq(1)), vec![done(m1, OK)]);
+    j.transport_down();
+    let gave_up = Outcome::Failed(OpError::GaveUp);
+    assert_eq!(
+        j.fail_all(OpError::GaveUp),
+        vec![
+            done(w1, OK),      // proven by m1
+            done(fa, UNKNOWN), // posted, may have executed
+            done(m2, UNKNOWN), // posted, may have been delivered
+            done(r, gave_up),  // idempotent: Failed
+            done(w2, gave_up), // idempotent: Failed
+            done(m3, gave_up), // never left
+            done(w3, gave_up), // never left
+        ]
+    );
+    assert!(j.is_empty());
+    assert_eq!(j.payload_bytes(), 0);
+    assert_eq!(j.stats().completed, 8);
+}
+
+#[test]
+fn fail_queued_keeps_the_sequence_gap_free() {
+    let mut j = Journal::new();
+    let (m1, _) = j.submit(msg(b"1"));
+    let (m2, _) = j.submit(msg(b"2"));
+    post_all(&mut j);
+    let (m3, _) = j.submit(msg(b"3"));
+    let (w, _) = j.submit(write());
+    j.transport_down();
+    let fast = Outcome::Failed(OpError::FastFail);
+    assert_eq!(
+        j.fail_queued(OpError::FastFail),
+        vec![
+            done(m1, UNKNOWN),
+            done(m2, UNKNOWN),
+            done(m3, fast),
+            done(w, fast)
+        ]
+    );
+    // m1 and m2 may be at the peer: kept as orphans; Seq(3) given back.
+    assert_eq!(j.len(), 2);
+    assert_eq!(j.payload_bytes(), 2);
+    assert_eq!(j.last_seq(), Seq(2));
+    let (m4, seq) = j.submit(msg(b"4"));
+    assert_eq!(seq, Some(Seq(3)));
+    // The peer had m1: the orphan is dropped silently, m2 is replayed.
+    assert!(j.resume(Seq(1), false).is_empty());
+    assert_eq!(j.next_unposted().map(|n| n.2), Some(Some(Seq(2))));
+    assert_eq!(post_all(&mut j), vec![m2, m4]);
+    assert_eq!(j.on_success(m2), None);
+    assert_eq!(j.on_peer_delivered(Seq(3)), vec![done(m4, OK)]);
+    assert!(j.is_empty());
+    assert_eq!(j.stats().completed, 5);
+}
+
+#[test]
+fn refusals_are_told_from_losses() {
+    assert!(is_refusal(WcStatus::RemAccessErr));
+    assert!(is_refusal(WcStatus::LocProtErr));
+    assert!(!is_refusal(WcStatus::WrFlushErr));
+    assert!(!is_refusal(WcStatus::RetryExcErr));
+    assert!(!is_refusal(WcStatus::Success));
+}
+
+// ---- Model-based test -------------------------------------------------
+
+#[derive(Debug, Clone, Copy)]
+enum Step {
+    /// Submit an operation of kind 0..5 (message, write, read, fetch-add, cmp-swap).
+    Submit(u8),
+    /// Post the next unposted operation.
+    Post,
+    /// The peer executes the oldest operation on the wire.
+    Execute,
+    /// The oldest acknowledgement arrives back.
+    Ack,
+    /// The peer reports what it delivered.
+    Report,
+    /// The peer refuses the oldest operation on the wire (not a
+    /// message); the QP breaks.
+    Refuse,
+    /// The transport is lost: the wire's tail and the acks in flight vanish.
+    Down,
+    /// Reconnected: resume with the peer's delivered sequence number.
+    Resume,
+    /// `fast_io_fail_tmo` fires during an outage.
+    FailQueued,
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        6 => (0u8..5).prop_map(Step::Submit),
+        6 => Just(Step::Post),
+        5 => Just(Step::Execute),
+        4 => Just(Step::Ack),
+        2 => Just(Step::Report),
+        1 => Just(Step::Refuse),
+        2 => Just(Step::Down),
+        2 => Just(Step::Resume),
+        1 => Just(Step::FailQueued),
+    ]
+}
+
+/// One request on the current transport, as the peer sees it.
+#[derive(Debug, Clone, Copy)]
+struct Wire {
+    op: OpId,
+    seq: Option<Seq>,
+    /// Which submitted message the payload is.
+    tag: Option<OpId>,
+}
+
+/// A journal, a peer with an inbox, and an RC transport between them.
+struct Model {
+    journal: Journal,
+    inbox: Inbox,
+    replay_atomics: bool,
+    up: bool,
+    /// Posted on the current transport, not yet executed (RC: in order).
+    wire: VecDeque<Wire>,
+    /// Executed by the peer, acknowledgement on its way back.
+    acks: VecDeque<OpId>,
+    kinds: BTreeMap<OpId, OpKind>,
+    posts: HashMap<OpId, u32>,
+    executions: HashMap<OpId, u32>,
+    outcomes: BTreeMap<OpId, Outcome>,
+    /// The messages the peer application received, in order.
+    delivered: Vec<OpId>,
+}
+
+impl Model {
+    fn new(replay_atomics: bool) -> Model {
+        Model {
+            journal: Journal::new(),
+            inbox: Inbox::new(),
+            replay_atomics,
+            up: true,
+            wire: VecDeque::new(),
+            acks: VecDeque::new(),
+            kinds: BTreeMap::new(),
+            posts: HashMap::new(),
+            executions: HashMap::new(),
+            outcomes: BTreeMap::new(),
+            delivered: Vec::new(),
+        }
+    }
+
+    fn count(map: &HashMap<OpId, u32>, op: OpId) -> u32 {
+        map.get(&op).copied().unwrap_or(0)
+    }
+
+    fn apply(&mut self, step: Step) {
+        match step {
+            Step::Submit(k) => {
+                let next = OpId(self.kinds.len() as u64 + 1);
+                let kind = match k {
+                    // The payload names the op, so the peer can tell which it got.
+                    0 => msg(&next.0.to_le_bytes()),
+                    1 => write(),
+                    2 => read(),
+                    3 => fetch_add(),
+                    _ => cmp_swap(),
+                };
+                let (op, seq) = self.journal.submit(kind.clone());
+                assert_eq!(op, next);
+                assert_eq!(seq.is_some(), kind.is_message());
+                self.kinds.insert(op, kind);
+            }
+            Step::Post if self.up => {
+                if let Some((op, kind, seq)) = self.journal.next_unposted() {
+                    let tag = match kind {
+                        OpKind::Message { payload } => {
+                            Some(OpId(u64::from_le_bytes(payload[..8].try_into().unwrap())))
+                        }
+                        _ => None,
+                    };
+                    self.wire.push_back(Wire { op, seq, tag });
+                    self.journal.mark_posted(op);
+                    *self.posts.entry(op).or_default() += 1;
+                }
+            }
+            Step::Execute => {
+                if let Some(w) = self.wire.pop_front() {
+                    self.execute(w);
+                }
+            }
+            Step::Ack => {
+                if let Some(op) = self.acks.pop_front() {
+                    if let Some(c) = self.journal.on_success(op) {
+                        self.record(c);
+                    }
+                }
+            }
+            Step::Report if self.up => {
+                for c in self.journal.on_peer_delivered(self.inbox.last_delivered()) {
+                    self.record(c);
+                }
+            }
+            Step::Refuse => {
+                if self.wire.front().is_some_and(|w| w.seq.is_none()) {
+                    let w = self.wire.pop_front().unwrap();
+                    let c = self.journal.on_remote_error(w.op, WcStatus::RemAccessErr);
+                    self.record(c.expect("an op on the wire is unfinished"));
+                    self.down();
+                }
+            }
+            Step::Down => self.down(),
+            Step::Resume if !self.up => self.resume(),
+            Step::FailQueued if !self.up => {
+                for c in self.journal.fail_queued(OpError::FastFail) {
+                    self.record(c);
+                }
+            }
+            Step::Post | Step::Report | Step::Resume | Step::FailQueued => {}
+        }
+    }
+
+    fn execute(&mut self, w: Wire) {
+        if let Some(seq) = w.seq {
+            match self.inbox.accept(seq) {
+                Accept::Deliver => {
+                    let op = w.tag.unwrap();
+                    assert!(
+                        !matches!(self.outcomes.get(&op), Some(Outcome::Failed(_))),
+                        "{op} delivered after it was reported Failed"
+                    );
+                    assert!(
+                        self.delivered.last() < Some(&op),
+                        "{op} delivered out of order"
+                    );
+                    self.delivered.push(op);
+                }
+                Accept::Duplicate => {}
+                Accept::Gap { expected } => panic!("gap: got {seq}, expected {expected}"),
+            }
+        } else {
+            let n = self.executions.entry(w.op).or_default();
+            *n += 1;
+            if self.kinds[&w.op].is_atomic() && !self.replay_atomics {
+                assert_eq!(*n, 1, "{} executed twice", w.op);
+            }
+        }
+        self.acks.push_back(w.op);
+    }
+
+    fn down(&mut self) {
+        if self.up {
+            self.wire.clear();
+            self.acks.clear();
+            self.journal.transport_down();
+            self.up = false;
+        }
+    }
+
+    fn resume(&mut self) {
+        let delivered = self.inbox.last_delivered();
+        for c in self.journal.resume(delivered, self.replay_atomics) {
+            self.record(c);
+        }
+        self.up = true;
+    }
+
+    fn record(&mut self, c: Completion) {
+        let op = c.op;
+        assert!(
+            self.outcomes.insert(op, c.outcome).is_none(),
+            "{op} completed twice"
+        );
+        let kind = &self.kinds[&op];
+        let posts = Self::count(&self.posts, op);
+        let executions = Self::count(&self.executions, op);
+        match c.outcome {
+            Outcome::Success { replayed } => {
+                assert_eq!(replayed, posts >= 2, "{op}: replayed flag");
+                if kind.is_message() {
+                    assert!(self.delivered.contains(&op), "{op} success before delivery");
+                } else {
+                    assert!(executions >= 1, "{op} success without execution");
+                }
+            }
+            Outcome::Indeterminate { executed } => {
+                assert!(kind.is_message() || kind.is_atomic(), "{op}: {kind:?}");
+                assert!(posts >= 1, "{op} indeterminate but never posted");
+                if executed == Some(true) {
+                    assert!(kind.is_atomic() && executions >= 1);
+                }
+            }
+            Outcome::Failed(OpError::Remote(_)) => assert!(!kind.is_message()),
+            Outcome::Failed(_) => {
+                if !kind.is_idempotent() {
+                    assert_eq!(posts, 0, "{op} failed after it may have taken effect");
+                    assert!(!self.delivered.contains(&op));
+                }
+            }
+        }
+    }
+
+    /// Runs the transport until the journal has nothing left.
+    fn drain(&mut self) {
+        if !self.up {
+            self.resume();
+        }
+        for _ in 0..3 {
+            while self.journal.next_unposted().is_some() {
+                self.apply(Step::Post);
+            }
+            while !self.wire.is_empty() {
+                self.apply(Step::Execute);
+            }
+            while !self.acks.is_empty() {
+                self.apply(Step::Ack);
+            }
+            self.apply(Step::Report);
+        }
+    }
+
+    fn check_end(&self) {
+        assert!(self.journal.is_empty(), "{:?}", self.journal);
+        assert_eq!(self.journal.len(), 0);
+        assert_eq!(self.journal.payload_bytes(), 0);
+        let unfinished: Vec<_> = self
+            .kinds
+            .keys()
+            .filter(|op| !self.outcomes.contains_key(op))
+            .collect();
+        assert!(unfinished.is_empty(), "never completed: {unfinished:?}");
+        let stats = self.journal.stats();
+        assert_eq!(stats.completed, self.outcomes.len() as u64);
+        let indeterminate = self
+            .outcomes
+            .values()
+            .filter(|o| matches!(o, Outcome::Indeterminate { .. }))
+            .count();
+        assert_eq!(stats.indeterminate, indeterminate as u64);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// Random schedules of traffic and losses, then either a final
+    /// resume and drain or a give-up: exactly-once, in-order delivery
+    /// and one completion per operation.
+    #[test]
+    fn journal_and_inbox_model(
+        steps in proptest::collection::vec(step(), 0..160),
+        replay_atomics in any::<bool>(),
+        give_up_at in proptest::option::weighted(0.2, 0usize..160),
+    ) {
+        let mut m = Model::new(replay_atomics);
+        let mut gave_up = false;
+        for (i, &s) in steps.iter().enumerate() {
+            if give_up_at == Some(i) {
+                // Give-up (or admin disconnect) with the transport
+                // possibly up: fail_all implies transport_down.
+                m.wire.clear();
+                m.acks.clear();
+                m.up = false;
+                for c in m.journal.fail_all(OpError::GaveUp) {
+                    m.record(c);
+                }
+                gave_up = true;
+                break;
+            }
+            m.apply(s);
+        }
+        if !gave_up {
+            m.drain();
+            // Every message not reported Failed reached the peer once, in order.
+            let expected: Vec<OpId> = m
+                .kinds
+                .iter()
+                .filter(|(op, kind)| {
+                    kind.is_message() && !matches!(m.outcomes[op], Outcome::Failed(_))
+                })
+                .map(|(op, _)| *op)
+                .collect();
+            prop_assert_eq!(&m.delivered, &expected);
+        }
+        m.check_end();
+    }
+}

@@ -1,0 +1,171 @@
+//! Operations and how they end: what an application submits ([`OpKind`],
+//! naming local memory by [`LocalRange`]) and the one [`Completion`] each
+//! operation gets, with its [`Outcome`] (or [`OpError`]).
+//!
+//! Every [`OpId`] a session hands out completes **exactly once, ever**. What
+//! an [`Outcome`] means, per kind:
+//!
+//! | outcome | message | write / read | fetch-add / cmp-swap |
+//! |---|---|---|---|
+//! | `Success` | delivered to the peer *application*, exactly once, in order (the peer confirmed its sequence number; an RC ack alone is not enough) | executed and RC-acknowledged (a read's data landed); a write may instead be proven executed by a later confirmed message | executed once, RC-acknowledged, result landed |
+//! | `Indeterminate{executed}` | posted, never confirmed, and relink stopped (see `fail_*` in [`crate::journal`]) | never | posted, result lost: `Some(true)` proven executed, `None` unknown |
+//! | `Failed(err)` | never left the sender | not confirmed: if it had been posted, the target range is undefined (as after a verbs error) | never posted: no effect |
+//!
+//! `Success { replayed }` says the operation was posted on more than one
+//! transport. `Failed(OpError::Remote(status))` means the operation itself
+//! was refused (bad key, rights, bounds, length): it is never replayed.
+//! How the journal arrives at each outcome is in [`crate::journal`].
+
+use relink_fabric::WcStatus;
+
+use crate::ids::{BufferToken, OpId, RegionId};
+
+/// A range of local registered memory, named by region so that it stays
+/// valid across device epochs (the driver translates it to an lkey at post
+/// time).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct LocalRange {
+    /// The local region.
+    pub region: RegionId,
+    /// Offset into the region.
+    pub offset: u64,
+    /// Length in bytes.
+    pub len: u32,
+}
+
+/// What an operation does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OpKind {
+    /// A sequenced two-sided message (SEND); delivered exactly once, in order.
+    Message {
+        /// The bytes to deliver; the journal owns them until confirmation.
+        payload: Vec<u8>,
+    },
+    /// RDMA WRITE of `local` to `remote`; idempotent, so replayed.
+    Write {
+        /// Source bytes (owned by the library until the completion).
+        local: LocalRange,
+        /// Destination at the peer.
+        remote: BufferToken,
+    },
+    /// RDMA READ of `remote` into `local`; idempotent, so replayed.
+    Read {
+        /// Where the data lands.
+        local: LocalRange,
+        /// Source at the peer.
+        remote: BufferToken,
+    },
+    /// Atomic fetch-and-add; not idempotent.
+    FetchAdd {
+        /// Where the original value lands (8 bytes).
+        local: LocalRange,
+        /// The 8-byte remote word.
+        remote: BufferToken,
+        /// The addend.
+        add: u64,
+    },
+    /// Atomic compare-and-swap; not idempotent.
+    CmpSwap {
+        /// Where the original value lands (8 bytes).
+        local: LocalRange,
+        /// The 8-byte remote word.
+        remote: BufferToken,
+        /// The value expected.
+        compare: u64,
+        /// The value stored if the comparison succeeds.
+        swap: u64,
+    },
+}
+
+impl OpKind {
+    /// Whether this is a sequenced message.
+    pub fn is_message(&self) -> bool {
+        matches!(self, OpKind::Message { .. })
+    }
+
+    /// Whether this is an atomic (fetch-add or compare-and-swap).
+    pub fn is_atomic(&self) -> bool {
+        matches!(self, OpKind::FetchAdd { .. } | OpKind::CmpSwap { .. })
+    }
+
+    /// Whether executing it twice has the same effect as once (write, read).
+    pub fn is_idempotent(&self) -> bool {
+        matches!(self, OpKind::Write { .. } | OpKind::Read { .. })
+    }
+
+    /// Short lower-case name, for logs.
+    pub fn name(&self) -> &'static str {
+        match self {
+            OpKind::Message { .. } => "message",
+            OpKind::Write { .. } => "write",
+            OpKind::Read { .. } => "read",
+            OpKind::FetchAdd { .. } => "fetch-add",
+            OpKind::CmpSwap { .. } => "cmp-swap",
+        }
+    }
+
+    /// Bytes of payload it carries (0 but for a message).
+    pub(crate) fn payload_len(&self) -> usize {
+        match self {
+            OpKind::Message { payload } => payload.len(),
+            _ => 0,
+        }
+    }
+}
+
+/// Why an operation failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum OpError {
+    /// The give-up deadline (`ctrl_loss_tmo`) passed without a resume.
+    #[error("gave up: the connection was not recovered before the deadline")]
+    GaveUp,
+    /// `fast_io_fail_tmo` passed while reconnecting; reconnection continues.
+    #[error("failed fast: the connection is still recovering")]
+    FastFail,
+    /// The peer came back as a new incarnation (it lost its state): nothing
+    /// is replayed into a stranger.
+    #[error("the peer lost its state")]
+    PeerLost,
+    /// The session was disconnected by the application or an administrator.
+    #[error("disconnected")]
+    Disconnected,
+    /// The operation itself was refused (e.g. `REM_ACCESS_ERR`): not retried.
+    #[error("refused: {}", .0.name())]
+    Remote(WcStatus),
+}
+
+/// How an operation ended. See the module docs for what each means per kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Done: delivered (message) or executed and acknowledged (the rest).
+    Success {
+        /// The operation was posted on more than one transport.
+        replayed: bool,
+    },
+    /// Not done: relink stopped, or the operation was refused.
+    Failed(OpError),
+    /// A non-idempotent operation (atomic or message) whose effect cannot be
+    /// known.
+    Indeterminate {
+        /// `Some(true)`: it was executed (its result was lost); `None`:
+        /// unknown.
+        executed: Option<bool>,
+    },
+}
+
+impl Outcome {
+    /// Whether this is a success.
+    pub fn is_success(&self) -> bool {
+        matches!(self, Outcome::Success { .. })
+    }
+}
+
+/// The one completion of an operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Completion {
+    /// The operation.
+    pub op: OpId,
+    /// How it ended.
+    pub outcome: Outcome,
+}

@@ -1,0 +1,381 @@
+//! The session: one connection that survives device loss, as a sans-IO
+//! state machine. It ties the other modules together: the [`state`]
+//! machine, the [`policy`] and its [`timers`], the [`journal`] and
+//! [`inbox`], the peer's [`keys`] and the [`wire`] formats.
+//!
+//! [`state`]: crate::state
+//! [`policy`]: crate::policy
+//! [`timers`]: crate::timers
+//! [`journal`]: crate::journal
+//! [`inbox`]: crate::inbox
+//! [`keys`]: crate::keys
+//! [`wire`]: crate::wire
+//!
+//! ## How a driver runs it
+//!
+//! ```text
+//! loop {
+//!     // inputs, as they happen:
+//!     session.handle_device_event(..) / handle_connected(..) / handle_rejected(..)
+//!         / handle_attempt_failed(..) / handle_transport_down(..)
+//!         / handle_send_completion(..) / handle_received(..) / handle_resume_request(..)
+//!     // commands from the application:
+//!     session.connect(..) / submit(..) / close(..)
+//!     // time:
+//!     if now >= session.poll_timeout() { session.handle_timeout(now) }
+//!     // outputs, until None:
+//!     while let Some(a) = session.poll_action() { perform a, report results back }
+//!     while let Some(c) = session.poll_completion() { hand to the application }
+//!     while let Some(m) = session.poll_delivery() { hand to the application }
+//!     while let Some(e) = session.poll_event() { hand to observers }
+//! }
+//! ```
+//!
+//! Every input carries the [`Epoch`] it belongs to; an input of an older
+//! epoch (a late completion of a torn-down QP, say) is ignored. After a loss
+//! the core asks only for [`Action::TearDown`] of the old epoch: destroy
+//! calls, nothing else, on the old device.
+//!
+//! ## Files
+//!
+//! | file | holds |
+//! |---|---|
+//! | `session/mod.rs` | [`Session`] and its fields, [`SessionConfig`], [`Role`], [`SessionError`]; construction and getters |
+//! | `session/output.rs` | what a session hands out: [`Action`], [`SessionEvent`], [`Counters`], and the `poll_*` calls |
+//! | `session/paths.rs` | [`Path`]; the devices present and which of them can carry which path |
+//! | `session/recovery.rs` | the first connect, losing the transport, attempts and their backoff, the timers, give-up and close |
+//! | `session/resync.rs` | the resume handshake of both roles and the advertisement exchange that ends in `Established` |
+//! | `session/datapath.rs` | [`Session::submit`], posting within the peer's credits, send and receive completions, acks and control messages |
+
+use std::collections::{BTreeSet, VecDeque};
+
+use relink_fabric::{DeviceInfo, Guid, Timestamp};
+
+use crate::auth::SessionSecret;
+use crate::buffers::SpareBuffers;
+use crate::ids::{Epoch, Incarnation, OpId, Seq, SessionId};
+use crate::inbox::Inbox;
+use crate::journal::Journal;
+use crate::keys::{KeyError, PeerKeys};
+use crate::op::{Completion, LocalRange};
+use crate::policy::Policy;
+use crate::resources::SessionSpec;
+use crate::state::{Cause, IllegalTransition, Machine, State};
+use crate::timers::TimerTable;
+use crate::wire;
+
+mod datapath;
+mod output;
+mod paths;
+mod recovery;
+mod resync;
+
+pub use output::{Action, Counters, OneSided, SessionEvent};
+pub use paths::Path;
+pub use resync::{LocalKeys, RequestToken};
+
+use recovery::Jitter;
+
+/// Which end of the connection a session is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// Resolves and connects (and reconnects).
+    Initiator,
+    /// Listens and accepts (and accepts resumes).
+    Target,
+}
+
+/// Parameters to create a session.
+#[derive(Debug, Clone)]
+pub struct SessionConfig {
+    /// Initiator or target.
+    pub role: Role,
+    /// The session id (the initiator picks it at random; the target takes
+    /// the one in the Hello).
+    pub id: SessionId,
+    /// This endpoint's incarnation (random per process start).
+    pub incarnation: Incarnation,
+    /// Paths to the peer (initiator); empty for a target.
+    pub paths: Vec<Path>,
+    /// Recovery policy.
+    pub policy: Policy,
+    /// What the driver builds on every device that carries the session
+    /// (slots, queue sizes, regions).
+    pub spec: SessionSpec,
+    /// Seed of the backoff jitter.
+    pub seed: u64,
+}
+
+/// Errors of session commands.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SessionError {
+    /// The session is closed or failed.
+    #[error("session is {0}")]
+    Terminal(State),
+    /// The command does not fit the session's state or role.
+    #[error("not allowed now: {0}")]
+    BadState(&'static str),
+    /// A token names memory the peer never advertised, or outside it.
+    #[error(transparent)]
+    Key(#[from] KeyError),
+    /// A local range is outside its region or the region is unknown.
+    #[error("local range {0:?} is not inside a registered region")]
+    BadLocal(LocalRange),
+    /// The message is larger than a receive slot.
+    #[error("message of {len} bytes exceeds the slot payload of {max}")]
+    TooLarge {
+        /// The message's length in bytes.
+        len: usize,
+        /// The largest payload a receive slot takes
+        /// ([`Session::max_message`]).
+        max: usize,
+    },
+    /// An internal transition was illegal (a bug; reported, not hidden).
+    #[error(transparent)]
+    Illegal(#[from] IllegalTransition),
+}
+
+/// A resilient session (see the module docs).
+///
+/// Every field is private; `session/*.rs` each hold the methods of one part
+/// of its work (see the module docs).
+#[derive(Debug)]
+pub struct Session {
+    // -- what it is -------------------------------------------------------
+    /// The parameters it was made with; never changed.
+    cfg: SessionConfig,
+    /// The current state and the table of legal transitions.
+    machine: Machine,
+    /// Every armed deadline; [`Session::poll_timeout`] is the earliest.
+    timers: TimerTable,
+    /// Backoff jitter, seeded with `cfg.seed`: the only randomness.
+    jitter: Jitter,
+
+    // -- the transport and the outage -------------------------------------
+    /// The epoch of the current transport, or of the one being made. It
+    /// grows with every attempt (initiator) and every accepted resume
+    /// (target); an input of another epoch is stale and ignored. `Epoch(0)`
+    /// before the first connect.
+    epoch: Epoch,
+    /// Number of the current attempt in this outage, from 1; 0 when the
+    /// transport is lost and once it is established again.
+    attempt: u32,
+    /// When the current outage began (the loss, or the first connect's
+    /// first failure); `None` while connected. The downtime of the
+    /// [`SessionEvent::Resumed`] is measured from it, and the give-up and
+    /// fast-fail deadlines are armed once per outage, when it is set.
+    outage_start: Option<Timestamp>,
+    /// Index in `cfg.paths` of the path of the current or last attempt.
+    path_index: usize,
+    /// The devices present, as the driver reports them (a device whose port
+    /// went down stays, with its port state `Down`).
+    devices: Vec<DeviceInfo>,
+    /// The device carrying the transport of `epoch`, from its establishment
+    /// until it is lost or closed; `None` otherwise.
+    current_device: Option<DeviceInfo>,
+    /// Node GUID of the first device that carried the session, for
+    /// [`DeviceMatch::SameGuid`](crate::policy::DeviceMatch::SameGuid).
+    first_guid: Option<Guid>,
+    /// Attempts in a row the peer refused for want of a listener (their
+    /// retry delay is `refused_backoff`, doubling); 0 after any other
+    /// failure, a loss, or an establishment.
+    refusals: u32,
+    /// `fast_io_fail_tmo` passed in this outage: every operation submitted
+    /// fails at once until the session is established again.
+    fast_failing: bool,
+
+    // -- the peer -----------------------------------------------------------
+    /// The secret that authenticates resumes: issued by the target in its
+    /// Welcome. `None` until the first connection; an initiator that has
+    /// one sends a Resume, else a Hello.
+    secret: Option<SessionSecret>,
+    /// The peer's incarnation, learned in the first handshake. A Resumed
+    /// with another one means the peer restarted and lost the session.
+    peer_incarnation: Option<Incarnation>,
+    /// The peer's advertised regions, for the current epoch only.
+    peer_keys: PeerKeys,
+    /// The keys of our regions on the current device, as the driver
+    /// registered them: what the advertisements carry.
+    local_keys: Vec<LocalKeys>,
+
+    // -- operations and messages -------------------------------------------
+    /// The sender side: every operation until its one completion.
+    journal: Journal,
+    /// The receiver side: delivers each of the peer's messages once, in
+    /// order.
+    inbox: Inbox,
+    /// The highest of our sequence numbers the peer confirmed delivering
+    /// (from the `ack` of its messages and from its handshake), already
+    /// applied to the journal. Never decreases. Credit flow control counts
+    /// messages above it.
+    peer_delivered: Seq,
+    /// Target only: the peer's `last_delivered` from the Resume being
+    /// accepted, held from [`Session::handle_resume_request`] until the
+    /// connection is up ([`Session::handle_accepted`]), when it is applied
+    /// to the journal and raises `peer_delivered`.
+    pending_peer_delivered: Seq,
+    /// The acknowledgement (our inbox's last delivered) the last message we
+    /// sent carried. A bare ack is due while the inbox is ahead of it.
+    last_ack_sent: Seq,
+    /// One-sided operations posted on the current transport and not yet
+    /// completed; at most `spec.max_one_sided`. Emptied on a loss.
+    one_sided_inflight: BTreeSet<OpId>,
+    /// Operations the current resume replays: counted when the resync
+    /// starts, reported in [`SessionEvent::Resumed`] when it ends.
+    replaying: u64,
+    /// Nonce of the last keepalive probe sent (each probe takes the next).
+    keepalive_nonce: u64,
+    /// Buffers of sent messages the driver handed back
+    /// ([`Session::recycle`]), for the next ones.
+    spare: SpareBuffers,
+    /// Buffers the application handed back with
+    /// [`Session::poll_delivery_into`], for the next deliveries.
+    delivery_spare: SpareBuffers,
+
+    // -- outputs, drained by the poll_* calls --------------------------------
+    /// What it counted; `deduplicated` is read from the inbox instead.
+    counters: Counters,
+    /// For [`Session::poll_action`].
+    actions: VecDeque<Action>,
+    /// For [`Session::poll_event`].
+    events: VecDeque<SessionEvent>,
+    /// For [`Session::poll_completion`].
+    completions: VecDeque<Completion>,
+    /// For [`Session::poll_delivery`]: sequence number and payload.
+    deliveries: VecDeque<(Seq, Vec<u8>)>,
+}
+
+impl Session {
+    /// A new session in `Idle`.
+    ///
+    /// # Errors
+    /// If the policy is invalid (the error names the key).
+    pub fn new(cfg: SessionConfig, now: Timestamp) -> Result<Session, crate::policy::PolicyError> {
+        cfg.policy.validate()?;
+        Ok(Session {
+            jitter: Jitter::new(cfg.seed),
+            cfg,
+            machine: Machine::new(now),
+            timers: TimerTable::default(),
+            epoch: Epoch(0),
+            attempt: 0,
+            outage_start: None,
+            path_index: 0,
+            devices: Vec::new(),
+            current_device: None,
+            first_guid: None,
+            secret: None,
+            peer_incarnation: None,
+            journal: Journal::new(),
+            inbox: Inbox::new(),
+            peer_keys: PeerKeys::default(),
+            local_keys: Vec::new(),
+            peer_delivered: Seq(0),
+            last_ack_sent: Seq(0),
+            fast_failing: false,
+            counters: Counters::default(),
+            actions: VecDeque::new(),
+            events: VecDeque::new(),
+            completions: VecDeque::new(),
+            deliveries: VecDeque::new(),
+            keepalive_nonce: 0,
+            pending_peer_delivered: Seq(0),
+            replaying: 0,
+            one_sided_inflight: BTreeSet::new(),
+            refusals: 0,
+            spare: SpareBuffers::default(),
+            delivery_spare: SpareBuffers::default(),
+        })
+    }
+
+    /// The session id.
+    pub fn id(&self) -> SessionId {
+        self.cfg.id
+    }
+
+    /// Initiator or target.
+    pub fn role(&self) -> Role {
+        self.cfg.role
+    }
+
+    /// The current state.
+    pub fn state(&self) -> State {
+        self.machine.state()
+    }
+
+    /// The current transport epoch.
+    pub fn epoch(&self) -> Epoch {
+        self.epoch
+    }
+
+    /// The resource spec the driver builds on every device.
+    pub fn spec(&self) -> &SessionSpec {
+        &self.cfg.spec
+    }
+
+    /// The recovery policy it was made with.
+    pub fn policy(&self) -> &Policy {
+        &self.cfg.policy
+    }
+
+    /// Counters since creation.
+    pub fn counters(&self) -> Counters {
+        Counters {
+            deduplicated: self.inbox.duplicates(),
+            ..self.counters
+        }
+    }
+
+    /// The device carrying the session, if connected.
+    pub fn device(&self) -> Option<&DeviceInfo> {
+        self.current_device.as_ref()
+    }
+
+    /// Operations not yet completed.
+    pub fn pending_ops(&self) -> usize {
+        self.journal.len()
+    }
+
+    /// Bytes of message payload the journal holds (for replay).
+    pub fn journal_bytes(&self) -> usize {
+        self.journal.payload_bytes()
+    }
+
+    /// The highest message sequence delivered to the application.
+    pub fn last_delivered(&self) -> Seq {
+        self.inbox.last_delivered()
+    }
+
+    /// The peer's advertised regions for the current epoch.
+    pub fn peer_keys(&self) -> &PeerKeys {
+        &self.peer_keys
+    }
+
+    /// Largest message payload: a receive slot less the message header.
+    pub fn max_message(&self) -> usize {
+        (self.cfg.spec.slot_size as usize).saturating_sub(wire::HEADER_LEN)
+    }
+
+    /// Move to `to` and report the transition. An illegal one is a bug in
+    /// the core: asserted in debug builds, logged in release builds.
+    fn go(&mut self, to: State, cause: Cause, now: Timestamp) {
+        match self.machine.go(to, cause, now) {
+            Ok(t) => {
+                tracing::debug!(session = %self.cfg.id, from = %t.from, to = %t.to, cause = %t.cause, "transition");
+                self.events.push_back(SessionEvent::Transition(t));
+            }
+            Err(e) => {
+                // A bug in the core; make it loud in tests, keep going in
+                // production.
+                debug_assert!(false, "{e}");
+                tracing::error!(session = %self.cfg.id, "{e}");
+            }
+        }
+    }
+
+    /// Queue completions for [`Session::poll_completion`].
+    fn complete(&mut self, cs: Vec<Completion>) {
+        self.completions.extend(cs);
+    }
+}

@@ -1,0 +1,219 @@
+//! What a session hands out: the [`Action`]s its driver performs, the
+//! [`SessionEvent`]s observers see, its [`Counters`], and the `poll_*`
+//! calls that drain them (with the operation completions and the delivered
+//! messages).
+
+use std::time::Duration;
+
+use relink_fabric::{DeviceId, RemoteAddr, Timestamp};
+
+use super::{Path, RequestToken, Session};
+use crate::ids::{Epoch, OpId, Seq};
+use crate::op::{Completion, LocalRange};
+use crate::state::{DownCause, Transition};
+
+/// One-sided operation kinds as posted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OneSided {
+    /// RDMA WRITE.
+    Write,
+    /// RDMA READ.
+    Read,
+    /// FETCH_ADD.
+    FetchAdd {
+        /// Added (wrapping) to the remote 8-byte word; the word's old value
+        /// lands in the local range.
+        add: u64,
+    },
+    /// CMP_SWAP.
+    CmpSwap {
+        /// The value the remote word must hold for the swap to happen.
+        compare: u64,
+        /// Stored in the remote word if it held `compare`; the old value
+        /// lands in the local range either way.
+        swap: u64,
+    },
+}
+
+/// What the core asks its driver to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Destroy every provider object of `epoch` (destroy calls only; an
+    /// object already released with its device is fine).
+    TearDown {
+        /// The epoch to tear down.
+        epoch: Epoch,
+    },
+    /// Initiator: resolve `path`, build the session's resources
+    /// ([`crate::resources::build_plan`] of [`Session::spec`]) on the
+    /// resolved device, and connect with `private_data`. Report the result
+    /// with [`Session::handle_connected`], [`Session::handle_rejected`] or
+    /// [`Session::handle_attempt_failed`].
+    Connect {
+        /// The epoch the new transport belongs to.
+        epoch: Epoch,
+        /// The path to use.
+        path: Path,
+        /// CM private data (≤ 56 bytes).
+        private_data: Vec<u8>,
+    },
+    /// Target: build the resources on the request's device and accept it.
+    Accept {
+        /// The epoch the new transport belongs to.
+        epoch: Epoch,
+        /// The connection request to accept, as the driver named it.
+        request: RequestToken,
+        /// CM private data (≤ 196 bytes).
+        private_data: Vec<u8>,
+    },
+    /// Target: refuse a request.
+    Reject {
+        /// The connection request to refuse.
+        request: RequestToken,
+        /// CM private data (≤ 148 bytes).
+        private_data: Vec<u8>,
+    },
+    /// Post a SEND of `bytes` (an encoded message). `op` is the
+    /// application operation it carries, if any; its completion is
+    /// reported with [`Session::handle_send_completion`].
+    Send {
+        /// The transport to post on.
+        epoch: Epoch,
+        /// The application operation carried: `Some` for a data message,
+        /// `None` for a control message (ack, advertisement, keepalive,
+        /// close).
+        op: Option<OpId>,
+        /// The encoded message, header and payload; hand the buffer back
+        /// with [`Session::recycle`] once posted.
+        bytes: Vec<u8>,
+    },
+    /// Post a one-sided operation.
+    OneSided {
+        /// The transport to post on.
+        epoch: Epoch,
+        /// The application operation; report its work completion with
+        /// [`Session::handle_send_completion`].
+        op: OpId,
+        /// Write, read, or an atomic with its operands.
+        kind: OneSided,
+        /// Local memory: the source of a write, where a read's data or an
+        /// atomic's old value (8 bytes) lands.
+        local: LocalRange,
+        /// The peer's memory: the operation's token translated through the
+        /// peer's advertisements of this epoch.
+        remote: RemoteAddr,
+    },
+    /// Disconnect the transport of `epoch` (admin close).
+    Disconnect {
+        /// The transport to disconnect (the current one).
+        epoch: Epoch,
+    },
+}
+
+/// What observers see.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SessionEvent {
+    /// A state change.
+    Transition(Transition),
+    /// The transport was lost.
+    DeviceLost {
+        /// What ended it: a device or CM event, a completion error, a
+        /// timeout.
+        cause: DownCause,
+    },
+    /// A reconnection attempt started.
+    Recovering {
+        /// Attempt number (from 1).
+        attempt: u32,
+    },
+    /// Traffic flows again.
+    Resumed {
+        /// From the loss (or the first connect's first failure) to the
+        /// resume.
+        downtime: Duration,
+        /// Operations this resume posted again: they were on the lost
+        /// transport and not confirmed.
+        replayed: u64,
+        /// Duplicate messages the receiver dropped so far.
+        deduplicated: u64,
+        /// The device now carrying the session.
+        device: Option<DeviceId>,
+    },
+    /// The give-up deadline passed; operations failed.
+    GaveUp,
+    /// The peer lost its state (new incarnation) or refused us for good.
+    PeerLost {
+        /// What showed it (a new incarnation, an unknown session, a refused
+        /// authenticator), for logs.
+        reason: String,
+    },
+    /// Closed by the application or an administrator.
+    Disconnected,
+}
+
+/// Counters, for observability.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Transport losses.
+    pub losses: u64,
+    /// Connection attempts, the first connect's included.
+    pub attempts: u64,
+    /// Outages that ended with the session established (again).
+    pub resumes: u64,
+    /// Operations posted again after a loss, over every resume.
+    pub replayed: u64,
+    /// Duplicate messages (replays of ones already delivered) the inbox
+    /// dropped.
+    pub deduplicated: u64,
+    /// Region advertisements sent (each advertised region, once per epoch).
+    pub adverts_sent: u64,
+    /// Total time without a transport, in nanoseconds.
+    pub downtime_ns: u64,
+    /// Messages delivered to the application.
+    pub delivered: u64,
+}
+
+impl Session {
+    /// Next action for the driver.
+    pub fn poll_action(&mut self) -> Option<Action> {
+        self.actions.pop_front()
+    }
+
+    /// Hand back the bytes of a performed [`Action::Send`] (once they are
+    /// in the send slot): a later message is encoded into the same
+    /// allocation. Optional; a driver that drops them only allocates more.
+    pub fn recycle(&mut self, bytes: Vec<u8>) {
+        self.spare.put(bytes);
+    }
+
+    /// Next operation completion for the application.
+    pub fn poll_completion(&mut self) -> Option<Completion> {
+        self.completions.pop_front()
+    }
+
+    /// Next delivered message for the application.
+    pub fn poll_delivery(&mut self) -> Option<(Seq, Vec<u8>)> {
+        self.deliveries.pop_front()
+    }
+
+    /// Next delivered message, swapped into `buf` (whose old contents are
+    /// gone): the allocation `buf` held takes a later message, so an
+    /// application that receives into one buffer makes no allocation per
+    /// message.
+    pub fn poll_delivery_into(&mut self, buf: &mut Vec<u8>) -> Option<Seq> {
+        let (seq, mut bytes) = self.deliveries.pop_front()?;
+        std::mem::swap(buf, &mut bytes);
+        self.delivery_spare.put(bytes);
+        Some(seq)
+    }
+
+    /// Next event for observers.
+    pub fn poll_event(&mut self) -> Option<SessionEvent> {
+        self.events.pop_front()
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) must next be called.
+    pub fn poll_timeout(&self) -> Option<Timestamp> {
+        self.timers.next()
+    }
+}

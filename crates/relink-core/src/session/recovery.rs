@@ -1,0 +1,351 @@
+//! The recovery flow: the first connect, losing the transport, attempts
+//! with backoff (and the path each takes), the timers that drive them, and
+//! the ends: give-up ([`Session::fail`]) and close. An attempt that reaches
+//! the peer continues in [`resync`](super::resync).
+
+use relink_fabric::Timestamp;
+
+use super::{Action, Role, Session, SessionError, SessionEvent};
+use crate::ids::Epoch;
+use crate::op::OpError;
+use crate::state::{Cause, DownCause, State};
+use crate::timers::TimerKind;
+use crate::wire;
+
+/// Small deterministic PRNG (SplitMix64) for backoff jitter: the core
+/// reads no OS randomness; the seed comes from the driver.
+#[derive(Debug, Clone)]
+pub(super) struct Jitter(u64);
+
+impl Jitter {
+    /// A generator seeded with `seed`.
+    pub(super) fn new(seed: u64) -> Jitter {
+        Jitter(seed)
+    }
+
+    /// The next pseudo-random value.
+    pub(super) fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+}
+
+impl Session {
+    /// Initiator: connect for the first time (the first attempt is
+    /// immediate; failures follow the policy like any outage).
+    pub fn connect(&mut self, now: Timestamp) -> Result<(), SessionError> {
+        if self.cfg.role != Role::Initiator {
+            return Err(SessionError::BadState("only an initiator connects"));
+        }
+        if self.state() != State::Idle {
+            return Err(SessionError::BadState("connect is for a new session"));
+        }
+        if self.cfg.paths.is_empty() {
+            return Err(SessionError::BadState("no path to the peer"));
+        }
+        self.go(State::Connecting, Cause::Connect, now);
+        let Some(&pick) = self.viable_paths().first() else {
+            // No device yet: wait for one, under the give-up deadline.
+            self.attempt_failed("no device reaches the peer".into(), now);
+            return Ok(());
+        };
+        self.path_index = pick;
+        self.epoch = self.epoch.next();
+        self.attempt = 1;
+        self.counters.attempts += 1;
+        let pd = self.resume_private_data();
+        self.actions.push_back(Action::Connect {
+            epoch: self.epoch,
+            path: self.cfg.paths[pick],
+            private_data: pd,
+        });
+        self.timers
+            .set(TimerKind::ConnectTimeout, self.connect_deadline(now));
+        Ok(())
+    }
+
+    /// The transport is gone: tear down, keep the session, start recovery.
+    pub(super) fn lose_transport(&mut self, cause: DownCause, now: Timestamp) {
+        let state = self.state();
+        if !matches!(
+            state,
+            State::Established | State::Resyncing | State::Reconnecting | State::Connecting
+        ) {
+            return;
+        }
+        tracing::info!(session = %self.cfg.id, %cause, epoch = %self.epoch, "transport lost");
+        self.counters.losses += 1;
+        self.events.push_back(SessionEvent::DeviceLost { cause });
+        self.actions
+            .push_back(Action::TearDown { epoch: self.epoch });
+        self.journal.transport_down();
+        self.one_sided_inflight.clear();
+        if cause == DownCause::CmDeviceRemoval {
+            // rdma_cm says the device is going away; the device list may
+            // still show it for a while (its removal waits for its users).
+            // Forget it now, so the next attempt takes a path it does not
+            // carry; its return is a device-add of a new registration.
+            if let Some(gone) = self.current_device.as_ref().map(|d| d.id.clone()) {
+                self.devices.retain(|d| d.id != gone);
+            }
+        }
+        self.current_device = None;
+        self.timers.stop(TimerKind::KeepaliveSend);
+        self.timers.stop(TimerKind::KeepaliveDeadline);
+        self.timers.stop(TimerKind::ConnectTimeout);
+        if self.outage_start.is_none() {
+            self.outage_start = Some(now);
+            if let Some(t) = self.cfg.policy.ctrl_loss_tmo {
+                self.timers.set(TimerKind::GiveUp, now + t);
+            }
+            if let Some(t) = self.cfg.policy.fast_io_fail_tmo {
+                self.timers.set(TimerKind::FastFail, now + t);
+            }
+        }
+        self.go(State::Recovering, Cause::TransportDown(cause), now);
+        self.attempt = 0;
+        self.refusals = 0;
+        // A loss on the peer's side (or somewhere between): the next attempt
+        // tries the next path first, so a second HCA or route takes over at
+        // once instead of waiting for the dead address to time out. A loss
+        // of the local device keeps the path: while the device is gone the
+        // path is not viable anyway, and when it returns (a reset, a
+        // replacement) it is the natural one to resume on.
+        let local = matches!(
+            cause,
+            DownCause::DeviceRemoved
+                | DownCause::DeviceFatal
+                | DownCause::PortDown
+                | DownCause::CmDeviceRemoval
+        );
+        if !local && !self.cfg.paths.is_empty() {
+            self.path_index = (self.path_index + 1) % self.cfg.paths.len();
+        }
+        self.schedule_attempt(now);
+    }
+
+    /// Arm the backoff for the next attempt (initiator only).
+    fn schedule_attempt(&mut self, now: Timestamp) {
+        if self.cfg.role != Role::Initiator {
+            return;
+        }
+        let r = self.jitter.next();
+        let mut delay = self.cfg.policy.backoff(self.attempt, r);
+        if self.refusals > 0 {
+            delay = delay.min(self.cfg.policy.refused_delay(self.refusals, r));
+        }
+        self.timers.set(TimerKind::Backoff, now + delay);
+    }
+
+    /// Start an attempt if a device can carry one; otherwise keep waiting
+    /// (a device-add event will call again).
+    fn try_attempt(&mut self, now: Timestamp) {
+        if self.state() != State::Recovering || self.cfg.role != Role::Initiator {
+            return;
+        }
+        let viable = self.viable_paths();
+        if viable.is_empty() {
+            tracing::debug!(session = %self.cfg.id, "no device reaches the peer yet");
+            return;
+        }
+        // Prefer the first path when failing back, else keep rotating
+        // from the current one.
+        let pick = if self.cfg.policy.failback {
+            viable[0]
+        } else {
+            *viable
+                .iter()
+                .find(|&&i| i >= self.path_index)
+                .unwrap_or(&viable[0])
+        };
+        self.path_index = pick;
+        self.attempt += 1;
+        self.counters.attempts += 1;
+        self.epoch = self.epoch.next();
+        self.go(State::Reconnecting, Cause::Attempt(self.attempt), now);
+        self.events.push_back(SessionEvent::Recovering {
+            attempt: self.attempt,
+        });
+        let pd = self.resume_private_data();
+        self.actions.push_back(Action::Connect {
+            epoch: self.epoch,
+            path: self.cfg.paths[pick],
+            private_data: pd,
+        });
+        self.timers
+            .set(TimerKind::ConnectTimeout, self.connect_deadline(now));
+    }
+
+    /// When the connection being made now must be up (CM and in-band
+    /// handshake): an initiator's attempt gets
+    /// [`Policy::attempt_timeout`](crate::policy::Policy::attempt_timeout)
+    /// of its number in the outage, a target the whole `connect_timeout`.
+    pub(super) fn connect_deadline(&self, now: Timestamp) -> Timestamp {
+        let p = &self.cfg.policy;
+        now + match self.cfg.role {
+            Role::Initiator => p.attempt_timeout(self.attempt.max(1)),
+            Role::Target => p.connect_timeout,
+        }
+    }
+
+    /// The attempt failed for a reason other than a refusal: the streak of
+    /// refusals ends, the next attempt follows the plain backoff.
+    pub(super) fn attempt_failed(&mut self, why: String, now: Timestamp) {
+        self.refusals = 0;
+        self.attempt_failed_with(why, now);
+    }
+
+    /// The attempt failed; the next one comes after the backoff (or sooner,
+    /// after `refused_backoff`, while `refusals` counts refusals in a row).
+    pub(super) fn attempt_failed_with(&mut self, why: String, now: Timestamp) {
+        if self.state() != State::Reconnecting && self.state() != State::Connecting {
+            return;
+        }
+        tracing::debug!(session = %self.cfg.id, attempt = self.attempt, %why, "attempt failed");
+        self.actions
+            .push_back(Action::TearDown { epoch: self.epoch });
+        self.timers.stop(TimerKind::ConnectTimeout);
+        if self.outage_start.is_none() {
+            // The very first connection failed: the outage starts now.
+            self.outage_start = Some(now);
+            if let Some(t) = self.cfg.policy.ctrl_loss_tmo {
+                self.timers.set(TimerKind::GiveUp, now + t);
+            }
+            if let Some(t) = self.cfg.policy.fast_io_fail_tmo {
+                self.timers.set(TimerKind::FastFail, now + t);
+            }
+        }
+        self.go(State::Recovering, Cause::AttemptFailed(why), now);
+        // Rotate to the next path for the next attempt.
+        if !self.cfg.paths.is_empty() {
+            self.path_index = (self.path_index + 1) % self.cfg.paths.len();
+        }
+        self.schedule_attempt(now);
+    }
+
+    /// Initiator: the attempt of `epoch` failed before a reply (address
+    /// error, unreachable, resource creation failed).
+    pub fn handle_attempt_failed(&mut self, epoch: Epoch, why: &str, now: Timestamp) {
+        if epoch == self.epoch {
+            self.attempt_failed(why.to_string(), now);
+        }
+    }
+
+    /// The transport of `epoch` went down (CM event, async event,
+    /// completion error).
+    pub fn handle_transport_down(&mut self, epoch: Epoch, cause: DownCause, now: Timestamp) {
+        if epoch != self.epoch {
+            return;
+        }
+        if self.state() == State::Reconnecting {
+            self.attempt_failed(format!("transport down during attempt: {cause}"), now);
+        } else {
+            self.lose_transport(cause, now);
+        }
+    }
+
+    /// Time passed: fire what is due.
+    pub fn handle_timeout(&mut self, now: Timestamp) {
+        for t in self.timers.take_expired(now) {
+            match t {
+                TimerKind::Backoff => self.try_attempt(now),
+                // Connected but the in-band handshake did not finish.
+                TimerKind::ConnectTimeout if self.current_device.is_some() => {
+                    self.lose_transport(DownCause::ResyncTimeout, now);
+                }
+                TimerKind::ConnectTimeout => self.attempt_failed("connect timed out".into(), now),
+                TimerKind::GiveUp => {
+                    tracing::warn!(session = %self.cfg.id, "give-up deadline passed");
+                    self.events.push_back(SessionEvent::GaveUp);
+                    self.fail(Cause::GaveUp, OpError::GaveUp, now);
+                }
+                TimerKind::FastFail => {
+                    self.fast_failing = true;
+                    let cs = self.journal.fail_queued(OpError::FastFail);
+                    self.complete(cs);
+                }
+                TimerKind::KeepaliveSend => {
+                    if self.state() == State::Established {
+                        self.keepalive_nonce += 1;
+                        let n = self.keepalive_nonce;
+                        self.send_control(|ack, out| {
+                            wire::encode_keepalive(ack, n, out);
+                            Ok(())
+                        });
+                        if let Some(k) = self.cfg.policy.keepalive {
+                            self.timers.set(TimerKind::KeepaliveSend, now + k);
+                        }
+                    }
+                }
+                TimerKind::AckDelay => {
+                    if matches!(self.state(), State::Established | State::Resyncing)
+                        && self.inbox.last_delivered() > self.last_ack_sent
+                    {
+                        self.send_ack();
+                    }
+                }
+                TimerKind::KeepaliveDeadline => {
+                    if matches!(self.state(), State::Established | State::Resyncing) {
+                        self.lose_transport(DownCause::KeepaliveTimeout, now);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The session ends for good (give-up, stranger peer): tear down,
+    /// disarm every timer, complete every pending operation (`err`, or what
+    /// more is known: [`Journal::fail_all`](crate::journal::Journal::fail_all))
+    /// and go to `Failed`.
+    pub(super) fn fail(&mut self, cause: Cause, err: OpError, now: Timestamp) {
+        if self.state().is_terminal() {
+            return;
+        }
+        if self.current_device.is_some() || self.state() == State::Reconnecting {
+            self.actions
+                .push_back(Action::TearDown { epoch: self.epoch });
+        }
+        self.current_device = None;
+        self.timers.clear();
+        let cs = self.journal.fail_all(err);
+        self.complete(cs);
+        self.go(State::Failed, cause, now);
+    }
+
+    /// Close the session: cancels recovery at once; every pending
+    /// operation fails with `Disconnected`.
+    pub fn close(&mut self, now: Timestamp) {
+        self.close_inner(now, true);
+    }
+
+    /// Close; `tell_peer`: say goodbye first so the peer closes its half
+    /// instead of waiting for a reconnection until its give-up deadline.
+    pub(super) fn close_inner(&mut self, now: Timestamp, tell_peer: bool) {
+        if self.state() == State::Closed {
+            return;
+        }
+        if self.current_device.is_some() {
+            if tell_peer && matches!(self.state(), State::Established | State::Resyncing) {
+                self.send_control(|ack, out| {
+                    wire::encode_close(ack, out);
+                    Ok(())
+                });
+            }
+            self.actions
+                .push_back(Action::Disconnect { epoch: self.epoch });
+        }
+        if self.state() != State::Failed && self.state() != State::Idle {
+            self.actions
+                .push_back(Action::TearDown { epoch: self.epoch });
+        }
+        self.current_device = None;
+        self.timers.clear();
+        let cs = self.journal.fail_all(OpError::Disconnected);
+        self.complete(cs);
+        self.go(State::Closed, Cause::Disconnect, now);
+        self.events.push_back(SessionEvent::Disconnected);
+    }
+}

@@ -1,0 +1,358 @@
+//! The resume handshake and the resync: the CM private data of both roles
+//! (Hello / Welcome for a new session, Resume / Resumed to reconnect one,
+//! Refused), then the advertisement exchange on the new transport. When
+//! both sides have advertised, the journal's replay is posted and the
+//! session is `Established` again.
+
+use std::time::Duration;
+
+use relink_fabric::{DeviceInfo, Timestamp};
+
+use super::{Action, Session, SessionConfig, SessionEvent};
+use crate::auth::SessionSecret;
+use crate::ids::{Epoch, Incarnation, RegionId, Seq};
+use crate::op::OpError;
+use crate::state::{Cause, DownCause, State};
+use crate::timers::TimerKind;
+use crate::wire;
+
+/// A pending connection request at the target, named by the driver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RequestToken(pub u64);
+
+/// Local keys of one region on the current device, as the driver
+/// registered it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LocalKeys {
+    /// The region, by its stable id (the same on every device).
+    pub region: RegionId,
+    /// Its (fixed) address.
+    pub addr: u64,
+    /// rkey on the current device.
+    pub rkey: u32,
+}
+
+impl Session {
+    /// The CONNECT private data of the next attempt: a Resume signed with
+    /// the session secret once there is one, a Hello before.
+    pub(super) fn resume_private_data(&self) -> Vec<u8> {
+        match &self.secret {
+            Some(secret) => wire::ConnectData::Resume(wire::Resume::sign(
+                secret,
+                self.cfg.id,
+                self.epoch,
+                self.inbox.last_delivered(),
+            ))
+            .to_vec(),
+            None => wire::ConnectData::Hello(wire::Hello {
+                session: self.cfg.id,
+                incarnation: self.cfg.incarnation,
+            })
+            .to_vec(),
+        }
+    }
+
+    /// Initiator: the connection of `epoch` is established on `device`;
+    /// `private_data` is the target's accept data; `local` are the rkeys of
+    /// the regions the driver registered.
+    pub fn handle_connected(
+        &mut self,
+        epoch: Epoch,
+        device: DeviceInfo,
+        private_data: &[u8],
+        local: Vec<LocalKeys>,
+        now: Timestamp,
+    ) {
+        if epoch != self.epoch || !matches!(self.state(), State::Connecting | State::Reconnecting) {
+            return;
+        }
+        let reply = match wire::AcceptData::decode(private_data) {
+            Ok(r) => r,
+            Err(e) => {
+                self.attempt_failed(format!("bad accept data: {e}"), now);
+                return;
+            }
+        };
+        match reply {
+            wire::AcceptData::Welcome(wire::Welcome {
+                session,
+                incarnation,
+                secret,
+            }) => {
+                if session != self.cfg.id || self.secret.is_some() {
+                    self.attempt_failed("unexpected welcome".into(), now);
+                    return;
+                }
+                self.secret = Some(secret);
+                self.peer_incarnation = Some(incarnation);
+                self.start_resync(device, local, Seq(0), now);
+            }
+            wire::AcceptData::Resumed(r) => {
+                let Some(secret) = &self.secret else {
+                    self.attempt_failed("resume reply to a hello".into(), now);
+                    return;
+                };
+                if r.session != self.cfg.id || r.epoch != self.epoch || !r.verify(secret) {
+                    self.attempt_failed("resume reply failed authentication".into(), now);
+                    return;
+                }
+                if self.peer_incarnation != Some(r.incarnation) {
+                    let why = "the peer restarted (new incarnation)".to_string();
+                    self.events.push_back(SessionEvent::PeerLost {
+                        reason: why.clone(),
+                    });
+                    self.fail(Cause::PeerLost(why), OpError::PeerLost, now);
+                    return;
+                }
+                self.start_resync(device, local, r.last_delivered, now);
+            }
+        }
+    }
+
+    /// Initiator: the target refused the connection of `epoch`.
+    pub fn handle_rejected(&mut self, epoch: Epoch, private_data: &[u8], now: Timestamp) {
+        if epoch != self.epoch {
+            return;
+        }
+        match wire::RejectData::decode(private_data).map(|wire::RejectData::Refused(r)| r.reason) {
+            Ok(wire::RefuseReason::UnknownSession) if self.secret.is_some() => {
+                let why = "the peer does not know this session (it restarted)".to_string();
+                self.events.push_back(SessionEvent::PeerLost {
+                    reason: why.clone(),
+                });
+                self.fail(Cause::PeerLost(why), OpError::PeerLost, now);
+            }
+            Ok(wire::RefuseReason::BadAuthenticator) => {
+                let why = "the peer refused our authenticator".to_string();
+                self.events.push_back(SessionEvent::PeerLost {
+                    reason: why.clone(),
+                });
+                self.fail(Cause::PeerLost(why), OpError::PeerLost, now);
+            }
+            Ok(reason) => self.attempt_failed(format!("refused: {reason:?}"), now),
+            Err(_) => {
+                // The peer's CM answered for it: host and device are there,
+                // the application is not listening (yet).
+                self.refusals = self.refusals.saturating_add(1);
+                self.attempt_failed_with("rejected (no listener?)".into(), now);
+            }
+        }
+    }
+
+    /// Target: a new session from a Hello. `secret` must be 32 fresh random
+    /// bytes. Returns the session with an [`Action::Accept`] queued.
+    pub fn accept_hello(
+        cfg: SessionConfig,
+        request: RequestToken,
+        peer_incarnation: Incarnation,
+        secret: [u8; 32],
+        now: Timestamp,
+    ) -> Result<Session, crate::policy::PolicyError> {
+        let mut s = Session::new(cfg, now)?;
+        let secret = SessionSecret::from_bytes(secret);
+        s.peer_incarnation = Some(peer_incarnation);
+        s.epoch = Epoch(1);
+        s.go(State::Connecting, Cause::Connect, now);
+        let pd = wire::AcceptData::Welcome(wire::Welcome {
+            session: s.cfg.id,
+            incarnation: s.cfg.incarnation,
+            secret: secret.clone(),
+        })
+        .to_vec();
+        s.secret = Some(secret);
+        s.actions.push_back(Action::Accept {
+            epoch: s.epoch,
+            request,
+            private_data: pd,
+        });
+        s.timers.set(
+            TimerKind::ConnectTimeout,
+            now + s.cfg.policy.connect_timeout,
+        );
+        Ok(s)
+    }
+
+    /// Target: a resume request for this session. Verifies it and queues
+    /// an [`Action::Accept`] (or [`Action::Reject`]).
+    pub fn handle_resume_request(
+        &mut self,
+        request: RequestToken,
+        resume: &wire::Resume,
+        now: Timestamp,
+    ) {
+        let refuse = |s: &mut Session, reason| {
+            s.actions.push_back(Action::Reject {
+                request,
+                private_data: wire::RejectData::Refused(wire::Refused { reason }).to_vec(),
+            });
+        };
+        if self.state().is_terminal() {
+            refuse(self, wire::RefuseReason::UnknownSession);
+            return;
+        }
+        let Some(secret) = self.secret.clone() else {
+            refuse(self, wire::RefuseReason::UnknownSession);
+            return;
+        };
+        if !resume.verify(&secret) {
+            refuse(self, wire::RefuseReason::BadAuthenticator);
+            return;
+        }
+        if resume.epoch <= self.epoch {
+            refuse(self, wire::RefuseReason::StaleEpoch);
+            return;
+        }
+        // The initiator reconnected: whatever we thought of the old
+        // transport, it is gone.
+        if self.state() != State::Recovering {
+            self.lose_transport(DownCause::CmDisconnected, now);
+        }
+        self.epoch = resume.epoch;
+        let reply = wire::Resumed::sign(
+            &secret,
+            self.cfg.id,
+            self.epoch,
+            self.cfg.incarnation,
+            self.inbox.last_delivered(),
+        );
+        self.actions.push_back(Action::Accept {
+            epoch: self.epoch,
+            request,
+            private_data: wire::AcceptData::Resumed(reply).to_vec(),
+        });
+        self.pending_peer_delivered = resume.last_delivered;
+        self.go(State::Reconnecting, Cause::Attempt(1), now);
+        self.timers
+            .set(TimerKind::ConnectTimeout, self.connect_deadline(now));
+    }
+
+    /// Target: the accepted connection of `epoch` is established.
+    pub fn handle_accepted(
+        &mut self,
+        epoch: Epoch,
+        device: DeviceInfo,
+        local: Vec<LocalKeys>,
+        now: Timestamp,
+    ) {
+        if epoch != self.epoch || !matches!(self.state(), State::Connecting | State::Reconnecting) {
+            return;
+        }
+        let delivered = self.pending_peer_delivered;
+        self.start_resync(device, local, delivered, now);
+    }
+
+    /// The transport of the current epoch is up (CM established) and the
+    /// handshake checked out: exchange advertisements.
+    fn start_resync(
+        &mut self,
+        device: DeviceInfo,
+        local: Vec<LocalKeys>,
+        peer_delivered: Seq,
+        now: Timestamp,
+    ) {
+        // The connect timeout keeps running through the in-band handshake:
+        // a connection that CM established but that carries nothing (a
+        // broken data path) is abandoned after it, not after the keepalive.
+        self.timers
+            .set(TimerKind::ConnectTimeout, self.connect_deadline(now));
+        self.timers.stop(TimerKind::Backoff);
+        if self.first_guid.is_none() {
+            self.first_guid = Some(device.node_guid);
+        }
+        self.current_device = Some(device);
+        self.local_keys = local;
+        self.peer_keys.begin(self.epoch);
+        let first = self.state() == State::Connecting;
+        if !first {
+            let cs = self
+                .journal
+                .resume(peer_delivered, self.cfg.policy.replay_atomics);
+            self.complete(cs);
+            self.replaying = self.journal.pending_replays() as u64;
+        } else {
+            let completions = &mut self.completions;
+            self.journal
+                .on_peer_delivered_with(peer_delivered, |c| completions.push_back(c));
+        }
+        self.peer_delivered = self.peer_delivered.max(peer_delivered);
+        if !first {
+            self.go(State::Resyncing, Cause::Accepted, now);
+        }
+        // Advertise every advertised region for this epoch, then say done.
+        let adverts: Vec<wire::Advert> = self
+            .cfg
+            .spec
+            .regions
+            .iter()
+            .filter(|r| r.advertise)
+            .filter_map(|r| {
+                let k = self.local_keys.iter().find(|k| k.region == r.id)?;
+                Some(wire::Advert {
+                    epoch: self.epoch,
+                    region: r.id,
+                    addr: k.addr,
+                    len: r.len,
+                    rkey: k.rkey,
+                    access: r.access.bits(),
+                })
+            })
+            .collect();
+        let per_message = self.max_message() / wire::ADVERT_LEN;
+        for chunk in adverts.chunks(per_message.clamp(1, wire::MAX_ADVERTS_PER_MESSAGE)) {
+            self.counters.adverts_sent += chunk.len() as u64;
+            self.send_control(|ack, out| wire::encode_adverts(Seq(0), ack, chunk, out));
+        }
+        let epoch = self.epoch;
+        self.send_control(|ack, out| wire::encode_advert_done(Seq(0), ack, epoch, out));
+        self.arm_keepalive(now);
+    }
+
+    /// Arm the keepalive probe and the silence deadline, as the policy
+    /// asks.
+    fn arm_keepalive(&mut self, now: Timestamp) {
+        if let Some(k) = self.cfg.policy.keepalive {
+            self.timers.set(TimerKind::KeepaliveSend, now + k);
+        }
+        if let Some(d) = self.cfg.policy.keepalive_deadline() {
+            self.timers.set(TimerKind::KeepaliveDeadline, now + d);
+        }
+    }
+
+    /// Both sides advertised: traffic flows.
+    pub(super) fn finish_resync(&mut self, now: Timestamp) {
+        let first = self.state() == State::Connecting;
+        let downtime = self
+            .outage_start
+            .take()
+            .map(|s| now - s)
+            .unwrap_or_default();
+        self.timers.stop(TimerKind::GiveUp);
+        self.timers.stop(TimerKind::FastFail);
+        self.timers.stop(TimerKind::ConnectTimeout);
+        self.fast_failing = false;
+        self.attempt = 0;
+        self.refusals = 0;
+        self.go(
+            State::Established,
+            if first {
+                Cause::Accepted
+            } else {
+                Cause::Resynced
+            },
+            now,
+        );
+        if !first || downtime > Duration::ZERO {
+            self.counters.resumes += 1;
+            self.counters.downtime_ns += u64::try_from(downtime.as_nanos()).unwrap_or(u64::MAX);
+            let replayed = std::mem::take(&mut self.replaying);
+            self.counters.replayed += replayed;
+            self.events.push_back(SessionEvent::Resumed {
+                downtime,
+                replayed,
+                deduplicated: self.inbox.duplicates(),
+                device: self.current_device.as_ref().map(|d| d.id.clone()),
+            });
+        }
+        self.pump(now);
+    }
+}

@@ -1,0 +1,416 @@
+//! In-band messages, one per SEND once a connection is up: the
+//! [`MsgHeader`] every message starts with, the typed [`MsgBody`] (data,
+//! advertisements, acks, keepalives, close) and their encoders and
+//! decoders. The byte layout is in the [module docs](super).
+
+use super::cursor::{put_u32, put_u64, Cursor};
+use super::{WireError, ADVERT_LEN, HEADER_LEN, MAX_ADVERTS_PER_MESSAGE, MAX_PAYLOAD_LEN, VERSION};
+use crate::ids::{Epoch, RegionId, Seq};
+
+/// The kind of an in-band message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MsgKind {
+    /// An application message (sequenced).
+    Data,
+    /// Buffer advertisements for an epoch (sequenced).
+    Advert,
+    /// The sender advertised every buffer for an epoch (sequenced).
+    AdvertDone,
+    /// A bare acknowledgement: only the header's `ack` (not sequenced).
+    Ack,
+    /// A liveness probe (not sequenced).
+    Keepalive,
+    /// The answer to a probe, echoing its nonce (not sequenced).
+    KeepaliveReply,
+    /// The sender closed the session on purpose: the receiver closes its
+    /// half instead of waiting for a reconnection (not sequenced).
+    Close,
+}
+
+impl MsgKind {
+    /// Every kind, in code order.
+    pub const ALL: [MsgKind; 7] = [
+        MsgKind::Data,
+        MsgKind::Advert,
+        MsgKind::AdvertDone,
+        MsgKind::Ack,
+        MsgKind::Keepalive,
+        MsgKind::KeepaliveReply,
+        MsgKind::Close,
+    ];
+
+    /// The kind's byte on the wire.
+    pub fn code(self) -> u8 {
+        match self {
+            MsgKind::Data => 1,
+            MsgKind::Advert => 2,
+            MsgKind::AdvertDone => 3,
+            MsgKind::Ack => 4,
+            MsgKind::Keepalive => 5,
+            MsgKind::KeepaliveReply => 6,
+            MsgKind::Close => 7,
+        }
+    }
+
+    /// The kind with wire byte `code`, if any.
+    pub fn from_code(code: u8) -> Option<MsgKind> {
+        MsgKind::ALL.into_iter().find(|k| k.code() == code)
+    }
+
+    /// Whether messages of this kind carry a sequence number (>= 1) and are
+    /// delivered exactly once, in order, across transports; the others carry
+    /// seq 0. Only application data is sequenced: advertisements belong to
+    /// one epoch (they are re-sent, never replayed, after a loss), and RC
+    /// ordering within the epoch is all they need.
+    pub fn is_sequenced(self) -> bool {
+        matches!(self, MsgKind::Data)
+    }
+}
+
+/// The fixed header that starts every in-band message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct MsgHeader {
+    /// What the payload is.
+    pub kind: MsgKind,
+    /// The message's sequence number (>= 1 if sequenced, else 0).
+    pub seq: Seq,
+    /// Piggybacked acknowledgement: the highest sequence number the sender
+    /// delivered from the peer.
+    pub ack: Seq,
+    /// Payload length in bytes (<= [`MAX_PAYLOAD_LEN`]).
+    pub len: u32,
+}
+
+impl MsgHeader {
+    /// Checks the sequence rule of the kind and the payload length bound.
+    pub fn validate(&self) -> Result<(), WireError> {
+        check_seq(self.kind, self.seq)?;
+        check_payload_len(self.len as usize)
+    }
+
+    /// The header's encoding, for a driver that sends the header and the
+    /// payload from separate buffers (scatter/gather).
+    pub fn to_bytes(&self) -> Result<[u8; HEADER_LEN], WireError> {
+        self.validate()?;
+        Ok(header_bytes(self.kind, self.seq, self.ack, self.len))
+    }
+}
+
+/// The encoding of a header (not checked).
+fn header_bytes(kind: MsgKind, seq: Seq, ack: Seq, len: u32) -> [u8; HEADER_LEN] {
+    let mut out = [0u8; HEADER_LEN];
+    out[0] = VERSION;
+    out[1] = kind.code();
+    out[2..10].copy_from_slice(&seq.0.to_be_bytes());
+    out[10..18].copy_from_slice(&ack.0.to_be_bytes());
+    out[18..22].copy_from_slice(&len.to_be_bytes());
+    out
+}
+
+fn check_seq(kind: MsgKind, seq: Seq) -> Result<(), WireError> {
+    if kind.is_sequenced() == (seq.0 != 0) {
+        Ok(())
+    } else {
+        Err(WireError::BadSeq { kind, seq })
+    }
+}
+
+fn check_payload_len(len: usize) -> Result<(), WireError> {
+    if len > MAX_PAYLOAD_LEN {
+        return Err(WireError::TooLong {
+            what: "message payload",
+            len,
+            max: MAX_PAYLOAD_LEN,
+        });
+    }
+    Ok(())
+}
+
+/// Appends a valid header; the caller has checked `len`.
+fn put_header(kind: MsgKind, seq: Seq, ack: Seq, len: usize, out: &mut Vec<u8>) {
+    debug_assert!(len <= MAX_PAYLOAD_LEN);
+    // MAX_PAYLOAD_LEN < u32::MAX, so this never saturates.
+    let len = u32::try_from(len).unwrap_or(u32::MAX);
+    out.extend_from_slice(&header_bytes(kind, seq, ack, len));
+}
+
+/// Appends a message of `kind` with `payload` to `out`.
+///
+/// Fails, leaving `out` untouched, if `seq` breaks the kind's rule
+/// ([`MsgKind::is_sequenced`]) or the payload exceeds [`MAX_PAYLOAD_LEN`].
+/// The payload is not checked against the kind: see [`encode_body`] for
+/// typed control payloads.
+pub fn encode_message(
+    kind: MsgKind,
+    seq: Seq,
+    ack: Seq,
+    payload: &[u8],
+    out: &mut Vec<u8>,
+) -> Result<(), WireError> {
+    check_seq(kind, seq)?;
+    check_payload_len(payload.len())?;
+    out.reserve(HEADER_LEN + payload.len());
+    put_header(kind, seq, ack, payload.len(), out);
+    out.extend_from_slice(payload);
+    Ok(())
+}
+
+/// Decodes a message's header and returns it with its payload (exactly
+/// `len` bytes). Checks version, kind, sequence rule and lengths, not the
+/// payload's contents: parse those with [`MsgBody::parse`] (or use
+/// [`decode_typed`]).
+pub fn decode_message(msg: &[u8]) -> Result<(MsgHeader, &[u8]), WireError> {
+    let mut c = Cursor::new(msg);
+    c.version()?;
+    let code = c.u8("message kind")?;
+    let kind = MsgKind::from_code(code).ok_or(WireError::UnknownTag {
+        what: "message kind",
+        tag: code,
+    })?;
+    let seq = c.seq("seq")?;
+    check_seq(kind, seq)?;
+    let ack = c.seq("ack")?;
+    let len = c.u32("payload length")?;
+    check_payload_len(len as usize)?;
+    let payload = c.take(len as usize, "payload")?;
+    c.finish("message")?;
+    Ok((
+        MsgHeader {
+            kind,
+            seq,
+            ack,
+            len,
+        },
+        payload,
+    ))
+}
+
+/// One buffer advertisement: the peer may access `len` bytes at `addr` with
+/// `rkey` during `epoch`; operations name it by `region`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Advert {
+    /// The epoch the key belongs to.
+    pub epoch: Epoch,
+    /// The stable region id (same on every device).
+    pub region: RegionId,
+    /// Remote address of the region's first byte in this epoch.
+    pub addr: u64,
+    /// Length of the region in bytes.
+    pub len: u64,
+    /// Remote key in this epoch.
+    pub rkey: u32,
+    /// Access flags granted to the peer (the fabric's bits).
+    pub access: u32,
+}
+
+impl Advert {
+    fn put(&self, out: &mut Vec<u8>) {
+        put_u32(out, self.epoch.0);
+        put_u32(out, self.region.0);
+        put_u64(out, self.addr);
+        put_u64(out, self.len);
+        put_u32(out, self.rkey);
+        put_u32(out, self.access);
+    }
+
+    fn read(c: &mut Cursor<'_>) -> Result<Advert, WireError> {
+        Ok(Advert {
+            epoch: c.epoch()?,
+            region: RegionId(c.u32("region")?),
+            addr: c.u64("addr")?,
+            len: c.u64("len")?,
+            rkey: c.u32("rkey")?,
+            access: c.u32("access")?,
+        })
+    }
+}
+
+/// The typed payload of an in-band message.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum MsgBody<'a> {
+    /// An application message.
+    Data(&'a [u8]),
+    /// Buffer advertisements (at most [`MAX_ADVERTS_PER_MESSAGE`]).
+    Adverts(Vec<Advert>),
+    /// The sender advertised everything for `epoch`.
+    AdvertDone {
+        /// The epoch whose advertisement is complete.
+        epoch: Epoch,
+    },
+    /// A bare acknowledgement.
+    Ack,
+    /// A liveness probe.
+    Keepalive {
+        /// Echoed by the reply.
+        nonce: u64,
+    },
+    /// The answer to a [`MsgBody::Keepalive`].
+    KeepaliveReply {
+        /// The probe's nonce.
+        nonce: u64,
+    },
+    /// The peer closed the session on purpose.
+    Close,
+}
+
+impl<'a> MsgBody<'a> {
+    /// The kind of message that carries this body.
+    pub fn kind(&self) -> MsgKind {
+        match self {
+            MsgBody::Data(_) => MsgKind::Data,
+            MsgBody::Adverts(_) => MsgKind::Advert,
+            MsgBody::AdvertDone { .. } => MsgKind::AdvertDone,
+            MsgBody::Ack => MsgKind::Ack,
+            MsgBody::Keepalive { .. } => MsgKind::Keepalive,
+            MsgBody::KeepaliveReply { .. } => MsgKind::KeepaliveReply,
+            MsgBody::Close => MsgKind::Close,
+        }
+    }
+
+    /// Parses the payload of a message of `kind` (exact length, no
+    /// trailing bytes).
+    pub fn parse(kind: MsgKind, payload: &'a [u8]) -> Result<MsgBody<'a>, WireError> {
+        let mut c = Cursor::new(payload);
+        let body = match kind {
+            // The application's bytes, uninterpreted.
+            MsgKind::Data => return Ok(MsgBody::Data(payload)),
+            MsgKind::Advert => {
+                let count = usize::from(c.u16("advert count")?);
+                // Check the whole length first: no allocation for a lie.
+                if count * ADVERT_LEN > c.remaining() {
+                    return Err(WireError::Truncated {
+                        what: "adverts",
+                        offset: c.pos,
+                        needed: count * ADVERT_LEN,
+                        available: c.remaining(),
+                    });
+                }
+                let mut adverts = Vec::with_capacity(count);
+                for _ in 0..count {
+                    adverts.push(Advert::read(&mut c)?);
+                }
+                MsgBody::Adverts(adverts)
+            }
+            MsgKind::AdvertDone => MsgBody::AdvertDone { epoch: c.epoch()? },
+            MsgKind::Ack => MsgBody::Ack,
+            MsgKind::Keepalive => MsgBody::Keepalive {
+                nonce: c.u64("nonce")?,
+            },
+            MsgKind::KeepaliveReply => MsgBody::KeepaliveReply {
+                nonce: c.u64("nonce")?,
+            },
+            MsgKind::Close => MsgBody::Close,
+        };
+        c.finish("message payload")?;
+        Ok(body)
+    }
+
+    /// Length of the encoded payload.
+    fn payload_len(&self) -> usize {
+        match self {
+            MsgBody::Data(d) => d.len(),
+            MsgBody::Adverts(a) => 2 + a.len() * ADVERT_LEN,
+            MsgBody::AdvertDone { .. } => 4,
+            MsgBody::Ack | MsgBody::Close => 0,
+            MsgBody::Keepalive { .. } | MsgBody::KeepaliveReply { .. } => 8,
+        }
+    }
+}
+
+/// Decodes a whole message: header and typed body.
+pub fn decode_typed(msg: &[u8]) -> Result<(MsgHeader, MsgBody<'_>), WireError> {
+    let (header, payload) = decode_message(msg)?;
+    Ok((header, MsgBody::parse(header.kind, payload)?))
+}
+
+/// Appends a message carrying `body` (its kind is `body.kind()`).
+///
+/// Fails, leaving `out` untouched, on a sequence number that breaks the
+/// kind's rule, a payload over [`MAX_PAYLOAD_LEN`] or more than
+/// [`MAX_ADVERTS_PER_MESSAGE`] adverts.
+pub fn encode_body(
+    seq: Seq,
+    ack: Seq,
+    body: &MsgBody<'_>,
+    out: &mut Vec<u8>,
+) -> Result<(), WireError> {
+    match body {
+        MsgBody::Data(d) => encode_message(MsgKind::Data, seq, ack, d, out),
+        MsgBody::Adverts(a) => encode_adverts(seq, ack, a, out),
+        _ => {
+            let kind = body.kind();
+            check_seq(kind, seq)?;
+            put_header(kind, seq, ack, body.payload_len(), out);
+            match body {
+                MsgBody::AdvertDone { epoch } => put_u32(out, epoch.0),
+                MsgBody::Keepalive { nonce } | MsgBody::KeepaliveReply { nonce } => {
+                    put_u64(out, *nonce)
+                }
+                _ => {}
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Appends an `Advert` message carrying `adverts` (see [`encode_body`]).
+pub fn encode_adverts(
+    seq: Seq,
+    ack: Seq,
+    adverts: &[Advert],
+    out: &mut Vec<u8>,
+) -> Result<(), WireError> {
+    check_seq(MsgKind::Advert, seq)?;
+    if adverts.len() > MAX_ADVERTS_PER_MESSAGE {
+        return Err(WireError::TooLong {
+            what: "advert count",
+            len: adverts.len(),
+            max: MAX_ADVERTS_PER_MESSAGE,
+        });
+    }
+    let len = 2 + adverts.len() * ADVERT_LEN;
+    out.reserve(HEADER_LEN + len);
+    put_header(MsgKind::Advert, seq, ack, len, out);
+    // Checked above: the count fits in a u16.
+    out.extend_from_slice(
+        &u16::try_from(adverts.len())
+            .unwrap_or(u16::MAX)
+            .to_be_bytes(),
+    );
+    for a in adverts {
+        a.put(out);
+    }
+    Ok(())
+}
+
+/// Appends an `AdvertDone { epoch }` message (`seq` must be >= 1).
+pub fn encode_advert_done(
+    seq: Seq,
+    ack: Seq,
+    epoch: Epoch,
+    out: &mut Vec<u8>,
+) -> Result<(), WireError> {
+    encode_body(seq, ack, &MsgBody::AdvertDone { epoch }, out)
+}
+
+/// Appends an `Ack` message (seq 0, no payload).
+pub fn encode_ack(ack: Seq, out: &mut Vec<u8>) {
+    put_header(MsgKind::Ack, Seq(0), ack, 0, out);
+}
+
+/// Appends a `Close` message (seq 0, no payload).
+pub fn encode_close(ack: Seq, out: &mut Vec<u8>) {
+    put_header(MsgKind::Close, Seq(0), ack, 0, out);
+}
+
+/// Appends a `Keepalive { nonce }` message (seq 0).
+pub fn encode_keepalive(ack: Seq, nonce: u64, out: &mut Vec<u8>) {
+    put_header(MsgKind::Keepalive, Seq(0), ack, 8, out);
+    put_u64(out, nonce);
+}
+
+/// Appends a `KeepaliveReply { nonce }` message (seq 0).
+pub fn encode_keepalive_reply(ack: Seq, nonce: u64, out: &mut Vec<u8>) {
+    put_header(MsgKind::KeepaliveReply, Seq(0), ack, 8, out);
+    put_u64(out, nonce);
+}
