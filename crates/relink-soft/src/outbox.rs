@@ -77,9 +77,4 @@ impl Outbox {
             ..Outbox::default()
         }
     }
-
-    /// Whether the call asked for nothing.
-    pub fn is_empty(&self) -> bool {
-        self.packets.is_empty() && self.timers.is_empty() && self.controls.is_empty()
-    }
 }

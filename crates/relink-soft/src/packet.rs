@@ -4,7 +4,7 @@
 //! through its virtual-time queue, the TCP fabric encodes them with
 //! [`crate::wire`].
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 
 use relink_fabric::{ConnParams, RejectReason};
 
@@ -128,19 +128,6 @@ pub enum CmMsg {
     },
 }
 
-impl CmMsg {
-    /// The connection id the message belongs to.
-    pub fn conn_id(&self) -> u64 {
-        match self {
-            CmMsg::Req { conn_id, .. }
-            | CmMsg::Rep { conn_id, .. }
-            | CmMsg::Rtu { conn_id }
-            | CmMsg::Rej { conn_id, .. }
-            | CmMsg::Dreq { conn_id, .. } => *conn_id,
-        }
-    }
-}
-
 /// An RC request operation with its payload.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ReqOp {
@@ -223,9 +210,4 @@ pub enum RespKind {
     AtomicOrig(u64),
     /// `psn` failed (earlier requests are acknowledged).
     Nak(NakCode),
-}
-
-/// The socket address of a CM endpoint.
-pub fn sock(ip: IpAddr, port: u16) -> SocketAddr {
-    SocketAddr::new(ip, port)
 }

@@ -287,11 +287,6 @@ impl HostState {
         }
     }
 
-    /// The host's name.
-    pub fn name(&self) -> &str {
-        &self.cfg.name
-    }
-
     /// Counters of the host's payload buffer pool.
     pub fn pool_stats(&self) -> PoolStats {
         self.pool.stats()

@@ -256,6 +256,7 @@ impl<'a> Cursor<'a> {
 
 /// Decodes one whole frame (header and body, as [`encode`] writes it and
 /// [`FrameReader::next_frame`] yields it).
+#[cfg(any(test, feature = "fuzzing"))]
 pub fn decode(frame: &[u8]) -> Result<Packet, WireError> {
     decode_with(frame, None)
 }

@@ -4,12 +4,9 @@
 
 use std::net::IpAddr;
 
-use relink_fabric::{
-    ConnParams, RejectReason, MAX_ACCEPT_PRIVATE_DATA, MAX_CONNECT_PRIVATE_DATA,
-    MAX_REJECT_PRIVATE_DATA,
-};
+use relink_fabric::{ConnParams, RejectReason, MAX_ACCEPT_PRIVATE_DATA, MAX_REJECT_PRIVATE_DATA};
 
-use super::{check_len, WireError, HEADER_LEN, MAX_PAYLOAD, VERSION};
+use super::{HEADER_LEN, VERSION};
 use crate::packet::{Body, CmMsg, NakCode, Packet, ReqOp, RespKind};
 
 fn put_u8(out: &mut Vec<u8>, v: u8) {
@@ -282,43 +279,9 @@ pub fn encode(p: &Packet, out: &mut Vec<u8>) {
 }
 
 /// `p` encoded as one frame in a new vector.
+#[cfg(any(test, feature = "fuzzing"))]
 pub fn encode_to_vec(p: &Packet) -> Vec<u8> {
     let mut out = Vec::new();
     encode(p, &mut out);
     out
-}
-
-/// Checks that `p` fits the wire's bounds: private data within the CM limits
-/// (56 / 196 / 148 bytes) and payloads within [`MAX_PAYLOAD`]. A packet that
-/// passes decodes back to itself.
-pub fn validate(p: &Packet) -> Result<(), WireError> {
-    match &p.body {
-        Body::ArpRequest { .. } | Body::ArpReply { .. } => Ok(()),
-        Body::Cm(CmMsg::Req { private_data, .. }) => check_len(
-            "connect private data",
-            private_data.len(),
-            MAX_CONNECT_PRIVATE_DATA,
-        ),
-        Body::Cm(CmMsg::Rep { private_data, .. }) => check_len(
-            "accept private data",
-            private_data.len(),
-            MAX_ACCEPT_PRIVATE_DATA,
-        ),
-        Body::Cm(CmMsg::Rej { private_data, .. }) => check_len(
-            "reject private data",
-            private_data.len(),
-            MAX_REJECT_PRIVATE_DATA,
-        ),
-        Body::Cm(CmMsg::Rtu { .. } | CmMsg::Dreq { .. }) => Ok(()),
-        Body::Request { op, .. } => match op {
-            ReqOp::Send { data, .. } | ReqOp::Write { data, .. } => {
-                check_len("payload", data.len(), MAX_PAYLOAD)
-            }
-            ReqOp::Read { .. } | ReqOp::FetchAdd { .. } | ReqOp::CmpSwap { .. } => Ok(()),
-        },
-        Body::Response { kind, .. } => match kind {
-            RespKind::ReadData(data) => check_len("payload", data.len(), MAX_PAYLOAD),
-            RespKind::Ack | RespKind::AtomicOrig(_) | RespKind::Nak(_) => Ok(()),
-        },
-    }
 }

@@ -1,10 +1,7 @@
 //! [`FrameReader`]: cuts the byte stream of a TCP connection into frames,
 //! refusing an oversized frame as soon as its header is in.
 
-use std::io;
-
-use super::{decode, WireError, HEADER_LEN, MAX_FRAME};
-use crate::packet::Packet;
+use super::{WireError, HEADER_LEN, MAX_FRAME};
 
 /// Cuts a byte stream into frames.
 ///
@@ -33,6 +30,7 @@ impl Default for FrameReader {
 
 impl FrameReader {
     /// How much [`FrameReader::read_from`] reads at most per call.
+    #[cfg(test)]
     pub const READ_CHUNK: usize = 64 * 1024;
 
     /// A reader accepting bodies up to [`MAX_FRAME`] bytes.
@@ -52,11 +50,13 @@ impl FrameReader {
     }
 
     /// Bytes received and not yet taken out as frames.
+    #[cfg(any(test, feature = "fuzzing"))]
     pub fn buffered(&self) -> usize {
         self.buf.len() - self.start
     }
 
     /// Whether the reader has failed on an oversized frame.
+    #[cfg(any(test, feature = "fuzzing"))]
     pub fn is_failed(&self) -> bool {
         self.failed.is_some()
     }
@@ -81,7 +81,8 @@ impl FrameReader {
 
     /// Reads once from `r` (at most [`FrameReader::READ_CHUNK`] bytes) into
     /// the buffer; returns what `read` returned (0 = end of stream).
-    pub fn read_from<R: io::Read + ?Sized>(&mut self, r: &mut R) -> io::Result<usize> {
+    #[cfg(test)]
+    pub fn read_from<R: std::io::Read + ?Sized>(&mut self, r: &mut R) -> std::io::Result<usize> {
         self.compact();
         let old = self.buf.len();
         self.buf.resize(old + Self::READ_CHUNK, 0);
@@ -136,10 +137,11 @@ impl FrameReader {
     /// The next complete frame, decoded; `None` if more bytes are needed. A
     /// frame that does not decode is consumed and its error returned; the
     /// next call goes on with the following frame.
-    pub fn next_packet(&mut self) -> Result<Option<Packet>, WireError> {
+    #[cfg(test)]
+    pub fn next_packet(&mut self) -> Result<Option<crate::packet::Packet>, WireError> {
         match self.next_frame()? {
             None => Ok(None),
-            Some(frame) => decode(&frame).map(Some),
+            Some(frame) => super::decode(&frame).map(Some),
         }
     }
 }

@@ -46,16 +46,25 @@ mod encode;
 mod frame;
 #[cfg(test)]
 mod tests;
+#[cfg(any(test, feature = "fuzzing"))]
+mod validate;
 
-pub use decode::{decode, decode_in};
-pub use encode::{encode, encode_to_vec, validate};
+pub use decode::decode_in;
+pub use encode::encode;
 pub use frame::FrameReader;
+
+// The transport decodes only into its pools and never validates: these serve
+// the tests and the fuzz targets.
+#[cfg(any(test, feature = "fuzzing"))]
+pub use {decode::decode, encode::encode_to_vec, validate::validate};
 
 /// Version byte that starts every body.
 pub const VERSION: u8 = 1;
 /// Length of the frame header (the body length).
 pub const HEADER_LEN: usize = 4;
-/// Largest SEND/WRITE payload or READ response carried in one packet.
+/// Largest SEND or WRITE payload, or READ response, in bytes, that the TCP
+/// fabric carries in one packet; a frame with a larger one does not decode, and
+/// the receiving process drops the connection.
 pub const MAX_PAYLOAD: usize = 16 << 20;
 /// Largest body accepted: a maximal payload plus room for the headers.
 pub const MAX_FRAME: usize = MAX_PAYLOAD + 1024;
