@@ -441,7 +441,9 @@ impl HostState {
         }
     }
 
-    /// Destroy an id.
+    /// Destroy an id: a connection it holds is ended as by
+    /// [`cm_disconnect`](Self::cm_disconnect) (without a `Disconnected`
+    /// event), a listener stops listening.
     pub fn cm_destroy_id(&mut self, id: CmId, out: &mut Outbox) -> Result<Destroyed, DestroyError> {
         let Some(cm) = self.cm_ids.get(&id.0) else {
             return Err(DestroyError::InvalidHandle("CM id"));

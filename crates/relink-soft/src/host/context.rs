@@ -151,7 +151,8 @@ impl HostState {
         Ok(())
     }
 
-    /// Poll a CQ.
+    /// Moves up to `max` completions of a CQ, oldest first, to the end of
+    /// `out`; returns how many.
     pub fn poll_cq(
         &mut self,
         cq: CqId,

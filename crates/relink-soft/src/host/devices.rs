@@ -17,7 +17,7 @@ use crate::outbox::{Control, Outbox, Outgoing};
 use crate::packet::{Body, CmMsg, Packet};
 
 impl HostState {
-    /// Devices present.
+    /// The devices present, by name.
     pub fn devices(&self) -> Vec<DeviceInfo> {
         self.devices.values().map(|d| d.info.clone()).collect()
     }

@@ -63,12 +63,12 @@ impl HostState {
         self.cm_event(cookie, CmEventKind::AddrResolved);
     }
 
-    /// Next event.
+    /// The oldest queued event (device, async or CM), if any.
     pub fn poll_event(&mut self) -> Option<Event> {
         self.events.pop_front()
     }
 
-    /// Live objects.
+    /// How many objects of each kind exist on the host (all devices).
     pub fn object_counts(&self) -> ObjectCounts {
         ObjectCounts {
             contexts: self.ctxs.len(),

@@ -143,23 +143,23 @@ pub enum RegistryError {
     /// The same address was given twice.
     #[error("address {addr} is given twice")]
     DuplicateAddr {
-        /// The address.
+        /// The address given twice.
         addr: IpAddr,
     },
     /// Another device owns the address.
     #[error("address {addr} already belongs to soft device {owner:?}")]
     AddrInUse {
-        /// The address.
+        /// The address asked for.
         addr: IpAddr,
-        /// The device owning it.
+        /// Name of the device that owns it.
         owner: String,
     },
     /// Another device has the GUID.
     #[error("GUID {guid} already belongs to soft device {owner:?}")]
     GuidInUse {
-        /// The GUID.
+        /// The GUID asked for.
         guid: Guid,
-        /// The device having it.
+        /// Name of the device that has it.
         owner: String,
     },
     /// The registry lock could not be taken in time.
@@ -167,7 +167,7 @@ pub enum RegistryError {
     LockTimeout {
         /// The lock file.
         path: PathBuf,
-        /// How long we waited.
+        /// How long the change waited for the lock before giving up.
         waited: Duration,
     },
 }
