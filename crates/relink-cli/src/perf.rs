@@ -59,7 +59,7 @@ const SETUP_TIMEOUT: Duration = Duration::from_secs(10);
 /// Address and route resolution timeout handed to the provider.
 const RESOLVE_TIMEOUT: Duration = Duration::from_secs(2);
 /// Largest message (and server buffer): the soft fabric's largest payload.
-pub const MAX_SIZE: u64 = relink_soft::wire::MAX_PAYLOAD as u64;
+pub const MAX_SIZE: u64 = relink_soft::MAX_PAYLOAD as u64;
 /// Largest `--depth`.
 pub const MAX_DEPTH: u32 = 16384;
 /// Most receives the server keeps posted per connection.

@@ -6,26 +6,46 @@
 //! - in-process ([`SoftFabric`]): every host lives in one process, time is
 //!   virtual and one seeded RNG decides every random choice, so a run replays
 //!   exactly; every fault can be injected at any point;
-//! - across processes over TCP: host-wide soft devices kept in a runtime
+//! - across processes over TCP ([`TcpHost`]): host-wide soft devices kept in a runtime
 //!   directory, like Soft-RoCE's `rdma link add/delete`.
 //!
-//! Both modes share one engine ([`host::HostState`]): in-order execution at
-//! the responder, completion only on acknowledgement, rkey/rights/bounds
-//! checks, RNR and transport retries, and on a device loss every outstanding
-//! request flushed — even one the responder already executed.
+//! Both modes share one engine (the crate-private `HostState`): in-order
+//! execution at the responder, completion only on acknowledgement,
+//! rkey/rights/bounds checks, RNR and transport retries, and on a device loss
+//! every outstanding request flushed — even one the responder already
+//! executed.
+//!
+//! The public surface is what the root re-exports, plus [`registry`] (the
+//! host-wide device directory that `relink soft-device` manages). Inside, by
+//! module:
+//!
+//! - `world`: the in-process fabric and its virtual-time queue;
+//! - `tcp`: the TCP transport, one stream per RC connection;
+//! - `delegate`: the `Provider` methods both transports forward to the engine;
+//! - `host/`: the engine, one `HostState` per host (see its module docs for
+//!   the files);
+//! - `packet`, `outbox`: what the engine exchanges with its transport;
+//! - `wire/`: the TCP codec of packets;
+//! - `payload`: payload bytes shared between copies, and their buffer pool;
+//! - `registry/`: the device directory.
 
 mod delegate;
-pub mod host;
-pub mod outbox;
-pub mod packet;
-pub mod payload;
+mod host;
+mod outbox;
+mod packet;
+mod payload;
 pub mod registry;
-pub mod tcp;
+mod tcp;
+// The TCP codec is public only for the fuzz targets (feature `fuzzing`).
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
 pub mod wire;
-pub mod world;
+#[cfg(not(feature = "fuzzing"))]
+mod wire;
+mod world;
 
-pub use host::{Departure, HostConfig, HostState};
 pub use payload::{BufferPool, Payload, PoolStats};
 pub use registry::Registry;
 pub use tcp::TcpHost;
+pub use wire::MAX_PAYLOAD;
 pub use world::{Fault, HostIdx, LinkConfig, SoftFabric, SoftHost};

@@ -15,21 +15,24 @@ pub enum Timer {
     Retransmit {
         /// QP handle.
         qp: u64,
-        /// Generation.
+        /// The QP's timer generation when the timer was armed; the timer is
+        /// stale once the QP's generation moved on.
         gen: u64,
     },
     /// Receiver-not-ready back-off of a QP.
     Rnr {
         /// QP handle.
         qp: u64,
-        /// Generation.
+        /// The QP's timer generation when the timer was armed; the timer is
+        /// stale once the QP's generation moved on.
         gen: u64,
     },
     /// A CM id's request/response timeout.
     Cm {
         /// CM id handle.
         id: u64,
-        /// Generation.
+        /// The id's timer generation when the timer was armed; the timer is
+        /// stale once the id's generation moved on.
         gen: u64,
     },
 }
@@ -52,7 +55,7 @@ pub enum Control {
 pub struct Outgoing {
     /// Connection id (the CM's), 0 if none.
     pub conn: u64,
-    /// The packet.
+    /// The packet to send.
     pub packet: Packet,
 }
 
@@ -76,10 +79,5 @@ impl Outbox {
             now,
             ..Outbox::default()
         }
-    }
-
-    /// Whether the call asked for nothing.
-    pub fn is_empty(&self) -> bool {
-        self.packets.is_empty() && self.timers.is_empty() && self.controls.is_empty()
     }
 }

@@ -4,7 +4,7 @@
 //! through its virtual-time queue, the TCP fabric encodes them with
 //! [`crate::wire`].
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 
 use relink_fabric::{ConnParams, RejectReason};
 
@@ -17,7 +17,7 @@ pub struct Packet {
     pub src: IpAddr,
     /// Destination address (the device that owns it receives the packet).
     pub dst: IpAddr,
-    /// Contents.
+    /// What the packet carries.
     pub body: Body,
 }
 
@@ -42,9 +42,11 @@ pub enum Body {
         dst_qpn: u32,
         /// Source QP number.
         src_qpn: u32,
-        /// Packet sequence number.
+        /// Packet sequence number: the requester numbers its requests from 0
+        /// in posting order (wrapping), and the responder executes them in
+        /// that order.
         psn: u32,
-        /// The operation.
+        /// The operation, with the payload of a SEND or WRITE.
         op: ReqOp,
     },
     /// RC response from a responder QP.
@@ -55,7 +57,7 @@ pub enum Body {
         src_qpn: u32,
         /// PSN of the request answered (cumulative for acks).
         psn: u32,
-        /// The answer.
+        /// What the responder answers.
         kind: RespKind,
     },
 }
@@ -78,7 +80,8 @@ impl Packet {
     }
 }
 
-/// Connection-management messages (IB CM REQ/REP/RTU/REJ/DREQ/DREP).
+/// Connection-management messages, after IB CM's REQ, REP, RTU, REJ and
+/// DREQ (no DREP: a disconnect request is not answered).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CmMsg {
     /// Connection request.
@@ -98,7 +101,7 @@ pub enum CmMsg {
     },
     /// Reply (accept).
     Rep {
-        /// Connection id.
+        /// Connection id of the request accepted.
         conn_id: u64,
         /// Target's QP number.
         qpn: u32,
@@ -107,38 +110,27 @@ pub enum CmMsg {
     },
     /// Ready to use: the initiator saw the reply.
     Rtu {
-        /// Connection id.
+        /// Connection id of the request accepted.
         conn_id: u64,
     },
-    /// Reject.
+    /// The target refuses the connection request; the initiator's id sees
+    /// `Rejected` with the reason and private data.
     Rej {
-        /// Connection id.
+        /// Connection id of the request refused.
         conn_id: u64,
-        /// Why.
+        /// Why: the consumer rejected it, no listener matched, or the target
+        /// lacked resources.
         reason: RejectReason,
         /// Up to 148 bytes.
         private_data: Vec<u8>,
     },
     /// Disconnect request.
     Dreq {
-        /// Connection id.
+        /// Connection id of the connection ended.
         conn_id: u64,
         /// Whether the sender is the connection's initiator.
         from_initiator: bool,
     },
-}
-
-impl CmMsg {
-    /// The connection id the message belongs to.
-    pub fn conn_id(&self) -> u64 {
-        match self {
-            CmMsg::Req { conn_id, .. }
-            | CmMsg::Rep { conn_id, .. }
-            | CmMsg::Rtu { conn_id }
-            | CmMsg::Rej { conn_id, .. }
-            | CmMsg::Dreq { conn_id, .. } => *conn_id,
-        }
-    }
 }
 
 /// An RC request operation with its payload.
@@ -148,7 +140,7 @@ pub enum ReqOp {
     Send {
         /// Payload (shared with the requester's copy for retransmission).
         data: Payload,
-        /// Immediate data.
+        /// Immediate data, delivered in the receive's completion.
         imm: Option<u32>,
         /// rkey to invalidate at the responder.
         invalidate: Option<u32>,
@@ -168,7 +160,8 @@ pub enum ReqOp {
         /// Solicited event requested (with immediate data).
         solicited: bool,
     },
-    /// READ.
+    /// READ: `len` bytes at `addr` come back in a
+    /// [`RespKind::ReadData`].
     Read {
         /// Remote virtual address.
         addr: u64,
@@ -177,24 +170,26 @@ pub enum ReqOp {
         /// Bytes to read.
         len: u32,
     },
-    /// FETCH_ADD.
+    /// FETCH_ADD on the 8-byte-aligned `u64` at `addr`; the original value
+    /// comes back in a [`RespKind::AtomicOrig`].
     FetchAdd {
         /// Remote virtual address.
         addr: u64,
         /// Remote key.
         rkey: u32,
-        /// Addend.
+        /// Added (wrapping) to the value at `addr`.
         add: u64,
     },
-    /// CMP_SWAP.
+    /// CMP_SWAP on the 8-byte-aligned `u64` at `addr`; the original value
+    /// comes back in a [`RespKind::AtomicOrig`].
     CmpSwap {
         /// Remote virtual address.
         addr: u64,
         /// Remote key.
         rkey: u32,
-        /// Expected value.
+        /// The swap happens only if the value at `addr` equals this.
         compare: u64,
-        /// Replacement.
+        /// Written at `addr` if the value there equals `compare`.
         swap: u64,
     },
 }
@@ -223,9 +218,4 @@ pub enum RespKind {
     AtomicOrig(u64),
     /// `psn` failed (earlier requests are acknowledged).
     Nak(NakCode),
-}
-
-/// The socket address of a CM endpoint.
-pub fn sock(ip: IpAddr, port: u16) -> SocketAddr {
-    SocketAddr::new(ip, port)
 }

@@ -34,8 +34,8 @@ use std::sync::Arc;
 /// Immutable payload bytes, shared by every clone.
 ///
 /// The backing buffer may be longer than the payload (a pooled buffer of a
-/// power-of-two size); only the first [`len`](Payload::len) bytes belong to
-/// it.
+/// power-of-two size); only the bytes [`as_slice`](Payload::as_slice)
+/// returns belong to it.
 #[derive(Clone)]
 pub struct Payload {
     buf: Arc<Vec<u8>>,

@@ -2,7 +2,7 @@
 //! seeded RNG, and faults that can be injected at any point.
 //!
 //! [`SoftFabric`] is the world; [`SoftHost`] is one host's
-//! [`Provider`](relink_fabric::Provider). Nothing here reads a clock or
+//! [`Provider`]. Nothing here reads a clock or
 //! starts a thread: time moves only when a host [`wait`](relink_fabric::Provider::wait)s
 //! or the harness calls [`SoftFabric::advance`], so a seed replays exactly.
 //!
