@@ -22,6 +22,7 @@ use crate::errno::{self, CmOp};
 
 /// `IBV_LINK_LAYER_INFINIBAND` (a `#define`, not in the bindings).
 pub(super) const LINK_LAYER_INFINIBAND: u8 = 1;
+
 /// rdma_cm's workaround mask for IB ports (librdmacm `ucma_modify_qp_rtr`).
 pub(super) const IB_RTR_MASK_OFF: c_int = 0xe0_0000;
 
@@ -53,6 +54,7 @@ pub(super) fn cm_modify(
 }
 
 impl VerbsProvider {
+    /// The rdma_cm id behind `id`.
     fn cm(&self, inner: &Inner, id: CmId) -> Result<Ptr<sys::rdma_cm_id>, CmError> {
         inner
             .cms
@@ -80,6 +82,8 @@ impl VerbsProvider {
         Ok(raw_qp)
     }
 
+    /// `qp` may be connected through `id`: both exist, neither's device
+    /// is lost, and they are on the same device.
     fn check_qp_for_id(inner: &Inner, id: CmId, qp: QpId) -> Result<(), CmError> {
         let c = inner
             .cms

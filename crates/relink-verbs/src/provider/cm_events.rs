@@ -18,6 +18,7 @@ use crate::convert;
 use crate::errno::{self, codes};
 
 impl Inner {
+    /// Read, handle and acknowledge every CM event waiting on `channel`.
     pub(super) fn drain_cm_events(&mut self, channel: Ptr<sys::rdma_event_channel>) {
         loop {
             let mut ev: *mut sys::rdma_cm_event = std::ptr::null_mut();

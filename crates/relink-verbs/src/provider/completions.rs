@@ -10,15 +10,17 @@ use relink_fabric::{
 };
 use relink_verbs_sys as sys;
 
-use super::objects::log_rc;
+use super::ffi::log_rc;
 use super::{Inner, VerbsProvider};
 use crate::convert;
 use crate::track::OnEvent;
 
 /// The kernel's `IB_WC_WITH_INVALIDATE`, as rxe leaks it to user space.
 const RXE_WC_WITH_INVALIDATE: u32 = 1 << 2;
+
 /// Work completions polled per `ibv_poll_cq` call.
 const POLL_BATCH: usize = 16;
+
 impl Inner {
     /// Move up to `max` completions from the hardware CQ into `pending`.
     pub(super) fn poll_hw(&mut self, cq: u64, max: usize) -> usize {
@@ -54,6 +56,8 @@ impl Inner {
         got
     }
 
+    /// One hardware completion as the caller's, matched against its QP's
+    /// bookkeeping; `None` if its QP was destroyed.
     fn convert_wc(&mut self, ctx: u64, cq: u64, wc: &sys::ibv_wc) -> Option<WorkCompletion> {
         let Some(&qp) = self.qp_by_num.get(&(ctx, wc.qp_num)) else {
             tracing::debug!(target: "relink_verbs", qpn = wc.qp_num, "completion of a destroyed QP dropped");
@@ -153,6 +157,9 @@ impl Inner {
         !armed.is_empty()
     }
 
+    /// Read and acknowledge every completion-channel event of context
+    /// `ctx`, reporting `CqReady` where the caller's arming asks for it
+    /// (see `crate::track::Notify`).
     pub(super) fn drain_cq_events(&mut self, ctx: u64) {
         let Some(ch) = self.ctxs.get(&ctx).and_then(|c| c.chan) else {
             return;

@@ -7,8 +7,8 @@ use std::os::raw::c_int;
 use relink_fabric::{ContextId, DestroyError, Destroyed, DeviceId, OpenError};
 use relink_verbs_sys as sys;
 
+use super::ffi::log_rc;
 use super::ffi::{last_errno, set_nonblocking, Ptr};
-use super::objects::log_rc;
 use super::scan::reg_key;
 use super::{Ctx, VerbsProvider};
 use crate::errno::{self, codes};
@@ -20,6 +20,7 @@ use crate::errno::{self, codes};
 /// (kernel 6.1) it raises no `IBV_EVENT_QP_LAST_WQE_REACHED` when an
 /// SRQ-attached QP enters the error state, so the provider does.
 const RXE_VENDOR_ID: u32 = 0x00ff_ffff;
+
 impl VerbsProvider {
     pub(super) fn open_device(&self, device: &DeviceId) -> Result<ContextId, OpenError> {
         let mut inner = self.lock();

@@ -20,8 +20,11 @@ use super::{Inner, Shared, VerbsProvider};
 /// How often CQs armed for solicited completions are checked for errors
 /// (see `Notify::error_completion`).
 const SOLICITED_SCAN: Duration = Duration::from_millis(20);
+
 /// Longest a `wait` sleeps before looking again (a safety net only).
 const MAX_SLEEP: Duration = Duration::from_millis(200);
+
+/// What a polled fd belongs to (the `u64` is a context's handle).
 #[derive(Clone, Copy)]
 enum Src {
     Wake,
@@ -30,6 +33,9 @@ enum Src {
     Comp(u64),
 }
 
+/// The event thread, until `stop` is set: polls its fds, handles what
+/// they have under the lock, re-scans every `rescan_interval` or when
+/// asked, and wakes `wait` if anything happened.
 pub(super) fn event_loop(sh: &Arc<Shared>) {
     let mut next_scan = Instant::now() + sh.rescan_interval;
     let mut fds: Vec<libc::pollfd> = Vec::new();
@@ -120,7 +126,10 @@ pub(super) fn event_loop(sh: &Arc<Shared>) {
         }
     }
 }
+
 impl Inner {
+    /// Read, acknowledge and handle every async event of context `ctx`
+    /// waiting now.
     fn drain_async_events(&mut self, ctx: u64) {
         let Some(raw) = self.ctxs.get(&ctx).and_then(|c| c.raw) else {
             return;
@@ -147,6 +156,9 @@ impl Inner {
         }
     }
 
+    /// One async event: reported as `Event::Async` if it names something
+    /// of this provider; `DEVICE_FATAL` loses the device, and port and GID
+    /// changes ask for a re-scan.
     fn on_async(&mut self, ctx: u64, ev: &sys::ibv_async_event) {
         let ty = ev.event_type;
         // SAFETY: reading the pointer member of the element union; which
@@ -210,6 +222,9 @@ impl Inner {
 }
 
 impl VerbsProvider {
+    /// Returns once an event is queued, a completion or other activity
+    /// came since the last `wait`, or `deadline` passed (`None`: no
+    /// deadline); it sleeps at most [`MAX_SLEEP`] at a time.
     pub(super) fn wait(&self, deadline: Option<Timestamp>) {
         let mut inner = self.lock();
         loop {

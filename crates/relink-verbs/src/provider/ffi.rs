@@ -1,6 +1,7 @@
 //! Small helpers at the C boundary: [`Ptr`] (a rdma-core object pointer
-//! the provider's tables hold), `errno` of the last call, socket addresses
-//! between `std` and C, and nonblocking fds.
+//! the provider's tables hold), `errno` of the last call, logging of
+//! ignored return codes, socket addresses between `std` and C, and
+//! nonblocking fds.
 
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::RawFd;
@@ -9,12 +10,22 @@ use std::ptr::NonNull;
 
 use relink_verbs_sys as sys;
 
-use crate::errno::codes;
+use crate::errno::{self, codes};
 
+/// `errno` of the call that just failed (`EIO` if the OS reports none).
 pub(super) fn last_errno() -> i32 {
     std::io::Error::last_os_error()
         .raw_os_error()
         .unwrap_or(codes::EIO)
+}
+
+/// Log, at debug level, a nonzero return code that is ignored: a release
+/// goes ahead anyway (and fails as expected on a lost device), and a failed
+/// CQ arming is only logged.
+pub(super) fn log_rc(what: &str, rc: c_int) {
+    if rc != 0 {
+        tracing::debug!(target: "relink_verbs", call = what, error = %errno::describe(rc.abs()), "ignored during release");
+    }
 }
 
 /// A non-null pointer to an rdma-core object.
@@ -25,6 +36,7 @@ impl<T> Clone for Ptr<T> {
         *self
     }
 }
+
 impl<T> Copy for Ptr<T> {}
 
 // SAFETY: rdma-core objects may be used from any thread (libibverbs and
@@ -36,12 +48,15 @@ unsafe impl<T> Send for Ptr<T> {}
 unsafe impl<T> Sync for Ptr<T> {}
 
 impl<T> Ptr<T> {
+    /// `None` for a null pointer (a failed create).
     pub(super) fn new(p: *mut T) -> Option<Ptr<T>> {
         NonNull::new(p).map(Ptr)
     }
+    /// The raw pointer, for rdma-core calls.
     pub(super) fn get(self) -> *mut T {
         self.0.as_ptr()
     }
+    /// The address: the key of the `*_by_ptr` tables.
     pub(super) fn key(self) -> usize {
         self.0.as_ptr() as usize
     }
@@ -52,6 +67,10 @@ impl<T> std::fmt::Debug for Ptr<T> {
         write!(f, "{:p}", self.0)
     }
 }
+
+/// A C socket address as `std`'s; `None` for null or a family other than
+/// IPv4 and IPv6.
+///
 /// # Safety
 /// `p` is null or points to a socket address valid for its family.
 pub(super) unsafe fn sockaddr_to_std(p: *const libc::sockaddr) -> Option<SocketAddr> {
@@ -127,6 +146,9 @@ impl CAddr {
         (&mut self.storage as *mut libc::sockaddr_storage).cast()
     }
 }
+
+/// Set `O_NONBLOCK` on `fd`: the event thread reads each of its fds until
+/// there is nothing left.
 pub(super) fn set_nonblocking(fd: RawFd) -> std::io::Result<()> {
     // SAFETY: fcntl on an fd we own (or rdma-core owns for us) with
     // standard flags.

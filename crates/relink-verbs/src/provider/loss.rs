@@ -10,8 +10,8 @@ use relink_fabric::{
 };
 use relink_verbs_sys as sys;
 
-use super::ffi::last_errno;
-use super::objects::{log_rc, modify_to_error};
+use super::ffi::{last_errno, log_rc};
+use super::objects::modify_to_error;
 use super::scan::resync_librdmacm;
 use super::{Inner, ParkedId};
 use crate::track::Notify;

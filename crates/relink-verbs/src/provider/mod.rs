@@ -32,8 +32,8 @@
 //!   computes for a QP the id does not own.
 //! - `cm_events.rs`: rdma_cm events translated into [`Event::Cm`], and the
 //!   active side's RTR/RTS on a connect response.
-//! - `ffi.rs`: small helpers at the C boundary: [`Ptr`], `errno`, socket
-//!   addresses, nonblocking fds.
+//! - `ffi.rs`: small helpers at the C boundary: [`Ptr`], `errno`, logging
+//!   of ignored return codes, socket addresses, nonblocking fds.
 //!
 //! The provider's methods hold the one lock ([`Shared::lock`]) while they
 //! touch the tables or call rdma-core, and the event thread takes it to

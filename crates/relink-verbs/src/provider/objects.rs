@@ -20,12 +20,7 @@ use crate::errno;
 use crate::memory::MappedMemory;
 use crate::track::{Notify, RecvQueue, SendQueue};
 
-pub(super) fn log_rc(what: &str, rc: c_int) {
-    if rc != 0 {
-        tracing::debug!(target: "relink_verbs", call = what, error = %errno::describe(rc.abs()), "ignored during release");
-    }
-}
-
+/// Move `qp` to the error state; returns `ibv_modify_qp`'s code.
 pub(super) fn modify_to_error(qp: Ptr<sys::ibv_qp>) -> c_int {
     let mut attr = sys::ibv_qp_attr {
         qp_state: convert::qp_state::ERR,
@@ -34,6 +29,10 @@ pub(super) fn modify_to_error(qp: Ptr<sys::ibv_qp>) -> c_int {
     // SAFETY: a live QP; the attribute struct is initialised.
     unsafe { sys::ibv_modify_qp(qp.get(), &mut attr, sys::IBV_QP_STATE as c_int) }
 }
+
+/// The access flags every QP gets at Init: local write, remote write, read
+/// and atomic (what a peer may do is then up to the MR or MW its rkey
+/// names).
 pub(super) const QP_ACCESS: u32 = convert::access::LOCAL_WRITE
     | convert::access::REMOTE_WRITE
     | convert::access::REMOTE_READ

@@ -22,10 +22,12 @@ use crate::identity::{Generations, Observed, RegKey};
 /// process so that they agree on a device's `DeviceId`.
 static GENERATIONS: Mutex<Option<Generations>> = Mutex::new(None);
 
+/// Run `f` on the process-wide generations (created at first use).
 fn with_generations<R>(f: impl FnOnce(&mut Generations) -> R) -> R {
     let mut g = GENERATIONS.lock().unwrap_or_else(|e| e.into_inner());
     f(g.get_or_insert_with(Generations::new))
 }
+
 /// Addresses of every network interface, by name.
 fn interface_addrs() -> HashMap<String, Vec<IpNet>> {
     let mut out: HashMap<String, Vec<IpNet>> = HashMap::new();
@@ -71,6 +73,7 @@ fn interface_addrs() -> HashMap<String, Vec<IpNet>> {
     out
 }
 
+/// A sysfs attribute, trimmed; `None` if it cannot be read.
 fn sysfs_read(path: &str) -> Option<String> {
     std::fs::read_to_string(path)
         .ok()
@@ -87,6 +90,8 @@ fn sysfs_netdev(name: &str) -> Option<String> {
     })
 }
 
+/// Port 1's state from sysfs: `Active` if it says ACTIVE, else `Down`
+/// (also when it cannot be read).
 fn sysfs_port_state(name: &str) -> PortState {
     match sysfs_read(&format!("/sys/class/infiniband/{name}/ports/1/state")) {
         Some(s) if s.contains("ACTIVE") => PortState::Active,
@@ -103,6 +108,7 @@ pub(super) fn port_down_listed(name: &str) -> bool {
         && sysfs_port_state(name) != PortState::Active
 }
 
+/// A fixed-size, NUL-terminated C string field as a string.
 fn c_array_str(a: &[std::os::raw::c_char]) -> String {
     let bytes: Vec<u8> = a
         .iter()
@@ -205,6 +211,7 @@ pub(super) fn resync_librdmacm() {
         unsafe { sys::rdma_free_devices(list) };
     }
 }
+
 impl Inner {
     /// Scan the kernel's device list and report what changed.
     pub(super) fn rescan(&mut self) {

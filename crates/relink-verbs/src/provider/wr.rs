@@ -160,6 +160,7 @@ impl VerbsProvider {
     }
 }
 
+/// `sgl` in rdma-core's form.
 fn raw_sges(sgl: &[Sge]) -> Vec<sys::ibv_sge> {
     sgl.iter()
         .map(|s| sys::ibv_sge {
