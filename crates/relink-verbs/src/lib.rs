@@ -185,7 +185,7 @@ pub struct VerbsConfig {
     /// How often the device list is re-scanned (the fallback signal of a
     /// removal; an external watcher may call [`VerbsProvider::rescan_now`]).
     pub rescan_interval: Duration,
-    /// Run a device watcher ([`relink_devwatch`]: the RDMA netlink monitor,
+    /// Run a device watcher (`relink-devwatch`: the RDMA netlink monitor,
     /// else kernel uevents) beside the provider and re-scan at each of its
     /// events, so a `rdma link delete` is seen as soon as the kernel
     /// deletes the device's `uverbsN` node rather than at the next periodic

@@ -141,6 +141,8 @@ impl Inner {
 
     /// Look for error completions on CQs armed for solicited completions
     /// only (see [`Notify::error_completion`]); true if one was armed.
+    ///
+    /// [`Notify::error_completion`]: crate::track::Notify::error_completion
     pub(super) fn scan_solicited_cqs(&mut self) -> bool {
         let armed: Vec<(u64, u32)> = self
             .cqs

@@ -19,7 +19,7 @@ use crate::errno::{self, codes};
 /// `IBV_WC_IP_CSUM_OK` in user space) instead of `IBV_WC_WITH_INV`; and
 /// (kernel 6.1) it raises no `IBV_EVENT_QP_LAST_WQE_REACHED` when an
 /// SRQ-attached QP enters the error state, so the provider does.
-const RXE_VENDOR_ID: u32 = 0x00ff_ffff;
+pub(super) const RXE_VENDOR_ID: u32 = 0x00ff_ffff;
 
 impl VerbsProvider {
     pub(super) fn open_device(&self, device: &DeviceId) -> Result<ContextId, OpenError> {
