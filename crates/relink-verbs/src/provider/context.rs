@@ -7,8 +7,7 @@ use std::os::raw::c_int;
 use relink_fabric::{ContextId, DestroyError, Destroyed, DeviceId, OpenError};
 use relink_verbs_sys as sys;
 
-use super::ffi::log_rc;
-use super::ffi::{last_errno, set_nonblocking, Ptr};
+use super::ffi::{last_errno, log_rc, set_nonblocking, Ptr};
 use super::scan::reg_key;
 use super::{Ctx, VerbsProvider};
 use crate::errno::{self, codes};

@@ -1,7 +1,7 @@
 //! Posting work requests: `post_send`, `post_recv`, `post_srq_recv` and
 //! type-1 `bind_mw`, each request recorded in its QP's bookkeeping once
-//! the device accepted it; and the rdma-core request lists they are posted
-//! as ([`WrBatch`]).
+//! the device accepted it (receives posted to an SRQ are not); and the
+//! rdma-core request lists they are posted as ([`WrBatch`]).
 
 use std::os::raw::c_int;
 
@@ -273,6 +273,8 @@ fn build_send_wr(inner: &Inner, wr: &SendWr) -> Result<sys::ibv_send_wr, String>
 /// An rdma-core work request (send or receive): the fields linking a batch
 /// sets.
 trait RawWr {
+    /// Point the request at its SGE list and at the next request (null for
+    /// the last).
     fn link(&mut self, sg_list: *mut sys::ibv_sge, num_sge: c_int, next: *mut Self);
 }
 
@@ -295,7 +297,9 @@ impl RawWr for sys::ibv_recv_wr {
 /// A batch of work requests linked for one post (`ibv_post_send`,
 /// `ibv_post_recv`, `ibv_post_srq_recv`).
 struct WrBatch<W> {
+    /// The requests, linked in order by `post`.
     wrs: Vec<W>,
+    /// Each request's SGE list, alive until the post returns.
     sges: Vec<Vec<sys::ibv_sge>>,
 }
 
