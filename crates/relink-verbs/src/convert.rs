@@ -6,17 +6,16 @@
 
 use relink_fabric::{Access, QpState, RejectReason, WcOpcode, WcStatus};
 
-/// `enum ibv_wc_status` values.
+/// `enum ibv_wc_status` values [`status_from_raw`] names (any other is
+/// `GeneralErr`).
 #[allow(missing_docs)]
 pub mod wc_status {
     pub const SUCCESS: u32 = 0;
     pub const LOC_LEN_ERR: u32 = 1;
     pub const LOC_QP_OP_ERR: u32 = 2;
-    pub const LOC_EEC_OP_ERR: u32 = 3;
     pub const LOC_PROT_ERR: u32 = 4;
     pub const WR_FLUSH_ERR: u32 = 5;
     pub const MW_BIND_ERR: u32 = 6;
-    pub const BAD_RESP_ERR: u32 = 7;
     pub const LOC_ACCESS_ERR: u32 = 8;
     pub const REM_INV_REQ_ERR: u32 = 9;
     pub const REM_ACCESS_ERR: u32 = 10;
@@ -62,7 +61,8 @@ pub mod access {
     pub const MW_BIND: u32 = 1 << 4;
 }
 
-/// The completion status.
+/// A raw `ibv_wc_status` as the interface's status: `LOC_ACCESS_ERR`
+/// reads as `LocProtErr`, a value not named here as `GeneralErr`.
 pub fn status_from_raw(raw: u32) -> WcStatus {
     use wc_status::*;
     match raw {
@@ -108,7 +108,8 @@ pub fn is_recv(op: WcOpcode) -> bool {
     matches!(op, WcOpcode::Recv | WcOpcode::RecvRdmaWithImm)
 }
 
-/// The QP state.
+/// A raw `ibv_qp_state` as the interface's state: `SQD` (send queue
+/// drained) reads as `Rts`, an unknown value as `Err`.
 pub fn qp_state_from_raw(raw: u32) -> QpState {
     use qp_state::*;
     match raw {

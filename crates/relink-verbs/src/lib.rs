@@ -40,12 +40,17 @@
 //! caller has not armed itself for the next completion (and polls it once,
 //! against the arm-then-check race); a completion-channel event then wakes
 //! it. Once the caller arms a CQ with `req_notify_cq`, the hardware arming
-//! is the caller's and its notifications become `Event::CqReady`
-//! ([`track::Notify`] has the one subtle case).
+//! is the caller's and its notifications become `Event::CqReady`. One case
+//! is subtle: the caller arms for solicited completions while the
+//! provider's own arming (for any completion) is still set. The next
+//! notification cannot tell which arming fired, so the provider re-arms for
+//! solicited completions, polls, and reports `CqReady` if it found a
+//! receive or an error: a spurious `CqReady` is possible then, a lost one
+//! is not (module `track`).
 //!
 //! **Device identity.** Devices are told apart by (name, kernel index) plus
-//! a generation this crate maintains, process-wide ([`identity`]); never by
-//! GUID alone.
+//! a generation this crate maintains, process-wide (module `identity`);
+//! never by GUID alone.
 //!
 //! **Device loss.** A loss is seen as rdma_cm's `DEVICE_REMOVAL` on an id,
 //! `IBV_EVENT_DEVICE_FATAL` on a context, or the registration leaving
@@ -53,15 +58,15 @@
 //! 0.1 s after `rdma link delete`). At once, the provider releases every
 //! verbs object it holds on that device — the QPs go to error, their CQs are
 //! drained, and every work request not completed yet gets exactly one
-//! `WrFlushErr` completion from the provider's own bookkeeping
-//! ([`track::SendQueue`]); then QPs, SRQs, MWs, MRs, CQs, PDs are destroyed in
-//! dependency order and the context is closed — and it re-syncs librdmacm
-//! (`rdma_get_devices` + `rdma_free_devices`) so that librdmacm closes its
-//! own cached context of the device too. On rxe a single open context keeps
-//! `rdma link delete` blocked forever, so nothing waits for the caller to
-//! tear down. The caller's handles stay valid: CQs keep serving the flushed
-//! completions, creates fail with `DeviceLost`, destroys return
-//! `AlreadyReleased`. CM ids are the caller's to destroy (after
+//! `WrFlushErr` completion from the provider's own bookkeeping of every
+//! request posted (module `track`); then QPs, SRQs, MWs, MRs, CQs, PDs are
+//! destroyed in dependency order and the context is closed — and it re-syncs
+//! librdmacm (`rdma_get_devices` + `rdma_free_devices`) so that librdmacm
+//! closes its own cached context of the device too. On rxe a single open
+//! context keeps `rdma link delete` blocked forever, so nothing waits for
+//! the caller to tear down. The caller's handles stay valid: CQs keep
+//! serving the flushed completions, creates fail with `DeviceLost`, destroys
+//! return `AlreadyReleased`. CM ids are the caller's to destroy (after
 //! `DeviceRemoval`); librdmacm drops its context with the last one.
 //!
 //! **Contexts: ours, not librdmacm's.** `open_device` opens a context of its
@@ -108,17 +113,26 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![cfg_attr(not(feature = "rdma"), forbid(unsafe_code))]
 
-pub mod convert;
-pub mod errno;
-pub mod identity;
-pub mod track;
-
+// The provider's internals. Those free of FFI are unit-tested in every
+// build; without `rdma`, nothing but their tests uses them.
+#[cfg(any(feature = "rdma", test))]
+#[cfg_attr(not(feature = "rdma"), allow(dead_code))]
+mod convert;
+#[cfg(any(feature = "rdma", test))]
+#[cfg_attr(not(feature = "rdma"), allow(dead_code))]
+mod errno;
+#[cfg(any(feature = "rdma", test))]
+#[cfg_attr(not(feature = "rdma"), allow(dead_code))]
+mod identity;
 #[cfg(feature = "rdma")]
 mod memory;
 #[cfg(feature = "rdma")]
 mod provider;
 #[cfg(not(feature = "rdma"))]
 mod stub;
+#[cfg(any(feature = "rdma", test))]
+#[cfg_attr(not(feature = "rdma"), allow(dead_code))]
+mod track;
 
 #[cfg(feature = "rdma")]
 pub use provider::{RescanHandle, VerbsProvider};
@@ -167,7 +181,7 @@ pub struct VerbsConfig {
     /// How often the device list is re-scanned (the fallback signal of a
     /// removal; an external watcher may call [`VerbsProvider::rescan_now`]).
     pub rescan_interval: Duration,
-    /// Run a device watcher ([`relink_devwatch`]: the RDMA netlink monitor,
+    /// Run a device watcher (`relink-devwatch`: the RDMA netlink monitor,
     /// else kernel uevents) beside the provider and re-scan at each of its
     /// events, so a `rdma link delete` is seen as soon as the kernel
     /// deletes the device's `uverbsN` node rather than at the next periodic

@@ -39,19 +39,14 @@ impl SendQueue {
         self.q.push_back(e);
     }
 
-    /// Forget the last `n` recorded requests (a post that failed part-way).
-    pub fn unpush(&mut self, n: usize) {
-        for _ in 0..n {
-            self.q.pop_back();
-        }
-    }
-
     /// Requests outstanding.
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.q.len()
     }
 
     /// Whether nothing is outstanding.
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.q.is_empty()
     }
@@ -97,13 +92,6 @@ impl RecvQueue {
     /// Record a posted receive.
     pub fn push(&mut self, wr_id: u64) {
         self.q.push_back(wr_id);
-    }
-
-    /// Forget the last `n` recorded receives.
-    pub fn unpush(&mut self, n: usize) {
-        for _ in 0..n {
-            self.q.pop_back();
-        }
     }
 
     /// Whether `wr_id` is outstanding.
@@ -292,21 +280,6 @@ mod tests {
         assert_eq!(q.complete(1, false), Some(WcOpcode::Send));
         let rest: Vec<u64> = q.drain().iter().map(|e| e.wr_id).collect();
         assert_eq!(rest, vec![2, 3]);
-    }
-
-    #[test]
-    fn unpush_forgets_a_partial_batch() {
-        let mut q = SendQueue::default();
-        for i in 0..3 {
-            q.push(e(i, true));
-        }
-        q.unpush(2);
-        assert_eq!(q.len(), 1);
-        let mut r = RecvQueue::default();
-        r.push(1);
-        r.push(2);
-        r.unpush(1);
-        assert!(r.contains(1) && !r.contains(2));
     }
 
     #[test]

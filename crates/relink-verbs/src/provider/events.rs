@@ -1,0 +1,252 @@
+//! The event thread and what it reads: one `poll` over the wake-up
+//! eventfd, the rdma_cm event channel and every open context's async-event
+//! and completion-channel fds, re-scanning the devices between; async
+//! events translated into `Event::Async` (and a device loss on
+//! `DEVICE_FATAL`); and `wait`, the caller's side of it.
+
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::raw::c_int;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use relink_fabric::{
+    AsyncEvent, ContextId, CqId, DeviceEvent, DeviceEventKind, Event, QpId, QpState, Timestamp,
+};
+use relink_verbs_sys as sys;
+
+use super::{Inner, Shared, VerbsProvider};
+
+/// How often CQs armed for solicited completions are checked for errors
+/// (see `Notify::error_completion`).
+const SOLICITED_SCAN: Duration = Duration::from_millis(20);
+
+/// Longest a `wait` sleeps before looking again (a safety net only).
+const MAX_SLEEP: Duration = Duration::from_millis(200);
+
+/// What a polled fd belongs to (the `u64` is a context's handle).
+#[derive(Clone, Copy)]
+enum Src {
+    Wake,
+    Cm,
+    Async(u64),
+    Comp(u64),
+}
+
+/// The event thread, until `stop` is set: polls its fds, handles what
+/// they have under the lock, re-scans every `rescan_interval` or when
+/// asked, and wakes `wait` if anything happened.
+pub(super) fn event_loop(sh: &Arc<Shared>) {
+    let mut next_scan = Instant::now() + sh.rescan_interval;
+    let mut fds: Vec<libc::pollfd> = Vec::new();
+    let mut srcs: Vec<Src> = Vec::new();
+    let chan_fd = {
+        // SAFETY: the channel lives until the provider drops, after this
+        // thread ended.
+        unsafe { (*sh.channel.get()).fd }
+    };
+    while !sh.stop.load(Ordering::SeqCst) {
+        {
+            let mut inner = sh.lock();
+            if inner.fds_changed || fds.is_empty() {
+                inner.fds_changed = false;
+                fds.clear();
+                srcs.clear();
+                let mut push = |fd: RawFd, s: Src| {
+                    fds.push(libc::pollfd {
+                        fd,
+                        events: libc::POLLIN,
+                        revents: 0,
+                    });
+                    srcs.push(s);
+                };
+                push(sh.wake.as_raw_fd(), Src::Wake);
+                push(chan_fd, Src::Cm);
+                for (h, c) in &inner.ctxs {
+                    if let (Some(raw), Some(ch)) = (c.raw, c.chan) {
+                        // SAFETY: the context and channel are live (under
+                        // the lock); their fds are read only.
+                        let (afd, cfd) = unsafe { ((*raw.get()).async_fd, (*ch.get()).fd) };
+                        push(afd, Src::Async(*h));
+                        push(cfd, Src::Comp(*h));
+                    }
+                }
+            }
+        }
+        let cap = if sh.lock().scan_solicited_cqs() {
+            SOLICITED_SCAN
+        } else {
+            Duration::from_secs(1)
+        };
+        let timeout = next_scan
+            .saturating_duration_since(Instant::now())
+            .min(cap)
+            .as_millis() as c_int;
+        for p in &mut fds {
+            p.revents = 0;
+        }
+        // SAFETY: `fds` is a valid array of pollfd of that length. An fd
+        // closed meanwhile by another thread is harmless: poll holds its
+        // own reference, and every close kicks the wake fd.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
+        let mut inner = sh.lock();
+        if n > 0 {
+            for (p, s) in fds.iter().zip(&srcs) {
+                if p.revents == 0 {
+                    continue;
+                }
+                match *s {
+                    Src::Wake => {
+                        let mut buf = 0u64;
+                        // SAFETY: reading 8 bytes into a live u64 from our
+                        // nonblocking eventfd.
+                        let _ = unsafe {
+                            libc::read(
+                                sh.wake.as_raw_fd(),
+                                (&mut buf as *mut u64).cast(),
+                                std::mem::size_of::<u64>(),
+                            )
+                        };
+                    }
+                    Src::Cm => inner.drain_cm_events(sh.channel),
+                    Src::Async(h) => inner.drain_async_events(h),
+                    Src::Comp(h) => inner.drain_cq_events(h),
+                }
+            }
+        }
+        if inner.rescan_requested || Instant::now() >= next_scan {
+            inner.rescan_requested = false;
+            inner.rescan();
+            next_scan = Instant::now() + sh.rescan_interval;
+        }
+        let woke = inner.activity || !inner.events.is_empty();
+        drop(inner);
+        if woke {
+            sh.cond.notify_all();
+        }
+    }
+}
+
+impl Inner {
+    /// Read, acknowledge and handle every async event of context `ctx`
+    /// waiting now.
+    fn drain_async_events(&mut self, ctx: u64) {
+        let Some(raw) = self.ctxs.get(&ctx).and_then(|c| c.raw) else {
+            return;
+        };
+        loop {
+            let mut ev = sys::ibv_async_event::default();
+            // SAFETY: a live context with a nonblocking async fd.
+            if unsafe { sys::ibv_get_async_event(raw.get(), &mut ev) } != 0 {
+                break;
+            }
+            // Ack at once: handling the event may close the context
+            // (DEVICE_FATAL), and only the element's address is used below.
+            let copy = sys::ibv_async_event {
+                element: ev.element,
+                event_type: ev.event_type,
+            };
+            // SAFETY: the event came from ibv_get_async_event and is acked
+            // once; its element is not dereferenced afterwards.
+            unsafe { sys::ibv_ack_async_event(&mut ev) };
+            self.on_async(ctx, &copy);
+            if !self.ctx_alive(ctx) {
+                break;
+            }
+        }
+    }
+
+    /// One async event: reported as `Event::Async` if it names something
+    /// of this provider; `DEVICE_FATAL` loses the device, and port and GID
+    /// changes ask for a re-scan.
+    fn on_async(&mut self, ctx: u64, ev: &sys::ibv_async_event) {
+        let ty = ev.event_type;
+        // SAFETY: reading the pointer member of the element union; which
+        // member is meant depends on the type, checked below before use.
+        let (qp_ptr, cq_ptr) = unsafe { (ev.element.qp as usize, ev.element.cq as usize) };
+        let qp = || self.qp_by_ptr.get(&qp_ptr).copied();
+        let event = match ty {
+            sys::IBV_EVENT_DEVICE_FATAL => Some(AsyncEvent::DeviceFatal),
+            sys::IBV_EVENT_PORT_ERR => Some(AsyncEvent::PortErr),
+            sys::IBV_EVENT_PORT_ACTIVE => Some(AsyncEvent::PortActive),
+            sys::IBV_EVENT_GID_CHANGE => Some(AsyncEvent::GidChange),
+            sys::IBV_EVENT_QP_FATAL | sys::IBV_EVENT_QP_REQ_ERR | sys::IBV_EVENT_QP_ACCESS_ERR => {
+                qp().map(|q| AsyncEvent::QpFatal(QpId(q)))
+            }
+            sys::IBV_EVENT_QP_LAST_WQE_REACHED => qp()
+                .filter(|q| self.qps.get(q).is_some_and(|q| !q.last_wqe_reported))
+                .map(|q| AsyncEvent::QpLastWqeReached(QpId(q))),
+            sys::IBV_EVENT_CQ_ERR => self
+                .cq_by_ptr
+                .get(&cq_ptr)
+                .map(|c| AsyncEvent::CqErr(CqId(*c))),
+            _ => None,
+        };
+        tracing::debug!(target: "relink_verbs", ctx, event_type = ty, ?event, "async event");
+        match event {
+            Some(AsyncEvent::QpFatal(q)) => {
+                if let Some(q) = self.qps.get_mut(&q.0) {
+                    q.state = QpState::Err;
+                }
+            }
+            Some(AsyncEvent::QpLastWqeReached(q)) => {
+                if let Some(q) = self.qps.get_mut(&q.0) {
+                    q.last_wqe_reported = true;
+                }
+            }
+            _ => {}
+        }
+        let Some(event) = event else { return };
+        self.push(Event::Async {
+            ctx: ContextId(ctx),
+            event,
+        });
+        match event {
+            AsyncEvent::DeviceFatal => {
+                let dev = self.ctxs[&ctx].device.clone();
+                if let Some(info) = self.book.by_name(&dev.name).filter(|i| i.id == dev) {
+                    let device = info.clone();
+                    self.push(Event::Device(DeviceEvent {
+                        kind: DeviceEventKind::Fatal,
+                        device,
+                    }));
+                }
+                self.lose_device(&dev);
+            }
+            AsyncEvent::PortErr | AsyncEvent::PortActive | AsyncEvent::GidChange => {
+                self.rescan_requested = true;
+            }
+            _ => {}
+        }
+    }
+}
+
+impl VerbsProvider {
+    /// Returns once an event is queued, a completion or other activity
+    /// came since the last `wait`, or `deadline` passed (`None`: no
+    /// deadline); it sleeps at most [`MAX_SLEEP`] at a time.
+    pub(super) fn wait(&self, deadline: Option<Timestamp>) {
+        let mut inner = self.lock();
+        loop {
+            if !inner.events.is_empty() || std::mem::take(&mut inner.activity) {
+                return;
+            }
+            if inner.arm_for_wait() {
+                inner.activity = false;
+                return;
+            }
+            let now = self.shared.now();
+            let left = match deadline {
+                Some(d) if d <= now => return,
+                Some(d) => d.saturating_since(now),
+                None => MAX_SLEEP,
+            };
+            inner = self
+                .shared
+                .cond
+                .wait_timeout(inner, left.min(MAX_SLEEP))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+}

@@ -1,0 +1,178 @@
+//! A provider's life: [`VerbsProvider::with_config`] (the environment, the
+//! rdma_cm event channel, the first scan, the event thread, the device
+//! watcher), its public methods, and `Drop`, which stops the thread and
+//! releases everything the caller left.
+
+use std::collections::{HashMap, VecDeque};
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Instant;
+
+use relink_verbs_sys as sys;
+
+use super::events::event_loop;
+use super::ffi::{last_errno, set_nonblocking, Ptr};
+use super::scan::resync_librdmacm;
+use super::{Inner, RescanHandle, Shared, VerbsProvider};
+use crate::errno;
+use crate::identity::DeviceBook;
+use crate::memory::Allocations;
+use crate::{init_environment, VerbsConfig, VerbsError};
+
+impl VerbsProvider {
+    /// A provider with the default settings.
+    pub fn new() -> Result<VerbsProvider, VerbsError> {
+        VerbsProvider::with_config(VerbsConfig::default())
+    }
+
+    /// A provider with `config`. Sets `RDMAV_ALLOW_DISASSOC_DESTROY=1`
+    /// (unless set) before its first verbs call, opens an rdma_cm event
+    /// channel, scans the devices and starts the event thread.
+    pub fn with_config(config: VerbsConfig) -> Result<VerbsProvider, VerbsError> {
+        init_environment();
+        // SAFETY: no preconditions; destroyed in Drop.
+        let channel = unsafe { sys::rdma_create_event_channel() };
+        let channel = Ptr::new(channel).ok_or_else(|| {
+            VerbsError::Unavailable(format!(
+                "rdma_create_event_channel: {} (is the rdma_ucm module loaded?)",
+                errno::describe(last_errno())
+            ))
+        })?;
+        // SAFETY: the channel is valid; its fd is owned by librdmacm.
+        let chan_fd = unsafe { (*channel.get()).fd };
+        if let Err(e) = set_nonblocking(chan_fd) {
+            // SAFETY: created above, no ids on it.
+            unsafe { sys::rdma_destroy_event_channel(channel.get()) };
+            return Err(e.into());
+        }
+        // SAFETY: eventfd has no preconditions; the fd is owned below.
+        let efd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if efd < 0 {
+            let e = std::io::Error::last_os_error();
+            // SAFETY: created above, no ids on it.
+            unsafe { sys::rdma_destroy_event_channel(channel.get()) };
+            return Err(e.into());
+        }
+        // SAFETY: `efd` is a fresh fd nobody else owns.
+        let wake = unsafe { OwnedFd::from_raw_fd(efd) };
+        let mut inner = Inner {
+            next_handle: 1,
+            book: DeviceBook::new(),
+            last_scan: Vec::new(),
+            resync_pending: false,
+            rescan_requested: false,
+            events: VecDeque::new(),
+            activity: false,
+            fds_changed: true,
+            ctxs: HashMap::new(),
+            pds: HashMap::new(),
+            cqs: HashMap::new(),
+            srqs: HashMap::new(),
+            mrs: HashMap::new(),
+            mws: HashMap::new(),
+            qps: HashMap::new(),
+            cms: HashMap::new(),
+            cq_by_ptr: HashMap::new(),
+            qp_by_ptr: HashMap::new(),
+            srq_by_ptr: HashMap::new(),
+            qp_by_num: HashMap::new(),
+            cm_by_ptr: HashMap::new(),
+            parked: Vec::new(),
+            allocs: Allocations::default(),
+        };
+        // Devices present now are known before the first call returns; they
+        // are not reported as `Added`.
+        inner.rescan();
+        inner.events.clear();
+        let shared = Arc::new(Shared {
+            inner: Mutex::new(inner),
+            cond: Condvar::new(),
+            start: Instant::now(),
+            stop: AtomicBool::new(false),
+            wake,
+            channel,
+            rescan_interval: config.rescan_interval,
+            default_source: config.default_source,
+        });
+        let s = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("relink-verbs-events".into())
+            .spawn(move || event_loop(&s))?;
+        let watcher = if config.watch_devices {
+            start_watcher(RescanHandle {
+                shared: shared.clone(),
+            })
+        } else {
+            None
+        };
+        Ok(VerbsProvider {
+            shared,
+            thread: Some(thread),
+            watcher,
+        })
+    }
+
+    /// The backend of the device watcher the provider runs, if one runs
+    /// (`"rdma-netlink"` or `"uevent"`).
+    pub fn watch_backend(&self) -> Option<&'static str> {
+        self.watcher.as_ref().map(|w| match w.backend() {
+            relink_devwatch::Backend::Netlink => "rdma-netlink",
+            relink_devwatch::Backend::Uevent => "uevent",
+            relink_devwatch::Backend::Rescan => "rescan",
+        })
+    }
+
+    /// Re-scan the device list now (the event thread does it).
+    pub fn rescan_now(&self) {
+        self.rescan_handle().rescan();
+    }
+
+    /// A handle an external device watcher can keep to ask for re-scans.
+    pub fn rescan_handle(&self) -> RescanHandle {
+        RescanHandle {
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+/// A device watcher whose every event asks for a re-scan (the scan decides
+/// what changed, so both watcher and periodic scan feed one bookkeeping).
+fn start_watcher(handle: RescanHandle) -> Option<relink_devwatch::watch::DeviceWatcher> {
+    use relink_devwatch::watch::{DeviceWatcher, WatchConfig};
+    match DeviceWatcher::with_callback(WatchConfig::default(), move |ev| {
+        tracing::debug!(event = %ev, "device watcher: re-scan");
+        handle.rescan();
+    }) {
+        // A re-scanning watcher would only repeat the provider's own scan.
+        Ok(w) if w.backend() == relink_devwatch::Backend::Rescan => None,
+        Ok(w) => {
+            tracing::debug!(backend = %w.backend(), "device watcher started");
+            Some(w)
+        }
+        Err(e) => {
+            tracing::warn!(
+                error = %e,
+                "no device watcher; device changes are seen at the periodic re-scan"
+            );
+            None
+        }
+    }
+}
+
+impl Drop for VerbsProvider {
+    fn drop(&mut self) {
+        drop(self.watcher.take());
+        self.shared.stop.store(true, Ordering::SeqCst);
+        self.shared.kick();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        let mut inner = self.shared.lock();
+        inner.release_everything();
+        // SAFETY: every id on the channel was destroyed above; the channel
+        // is destroyed once, and the event thread has stopped.
+        unsafe { sys::rdma_destroy_event_channel(self.shared.channel.get()) };
+        resync_librdmacm();
+    }
+}
