@@ -42,7 +42,6 @@
 //! ```
 
 mod node;
-mod transport;
 
 pub use node::{Error, ListenerHandle, Node, RegionOptions, SessionHandle, SessionOptions};
 pub use relink_core::journal::{Completion, LocalRange, OpError, OpKind, Outcome};

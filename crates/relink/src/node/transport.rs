@@ -8,19 +8,20 @@ use relink_core::session::LocalKeys;
 use relink_core::{Epoch, RegionId};
 use relink_fabric::{
     Access, CmId, ContextId, CqId, DeviceInfo, Memory, MrInfo, PdId, Provider, QpId, QpInit,
-    RecvWr, SendOp, SendWr, Sge,
 };
+
+use super::wr::{WrBatch, TAG_MASK, TAG_ONE_SIDED, TAG_SEND};
 
 /// Host memory of a session: allocated once, registered on every device
 /// the session uses (same addresses every time).
-pub(crate) struct SessionMemory {
+pub(super) struct SessionMemory {
     pub send: Memory,
     pub recv: Memory,
     pub regions: BTreeMap<RegionId, Memory>,
 }
 
 /// Provider objects of one epoch.
-pub(crate) struct Transport {
+pub(super) struct Transport {
     pub epoch: Epoch,
     pub cm: Option<CmId>,
     pub ctx: Option<ContextId>,
@@ -45,17 +46,13 @@ pub(crate) struct Transport {
     pub cq_indexed: bool,
 }
 
-/// wr_id tags.
-pub(crate) const TAG_SEND: u64 = 1 << 62;
-pub(crate) const TAG_RECV: u64 = 2 << 62;
-pub(crate) const TAG_ONE_SIDED: u64 = 3 << 62;
-pub(crate) const TAG_MASK: u64 = 3 << 62;
-
 /// Why building failed.
 #[derive(Debug)]
-pub(crate) struct BuildError(pub String);
+pub(super) struct BuildError(pub String);
 
 impl Transport {
+    /// The transport of `epoch`, nothing built yet, every one of its
+    /// `send_slots` send slots free.
     pub fn new(epoch: Epoch, cm: Option<CmId>, send_slots: u32) -> Transport {
         Transport {
             epoch,
@@ -233,84 +230,5 @@ fn log_destroy(what: &str, r: Result<relink_fabric::Destroyed, relink_fabric::De
             tracing::debug!("{what} already released with its device");
         }
         Err(e) => tracing::warn!("destroying {what}: {e}"),
-    }
-}
-
-/// Work requests kept from one post to the next: a batch reuses the
-/// requests of earlier batches, and with them the allocation of their SGE
-/// lists, so posting allocates nothing once the batch has been as large
-/// before.
-pub(crate) struct WrBatch<T> {
-    /// Every request ever needed; the first `len` are the current batch.
-    wrs: Vec<T>,
-    len: usize,
-}
-
-impl<T> Default for WrBatch<T> {
-    fn default() -> Self {
-        WrBatch {
-            wrs: Vec::new(),
-            len: 0,
-        }
-    }
-}
-
-impl<T> WrBatch<T> {
-    /// Empty the batch (its requests are kept for reuse).
-    pub fn clear(&mut self) {
-        self.len = 0;
-    }
-
-    /// Whether the batch holds no request.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// The batch, to post.
-    pub fn as_slice(&self) -> &[T] {
-        &self.wrs[..self.len]
-    }
-
-    /// The batch, to adjust before posting.
-    pub fn as_mut_slice(&mut self) -> &mut [T] {
-        &mut self.wrs[..self.len]
-    }
-
-    /// Append a request: one of an earlier batch, or `fresh()`. The caller
-    /// overwrites all of it.
-    fn next(&mut self, fresh: impl FnOnce() -> T) -> &mut T {
-        if self.len == self.wrs.len() {
-            self.wrs.push(fresh());
-        }
-        self.len += 1;
-        &mut self.wrs[self.len - 1]
-    }
-}
-
-impl WrBatch<SendWr> {
-    /// Append the signaled request `wr_id` of `op` on the single SGE `sge`.
-    pub fn push_send(&mut self, wr_id: u64, op: SendOp, sge: Sge) {
-        let wr = self.next(|| SendWr::new(0, SendOp::Send, Vec::with_capacity(1)));
-        let mut sgl = std::mem::take(&mut wr.sgl);
-        sgl.clear();
-        sgl.push(sge);
-        *wr = SendWr::new(wr_id, op, sgl);
-    }
-}
-
-impl WrBatch<RecvWr> {
-    /// Append the receive of slot `slot` of the receive slots `mr`.
-    pub fn push_recv(&mut self, mr: &MrInfo, slot_size: u32, slot: u32) {
-        let wr = self.next(|| RecvWr {
-            wr_id: 0,
-            sgl: Vec::with_capacity(1),
-        });
-        wr.wr_id = TAG_RECV | u64::from(slot);
-        wr.sgl.clear();
-        wr.sgl.push(Sge {
-            addr: mr.addr + u64::from(slot) * u64::from(slot_size),
-            length: slot_size,
-            lkey: mr.lkey,
-        });
     }
 }

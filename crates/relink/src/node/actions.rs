@@ -1,0 +1,177 @@
+//! Carrying out a session core's actions against the provider (connect,
+//! accept, reject, disconnect, tear down) and indexing what the session
+//! waits for next: its CQ, its queued work requests, its next timer.
+
+use std::collections::BTreeMap;
+
+use relink_core::session::Action;
+use relink_fabric::{CmId, CqId, Provider};
+
+use super::cm::{CmOwner, Phase};
+use super::transport::Transport;
+use super::Node;
+
+/// Forget a transport's CM id and CQ and destroy its objects (destroy calls
+/// only: after a device loss they report "already released").
+fn retire_transport(
+    p: &dyn Provider,
+    mut t: Transport,
+    cm: &mut BTreeMap<CmId, CmOwner>,
+    cq_owner: &mut BTreeMap<CqId, u64>,
+) {
+    if let Some(id) = t.cm {
+        cm.remove(&id);
+    }
+    if let Some(cq) = t.cq {
+        cq_owner.remove(&cq);
+    }
+    t.tear_down(p);
+}
+
+impl Node {
+    /// Perform the core's actions and index what the session now waits
+    /// for (its CQ, queued work, its next timer). Completions, deliveries
+    /// and events stay in the core until the application polls them.
+    pub(super) fn run_actions(&mut self, key: u64) {
+        loop {
+            let Some(slot) = self.sessions.get_mut(&key) else {
+                return;
+            };
+            let Some(action) = slot.next_action() else {
+                break;
+            };
+            if matches!(action, Action::Disconnect { .. } | Action::TearDown { .. }) {
+                // Messages queued before a disconnect (the goodbye of an
+                // admin close) go out first.
+                self.drain_backlog(key);
+            }
+            self.perform(key, action);
+        }
+        let slot = self.sessions.get_mut(&key).expect("present");
+        // A CQ built since the last call: poll (and so arm) it.
+        if let Some(t) = slot.transport.as_mut().filter(|t| !t.cq_indexed) {
+            if let Some(cq) = t.cq {
+                t.cq_indexed = true;
+                self.cq_owner.insert(cq, key);
+                self.dirty.insert(key);
+            }
+        }
+        if !slot.backlog.is_empty() {
+            self.pending_drain.insert(key);
+        }
+        // Re-index the session's next timer.
+        let next = slot.core.poll_timeout();
+        if slot.deadline != next {
+            if let Some(old) = slot.deadline.take() {
+                self.deadlines.remove(&(old, key));
+            }
+            if let Some(t) = next {
+                slot.deadline = Some(t);
+                self.deadlines.insert((t, key));
+            }
+        }
+    }
+
+    /// Carry out one action of the core (not a work request: those join
+    /// the backlog in `Slot::next_action`).
+    fn perform(&mut self, key: u64, action: Action) {
+        let p = &*self.provider;
+        let slot = self.sessions.get_mut(&key).expect("present");
+        match action {
+            Action::TearDown { epoch } => {
+                if let Some(t) = slot.transport.take_if(|t| t.epoch == epoch) {
+                    retire_transport(p, t, &mut self.cm, &mut self.cq_owner);
+                }
+                slot.backlog.clear();
+            }
+            Action::Connect {
+                epoch,
+                path,
+                private_data,
+            } => {
+                if let Some(old) = slot.transport.take() {
+                    retire_transport(p, old, &mut self.cm, &mut self.cq_owner);
+                }
+                let id = match p.cm_create_id() {
+                    Ok(id) => id,
+                    Err(e) => {
+                        let why = format!("create CM id: {e}");
+                        slot.core.handle_attempt_failed(epoch, &why, p.now());
+                        return;
+                    }
+                };
+                slot.transport = Some(Transport::new(epoch, Some(id), slot.spec.send_slots));
+                slot.connect_data = private_data;
+                slot.path = Some(path);
+                let timeout = slot.opts.policy.connect_timeout;
+                match p.cm_resolve_addr(id, path.local, path.peer, timeout) {
+                    Ok(()) => {
+                        self.cm.insert(
+                            id,
+                            CmOwner::Session {
+                                key,
+                                epoch,
+                                phase: Phase::Resolving,
+                            },
+                        );
+                    }
+                    Err(e) => {
+                        let why = format!("resolve: {e}");
+                        slot.core.handle_attempt_failed(epoch, &why, p.now());
+                    }
+                }
+            }
+            Action::Accept {
+                epoch,
+                request,
+                private_data,
+            } => {
+                let Some(req) = self.pending.remove(&request.0) else {
+                    return;
+                };
+                if let Some(old) = slot.transport.take() {
+                    retire_transport(p, old, &mut self.cm, &mut self.cq_owner);
+                }
+                let mut t = Transport::new(epoch, Some(req.cm), slot.spec.send_slots);
+                let device = p
+                    .cm_device(req.cm)
+                    .and_then(|d| p.devices().into_iter().find(|x| x.id == d));
+                let built = match device {
+                    Some(d) => t.build(p, d, &slot.spec, &slot.memory).map_err(|e| e.0),
+                    None => Err("the request's device is gone".into()),
+                };
+                let accepted = built.and_then(|()| {
+                    p.cm_accept(req.cm, t.qp.expect("built"), &private_data)
+                        .map_err(|e| e.to_string())
+                });
+                self.cm.insert(
+                    req.cm,
+                    CmOwner::Session {
+                        key,
+                        epoch,
+                        phase: Phase::Accepting,
+                    },
+                );
+                slot.transport = Some(t);
+                if let Err(e) = accepted {
+                    tracing::warn!("accept failed: {e}");
+                    slot.core.handle_attempt_failed(epoch, &e, p.now());
+                }
+            }
+            Action::Reject {
+                request,
+                private_data,
+            } => self.reject(request, &private_data),
+            Action::Send { .. } | Action::OneSided { .. } => {
+                unreachable!("work requests go to the backlog in Slot::next_action")
+            }
+            Action::Disconnect { epoch } => {
+                if let Some(t) = slot.transport.as_ref().filter(|t| t.epoch == epoch) {
+                    if let Some(cm) = t.cm {
+                        let _ = p.cm_disconnect(cm);
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,311 @@
+//! Connection management: which CM id belongs to what, where a session's
+//! connection attempt is, listeners, and connect requests.
+//!
+//! CM events of a session's retired attempt (an older epoch or CM id) are
+//! ignored; a session's core hears only of its current attempt.
+
+use std::time::Duration;
+
+use rand::RngCore;
+use relink_core::session::{RequestToken, Role, Session, SessionConfig};
+use relink_core::state::DownCause;
+use relink_core::wire;
+use relink_core::Epoch;
+use relink_fabric::{CmEventKind, CmId, ConnParams, Timestamp};
+
+use super::{Node, PendingRequest, SessionHandle};
+
+/// Where a session's CM id is in its connection: an initiator resolves the
+/// address, then the route, then connects; a target accepts; both end up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Phase {
+    /// Initiator: waiting for `AddrResolved`.
+    Resolving,
+    /// Initiator: waiting for `RouteResolved`; then it builds the
+    /// transport and connects.
+    Routing,
+    /// Initiator: connected, waiting for `Established`.
+    Connecting,
+    /// Target: accepted, waiting for `Established`.
+    Accepting,
+    /// Established: a loss is reported as the transport going down.
+    Up,
+}
+
+/// What a CM id of the node belongs to.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum CmOwner {
+    /// A session's attempt of epoch `epoch`.
+    Session {
+        /// The session's key.
+        key: u64,
+        /// The attempt's epoch.
+        epoch: Epoch,
+        /// Where the attempt is.
+        phase: Phase,
+    },
+    /// A listener (its key).
+    Listener(u64),
+    /// A connect request not yet accepted or rejected.
+    Pending,
+}
+
+impl Node {
+    /// Create, bind and listen the CM id of listener `key`.
+    pub(super) fn start_listener(&mut self, key: u64) -> Result<(), String> {
+        let p = self.provider.clone();
+        let l = self.listeners.get_mut(&key).expect("listener");
+        let id = p.cm_create_id().map_err(|e| e.to_string())?;
+        let r = p.cm_bind(id, l.addr).and_then(|_| p.cm_listen(id, 128));
+        match r {
+            Ok(()) => {
+                l.cm = Some(id);
+                self.cm.insert(id, CmOwner::Listener(key));
+                tracing::info!(addr = %l.addr, "listening");
+                Ok(())
+            }
+            Err(e) => {
+                let _ = p.cm_destroy_id(id);
+                Err(format!("listen on {}: {e}", l.addr))
+            }
+        }
+    }
+
+    /// Route a CM event to the listener, request or session attempt that
+    /// owns its id.
+    pub(super) fn on_cm(&mut self, id: CmId, kind: CmEventKind, now: Timestamp) {
+        if let CmEventKind::ConnectRequest {
+            listener,
+            private_data,
+            ..
+        } = kind
+        {
+            self.on_connect_request(id, listener, private_data, now);
+            return;
+        }
+        let Some(owner) = self.cm.get(&id).copied() else {
+            return;
+        };
+        match owner {
+            CmOwner::Listener(k) => {
+                if kind == CmEventKind::DeviceRemoval {
+                    // Bound to a device's address: destroy, listen again
+                    // when a device that owns the address appears.
+                    self.cm.remove(&id);
+                    let _ = self.provider.cm_destroy_id(id);
+                    if let Some(l) = self.listeners.get_mut(&k) {
+                        tracing::info!(addr = %l.addr, "listener lost its device; will listen again");
+                        l.cm = None;
+                    }
+                    // A device owning the address may already be back.
+                    let back = self.listeners.get(&k).is_some_and(|l| {
+                        self.provider.devices().iter().any(|d| d.owns(l.addr.ip()))
+                    });
+                    if back {
+                        let _ = self.start_listener(k);
+                    }
+                }
+            }
+            CmOwner::Pending => {}
+            CmOwner::Session { key, epoch, phase } => {
+                self.on_session_cm(key, epoch, phase, id, kind, now)
+            }
+        }
+    }
+
+    /// Record that a session's CM id moved on to `phase`.
+    fn set_phase(&mut self, id: CmId, key: u64, epoch: Epoch, phase: Phase) {
+        self.cm.insert(id, CmOwner::Session { key, epoch, phase });
+    }
+
+    /// A CM event of a session's attempt: advance the attempt, or tell
+    /// the core it failed or its transport went down.
+    fn on_session_cm(
+        &mut self,
+        key: u64,
+        epoch: Epoch,
+        phase: Phase,
+        id: CmId,
+        kind: CmEventKind,
+        now: Timestamp,
+    ) {
+        let p = self.provider.clone();
+        let Some(slot) = self.sessions.get_mut(&key) else {
+            return;
+        };
+        let current = slot
+            .transport
+            .as_ref()
+            .is_some_and(|t| t.epoch == epoch && t.cm == Some(id));
+        if !current {
+            tracing::debug!(?id, ?kind, "CM event of a retired attempt ignored");
+            return;
+        }
+        let what = format!("{kind:?}");
+        match (phase, kind) {
+            (Phase::Resolving, CmEventKind::AddrResolved) => {
+                if let Err(e) = p.cm_resolve_route(id, Duration::from_secs(2)) {
+                    slot.core
+                        .handle_attempt_failed(epoch, &format!("resolve route: {e}"), now);
+                } else {
+                    self.set_phase(id, key, epoch, Phase::Routing);
+                }
+            }
+            (Phase::Routing, CmEventKind::RouteResolved) => {
+                let device = p
+                    .cm_device(id)
+                    .and_then(|d| p.devices().into_iter().find(|x| x.id == d));
+                let Some(device) = device else {
+                    slot.core
+                        .handle_attempt_failed(epoch, "resolved device is gone", now);
+                    self.run_actions(key);
+                    return;
+                };
+                let t = slot.transport.as_mut().expect("current");
+                if let Err(e) = t.build(&*p, device, &slot.spec, &slot.memory) {
+                    slot.core.handle_attempt_failed(epoch, &e.0, now);
+                    self.run_actions(key);
+                    return;
+                }
+                let qp = t.qp.expect("built");
+                let params = ConnParams::default();
+                if let Err(e) = p.cm_connect(id, qp, params, &slot.connect_data) {
+                    slot.core
+                        .handle_attempt_failed(epoch, &format!("connect: {e}"), now);
+                } else {
+                    self.set_phase(id, key, epoch, Phase::Connecting);
+                }
+            }
+            (Phase::Connecting, CmEventKind::Established { private_data }) => {
+                let t = slot.transport.as_mut().expect("current");
+                t.connected = true;
+                let device = t.device.clone().expect("built");
+                let keys = t.local_keys();
+                slot.core
+                    .handle_connected(epoch, device, &private_data, keys, now);
+                self.set_phase(id, key, epoch, Phase::Up);
+            }
+            (Phase::Accepting, CmEventKind::Established { .. }) => {
+                let t = slot.transport.as_mut().expect("current");
+                t.connected = true;
+                let device = t.device.clone().expect("built");
+                let keys = t.local_keys();
+                slot.core.handle_accepted(epoch, device, keys, now);
+                self.set_phase(id, key, epoch, Phase::Up);
+            }
+            (_, CmEventKind::Rejected { private_data, .. }) => {
+                slot.core.handle_rejected(epoch, &private_data, now);
+            }
+            (
+                Phase::Resolving | Phase::Routing | Phase::Connecting | Phase::Accepting,
+                CmEventKind::AddrError
+                | CmEventKind::RouteError
+                | CmEventKind::Unreachable
+                | CmEventKind::ConnectError
+                | CmEventKind::DeviceRemoval
+                | CmEventKind::Disconnected,
+            ) => {
+                slot.core.handle_attempt_failed(epoch, &what, now);
+            }
+            (Phase::Up, CmEventKind::DeviceRemoval) => {
+                slot.core
+                    .handle_transport_down(epoch, DownCause::CmDeviceRemoval, now);
+            }
+            (Phase::Up, CmEventKind::Disconnected) => {
+                slot.core
+                    .handle_transport_down(epoch, DownCause::CmDisconnected, now);
+            }
+            (Phase::Up, CmEventKind::AddrChange) => {
+                slot.core
+                    .handle_transport_down(epoch, DownCause::AddrChange, now);
+            }
+            (phase, kind) => tracing::debug!(?id, ?phase, ?kind, "CM event ignored"),
+        }
+        self.run_actions(key);
+    }
+
+    /// A connect request to a listener: a hello of an unknown session makes
+    /// a new session, a resume goes to the session it names (whose core
+    /// accepts or rejects it); anything else is refused.
+    fn on_connect_request(
+        &mut self,
+        id: CmId,
+        listener: CmId,
+        private_data: Vec<u8>,
+        now: Timestamp,
+    ) {
+        let Some(CmOwner::Listener(lk)) = self.cm.get(&listener).copied() else {
+            let _ = self.provider.cm_reject(id, &[]);
+            let _ = self.provider.cm_destroy_id(id);
+            return;
+        };
+        let token = self.key();
+        self.cm.insert(id, CmOwner::Pending);
+        self.pending.insert(token, PendingRequest { cm: id });
+        let refuse = |node: &mut Node, reason| {
+            let data = wire::RejectData::Refused(wire::Refused { reason }).to_vec();
+            node.reject(RequestToken(token), &data);
+        };
+        match wire::ConnectData::decode(&private_data) {
+            Ok(wire::ConnectData::Hello(h)) => {
+                if self.by_id.contains_key(&h.session) {
+                    refuse(self, wire::RefuseReason::Busy);
+                    return;
+                }
+                let opts = self.listeners[&lk].opts.clone();
+                let cfg = SessionConfig {
+                    role: Role::Target,
+                    id: h.session,
+                    incarnation: self.incarnation,
+                    paths: Vec::new(),
+                    policy: opts.policy.clone(),
+                    spec: opts.spec(),
+                    seed: self.rng.next_u64(),
+                };
+                let mut secret = [0u8; 32];
+                self.rng.fill_bytes(&mut secret);
+                match Session::accept_hello(cfg, RequestToken(token), h.incarnation, secret, now) {
+                    Ok(mut core) => {
+                        core.set_devices(self.provider.devices(), now);
+                        match self.insert_slot(core, opts) {
+                            Ok(key) => {
+                                self.accepted.push_back(SessionHandle(key));
+                                self.run_actions(key);
+                            }
+                            Err(e) => {
+                                tracing::warn!("accept: {e}");
+                                refuse(self, wire::RefuseReason::Busy);
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!("accept: {e}");
+                        refuse(self, wire::RefuseReason::Busy);
+                    }
+                }
+            }
+            Ok(wire::ConnectData::Resume(r)) => match self.by_id.get(&r.session).copied() {
+                Some(key) => {
+                    let slot = self.sessions.get_mut(&key).expect("indexed");
+                    slot.core
+                        .handle_resume_request(RequestToken(token), &r, now);
+                    self.run_actions(key);
+                }
+                None => refuse(self, wire::RefuseReason::UnknownSession),
+            },
+            Err(e) => {
+                tracing::debug!("connect request with bad private data: {e}");
+                refuse(self, wire::RefuseReason::UnsupportedVersion);
+            }
+        }
+    }
+
+    /// Reject a connect request with `data` and forget its CM id.
+    pub(super) fn reject(&mut self, request: RequestToken, data: &[u8]) {
+        if let Some(req) = self.pending.remove(&request.0) {
+            self.cm.remove(&req.cm);
+            let _ = self.provider.cm_reject(req.cm, data);
+            let _ = self.provider.cm_destroy_id(req.cm);
+        }
+    }
+}

@@ -1,0 +1,218 @@
+//! Draining a session's CQ: send-queue completions retire their requests
+//! in RC order (an unsignaled request is done once a later one completes),
+//! a received message is copied out of its slot and handed to the core,
+//! and its receive is posted again.
+
+use relink_core::state::DownCause;
+use relink_core::OpId;
+use relink_fabric::{Memory, WcStatus, WorkCompletion};
+
+use super::transport::Transport;
+use super::wr::{TAG_MASK, TAG_ONE_SIDED, TAG_RECV, TAG_SEND};
+use super::Node;
+
+impl Node {
+    /// Drain up to a batch of completions of a session. An empty CQ is
+    /// armed (and checked once more, for a completion that raced the
+    /// arming); a non-empty one stays dirty for the next round. Returns
+    /// whether there were completions.
+    pub(super) fn poll_cq(&mut self, key: u64) -> bool {
+        let p = &*self.provider;
+        let Some(slot) = self.sessions.get_mut(&key) else {
+            return false;
+        };
+        let Some(t) = slot.transport.as_mut() else {
+            return false;
+        };
+        let Some(cq) = t.cq else { return false };
+        self.wcs.clear();
+        if p.poll_cq(cq, 64, &mut self.wcs).unwrap_or(0) == 0 {
+            let _ = p.req_notify_cq(cq, false);
+            if p.poll_cq(cq, 64, &mut self.wcs).unwrap_or(0) == 0 {
+                return false;
+            }
+        }
+        self.dirty.insert(key);
+        let now = p.now();
+        let epoch = t.epoch;
+        self.recv_batch.clear();
+        // The core's calls below never replace the driver's transport.
+        for wc in &self.wcs {
+            match wc.wr_id & TAG_MASK {
+                TAG_SEND | TAG_ONE_SIDED => {
+                    retire_through(t, wc, |op, status| {
+                        slot.core.handle_send_completion(epoch, op, status, now)
+                    });
+                }
+                TAG_RECV => {
+                    if wc.status != WcStatus::Success {
+                        slot.core.handle_transport_down(
+                            epoch,
+                            DownCause::Completion(wc.status),
+                            now,
+                        );
+                        continue;
+                    }
+                    let s = (wc.wr_id & !TAG_MASK) as u32;
+                    let bytes = copy_out(
+                        &slot.memory.recv,
+                        s,
+                        slot.spec.slot_size,
+                        wc.byte_len,
+                        &mut self.recv_buf,
+                    );
+                    if let Some(mr) = t.recv_mr {
+                        self.recv_batch.push_recv(&mr, slot.spec.slot_size, s);
+                    }
+                    slot.core.handle_received(epoch, bytes, now);
+                }
+                _ => {}
+            }
+        }
+        if !self.recv_batch.is_empty() {
+            if let Some(qp) = t.qp {
+                if p.post_recv(qp, self.recv_batch.as_slice()).is_err() {
+                    slot.core
+                        .handle_transport_down(epoch, DownCause::DeviceRemoved, now);
+                }
+            }
+        }
+        self.run_actions(key);
+        true
+    }
+}
+
+/// Retire the send-queue requests posted up to and including `wc`'s, in
+/// order: RC completes in order, so every unsignaled request posted before
+/// it succeeded, and `wc`'s status is its own. `done` gets each request's
+/// operation (`None` for a control message) and status.
+fn retire_through(
+    t: &mut Transport,
+    wc: &WorkCompletion,
+    mut done: impl FnMut(Option<OpId>, WcStatus),
+) {
+    while let Some(w) = t.posted.pop_front() {
+        let status = if w == wc.wr_id {
+            wc.status
+        } else {
+            WcStatus::Success
+        };
+        let op = t.retire(w);
+        done(op, status);
+        if w == wc.wr_id {
+            break;
+        }
+    }
+}
+
+/// The message a receive completion put in slot `s` of `recv` (slots of
+/// `slot_size` bytes), copied into `buf`: its `byte_len` bytes, at most a
+/// slot; empty when the slot cannot be read. `buf`'s allocation is reused.
+fn copy_out<'a>(
+    recv: &Memory,
+    s: u32,
+    slot_size: u32,
+    byte_len: u32,
+    buf: &'a mut Vec<u8>,
+) -> &'a [u8] {
+    let size = slot_size as usize;
+    buf.resize((byte_len as usize).min(size), 0);
+    match recv.read(s as usize * size, buf) {
+        Ok(()) => buf,
+        Err(_) => &[],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use relink_core::Epoch;
+    use relink_fabric::{HeapMemory, QpId, WcOpcode};
+
+    use super::*;
+
+    fn wc(wr_id: u64, status: WcStatus) -> WorkCompletion {
+        WorkCompletion {
+            wr_id,
+            status,
+            opcode: WcOpcode::Send,
+            qp: QpId(1),
+            byte_len: 0,
+            imm: None,
+            invalidated_rkey: None,
+        }
+    }
+
+    /// Post a message of `op` in the next free slot, as the backlog does.
+    fn post_message(t: &mut Transport, op: Option<u64>) -> u64 {
+        let s = t.free_slots.pop().expect("a free slot");
+        t.slot_op[s as usize] = op.map(OpId);
+        t.posted.push_back(TAG_SEND | u64::from(s));
+        TAG_SEND | u64::from(s)
+    }
+
+    #[test]
+    fn a_completion_retires_the_unsignaled_requests_before_it() {
+        let mut t = Transport::new(Epoch(1), None, 4);
+        let _m1 = post_message(&mut t, Some(1));
+        t.posted.push_back(TAG_ONE_SIDED | 7);
+        let control = post_message(&mut t, None);
+        let m2 = post_message(&mut t, Some(2));
+        let m3 = post_message(&mut t, Some(3));
+        assert!(t.free_slots.is_empty());
+
+        let mut seen = Vec::new();
+        retire_through(&mut t, &wc(control, WcStatus::Success), |op, s| {
+            seen.push((op, s))
+        });
+        assert_eq!(
+            seen,
+            [
+                (Some(OpId(1)), WcStatus::Success),
+                (Some(OpId(7)), WcStatus::Success),
+                (None, WcStatus::Success),
+            ]
+        );
+        assert_eq!(t.posted, [m2, m3]);
+        assert_eq!(
+            t.free_slots.len(),
+            2,
+            "the two message slots are free again"
+        );
+
+        // A failed request carries its own status; the one before it is
+        // inferred done, the one after it stays posted (it flushes later).
+        let m4 = post_message(&mut t, Some(4));
+        seen.clear();
+        retire_through(&mut t, &wc(m3, WcStatus::RemAccessErr), |op, s| {
+            seen.push((op, s))
+        });
+        assert_eq!(
+            seen,
+            [
+                (Some(OpId(2)), WcStatus::Success),
+                (Some(OpId(3)), WcStatus::RemAccessErr),
+            ]
+        );
+        assert_eq!(t.posted, [m4]);
+        assert_eq!(t.free_slots.len(), 3);
+    }
+
+    #[test]
+    fn a_received_message_is_copied_out_of_its_slot() {
+        const SLOT: u32 = 16;
+        let recv = Memory::new(Arc::new(HeapMemory::new(0x2000, 4 * SLOT as usize)));
+        recv.write(2 * SLOT as usize, b"hello, world").unwrap();
+        recv.write(3 * SLOT as usize, b"0123456789abcdef").unwrap();
+        let mut buf = Vec::new();
+
+        assert_eq!(copy_out(&recv, 2, SLOT, 12, &mut buf), b"hello, world");
+        // A shorter message shows none of the longer one's bytes.
+        assert_eq!(copy_out(&recv, 2, SLOT, 5, &mut buf), b"hello");
+        // A length past the slot is cut to the slot.
+        assert_eq!(copy_out(&recv, 3, SLOT, 99, &mut buf), b"0123456789abcdef");
+        // A slot outside the memory reads as nothing.
+        assert_eq!(copy_out(&recv, 4, SLOT, 4, &mut buf), b"");
+    }
+}

@@ -1,0 +1,211 @@
+//! The driver: a [`Node`] runs relink-core sessions on a provider.
+//!
+//! A session's core (`relink_core::session::Session`) decides what to do;
+//! the node carries its actions out on the provider and hands it what the
+//! provider reports (CM events, completions, device events, timeouts).
+//! Everything is single-threaded and driven by [`Node::poll`].
+//!
+//! | file | its one concern |
+//! |---|---|
+//! | `mod.rs` | the node's tables ([`Node`], a session's `Slot`) and how a session's slot is made |
+//! | `options.rs` | what the application hands in and gets back: handles, session and region options, errors |
+//! | `api.rs` | the application's calls: connect, listen, accept, submit operations, take completions, deliveries and events, close |
+//! | `poll.rs` | the poll loop (provider events, dirty CQs, due timers, queued work, in that order) and provider events |
+//! | `cm.rs` | connection management: who owns a CM id, where a session's attempt is, listeners, connect requests |
+//! | `actions.rs` | performing a core's actions against the provider, and indexing what the session waits for next |
+//! | `backlog.rs` | work requests a core asks for: queued per session, posted in batches, every 16th signaled |
+//! | `completions.rs` | draining a session's CQ: send completions retired in RC order, receives copied out and reposted |
+//! | `transport.rs` | one epoch's provider objects, built from the core's plan and torn down with destroy calls only |
+//! | `wr.rs` | the `wr_id` encoding and `WrBatch`, the work requests reused from one post to the next |
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use rand::{RngCore, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use relink_core::resources::SessionSpec;
+use relink_core::session::{Path, Session};
+use relink_core::{Incarnation, SessionId};
+use relink_fabric::{CmId, CqId, Provider, RecvWr, SendWr, Timestamp, WorkCompletion};
+
+mod actions;
+mod api;
+mod backlog;
+mod cm;
+mod completions;
+mod options;
+mod poll;
+mod transport;
+mod wr;
+
+pub use options::{Error, ListenerHandle, RegionOptions, SessionHandle, SessionOptions};
+
+use backlog::Pending;
+use cm::CmOwner;
+use transport::{SessionMemory, Transport};
+use wr::WrBatch;
+
+/// A session's state in the node: its core and what the node keeps for it.
+struct Slot {
+    core: Session,
+    opts: SessionOptions,
+    spec: SessionSpec,
+    /// Allocated once, registered on every transport.
+    memory: SessionMemory,
+    /// The current epoch's provider objects; `None` between a teardown and
+    /// the next attempt.
+    transport: Option<Transport>,
+    /// Work requests waiting to be posted, in order (sends also wait for
+    /// a free slot).
+    backlog: VecDeque<Pending>,
+    /// Pending connect private data of the current attempt.
+    connect_data: Vec<u8>,
+    /// The path of the current attempt (initiator only).
+    path: Option<Path>,
+    /// The session's entry in the node's `deadlines`.
+    deadline: Option<Timestamp>,
+}
+
+/// A listener: its address and the options of the sessions it accepts.
+struct ListenerSlot {
+    addr: SocketAddr,
+    /// `None` while no device owns `addr` (it listens again when one does).
+    cm: Option<CmId>,
+    opts: SessionOptions,
+}
+
+/// A connect request waiting for its session's core to accept or reject.
+struct PendingRequest {
+    cm: CmId,
+}
+
+/// A process's relink endpoint on one provider: it owns sessions and
+/// listeners and drives them. Single-threaded: call [`Node::poll`] (or
+/// [`Node::run_until`]) to make progress.
+pub struct Node {
+    provider: Arc<dyn Provider>,
+    incarnation: Incarnation,
+    rng: ChaCha8Rng,
+    /// The next key of a session, listener or connect request (one series
+    /// for all three).
+    next_key: u64,
+    sessions: BTreeMap<u64, Slot>,
+    by_id: BTreeMap<SessionId, u64>,
+    listeners: BTreeMap<u64, ListenerSlot>,
+    cm: BTreeMap<CmId, CmOwner>,
+    /// Connect requests by their `RequestToken`.
+    pending: BTreeMap<u64, PendingRequest>,
+    accepted: VecDeque<SessionHandle>,
+    wcs: Vec<WorkCompletion>,
+    /// Which session a CQ belongs to (for `CqReady`).
+    cq_owner: BTreeMap<CqId, u64>,
+    /// Sessions whose CQ may hold completions.
+    dirty: BTreeSet<u64>,
+    /// Every session's next timer, ordered: `poll` visits only the due ones.
+    deadlines: BTreeSet<(Timestamp, u64)>,
+    /// Sessions with work requests waiting to be posted.
+    pending_drain: BTreeSet<u64>,
+    /// The set `poll` works through while `dirty` or `pending_drain`
+    /// collect for the next round (swapped, so neither is reallocated).
+    round: BTreeSet<u64>,
+    /// Sessions whose timer is due, collected by `poll`.
+    due: Vec<u64>,
+    /// The send requests of the batch being posted.
+    send_batch: WrBatch<SendWr>,
+    /// The receives being reposted.
+    recv_batch: WrBatch<RecvWr>,
+    /// A received message, copied out of its slot.
+    recv_buf: Vec<u8>,
+}
+
+impl Node {
+    /// A node on `provider`; `seed` makes session ids, secrets and jitter
+    /// reproducible (use a random seed in production).
+    pub fn new(provider: Arc<dyn Provider>, seed: u64) -> Node {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        Node {
+            provider,
+            incarnation: Incarnation(rng.next_u64()),
+            rng,
+            next_key: 1,
+            sessions: BTreeMap::new(),
+            by_id: BTreeMap::new(),
+            listeners: BTreeMap::new(),
+            cm: BTreeMap::new(),
+            pending: BTreeMap::new(),
+            accepted: VecDeque::new(),
+            wcs: Vec::with_capacity(64),
+            cq_owner: BTreeMap::new(),
+            dirty: BTreeSet::new(),
+            deadlines: BTreeSet::new(),
+            pending_drain: BTreeSet::new(),
+            round: BTreeSet::new(),
+            due: Vec::new(),
+            send_batch: WrBatch::default(),
+            recv_batch: WrBatch::default(),
+            recv_buf: Vec::new(),
+        }
+    }
+
+    /// The provider the node drives (shared: the application may use it
+    /// too, e.g. for its own memory).
+    pub fn provider(&self) -> &Arc<dyn Provider> {
+        &self.provider
+    }
+
+    /// The provider's clock: the time every deadline of the node is in.
+    pub fn now(&self) -> Timestamp {
+        self.provider.now()
+    }
+
+    fn key(&mut self) -> u64 {
+        let k = self.next_key;
+        self.next_key += 1;
+        k
+    }
+
+    /// Allocate a session's send and receive slots and its regions.
+    fn memory(&self, opts: &SessionOptions, spec: &SessionSpec) -> Result<SessionMemory, Error> {
+        let p = &self.provider;
+        let err = |e: relink_fabric::MemoryError| Error::Provider(e.to_string());
+        let send = p
+            .alloc_memory(spec.send_slots as usize * spec.slot_size as usize)
+            .map_err(err)?;
+        let recv = p
+            .alloc_memory(spec.recv_slots as usize * spec.slot_size as usize)
+            .map_err(err)?;
+        let mut regions = BTreeMap::new();
+        for r in &opts.regions {
+            regions.insert(r.id, p.alloc_memory(r.len as usize).map_err(err)?);
+        }
+        Ok(SessionMemory {
+            send,
+            recv,
+            regions,
+        })
+    }
+
+    /// Give a new core its slot (and memory); returns its key.
+    fn insert_slot(&mut self, core: Session, opts: SessionOptions) -> Result<u64, Error> {
+        let spec = core.spec().clone();
+        let memory = self.memory(&opts, &spec)?;
+        let key = self.key();
+        self.by_id.insert(core.id(), key);
+        self.sessions.insert(
+            key,
+            Slot {
+                core,
+                opts,
+                spec,
+                memory,
+                transport: None,
+                backlog: VecDeque::new(),
+                connect_data: Vec::new(),
+                path: None,
+                deadline: None,
+            },
+        );
+        Ok(key)
+    }
+}

@@ -1,0 +1,148 @@
+//! The poll loop of a [`Node`] and the provider events it dispatches.
+//!
+//! One [`Node::poll`] round works, in this order: every provider event
+//! (device, async, CM, CQ-ready), the CQs that signalled (or are not armed
+//! yet), the sessions whose timer is due, the sessions with queued work
+//! requests. The order is part of the node's behaviour: a run on the
+//! simulated fabric with the same seed is the same run, event for event.
+
+use std::time::Duration;
+
+use relink_core::state::DownCause;
+use relink_core::Epoch;
+use relink_fabric::{AsyncEvent, DeviceEventKind, Event, Timestamp};
+
+use super::Node;
+
+impl Node {
+    /// The earliest time a session needs [`Node::poll`] for its timers.
+    pub fn next_deadline(&self) -> Option<Timestamp> {
+        self.deadlines.first().map(|(t, _)| *t)
+    }
+
+    /// Do everything that can be done now: provider events, completions,
+    /// timers, actions. Returns whether anything happened.
+    pub fn poll(&mut self) -> bool {
+        let mut progress = false;
+        while let Some(ev) = self.provider.poll_event() {
+            progress = true;
+            self.on_event(ev);
+        }
+        // Only CQs that signalled (or were not yet armed) are polled; a CQ
+        // that stays busy is marked again for the next round.
+        std::mem::swap(&mut self.dirty, &mut self.round);
+        while let Some(key) = self.round.pop_first() {
+            progress |= self.poll_cq(key);
+        }
+        // Only sessions with a due timer or queued work are visited.
+        let now = self.now();
+        self.due.clear();
+        self.due.extend(
+            self.deadlines
+                .iter()
+                .take_while(|(t, _)| *t <= now)
+                .map(|(_, k)| *k),
+        );
+        for i in 0..self.due.len() {
+            let key = self.due[i];
+            let Some(slot) = self.sessions.get_mut(&key) else {
+                continue;
+            };
+            slot.core.handle_timeout(now);
+            progress = true;
+            self.run_actions(key);
+        }
+        std::mem::swap(&mut self.pending_drain, &mut self.round);
+        while let Some(key) = self.round.pop_first() {
+            if self.drain_backlog(key) {
+                progress = true;
+                // A failed post reports a loss to the core: collect its
+                // actions. Work still waiting for send slots is marked
+                // again when a completion frees them (poll_cq).
+                self.run_actions(key);
+            }
+        }
+        progress
+    }
+
+    /// Poll until idle, then wait on the provider until the next deadline
+    /// or event, until `until`.
+    pub fn run_until(&mut self, until: Timestamp) {
+        loop {
+            while self.poll() {}
+            let now = self.now();
+            if now >= until {
+                return;
+            }
+            let d = self.next_deadline().map_or(until, |d| d.min(until));
+            self.provider.wait(Some(d.max(now)));
+        }
+    }
+
+    /// [`run_until`](Self::run_until) `now + d`.
+    pub fn run_for(&mut self, d: Duration) {
+        let until = self.now() + d;
+        self.run_until(until);
+    }
+
+    /// Hand a provider event to the sessions (and listeners) it concerns.
+    fn on_event(&mut self, ev: Event) {
+        let now = self.now();
+        match ev {
+            Event::Device(de) => {
+                for slot in self.sessions.values_mut() {
+                    slot.core.handle_device_event(&de, now);
+                }
+                if de.kind == DeviceEventKind::Added {
+                    // Listeners that lost their device listen again.
+                    let idle: Vec<u64> = self
+                        .listeners
+                        .iter()
+                        .filter(|(_, l)| l.cm.is_none() && de.device.owns(l.addr.ip()))
+                        .map(|(k, _)| *k)
+                        .collect();
+                    for k in idle {
+                        if let Err(e) = self.start_listener(k) {
+                            tracing::warn!("re-listen: {e}");
+                        }
+                    }
+                }
+                let keys: Vec<u64> = self.sessions.keys().copied().collect();
+                for k in keys {
+                    self.run_actions(k);
+                }
+            }
+            Event::Async { ctx, event } => {
+                let cause = match event {
+                    AsyncEvent::DeviceFatal => Some(DownCause::DeviceFatal),
+                    AsyncEvent::PortErr => Some(DownCause::PortDown),
+                    _ => None,
+                };
+                if let Some(cause) = cause {
+                    let hit: Vec<(u64, Epoch)> = self
+                        .sessions
+                        .iter()
+                        .filter_map(|(k, s)| {
+                            let t = s.transport.as_ref()?;
+                            (t.ctx == Some(ctx)).then_some((*k, t.epoch))
+                        })
+                        .collect();
+                    for (k, epoch) in hit {
+                        self.sessions
+                            .get_mut(&k)
+                            .expect("present")
+                            .core
+                            .handle_transport_down(epoch, cause, now);
+                        self.run_actions(k);
+                    }
+                }
+            }
+            Event::Cm(ce) => self.on_cm(ce.id, ce.kind, now),
+            Event::CqReady(cq) => {
+                if let Some(k) = self.cq_owner.get(&cq) {
+                    self.dirty.insert(*k);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,144 @@
+//! The shape of relink's work requests: what a `wr_id` says, and
+//! [`WrBatch`], the requests reused from one post to the next.
+
+use relink_fabric::{MrInfo, RecvWr, SendOp, SendWr, Sge};
+
+// A `wr_id` carries a tag in its top two bits; below it, the send slot
+// (`TAG_SEND`), the receive slot (`TAG_RECV`) or the operation's id
+// (`TAG_ONE_SIDED`).
+
+/// A message in a send slot (the slot below the tag).
+pub(super) const TAG_SEND: u64 = 1 << 62;
+/// A receive of a receive slot (the slot below the tag).
+pub(super) const TAG_RECV: u64 = 2 << 62;
+/// A one-sided operation (its `OpId` below the tag).
+pub(super) const TAG_ONE_SIDED: u64 = 3 << 62;
+/// The tag bits.
+pub(super) const TAG_MASK: u64 = 3 << 62;
+
+/// Work requests kept from one post to the next: a batch reuses the
+/// requests of earlier batches, and with them the allocation of their SGE
+/// lists, so posting allocates nothing once the batch has been as large
+/// before.
+pub(super) struct WrBatch<T> {
+    /// Every request ever needed; the first `len` are the current batch.
+    wrs: Vec<T>,
+    len: usize,
+}
+
+impl<T> Default for WrBatch<T> {
+    fn default() -> Self {
+        WrBatch {
+            wrs: Vec::new(),
+            len: 0,
+        }
+    }
+}
+
+impl<T> WrBatch<T> {
+    /// Empty the batch (its requests are kept for reuse).
+    pub fn clear(&mut self) {
+        self.len = 0;
+    }
+
+    /// Whether the batch holds no request.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The batch, to post.
+    pub fn as_slice(&self) -> &[T] {
+        &self.wrs[..self.len]
+    }
+
+    /// The batch, to adjust before posting.
+    pub fn as_mut_slice(&mut self) -> &mut [T] {
+        &mut self.wrs[..self.len]
+    }
+
+    /// Append a request: one of an earlier batch, or `fresh()`. The caller
+    /// overwrites all of it.
+    fn next(&mut self, fresh: impl FnOnce() -> T) -> &mut T {
+        if self.len == self.wrs.len() {
+            self.wrs.push(fresh());
+        }
+        self.len += 1;
+        &mut self.wrs[self.len - 1]
+    }
+}
+
+impl WrBatch<SendWr> {
+    /// Append the signaled request `wr_id` of `op` on the single SGE `sge`.
+    pub fn push_send(&mut self, wr_id: u64, op: SendOp, sge: Sge) {
+        let wr = self.next(|| SendWr::new(0, SendOp::Send, Vec::with_capacity(1)));
+        let mut sgl = std::mem::take(&mut wr.sgl);
+        sgl.clear();
+        sgl.push(sge);
+        *wr = SendWr::new(wr_id, op, sgl);
+    }
+}
+
+impl WrBatch<RecvWr> {
+    /// Append the receive of slot `slot` of the receive slots `mr`.
+    pub fn push_recv(&mut self, mr: &MrInfo, slot_size: u32, slot: u32) {
+        let wr = self.next(|| RecvWr {
+            wr_id: 0,
+            sgl: Vec::with_capacity(1),
+        });
+        wr.wr_id = TAG_RECV | u64::from(slot);
+        wr.sgl.clear();
+        wr.sgl.push(Sge {
+            addr: mr.addr + u64::from(slot) * u64::from(slot_size),
+            length: slot_size,
+            lkey: mr.lkey,
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use relink_fabric::{Access, MrId};
+
+    use super::*;
+
+    #[test]
+    fn a_batch_reuses_the_requests_of_earlier_batches() {
+        let mr = MrInfo {
+            id: MrId(1),
+            addr: 0x4000,
+            length: 4 * 32,
+            lkey: 5,
+            rkey: 6,
+            access: Access::LOCAL_WRITE,
+        };
+        let mut batch = WrBatch::<RecvWr>::default();
+        for slot in 0..3 {
+            batch.push_recv(&mr, 32, slot);
+        }
+        let sgl = batch.as_slice()[0].sgl.as_ptr();
+        batch.clear();
+        assert!(batch.is_empty());
+        batch.push_recv(&mr, 32, 3);
+        let wr = &batch.as_slice()[0];
+        assert_eq!(batch.as_slice().len(), 1);
+        assert_eq!(wr.wr_id, TAG_RECV | 3);
+        assert_eq!(
+            (wr.sgl.len(), wr.sgl[0].addr, wr.sgl[0].length),
+            (1, 0x4000 + 96, 32)
+        );
+        assert_eq!(wr.sgl.as_ptr(), sgl, "the SGE list's allocation is reused");
+
+        let mut sends = WrBatch::<SendWr>::default();
+        let sge = Sge {
+            addr: 0x4000,
+            length: 8,
+            lkey: 5,
+        };
+        sends.push_send(TAG_SEND | 1, SendOp::Send, sge);
+        let sgl = sends.as_slice()[0].sgl.as_ptr();
+        sends.clear();
+        sends.push_send(TAG_ONE_SIDED | 9, SendOp::Send, sge);
+        assert_eq!(sends.as_slice()[0].wr_id, TAG_ONE_SIDED | 9);
+        assert_eq!(sends.as_slice()[0].sgl.as_ptr(), sgl);
+    }
+}
