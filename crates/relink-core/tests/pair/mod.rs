@@ -451,6 +451,40 @@ impl Pair {
             .collect()
     }
 
+    /// The sequence numbers of the data messages `who` posted on the
+    /// transport of `epoch`, in order.
+    pub fn data_seqs(&self, who: Who, epoch: Epoch) -> Vec<u64> {
+        self.end(who)
+            .actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::Send {
+                    epoch: e,
+                    op: Some(_),
+                    bytes,
+                } if *e == epoch => Some(wire::decode_message(bytes).expect("valid").0.seq.0),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The bytes of the data message `who` posted with sequence `seq`
+    /// (the first time).
+    pub fn sent_message(&self, who: Who, seq: u64) -> Vec<u8> {
+        self.end(who)
+            .actions
+            .iter()
+            .find_map(|a| match a {
+                Action::Send {
+                    op: Some(_), bytes, ..
+                } if wire::decode_message(bytes).expect("valid").0.seq == Seq(seq) => {
+                    Some(bytes.clone())
+                }
+                _ => None,
+            })
+            .expect("sent")
+    }
+
     /// The epoch of a side's transport as the driver holds it.
     pub fn transport(&self, who: Who) -> Option<Epoch> {
         self.end(who).transport
@@ -578,6 +612,15 @@ impl Pair {
         self.cut(who, e);
         self.session(who).handle_transport_down(e, cause, now);
         self.collect(who);
+    }
+
+    /// `bytes` arrive at `to` on its current transport (a message the
+    /// link delivers twice, say).
+    pub fn inject(&mut self, to: Who, bytes: &[u8]) {
+        let now = self.now;
+        let e = self.end(to).transport.expect("a transport");
+        self.session(to).handle_received(e, bytes, now);
+        self.collect(to);
     }
 
     /// The target process restarts: its session is gone (no teardown: the
