@@ -104,9 +104,12 @@ fn messages_cross_one_loss_exactly_once_in_order() {
     p.check();
 }
 
+/// A named way to lose the transport.
+type Fault = (&'static str, fn(&mut Pair));
+
 #[test]
 fn messages_cross_several_losses_of_every_kind_both_ways() {
-    let faults: [(&str, fn(&mut Pair)); 5] = [
+    let faults: [Fault; 5] = [
         ("initiator device removed", |p| {
             p.remove_device(Who::Ini);
             p.add_device(Who::Ini);
