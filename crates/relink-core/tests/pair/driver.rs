@@ -50,6 +50,14 @@ impl Pair {
 
     fn perform_one(&mut self, who: Who, a: Action) {
         let now = self.now;
+        if let Action::Accept { request, .. } | Action::Reject { request, .. } = &a {
+            if self.tokens.get(&request.0) == Some(&None) {
+                // The answer to a request the test made (`knock`).
+                self.tokens.remove(&request.0);
+                self.answers.push(a);
+                return;
+            }
+        }
         match a {
             Action::TearDown { epoch } => {
                 if self.end(who).transport == Some(epoch) {
@@ -87,7 +95,7 @@ impl Pair {
                 request,
                 private_data,
             } => {
-                let ini_epoch = self.tokens.remove(&request.0).expect("a pending request");
+                let ini_epoch = self.tokens.remove(&request.0).flatten().expect("a request");
                 if !self.end(who).device_present {
                     self.session(who).handle_attempt_failed(
                         epoch,
@@ -120,7 +128,7 @@ impl Pair {
                 request,
                 private_data,
             } => {
-                let ini_epoch = self.tokens.remove(&request.0).expect("a pending request");
+                let ini_epoch = self.tokens.remove(&request.0).flatten().expect("a request");
                 if self.end(Who::Ini).transport == Some(ini_epoch) {
                     self.session(Who::Ini)
                         .handle_rejected(ini_epoch, &private_data, now);
@@ -134,14 +142,6 @@ impl Pair {
                 local,
                 remote,
             } => {
-                let peer = who.peer();
-                let fresh = self
-                    .link
-                    .and_then(|l| l.epoch(peer))
-                    .is_some_and(|pe| self.keys(peer, pe).iter().any(|k| k.rkey == remote.rkey));
-                if !fresh {
-                    self.stale_keys.push((who, op, remote));
-                }
                 self.post(
                     who,
                     epoch,
@@ -163,48 +163,71 @@ impl Pair {
         }
     }
 
+    /// Post a work request on `who`'s transport of `epoch`, if that is on
+    /// the live link (the node drops those of a transport it retired). A
+    /// one-sided request must carry the peer's rkey of the link's epoch.
     fn post(&mut self, who: Who, epoch: Epoch, op: Option<OpId>, wr: Wr) {
-        let on_link = self.link.is_some_and(|l| l.epoch(who) == Some(epoch));
-        if self.end(who).transport == Some(epoch) && on_link {
-            self.requests[who.ix()].push_back((op, wr));
+        let Some(link) = self.link.filter(|l| l.epoch(who) == Some(epoch)) else {
+            return;
+        };
+        if self.end(who).transport != Some(epoch) {
+            return;
         }
+        if let (Wr::OneSided { remote, .. }, Some(op)) = (&wr, op) {
+            let peer = who.peer();
+            let fresh = link
+                .epoch(peer)
+                .is_some_and(|pe| self.keys(peer, pe).iter().any(|k| k.rkey == remote.rkey));
+            if !fresh {
+                self.stale_keys.push((who, op, *remote));
+            }
+        }
+        self.requests[who.ix()].push_back((op, wr));
     }
 
-    /// A connection request reaches the target, handled like the node does.
-    fn request(&mut self, ini_epoch: Epoch, data: Vec<u8>) {
+    /// A connection request reaches the target, handled like the node does;
+    /// `from`: the initiator's epoch, `None` for a request the test makes.
+    pub(super) fn request(&mut self, from: Option<Epoch>, data: Vec<u8>) {
         let now = self.now;
-        if self.end(Who::Ini).transport != Some(ini_epoch) {
+        if from.is_some_and(|e| self.end(Who::Ini).transport != Some(e)) {
             return; // withdrawn
         }
         let token = self.next_token;
         self.next_token += 1;
-        self.tokens.insert(token, ini_epoch);
-        match self.forged.take() {
-            Some(Forged::Accept(pd)) => {
-                self.tokens.remove(&token);
-                self.link = Some(Link {
-                    ini: ini_epoch,
-                    tgt: None,
-                });
-                let (dev, keys) = (
-                    self.end(Who::Ini).device.clone(),
-                    self.keys(Who::Ini, ini_epoch),
-                );
-                self.session(Who::Ini)
-                    .handle_connected(ini_epoch, dev, &pd, keys, now);
-                return;
+        self.tokens.insert(token, from);
+        if let Some(ini_epoch) = from {
+            match self.forged.take() {
+                Some(Forged::Accept(pd)) => {
+                    self.tokens.remove(&token);
+                    self.link = Some(Link {
+                        ini: ini_epoch,
+                        tgt: None,
+                    });
+                    let (dev, keys) = (
+                        self.end(Who::Ini).device.clone(),
+                        self.keys(Who::Ini, ini_epoch),
+                    );
+                    self.session(Who::Ini)
+                        .handle_connected(ini_epoch, dev, &pd, keys, now);
+                    return;
+                }
+                Some(Forged::Reject(pd)) => {
+                    self.tokens.remove(&token);
+                    self.session(Who::Ini).handle_rejected(ini_epoch, &pd, now);
+                    return;
+                }
+                None => {}
             }
-            Some(Forged::Reject(pd)) => {
-                self.tokens.remove(&token);
-                self.session(Who::Ini).handle_rejected(ini_epoch, &pd, now);
-                return;
-            }
-            None => {}
         }
         let refuse = |p: &mut Pair, reason| {
-            p.tokens.remove(&token);
             let pd = RejectData::Refused(Refused { reason }).to_vec();
-            p.session(Who::Ini).handle_rejected(ini_epoch, &pd, now);
+            match p.tokens.remove(&token).flatten() {
+                Some(e) => p.session(Who::Ini).handle_rejected(e, &pd, now),
+                None => p.answers.push(Action::Reject {
+                    request: RequestToken(token),
+                    private_data: pd,
+                }),
+            }
         };
         match ConnectData::decode(&data) {
             Ok(ConnectData::Hello(h)) => {
@@ -361,7 +384,7 @@ impl Pair {
                 progress = true;
             }
             if let Some((e, data)) = self.connect_requests.pop_front() {
-                self.request(e, data);
+                self.request(Some(e), data);
                 self.collect(Who::Ini);
                 self.collect(Who::Tgt);
                 progress = true;

@@ -226,8 +226,11 @@ pub struct Pair {
     /// Connection requests on their way to the target (initiator epoch,
     /// private data).
     connect_requests: VecDeque<(Epoch, Vec<u8>)>,
-    /// Request tokens given to the target, with the initiator's epoch.
-    tokens: BTreeMap<u64, Epoch>,
+    /// Request tokens given to the target, with the initiator's epoch
+    /// (`None`: a request the test made with [`Pair::knock`]).
+    tokens: BTreeMap<u64, Option<Epoch>>,
+    /// The target's answers to requests the test made.
+    answers: Vec<Action>,
     next_token: u64,
     /// Whether the target's application listens (false: the peer's CM
     /// refuses requests with no private data).
@@ -331,6 +334,7 @@ impl Pair {
             cm: VecDeque::new(),
             connect_requests: VecDeque::new(),
             tokens: BTreeMap::new(),
+            answers: Vec::new(),
             next_token: 1,
             listening: true,
             forged: None,
@@ -621,6 +625,15 @@ impl Pair {
         let e = self.end(to).transport.expect("a transport");
         self.session(to).handle_received(e, bytes, now);
         self.collect(to);
+    }
+
+    /// A connection request with `data` from someone other than the pair's
+    /// initiator reaches the target; returns the target's answer
+    /// (`Accept` or `Reject`).
+    pub fn knock(&mut self, data: Vec<u8>) -> Action {
+        self.request(None, data);
+        self.pump();
+        self.answers.pop().expect("the target answered")
     }
 
     /// The target process restarts: its session is gone (no teardown: the
