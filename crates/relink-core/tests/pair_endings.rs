@@ -110,6 +110,8 @@ fn a_handshake_answering_with_a_new_incarnation_is_a_stranger() {
     let reply = Resumed::sign(&p.secret(), SESSION, Epoch(2), Incarnation(0xdead), Seq(1));
     p.forged = Some(Forged::Accept(AcceptData::Resumed(reply).to_vec()));
     p.remove_device(Who::Ini);
+    p.pump();
+    let queued = p.send(Who::Ini, b"queued");
     p.add_device(Who::Ini);
     p.settle();
 
@@ -120,6 +122,11 @@ fn a_handshake_answering_with_a_new_incarnation_is_a_stranger() {
         Outcome::Indeterminate { executed: None },
         "its claim to have delivered it is not believed either"
     );
+    assert_eq!(
+        p.outcome(Who::Ini, queued),
+        Outcome::Failed(OpError::PeerLost)
+    );
+    assert_eq!(OpError::PeerLost.to_string(), "the peer lost its state");
     assert!(!posted_on(&p, Who::Ini, Epoch(2)), "nothing sent to it");
     assert!(p
         .end(Who::Ini)

@@ -1,5 +1,6 @@
-//! A quinn-style pair harness: an initiator and a target [`Session`] wired
-//! to each other by hand, with a fake clock. No fabric, no driver: the
+//! A quinn-style pair harness (like quinn-proto's `tests::util::Pair`): an
+//! initiator and a target [`Session`] wired to each other by hand, with a
+//! fake clock. No fabric, no driver: the
 //! harness plays the driver's part (`crates/relink/src/node.rs`) in the
 //! smallest faithful way:
 //!
@@ -23,6 +24,18 @@
 //! - `TearDown` / `Disconnect` / a removed device cut the link: whatever is
 //!   in flight on it is gone, and the peer's CM reports `DISCONNECTED`.
 //! - Timers fire when [`Pair::advance`] moves the fake clock past them.
+//!
+//! Granularity, for cutting a scenario at any point: [`Pair::pump`]
+//! performs actions, CM events and connection requests only;
+//! [`Pair::execute`] / [`Pair::acknowledge`] move one work request / one
+//! acknowledgement; [`Pair::tick`] fires due timers without executing work
+//! requests; [`Pair::run`] does everything until quiet; [`Pair::advance`]
+//! and [`Pair::settle`] also move the clock. Faults: [`Pair::remove_device`],
+//! [`Pair::add_device`], [`Pair::reset_device`], [`Pair::break_link`] (nobody
+//! is told), [`Pair::transport_down`], [`Pair::restart_target`]; a forged
+//! peer: [`Pair::forged`] answers the initiator's next request,
+//! [`Pair::knock`] sends the target a request of the test's own,
+//! [`Pair::inject`] hands a side raw message bytes.
 //!
 //! Everything the sessions emit (completions, deliveries, events, actions)
 //! is kept per side for assertions; [`Pair::check`] asserts the invariants
