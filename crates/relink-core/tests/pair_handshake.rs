@@ -1,0 +1,281 @@
+//! The resume handshake on a real pair (`tests/pair`): what is refused, and
+//! that a refusal never disturbs the genuine session.
+//!
+//! - at the target: a Resume with a forged or tampered authenticator, a
+//!   recorded Resume replayed (stale epoch), a Resume naming another
+//!   session, a Hello reusing a live session's id, undecodable data;
+//! - at the initiator: a reply that does not authenticate (wrong secret,
+//!   another session id, another epoch), a Welcome to a Resume, a Resumed
+//!   to a Hello, a Welcome for another session, garbage: the attempt fails,
+//!   nothing is sent on it, the reply's claims (what the peer delivered)
+//!   are not believed, and the next attempt to the genuine target resumes
+//!   with exactly-once delivery.
+
+mod pair;
+
+use std::time::Duration;
+
+use pair::{Forged, Pair, Setup, Who, SESSION};
+use relink_core::auth::SessionSecret;
+use relink_core::journal::Outcome;
+use relink_core::policy::Policy;
+use relink_core::session::{Action, SessionEvent};
+use relink_core::state::{Cause, DownCause, State};
+use relink_core::wire::{
+    AcceptData, ConnectData, Hello, RefuseReason, RejectData, Resume, Resumed, Welcome,
+};
+use relink_core::{Epoch, Incarnation, Seq, SessionId};
+
+/// The target's incarnation in the pair.
+const TARGET: Incarnation = Incarnation(0x1c1);
+
+fn refusal(answer: &Action) -> RefuseReason {
+    match answer {
+        Action::Reject { private_data, .. } => match RejectData::decode(private_data) {
+            Ok(RejectData::Refused(r)) => r.reason,
+            Err(e) => panic!("undecodable refusal: {e}"),
+        },
+        other => panic!("not refused: {other:?}"),
+    }
+}
+
+/// A pair whose initiator lost its device: the target waits in Recovering.
+fn target_waiting() -> Pair {
+    let mut p = Pair::connected(Setup::default());
+    p.remove_device(Who::Ini);
+    p.settle();
+    assert_eq!(p.state(Who::Tgt), State::Recovering);
+    p
+}
+
+/// The initiator's device returns; the genuine resume succeeds and a
+/// message still flows exactly once.
+fn genuine_resume_still_works(p: &mut Pair) {
+    p.add_device(Who::Ini);
+    p.advance(Duration::from_secs(30));
+    assert_eq!(p.state(Who::Ini), State::Established);
+    assert_eq!(p.state(Who::Tgt), State::Established);
+    let op = p.send(Who::Ini, b"after");
+    p.settle();
+    assert!(p.outcome(Who::Ini, op).is_success());
+    assert_eq!(p.delivered(Who::Tgt).last(), Some(&b"after".to_vec()));
+    p.check();
+}
+
+#[test]
+fn a_resume_with_a_forged_or_tampered_authenticator_is_refused() {
+    let mut p = target_waiting();
+    let wrong = SessionSecret::from_bytes([0; 32]);
+    let forged = Resume::sign(&wrong, SESSION, Epoch(2), Seq(0));
+    let mut tampered = Resume::sign(&p.secret(), SESSION, Epoch(2), Seq(0));
+    tampered.last_delivered = Seq(99); // claims more than was delivered
+    for r in [forged, tampered] {
+        let answer = p.knock(ConnectData::Resume(r).to_vec());
+        assert_eq!(refusal(&answer), RefuseReason::BadAuthenticator);
+    }
+    assert_eq!(p.state(Who::Tgt), State::Recovering, "undisturbed");
+    assert_eq!(p.session(Who::Tgt).epoch(), Epoch(1));
+    genuine_resume_still_works(&mut p);
+}
+
+#[test]
+fn a_recorded_resume_replayed_later_is_refused_and_disturbs_nothing() {
+    let mut p = target_waiting();
+    genuine_resume_still_works(&mut p);
+    let recorded = p.requests_seen.last().expect("the genuine resume").clone();
+    assert!(matches!(
+        ConnectData::decode(&recorded),
+        Ok(ConnectData::Resume(_))
+    ));
+    let transitions = p.transitions(Who::Tgt).len();
+    let answer = p.knock(recorded);
+    assert_eq!(refusal(&answer), RefuseReason::StaleEpoch);
+    assert_eq!(p.state(Who::Tgt), State::Established);
+    assert_eq!(p.transitions(Who::Tgt).len(), transitions, "no transition");
+    let op = p.send(Who::Tgt, b"still connected");
+    p.settle();
+    assert!(p.outcome(Who::Tgt, op).is_success());
+    p.check();
+}
+
+#[test]
+fn a_resume_or_hello_naming_another_or_a_live_session_is_refused() {
+    let mut p = target_waiting();
+    let other = Resume::sign(&p.secret(), SessionId(0xbad), Epoch(2), Seq(0));
+    let answer = p.knock(ConnectData::Resume(other).to_vec());
+    assert_eq!(refusal(&answer), RefuseReason::UnknownSession);
+    // A Hello for the live session's id would get a fresh secret: refused.
+    let hijack = Hello {
+        session: SESSION,
+        incarnation: Incarnation(0xbad),
+    };
+    let answer = p.knock(ConnectData::Hello(hijack).to_vec());
+    assert_eq!(refusal(&answer), RefuseReason::Busy);
+    let answer = p.knock(b"\x09garbage".to_vec());
+    assert_eq!(refusal(&answer), RefuseReason::UnsupportedVersion);
+    assert_eq!(p.state(Who::Tgt), State::Recovering, "undisturbed");
+    genuine_resume_still_works(&mut p);
+}
+
+#[test]
+fn a_reply_that_does_not_authenticate_is_not_believed() {
+    let other_secret = SessionSecret::from_bytes([7; 32]);
+    let secret = SessionSecret::from_bytes(pair::SECRET);
+    // Each claims the peer delivered the message in flight (Seq 1).
+    let replies: [(&str, Vec<u8>, &str); 5] = [
+        (
+            "wrong secret",
+            AcceptData::Resumed(Resumed::sign(
+                &other_secret,
+                SESSION,
+                Epoch(2),
+                TARGET,
+                Seq(1),
+            ))
+            .to_vec(),
+            "failed authentication",
+        ),
+        (
+            "another session",
+            AcceptData::Resumed(Resumed::sign(
+                &secret,
+                SessionId(9),
+                Epoch(2),
+                TARGET,
+                Seq(1),
+            ))
+            .to_vec(),
+            "failed authentication",
+        ),
+        (
+            "another epoch (a recorded reply)",
+            AcceptData::Resumed(Resumed::sign(&secret, SESSION, Epoch(1), TARGET, Seq(1))).to_vec(),
+            "failed authentication",
+        ),
+        (
+            "a welcome to a resume",
+            AcceptData::Welcome(Welcome {
+                session: SESSION,
+                incarnation: Incarnation(0xbad),
+                secret: other_secret.clone(),
+            })
+            .to_vec(),
+            "unexpected welcome",
+        ),
+        ("garbage", b"\x01\x7fgarbage".to_vec(), "bad accept data"),
+    ];
+    for (name, reply, why) in replies {
+        let mut p = Pair::connected(Setup::default());
+        let m = p.send(Who::Ini, b"in flight");
+        p.pump();
+        p.forged = Some(Forged::Accept(reply));
+        p.remove_device(Who::Ini);
+        p.add_device(Who::Ini);
+        p.tick();
+        let t = p.transition(Who::Ini, State::Reconnecting, State::Recovering);
+        assert!(
+            matches!(&t.cause, Cause::AttemptFailed(w) if w.contains(why)),
+            "{name}: {:?}",
+            t.cause
+        );
+        assert!(
+            p.end(Who::Ini)
+                .actions
+                .contains(&Action::TearDown { epoch: Epoch(2) }),
+            "{name}: the attempt is torn down"
+        );
+        assert!(
+            !p.end(Who::Ini)
+                .actions
+                .iter()
+                .any(|a| matches!(a, Action::Send { epoch, .. } if *epoch == Epoch(2))),
+            "{name}: nothing is sent to it"
+        );
+        assert!(
+            !p.completed(Who::Ini, m),
+            "{name}: its claim is not believed"
+        );
+        genuine_resume_still_works(&mut p);
+        assert_eq!(
+            p.outcome(Who::Ini, m),
+            Outcome::Success { replayed: true },
+            "{name}"
+        );
+        assert_eq!(p.delivered(Who::Tgt)[0], b"in flight", "{name}");
+    }
+}
+
+#[test]
+fn the_first_connection_refuses_a_mismatched_reply() {
+    let secret = SessionSecret::from_bytes(pair::SECRET);
+    let replies: [(&str, Vec<u8>, &str); 2] = [
+        (
+            "a welcome for another session",
+            AcceptData::Welcome(Welcome {
+                session: SessionId(9),
+                incarnation: TARGET,
+                secret: secret.clone(),
+            })
+            .to_vec(),
+            "unexpected welcome",
+        ),
+        (
+            "a resumed to a hello",
+            AcceptData::Resumed(Resumed::sign(&secret, SESSION, Epoch(1), TARGET, Seq(0))).to_vec(),
+            "resume reply to a hello",
+        ),
+    ];
+    for (name, reply, why) in replies {
+        let mut p = Pair::new(Setup::default());
+        p.forged = Some(Forged::Accept(reply));
+        p.connect();
+        p.pump();
+        let t = p.transition(Who::Ini, State::Connecting, State::Recovering);
+        assert!(
+            matches!(&t.cause, Cause::AttemptFailed(w) if w.contains(why)),
+            "{name}: {:?}",
+            t.cause
+        );
+        // The next attempt is a Hello again, to the genuine target.
+        p.advance(Duration::from_secs(30));
+        let hellos = p
+            .requests_seen
+            .iter()
+            .filter(|r| matches!(ConnectData::decode(r), Ok(ConnectData::Hello(_))))
+            .count();
+        assert!(hellos >= 2, "{name}");
+        assert_eq!(p.state(Who::Ini), State::Established, "{name}");
+        assert_eq!(p.state(Who::Tgt), State::Established, "{name}");
+        p.check();
+    }
+}
+
+/// The first connection, made before the target's application listens:
+/// the refused attempts use up epochs, and the Hello that is finally
+/// accepted should complete its handshake at once.
+#[test]
+#[ignore = "core issue: Session::accept_hello always starts the target at Epoch(1) (a Hello \
+            carries no epoch), so a Hello accepted on the initiator's attempt n > 1 gets \
+            advertisements of epoch 1 for its epoch n: the in-band handshake stalls until \
+            the attempt timeout (DownCause::ResyncTimeout), then a Resume succeeds"]
+fn a_hello_accepted_on_a_later_attempt_completes_its_handshake() {
+    let mut p = Pair::new(Setup::default());
+    p.listening = false;
+    p.connect();
+    p.advance(Duration::from_millis(10));
+    assert!(p.requests_seen.len() > 1, "refused attempts");
+    p.listening = true;
+    p.advance(Duration::from_secs(10));
+    assert_eq!(p.state(Who::Ini), State::Established);
+    assert!(
+        !p.emitted(Who::Ini, |e| *e
+            == SessionEvent::DeviceLost {
+                cause: DownCause::ResyncTimeout
+            }),
+        "the accepted Hello's handshake stalled: {:#?}",
+        p.transitions(Who::Ini)
+    );
+    let policy = Policy::default();
+    let established = p.transition(Who::Ini, State::Resyncing, State::Established);
+    assert!(established.at - pair::T0 < policy.initial_connect_timeout);
+}
