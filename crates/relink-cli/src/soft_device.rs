@@ -11,6 +11,8 @@ use relink_soft::registry::{self, Registry};
 use serde::Serialize;
 
 /// `relink soft-device [--dir DIR] [--json] <action>`.
+// The field docs are the `--help` text: `<uid>` is a placeholder there.
+#[allow(rustdoc::invalid_html_tags)]
 #[derive(Debug, Args)]
 pub struct SoftDeviceArgs {
     /// Registry directory [default: $RELINK_SOFT_DIR, else
@@ -25,6 +27,8 @@ pub struct SoftDeviceArgs {
 }
 
 /// What to do.
+// The variants' docs are the `--help` text: `<hex>` is a placeholder there.
+#[allow(rustdoc::invalid_html_tags)]
 #[derive(Debug, Subcommand)]
 enum Action {
     /// Register a new soft device.

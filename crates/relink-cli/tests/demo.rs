@@ -2,7 +2,10 @@
 //! for several seeds, a single fault runs alone, the same seed replays the
 //! same run, and a corrupted byte makes the run fail naming the check.
 //!
-//! found; run them with `cargo test -p relink-cli --test demo -- --ignored`.
+//! `library` checks two session behaviours the demo's expected outcomes
+//! rest on, directly on the simulator: an admin close ends the target's
+//! half too, and a second path takes over at once when the peer's device
+//! is lost.
 
 use std::path::Path as FsPath;
 use std::process::{Command, Output, Stdio};
@@ -242,7 +245,7 @@ fn a_too_short_duration_is_refused_with_the_minimum() {
 }
 
 // ---------------------------------------------------------------------
-// Library bugs found by the demo (reproductions; run with --ignored).
+// Session behaviours the demo relies on, on the simulator alone.
 // ---------------------------------------------------------------------
 
 mod library {
@@ -262,12 +265,12 @@ mod library {
         (s, t)
     }
 
-    /// ARCHITECTURE.md: "An explicit disconnect cancels recovery at once"
-    /// and "only the give-up deadline or an explicit admin disconnect
-    /// destroys a session". After the initiator's `Node::close`, the
-    /// target's half cannot tell the DREQ from a peer that lost its
-    /// device: it goes to `Recovering` and holds the session (its memory,
-    /// its journal) until `ctrl_loss_tmo` (600 s by default).
+    /// An admin close ends both halves (docs/DESIGN.md, "An admin close
+    /// says goodbye"): after the initiator's `Node::close`, the target's
+    /// half is closed (or gone) within a second, instead of taking the
+    /// disconnect for a device loss and holding the session (its memory,
+    /// its journal) in `Recovering` until `ctrl_loss_tmo` (600 s by
+    /// default).
     #[test]
     fn target_half_of_an_admin_closed_session_ends() {
         let mut sim = Sim::new(5);
@@ -291,12 +294,11 @@ mod library {
         );
     }
 
-    /// ARCHITECTURE.md: "A session may have several [paths]; a second HCA
-    /// takes over at once when the first is lost." When the *target's*
-    /// device of the current path is unplugged, the initiator's first
-    /// attempt goes to the same (now unowned) address and waits out
-    /// `connect_timeout` (3 s by default) before trying the second path,
-    /// which was usable all along.
+    /// A second HCA takes over at once (docs/DESIGN.md, "Which path after
+    /// a loss"): when the *target's* device of the current path is
+    /// unplugged, the initiator's next attempt tries the other path first
+    /// and resumes within 100 ms, instead of waiting out `connect_timeout`
+    /// (3 s by default) on the dead address.
     #[test]
     fn a_second_path_takes_over_at_once_when_the_peers_device_is_lost() {
         let mut sim = Sim::new(7);

@@ -1,6 +1,6 @@
-//! Multi-process tests of `relink perf` (issue #2): a server process and a
-//! client process, each on its own soft "host" (a registry directory of its
-//! own, soft0 at 127.0.0.2 and 127.0.0.1), talking over the soft TCP fabric;
+//! Multi-process tests of `relink perf`: a server process and a client
+//! process, each on its own soft "host" (a registry directory of its own,
+//! soft0 at 127.0.0.2 and 127.0.0.1), talking over the soft TCP fabric;
 //! and a device removed under running traffic, on either side.
 
 use std::collections::BTreeMap;

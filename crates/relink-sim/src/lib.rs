@@ -2,19 +2,23 @@
 //!
 //! Two things every whole-stack test of relink needs, in one place:
 //!
-//! - [`Sim`]: a deterministic two-host world — the in-process soft fabric
-//!   ([`relink_soft::SoftFabric`]), one [`relink::Node`] per host, and a
-//!   driver that advances virtual time only when no node can make
-//!   progress. The same seed gives the same run, event for event; faults
-//!   are injected through [`Sim::fabric`].
+//! - [`sim`]: [`Sim`], a deterministic world of two hosts (more on
+//!   request) — the in-process soft fabric ([`relink_soft::SoftFabric`]),
+//!   one [`relink::Node`] per host, and a driver that advances virtual
+//!   time only when no node can make progress. The same seed gives the
+//!   same run, event for event; faults are injected through
+//!   [`Sim::fabric`].
 //! - [`workload`]: the one checked workload (the exactly-once oracle):
-//!   messages, WRITEs, READs and FETCH_ADDs whose every byte and every
-//!   completion is accounted for, and the checks of the replay contract.
+//!   [`Workload`] submits messages, WRITEs, READs and FETCH_ADDs on a
+//!   session and accounts for every byte and every completion; its
+//!   `check_*` functions check the replay contract end to end.
 //!
 //! The demo (`relink demo`), the simulation suites (`tests/sim_*.rs` of
-//! this crate), the session scenarios on real devices and the benchmarks
-//! all use them. This crate is a library of the product (the demo runs
-//! it), not a test kit: it depends on no test or bench crate.
+//! this crate), the `relink` crate's integration tests and the benchmarks
+//! run on [`Sim`]; the session scenarios on real devices (relink-verbs'
+//! `sessions_verbs`) drive the same [`Workload`] between two verbs
+//! nodes. This crate is a library of the product (the demo runs it), not
+//! a test kit: it depends on no test or bench crate.
 //!
 //! ```
 //! use std::time::Duration;

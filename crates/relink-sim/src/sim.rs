@@ -1,7 +1,8 @@
-//! A deterministic two-host world for relink sessions: the in-process soft
-//! fabric, one [`relink::Node`] per host, and a driver that advances
-//! virtual time only when neither node can make progress. The same seed
-//! gives the same run, event for event.
+//! A deterministic world for relink sessions: hosts on the in-process soft
+//! fabric (an initiator and a target, more on request), one
+//! [`relink::Node`] per host, and a driver that advances virtual time only
+//! when no node can make progress. The same seed gives the same run, event
+//! for event.
 //!
 //! ```
 //! use std::time::Duration;
@@ -24,13 +25,15 @@ use relink::{Node, Path, SessionHandle, SessionOptions, State};
 use relink_fabric::{IpNet, Provider, Timestamp};
 use relink_soft::{SoftFabric, SoftHost};
 
-/// Index of the initiator host/node.
+/// Index of the initiator in [`Sim::host`], [`Sim::node`] and [`Sim::addr`].
 pub const INITIATOR: usize = 0;
-/// Index of the target host/node.
+/// Index of the target in [`Sim::host`], [`Sim::node`] and [`Sim::addr`].
 pub const TARGET: usize = 1;
 
-/// Two hosts (initiator `10.0.0.1/24`, target `10.0.0.2/24`, each with
-/// device `soft0`) and their nodes.
+/// Hosts on one in-process soft fabric, each with a device `soft0` and a
+/// node: [`Sim::new`] makes the initiator (`10.0.0.1/24`) and the target
+/// (`10.0.0.2/24`), [`Sim::add_host`] adds more; further devices and
+/// faults go through [`Sim::fabric`].
 pub struct Sim {
     fabric: SoftFabric,
     hosts: Vec<SoftHost>,
@@ -39,7 +42,8 @@ pub struct Sim {
 }
 
 impl Sim {
-    /// A fresh world seeded with `seed`.
+    /// A fresh world of the initiator and the target, seeded with `seed`
+    /// (nothing runs until asked).
     pub fn new(seed: u64) -> Sim {
         let fabric = SoftFabric::new(seed);
         let mut sim = Sim {
@@ -53,7 +57,8 @@ impl Sim {
         sim
     }
 
-    /// Add a host with device `soft0` on `addr`; returns its index.
+    /// Add a host with device `soft0` on `addr` (`a.b.c.d/prefix`) and a
+    /// node seeded with `seed`; returns its index.
     ///
     /// # Panics
     /// If `addr` does not parse.
@@ -66,17 +71,17 @@ impl Sim {
         self.hosts.len() - 1
     }
 
-    /// The fabric (for faults).
+    /// The fabric: inject faults, add devices, read its digest.
     pub fn fabric(&self) -> &SoftFabric {
         &self.fabric
     }
 
-    /// A host's provider.
+    /// Host `i`'s provider.
     pub fn host(&self, i: usize) -> &SoftHost {
         &self.hosts[i]
     }
 
-    /// A host's node.
+    /// Host `i`'s node.
     pub fn node(&mut self, i: usize) -> &mut Node {
         &mut self.nodes[i]
     }
@@ -127,7 +132,7 @@ impl Sim {
         (&mut a[INITIATOR], &mut b[0])
     }
 
-    /// The address of host `i`'s first device.
+    /// The address of host `i`'s `soft0`.
     pub fn addr(&self, i: usize) -> IpAddr {
         self.addrs[i].addr
     }
@@ -137,7 +142,7 @@ impl Sim {
         SocketAddr::new(self.addr(TARGET), port)
     }
 
-    /// Virtual time.
+    /// The fabric's virtual time now.
     pub fn now(&self) -> Timestamp {
         self.fabric.now()
     }
@@ -155,7 +160,8 @@ impl Sim {
         }
     }
 
-    /// Run nodes and fabric until virtual time `until`.
+    /// Run nodes and fabric until virtual time `until`, jumping from one
+    /// due timer or delivery to the next.
     pub fn run_until(&mut self, until: Timestamp) {
         loop {
             self.settle();

@@ -63,7 +63,7 @@ impl<'r> Harness<'r> {
         }
     }
 
-    /// The rig.
+    /// The rig whose two hosts this harness polls and waits on.
     pub fn rig(&self) -> &'r dyn Rig {
         self.rig
     }

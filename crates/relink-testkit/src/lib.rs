@@ -1,12 +1,33 @@
 //! # relink-testkit — one conformance suite for every provider
 //!
 //! relink's recovery logic is only as good as the provider under it. This
-//! crate holds the checks every [`relink_fabric::Provider`] must pass,
-//! written once against the trait and run unchanged on
+//! crate is the provider conformance suite, and only that: the checks
+//! every [`relink_fabric::Provider`] must pass, written once against the
+//! trait and run unchanged on
 //!
 //! - the soft provider in-process (two hosts in one virtual-time world),
 //! - the soft provider over TCP (two provider instances, real time),
-//! - real rdma-core verbs (two machines or namespaces).
+//! - real rdma-core verbs (two devices of this host, e.g. Soft-RoCE in the
+//!   VM tier).
+//!
+//! Sessions are not its business: the session simulator and the checked
+//! workload are the crate relink-sim. The provider benchmarks
+//! (relink-bench) reuse the rigs, [`Harness`] and [`connect_pair`].
+//!
+//! ## Modules and features
+//!
+//! | module | holds |
+//! |---|---|
+//! | [`rig`] | the [`Rig`] trait a backend implements, [`Side`], [`Skip`], [`Quirk`] and the skip and deviation reports |
+//! | [`harness`] | [`Harness`]: per-host event buffers and the generic waits with deadlines |
+//! | [`pair`] | the `rdma_cm` dance step by step, [`connect_pair`] and the [`Pair`] with its leak-checked teardown |
+//! | [`check`] | assertions on completions and private data, test payloads, unused keys |
+//! | [`cases`] | the conformance cases, one file per area (data, access, windows, SRQ, notification, CM, faults) |
+//! | `soft_rigs` | feature `soft` (default): `InProcRig` and `TcpRig` on the soft provider |
+//! | `verbs_rig` | feature `verbs`: `VerbsRig` on real devices named in the environment, and the host commands its faults run (`rdma link`, `ip`) |
+//!
+//! This file holds the [`CASES`] table (of [`Case`]s) and the
+//! [`conformance_tests!`] macro.
 //!
 //! ## The contract with a backend
 //!

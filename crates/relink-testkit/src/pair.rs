@@ -69,7 +69,7 @@ impl Default for PairOpts {
 /// One end of a connection: every handle a host holds for it.
 #[derive(Debug)]
 pub struct End {
-    /// Which host.
+    /// The host this end is on.
     pub side: Side,
     /// The device the context is open on.
     pub device: DeviceId,

@@ -180,7 +180,8 @@ impl fmt::Display for FaultKind {
 /// The device every session can use.
 pub const PRIMARY: &str = "soft0";
 
-/// Which host.
+/// One of the two hosts: the side a fault hits, the side an event came
+/// from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Side {
@@ -243,7 +244,7 @@ impl Step {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Expect {
-    /// Not touched.
+    /// No transport loss and no resume in the window.
     Unaffected,
     /// Lost its transport and resumed.
     Resumed,
@@ -294,7 +295,7 @@ pub struct Timing {
     pub unplugged: Duration,
     /// How long the failed device stays away.
     pub failover_absent: Duration,
-    /// Flap cycles.
+    /// Remove/re-add cycles of the flap.
     pub flaps: u32,
     /// Half a flap cycle.
     pub flap_period: Duration,
@@ -325,7 +326,7 @@ impl Default for Timing {
 /// A fault placed in time.
 #[derive(Debug, Clone)]
 pub struct Planned {
-    /// Which.
+    /// The fault to play.
     pub kind: FaultKind,
     /// Start, from the beginning of the workload.
     pub at: Duration,

@@ -34,7 +34,7 @@ pub struct Report {
     pub throughput: Throughput,
     /// Virtual seconds the whole run took (setup and drain included).
     pub virtual_time_s: f64,
-    /// Wall-clock seconds.
+    /// Wall-clock seconds the whole run took (differs between equal runs).
     pub wall_time_s: f64,
     /// Digest of everything the fabric dispatched: equal for equal runs.
     pub digest: String,
@@ -42,16 +42,16 @@ pub struct Report {
     pub svg: Option<String>,
 }
 
-/// One fault.
+/// One fault's row of the report.
 #[derive(Debug, Serialize)]
 pub struct FaultRow {
-    /// Which fault.
+    /// The fault played.
     pub fault: FaultKind,
     /// Virtual seconds from the start of the workload.
     pub at_s: f64,
     /// The device it hit (`initiator soft0`), or what it did.
     pub hit: String,
-    /// One sentence.
+    /// What the fault does, in one sentence (as printed when it started).
     pub description: String,
     /// Its effect on A and B.
     pub sessions: Vec<Impact>,
@@ -65,7 +65,7 @@ pub struct FaultRow {
 pub struct Impact {
     /// "A" or "B".
     pub session: &'static str,
-    /// What happened.
+    /// What the fault did to the session, classified from its window.
     pub outcome: Expect,
     /// What was allowed.
     pub expected: Vec<Expect>,
@@ -77,7 +77,7 @@ pub struct Impact {
     pub resumes: u64,
     /// Sum of the `Resumed` events' downtimes.
     pub downtime_ms: f64,
-    /// Longest single downtime.
+    /// Longest single downtime among those `Resumed` events.
     pub max_downtime_ms: f64,
     /// Operations replayed by the initiator.
     pub replayed: u64,
@@ -96,9 +96,11 @@ pub struct Impact {
 pub struct SessionSummary {
     /// "A" or "B".
     pub session: &'static str,
-    /// State at the initiator.
+    /// The initiator's session state at the end (`gone` if the node no longer
+    /// knows it).
     pub final_state: String,
-    /// State at the target.
+    /// The target's session state at the end (`gone` if the node no longer
+    /// knows it).
     pub target_state: String,
     /// Outcomes per operation kind.
     pub ops: BTreeMap<Class, Tally>,
@@ -123,7 +125,7 @@ pub struct CountersOut {
     pub deduplicated: u64,
     /// Buffer advertisements sent.
     pub adverts_sent: u64,
-    /// Time without a transport.
+    /// Time without a transport, in milliseconds of virtual time.
     pub downtime_ms: f64,
     /// Messages delivered to the application.
     pub delivered: u64,
@@ -149,9 +151,10 @@ impl From<Counters> for CountersOut {
 pub struct Throughput {
     /// Bucket width, virtual seconds.
     pub bucket_s: f64,
-    /// Session A, per bucket, from the start of the workload.
+    /// Session A's successful completions per bucket, from the start of
+    /// the workload to the end of the run.
     pub a: Vec<u64>,
-    /// Session B.
+    /// Session B's, the same buckets.
     pub b: Vec<u64>,
     /// Fault steps, to mark on the timeline.
     pub markers: Vec<Marker>,
@@ -162,7 +165,8 @@ pub struct Throughput {
 pub struct Marker {
     /// Virtual seconds from the start of the workload.
     pub at_s: f64,
-    /// Label.
+    /// The text on the line: the fault's name at its start, `fault: step
+    /// device` at a later step, `A gave up` for an event.
     pub label: String,
     /// A longer description (a tooltip in the SVG).
     pub detail: String,

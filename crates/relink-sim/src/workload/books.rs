@@ -127,8 +127,8 @@ pub struct Workload {
     pub pending_at_close: Option<BTreeSet<OpId>>,
     /// Ops pending when the session gave up; `None` if it did not.
     pub pending_at_give_up: Option<BTreeSet<OpId>>,
-    /// Virtual time of every `Success` completion, in order (for
-    /// throughput timelines).
+    /// Virtual time of every `Success` completion, in order, as of the
+    /// drain that took it (for throughput timelines).
     pub completions_at: Vec<Timestamp>,
     source: Option<Memory>,
     sink: Option<Memory>,

@@ -15,7 +15,7 @@ use super::payload::pattern;
 use super::tally::Class;
 use crate::sim::{Sim, TARGET};
 
-/// Virtual seconds.
+/// `t` in seconds of virtual time (since the fabric started), for reports.
 pub fn secs(t: Timestamp) -> f64 {
     t.as_nanos() as f64 / 1e9
 }
@@ -242,8 +242,8 @@ pub fn check_atomics(s: &Workload, target_region: Option<&Memory>) -> Check {
     )
 }
 
-/// One completion per operation: none twice, none unknown, none missing
-/// (except what `allowed_pending` may leave).
+/// One completion per operation: none twice, none unknown, none still
+/// pending.
 pub fn check_completions(s: &Workload) -> Check {
     let name = format!("completions {}", s.name);
     let twice = s.completed_twice + s.completed_unknown;
@@ -269,9 +269,11 @@ pub fn check_completions(s: &Workload) -> Check {
 
 /// The operations pending at an admin close or a give-up all completed,
 /// each with `err` — or, where the journal knows more, with what it knows
-/// (the replay contract in docs/DESIGN.md, `Journal::fail_all`): a posted message or
-/// atomic may have taken effect (`Indeterminate`), a write or atomic may
-/// be proven executed. Never silently, never twice.
+/// (the replay contract in docs/DESIGN.md, `Journal::fail_all`): a posted
+/// message or atomic may have taken effect (`Indeterminate`), a write or
+/// atomic may be proven executed (`Success`, `Indeterminate` with
+/// `executed: Some(true)`). Never silently, never twice; at least one
+/// must have failed with `err`.
 pub fn check_ended(s: &Workload, at: &BTreeSet<OpId>, err: OpError, what: &str) -> Check {
     let name = format!("{} {what}", s.name);
     let (mut failed, mut indeterminate, mut proven) = (0u64, 0u64, 0u64);

@@ -21,9 +21,9 @@ pub const SOURCE: RegionId = RegionId(1);
 pub const SINK: RegionId = RegionId(2);
 /// The initiator's atomic result slots.
 pub const RESULTS: RegionId = RegionId(3);
-/// Read landing slots.
+/// Read landing slots of a block each: READs in flight at most.
 pub(crate) const READ_SLOTS: u64 = 8;
-/// Atomic result slots.
+/// Atomic result slots of 8 bytes each: FETCH_ADDs in flight at most.
 pub(crate) const ATOMIC_SLOTS: u64 = 8;
 
 /// The target's regions: one data region of [`BLOCKS`] blocks and the

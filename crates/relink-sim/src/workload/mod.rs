@@ -22,9 +22,9 @@
 //! |---|---|
 //! | `layout.rs` | the regions on each side and the session [`options`] |
 //! | `payload.rs` | message payloads, block patterns, addends (all from the seed) |
-//! | `tally.rs` | [`Window`], [`Class`], [`Tally`], [`Problem`] |
+//! | `tally.rs` | [`Window`] ([`WINDOW_A`], [`WINDOW_B`]), [`Class`], [`Tally`], [`Problem`] |
 //! | `books.rs` | [`Workload`]: submission and accounting |
-//! | `checks.rs` | the end-to-end checks ([`Check`], `check_*`) |
+//! | `checks.rs` | the end-to-end checks ([`Check`], `check_*`) and the [`Workload`] methods that gather them |
 //!
 //! ```
 //! use std::time::Duration;

@@ -10,17 +10,19 @@ use serde::Serialize;
 pub struct Window {
     /// New messages per top-up (the pace).
     pub pace: usize,
-    /// Messages.
+    /// Messages pending at most.
     pub messages: usize,
-    /// WRITEs.
+    /// WRITEs pending at most (one per block, so [`BLOCKS`](super::BLOCKS)
+    /// bounds it too).
     pub writes: usize,
-    /// READs.
+    /// READs pending at most (the 8 landing slots bound it too).
     pub reads: usize,
-    /// FETCH_ADDs.
+    /// FETCH_ADDs pending at most (the 8 result slots bound it too).
     pub atomics: usize,
 }
 
-/// Session A's window.
+/// Session A's window: every kind of operation, messages as many as the
+/// window holds at each top-up (no pace).
 pub const WINDOW_A: Window = Window {
     pace: usize::MAX,
     messages: 16,
@@ -68,7 +70,8 @@ impl Class {
 /// How completions of one kind ended.
 #[derive(Debug, Clone, Copy, Default, Serialize)]
 pub struct Tally {
-    /// Submitted.
+    /// Operations submitted; each completion counts in exactly one of the
+    /// fields below (`replayed` aside: a part of `success`).
     pub submitted: u64,
     /// `Success` (of which replayed below).
     pub success: u64,
@@ -117,8 +120,11 @@ impl Tally {
 /// A problem found while the workload ran (reported as a failed check).
 #[derive(Debug, Clone, Serialize)]
 pub struct Problem {
-    /// Virtual seconds.
+    /// When it was found, in seconds of virtual time: on the fabric's
+    /// clock for the workload's own problems, since the workload started
+    /// for the demo's.
     pub at: f64,
-    /// What.
+    /// What was wrong, in a sentence (the workload's own start with its
+    /// name).
     pub what: String,
 }
