@@ -61,12 +61,12 @@ impl SimPair {
         }
     }
 
-    /// The simulation.
+    /// The simulated world, to inject faults into or run.
     pub fn sim(&mut self) -> &mut Sim {
         &mut self.sim
     }
 
-    /// The target's session.
+    /// The session's handle on the target's node.
     pub fn target_session(&self) -> SessionHandle {
         self.tgt
     }
