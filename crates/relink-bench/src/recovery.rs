@@ -203,13 +203,14 @@ pub struct Cycle {
 /// Percentiles of one quantity over cycles.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Dist {
-    /// Median (nearest rank).
+    /// Median (nearest rank), in the unit of the quantity.
     pub p50: f64,
-    /// 99th percentile (nearest rank).
+    /// 99th percentile (nearest rank); with fewer than 100 cycles, the
+    /// largest value.
     pub p99: f64,
-    /// Smallest.
+    /// Smallest value over the cycles.
     pub min: f64,
-    /// Largest.
+    /// Largest value over the cycles.
     pub max: f64,
 }
 
@@ -231,9 +232,9 @@ impl Dist {
 /// The summary of a series of cycles.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CycleSummary {
-    /// Which fault.
+    /// The fault of every cycle, by [`FaultPlan::name`].
     pub fault: String,
-    /// Cycles run.
+    /// Cycles summarised (the length of `each`).
     pub cycles: usize,
     /// Virtual µs to `Resumed`.
     pub resumed_virt_us: Dist,
@@ -251,7 +252,7 @@ pub struct CycleSummary {
     pub downtime_us: Dist,
     /// Reconnection attempts per cycle.
     pub attempts: Dist,
-    /// Every cycle.
+    /// Every cycle, in the order run.
     pub each: Vec<Cycle>,
 }
 
@@ -346,7 +347,7 @@ impl RecoveryBench {
         b
     }
 
-    /// The simulation.
+    /// The simulated world the cycles run in, to look into or run further.
     pub fn sim(&mut self) -> &mut Sim {
         &mut self.sim
     }

@@ -89,15 +89,15 @@ pub struct Row {
     pub size: usize,
     /// Operations outstanding at most.
     pub window: usize,
-    /// Every n-th operation signaled.
+    /// Every n-th operation signaled (1: every one).
     pub signal_every: usize,
     /// Unit of `median`, `min`, `max`, e.g. `msg/s`.
     pub unit: String,
-    /// Median over the repetitions.
+    /// Median of the repetitions' values, in `unit`.
     pub median: f64,
-    /// Smallest repetition.
+    /// Smallest value of one repetition, in `unit`.
     pub min: f64,
-    /// Largest repetition.
+    /// Largest value of one repetition, in `unit`.
     pub max: f64,
     /// Operations per repetition.
     pub count: u64,
@@ -109,7 +109,7 @@ pub struct Row {
     pub load_avg_1m: Option<f64>,
     /// Wall-clock seconds of warm-up.
     pub warmup_s: f64,
-    /// Every repetition.
+    /// Every timed repetition, in the order run (warm-up runs not included).
     pub reps: Vec<Rep>,
 }
 
@@ -205,7 +205,7 @@ impl Report {
         self.extra.insert(key.into(), v);
     }
 
-    /// Add a row.
+    /// Add a row after those already there.
     pub fn push(&mut self, row: Row) {
         self.rows.push(row);
     }

@@ -68,7 +68,8 @@ pub enum CmEventKind {
     },
     /// The peer rejected the request.
     Rejected {
-        /// Why.
+        /// Who refused: the peer's application (`Consumer`, with its private
+        /// data) or the peer's transport.
         reason: RejectReason,
         /// Private data of the reject.
         private_data: Vec<u8>,
@@ -85,7 +86,7 @@ pub enum CmEventKind {
     AddrChange,
 }
 
-/// A CM event.
+/// A CM event, as [`Event::Cm`](crate::Event::Cm) carries it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CmEvent {
     /// The id it happened on (the new id, for `ConnectRequest`).

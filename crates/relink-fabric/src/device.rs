@@ -44,9 +44,10 @@ impl fmt::Display for DeviceId {
 /// An IP address with its prefix length, as configured on the device's netdev.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct IpNet {
-    /// The address.
+    /// The address itself (host bits included, not the network's).
     pub addr: IpAddr,
-    /// Prefix length (the subnet).
+    /// Prefix length: how many leading bits every address of the subnet
+    /// shares with `addr` (at most 32 for IPv4, 128 for IPv6).
     pub prefix: u8,
 }
 
@@ -117,9 +118,10 @@ pub enum PortState {
 pub struct DeviceInfo {
     /// Identity of this registration.
     pub id: DeviceId,
-    /// Node GUID.
+    /// Node GUID: kept across a reset or re-add, new on a replacement.
     pub node_guid: Guid,
-    /// Addresses of the netdev the device is attached to (RoCE/iWARP).
+    /// Addresses of the netdev the device is attached to (RoCE/iWARP);
+    /// empty without a netdev.
     pub addrs: Vec<IpNet>,
     /// The netdev the device is attached to, if any.
     pub netdev: Option<String>,

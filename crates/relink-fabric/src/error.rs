@@ -68,7 +68,8 @@ pub enum OpenError {
 }
 
 impl OpenError {
-    /// How to react.
+    /// How to react: `NoDevice` is `DeviceFatal` (the registration is
+    /// gone), `Io` is `Retryable`.
     pub fn class(&self) -> ErrorClass {
         match self {
             OpenError::NoDevice(_) => ErrorClass::DeviceFatal,
@@ -99,7 +100,8 @@ pub enum CreateError {
 }
 
 impl CreateError {
-    /// How to react.
+    /// How to react: `DeviceLost` is `DeviceFatal`, `Exhausted` is
+    /// `Retryable`, everything else `Final`.
     pub fn class(&self) -> ErrorClass {
         match self {
             CreateError::DeviceLost => ErrorClass::DeviceFatal,
@@ -145,7 +147,7 @@ pub enum PostError {
     /// The QP's state does not accept this post (e.g. send before RTS).
     #[error("QP in state {state:?} ({posted} posted)")]
     BadState {
-        /// Current state.
+        /// The state the QP is in.
         state: QpState,
         /// Requests accepted before the failure.
         posted: usize,
@@ -161,7 +163,8 @@ pub enum PostError {
 }
 
 impl PostError {
-    /// How to react.
+    /// How to react: `DeviceLost` is `DeviceFatal`, `QueueFull` is
+    /// `Retryable` (once completions make room), everything else `Final`.
     pub fn class(&self) -> ErrorClass {
         match self {
             PostError::DeviceLost { .. } => ErrorClass::DeviceFatal,
@@ -204,9 +207,10 @@ pub enum CmError {
     /// Private data longer than the transport allows.
     #[error("private data of {len} bytes exceeds the limit of {max}")]
     PrivateDataTooLong {
-        /// Length given.
+        /// Bytes of private data the call was given.
         len: usize,
-        /// The limit.
+        /// The transport's limit for this call (a `MAX_*_PRIVATE_DATA` of
+        /// [`cm`](crate::cm)).
         max: usize,
     },
     /// The address is already bound by another id.
@@ -224,7 +228,9 @@ pub enum CmError {
 }
 
 impl CmError {
-    /// How to react.
+    /// How to react: `DeviceLost` is `DeviceFatal`; `AddrNotAvailable`,
+    /// `AddrInUse` and `Io` are `Retryable` (addresses come and go with
+    /// devices); everything else `Final`.
     pub fn class(&self) -> ErrorClass {
         match self {
             CmError::DeviceLost => ErrorClass::DeviceFatal,

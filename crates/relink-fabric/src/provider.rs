@@ -1,4 +1,5 @@
-//! The provider trait: everything relink needs from an RDMA stack.
+//! The provider trait: everything relink needs from an RDMA stack, the one
+//! event stream it reports through, and the object counts of leak checks.
 
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
@@ -23,40 +24,47 @@ pub enum Event {
     Device(DeviceEvent),
     /// An asynchronous event on an open context.
     Async {
-        /// The context.
+        /// The context the event is on: a device-wide event (fatal error,
+        /// port change) comes once for every context open on the device; a
+        /// QP or CQ event on the context that owns the object.
         ctx: ContextId,
-        /// The event.
+        /// What happened.
         event: AsyncEvent,
     },
-    /// A connection-manager event.
+    /// A connection-manager event on one of this provider's CM ids.
     Cm(CmEvent),
     /// A CQ armed with [`Provider::req_notify_cq`] received a completion.
     CqReady(CqId),
 }
 
-/// Live object counts, for leak checks.
+/// Objects the caller created and has not destroyed yet, by kind, for leak
+/// checks ([`Provider::object_counts`]). An object on a device that has
+/// gone still counts until the caller destroys it (which then reports
+/// [`Destroyed::AlreadyReleased`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ObjectCounts {
-    /// Open contexts.
+    /// Contexts opened and not closed.
     pub contexts: usize,
-    /// Protection domains.
+    /// Protection domains allocated and not freed.
     pub pds: usize,
-    /// Completion queues.
+    /// Completion queues created and not destroyed.
     pub cqs: usize,
-    /// Shared receive queues.
+    /// Shared receive queues created and not destroyed.
     pub srqs: usize,
-    /// Memory regions.
+    /// Memory regions registered and not deregistered.
     pub mrs: usize,
-    /// Memory windows.
+    /// Memory windows allocated and not freed.
     pub mws: usize,
-    /// Queue pairs.
+    /// Queue pairs created and not destroyed.
     pub qps: usize,
-    /// CM ids.
+    /// CM ids created and not destroyed (listeners and the ids of
+    /// connection requests included).
     pub cm_ids: usize,
 }
 
 impl ObjectCounts {
-    /// Sum of all counts.
+    /// All objects of every kind; zero once the caller destroyed everything
+    /// it created.
     pub fn total(&self) -> usize {
         self.contexts
             + self.pds
@@ -88,29 +96,39 @@ pub trait Provider: Send + Sync {
     /// Short name of the backend, e.g. `soft-inproc`, `soft-tcp`, `verbs`.
     fn kind(&self) -> &'static str;
 
-    /// The provider's clock.
+    /// The provider's clock, which never goes back: virtual time on the
+    /// in-process soft fabric, the monotonic clock otherwise. Deadlines given
+    /// to [`wait`](Provider::wait) are on this clock.
     fn now(&self) -> Timestamp;
 
     /// Block until an event may be ready (an event queued, a completion
-    /// arrived) or `deadline` passed. A virtual-time provider advances its
-    /// clock here. Spurious returns are allowed.
+    /// arrived) or `deadline` passed; `None` waits without a deadline. An
+    /// event queued and not yet polled makes it return at once. A
+    /// virtual-time provider advances its clock here. Spurious returns are
+    /// allowed.
     fn wait(&self, deadline: Option<Timestamp>);
 
-    /// Next event, if any.
+    /// Take the oldest queued event, if any; never blocks. Events stay
+    /// queued until taken.
     fn poll_event(&self) -> Option<Event>;
 
     // ---- devices ----
 
-    /// Devices present now.
+    /// The devices registered now, each under its current [`DeviceId`]: a
+    /// removed device is absent, one that came back is listed with its new
+    /// generation.
     fn devices(&self) -> Vec<DeviceInfo>;
 
-    /// Open a context on a device. Fails if that registration is gone.
+    /// Open a context on a device. Fails with [`OpenError::NoDevice`] if
+    /// that registration is gone (removed, reset or replaced), even while a
+    /// device of the same name is present.
     fn open_device(&self, device: &DeviceId) -> Result<ContextId, OpenError>;
 
-    /// Close a context (all its objects must be destroyed first).
+    /// Close a context: `Busy` while PDs or CQs of it remain.
     fn close_device(&self, ctx: ContextId) -> Result<Destroyed, DestroyError>;
 
-    /// The device a context is open on.
+    /// The registration a context was opened on, also after that device has
+    /// gone; `None` for a handle that names no open context.
     fn context_device(&self, ctx: ContextId) -> Option<DeviceId>;
 
     /// Host memory that can be registered on any device of this provider.
@@ -118,18 +136,24 @@ pub trait Provider: Send + Sync {
 
     // ---- verbs objects ----
 
-    /// Allocate a protection domain.
+    /// Allocate a protection domain on an open context.
     fn alloc_pd(&self, ctx: ContextId) -> Result<PdId, CreateError>;
-    /// Free a protection domain.
+    /// Free a protection domain: `Busy` while MRs, MWs, SRQs or QPs of it
+    /// remain.
     fn dealloc_pd(&self, pd: PdId) -> Result<Destroyed, DestroyError>;
 
-    /// Create a CQ of at least `depth` entries.
+    /// Create a CQ of at least `depth` entries. More completions than that
+    /// outstanding overrun it ([`AsyncEvent::CqErr`]).
     fn create_cq(&self, ctx: ContextId, depth: u32) -> Result<CqId, CreateError>;
-    /// Destroy a CQ.
+    /// Destroy a CQ: `Busy` while a QP uses it.
     fn destroy_cq(&self, cq: CqId) -> Result<Destroyed, DestroyError>;
-    /// Ask for one [`Event::CqReady`] at the next (solicited) completion.
+    /// Arm the CQ for one [`Event::CqReady`]: at its next completion, or
+    /// with `solicited_only` at the next receive of a solicited message or
+    /// the next unsuccessful completion. One arming, one event.
     fn req_notify_cq(&self, cq: CqId, solicited_only: bool) -> Result<(), PollError>;
-    /// Move up to `max` completions into `out`; returns how many.
+    /// Move up to `max` completions, oldest first, to the end of `out`;
+    /// returns how many. A CQ on a device that has gone still yields the
+    /// completions flushed by the loss.
     fn poll_cq(
         &self,
         cq: CqId,
@@ -139,12 +163,15 @@ pub trait Provider: Send + Sync {
 
     /// Create a shared receive queue.
     fn create_srq(&self, pd: PdId, init: SrqInit) -> Result<SrqId, CreateError>;
-    /// Destroy a shared receive queue.
+    /// Destroy a shared receive queue: `Busy` while a QP takes receives
+    /// from it.
     fn destroy_srq(&self, srq: SrqId) -> Result<Destroyed, DestroyError>;
-    /// Post receives to an SRQ.
+    /// Post receives to an SRQ, in order; any QP attached to it consumes
+    /// them in posting order.
     fn post_srq_recv(&self, srq: SrqId, wrs: &[RecvWr]) -> Result<(), PostError>;
 
-    /// Register `[addr, addr+length)` of `memory` (`ibv_reg_mr`).
+    /// Register `[addr, addr+length)` of `memory` (`ibv_reg_mr`), after the
+    /// checks of [`check_reg_mr`](crate::check_reg_mr).
     fn reg_mr(
         &self,
         pd: PdId,
@@ -153,15 +180,15 @@ pub trait Provider: Send + Sync {
         length: u64,
         access: Access,
     ) -> Result<MrInfo, CreateError>;
-    /// Deregister a memory region.
+    /// Deregister a memory region; its keys are refused from then on.
     fn dereg_mr(&self, mr: crate::handles::MrId) -> Result<Destroyed, DestroyError>;
 
-    /// Allocate a memory window.
+    /// Allocate a memory window, unbound (its rkey grants nothing yet).
     fn alloc_mw(&self, pd: PdId, kind: MwType) -> Result<MwInfo, CreateError>;
     /// Bind a type 1 window through `qp` (`ibv_bind_mw`): returns the new
     /// rkey; the completion (`wr_id`) arrives on the send CQ.
     fn bind_mw(&self, qp: QpId, mw: MwId, wr_id: u64, bind: MwBind) -> Result<u32, PostError>;
-    /// Free a memory window.
+    /// Free a memory window; its rkey is refused from then on.
     fn dealloc_mw(&self, mw: MwId) -> Result<Destroyed, DestroyError>;
 
     /// Create an RC queue pair (state `Init`; the CM moves it on).
@@ -172,16 +199,25 @@ pub trait Provider: Send + Sync {
     fn qp_state(&self, qp: QpId) -> Result<QpState, PollError>;
     /// Move a QP to the error state: everything outstanding flushes.
     fn qp_to_error(&self, qp: QpId) -> Result<(), PostError>;
-    /// Post send-queue requests in order.
+    /// Post send-queue requests, executed in order. On error,
+    /// [`PostError::posted`] says how many of `wrs` were accepted; those
+    /// proceed as if posted alone, the rest were not posted. Posted to a QP
+    /// in `Err`, requests are accepted and flush.
     fn post_send(&self, qp: QpId, wrs: &[SendWr]) -> Result<(), PostError>;
-    /// Post receives.
+    /// Post receives, consumed in order; refused with `InvalidArgument` on
+    /// a QP that takes its receives from an SRQ. Errors as for
+    /// [`post_send`](Provider::post_send).
     fn post_recv(&self, qp: QpId, wrs: &[RecvWr]) -> Result<(), PostError>;
 
     // ---- connection management ----
 
-    /// A new CM id.
+    /// A new CM id, bound to nothing yet (see [`cm`](crate::cm) for the
+    /// calls that follow on each side).
     fn cm_create_id(&self) -> Result<CmId, CmError>;
-    /// Bind to a local address (wildcard IP allowed; port 0 picks one).
+    /// Bind to a local address (wildcard IP allowed; port 0 picks one);
+    /// returns the address bound. An id bound to a device's address belongs
+    /// to that device and gets `DeviceRemoval` with it; a wildcard id
+    /// belongs to none.
     fn cm_bind(&self, id: CmId, addr: SocketAddr) -> Result<SocketAddr, CmError>;
     /// Listen on the bound address.
     fn cm_listen(&self, id: CmId, backlog: u32) -> Result<(), CmError>;
@@ -195,9 +231,12 @@ pub trait Provider: Send + Sync {
     ) -> Result<(), CmError>;
     /// Resolve the route (event `RouteResolved` / `RouteError`).
     fn cm_resolve_route(&self, id: CmId, timeout: Duration) -> Result<(), CmError>;
-    /// The device the id is bound to, once resolved, bound or requested.
+    /// The device the id is bound to, once its address was resolved, it was
+    /// bound to a device's address, or it arrived with a connection request;
+    /// `None` before that, for a wildcard listener, and for an unknown id.
     fn cm_device(&self, id: CmId) -> Option<DeviceId>;
-    /// Local and peer addresses of the id, as far as known.
+    /// Local and peer addresses of the id, each `None` until known (a
+    /// listener has no peer).
     fn cm_addrs(&self, id: CmId) -> (Option<SocketAddr>, Option<SocketAddr>);
     /// Connect `qp` to the resolved peer with at most 56 bytes of private data.
     fn cm_connect(
@@ -219,6 +258,7 @@ pub trait Provider: Send + Sync {
 
     // ---- introspection ----
 
-    /// Objects not yet destroyed by the caller (on live or dead devices).
+    /// Objects the caller created and has not destroyed yet, on live and
+    /// dead devices alike; all zero once everything is destroyed.
     fn object_counts(&self) -> ObjectCounts;
 }

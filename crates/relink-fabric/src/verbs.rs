@@ -59,7 +59,7 @@ pub fn check_reg_mr(
     Ok(())
 }
 
-/// Memory window type.
+/// How a memory window is bound and invalidated (`ibv_mw_type`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum MwType {
     /// Type 1: bound with `ibv_bind_mw`, invalidated by rebinding with length 0.
@@ -119,49 +119,52 @@ pub enum SendOp {
     },
     /// One-sided write.
     Write {
-        /// Destination.
+        /// Where the gathered bytes land: an address at the peer and the
+        /// rkey of an MR or MW there with `REMOTE_WRITE`.
         remote: RemoteAddr,
     },
     /// Write that also consumes a receive at the peer and delivers `imm`.
     WriteWithImm {
-        /// Destination.
+        /// Where the gathered bytes land, as for [`SendOp::Write`].
         remote: RemoteAddr,
-        /// Immediate data.
+        /// Immediate data (host order), delivered in the peer's receive
+        /// completion.
         imm: u32,
     },
     /// One-sided read into the local SGEs.
     Read {
-        /// Source.
+        /// Where the bytes come from: an address at the peer and the rkey of
+        /// an MR or MW there with `REMOTE_READ`.
         remote: RemoteAddr,
     },
     /// 64-bit fetch-and-add; the old value lands in the (8-byte) local SGE.
     FetchAdd {
-        /// Target (8-byte aligned).
+        /// The peer's u64: 8-byte aligned, the rkey with `REMOTE_ATOMIC`.
         remote: RemoteAddr,
-        /// Value to add.
+        /// Added to the peer's u64 (wrapping).
         add: u64,
     },
     /// 64-bit compare-and-swap; the old value lands in the local SGE.
     CmpSwap {
-        /// Target (8-byte aligned).
+        /// The peer's u64: 8-byte aligned, the rkey with `REMOTE_ATOMIC`.
         remote: RemoteAddr,
-        /// Expected value.
+        /// The value the peer's u64 must hold for the swap to happen.
         compare: u64,
-        /// New value if equal.
+        /// Written to the peer's u64 if it held `compare`.
         swap: u64,
     },
     /// Bind a type 2 memory window (the new rkey is `rkey`).
     BindMw {
-        /// The window.
+        /// The type 2 window to bind.
         mw: MwId,
         /// New rkey: the window's rkey with a new low byte (`ibv_inc_rkey`).
         rkey: u32,
-        /// What to grant.
+        /// The MR range the window covers and the remote rights it grants.
         bind: MwBind,
     },
     /// Invalidate a local memory window by rkey.
     LocalInv {
-        /// rkey to invalidate.
+        /// The rkey of the local type 2 window; refused from then on.
         rkey: u32,
     },
 }
@@ -200,7 +203,7 @@ impl SendOp {
 pub struct SendWr {
     /// Caller's cookie, returned in the completion.
     pub wr_id: u64,
-    /// The operation.
+    /// What the request does, with its remote target if it is one-sided.
     pub op: SendOp,
     /// Local memory: the gather list (SEND/WRITE) or scatter list (READ/atomics).
     pub sgl: Vec<Sge>,
@@ -268,9 +271,10 @@ fn check_sges(n: usize, max_sge: u32, posted: usize) -> Result<(), PostError> {
 /// A receive work request (`ibv_recv_wr`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecvWr {
-    /// Caller's cookie.
+    /// Caller's cookie, returned in the receive completion.
     pub wr_id: u64,
-    /// Where incoming data lands.
+    /// Where the incoming message lands, scattered in order; a message
+    /// longer than their total fails with [`WcStatus::LocLenErr`].
     pub sgl: Vec<Sge>,
 }
 
@@ -356,15 +360,23 @@ pub enum WcOpcode {
 /// A work completion (`ibv_wc`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WorkCompletion {
-    /// The request's cookie.
+    /// The `wr_id` of the request or receive this completes.
     pub wr_id: u64,
-    /// Outcome.
+    /// `Success`, or why not. After any other status the QP is in
+    /// [`QpState::Err`]; a `WrFlushErr` request may or may not have been
+    /// executed by the responder.
     pub status: WcStatus,
-    /// Which operation (valid for receives only when `status` is success).
+    /// What completed. For a send-queue request, the request's opcode
+    /// ([`SendOp::wc_opcode`]) whatever the status; for a receive, `Recv`
+    /// or `RecvRdmaWithImm` on success and always `Recv` on failure (a
+    /// flushed receive consumed no message).
     pub opcode: WcOpcode,
     /// The QP the request belonged to.
     pub qp: crate::handles::QpId,
-    /// Bytes received (receives) or transferred.
+    /// Bytes received: for a successful receive the message's length (for
+    /// `RecvRdmaWithImm`, the bytes the WRITE placed); 0 when `status` is
+    /// not `Success`. On send-queue completions providers differ, so
+    /// callers do not rely on it there.
     pub byte_len: u32,
     /// Immediate data, if the message carried some.
     pub imm: Option<u32>,
@@ -375,13 +387,14 @@ pub struct WorkCompletion {
 /// Capacities of a queue pair.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct QpCaps {
-    /// Send queue depth.
+    /// Send requests outstanding at most; a post beyond it fails with
+    /// `QueueFull`.
     pub max_send_wr: u32,
-    /// Receive queue depth (ignored with an SRQ).
+    /// Receives posted at most, as for `max_send_wr` (ignored with an SRQ).
     pub max_recv_wr: u32,
-    /// SGEs per send request.
+    /// SGEs per send request at most ([`SendWr::check`]).
     pub max_send_sge: u32,
-    /// SGEs per receive request.
+    /// SGEs per receive at most ([`RecvWr::check`]).
     pub max_recv_sge: u32,
 }
 
@@ -405,7 +418,7 @@ pub struct QpInit {
     pub recv_cq: CqId,
     /// Shared receive queue, if receives come from one.
     pub srq: Option<SrqId>,
-    /// Capacities.
+    /// Queue depths and SGE limits.
     pub caps: QpCaps,
     /// Signal every send request regardless of its `signaled` flag.
     pub sq_sig_all: bool,
@@ -431,24 +444,26 @@ pub enum QpState {
 /// Attributes of a shared receive queue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct SrqInit {
-    /// Depth.
+    /// Receives the SRQ holds at most; a post beyond it fails with
+    /// `QueueFull`.
     pub max_wr: u32,
-    /// SGEs per receive.
+    /// SGEs per receive at most ([`RecvWr::check`]).
     pub max_sge: u32,
 }
 
 /// A registered memory region as the caller sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct MrInfo {
-    /// Handle.
+    /// The handle to deregister it (and bind windows in it) with.
     pub id: MrId,
     /// First virtual address covered.
     pub addr: u64,
     /// Bytes covered.
     pub length: u64,
-    /// Local key.
+    /// The key an [`Sge`] names to use this range locally.
     pub lkey: u32,
-    /// Remote key.
+    /// The key a peer names in a [`RemoteAddr`] to reach this range;
+    /// refused once the MR is deregistered or its device has gone.
     pub rkey: u32,
     /// Rights granted.
     pub access: Access,
@@ -457,11 +472,11 @@ pub struct MrInfo {
 /// An allocated memory window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct MwInfo {
-    /// Handle.
+    /// The handle to bind and free it with.
     pub id: MwId,
     /// Current rkey (changes on every bind).
     pub rkey: u32,
-    /// Window type.
+    /// How it is bound and invalidated.
     pub kind: MwType,
 }
 
@@ -508,6 +523,6 @@ pub enum AsyncEvent {
     QpFatal(crate::handles::QpId),
     /// The last WQE of an SRQ-attached QP in error was consumed.
     QpLastWqeReached(crate::handles::QpId),
-    /// A CQ overran.
+    /// A CQ overran: more completions were queued than its depth.
     CqErr(CqId),
 }

@@ -1,0 +1,69 @@
+//! The shape of a pair's session: which workload it is set up for, the
+//! session options each side gets for a [`LoopSpec`], and the port and
+//! region ids every pair uses.
+
+use relink::{Access, Policy, RegionId, RegionOptions, SessionOptions};
+
+use crate::loops::LoopSpec;
+
+/// The CM port the target listens on.
+pub const PORT: u16 = 7471;
+/// The target's advertised region (destination of writes).
+pub const REMOTE: RegionId = RegionId(1);
+/// The initiator's local region (source of writes).
+pub const LOCAL: RegionId = RegionId(2);
+
+/// Which workload a pair is set up for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Workload {
+    /// Messages ([`RelinkSendLoop`](super::RelinkSendLoop)).
+    Send,
+    /// RDMA WRITEs into the target's region ([`RelinkWriteLoop`](super::RelinkWriteLoop)).
+    Write,
+}
+
+/// The session options of one side of a pair for `spec` and `workload`.
+///
+/// Messages: `max_message` is the message size, and the receiver keeps
+/// `max(64, 2 × window)` receive slots (the sender's credits, less 8
+/// reserved for control messages, so a window of 64 is never throttled by
+/// credits; the raw [`SendLoop`](crate::SendLoop) also keeps `2 × window`
+/// receives posted). Writes: a region of `window × size` bytes on each
+/// side (the target's advertised, remote-writable), `max_one_sided =
+/// window`. The recovery policy is the default.
+pub fn session_options(spec: &LoopSpec, workload: Workload, target: bool) -> SessionOptions {
+    match workload {
+        Workload::Send => SessionOptions {
+            policy: Policy::default(),
+            recv_slots: u32::try_from((2 * spec.window).max(64)).expect("window fits u32"),
+            max_message: u32::try_from(spec.size).expect("size fits u32"),
+            max_one_sided: 8,
+            regions: Vec::new(),
+        },
+        Workload::Write => {
+            let len = (spec.window * spec.size) as u64;
+            let region = if target {
+                RegionOptions {
+                    id: REMOTE,
+                    len,
+                    access: Access::LOCAL_WRITE | Access::REMOTE_WRITE,
+                    advertise: true,
+                }
+            } else {
+                RegionOptions {
+                    id: LOCAL,
+                    len,
+                    access: Access::LOCAL_WRITE,
+                    advertise: false,
+                }
+            };
+            SessionOptions {
+                policy: Policy::default(),
+                recv_slots: 64,
+                max_message: 64,
+                max_one_sided: u32::try_from(spec.window).expect("window fits u32"),
+                regions: vec![region],
+            }
+        }
+    }
+}
