@@ -1,4 +1,4 @@
-//! The replay contract (ARCHITECTURE.md section 2, docs/DESIGN.md "The
+//! The replay contract (docs/DESIGN.md "The
 //! replay contract") on a real pair (`tests/pair`): what crosses a loss and
 //! how.
 //!

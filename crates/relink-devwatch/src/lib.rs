@@ -1,8 +1,9 @@
 //! Device event watchers for real RDMA devices.
 //!
-//! A process that uses verbs on Soft-RoCE gets no async event when its device
-//! is deleted (see `shared/design/PRIOR-ART.md`): a watcher is the only prompt
-//! signal. This crate turns the kernel's three ways of telling into one stream
+//! A process that uses plain verbs on Soft-RoCE gets no async event and no
+//! work-completion error when its device is deleted (`rdma link delete`):
+//! traffic keeps flowing until it closes, and the device leaving the device
+//! list or the kernel's notification is the only prompt signal. This crate turns the kernel's three ways of telling into one stream
 //! of [`WatchEvent`]s keyed by device name plus kernel index:
 //!
 //! | backend | module | kernel | what it reads |

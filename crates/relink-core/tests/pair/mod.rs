@@ -1,7 +1,7 @@
 //! A quinn-style pair harness (like quinn-proto's `tests::util::Pair`): an
 //! initiator and a target [`Session`] wired to each other by hand, with a
 //! fake clock. No fabric, no driver: the
-//! harness plays the driver's part (`crates/relink/src/node.rs`) in the
+//! harness plays the driver's part (`crates/relink/src/node/`) in the
 //! smallest faithful way:
 //!
 //! - `Connect` becomes a connection request at the target, handled like the
