@@ -32,7 +32,7 @@ struct Cli {
     command: Command,
 }
 
-/// The subcommands.
+/// What `relink` does: one subcommand per job.
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the demo: sessions that survive device reset, unplug,

@@ -61,7 +61,7 @@ pub enum OpKind {
         local: LocalRange,
         /// The 8-byte remote word.
         remote: BufferToken,
-        /// The addend.
+        /// Added to the remote word (wrapping, as the hardware does).
         add: u64,
     },
     /// Atomic compare-and-swap; not idempotent.
@@ -164,7 +164,7 @@ impl Outcome {
 /// The one completion of an operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Completion {
-    /// The operation.
+    /// The operation, as [`submit`](crate::Session::submit) returned it.
     pub op: OpId,
     /// How it ended.
     pub outcome: Outcome,

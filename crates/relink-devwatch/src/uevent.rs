@@ -72,7 +72,7 @@ pub enum UeventError {
     /// `ACTION` or `DEVPATH` disagrees with the header.
     #[error("uevent {field} disagrees with its header")]
     Mismatch {
-        /// The variable.
+        /// The variable that disagrees: `ACTION` or `DEVPATH`.
         field: &'static str,
     },
     /// An RDMA uevent whose device name cannot be made out.

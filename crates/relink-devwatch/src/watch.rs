@@ -125,9 +125,10 @@ pub enum WatchError {
     /// The requested backend cannot run here.
     #[error("{backend} watcher unavailable: {reason}")]
     Unavailable {
-        /// The backend.
+        /// The backend that was asked for.
         backend: Backend,
-        /// Why.
+        /// Why it cannot run (a kernel without the RDMA netlink monitor, no
+        /// permission for the socket, ...), in a sentence.
         reason: String,
     },
     /// A system call failed.
@@ -135,7 +136,7 @@ pub enum WatchError {
     Io {
         /// The step that failed.
         context: &'static str,
-        /// The error.
+        /// The operating system's error of that step.
         #[source]
         source: io::Error,
     },

@@ -8,7 +8,7 @@ use crate::ids::{Epoch, Incarnation, Seq, SessionId};
 /// A reader over a byte slice: every read checks the length first and
 /// fails with [`WireError::Truncated`] instead of panicking.
 pub(super) struct Cursor<'a> {
-    /// The input.
+    /// The whole input; `pos` indexes into it.
     buf: &'a [u8],
     /// Offset of the next byte to read (reported in errors).
     pub(super) pos: usize,

@@ -146,7 +146,7 @@ pub enum WireError {
     UnknownTag {
         /// What the byte selects.
         what: &'static str,
-        /// The byte.
+        /// The byte read, which no value of `what` has.
         tag: u8,
     },
     /// Bytes follow a complete structure (non-zero bytes, for private data).
@@ -166,7 +166,7 @@ pub enum WireError {
         what: &'static str,
         /// Its length (or count).
         len: usize,
-        /// The maximum.
+        /// The largest length (or count) the format allows.
         max: usize,
     },
     /// A sequenced kind (Data, Advert, AdvertDone) with sequence number 0,

@@ -103,7 +103,7 @@ pub enum RegistryError {
     /// A registry file is malformed.
     #[error("{}{}: {msg}", .path.display(), LineSuffix(.line))]
     Malformed {
-        /// The file.
+        /// The malformed file, inside the registry directory.
         path: PathBuf,
         /// The 1-based line at fault, if the fault is on one line.
         line: Option<usize>,

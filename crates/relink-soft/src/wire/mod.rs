@@ -96,7 +96,7 @@ pub enum WireError {
     /// A boolean byte is neither 0 nor 1.
     #[error("invalid boolean {value} for {what}")]
     BadBool {
-        /// The field.
+        /// The name of the field that holds the byte.
         what: &'static str,
         /// The byte read (neither 0 nor 1).
         value: u8,
@@ -110,7 +110,7 @@ pub enum WireError {
     /// A length-prefixed field is longer than allowed.
     #[error("{what} is {len} bytes, at most {max} allowed")]
     TooLong {
-        /// The field.
+        /// The name of the length-prefixed field.
         what: &'static str,
         /// Its declared length, in bytes.
         len: usize,
