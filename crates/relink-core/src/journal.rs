@@ -38,7 +38,8 @@
 //! 1. [`Journal::submit`] each operation.
 //! 2. While the transport is up: post [`Journal::next_unposted`], then call
 //!    [`Journal::mark_posted`] with its id; repeat (this is also how the
-//!    replay after a resume is sent).
+//!    replay after a resume is sent). An operation that cannot be posted at
+//!    all (its remote token does not translate): [`Journal::fail_unpostable`].
 //! 3. For each send completion: [`Journal::on_success`] or, when the
 //!    operation itself was refused ([`is_refusal`]),
 //!    [`Journal::on_remote_error`]. Any other error is a transport loss.
@@ -350,6 +351,33 @@ impl Journal {
             return None;
         }
         Some(self.complete(e.id, Outcome::Failed(OpError::Remote(status))))
+    }
+
+    /// `op`, not posted on the current transport, cannot be posted on it at
+    /// all: the peer's advertisement does not cover its remote token
+    /// (unknown region, out of bounds, missing right). It leaves the
+    /// journal and completes now, with the other entries untouched and in
+    /// order, so [`Journal::next_unposted`] moves on to the next one.
+    ///
+    /// One never posted completes `Failed(err)`; one an earlier transport
+    /// carried ends as [`Journal::fail_all`] would end it (an atomic that
+    /// may have run is `Indeterminate`). Returns `None`, changing nothing,
+    /// for an operation that is unknown, posted on the current transport
+    /// (its own work completion settles it), or a message (a message has
+    /// no token; failing one would leave a gap in the sequence).
+    pub fn fail_unpostable(&mut self, op: OpId, err: OpError) -> Option<Completion> {
+        let i = self.find(op)?;
+        if i < self.posted {
+            return None;
+        }
+        let e = &self.entries[i];
+        if e.kind.is_message() {
+            debug_assert!(false, "fail_unpostable({op}) of a message");
+            return None;
+        }
+        let outcome = self.final_outcome(e, err);
+        let e = self.remove_at(i);
+        Some(self.complete(e.id, outcome))
     }
 
     /// The peer reports it delivered every message up to `delivered`.

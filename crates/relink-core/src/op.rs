@@ -13,7 +13,11 @@
 //!
 //! `Success { replayed }` says the operation was posted on more than one
 //! transport. `Failed(OpError::Remote(status))` means the operation itself
-//! was refused (bad key, rights, bounds, length): it is never replayed.
+//! was refused (bad key, rights, bounds, length): it is never replayed. A
+//! token the peer's advertisement does not cover (unknown region, out of
+//! bounds, missing right) is refused so by the session itself, before it is
+//! posted: `Failed(Remote(REM_ACCESS_ERR))`, what the peer's device would
+//! answer.
 //! How the journal arrives at each outcome is in [`crate::journal`].
 
 use relink_fabric::WcStatus;
@@ -130,7 +134,8 @@ pub enum OpError {
     /// The session was disconnected by the application or an administrator.
     #[error("disconnected")]
     Disconnected,
-    /// The operation itself was refused (e.g. `REM_ACCESS_ERR`): not retried.
+    /// The operation itself was refused (e.g. `REM_ACCESS_ERR`, also for a
+    /// token the peer never advertised): not retried.
     #[error("refused: {}", .0.name())]
     Remote(WcStatus),
 }

@@ -18,10 +18,12 @@
 //!   any state ──disconnect──► Closed
 //! ```
 //!
-//! A target-side session has no active attempt: it goes from Recovering to
-//! Resyncing when a valid resume request arrives. Every transition is
-//! checked against [`TRANSITIONS`]; an illegal one is an error, never a
-//! silent change.
+//! A target-side session takes the same path without driving attempts: a
+//! valid resume request moves it from Recovering to Reconnecting (from any
+//! live state, through Recovering: the old transport is lost first), and
+//! the accepted connection, once up, to Resyncing. No session goes from
+//! Recovering straight to Resyncing. Every transition is checked against
+//! [`TRANSITIONS`]; an illegal one is an error, never a silent change.
 
 use std::fmt;
 
@@ -195,7 +197,6 @@ pub const TRANSITIONS: &[(State, State)] = &[
     (Established, Failed),
     (Established, Closed),
     (Recovering, Reconnecting),
-    (Recovering, Resyncing),
     (Recovering, Failed),
     (Recovering, Closed),
     (Reconnecting, Resyncing),
@@ -298,7 +299,7 @@ from\\to       idl con est rec rec res fai clo
 idle            .   x   .   .   .   .   .   x
 connecting      .   .   x   x   .   .   x   x
 established     .   .   .   x   .   .   x   x
-recovering      .   .   .   .   x   x   x   x
+recovering      .   .   .   .   x   .   x   x
 reconnecting    .   .   .   x   .   x   x   x
 resyncing       .   .   x   x   .   .   x   x
 failed          .   .   .   .   .   .   .   x

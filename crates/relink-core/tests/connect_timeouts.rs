@@ -112,7 +112,7 @@ fn connected_initiator(t0: Timestamp) -> (Session, Epoch, [Path; 2], [DeviceInfo
     let mut tgt = Session::accept_hello(
         config(Role::Target, Vec::new()),
         RequestToken(1),
-        h.incarnation,
+        &h,
         [9; 32],
         t0,
     )

@@ -368,9 +368,6 @@ fn within(secs: u64, f: impl FnOnce() + Send + 'static) {
 }
 
 #[test]
-#[ignore = "core bug, hangs: Session::pump spins on a token the peer never advertised \
-            (Session::key_error -> Journal::on_remote_error ignores an op never posted, \
-            so next_unposted returns it again); run with --ignored"]
 fn a_token_outside_the_advertisement_fails_alone() {
     within(10, || {
         let mut p = Pair::connected(Setup::default());

@@ -1,5 +1,7 @@
 //! End-to-end recovery on the in-process soft fabric: a device reset in the
 //! middle of traffic, then exactly-once delivery and one completion per op.
+//! And what must not look like a loss: a burst of one-sided operations
+//! larger than the send queue, a token the peer never advertised.
 
 use std::time::Duration;
 
@@ -118,4 +120,71 @@ fn a_burst_larger_than_the_send_queue_waits_its_turn() {
         "no spurious recovery"
     );
     assert_eq!(sim.node(0).counters(s).unwrap().losses, 0);
+}
+
+/// A WRITE or READ whose token the peer never advertised (past the end of
+/// its region, a region it does not have) completes once with the error the
+/// peer's device would give it, without being posted, and disturbs nothing:
+/// the caller is not blocked, the operations around it complete, the
+/// connection stays up.
+#[test]
+fn a_token_the_peer_never_advertised_fails_alone() {
+    use relink::{Access, BufferToken, LocalRange, OpError, Outcome, RegionId, RegionOptions};
+    use relink_fabric::WcStatus;
+
+    // A core that spins would hang the suite: run on a thread, wait 30 s.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let region = |id, advertise| RegionOptions {
+            id: RegionId(id),
+            len: 4096,
+            access: Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ,
+            advertise,
+        };
+        let opts = |r| SessionOptions {
+            regions: vec![r],
+            ..SessionOptions::default()
+        };
+        let mut sim = Sim::new(44);
+        let s = sim
+            .open_session(7471, opts(region(2, false)), opts(region(1, true)))
+            .unwrap();
+        sim.run_for(Duration::from_millis(5));
+        assert_eq!(sim.node(0).state(s), Some(State::Established));
+        let local = LocalRange {
+            region: RegionId(2),
+            offset: 0,
+            len: 64,
+        };
+        let token = |region, offset| BufferToken {
+            region: RegionId(region),
+            offset,
+        };
+        let n = sim.node(0);
+        let before = n.write(s, local, token(1, 0)).unwrap();
+        let beyond = n.write(s, local, token(1, 4096 - 32)).unwrap();
+        let unknown = n.read(s, local, token(9, 0)).unwrap();
+        let after = n.write(s, local, token(1, 64)).unwrap();
+        let message = n.send(s, b"still connected").unwrap();
+        sim.run_for(Duration::from_millis(5));
+        let mut outcomes = std::collections::BTreeMap::new();
+        while let Some(c) = sim.node(0).poll_completion(s) {
+            assert!(outcomes.insert(c.op, c.outcome).is_none(), "{c:?} twice");
+        }
+        let refused = Outcome::Failed(OpError::Remote(WcStatus::RemAccessErr));
+        assert_eq!(outcomes.get(&beyond), Some(&refused));
+        assert_eq!(outcomes.get(&unknown), Some(&refused));
+        for op in [before, after, message] {
+            assert!(outcomes.get(&op).is_some_and(|o| o.is_success()), "{op}");
+        }
+        assert_eq!(outcomes.len(), 5);
+        assert_eq!(sim.node(0).state(s), Some(State::Established));
+        assert_eq!(sim.node(0).counters(s).unwrap().losses, 0);
+        let _ = tx.send(());
+    });
+    match rx.recv_timeout(Duration::from_secs(30)) {
+        Ok(()) => {}
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => panic!("hung for 30 s"),
+        Err(e) => panic!("the scenario failed: {e}"),
+    }
 }

@@ -168,6 +168,58 @@ fn a_refused_operation_fails_and_is_never_replayed() {
 }
 
 #[test]
+fn an_unpostable_operation_fails_alone_and_the_rest_keeps_its_order() {
+    let mut j = Journal::new();
+    let (w1, _) = j.submit(write());
+    let (bad, _) = j.submit(read());
+    let (m, _) = j.submit(msg(b"m"));
+    let (w2, _) = j.submit(write());
+    let (first, ..) = j.next_unposted().unwrap();
+    j.mark_posted(first);
+    let refused = Outcome::Failed(OpError::Remote(WcStatus::RemAccessErr));
+    let err = OpError::Remote(WcStatus::RemAccessErr);
+    assert_eq!(
+        j.fail_unpostable(w1, err),
+        None,
+        "posted: its completion settles it"
+    );
+    assert_eq!(j.next_unposted().map(|n| n.0), Some(bad));
+    assert_eq!(j.fail_unpostable(bad, err), Some(done(bad, refused)));
+    assert_eq!(j.fail_unpostable(bad, err), None, "completed once");
+    let rest: Vec<OpId> = std::iter::from_fn(|| {
+        let (op, ..) = j.next_unposted()?;
+        j.mark_posted(op);
+        Some(op)
+    })
+    .collect();
+    assert_eq!(rest, vec![m, w2], "the rest is posted, in order");
+    assert_eq!(j.on_success(w1), Some(done(w1, OK)));
+    assert_eq!(j.stats().completed, 2);
+    assert_eq!(j.len(), 2);
+}
+
+#[test]
+fn an_unpostable_replay_ends_as_a_give_up_would() {
+    let mut j = Journal::new();
+    let (fa, _) = j.submit(fetch_add());
+    let (w, _) = j.submit(write());
+    post_all(&mut j);
+    j.transport_down();
+    assert!(j.resume(Seq(0), true).is_empty(), "atomics replayed");
+    let err = OpError::Remote(WcStatus::RemAccessErr);
+    assert_eq!(
+        j.fail_unpostable(fa, err).map(|c| c.outcome),
+        Some(Outcome::Indeterminate { executed: None }),
+        "it may have run on the lost transport"
+    );
+    assert_eq!(
+        j.fail_unpostable(w, err).map(|c| c.outcome),
+        Some(Outcome::Failed(err))
+    );
+    assert!(j.is_empty());
+}
+
+#[test]
 fn a_refused_message_breaks_the_sequence() {
     let mut j = Journal::new();
     let (m, _) = j.submit(msg(b"too long"));
@@ -402,6 +454,9 @@ enum Step {
     Resume,
     /// `fast_io_fail_tmo` fires during an outage.
     FailQueued,
+    /// The next unposted operation (not a message) cannot be posted: its
+    /// token does not translate on this transport.
+    Unpostable,
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -415,6 +470,7 @@ fn step() -> impl Strategy<Value = Step> {
         2 => Just(Step::Down),
         2 => Just(Step::Resume),
         1 => Just(Step::FailQueued),
+        1 => Just(Step::Unpostable),
     ]
 }
 
@@ -528,7 +584,19 @@ impl Model {
                     self.record(c);
                 }
             }
-            Step::Post | Step::Report | Step::Resume | Step::FailQueued => {}
+            Step::Unpostable if self.up => {
+                let next = self
+                    .journal
+                    .next_unposted()
+                    .map(|(op, kind, _)| (op, kind.is_message()));
+                if let Some((op, false)) = next {
+                    let c = self
+                        .journal
+                        .fail_unpostable(op, OpError::Remote(WcStatus::RemAccessErr));
+                    self.record(c.expect("an unposted op is unfinished"));
+                }
+            }
+            Step::Post | Step::Report | Step::Resume | Step::FailQueued | Step::Unpostable => {}
         }
     }
 

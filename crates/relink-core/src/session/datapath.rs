@@ -125,8 +125,10 @@ impl Session {
                             remote: addr,
                         },
                         Err(e) => {
-                            self.key_error(op, e);
-                            continue;
+                            if self.key_error(op, e) {
+                                continue;
+                            }
+                            break;
                         }
                     }
                 }
@@ -142,8 +144,10 @@ impl Session {
                             remote: addr,
                         },
                         Err(e) => {
-                            self.key_error(op, e);
-                            continue;
+                            if self.key_error(op, e) {
+                                continue;
+                            }
+                            break;
                         }
                     }
                 }
@@ -163,8 +167,10 @@ impl Session {
                             remote: addr,
                         },
                         Err(e) => {
-                            self.key_error(op, e);
-                            continue;
+                            if self.key_error(op, e) {
+                                continue;
+                            }
+                            break;
                         }
                     }
                 }
@@ -177,12 +183,27 @@ impl Session {
         }
     }
 
-    /// `op`'s token does not translate in this epoch: it fails alone, as if
-    /// the peer had refused it (`REM_ACCESS_ERR`), without being posted.
-    fn key_error(&mut self, op: OpId, e: KeyError) {
-        tracing::warn!(session = %self.cfg.id, %op, "token no longer valid: {e}");
-        if let Some(c) = self.journal.on_remote_error(op, WcStatus::RemAccessErr) {
-            self.completions.push_back(c);
+    /// `op`'s token does not translate through the peer's advertisement of
+    /// this epoch: it fails alone and is never posted, with the error the
+    /// peer's device would have given it (`Failed(Remote(REM_ACCESS_ERR))`),
+    /// and leaves the journal, so the pump moves on to the next operation.
+    /// Returns whether it left (always, for the operation `next_unposted`
+    /// returns; a `false` stops the pump rather than spin on it).
+    fn key_error(&mut self, op: OpId, e: KeyError) -> bool {
+        // Only called while Established, when the advertisement is complete.
+        debug_assert!(!matches!(e, KeyError::NotReady(_)), "{e}");
+        tracing::warn!(session = %self.cfg.id, %op, "token does not translate: {e}");
+        let err = OpError::Remote(WcStatus::RemAccessErr);
+        match self.journal.fail_unpostable(op, err) {
+            Some(c) => {
+                self.completions.push_back(c);
+                true
+            }
+            None => {
+                debug_assert!(false, "{op} stayed in the journal");
+                tracing::error!(session = %self.cfg.id, %op, "unpostable operation stayed in the journal");
+                false
+            }
         }
     }
 

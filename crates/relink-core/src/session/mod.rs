@@ -155,8 +155,9 @@ pub struct Session {
     // -- the transport and the outage -------------------------------------
     /// The epoch of the current transport, or of the one being made. It
     /// grows with every attempt (initiator) and every accepted resume
-    /// (target); an input of another epoch is stale and ignored. `Epoch(0)`
-    /// before the first connect.
+    /// (target); a target starts at the epoch of the Hello it accepts. An
+    /// input of another epoch is stale and ignored. `Epoch(0)` before the
+    /// first connect.
     epoch: Epoch,
     /// Number of the current attempt in this outage, from 1; 0 when the
     /// transport is lost and once it is established again.

@@ -10,7 +10,7 @@ use relink_fabric::{DeviceInfo, Timestamp};
 
 use super::{Action, Session, SessionConfig, SessionEvent};
 use crate::auth::SessionSecret;
-use crate::ids::{Epoch, Incarnation, RegionId, Seq};
+use crate::ids::{Epoch, RegionId, Seq};
 use crate::op::OpError;
 use crate::state::{Cause, DownCause, State};
 use crate::timers::TimerKind;
@@ -46,6 +46,7 @@ impl Session {
             .to_vec(),
             None => wire::ConnectData::Hello(wire::Hello {
                 session: self.cfg.id,
+                epoch: self.epoch,
                 incarnation: self.cfg.incarnation,
             })
             .to_vec(),
@@ -139,19 +140,25 @@ impl Session {
         }
     }
 
-    /// Target: a new session from a Hello. `secret` must be 32 fresh random
-    /// bytes. Returns the session with an [`Action::Accept`] queued.
+    /// Target: a new session from `hello` (`cfg.id` is its session id).
+    /// `secret` must be 32 fresh random bytes. Returns the session with an
+    /// [`Action::Accept`] queued.
+    ///
+    /// The session starts at the Hello's epoch, the initiator's attempt, so
+    /// both sides advertise for the same epoch even when refused attempts
+    /// came first (a Hello never carries `Epoch(0)`; one that does is taken
+    /// as `Epoch(1)`).
     pub fn accept_hello(
         cfg: SessionConfig,
         request: RequestToken,
-        peer_incarnation: Incarnation,
+        hello: &wire::Hello,
         secret: [u8; 32],
         now: Timestamp,
     ) -> Result<Session, crate::policy::PolicyError> {
         let mut s = Session::new(cfg, now)?;
         let secret = SessionSecret::from_bytes(secret);
-        s.peer_incarnation = Some(peer_incarnation);
-        s.epoch = Epoch(1);
+        s.peer_incarnation = Some(hello.incarnation);
+        s.epoch = hello.epoch.max(Epoch(1));
         s.go(State::Connecting, Cause::Connect, now);
         let pd = wire::AcceptData::Welcome(wire::Welcome {
             session: s.cfg.id,

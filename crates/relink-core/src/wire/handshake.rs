@@ -49,6 +49,10 @@ fn private_data<'a>(
 pub struct Hello {
     /// The session, chosen at random by the initiator.
     pub session: SessionId,
+    /// The epoch of the connection being made: the initiator's attempt,
+    /// which the new target session adopts (refused attempts before it
+    /// used up the epochs below).
+    pub epoch: Epoch,
     /// The initiator's incarnation.
     pub incarnation: Incarnation,
 }
@@ -134,6 +138,7 @@ impl ConnectData {
             ConnectData::Hello(h) => {
                 out.push(TAG_HELLO);
                 put_u64(out, h.session.0);
+                put_u32(out, h.epoch.0);
                 put_u64(out, h.incarnation.0);
             }
             ConnectData::Resume(r) => {
@@ -159,6 +164,7 @@ impl ConnectData {
         let out = match c.u8("connect tag")? {
             TAG_HELLO => ConnectData::Hello(Hello {
                 session: c.session()?,
+                epoch: c.epoch()?,
                 incarnation: c.incarnation()?,
             }),
             TAG_RESUME => ConnectData::Resume(Resume {

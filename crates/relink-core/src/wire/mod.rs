@@ -12,7 +12,7 @@
 //! secret  = [u8; 32]
 //!
 //! CONNECT private data (<= MAX_CONNECT_PRIVATE_DATA = 56 bytes)
-//! connect = version 0x01:u8 session incarnation                            Hello    18 bytes
+//! connect = version 0x01:u8 session epoch incarnation                      Hello    22 bytes
 //!         | version 0x02:u8 session epoch last_delivered:seq auth           Resume   38 bytes
 //!
 //! ACCEPT private data (<= MAX_ACCEPT_PRIVATE_DATA = 196 bytes)

@@ -22,10 +22,13 @@ fn arb_secret() -> impl Strategy<Value = SessionSecret> {
 
 fn arb_connect() -> impl Strategy<Value = ConnectData> {
     prop_oneof![
-        (any::<u64>(), any::<u64>()).prop_map(|(s, i)| ConnectData::Hello(Hello {
-            session: SessionId(s),
-            incarnation: Incarnation(i),
-        })),
+        (any::<u64>(), any::<u32>(), any::<u64>()).prop_map(|(s, e, i)| ConnectData::Hello(
+            Hello {
+                session: SessionId(s),
+                epoch: Epoch(e),
+                incarnation: Incarnation(i),
+            }
+        )),
         (
             any::<u64>(),
             any::<u32>(),
@@ -371,6 +374,7 @@ fn max_encodings_fit_the_cm_limits() {
     let s = secret(0xff);
     let hello = ConnectData::Hello(Hello {
         session: SessionId(u64::MAX),
+        epoch: Epoch(u32::MAX),
         incarnation: Incarnation(u64::MAX),
     });
     let resume = ConnectData::Resume(Resume::sign(
@@ -379,8 +383,9 @@ fn max_encodings_fit_the_cm_limits() {
         Epoch(u32::MAX),
         Seq(u64::MAX),
     ));
-    assert_eq!(hello.to_vec().len(), 18);
+    assert_eq!(hello.to_vec().len(), 22);
     assert_eq!(resume.to_vec().len(), 38);
+    assert!(hello.to_vec().len() <= MAX_CONNECT_PRIVATE_DATA);
     assert!(resume.to_vec().len() <= MAX_CONNECT_PRIVATE_DATA);
 
     let welcome = AcceptData::Welcome(Welcome {
@@ -410,12 +415,14 @@ fn max_encodings_fit_the_cm_limits() {
 fn hello_golden_bytes() {
     let hello = ConnectData::Hello(Hello {
         session: SessionId(0x0102_0304_0506_0708),
+        epoch: Epoch(0x2122_2324),
         incarnation: Incarnation(0x1112_1314_1516_1718),
     });
     let expected = [
         0x01, // version
         0x01, // Hello
         0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, // session
+        0x21, 0x22, 0x23, 0x24, // epoch
         0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18, // incarnation
     ];
     assert_eq!(hello.to_vec(), expected);
@@ -538,6 +545,7 @@ fn private_data_errors_are_typed() {
     // Private data handed to the wrong decoder fails on its tag.
     let hello = ConnectData::Hello(Hello {
         session: SessionId(1),
+        epoch: Epoch(1),
         incarnation: Incarnation(2),
     })
     .to_vec();

@@ -247,9 +247,8 @@ impl Pair {
                     spec: self.setup.spec(),
                     seed: 11,
                 };
-                let mut s =
-                    Session::accept_hello(cfg, RequestToken(token), h.incarnation, SECRET, now)
-                        .expect("valid setup");
+                let mut s = Session::accept_hello(cfg, RequestToken(token), &h, SECRET, now)
+                    .expect("valid setup");
                 s.set_devices(vec![self.end(Who::Tgt).device.clone()], now);
                 self.end_mut(Who::Tgt).session = Some(s);
             }

@@ -264,7 +264,7 @@ impl Node {
                 };
                 let mut secret = [0u8; 32];
                 self.rng.fill_bytes(&mut secret);
-                match Session::accept_hello(cfg, RequestToken(token), h.incarnation, secret, now) {
+                match Session::accept_hello(cfg, RequestToken(token), &h, secret, now) {
                     Ok(mut core) => {
                         core.set_devices(self.provider.devices(), now);
                         match self.insert_slot(core, opts) {
