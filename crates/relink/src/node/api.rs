@@ -205,7 +205,10 @@ impl Node {
         self.sessions.keys().map(|k| SessionHandle(*k)).collect()
     }
 
-    /// Close a session: recovery stops, pending operations fail.
+    /// Close a session: recovery stops, pending operations fail. An
+    /// established session says goodbye first (a `Close` message, then the
+    /// disconnect): the peer's node closes its half
+    /// (`SessionEvent::Disconnected`) instead of recovering.
     pub fn close(&mut self, s: SessionHandle) -> Result<(), Error> {
         let now = self.now();
         self.slot(s)?.core.close(now);

@@ -141,6 +141,19 @@ impl Node {
             tracing::debug!(?id, ?kind, "CM event of a retired attempt ignored");
             return;
         }
+        if phase == Phase::Up && kind == CmEventKind::Disconnected {
+            // The peer disconnected. A message it sent before (its goodbye,
+            // when it closed the session) may wait in the CQ, raised in the
+            // same poll round: read it before the transport goes, or the
+            // admin close would look like a loss and be recovered from.
+            self.drain_cq_before_loss(key);
+            if let Some(slot) = self.sessions.get_mut(&key) {
+                slot.core
+                    .handle_transport_down(epoch, DownCause::CmDisconnected, now);
+            }
+            self.run_actions(key);
+            return;
+        }
         let what = format!("{kind:?}");
         match (phase, kind) {
             (Phase::Resolving, CmEventKind::AddrResolved) => {
@@ -210,10 +223,6 @@ impl Node {
             (Phase::Up, CmEventKind::DeviceRemoval) => {
                 slot.core
                     .handle_transport_down(epoch, DownCause::CmDeviceRemoval, now);
-            }
-            (Phase::Up, CmEventKind::Disconnected) => {
-                slot.core
-                    .handle_transport_down(epoch, DownCause::CmDisconnected, now);
             }
             (Phase::Up, CmEventKind::AddrChange) => {
                 slot.core

@@ -5,6 +5,12 @@
 //! yet), the sessions whose timer is due, the sessions with queued work
 //! requests. The order is part of the node's behaviour: a run on the
 //! simulated fabric with the same seed is the same run, event for event.
+//!
+//! One exception to "events before completions": a `DISCONNECTED` of a
+//! session's established connection first drains that session's CQ
+//! (`Node::drain_cq_before_loss`), so a message the peer sent before it
+//! disconnected — the goodbye of [`Node::close`] above all — is read before
+//! the transport is reported down.
 
 use std::time::Duration;
 
@@ -22,6 +28,11 @@ impl Node {
 
     /// Do everything that can be done now: provider events, completions,
     /// timers, actions. Returns whether anything happened.
+    ///
+    /// A peer's disconnect is acted on only after the session's
+    /// completions that came before it are read: the goodbye of a peer's
+    /// [`Node::close`] closes the session (`SessionEvent::Disconnected`)
+    /// however seldom `poll` is called, never starts a recovery.
     pub fn poll(&mut self) -> bool {
         let mut progress = false;
         while let Some(ev) = self.provider.poll_event() {
