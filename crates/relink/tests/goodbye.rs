@@ -174,8 +174,8 @@ fn run_tcp(
 /// by the initiator and the target; each peer must close at once.
 fn goodbye_over_tcp(coarse: bool, n: usize) {
     let dirs = TcpDirs::new();
-    let mut a = Node::new(dirs.host("a"), 1);
-    let mut b = Node::new(dirs.host("b"), 2);
+    let mut a = Node::with_seed(dirs.host("a"), 1);
+    let mut b = Node::with_seed(dirs.host("b"), 2);
     let addr = SocketAddr::new("127.0.0.2".parse().unwrap(), free_port());
     b.listen(addr, SessionOptions::default()).unwrap();
     for i in 0..n {

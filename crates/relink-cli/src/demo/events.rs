@@ -156,6 +156,19 @@ impl Driver<'_> {
                     ),
                 )?;
             }
+            SessionEvent::Refused { reason, retrying } => {
+                if !retrying {
+                    self.problems.push(Problem {
+                        at: self.rel(at),
+                        what: format!("{who}: refused for good: {reason:?}"),
+                    });
+                }
+                let then = if retrying { "retrying" } else { "giving up" };
+                self.say_at(
+                    at,
+                    format!("  {who}: refused by the peer ({reason:?}), {then}"),
+                )?;
+            }
             SessionEvent::PeerLost { reason } => {
                 self.problems.push(Problem {
                     at: self.rel(at),

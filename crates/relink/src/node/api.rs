@@ -7,7 +7,6 @@
 
 use std::net::SocketAddr;
 
-use rand::RngCore;
 use relink_core::journal::{Completion, LocalRange, OpKind};
 use relink_core::session::{Counters, Path, Role, Session, SessionConfig, SessionEvent};
 use relink_core::state::State;
@@ -18,7 +17,19 @@ use super::{Error, ListenerHandle, ListenerSlot, Node, SessionHandle, SessionOpt
 
 impl Node {
     /// Connect to a peer over one or more paths. The first attempt is
-    /// immediate; failures are retried by the policy.
+    /// immediate; failures are retried by the policy (until its give-up
+    /// deadline). The session's id is new (from the node's randomness).
+    ///
+    /// A refusal by the peer's relink is reported as
+    /// [`SessionEvent::Refused`] with its reason. `Busy` and `StaleEpoch`
+    /// are retried; any other reason cannot change by retrying
+    /// ([`RefuseReason::is_final`](crate::RefuseReason::is_final)): the
+    /// session fails at once ([`SessionEvent::PeerLost`], state `Failed`,
+    /// its operations fail with `OpError::PeerLost`).
+    ///
+    /// # Errors
+    /// If the policy is invalid or the session's memory cannot be
+    /// allocated.
     pub fn connect(
         &mut self,
         paths: Vec<Path>,

@@ -22,6 +22,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use rand::rngs::OsRng;
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use relink_core::resources::SessionSpec;
@@ -80,13 +81,39 @@ struct PendingRequest {
     cm: CmId,
 }
 
+/// Where a node's random numbers come from: session ids, session secrets,
+/// its incarnation and the seeds of the sessions' backoff jitter.
+enum Randomness {
+    /// The operating system's generator ([`Node::new`]).
+    Os,
+    /// A generator seeded by the caller ([`Node::with_seed`]):
+    /// reproducible, for simulation and tests.
+    Seeded(Box<ChaCha8Rng>),
+}
+
+impl Randomness {
+    fn next_u64(&mut self) -> u64 {
+        match self {
+            Randomness::Os => OsRng.next_u64(),
+            Randomness::Seeded(r) => r.next_u64(),
+        }
+    }
+
+    fn fill_bytes(&mut self, buf: &mut [u8]) {
+        match self {
+            Randomness::Os => OsRng.fill_bytes(buf),
+            Randomness::Seeded(r) => r.fill_bytes(buf),
+        }
+    }
+}
+
 /// A process's relink endpoint on one provider: it owns sessions and
 /// listeners and drives them. Single-threaded: call [`Node::poll`] (or
 /// [`Node::run_until`]) to make progress.
 pub struct Node {
     provider: Arc<dyn Provider>,
     incarnation: Incarnation,
-    rng: ChaCha8Rng,
+    rng: Randomness,
     /// The next key of a session, listener or connect request (one series
     /// for all three).
     next_key: u64,
@@ -120,10 +147,30 @@ pub struct Node {
 }
 
 impl Node {
-    /// A node on `provider`; `seed` makes session ids, secrets and jitter
-    /// reproducible (use a random seed in production).
-    pub fn new(provider: Arc<dyn Provider>, seed: u64) -> Node {
-        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    /// A node on `provider`. Its session ids, session secrets, incarnation
+    /// and jitter seeds come from the operating system's random number
+    /// generator: a process restarted on the same machine is a new
+    /// incarnation with new session ids, never mistaken for the old one.
+    ///
+    /// # Panics
+    /// If the operating system has no random number generator to read.
+    pub fn new(provider: Arc<dyn Provider>) -> Node {
+        Node::with_randomness(provider, Randomness::Os)
+    }
+
+    /// A node whose session ids, session secrets, incarnation and jitter
+    /// come from `seed`: the same seed gives the same run on the simulated
+    /// fabric (`relink_sim::Sim`, tests, benches). Not for production: a
+    /// process restarted with the same seed has the same incarnation and
+    /// reuses its session ids (a peer then takes a new session of an old
+    /// id for the one that ended), and its secrets are as guessable as the
+    /// seed.
+    pub fn with_seed(provider: Arc<dyn Provider>, seed: u64) -> Node {
+        let rng = ChaCha8Rng::seed_from_u64(seed);
+        Node::with_randomness(provider, Randomness::Seeded(Box::new(rng)))
+    }
+
+    fn with_randomness(provider: Arc<dyn Provider>, mut rng: Randomness) -> Node {
         Node {
             provider,
             incarnation: Incarnation(rng.next_u64()),
@@ -207,5 +254,30 @@ impl Node {
             },
         );
         Ok(key)
+    }
+}
+
+/// Dropping a node ends it as the end of its process would: every provider
+/// object it holds is destroyed (connections, listeners, connect requests
+/// not yet answered). Its peers see their connections disconnected, with no
+/// goodbye: they recover, and a peer that comes back to a new node is told
+/// the session is unknown. Call [`Node::close`] first for an orderly end.
+impl Drop for Node {
+    fn drop(&mut self) {
+        let p = &*self.provider;
+        for slot in self.sessions.values_mut() {
+            if let Some(mut t) = slot.transport.take() {
+                t.tear_down(p);
+            }
+        }
+        for l in self.listeners.values_mut() {
+            if let Some(id) = l.cm.take() {
+                let _ = p.cm_destroy_id(id);
+            }
+        }
+        for (_, req) in std::mem::take(&mut self.pending) {
+            let _ = p.cm_reject(req.cm, &[]);
+            let _ = p.cm_destroy_id(req.cm);
+        }
     }
 }
