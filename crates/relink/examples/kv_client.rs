@@ -181,6 +181,8 @@ struct Tally {
 struct Client {
     node: Node,
     s: SessionHandle,
+    /// Whether the session was established yet.
+    connected: bool,
     hello: Option<Hello>,
     next_id: u64,
     /// Requests sent and not answered yet, with their expected answer.
@@ -247,6 +249,7 @@ fn main() -> ExitCode {
     let mut c = Client {
         node,
         s,
+        connected: false,
         hello: None,
         next_id: 1,
         outstanding: BTreeMap::new(),
@@ -407,8 +410,11 @@ impl Client {
                 }
                 SessionEvent::PeerLost { reason } => println!("event: peer lost ({reason})"),
                 SessionEvent::Disconnected => println!("event: closed"),
+                // Transitions: the events above say what matters; we
+                // print only the first connection.
                 SessionEvent::Transition(t) => {
-                    if t.from == State::Connecting && t.to == State::Established {
+                    if t.to == State::Established && !self.connected {
+                        self.connected = true;
                         println!("event: connected");
                     }
                 }
