@@ -122,7 +122,11 @@
 //!
 //! **Memory.** [`alloc_memory`](relink_fabric::Provider::alloc_memory)
 //! returns page-aligned `mmap`'d memory with raw-copy accessors (a NIC may
-//! write it at any time); `reg_mr` accepts only memory from this provider.
+//! write it at any time) that check every range themselves. `reg_mr`
+//! accepts only memory this provider allocated, recognised by identity (a
+//! handle to the very allocation, not merely one with its address and
+//! length: any [`HostMemory`](relink_fabric::HostMemory) may claim those),
+//! and the MR keeps that allocation mapped until it is deregistered.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![cfg_attr(not(feature = "rdma"), forbid(unsafe_code))]
@@ -140,6 +144,9 @@ mod errno;
 mod identity;
 #[cfg(feature = "rdma")]
 mod memory;
+#[cfg(any(feature = "rdma", test))]
+#[cfg_attr(not(feature = "rdma"), allow(dead_code))]
+mod owned;
 #[cfg(feature = "rdma")]
 mod provider;
 #[cfg(not(feature = "rdma"))]
