@@ -27,10 +27,23 @@ impl VerbsProvider {
     }
 
     /// A provider with `config`. Sets `RDMAV_ALLOW_DISASSOC_DESTROY=1`
-    /// (unless set) before its first verbs call, opens an rdma_cm event
-    /// channel, scans the devices and starts the event thread.
+    /// before its first verbs call if that is sound ([`init_environment`]:
+    /// the variable is unset and this is the only thread; otherwise it logs
+    /// one warning per process and goes on without it, see the crate docs),
+    /// opens an rdma_cm event channel, scans the devices and starts the
+    /// event thread.
     pub fn with_config(config: VerbsConfig) -> Result<VerbsProvider, VerbsError> {
-        init_environment();
+        if let Err(e) = init_environment() {
+            static WARNED: AtomicBool = AtomicBool::new(false);
+            if !WARNED.swap(true, Ordering::Relaxed) {
+                tracing::warn!(
+                    target: "relink_verbs",
+                    "{e}. Going on without it: destroys on a lost device then fail with \
+                     EIO, which relink takes as already released, and libibverbs keeps \
+                     those objects' user-space memory"
+                );
+            }
+        }
         // SAFETY: no preconditions; destroyed in Drop.
         let channel = unsafe { sys::rdma_create_event_channel() };
         let channel = Ptr::new(channel).ok_or_else(|| {
