@@ -6,12 +6,12 @@
 use std::collections::{HashMap, VecDeque};
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::Instant;
 
 use relink_verbs_sys as sys;
 
-use super::events::event_loop;
+use super::events::{event_loop, Ready};
 use super::ffi::{last_errno, set_nonblocking, Ptr};
 use super::scan::resync_librdmacm;
 use super::{Inner, RescanHandle, Shared, VerbsProvider};
@@ -77,6 +77,7 @@ impl VerbsProvider {
             rescan_requested: false,
             events: VecDeque::new(),
             activity: false,
+            ready: Ready::default(),
             fds_changed: true,
             ctxs: HashMap::new(),
             pds: HashMap::new(),
@@ -104,6 +105,7 @@ impl VerbsProvider {
             start: Instant::now(),
             stop: AtomicBool::new(false),
             wake,
+            ready_fd: OnceLock::new(),
             channel,
             rescan_interval: config.rescan_interval,
             default_source: config.default_source,
