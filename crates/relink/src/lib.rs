@@ -43,7 +43,9 @@
 
 mod node;
 
-pub use node::{Error, ListenerHandle, Node, RegionOptions, SessionHandle, SessionOptions};
+pub use node::{
+    Error, Footprint, ListenerHandle, Node, RegionOptions, SessionHandle, SessionOptions,
+};
 pub use relink_core::journal::{Completion, LocalRange, OpError, OpKind, Outcome};
 pub use relink_core::policy::{AllowedDevice, DeviceMatch, Policy};
 pub use relink_core::session::{Counters, Path, SessionEvent};
