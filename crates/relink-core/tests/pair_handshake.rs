@@ -283,3 +283,153 @@ fn a_hello_accepted_on_a_later_attempt_completes_its_handshake() {
     let established = p.transition(Who::Ini, State::Resyncing, State::Established);
     assert!(established.at - pair::T0 < policy.initial_connect_timeout);
 }
+
+#[test]
+fn a_refusal_is_reported_and_only_a_final_one_ends_the_first_connect() {
+    use relink_core::journal::OpError;
+    use relink_core::wire::Refused;
+    for reason in RefuseReason::ALL {
+        let mut p = Pair::new(Setup::default());
+        let refused = RejectData::Refused(Refused { reason });
+        p.forged = Some(Forged::Reject(refused.to_vec()));
+        p.connect();
+        let op = p.send(Who::Ini, b"first");
+        p.advance(Duration::from_secs(60));
+        let retrying = !reason.is_final();
+        assert!(
+            p.emitted(Who::Ini, |e| *e
+                == SessionEvent::Refused { reason, retrying }),
+            "{reason:?}: the refusal is reported"
+        );
+        if retrying {
+            // The next attempt reaches the genuine target.
+            assert_eq!(p.state(Who::Ini), State::Established, "{reason:?}");
+            assert!(p.outcome(Who::Ini, op).is_success(), "{reason:?}");
+        } else {
+            assert_eq!(p.state(Who::Ini), State::Failed, "{reason:?}");
+            assert!(p.emitted(Who::Ini, |e| matches!(e, SessionEvent::PeerLost { .. })));
+            assert_eq!(p.outcome(Who::Ini, op), Outcome::Failed(OpError::PeerLost));
+            assert_eq!(p.requests_seen.len(), 1, "{reason:?}: no further attempt");
+        }
+    }
+}
+
+#[test]
+fn a_hello_naming_a_closed_session_makes_a_new_session() {
+    let mut p = Pair::connected(Setup::default());
+    p.close(Who::Ini);
+    p.settle();
+    assert_eq!(p.state(Who::Tgt), State::Closed);
+    // The initiator restarted with the same ids (a seeded node).
+    let again = Hello {
+        session: SESSION,
+        epoch: Epoch(1),
+        incarnation: Incarnation(0x1c0),
+    };
+    let answer = p.knock(ConnectData::Hello(again).to_vec());
+    assert!(
+        matches!(&answer, Action::Accept { private_data, .. }
+            if matches!(AcceptData::decode(private_data), Ok(AcceptData::Welcome(_)))),
+        "welcomed: {answer:?}"
+    );
+}
+
+/// A target session made by `Session::accept_hello` of a Hello of epoch 1
+/// (its Accept taken).
+fn target_session() -> (relink_core::session::Session, Hello) {
+    use relink_core::session::{RequestToken, Role, Session, SessionConfig};
+    let hello = Hello {
+        session: SESSION,
+        epoch: Epoch(1),
+        incarnation: Incarnation(0x1c0),
+    };
+    let cfg = SessionConfig {
+        role: Role::Target,
+        id: SESSION,
+        incarnation: TARGET,
+        paths: Vec::new(),
+        policy: Policy::default(),
+        spec: Setup::default().spec(),
+        seed: 1,
+    };
+    let mut s =
+        Session::accept_hello(cfg, RequestToken(1), &hello, pair::SECRET, pair::T0).expect("valid");
+    assert!(matches!(
+        s.poll_action(),
+        Some(Action::Accept {
+            epoch: Epoch(1),
+            ..
+        })
+    ));
+    (s, hello)
+}
+
+#[test]
+fn a_hello_retried_after_its_attempt_timed_out_restarts_the_first_handshake() {
+    use relink_core::session::{HelloVerdict, RequestToken};
+    let now = pair::T0 + Duration::from_millis(600);
+    for given_up in [false, true] {
+        let (mut s, hello) = target_session();
+        if given_up {
+            // The target's side of the first attempt failed already.
+            s.handle_attempt_failed(Epoch(1), "disconnected", now);
+            assert_eq!(s.state(), State::Recovering);
+            while s.poll_action().is_some() {}
+        }
+        // The same attempt again, or another incarnation: refused.
+        assert_eq!(
+            s.handle_hello(RequestToken(2), &hello, now),
+            HelloVerdict::Refuse(RefuseReason::Busy)
+        );
+        let stranger = Hello {
+            epoch: Epoch(2),
+            incarnation: Incarnation(0xbad),
+            ..hello
+        };
+        assert_eq!(
+            s.handle_hello(RequestToken(3), &stranger, now),
+            HelloVerdict::Refuse(RefuseReason::Busy)
+        );
+        // The initiator's next attempt: the handshake starts again there.
+        let retry = Hello {
+            epoch: Epoch(2),
+            ..hello
+        };
+        assert_eq!(
+            s.handle_hello(RequestToken(4), &retry, now),
+            HelloVerdict::Taken
+        );
+        let actions: Vec<Action> = std::iter::from_fn(|| s.poll_action()).collect();
+        if !given_up {
+            assert_eq!(actions[0], Action::TearDown { epoch: Epoch(1) });
+        }
+        let Some(Action::Accept {
+            epoch,
+            request,
+            private_data,
+        }) = actions.last()
+        else {
+            panic!("no accept: {actions:?}")
+        };
+        assert_eq!((*epoch, *request), (Epoch(2), RequestToken(4)));
+        match AcceptData::decode(private_data) {
+            Ok(AcceptData::Welcome(w)) => {
+                assert_eq!(w.secret, SessionSecret::from_bytes(pair::SECRET));
+            }
+            other => panic!("not a welcome: {other:?}"),
+        }
+        assert_eq!(s.epoch(), Epoch(2));
+        let want = if given_up {
+            State::Reconnecting
+        } else {
+            State::Connecting
+        };
+        assert_eq!(s.state(), want);
+        // Once over, the id is free for a new session.
+        s.close(now);
+        assert_eq!(
+            s.handle_hello(RequestToken(5), &hello, now),
+            HelloVerdict::Replaced
+        );
+    }
+}

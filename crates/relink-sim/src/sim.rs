@@ -39,6 +39,8 @@ pub struct Sim {
     hosts: Vec<SoftHost>,
     nodes: Vec<Node>,
     addrs: Vec<IpNet>,
+    /// The seed of each host's node.
+    seeds: Vec<u64>,
 }
 
 impl Sim {
@@ -51,6 +53,7 @@ impl Sim {
             hosts: Vec::new(),
             nodes: Vec::new(),
             addrs: Vec::new(),
+            seeds: Vec::new(),
         };
         sim.add_host("initiator", "10.0.0.1/24", seed ^ 0x1111);
         sim.add_host("target", "10.0.0.2/24", seed ^ 0x2222);
@@ -65,10 +68,22 @@ impl Sim {
     pub fn add_host(&mut self, name: &str, addr: &str, seed: u64) -> usize {
         let h = self.fabric.add_host(name);
         self.fabric.add_device(&h, "soft0", addr);
-        self.nodes.push(Node::new(Arc::new(h.clone()), seed));
+        self.nodes.push(Node::with_seed(Arc::new(h.clone()), seed));
+        self.seeds.push(seed);
         self.hosts.push(h);
         self.addrs.push(addr.parse().expect("address"));
         self.hosts.len() - 1
+    }
+
+    /// Host `i`'s application restarts: its node is dropped (every object
+    /// it held is destroyed, as when a process ends: peers see their
+    /// connections disconnected, without a goodbye) and a new node seeded
+    /// like the old one takes its place — the same incarnation and the
+    /// same series of session ids, as a process restarted with the same
+    /// seed. Listeners and sessions are the new node's to make.
+    pub fn restart(&mut self, i: usize) {
+        let node = Node::with_seed(Arc::new(self.hosts[i].clone()), self.seeds[i]);
+        self.nodes[i] = node;
     }
 
     /// The fabric: inject faults, add devices, read its digest.

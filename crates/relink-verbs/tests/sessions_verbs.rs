@@ -151,8 +151,8 @@ impl Duo {
             pa.watch_backend(),
             pb.watch_backend()
         );
-        let mut a = Node::new(pa.clone(), 1);
-        let mut b = Node::new(pb, 2);
+        let mut a = Node::new(pa.clone());
+        let mut b = Node::new(pb);
         b.listen(listen, options(TARGET, Policy::default()))
             .expect("listen");
         let s = a

@@ -58,6 +58,7 @@ impl Driver<'_> {
             s.drain_completions(self.sim.node(INITIATOR));
             s.drain_deliveries(self.sim.node(TARGET));
         }
+        self.remember();
         Ok(())
     }
 
@@ -154,6 +155,19 @@ impl Driver<'_> {
                     format!(
                         "  {who}: GAVE UP (give-up deadline passed); its pending operations fail"
                     ),
+                )?;
+            }
+            SessionEvent::Refused { reason, retrying } => {
+                if !retrying {
+                    self.problems.push(Problem {
+                        at: self.rel(at),
+                        what: format!("{who}: refused for good: {reason:?}"),
+                    });
+                }
+                let then = if retrying { "retrying" } else { "giving up" };
+                self.say_at(
+                    at,
+                    format!("  {who}: refused by the peer ({reason:?}), {then}"),
                 )?;
             }
             SessionEvent::PeerLost { reason } => {

@@ -72,7 +72,7 @@ mod resync;
 
 pub use output::{Action, Counters, OneSided, SessionEvent};
 pub use paths::Path;
-pub use resync::{LocalKeys, RequestToken};
+pub use resync::{HelloVerdict, LocalKeys, RequestToken};
 
 use recovery::Jitter;
 
@@ -185,6 +185,9 @@ pub struct Session {
     /// `fast_io_fail_tmo` passed in this outage: every operation submitted
     /// fails at once until the session is established again.
     fast_failing: bool,
+    /// The session has been `Established` at least once: the initiator
+    /// holds the secret and reconnects with a Resume, never a Hello.
+    was_established: bool,
 
     // -- the peer -----------------------------------------------------------
     /// The secret that authenticates resumes: issued by the target in its
@@ -275,6 +278,7 @@ impl Session {
             peer_delivered: Seq(0),
             last_ack_sent: Seq(0),
             fast_failing: false,
+            was_established: false,
             counters: Counters::default(),
             actions: VecDeque::new(),
             events: VecDeque::new(),

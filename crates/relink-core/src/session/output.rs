@@ -141,6 +141,19 @@ pub enum SessionEvent {
     },
     /// The give-up deadline passed; operations failed.
     GaveUp,
+    /// The peer's relink refused a connection attempt (a Hello or a
+    /// Resume) and said why. Busy and StaleEpoch are retried under the
+    /// policy (`retrying`); every other reason is final
+    /// ([`RefuseReason::is_final`](crate::wire::RefuseReason::is_final)):
+    /// the session fails at once (a [`SessionEvent::PeerLost`] and the
+    /// transition to `Failed` follow), the first connect included, instead
+    /// of retrying until its give-up deadline.
+    Refused {
+        /// The reason the peer gave.
+        reason: crate::wire::RefuseReason,
+        /// Whether the session tries again (after the backoff).
+        retrying: bool,
+    },
     /// The peer lost its state (new incarnation) or refused us for good.
     PeerLost {
         /// What showed it (a new incarnation, an unknown session, a refused
@@ -210,6 +223,16 @@ impl Session {
     /// Next event for observers.
     pub fn poll_event(&mut self) -> Option<SessionEvent> {
         self.events.pop_front()
+    }
+
+    /// Whether everything the session produced was taken: no action,
+    /// completion, delivery or event waits. A driver may forget a closed
+    /// or failed session once it is drained.
+    pub fn is_drained(&self) -> bool {
+        self.actions.is_empty()
+            && self.completions.is_empty()
+            && self.deliveries.is_empty()
+            && self.events.is_empty()
     }
 
     /// When [`handle_timeout`](Self::handle_timeout) must next be called.

@@ -20,6 +20,21 @@ use crate::wire;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct RequestToken(pub u64);
 
+/// What a target does with a Hello that names a session it already has
+/// ([`Session::handle_hello`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HelloVerdict {
+    /// This session took the Hello: the initiator's earlier attempt is
+    /// over, the session's first handshake starts again on the request
+    /// (an [`Action::Accept`] is queued).
+    Taken,
+    /// This session is over (it was closed or failed); the Hello makes a
+    /// new session ([`Session::accept_hello`]).
+    Replaced,
+    /// Refuse the request with this reason.
+    Refuse(wire::RefuseReason),
+}
+
 /// Local keys of one region on the current device, as the driver
 /// registered it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,26 +126,47 @@ impl Session {
     }
 
     /// Initiator: the target refused the connection of `epoch`.
+    ///
+    /// A refusal of the peer's relink is reported as
+    /// [`SessionEvent::Refused`]. A final one
+    /// ([`RefuseReason::is_final`](wire::RefuseReason::is_final)) fails the
+    /// session at once with [`SessionEvent::PeerLost`] (its pending
+    /// operations fail with `PeerLost`); Busy and StaleEpoch are retried
+    /// after the backoff. A refusal without relink's reply (the peer's CM
+    /// answered: no listener) is retried after `refused_backoff`.
     pub fn handle_rejected(&mut self, epoch: Epoch, private_data: &[u8], now: Timestamp) {
         if epoch != self.epoch {
             return;
         }
         match wire::RejectData::decode(private_data).map(|wire::RejectData::Refused(r)| r.reason) {
-            Ok(wire::RefuseReason::UnknownSession) if self.secret.is_some() => {
-                let why = "the peer does not know this session (it restarted)".to_string();
+            Ok(reason) => {
+                let retrying = !reason.is_final();
+                tracing::info!(session = %self.cfg.id, ?reason, retrying, "the peer refused the connection");
+                self.events
+                    .push_back(SessionEvent::Refused { reason, retrying });
+                if retrying {
+                    self.attempt_failed(format!("refused: {reason:?}"), now);
+                    return;
+                }
+                let why = match reason {
+                    wire::RefuseReason::UnknownSession if self.secret.is_some() => {
+                        "the peer does not know this session (it ended there, or the peer restarted)"
+                            .to_string()
+                    }
+                    wire::RefuseReason::BadAuthenticator => {
+                        "the peer refused our authenticator".to_string()
+                    }
+                    wire::RefuseReason::UnsupportedVersion => {
+                        "the peer does not speak this version of the handshake".to_string()
+                    }
+                    wire::RefuseReason::ShuttingDown => "the peer is shutting down".to_string(),
+                    other => format!("the peer refused the session for good: {other:?}"),
+                };
                 self.events.push_back(SessionEvent::PeerLost {
                     reason: why.clone(),
                 });
                 self.fail(Cause::PeerLost(why), OpError::PeerLost, now);
             }
-            Ok(wire::RefuseReason::BadAuthenticator) => {
-                let why = "the peer refused our authenticator".to_string();
-                self.events.push_back(SessionEvent::PeerLost {
-                    reason: why.clone(),
-                });
-                self.fail(Cause::PeerLost(why), OpError::PeerLost, now);
-            }
-            Ok(reason) => self.attempt_failed(format!("refused: {reason:?}"), now),
             Err(_) => {
                 // The peer's CM answered for it: host and device are there,
                 // the application is not listening (yet).
@@ -177,6 +213,76 @@ impl Session {
             now + s.cfg.policy.connect_timeout,
         );
         Ok(s)
+    }
+
+    /// Target: a Hello that names this session's id (`request` is its
+    /// connection request). An initiator says Hello only until it holds
+    /// the secret of its first handshake, so:
+    ///
+    /// - a closed or failed session is over: [`HelloVerdict::Replaced`]
+    ///   (an initiator whose ids repeat, restarted with the same seed,
+    ///   connects again after a close);
+    /// - a target session never established whose Hello came from the same
+    ///   incarnation takes a Hello with a newer epoch: the initiator's
+    ///   attempt timed out before the Welcome reached it, so the handshake
+    ///   starts again at the new epoch, with the same secret
+    ///   ([`HelloVerdict::Taken`]; the old attempt's transport is torn
+    ///   down; a session that had given that attempt up, in `Recovering`,
+    ///   goes on to `Reconnecting`);
+    /// - anything else is refused `Busy`, which the initiator retries: a
+    ///   session that was established is never disturbed by a Hello (it
+    ///   authenticates nothing and may be a recording), nor is a first
+    ///   handshake by a Hello of another incarnation or an older attempt.
+    pub fn handle_hello(
+        &mut self,
+        request: RequestToken,
+        hello: &wire::Hello,
+        now: Timestamp,
+    ) -> HelloVerdict {
+        let state = self.state();
+        if state.is_terminal() {
+            return HelloVerdict::Replaced;
+        }
+        let busy = HelloVerdict::Refuse(wire::RefuseReason::Busy);
+        let epoch = hello.epoch.max(Epoch(1));
+        let retried = self.cfg.role == super::Role::Target
+            && !self.was_established
+            && self.peer_incarnation == Some(hello.incarnation)
+            && epoch > self.epoch
+            && matches!(state, State::Connecting | State::Recovering);
+        if !retried {
+            return busy;
+        }
+        let Some(secret) = self.secret.clone() else {
+            debug_assert!(false, "a target has its secret from the start");
+            return busy;
+        };
+        tracing::info!(session = %self.cfg.id, old = %self.epoch, new = %epoch, "the initiator said hello again: the handshake starts again");
+        if state == State::Connecting {
+            self.actions
+                .push_back(Action::TearDown { epoch: self.epoch });
+        }
+        self.current_device = None;
+        self.timers.stop(TimerKind::KeepaliveSend);
+        self.timers.stop(TimerKind::KeepaliveDeadline);
+        self.epoch = epoch;
+        let pd = wire::AcceptData::Welcome(wire::Welcome {
+            session: self.cfg.id,
+            incarnation: self.cfg.incarnation,
+            secret,
+        })
+        .to_vec();
+        self.actions.push_back(Action::Accept {
+            epoch,
+            request,
+            private_data: pd,
+        });
+        if state == State::Recovering {
+            self.go(State::Reconnecting, Cause::Attempt(1), now);
+        }
+        self.timers
+            .set(TimerKind::ConnectTimeout, self.connect_deadline(now));
+        HelloVerdict::Taken
     }
 
     /// Target: a resume request for this session. Verifies it and queues
@@ -337,6 +443,7 @@ impl Session {
         self.timers.stop(TimerKind::FastFail);
         self.timers.stop(TimerKind::ConnectTimeout);
         self.fast_failing = false;
+        self.was_established = true;
         self.attempt = 0;
         self.refusals = 0;
         self.go(

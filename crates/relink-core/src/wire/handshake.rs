@@ -392,6 +392,17 @@ impl RefuseReason {
         }
     }
 
+    /// Whether retrying cannot help: the initiator's session fails on it
+    /// instead of trying again. Final: `UnknownSession` (the target has no
+    /// such session: it ended there, or the target restarted),
+    /// `BadAuthenticator` (the target's secret is not ours),
+    /// `UnsupportedVersion` and `ShuttingDown`. Not final: `Busy` (the
+    /// target cannot take this session now) and `StaleEpoch` (the next
+    /// attempt carries a newer epoch).
+    pub fn is_final(self) -> bool {
+        !matches!(self, RefuseReason::Busy | RefuseReason::StaleEpoch)
+    }
+
     /// The reason with wire byte `code`, if any.
     pub fn from_code(code: u8) -> Option<RefuseReason> {
         RefuseReason::ALL.into_iter().find(|r| r.code() == code)

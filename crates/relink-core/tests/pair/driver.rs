@@ -231,8 +231,12 @@ impl Pair {
         };
         match ConnectData::decode(&data) {
             Ok(ConnectData::Hello(h)) => {
-                if self.end(Who::Tgt).session.is_some() {
-                    return refuse(self, RefuseReason::Busy);
+                if let Some(s) = self.end_mut(Who::Tgt).session.as_mut() {
+                    match s.handle_hello(RequestToken(token), &h, now) {
+                        HelloVerdict::Taken => return,
+                        HelloVerdict::Refuse(reason) => return refuse(self, reason),
+                        HelloVerdict::Replaced => {}
+                    }
                 }
                 let cfg = SessionConfig {
                     role: Role::Target,

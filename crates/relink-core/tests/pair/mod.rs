@@ -53,7 +53,8 @@ use relink_core::journal::{Completion, LocalRange, OpKind, Outcome};
 use relink_core::policy::Policy;
 use relink_core::resources::{RegionSpec, SessionSpec};
 use relink_core::session::{
-    Action, LocalKeys, OneSided, Path, RequestToken, Role, Session, SessionConfig, SessionEvent,
+    Action, HelloVerdict, LocalKeys, OneSided, Path, RequestToken, Role, Session, SessionConfig,
+    SessionEvent,
 };
 use relink_core::state::{DownCause, State, Transition};
 use relink_core::wire::{self, ConnectData, RefuseReason, Refused, RejectData};
@@ -141,7 +142,7 @@ impl Setup {
         }
     }
 
-    fn spec(&self) -> SessionSpec {
+    pub fn spec(&self) -> SessionSpec {
         SessionSpec {
             recv_slots: self.recv_slots,
             slot_size: MAX_MESSAGE + wire::HEADER_LEN as u32,

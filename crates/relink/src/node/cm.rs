@@ -6,8 +6,7 @@
 
 use std::time::Duration;
 
-use rand::RngCore;
-use relink_core::session::{RequestToken, Role, Session, SessionConfig};
+use relink_core::session::{HelloVerdict, RequestToken, Role, Session, SessionConfig};
 use relink_core::state::DownCause;
 use relink_core::wire;
 use relink_core::Epoch;
@@ -141,6 +140,19 @@ impl Node {
             tracing::debug!(?id, ?kind, "CM event of a retired attempt ignored");
             return;
         }
+        if phase == Phase::Up && kind == CmEventKind::Disconnected {
+            // The peer disconnected. A message it sent before (its goodbye,
+            // when it closed the session) may wait in the CQ, raised in the
+            // same poll round: read it before the transport goes, or the
+            // admin close would look like a loss and be recovered from.
+            self.drain_cq_before_loss(key);
+            if let Some(slot) = self.sessions.get_mut(&key) {
+                slot.core
+                    .handle_transport_down(epoch, DownCause::CmDisconnected, now);
+            }
+            self.run_actions(key);
+            return;
+        }
         let what = format!("{kind:?}");
         match (phase, kind) {
             (Phase::Resolving, CmEventKind::AddrResolved) => {
@@ -211,10 +223,6 @@ impl Node {
                 slot.core
                     .handle_transport_down(epoch, DownCause::CmDeviceRemoval, now);
             }
-            (Phase::Up, CmEventKind::Disconnected) => {
-                slot.core
-                    .handle_transport_down(epoch, DownCause::CmDisconnected, now);
-            }
             (Phase::Up, CmEventKind::AddrChange) => {
                 slot.core
                     .handle_transport_down(epoch, DownCause::AddrChange, now);
@@ -225,8 +233,11 @@ impl Node {
     }
 
     /// A connect request to a listener: a hello of an unknown session makes
-    /// a new session, a resume goes to the session it names (whose core
-    /// accepts or rejects it); anything else is refused.
+    /// a new session; a hello of a known one goes to that session's core
+    /// (`Session::handle_hello`: it restarts its first handshake, or is
+    /// over and replaced by a new session, or refuses); a resume goes to
+    /// the session it names (whose core accepts or rejects it); anything
+    /// else is refused.
     fn on_connect_request(
         &mut self,
         id: CmId,
@@ -248,9 +259,23 @@ impl Node {
         };
         match wire::ConnectData::decode(&private_data) {
             Ok(wire::ConnectData::Hello(h)) => {
-                if self.by_id.contains_key(&h.session) {
-                    refuse(self, wire::RefuseReason::Busy);
-                    return;
+                if let Some(old) = self.by_id.get(&h.session).copied() {
+                    // A session of this id exists here: it takes the Hello
+                    // (a retried first handshake), gives way to a new
+                    // session (it is over), or refuses (`handle_hello`).
+                    let slot = self.sessions.get_mut(&old).expect("indexed");
+                    let verdict = slot.core.handle_hello(RequestToken(token), &h, now);
+                    self.run_actions(old);
+                    match verdict {
+                        HelloVerdict::Taken => return,
+                        HelloVerdict::Refuse(reason) => {
+                            refuse(self, reason);
+                            return;
+                        }
+                        HelloVerdict::Replaced => {
+                            self.by_id.remove(&h.session);
+                        }
+                    }
                 }
                 let opts = self.listeners[&lk].opts.clone();
                 let cfg = SessionConfig {

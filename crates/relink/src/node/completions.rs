@@ -17,6 +17,22 @@ impl Node {
     /// arming); a non-empty one stays dirty for the next round. Returns
     /// whether there were completions.
     pub(super) fn poll_cq(&mut self, key: u64) -> bool {
+        self.poll_cq_as(key, false)
+    }
+
+    /// Drain a session's CQ to the end before its transport is reported
+    /// down for `DISCONNECTED`: what arrived before the disconnect (the
+    /// peer's goodbye above all, [`Node::close`]) is read first, so a
+    /// `Close` is never mistaken for a loss. The flush errors the
+    /// disconnect itself causes are not reported (the disconnect is the
+    /// cause); any other completion is handled as in a poll round.
+    pub(super) fn drain_cq_before_loss(&mut self, key: u64) {
+        while self.poll_cq_as(key, true) {}
+    }
+
+    /// [`poll_cq`](Self::poll_cq); `before_loss`: drop flush errors (see
+    /// [`drain_cq_before_loss`](Self::drain_cq_before_loss)).
+    fn poll_cq_as(&mut self, key: u64, before_loss: bool) -> bool {
         let p = &*self.provider;
         let Some(slot) = self.sessions.get_mut(&key) else {
             return false;
@@ -41,10 +57,15 @@ impl Node {
             match wc.wr_id & TAG_MASK {
                 TAG_SEND | TAG_ONE_SIDED => {
                     retire_through(t, wc, |op, status| {
-                        slot.core.handle_send_completion(epoch, op, status, now)
+                        if !(before_loss && status == WcStatus::WrFlushErr) {
+                            slot.core.handle_send_completion(epoch, op, status, now)
+                        }
                     });
                 }
                 TAG_RECV => {
+                    if before_loss && wc.status == WcStatus::WrFlushErr {
+                        continue;
+                    }
                     if wc.status != WcStatus::Success {
                         slot.core.handle_transport_down(
                             epoch,
