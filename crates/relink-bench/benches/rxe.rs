@@ -140,8 +140,11 @@ fn rig_or_skip() -> VerbsRig {
 }
 
 fn main() {
-    // Before any thread exists (see relink_verbs::init_environment).
-    relink_verbs::init_environment();
+    // Before any thread exists (see relink_verbs::init_environment); it
+    // cannot fail here unless /proc is missing.
+    if let Err(e) = relink_verbs::init_environment() {
+        eprintln!("rxe: {e}");
+    }
     let _ = tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("RELINK_LOG")

@@ -20,7 +20,9 @@
 //!
 //! A target-side session takes the same path without driving attempts: a
 //! valid resume request moves it from Recovering to Reconnecting (from any
-//! live state, through Recovering: the old transport is lost first), and
+//! live state, through Recovering: the old transport is lost first), as
+//! does the initiator's retried Hello to a session never established that
+//! had given its first attempt up (`Session::handle_hello`), and
 //! the accepted connection, once up, to Resyncing. No session goes from
 //! Recovering straight to Resyncing. Every transition is checked against
 //! [`TRANSITIONS`]; an illegal one is an error, never a silent change.

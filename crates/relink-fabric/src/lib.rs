@@ -43,6 +43,13 @@
 //! - **Only [`Provider::wait`] blocks.** Every other call returns at once.
 //!   `wait` returns when an event or a completion may be ready, or at its
 //!   deadline; a virtual-time provider advances its clock there.
+//! - **An event loop can sleep on a file descriptor instead**
+//!   ([`Provider::event_fd`], optional): readable when `wait` would return
+//!   at once, level-triggered, cleared by the provider when
+//!   [`Provider::poll_event`] returns `None`; a hint, so after readiness the
+//!   caller takes events until `None`, then polls its CQs until empty. The
+//!   in-process soft fabric has one too, but its virtual time moves only in
+//!   `wait`.
 //! - **One event stream.** Device changes, asynchronous events, CM events
 //!   and CQ notifications all come out of [`Provider::poll_event`].
 //! - **RC semantics.** Requests execute in order at the responder; a

@@ -92,6 +92,8 @@ impl ObjectCounts {
 ///   the flushed completions can be read.
 /// - A device that comes back (reset, re-add) or is replaced shows a new
 ///   [`DeviceId::generation`]; a replacement also shows a new GUID.
+/// - An event loop can sleep on [`event_fd`](Provider::event_fd) instead of
+///   calling `wait`, if the provider has one.
 pub trait Provider: Send + Sync {
     /// Short name of the backend, e.g. `soft-inproc`, `soft-tcp`, `verbs`.
     fn kind(&self) -> &'static str;
@@ -109,8 +111,43 @@ pub trait Provider: Send + Sync {
     fn wait(&self, deadline: Option<Timestamp>);
 
     /// Take the oldest queued event, if any; never blocks. Events stay
-    /// queued until taken.
+    /// queued until taken. Returning `None` clears the
+    /// [`event_fd`](Provider::event_fd).
     fn poll_event(&self) -> Option<Event>;
+
+    /// A file descriptor for an event loop (epoll, mio, tokio's `AsyncFd`)
+    /// in place of [`wait`](Provider::wait): it polls readable (`POLLIN`)
+    /// when something came that `wait` returns for — an event queued for
+    /// [`poll_event`](Provider::poll_event), or a completion (on a CQ the
+    /// caller arms with [`req_notify_cq`](Provider::req_notify_cq), its
+    /// [`Event::CqReady`]; on a CQ the caller never arms, any completion).
+    /// `None` (the default): the provider has no such fd, use `wait`.
+    ///
+    /// - **Level-triggered, cleared by the provider.** Once readable it
+    ///   stays readable until `poll_event` returns `None`, which clears it;
+    ///   the caller never reads it. Whatever comes after that clearing makes
+    ///   it readable again (a new edge, for an edge-triggered registration).
+    ///   `wait` neither needs nor clears it.
+    /// - **A hint.** After readiness, take events until `poll_event`
+    ///   returns `None`, *then* poll the CQs until they are empty: a
+    ///   completion that came before the clearing is found by that polling,
+    ///   one that came after makes the fd readable again. The fd may be
+    ///   readable with nothing to do; it is never left unreadable while an
+    ///   event is queued or after a completion that came since the last
+    ///   clearing.
+    /// - **One fd per provider**, created by the first call (readable until
+    ///   the first clearing) and closed with the provider; borrowed, never
+    ///   to be closed or read by the caller. `None` also if it could not be
+    ///   created (no file descriptor left).
+    /// - **Virtual time.** On a provider whose clock moves only in `wait`
+    ///   (the in-process soft fabric) nothing arrives while the caller
+    ///   sleeps on the fd: it becomes readable only through calls that run
+    ///   the fabric, so a loop on such a provider keeps driving it with
+    ///   `wait`.
+    #[cfg(unix)]
+    fn event_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        None
+    }
 
     // ---- devices ----
 

@@ -27,6 +27,7 @@
 //! - `packet`, `outbox`: what the engine exchanges with its transport;
 //! - `wire/`: the TCP codec of packets;
 //! - `payload`: payload bytes shared between copies, and their buffer pool;
+//! - `ready`: the readiness fd of a host (`Provider::event_fd`);
 //! - `registry/`: the device directory.
 
 mod delegate;
@@ -34,6 +35,7 @@ mod host;
 mod outbox;
 mod packet;
 mod payload;
+mod ready;
 pub mod registry;
 mod tcp;
 // The TCP codec is public only for the fuzz targets (feature `fuzzing`).

@@ -33,6 +33,7 @@ use crate::host::{Departure, HostConfig, HostState};
 use crate::outbox::{Control, Outbox, Timer};
 use crate::packet::{Body, CmMsg, Packet};
 use crate::payload::{BufferPool, PoolStats};
+use crate::ready::ReadyFd;
 use crate::registry::{Registry, Watcher};
 use crate::wire;
 
@@ -76,6 +77,9 @@ struct Shared {
     changed: Condvar,
     /// Woken when a timer is added.
     timer_added: Condvar,
+    /// The readiness fd (`Provider::event_fd`), brought up to date with
+    /// the host wherever `changed` is notified.
+    ready: ReadyFd,
     start: Instant,
     stop: AtomicBool,
 }
@@ -142,6 +146,7 @@ impl Shared {
         if new_timer {
             self.timer_added.notify_all();
         }
+        self.ready.sync(&mut inner.host);
         self.changed.notify_all();
     }
 
@@ -291,6 +296,7 @@ impl Shared {
                     }
                 }
             }
+            self.ready.sync(&mut inner.host);
             self.changed.notify_all();
         }
     }
@@ -422,6 +428,7 @@ impl TcpHost {
             }),
             changed: Condvar::new(),
             timer_added: Condvar::new(),
+            ready: ReadyFd::default(),
             start: Instant::now(),
             stop: AtomicBool::new(false),
         });
@@ -520,6 +527,17 @@ impl Provider for TcpHost {
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
         }
+    }
+
+    /// A Unix socket readable while something came for the caller since
+    /// the caller last drained the event stream: signalled by whichever
+    /// thread queues an event or adds a completion (a stream's reader, the
+    /// timers, the device watcher, the caller's own calls), cleared when
+    /// `poll_event` returns `None`.
+    #[cfg(unix)]
+    fn event_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        let mut inner = self.shared.lock();
+        self.shared.ready.fd(&mut inner.host)
     }
 
     crate::delegate::delegate_to_host!();

@@ -36,6 +36,7 @@ use crate::host::{Departure, HostConfig, HostState};
 use crate::outbox::{Outbox, Timer};
 use crate::packet::{Body, Packet};
 use crate::payload::PoolStats;
+use crate::ready::ReadyFd;
 
 /// Index of a host in a [`SoftFabric`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -99,6 +100,9 @@ struct DeviceSpec {
 
 struct HostSlot {
     state: HostState,
+    /// The host's readiness fd (shared with its [`SoftHost`]s), brought up
+    /// to date whenever the world's lock is let go ([`WorldGuard`]).
+    ready: Arc<ReadyFd>,
     /// Every device this host ever had, by name (to re-add after removal).
     specs: BTreeMap<String, DeviceSpec>,
     next_index: u32,
@@ -122,6 +126,35 @@ struct World {
     next_generation: u64,
     digest: std::collections::hash_map::DefaultHasher,
     dispatched: u64,
+}
+
+/// The world under its lock; letting it go brings every host's readiness
+/// fd up to date with what happened meanwhile (see [`crate::ready`]).
+struct WorldGuard<'a>(MutexGuard<'a, World>);
+
+impl std::ops::Deref for WorldGuard<'_> {
+    type Target = World;
+    fn deref(&self) -> &World {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for WorldGuard<'_> {
+    fn deref_mut(&mut self) -> &mut World {
+        &mut self.0
+    }
+}
+
+impl Drop for WorldGuard<'_> {
+    fn drop(&mut self) {
+        for h in &mut self.0.hosts {
+            h.ready.sync(&mut h.state);
+        }
+    }
+}
+
+fn lock_world(world: &Mutex<World>) -> WorldGuard<'_> {
+    WorldGuard(world.lock().unwrap_or_else(|e| e.into_inner()))
 }
 
 /// The in-process soft fabric (see the module docs).
@@ -150,8 +183,8 @@ impl SoftFabric {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, World> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> WorldGuard<'_> {
+        lock_world(&self.inner)
     }
 
     /// Add a host; its provider is the returned [`SoftHost`].
@@ -159,14 +192,17 @@ impl SoftFabric {
         let mut w = self.lock();
         let idx = w.hosts.len();
         let cfg = HostConfig::new(name, idx as u32 + 1);
+        let ready = Arc::new(ReadyFd::default());
         w.hosts.push(HostSlot {
             state: HostState::new(cfg),
+            ready: ready.clone(),
             specs: BTreeMap::new(),
             next_index: 1,
         });
         SoftHost {
             world: self.inner.clone(),
             host: HostIdx(idx),
+            ready,
         }
     }
 
@@ -464,6 +500,7 @@ impl World {
 pub struct SoftHost {
     world: Arc<Mutex<World>>,
     host: HostIdx,
+    ready: Arc<ReadyFd>,
 }
 
 impl SoftHost {
@@ -477,8 +514,8 @@ impl SoftHost {
         self.read(HostState::pool_stats)
     }
 
-    fn lock(&self) -> MutexGuard<'_, World> {
-        self.world.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> WorldGuard<'_> {
+        lock_world(&self.world)
     }
 
     fn with<R>(&self, f: impl FnOnce(&mut HostState, &mut Outbox) -> R) -> R {
@@ -529,6 +566,21 @@ impl Provider for SoftHost {
                 }
             }
         }
+    }
+
+    /// A Unix socket readable while something came for this host (an
+    /// event queued, a completion added) since its caller last drained the
+    /// event stream; cleared when `poll_event` returns `None`. Virtual time
+    /// moves only in [`wait`](Provider::wait) (of any host of the fabric)
+    /// and the fabric's own calls ([`SoftFabric::advance`], `step`,
+    /// faults): nothing makes the fd readable while every caller sleeps on
+    /// it, so a loop on this fabric keeps driving it with `wait`. The fd
+    /// shows what those calls delivered, for parity with the other
+    /// providers.
+    #[cfg(unix)]
+    fn event_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        let mut w = self.lock();
+        self.ready.fd(&mut w.hosts[self.host.0].state)
     }
 
     crate::delegate::delegate_to_host!();

@@ -98,11 +98,17 @@ impl<'r> Harness<'r> {
     /// Move every queued event of both hosts into the buffers.
     pub fn pump(&mut self) {
         for side in Side::ALL {
-            let host = self.host(side);
-            while let Some(ev) = host.poll_event() {
-                tracing::debug!(target: "relink_testkit", %side, event = ?ev, "event");
-                self.events[side.index()].push(ev);
-            }
+            self.pump_host(side);
+        }
+    }
+
+    /// Move every queued event of `side`'s host into its buffer (until its
+    /// `poll_event` returns `None`).
+    pub fn pump_host(&mut self, side: Side) {
+        let host = self.host(side);
+        while let Some(ev) = host.poll_event() {
+            tracing::debug!(target: "relink_testkit", %side, event = ?ev, "event");
+            self.events[side.index()].push(ev);
         }
     }
 

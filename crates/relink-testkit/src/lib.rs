@@ -22,7 +22,7 @@
 //! | [`harness`] | [`Harness`]: per-host event buffers and the generic waits with deadlines |
 //! | [`pair`] | the `rdma_cm` dance step by step, [`connect_pair`] and the [`Pair`] with its leak-checked teardown |
 //! | [`check`] | assertions on completions and private data, test payloads, unused keys |
-//! | [`cases`] | the conformance cases, one file per area (data, access, windows, SRQ, notification, CM, faults) |
+//! | [`cases`] | the conformance cases, one file per area (data, access, windows, SRQ, notification, event-loop readiness, CM, faults) |
 //! | `soft_rigs` | feature `soft` (default): `InProcRig` and `TcpRig` on the soft provider |
 //! | `verbs_rig` | feature `verbs`: `VerbsRig` on real devices named in the environment, and the host commands its faults run (`rdma link`, `ip`) |
 //!
@@ -119,6 +119,7 @@ macro_rules! __relink_testkit_cases {
             atomics
             srq_receives
             cq_notification
+            event_fd_readiness
             remote_write_without_right
             remote_write_out_of_bounds
             remote_bad_rkey

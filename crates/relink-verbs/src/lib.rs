@@ -84,15 +84,29 @@
 //! `rdma_conn_param`. The cost is a second uverbs context per device while
 //! CM ids are bound to it; both are released promptly on a loss, as above.
 //!
-//! **`RDMAV_ALLOW_DISASSOC_DESTROY`.** libibverbs reads it once, when it
-//! initialises (the first `ibv_get_device_list` in the process, also through
-//! librdmacm). [`VerbsProvider::new`] sets it to `1` (unless it is set) before
-//! its first verbs call. Caveats: if something in the process used verbs
-//! before, it is too late and destroys after a disassociation fail with
-//! `EIO` (mapped to `AlreadyReleased` anyway); and changing the environment
-//! while another thread reads it (`getenv` in C code) is a data race in
-//! glibc. Set it in the process environment, or call [`init_environment`]
-//! at the start of `main` before other threads exist, to be safe.
+//! **`RDMAV_ALLOW_DISASSOC_DESTROY`.** libibverbs reads it with `getenv`
+//! exactly once per process, in `ibverbs_init`, which the first
+//! `ibv_get_device_list` runs (librdmacm calls that too when it starts);
+//! later changes are never seen. Since rdma-core 40 a value of `0` means
+//! off and any other value on (before, merely being set meant on). When it
+//! is on, a destroy that the kernel answers with `EIO` (the device was
+//! disassociated and the kernel released the object already) succeeds and
+//! frees the object's user-space memory. When it is off, the destroy fails
+//! with `EIO` — this provider maps that to `AlreadyReleased` all the same,
+//! so behaviour is unchanged — but libibverbs keeps the object's user-space
+//! memory (queue buffers, the struct): a small leak per object on a lost
+//! device.
+//!
+//! Setting a variable while another thread may read the environment (C's
+//! `getenv`, in libibverbs or anywhere) is undefined behaviour, so nothing
+//! here does that. [`init_environment`] sets it to `1` only when it is
+//! unset and the calling thread is provably the only one in the process
+//! (`/proc/self/task` has one entry); otherwise it returns an error and
+//! changes nothing. [`VerbsProvider::new`] calls it, and if it cannot set
+//! the variable it logs one `tracing` warning per process and goes on. To
+//! be sure the variable is on, export `RDMAV_ALLOW_DISASSOC_DESTROY=1`
+//! before the process starts, or call [`init_environment`] first thing in
+//! `main`, before any thread is spawned and before anything uses verbs.
 //!
 //! **Device deviations.** Worked around on rxe (Soft-RoCE) contexts: a
 //! received SEND_WITH_INV is flagged with the kernel's bit instead of
@@ -108,7 +122,11 @@
 //!
 //! **Memory.** [`alloc_memory`](relink_fabric::Provider::alloc_memory)
 //! returns page-aligned `mmap`'d memory with raw-copy accessors (a NIC may
-//! write it at any time); `reg_mr` accepts only memory from this provider.
+//! write it at any time) that check every range themselves. `reg_mr`
+//! accepts only memory this provider allocated, recognised by identity (a
+//! handle to the very allocation, not merely one with its address and
+//! length: any [`HostMemory`](relink_fabric::HostMemory) may claim those),
+//! and the MR keeps that allocation mapped until it is deregistered.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![cfg_attr(not(feature = "rdma"), forbid(unsafe_code))]
@@ -126,6 +144,9 @@ mod errno;
 mod identity;
 #[cfg(feature = "rdma")]
 mod memory;
+#[cfg(any(feature = "rdma", test))]
+#[cfg_attr(not(feature = "rdma"), allow(dead_code))]
+mod owned;
 #[cfg(feature = "rdma")]
 mod provider;
 #[cfg(not(feature = "rdma"))]
@@ -148,15 +169,96 @@ pub const DISASSOC_ENV: &str = "RDMAV_ALLOW_DISASSOC_DESTROY";
 /// Whether this build has the real provider (the `rdma` feature).
 pub const BUILT_WITH_RDMA: bool = cfg!(feature = "rdma");
 
-/// Set `RDMAV_ALLOW_DISASSOC_DESTROY=1` unless it is set already. Call it
-/// first thing in `main`, before any thread exists and before anything uses
-/// verbs; [`VerbsProvider::new`] calls it too, which is only as safe as the
-/// moment it is called at (see the crate docs).
-pub fn init_environment() {
-    if std::env::var_os(DISASSOC_ENV).is_none() {
-        // Only sound while no other thread reads the environment; see above.
-        std::env::set_var(DISASSOC_ENV, "1");
+/// Set `RDMAV_ALLOW_DISASSOC_DESTROY=1` unless it is set already (to any
+/// value: that is the user's choice), soundly: only while the calling thread
+/// is the only thread of the process, counted in `/proc/self/task`. With
+/// one thread nothing else can read the environment concurrently, nor start
+/// a thread that would.
+///
+/// Call it first thing in `main`, before spawning threads and before
+/// anything uses verbs (libibverbs reads the variable once; see the crate
+/// docs). [`VerbsProvider::new`] calls it too and only warns when it fails.
+///
+/// # Errors
+///
+/// When the variable is unset and the process has other threads (or its
+/// threads cannot be counted), the environment is left alone and the error
+/// says to export the variable or call this function earlier.
+pub fn init_environment() -> Result<(), EnvironmentError> {
+    let current = std::env::var_os(DISASSOC_ENV);
+    match decide_environment(current.as_deref(), count_threads)? {
+        EnvAction::Keep => Ok(()),
+        EnvAction::Set => {
+            // Sound: `decide_environment` saw this thread alone in the
+            // process just now, and only this thread could have started
+            // another since.
+            std::env::set_var(DISASSOC_ENV, "1");
+            Ok(())
+        }
     }
+}
+
+/// What [`init_environment`] does to the variable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum EnvAction {
+    /// Leave it: it is set already.
+    Keep,
+    /// Set it: it is unset and this is the only thread.
+    Set,
+}
+
+/// The decision of [`init_environment`], given the variable's value and a
+/// way to count the process's threads (asked only when the variable is
+/// unset).
+fn decide_environment(
+    current: Option<&std::ffi::OsStr>,
+    threads: impl FnOnce() -> std::io::Result<usize>,
+) -> Result<EnvAction, EnvironmentError> {
+    if current.is_some() {
+        return Ok(EnvAction::Keep);
+    }
+    match threads() {
+        Ok(1) => Ok(EnvAction::Set),
+        Ok(threads) => Err(EnvironmentError::Threads { threads }),
+        Err(source) => Err(EnvironmentError::ThreadCount { source }),
+    }
+}
+
+/// The number of threads of this process: the entries of `/proc/self/task`.
+fn count_threads() -> std::io::Result<usize> {
+    let mut n = 0;
+    for entry in std::fs::read_dir("/proc/self/task")? {
+        entry?;
+        n += 1;
+    }
+    Ok(n)
+}
+
+/// Why [`init_environment`] left `RDMAV_ALLOW_DISASSOC_DESTROY` unset.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EnvironmentError {
+    /// The process has other threads, so changing the environment could
+    /// race with a reader.
+    #[error(
+        "cannot set {DISASSOC_ENV}=1 safely: the process has {threads} threads \
+         (changing the environment while another thread may read it is undefined \
+         behaviour); export {DISASSOC_ENV}=1 before starting the process, or call \
+         relink_verbs::init_environment() before spawning any thread"
+    )]
+    Threads {
+        /// How many threads the process had.
+        threads: usize,
+    },
+    /// The threads of the process could not be counted.
+    #[error(
+        "cannot set {DISASSOC_ENV}=1 safely: cannot count this process's threads in \
+         /proc/self/task ({source}); export {DISASSOC_ENV}=1 before starting the process"
+    )]
+    ThreadCount {
+        /// The error reading `/proc/self/task`.
+        source: std::io::Error,
+    },
 }
 
 /// Why a [`VerbsProvider`] could not be created.
@@ -203,5 +305,57 @@ impl Default for VerbsConfig {
             watch_devices: true,
             default_source: None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::OsStr;
+
+    #[test]
+    fn a_set_variable_is_kept_without_counting_threads() {
+        for v in ["1", "0", ""] {
+            let r = decide_environment(Some(OsStr::new(v)), || panic!("counted"));
+            assert_eq!(r.unwrap(), EnvAction::Keep);
+        }
+    }
+
+    #[test]
+    fn an_unset_variable_is_set_only_by_the_only_thread() {
+        assert_eq!(decide_environment(None, || Ok(1)).unwrap(), EnvAction::Set);
+        let e = decide_environment(None, || Ok(3)).unwrap_err();
+        assert!(matches!(e, EnvironmentError::Threads { threads: 3 }));
+        let msg = e.to_string();
+        assert!(msg.contains("3 threads"), "{msg}");
+        assert!(
+            msg.contains("export RDMAV_ALLOW_DISASSOC_DESTROY=1"),
+            "{msg}"
+        );
+        assert!(msg.contains("before spawning any thread"), "{msg}");
+        let e = decide_environment(None, || Err(std::io::ErrorKind::NotFound.into())).unwrap_err();
+        assert!(matches!(e, EnvironmentError::ThreadCount { .. }));
+        assert!(e
+            .to_string()
+            .contains("export RDMAV_ALLOW_DISASSOC_DESTROY=1"));
+    }
+
+    #[test]
+    fn init_environment_leaves_a_multithreaded_process_alone() {
+        // Hold a second thread for the duration of the check.
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let other = std::thread::spawn(move || {
+            let _ = rx.recv();
+        });
+        assert!(count_threads().unwrap() >= 2);
+        let before = std::env::var_os(DISASSOC_ENV);
+        let r = init_environment();
+        match before {
+            None => assert!(matches!(r, Err(EnvironmentError::Threads { .. })), "{r:?}"),
+            Some(_) => assert!(r.is_ok(), "{r:?}"),
+        }
+        assert_eq!(std::env::var_os(DISASSOC_ENV), before, "unchanged");
+        drop(tx);
+        other.join().unwrap();
     }
 }

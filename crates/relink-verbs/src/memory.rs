@@ -3,28 +3,32 @@
 //! A NIC reads and writes registered memory at any time, so no Rust
 //! reference into it ever exists: every access is a raw copy through a
 //! pointer ([`std::ptr::copy_nonoverlapping`] on the mapping), and the
-//! atomics go through [`AtomicU64::from_ptr`]. The mapping lives as long as
-//! the last [`Memory`](relink_fabric::Memory) handle to it — every MR the
-//! provider registers keeps one — so it is never unmapped under a
-//! registration.
+//! atomics go through [`AtomicU64::from_ptr`]. Every access checks its
+//! range (and an atomic its alignment) itself, whatever its caller checked:
+//! a bad one panics rather than touch memory outside the mapping. The
+//! mapping lives as long as the last [`Memory`](relink_fabric::Memory)
+//! handle to it — every MR the provider registers keeps one — so it is
+//! never unmapped under a registration; `reg_mr` accepts only the
+//! provider's own allocations, recognised by identity (module `owned`).
 
-use std::collections::BTreeMap;
 use std::fmt;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use relink_fabric::{HostMemory, MemoryError};
 
-/// Live allocations by address (for `reg_mr` to recognise its own memory).
-pub(crate) type Allocations = Arc<Mutex<BTreeMap<u64, usize>>>;
+use crate::owned::OwnedMemory;
+
+/// The provider's live allocations (for `reg_mr` to recognise its own
+/// memory).
+pub(crate) type Allocations = Arc<OwnedMemory<MappedMemory>>;
 
 /// Anonymous, page-aligned memory from `mmap`.
 pub struct MappedMemory {
     base: NonNull<u8>,
     len: usize,
     mapped: usize,
-    allocs: Allocations,
 }
 
 // SAFETY: the mapping is plain memory owned by this value; all access goes
@@ -41,7 +45,7 @@ fn page_size() -> usize {
 
 impl MappedMemory {
     /// Map `len` zeroed bytes (at least one page).
-    pub(crate) fn new(len: usize, allocs: Allocations) -> Result<MappedMemory, MemoryError> {
+    pub(crate) fn new(len: usize) -> Result<MappedMemory, MemoryError> {
         let page = page_size();
         let mapped = len
             .max(1)
@@ -63,32 +67,48 @@ impl MappedMemory {
             return Err(MemoryError::Exhausted(len));
         }
         let base = NonNull::new(p.cast::<u8>()).ok_or(MemoryError::Exhausted(len))?;
-        allocs
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(base.as_ptr() as u64, len);
-        Ok(MappedMemory {
-            base,
-            len,
-            mapped,
-            allocs,
-        })
+        Ok(MappedMemory { base, len, mapped })
     }
 
-    fn at(&self, offset: usize) -> *mut u8 {
-        debug_assert!(offset <= self.len);
-        // SAFETY: `offset` is within the mapping (callers are bounds-checked
-        // by `Memory`), so the result stays inside the same allocation.
-        unsafe { self.base.as_ptr().add(offset) }
+    /// A pointer to byte `offset` of `len` bytes inside the memory, or why
+    /// not.
+    fn range(&self, offset: usize, len: usize) -> Result<*mut u8, MemoryError> {
+        if offset.checked_add(len).is_none_or(|end| end > self.len) {
+            return Err(MemoryError::OutOfBounds {
+                offset,
+                len,
+                size: self.len,
+            });
+        }
+        // SAFETY: `offset <= self.len <= self.mapped` (checked above), so
+        // the result stays inside (or one past the end of) the mapping.
+        Ok(unsafe { self.base.as_ptr().add(offset) })
+    }
+
+    /// The u64 at `offset` as an atomic, or why not (out of bounds or not
+    /// 8-byte aligned).
+    fn atomic(&self, offset: usize) -> Result<&AtomicU64, MemoryError> {
+        let p = self.range(offset, 8)?;
+        if p as usize % 8 != 0 {
+            return Err(MemoryError::Misaligned { offset });
+        }
+        // SAFETY: the 8 bytes are inside the mapping and 8-byte aligned
+        // (checked above), valid for reads and writes; the mapping lives as
+        // long as `self`, which the returned reference borrows, and the
+        // callers use it for one atomic operation.
+        Ok(unsafe { AtomicU64::from_ptr(p.cast::<u64>()) })
+    }
+
+    /// Panics with `e`: the trait's accessors cannot return errors, and a
+    /// bad range must never reach the mapping.
+    #[cold]
+    fn refuse(e: MemoryError) -> ! {
+        panic!("MappedMemory: {e}")
     }
 }
 
 impl Drop for MappedMemory {
     fn drop(&mut self) {
-        self.allocs
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&(self.base.as_ptr() as u64));
         // SAFETY: the mapping was created by `new` with this length and is
         // unmapped once; no registration uses it any more (each MR holds a
         // `Memory` clone, so the last one is gone).
@@ -115,24 +135,27 @@ impl HostMemory for MappedMemory {
         self.len
     }
     fn read(&self, offset: usize, out: &mut [u8]) {
-        // SAFETY: `Memory` checked `offset + out.len() <= len`; the source is
+        let src = self
+            .range(offset, out.len())
+            .unwrap_or_else(|e| Self::refuse(e));
+        // SAFETY: `range` checked `offset + out.len() <= len`; the source is
         // the mapping (never referenced elsewhere), the destination a
         // distinct Rust buffer.
-        unsafe { std::ptr::copy_nonoverlapping(self.at(offset), out.as_mut_ptr(), out.len()) }
+        unsafe { std::ptr::copy_nonoverlapping(src, out.as_mut_ptr(), out.len()) }
     }
     fn write(&self, offset: usize, data: &[u8]) {
+        let dst = self
+            .range(offset, data.len())
+            .unwrap_or_else(|e| Self::refuse(e));
         // SAFETY: as in `read`, with the roles swapped.
-        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.at(offset), data.len()) }
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), dst, data.len()) }
     }
     fn fetch_add(&self, offset: usize, add: u64) -> u64 {
-        // SAFETY: `Memory` checked the 8 bytes are in bounds and 8-byte
-        // aligned; the mapping outlives the atomic, which is only used here.
-        let a = unsafe { AtomicU64::from_ptr(self.at(offset).cast::<u64>()) };
+        let a = self.atomic(offset).unwrap_or_else(|e| Self::refuse(e));
         a.fetch_add(add, Ordering::SeqCst)
     }
     fn compare_swap(&self, offset: usize, compare: u64, swap: u64) -> u64 {
-        // SAFETY: as in `fetch_add`.
-        let a = unsafe { AtomicU64::from_ptr(self.at(offset).cast::<u64>()) };
+        let a = self.atomic(offset).unwrap_or_else(|e| Self::refuse(e));
         match a.compare_exchange(compare, swap, Ordering::SeqCst, Ordering::SeqCst) {
             Ok(v) | Err(v) => v,
         }
@@ -142,15 +165,14 @@ impl HostMemory for MappedMemory {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use relink_fabric::Memory;
 
     #[test]
     fn mapped_memory_is_page_aligned_and_bounds_checked() {
         let allocs = Allocations::default();
-        let m = Memory::new(Arc::new(MappedMemory::new(10_000, allocs.clone()).unwrap()));
+        let m = allocs.adopt(MappedMemory::new(10_000).unwrap());
         assert_eq!(m.addr() % page_size() as u64, 0);
         assert_eq!(m.len(), 10_000);
-        assert_eq!(allocs.lock().unwrap().get(&m.addr()), Some(&10_000));
+        assert!(allocs.recognise(&m).is_some_and(|own| own.same(&m)));
         m.write(9_990, b"0123456789").unwrap();
         assert_eq!(m.read_vec(9_990, 10).unwrap(), b"0123456789");
         assert!(m.write(9_991, b"0123456789").is_err());
@@ -158,9 +180,55 @@ mod tests {
         assert_eq!(m.compare_swap(16, 3, 9).unwrap(), 3);
         assert_eq!(m.read_u64(16).unwrap(), 9);
         assert!(m.fetch_add(12, 1).is_err());
-        drop(m);
-        assert!(allocs.lock().unwrap().is_empty(), "unmapped and forgotten");
-        let z = MappedMemory::new(0, allocs).unwrap();
+        let z = MappedMemory::new(0).unwrap();
         assert_eq!(z.len(), 0);
+    }
+
+    #[test]
+    fn the_mapping_checks_every_range_itself() {
+        let m = MappedMemory::new(100).unwrap();
+        assert!(m.range(0, 100).is_ok());
+        assert!(m.range(100, 0).is_ok());
+        assert_eq!(
+            m.range(91, 10).unwrap_err(),
+            MemoryError::OutOfBounds {
+                offset: 91,
+                len: 10,
+                size: 100
+            }
+        );
+        assert!(m.range(usize::MAX, 2).is_err(), "no overflow");
+        assert!(m.range(101, 0).is_err());
+        assert!(m.atomic(8).is_ok());
+        assert_eq!(
+            m.atomic(4).unwrap_err(),
+            MemoryError::Misaligned { offset: 4 }
+        );
+        assert!(m.atomic(96).is_err(), "8 bytes past the end");
+    }
+
+    /// The trait's accessors, called directly (not through `Memory`), refuse
+    /// a bad range rather than touch memory outside the mapping.
+    #[test]
+    fn direct_accessors_refuse_bad_ranges() {
+        let m = MappedMemory::new(100).unwrap();
+        let mut buf = [0u8; 8];
+        HostMemory::write(&m, 92, &buf);
+        HostMemory::read(&m, 92, &mut buf);
+        for bad in [
+            Box::new(|m: &MappedMemory| HostMemory::read(m, 93, &mut [0u8; 8]))
+                as Box<dyn Fn(&MappedMemory)>,
+            Box::new(|m: &MappedMemory| HostMemory::write(m, usize::MAX, &[1])),
+            Box::new(|m: &MappedMemory| {
+                HostMemory::fetch_add(m, 96, 1);
+            }),
+            Box::new(|m: &MappedMemory| {
+                HostMemory::compare_swap(m, 4, 0, 1);
+            }),
+        ] {
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| bad(&m)));
+            assert!(r.is_err(), "a bad access must panic");
+        }
+        assert_eq!(HostMemory::fetch_add(&m, 8, 2), 0);
     }
 }

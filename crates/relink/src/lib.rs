@@ -19,8 +19,8 @@
 //! let (a, b) = (fabric.add_host("a"), fabric.add_host("b"));
 //! fabric.add_device(&a, "soft0", "10.0.0.1/24");
 //! fabric.add_device(&b, "soft0", "10.0.0.2/24");
-//! let mut target = Node::with_seed(Arc::new(b.clone()), 2);
-//! let mut init = Node::with_seed(Arc::new(a.clone()), 3);
+//! let mut target = Node::new(Arc::new(b.clone()));
+//! let mut init = Node::new(Arc::new(a.clone()));
 //! let addr = "10.0.0.2:7471".parse().unwrap();
 //! target.listen(addr, SessionOptions::default()).unwrap();
 //! let s = init.connect(vec![Path { local: None, peer: addr }], SessionOptions::default()).unwrap();
@@ -43,7 +43,9 @@
 
 mod node;
 
-pub use node::{Error, ListenerHandle, Node, RegionOptions, SessionHandle, SessionOptions};
+pub use node::{
+    Error, Footprint, ListenerHandle, Node, RegionOptions, SessionHandle, SessionOptions,
+};
 pub use relink_core::journal::{Completion, LocalRange, OpError, OpKind, Outcome};
 pub use relink_core::policy::{AllowedDevice, DeviceMatch, Policy};
 pub use relink_core::session::{Counters, Path, SessionEvent};

@@ -22,6 +22,11 @@
 # end a summary table and one "RELINK_VM_RESULT|..." line per step for the
 # host. Exit status = number of failed steps.
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin:/vm/bin
+# Destroys on a lost device succeed (libibverbs reads this once, at its first
+# device scan). The test binaries are multi-threaded (libtest), so
+# relink_verbs::init_environment cannot set it soundly for them: an operator
+# exports it, and so does the tier.
+export RDMAV_ALLOW_DISASSOC_DESTROY=1
 GROUPS_=${1:-sanity}
 EXPECT=${VM_EXPECT:-}
 TEST_TIMEOUT=${VM_TEST_TIMEOUT:-240}

@@ -5,7 +5,7 @@
 use std::io::{self, Write};
 use std::time::Duration;
 
-use relink::SessionHandle;
+use relink::{Counters, Memory, SessionHandle, State};
 use relink_fabric::{DeviceId, Guid, Timestamp};
 use relink_sim::sim::{Sim, INITIATOR, TARGET};
 use relink_sim::workload::{self, secs, Problem, Workload};
@@ -47,6 +47,13 @@ pub(super) struct Driver<'o> {
     /// Whether events still count towards the open fault window; false
     /// once the workload stopped and the last window closed.
     pub(super) attributing: bool,
+    /// The target's data region of A, taken at the start: the node frees
+    /// a session's memory when it reaps the ended session.
+    pub(super) target_data: Option<Memory>,
+    /// Each session's last state and counters, initiator side and target
+    /// side (`[i][side]`), as seen when its outputs were last taken: an
+    /// ended session is reaped at the next poll after that.
+    pub(super) last_seen: [[Option<(State, Counters)>; 2]; 2],
 }
 
 impl<'o> Driver<'o> {
@@ -61,6 +68,7 @@ impl<'o> Driver<'o> {
         let a = Workload::new("A", args.seed, workload::WINDOW_A, node, w.a.0, Some(w.a.1));
         let b = Workload::new("B", args.seed, workload::WINDOW_B, node, w.b.0, Some(w.b.1));
         let t0 = sim.now();
+        let target_data = sim.node(TARGET).region(w.a.1, workload::TARGET_DATA).ok();
         Driver {
             sim,
             streams: [a, b],
@@ -77,7 +85,53 @@ impl<'o> Driver<'o> {
             dedup_seen: [0; 2],
             progress_seen: [0; 2],
             attributing: true,
+            target_data,
+            last_seen: [[None; 2]; 2],
         }
+    }
+
+    /// The node and handle of session `i` on `side`.
+    fn handle(&self, i: usize, side: Side) -> (usize, SessionHandle) {
+        match side {
+            Side::Initiator => (INITIATOR, self.streams[i].session),
+            Side::Target => (TARGET, self.streams[i].target_session()),
+        }
+    }
+
+    /// Record every session's state and counters while the node still
+    /// has them (called after their outputs were taken).
+    pub(super) fn remember(&mut self) {
+        for i in 0..2 {
+            for (k, side) in [Side::Initiator, Side::Target].into_iter().enumerate() {
+                let (n, h) = self.handle(i, side);
+                let node = self.sim.node(n);
+                if let (Some(st), Some(c)) = (node.state(h), node.counters(h)) {
+                    self.last_seen[i][k] = Some((st, c));
+                }
+            }
+        }
+    }
+
+    /// The state of session `i` on `side`: its node's, or the last one
+    /// seen once the node reaped it (`None`: never seen).
+    pub(super) fn state_of(&mut self, i: usize, side: Side) -> Option<State> {
+        let (n, h) = self.handle(i, side);
+        let k = usize::from(side == Side::Target);
+        self.sim
+            .node(n)
+            .state(h)
+            .or(self.last_seen[i][k].map(|(s, _)| s))
+    }
+
+    /// The counters of session `i` on `side`, as [`state_of`](Self::state_of).
+    pub(super) fn counters_of(&mut self, i: usize, side: Side) -> Counters {
+        let (n, h) = self.handle(i, side);
+        let k = usize::from(side == Side::Target);
+        self.sim
+            .node(n)
+            .counters(h)
+            .or(self.last_seen[i][k].map(|(_, c)| c))
+            .unwrap_or_default()
     }
 
     /// Virtual seconds since the workload started.

@@ -58,6 +58,7 @@ impl Driver<'_> {
             s.drain_completions(self.sim.node(INITIATOR));
             s.drain_deliveries(self.sim.node(TARGET));
         }
+        self.remember();
         Ok(())
     }
 

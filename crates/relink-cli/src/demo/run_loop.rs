@@ -110,9 +110,7 @@ impl Driver<'_> {
             self.progress_seen[i] = done;
             let h = self.streams[i].session;
             let state = self
-                .sim
-                .node(INITIATOR)
-                .state(h)
+                .state_of(i, Side::Initiator)
                 .map_or("gone".to_string(), |s| s.to_string());
             let dev = self
                 .device_of(Side::Initiator, h)

@@ -5,11 +5,10 @@
 use std::time::Duration;
 
 use relink::{OpError, State};
-use relink_sim::sim::{Sim, INITIATOR, TARGET};
 use relink_sim::workload::{self, secs, Check};
 
 use super::driver::{Driver, NAMES};
-use super::faults::FaultKind;
+use super::faults::{FaultKind, Side};
 use super::report::{FaultRow, Report, SessionSummary, Throughput};
 
 /// Width of a throughput bucket.
@@ -18,8 +17,10 @@ const BUCKET: Duration = Duration::from_millis(20);
 impl Driver<'_> {
     /// Flip a byte in the middle of the target's region (`--sabotage`).
     pub(super) fn sabotage(&mut self) -> anyhow::Result<()> {
-        let h = self.streams[0].target_session();
-        let mem = self.sim.node(TARGET).region(h, workload::TARGET_DATA)?;
+        let mem = self
+            .target_data
+            .clone()
+            .ok_or_else(|| anyhow::anyhow!("the target's region is gone"))?;
         let off = (workload::BLOCK * workload::BLOCKS / 2 + 17) as usize;
         let b = mem.read_vec(off, 1)?;
         mem.write(off, &[b[0] ^ 0x5a])?;
@@ -47,11 +48,7 @@ impl Driver<'_> {
         }
 
         // End-to-end checks.
-        let target_region = self
-            .sim
-            .node(TARGET)
-            .region(self.streams[0].target_session(), workload::TARGET_DATA)
-            .ok();
+        let target_region = self.target_data.clone();
         let [a, b] = &self.streams;
         let mut checks = vec![
             workload::check_messages(a, !closed_a),
@@ -103,9 +100,8 @@ impl Driver<'_> {
             },
         });
         // Final states.
-        let state = |sim: &mut Sim, n, h| sim.node(n).state(h);
-        let fa = state(&mut self.sim, INITIATOR, self.streams[0].session);
-        let fb = state(&mut self.sim, INITIATOR, self.streams[1].session);
+        let fa = self.state_of(0, Side::Initiator);
+        let fb = self.state_of(1, Side::Initiator);
         let want_a = if closed_a {
             State::Closed
         } else {
@@ -147,22 +143,20 @@ impl Driver<'_> {
 
         // Sessions.
         let mut sessions = Vec::new();
-        for (i, s) in self.streams.iter().enumerate() {
-            let init = self.sim.node(INITIATOR);
-            let final_state = init
-                .state(s.session)
+        for (i, name) in NAMES.into_iter().enumerate() {
+            let final_state = self
+                .state_of(i, Side::Initiator)
                 .map_or("gone".into(), |x| x.to_string());
-            let ci = init.counters(s.session).unwrap_or_default();
-            let target = self.sim.node(TARGET);
-            let target_state = target
-                .state(s.target_session())
+            let ci = self.counters_of(i, Side::Initiator);
+            let target_state = self
+                .state_of(i, Side::Target)
                 .map_or("gone".into(), |x| x.to_string());
-            let ct = target.counters(s.target_session()).unwrap_or_default();
+            let ct = self.counters_of(i, Side::Target);
             sessions.push(SessionSummary {
-                session: NAMES[i],
+                session: name,
                 final_state,
                 target_state,
-                ops: s.tally.clone(),
+                ops: self.streams[i].tally.clone(),
                 initiator: ci.into(),
                 target: ct.into(),
             });

@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use relink::State;
 use relink_fabric::{DeviceId, Guid, Timestamp};
-use relink_sim::sim::INITIATOR;
 
 use super::driver::{Driver, NAMES};
 use super::faults::{Expect, FaultKind, Side};
@@ -65,7 +64,7 @@ impl Driver<'_> {
         for i in 0..2 {
             let h = self.streams[i].session;
             let dev = self.device_of(Side::Initiator, h);
-            let state = self.sim.node(INITIATOR).state(h);
+            let state = self.state_of(i, Side::Initiator);
             after.push((dev, state));
         }
         let w = self.windows.last_mut().expect("checked");

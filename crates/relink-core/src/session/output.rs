@@ -225,6 +225,16 @@ impl Session {
         self.events.pop_front()
     }
 
+    /// Whether everything the session produced was taken: no action,
+    /// completion, delivery or event waits. A driver may forget a closed
+    /// or failed session once it is drained.
+    pub fn is_drained(&self) -> bool {
+        self.actions.is_empty()
+            && self.completions.is_empty()
+            && self.deliveries.is_empty()
+            && self.events.is_empty()
+    }
+
     /// When [`handle_timeout`](Self::handle_timeout) must next be called.
     pub fn poll_timeout(&self) -> Option<Timestamp> {
         self.timers.next()

@@ -304,7 +304,11 @@ impl Session {
         if self.state().is_terminal() {
             return;
         }
-        if self.current_device.is_some() || self.state() == State::Reconnecting {
+        // A transport exists while connected or while an attempt (the
+        // first one included) is under way.
+        if self.current_device.is_some()
+            || matches!(self.state(), State::Reconnecting | State::Connecting)
+        {
             self.actions
                 .push_back(Action::TearDown { epoch: self.epoch });
         }

@@ -180,7 +180,7 @@ impl HostState {
             c.armed = None;
         }
         let ctx = c.ctx;
-        self.activity = true;
+        self.note_activity();
         if notify {
             self.push_event(Event::CqReady(cq));
         }

@@ -245,6 +245,12 @@ pub struct HostState {
     cm_ids: BTreeMap<u64, CmIdState>,
     events: VecDeque<Event>,
     activity: bool,
+    /// Something came for the caller (as for `activity`) since the
+    /// transport last took it, for the readiness fd ([`crate::ready`]).
+    ready: bool,
+    /// `poll_event` found no event since the transport last took it: the
+    /// caller drained the stream, the readiness fd is cleared.
+    drained: bool,
     /// Payload buffers of retired requests and consumed responses, for the
     /// next gather (bounded; see [`crate::payload`]).
     pool: BufferPool,
@@ -283,6 +289,8 @@ impl HostState {
             cm_ids: BTreeMap::new(),
             events: VecDeque::new(),
             activity: false,
+            ready: false,
+            drained: false,
             pool: BufferPool::new(),
         }
     }
@@ -296,6 +304,19 @@ impl HostState {
     /// the last [`take_activity`](Self::take_activity).
     pub fn take_activity(&mut self) -> bool {
         std::mem::take(&mut self.activity)
+    }
+
+    /// Whether something came for the caller (an event queued, a
+    /// completion added) since the last call: the readiness fd is to be
+    /// made readable.
+    pub fn take_ready(&mut self) -> bool {
+        std::mem::take(&mut self.ready)
+    }
+
+    /// Whether [`poll_event`](Self::poll_event) found no event since the
+    /// last call: the readiness fd is to be cleared.
+    pub fn take_drained(&mut self) -> bool {
+        std::mem::take(&mut self.drained)
     }
 
     /// Whether an event is waiting.
@@ -317,7 +338,14 @@ impl HostState {
 
     fn push_event(&mut self, ev: Event) {
         self.events.push_back(ev);
+        self.note_activity();
+    }
+
+    /// Something came for the caller: `wait` returns, the readiness fd
+    /// becomes readable.
+    fn note_activity(&mut self) {
         self.activity = true;
+        self.ready = true;
     }
 
     fn cm_event(&mut self, id: u64, kind: CmEventKind) {

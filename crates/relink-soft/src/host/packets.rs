@@ -63,9 +63,14 @@ impl HostState {
         self.cm_event(cookie, CmEventKind::AddrResolved);
     }
 
-    /// The oldest queued event (device, async or CM), if any.
+    /// The oldest queued event (device, async or CM), if any; `None`
+    /// clears the readiness fd ([`take_drained`](Self::take_drained)).
     pub fn poll_event(&mut self) -> Option<Event> {
-        self.events.pop_front()
+        let ev = self.events.pop_front();
+        if ev.is_none() {
+            self.drained = true;
+        }
+        ev
     }
 
     /// How many objects of each kind exist on the host (all devices).

@@ -41,6 +41,7 @@
 //! | file        | concern                                                       |
 //! |-------------|---------------------------------------------------------------|
 //! | `mod.rs`    | constants, [`RegistryError`], [`Registry`] and its directory  |
+//! | `dir.rs`    | creating the directory private, refusing an unsafe one        |
 //! | `format.rs` | the files' text: parse and write, name/netdev/GUID checks     |
 //! | `files.rs`  | bounded reads, atomic replacement, removal                    |
 //! | `lock.rs`   | the `lock` file: take, release, break when stale              |
@@ -50,7 +51,6 @@
 
 use std::ffi::OsString;
 use std::fmt;
-use std::fs;
 use std::io;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -59,6 +59,7 @@ use std::time::Duration;
 use relink_fabric::Guid;
 use thiserror::Error;
 
+mod dir;
 mod files;
 mod format;
 mod lock;
@@ -162,6 +163,25 @@ pub enum RegistryError {
         /// Name of the device that has it.
         owner: String,
     },
+    /// The registry directory is not safe to use: the fallback directory
+    /// `/tmp/relink-soft-<uid>` is a symbolic link, belongs to another user
+    /// or is writable by group or others (see [`Registry::open`]).
+    #[error(
+        "refusing the soft device registry {}: {reason} (owner uid {owner}, mode {mode:04o}); \
+         remove it, or make it a directory of your own that only you can write (chmod 700), \
+         or name another directory with --dir or {DIR_ENV}",
+        .path.display()
+    )]
+    UnsafeDir {
+        /// The directory.
+        path: PathBuf,
+        /// Its owner's uid.
+        owner: u32,
+        /// Its permission bits.
+        mode: u32,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
     /// The registry lock could not be taken in time.
     #[error("timed out after {waited:?} waiting for the registry lock {}", .path.display())]
     LockTimeout {
@@ -192,8 +212,7 @@ fn io_err(path: &Path) -> impl FnOnce(io::Error) -> RegistryError + '_ {
 }
 
 /// The registry directory a process uses, from its environment: `$RELINK_SOFT_DIR`
-/// if set, else `$XDG_RUNTIME_DIR/relink-soft`, else `/tmp/relink-soft-<uid>`
-/// (or `/tmp/relink-soft` if the uid is unknown).
+/// if set, else `$XDG_RUNTIME_DIR/relink-soft`, else [`fallback_dir`].
 fn default_dir_from(relink: Option<OsString>, xdg: Option<OsString>, uid: Option<u32>) -> PathBuf {
     if let Some(d) = relink.filter(|d| !d.is_empty()) {
         return PathBuf::from(d);
@@ -201,18 +220,24 @@ fn default_dir_from(relink: Option<OsString>, xdg: Option<OsString>, uid: Option
     if let Some(d) = xdg.filter(|d| !d.is_empty() && Path::new(d).is_absolute()) {
         return PathBuf::from(d).join("relink-soft");
     }
+    fallback_dir(uid)
+}
+
+/// The fallback directory: `/tmp/relink-soft-<uid>` (or `/tmp/relink-soft`
+/// if the uid is unknown, off Unix). [`Registry::open`] refuses it unless it
+/// is private to this user.
+fn fallback_dir(uid: Option<u32>) -> PathBuf {
     match uid {
         Some(uid) => PathBuf::from(format!("/tmp/relink-soft-{uid}")),
         None => PathBuf::from("/tmp/relink-soft"),
     }
 }
 
-/// The real uid of this process: the owner of `/proc/self`.
+/// The effective uid of this process: the owner of the files it creates.
 fn current_uid() -> Option<u32> {
     #[cfg(unix)]
     {
-        use std::os::unix::fs::MetadataExt;
-        fs::metadata("/proc/self").ok().map(|m| m.uid())
+        Some(rustix::process::geteuid().as_raw())
     }
     #[cfg(not(unix))]
     {
@@ -228,11 +253,23 @@ pub struct Registry {
 }
 
 impl Registry {
-    /// The registry in `dir`, which is created (with its parents) if
-    /// missing.
+    /// The registry in `dir`, which is created (with its parents, mode
+    /// `0700`) if missing.
+    ///
+    /// Whoever can write to the directory can change the soft devices every
+    /// process sees, so it is checked: it must be a directory owned by this
+    /// process's (effective) uid that group and others cannot write to. The
+    /// fallback directory `/tmp/relink-soft-<uid>` (see
+    /// [`Registry::default_dir`]), which lies in a directory every user can
+    /// write to, is refused with [`RegistryError::UnsafeDir`] if it fails
+    /// (a symbolic link there fails too). Any other directory — named with
+    /// `RELINK_SOFT_DIR` or a `--dir` option, or the per-user
+    /// `$XDG_RUNTIME_DIR/relink-soft` — is used anyway with a `tracing`
+    /// warning: a directory named on purpose may be shared with a group on
+    /// purpose.
     pub fn open(dir: impl Into<PathBuf>) -> Result<Registry, RegistryError> {
         let dir = dir.into();
-        fs::create_dir_all(&dir).map_err(io_err(&dir))?;
+        dir::prepare(&dir)?;
         Ok(Registry { dir })
     }
 

@@ -75,8 +75,82 @@ fn default_dir_precedence() {
     assert_eq!(d, PathBuf::from("/tmp/relink-soft-7"));
     let d = default_dir_from(None, None, None);
     assert_eq!(d, PathBuf::from("/tmp/relink-soft"));
+    assert_eq!(fallback_dir(Some(7)), PathBuf::from("/tmp/relink-soft-7"));
     // This process can learn its uid without libc.
     assert!(current_uid().is_some());
+}
+
+#[test]
+fn directory_faults() {
+    use super::dir::{judge, DirFault};
+    assert_eq!(judge(true, 7, 0o700, 7), None);
+    assert_eq!(judge(true, 7, 0o755, 7), None);
+    assert_eq!(judge(true, 7, 0o1700, 7), None);
+    assert_eq!(judge(false, 7, 0o777, 7), Some(DirFault::NotADirectory));
+    assert_eq!(judge(true, 0, 0o700, 7), Some(DirFault::ForeignOwner));
+    assert_eq!(judge(true, 7, 0o770, 7), Some(DirFault::Writable));
+    assert_eq!(judge(true, 7, 0o702, 7), Some(DirFault::Writable));
+    assert_eq!(judge(true, 7, 0o1777, 7), Some(DirFault::Writable));
+}
+
+#[cfg(unix)]
+#[test]
+fn open_creates_the_directory_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let t = TempDir::new();
+    let reg = Registry::open(t.0.join("a/b/reg")).unwrap();
+    for d in [reg.dir(), &t.0.join("a/b"), &t.0.join("a")] {
+        let mode = fs::metadata(d).unwrap().permissions().mode();
+        assert_eq!(mode & 0o077, 0, "{} has mode {mode:o}", d.display());
+    }
+}
+
+#[cfg(unix)]
+#[test]
+fn an_unsafe_fallback_directory_is_refused_and_a_named_one_is_used() {
+    use std::os::unix::fs::PermissionsExt;
+    let t = TempDir::new();
+    let uid = current_uid().unwrap();
+    let reg = t.registry();
+    let dir = reg.dir().to_path_buf();
+    // Private and ours: fine either way.
+    super::dir::check(&dir, Some(uid), true).unwrap();
+
+    // Writable by others.
+    fs::set_permissions(&dir, fs::Permissions::from_mode(0o777)).unwrap();
+    let e = super::dir::check(&dir, Some(uid), true).unwrap_err();
+    match &e {
+        RegistryError::UnsafeDir {
+            path, owner, mode, ..
+        } => {
+            assert_eq!(path, &dir);
+            assert_eq!(*owner, uid);
+            assert_eq!(*mode, 0o777);
+        }
+        other => panic!("{other:?}"),
+    }
+    let msg = e.to_string();
+    assert!(msg.contains(&dir.display().to_string()), "{msg}");
+    assert!(msg.contains("group or others can write"), "{msg}");
+    assert!(msg.contains(&format!("owner uid {uid}")), "{msg}");
+    assert!(msg.contains("mode 0777"), "{msg}");
+    // A directory named on purpose is used (with a warning).
+    super::dir::check(&dir, Some(uid), false).unwrap();
+    fs::set_permissions(&dir, fs::Permissions::from_mode(0o700)).unwrap();
+
+    // Owned by someone else (as far as this process can tell).
+    let other = uid.wrapping_add(1);
+    let e = super::dir::check(&dir, Some(other), true).unwrap_err();
+    assert!(e.to_string().contains("another user owns it"), "{e}");
+    super::dir::check(&dir, Some(other), false).unwrap();
+
+    // A symbolic link standing where the fallback would be.
+    let link = t.0.join("link");
+    std::os::unix::fs::symlink(&dir, &link).unwrap();
+    let e = super::dir::check(&link, Some(uid), true).unwrap_err();
+    assert!(e.to_string().contains("not a directory"), "{e}");
+    super::dir::check(&link, Some(uid), false).unwrap();
+    assert_eq!(Registry::open(&link).unwrap().list().unwrap(), vec![]);
 }
 
 #[test]

@@ -7,6 +7,7 @@ mod cm;
 mod data;
 mod faults;
 mod notify;
+mod readiness;
 mod srq;
 mod windows;
 
@@ -27,6 +28,7 @@ pub use faults::{
     reset_reports_fatal_removed_added, reset_then_reconnect,
 };
 pub use notify::cq_notification;
+pub use readiness::event_fd_readiness;
 pub use srq::srq_receives;
 pub use windows::{
     mw_type1_bind_and_bounds, mw_type1_unbind, mw_type2_bind_and_bounds, mw_type2_local_invalidate,

@@ -178,7 +178,7 @@ impl Inner {
             let Some(&h) = self.cq_by_ptr.get(&(cq as usize)) else {
                 continue;
             };
-            self.activity = true;
+            self.note_activity();
             let action = self.cqs.get_mut(&h).expect("present").notify.on_event();
             match action {
                 OnEvent::Activity => {}

@@ -2,13 +2,16 @@
 //! eventfd, the rdma_cm event channel and every open context's async-event
 //! and completion-channel fds, re-scanning the devices between; async
 //! events translated into `Event::Async` (and a device loss on
-//! `DEVICE_FATAL`); and `wait`, the caller's side of it.
+//! `DEVICE_FATAL`); and the caller's side of it: `wait`, or the readiness
+//! eventfd of `event_fd` ([`Ready`]).
 
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::os::raw::c_int;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use rustix::event::{eventfd, EventfdFlags};
 
 use relink_fabric::{
     AsyncEvent, ContextId, CqId, DeviceEvent, DeviceEventKind, Event, QpId, QpState, Timestamp,
@@ -127,7 +130,57 @@ pub(super) fn event_loop(sh: &Arc<Shared>) {
     }
 }
 
+/// The readiness eventfd of `event_fd`, in [`Inner`]: written (made
+/// readable) by [`Inner::note_activity`] — every event queued, every
+/// completion-channel event, a device loss: the moments `wait` is woken for —
+/// by whichever thread holds the lock (the event thread, or the caller's
+/// own call), and read back (cleared) by [`Inner::drained`] when the
+/// caller's `poll_event` finds no event. Nothing happens before the caller
+/// first asks for the fd.
+#[derive(Default)]
+pub(super) struct Ready {
+    /// The eventfd, once `event_fd` created it.
+    fd: Option<Arc<OwnedFd>>,
+    /// Its counter is nonzero: it polls readable.
+    signalled: bool,
+}
+
+impl Ready {
+    /// Make the fd readable (if there is one and it is not yet).
+    pub(super) fn signal(&mut self) {
+        let Some(fd) = &self.fd else { return };
+        if !self.signalled {
+            self.signalled = true;
+            if let Err(e) = rustix::io::write(fd.as_fd(), &1u64.to_ne_bytes()) {
+                tracing::warn!(target: "relink_verbs", error = %e, "event fd write failed");
+            }
+        }
+    }
+
+    /// Make the fd unreadable; false if there is no fd.
+    fn clear(&mut self) -> bool {
+        let Some(fd) = &self.fd else { return false };
+        if std::mem::take(&mut self.signalled) {
+            let mut buf = [0u8; 8];
+            // Nonblocking; resets the counter to zero.
+            let _ = rustix::io::read(fd.as_fd(), &mut buf);
+        }
+        true
+    }
+}
+
 impl Inner {
+    /// The caller's `poll_event` found no event: clear the readiness fd,
+    /// and arm, as `wait` does before it sleeps, every CQ the caller does
+    /// not arm itself, so that its next completion makes the fd readable
+    /// again. A completion already there is left for the caller, who polls
+    /// its CQs after draining the events.
+    pub(super) fn drained(&mut self) {
+        if self.ready.clear() {
+            self.arm_for_wait();
+        }
+    }
+
     /// Read, acknowledge and handle every async event of context `ctx`
     /// waiting now.
     fn drain_async_events(&mut self, ctx: u64) {
@@ -222,6 +275,31 @@ impl Inner {
 }
 
 impl VerbsProvider {
+    /// The readiness eventfd (see [`Ready`]), created by the first call:
+    /// readable at first (the provider cannot tell what the caller has
+    /// seen); `None` if no eventfd can be created.
+    pub(super) fn event_fd(&self) -> Option<BorrowedFd<'_>> {
+        if let Some(fd) = self.shared.ready_fd.get() {
+            return Some(fd.as_fd());
+        }
+        let mut inner = self.lock();
+        // Under the lock: one creator.
+        if self.shared.ready_fd.get().is_none() {
+            let fd = match eventfd(0, EventfdFlags::NONBLOCK | EventfdFlags::CLOEXEC) {
+                Ok(fd) => Arc::new(fd),
+                Err(e) => {
+                    tracing::warn!(target: "relink_verbs", error = %e, "no event fd");
+                    return None;
+                }
+            };
+            inner.ready.fd = Some(fd.clone());
+            inner.ready.signal();
+            let _ = self.shared.ready_fd.set(fd);
+        }
+        drop(inner);
+        self.shared.ready_fd.get().map(|fd| fd.as_fd())
+    }
+
     /// Returns once an event is queued, a completion or other activity
     /// came since the last `wait`, or `deadline` passed (`None`: no
     /// deadline); it sleeps at most [`MAX_SLEEP`] at a time.

@@ -6,12 +6,12 @@
 use std::collections::{HashMap, VecDeque};
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::Instant;
 
 use relink_verbs_sys as sys;
 
-use super::events::event_loop;
+use super::events::{event_loop, Ready};
 use super::ffi::{last_errno, set_nonblocking, Ptr};
 use super::scan::resync_librdmacm;
 use super::{Inner, RescanHandle, Shared, VerbsProvider};
@@ -27,10 +27,23 @@ impl VerbsProvider {
     }
 
     /// A provider with `config`. Sets `RDMAV_ALLOW_DISASSOC_DESTROY=1`
-    /// (unless set) before its first verbs call, opens an rdma_cm event
-    /// channel, scans the devices and starts the event thread.
+    /// before its first verbs call if that is sound ([`init_environment`]:
+    /// the variable is unset and this is the only thread; otherwise it logs
+    /// one warning per process and goes on without it, see the crate docs),
+    /// opens an rdma_cm event channel, scans the devices and starts the
+    /// event thread.
     pub fn with_config(config: VerbsConfig) -> Result<VerbsProvider, VerbsError> {
-        init_environment();
+        if let Err(e) = init_environment() {
+            static WARNED: AtomicBool = AtomicBool::new(false);
+            if !WARNED.swap(true, Ordering::Relaxed) {
+                tracing::warn!(
+                    target: "relink_verbs",
+                    "{e}. Going on without it: destroys on a lost device then fail with \
+                     EIO, which relink takes as already released, and libibverbs keeps \
+                     those objects' user-space memory"
+                );
+            }
+        }
         // SAFETY: no preconditions; destroyed in Drop.
         let channel = unsafe { sys::rdma_create_event_channel() };
         let channel = Ptr::new(channel).ok_or_else(|| {
@@ -64,6 +77,7 @@ impl VerbsProvider {
             rescan_requested: false,
             events: VecDeque::new(),
             activity: false,
+            ready: Ready::default(),
             fds_changed: true,
             ctxs: HashMap::new(),
             pds: HashMap::new(),
@@ -91,6 +105,7 @@ impl VerbsProvider {
             start: Instant::now(),
             stop: AtomicBool::new(false),
             wake,
+            ready_fd: OnceLock::new(),
             channel,
             rescan_interval: config.rescan_interval,
             default_source: config.default_source,

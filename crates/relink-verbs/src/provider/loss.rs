@@ -100,7 +100,7 @@ impl Inner {
                 self.push(Event::CqReady(CqId(*cq)));
             }
         }
-        self.activity = true;
+        self.note_activity();
         // Destroy in dependency order; errors are logged (EIO = released).
         for q in qps {
             let qr = self.qps.get_mut(&q).expect("present");

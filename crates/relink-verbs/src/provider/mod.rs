@@ -13,7 +13,7 @@
 //!   watcher, its public methods, and `Drop`.
 //! - `events.rs`: the event thread (one `poll` over the CM channel, every
 //!   context's async-event and completion fds and a wake-up eventfd), async
-//!   events, and `wait`.
+//!   events, `wait`, and the readiness eventfd of `event_fd`.
 //! - `scan.rs`: the kernel's device list (sysfs, interface addresses), the
 //!   process-wide registration generations, `Inner::rescan`, re-syncing
 //!   librdmacm.
@@ -54,9 +54,9 @@ mod wr;
 
 use std::collections::{HashMap, VecDeque};
 use std::net::{IpAddr, SocketAddr};
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -71,6 +71,7 @@ use relink_verbs_sys as sys;
 use crate::identity::{DeviceBook, RegKey};
 use crate::memory::Allocations;
 use crate::track::{Notify, RecvQueue, SendQueue};
+use events::Ready;
 use ffi::Ptr;
 use scan::port_down_listed;
 
@@ -226,6 +227,9 @@ struct Inner {
     /// Something happened that `wait` should return for (an event or a
     /// completion); `wait` clears it.
     activity: bool,
+    /// The readiness fd of `event_fd`, made readable wherever `activity`
+    /// is set.
+    ready: Ready,
     /// The set of fds the event thread polls changed (a context opened or
     /// closed).
     fds_changed: bool,
@@ -269,6 +273,9 @@ struct Shared {
     stop: AtomicBool,
     /// An eventfd that wakes the event thread.
     wake: OwnedFd,
+    /// The readiness eventfd handed out by `event_fd` (also in
+    /// [`Inner::ready`]), created by its first call.
+    ready_fd: OnceLock<Arc<OwnedFd>>,
     /// The rdma_cm event channel every CM id of the provider is on.
     channel: Ptr<sys::rdma_event_channel>,
     rescan_interval: Duration,
@@ -311,7 +318,14 @@ impl Inner {
     fn push(&mut self, ev: Event) {
         tracing::debug!(target: "relink_verbs", event = ?ev, "event");
         self.events.push_back(ev);
+        self.note_activity();
+    }
+
+    /// Something happened that `wait` returns for: set `activity` and make
+    /// the readiness fd readable.
+    fn note_activity(&mut self) {
         self.activity = true;
+        self.ready.signal();
     }
 
     /// Whether context `ctx` exists and its device is not lost.
@@ -384,7 +398,12 @@ impl Provider for VerbsProvider {
     }
 
     fn poll_event(&self) -> Option<Event> {
-        self.lock().events.pop_front()
+        let mut inner = self.lock();
+        let ev = inner.events.pop_front();
+        if ev.is_none() {
+            inner.drained();
+        }
+        ev
     }
 
     fn devices(&self) -> Vec<DeviceInfo> {
@@ -395,6 +414,10 @@ impl Provider for VerbsProvider {
 
     fn wait(&self, deadline: Option<Timestamp>) {
         self.wait(deadline)
+    }
+
+    fn event_fd(&self) -> Option<BorrowedFd<'_>> {
+        self.event_fd()
     }
 
     // context.rs

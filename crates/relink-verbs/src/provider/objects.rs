@@ -4,7 +4,6 @@
 
 use std::collections::VecDeque;
 use std::os::raw::{c_int, c_void};
-use std::sync::Arc;
 
 use relink_fabric::{
     Access, ContextId, CqId, CreateError, DestroyError, Destroyed, Memory, MemoryError, MrId,
@@ -40,7 +39,7 @@ pub(super) const QP_ACCESS: u32 = convert::access::LOCAL_WRITE
 impl VerbsProvider {
     pub(super) fn alloc_memory(&self, len: usize) -> Result<Memory, MemoryError> {
         let allocs = self.lock().allocs.clone();
-        Ok(Memory::new(Arc::new(MappedMemory::new(len, allocs)?)))
+        Ok(allocs.adopt(MappedMemory::new(len)?))
     }
 
     pub(super) fn alloc_pd(&self, ctx: ContextId) -> Result<PdId, CreateError> {
@@ -218,6 +217,14 @@ impl VerbsProvider {
         length: u64,
         access: Access,
     ) -> Result<MrInfo, CreateError> {
+        // Recognised by identity, not by address (module `owned`), and
+        // before taking the lock: a forged `memory` runs code of its own.
+        let allocs = self.lock().allocs.clone();
+        let memory = allocs.recognise(memory).ok_or_else(|| {
+            CreateError::InvalidArgument(
+                "memory not allocated by this provider (use alloc_memory)".into(),
+            )
+        })?;
         let mut inner = self.lock();
         let p = inner
             .pds
@@ -225,20 +232,12 @@ impl VerbsProvider {
             .ok_or(CreateError::InvalidHandle("PD"))?;
         let raw_pd = p.raw.ok_or(CreateError::DeviceLost)?;
         let ctx = p.ctx;
-        relink_fabric::check_reg_mr(memory, addr, length, access)?;
-        let ours = inner
-            .allocs
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&memory.addr())
-            == Some(&memory.len());
-        if !ours {
-            return Err(CreateError::InvalidArgument(
-                "memory not allocated by this provider (use alloc_memory)".into(),
-            ));
-        }
+        // `memory` is this provider's own handle now: its address and
+        // length are the mapping's.
+        relink_fabric::check_reg_mr(&memory, addr, length, access)?;
         // SAFETY: a live PD; the range lies inside a live mapping of this
-        // provider that the MR record keeps alive (`_memory`).
+        // provider (checked above) that the MR record keeps alive
+        // (`_memory`).
         let raw = Ptr::new(unsafe {
             sys::ibv_reg_mr(
                 raw_pd.get(),
@@ -257,7 +256,7 @@ impl VerbsProvider {
                 ctx,
                 pd: pd.0,
                 raw: Some(raw),
-                _memory: memory.clone(),
+                _memory: memory,
             },
         );
         Ok(MrInfo {

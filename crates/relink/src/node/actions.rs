@@ -13,7 +13,7 @@ use super::Node;
 
 /// Forget a transport's CM id and CQ and destroy its objects (destroy calls
 /// only: after a device loss they report "already released").
-fn retire_transport(
+pub(super) fn retire_transport(
     p: &dyn Provider,
     mut t: Transport,
     cm: &mut BTreeMap<CmId, CmOwner>,
@@ -59,8 +59,18 @@ impl Node {
         if !slot.backlog.is_empty() {
             self.pending_drain.insert(key);
         }
+        // An ended session is reaped once drained (`poll`), or when its
+        // linger runs out: that is its last deadline.
+        if slot.core.state().is_terminal() && !self.ended.contains_key(&key) {
+            self.ended.insert(key, self.provider.now());
+            self.reap_check.insert(key);
+        }
         // Re-index the session's next timer.
-        let next = slot.core.poll_timeout();
+        let mut next = slot.core.poll_timeout();
+        if let Some(at) = self.ended.get(&key) {
+            let reap = *at + self.linger;
+            next = Some(next.map_or(reap, |n| n.min(reap)));
+        }
         if slot.deadline != next {
             if let Some(old) = slot.deadline.take() {
                 self.deadlines.remove(&(old, key));

@@ -80,7 +80,9 @@ impl Node {
     }
 
     /// The oldest session a listener accepted that was not taken yet;
-    /// `None` when there is none.
+    /// `None` when there is none. A session that ended before it was taken
+    /// waits here until its [linger](Node::set_linger) runs out, then it is
+    /// reaped and leaves the queue.
     pub fn accept(&mut self) -> Option<SessionHandle> {
         self.accepted.pop_front()
     }
@@ -90,6 +92,11 @@ impl Node {
     }
 
     /// Send a message (delivered exactly once, in order).
+    ///
+    /// # Errors
+    /// [`Error::NoSession`] if there is no such session (never made, or
+    /// reaped after it ended: [`Node::sessions`]); [`Error::Session`] if
+    /// the session refuses it (ended, too large).
     pub fn send(&mut self, s: SessionHandle, payload: &[u8]) -> Result<OpId, Error> {
         // The copy the journal keeps until the peer confirms delivery, in
         // the allocation of an earlier, confirmed message if there is one.
@@ -100,6 +107,11 @@ impl Node {
 
     /// Submit any operation. Its one completion comes from
     /// [`Node::poll_completion`], also across recoveries.
+    ///
+    /// # Errors
+    /// [`Error::NoSession`] if there is no such session (never made, or
+    /// reaped after it ended: [`Node::sessions`]); [`Error::Session`] if
+    /// the session refuses it (ended, a bad local range or token).
     pub fn submit(&mut self, s: SessionHandle, kind: OpKind) -> Result<OpId, Error> {
         let now = self.now();
         let op = self.slot(s)?.core.submit(kind, now)?;
@@ -108,6 +120,9 @@ impl Node {
     }
 
     /// RDMA WRITE `local` to the peer's `remote`.
+    ///
+    /// # Errors
+    /// As [`Node::submit`] (a reaped session: [`Error::NoSession`]).
     pub fn write(
         &mut self,
         s: SessionHandle,
@@ -118,6 +133,9 @@ impl Node {
     }
 
     /// RDMA READ the peer's `remote` into `local`.
+    ///
+    /// # Errors
+    /// As [`Node::submit`] (a reaped session: [`Error::NoSession`]).
     pub fn read(
         &mut self,
         s: SessionHandle,
@@ -128,6 +146,9 @@ impl Node {
     }
 
     /// FETCH_ADD on the peer's `remote`; the old value lands in `local` (8 bytes).
+    ///
+    /// # Errors
+    /// As [`Node::submit`] (a reaped session: [`Error::NoSession`]).
     pub fn fetch_add(
         &mut self,
         s: SessionHandle,
@@ -139,6 +160,9 @@ impl Node {
     }
 
     /// CMP_SWAP on the peer's `remote`; the old value lands in `local` (8 bytes).
+    ///
+    /// # Errors
+    /// As [`Node::submit`] (a reaped session: [`Error::NoSession`]).
     pub fn cmp_swap(
         &mut self,
         s: SessionHandle,
@@ -159,6 +183,11 @@ impl Node {
     }
 
     /// The host memory of a region (read and write it directly).
+    ///
+    /// # Errors
+    /// [`Error::NoSession`] if there is no such session (never made, or
+    /// reaped: [`Node::sessions`]); [`Error::NoRegion`] if it has no such
+    /// region.
     pub fn region(&self, s: SessionHandle, id: RegionId) -> Result<Memory, Error> {
         let slot = self.sessions.get(&s.0).ok_or(Error::NoSession(s))?;
         slot.memory
@@ -169,16 +198,20 @@ impl Node {
     }
 
     /// Next completion of a session; `None` when none is waiting or there
-    /// is no such session.
+    /// is no such session (never made, or reaped: [`Node::sessions`]).
     pub fn poll_completion(&mut self, s: SessionHandle) -> Option<Completion> {
-        self.sessions.get_mut(&s.0)?.core.poll_completion()
+        let c = self.sessions.get_mut(&s.0)?.core.poll_completion();
+        self.taken(s.0);
+        c
     }
 
     /// Next delivered message of a session and its sequence number (from
     /// 1, in order); `None` when none is waiting or there is no such
-    /// session.
+    /// session (never made, or reaped: [`Node::sessions`]).
     pub fn poll_delivery(&mut self, s: SessionHandle) -> Option<(Seq, Vec<u8>)> {
-        self.sessions.get_mut(&s.0)?.core.poll_delivery()
+        let d = self.sessions.get_mut(&s.0)?.core.poll_delivery();
+        self.taken(s.0);
+        d
     }
 
     /// Next delivered message of a session, swapped into `buf` (whose old
@@ -186,40 +219,68 @@ impl Node {
     /// `buf` held takes a later message, so a receiver that keeps one
     /// buffer makes no allocation per message.
     pub fn poll_delivery_into(&mut self, s: SessionHandle, buf: &mut Vec<u8>) -> Option<Seq> {
-        self.sessions.get_mut(&s.0)?.core.poll_delivery_into(buf)
+        let seq = self.sessions.get_mut(&s.0)?.core.poll_delivery_into(buf);
+        self.taken(s.0);
+        seq
     }
 
     /// Next event of a session (state transitions, device loss, recovery,
-    /// resumption, give-up); `None` when none is waiting or there is no
-    /// such session.
+    /// resumption, refusals, give-up, close); `None` when none is waiting
+    /// or there is no such session (never made, or reaped:
+    /// [`Node::sessions`]).
     pub fn poll_event(&mut self, s: SessionHandle) -> Option<SessionEvent> {
-        self.sessions.get_mut(&s.0)?.core.poll_event()
+        let e = self.sessions.get_mut(&s.0)?.core.poll_event();
+        self.taken(s.0);
+        e
     }
 
-    /// State of a session; `None` when there is no such session.
+    /// State of a session; `None` when there is no such session (never
+    /// made, or reaped after it ended: [`Node::sessions`]).
     pub fn state(&self, s: SessionHandle) -> Option<State> {
         self.sessions.get(&s.0).map(|x| x.core.state())
     }
 
-    /// Counters of a session; `None` when there is no such session.
+    /// Counters of a session; `None` when there is no such session (never
+    /// made, or reaped: [`Node::sessions`]). Read them before taking a
+    /// closed session's last output if they are wanted.
     pub fn counters(&self, s: SessionHandle) -> Option<Counters> {
         self.sessions.get(&s.0).map(|x| x.core.counters())
     }
 
-    /// The session's core (read-only), for introspection.
+    /// The session's core (read-only), for introspection; `None` when
+    /// there is no such session (never made, or reaped:
+    /// [`Node::sessions`]).
     pub fn session(&self, s: SessionHandle) -> Option<&Session> {
         self.sessions.get(&s.0).map(|x| &x.core)
     }
 
-    /// Every session of the node, closed ones included, in creation order.
+    /// Every session of the node, in creation order: the live ones, and
+    /// the closed and failed ones not yet reaped.
+    ///
+    /// A session that ended (state `Closed` or `Failed`) is reaped — its
+    /// slot, memory and index entries freed — at the first [`Node::poll`]
+    /// after the application took everything it produced (every
+    /// completion, delivery and event; an accepted session must also have
+    /// been taken with [`Node::accept`]), or
+    /// [`linger`](Node::set_linger) (60 s by default) after it ended if
+    /// the application never does. From then on its handle is unknown:
+    /// calls that submit or close return [`Error::NoSession`], the `poll_*`
+    /// calls and `state`, `counters`, `session` and `device` return `None`.
+    /// Handles are never reused.
     pub fn sessions(&self) -> Vec<SessionHandle> {
         self.sessions.keys().map(|k| SessionHandle(*k)).collect()
     }
 
-    /// Close a session: recovery stops, pending operations fail. An
-    /// established session says goodbye first (a `Close` message, then the
-    /// disconnect): the peer's node closes its half
-    /// (`SessionEvent::Disconnected`) instead of recovering.
+    /// Close a session: recovery stops, pending operations fail
+    /// (`Disconnected`); the session is reaped once drained
+    /// ([`Node::sessions`]). An established session says goodbye first (a
+    /// `Close` message, then the disconnect): the peer's node closes its
+    /// half (`SessionEvent::Disconnected`) instead of recovering.
+    ///
+    /// # Errors
+    /// [`Error::NoSession`] if there is no such session (never made, or
+    /// reaped: [`Node::sessions`]). Closing a session already closed (and
+    /// not reaped yet) does nothing; a failed one moves to `Closed`.
     pub fn close(&mut self, s: SessionHandle) -> Result<(), Error> {
         let now = self.now();
         self.slot(s)?.core.close(now);
@@ -240,7 +301,7 @@ impl Node {
 
     /// The device of a session's current transport; `None` while it has
     /// none (between a loss and the next attempt's resolution) or there is
-    /// no such session.
+    /// no such session (never made, or reaped: [`Node::sessions`]).
     pub fn device(&self, s: SessionHandle) -> Option<DeviceId> {
         self.sessions
             .get(&s.0)?

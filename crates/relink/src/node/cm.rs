@@ -261,8 +261,8 @@ impl Node {
             Ok(wire::ConnectData::Hello(h)) => {
                 if let Some(old) = self.by_id.get(&h.session).copied() {
                     // A session of this id exists here: it takes the Hello
-                    // (a retried first handshake), ends (it was over, or
-                    // the initiator lost it), or refuses (`handle_hello`).
+                    // (a retried first handshake), gives way to a new
+                    // session (it is over), or refuses (`handle_hello`).
                     let slot = self.sessions.get_mut(&old).expect("indexed");
                     let verdict = slot.core.handle_hello(RequestToken(token), &h, now);
                     self.run_actions(old);

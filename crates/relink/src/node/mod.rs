@@ -7,10 +7,10 @@
 //!
 //! | file | its one concern |
 //! |---|---|
-//! | `mod.rs` | the node's tables ([`Node`], a session's `Slot`) and how a session's slot is made |
+//! | `mod.rs` | the node's tables ([`Node`], a session's `Slot`), how a session's slot is made and how an ended one is reaped |
 //! | `options.rs` | what the application hands in and gets back: handles, session and region options, errors |
 //! | `api.rs` | the application's calls: connect, listen, accept, submit operations, take completions, deliveries and events, close |
-//! | `poll.rs` | the poll loop (provider events, dirty CQs, due timers, queued work, in that order) and provider events |
+//! | `poll.rs` | the poll loop (provider events, dirty CQs, due timers, queued work, reaping, in that order) and provider events |
 //! | `cm.rs` | connection management: who owns a CM id, where a session's attempt is, listeners, connect requests |
 //! | `actions.rs` | performing a core's actions against the provider, and indexing what the session waits for next |
 //! | `backlog.rs` | work requests a core asks for: queued per session, posted in batches, every 16th signaled |
@@ -21,6 +21,7 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use rand::rngs::OsRng;
 use rand::{RngCore, SeedableRng};
@@ -40,8 +41,9 @@ mod poll;
 mod transport;
 mod wr;
 
-pub use options::{Error, ListenerHandle, RegionOptions, SessionHandle, SessionOptions};
+pub use options::{Error, Footprint, ListenerHandle, RegionOptions, SessionHandle, SessionOptions};
 
+use actions::retire_transport;
 use backlog::Pending;
 use cm::CmOwner;
 use transport::{SessionMemory, Transport};
@@ -144,6 +146,14 @@ pub struct Node {
     recv_batch: WrBatch<RecvWr>,
     /// A received message, copied out of its slot.
     recv_buf: Vec<u8>,
+    /// Sessions that ended (closed or failed) and when: each is reaped once
+    /// drained, or `linger` after it ended.
+    ended: BTreeMap<u64, Timestamp>,
+    /// Ended sessions whose outputs the application took since the last
+    /// poll: `poll` reaps those now drained.
+    reap_check: BTreeSet<u64>,
+    /// How long an ended session that is not drained is kept.
+    linger: Duration,
 }
 
 impl Node {
@@ -192,6 +202,40 @@ impl Node {
             send_batch: WrBatch::default(),
             recv_batch: WrBatch::default(),
             recv_buf: Vec::new(),
+            ended: BTreeMap::new(),
+            reap_check: BTreeSet::new(),
+            linger: Node::DEFAULT_LINGER,
+        }
+    }
+
+    /// How long a closed or failed session whose outputs the application
+    /// has not all taken is kept by default: 60 s
+    /// ([`set_linger`](Self::set_linger)).
+    pub const DEFAULT_LINGER: Duration = Duration::from_secs(60);
+
+    /// How long a closed or failed session is kept when the application
+    /// does not take everything it produced (its completions, deliveries
+    /// and events); after that it is reaped with them. A session drained
+    /// of them is reaped at the next [`poll`](Self::poll) whatever the
+    /// linger. See [`Node::sessions`].
+    pub fn set_linger(&mut self, linger: Duration) {
+        self.linger = linger;
+    }
+
+    /// How many entries the node's tables hold (for leak checks: with
+    /// sessions reaped, a node that opens and closes sessions stays the
+    /// same size).
+    pub fn footprint(&self) -> Footprint {
+        Footprint {
+            sessions: self.sessions.len(),
+            session_ids: self.by_id.len(),
+            listeners: self.listeners.len(),
+            cm_ids: self.cm.len(),
+            requests: self.pending.len(),
+            accepted: self.accepted.len(),
+            cqs: self.cq_owner.len(),
+            deadlines: self.deadlines.len(),
+            ended: self.ended.len(),
         }
     }
 
@@ -231,6 +275,61 @@ impl Node {
             recv,
             regions,
         })
+    }
+
+    /// Note that the application took outputs of session `key`: an ended
+    /// one may now be drained, and reaped at the next poll.
+    fn taken(&mut self, key: u64) {
+        if self.ended.contains_key(&key) {
+            self.reap_check.insert(key);
+        }
+    }
+
+    /// Whether ended session `key` left nothing behind: every output taken,
+    /// its transport gone, and the application told of it (not waiting in
+    /// [`Node::accept`]).
+    fn drained(&self, key: u64) -> bool {
+        self.sessions
+            .get(&key)
+            .is_some_and(|s| s.core.is_drained() && s.transport.is_none() && s.backlog.is_empty())
+            && !self.accepted.contains(&SessionHandle(key))
+    }
+
+    /// Reap the ended sessions the application drained since the last
+    /// poll.
+    fn reap_drained(&mut self) {
+        while let Some(key) = self.reap_check.pop_first() {
+            if self.drained(key) {
+                self.reap(key);
+            }
+        }
+    }
+
+    /// Forget session `key`: its slot, its memory and every index entry.
+    /// Its handle is answered with [`Error::NoSession`] (or `None`) from
+    /// now on.
+    fn reap(&mut self, key: u64) {
+        let Some(mut slot) = self.sessions.remove(&key) else {
+            return;
+        };
+        tracing::debug!(session = %slot.core.id(), state = %slot.core.state(), "reaped");
+        self.ended.remove(&key);
+        self.reap_check.remove(&key);
+        let id = slot.core.id();
+        if self.by_id.get(&id) == Some(&key) {
+            self.by_id.remove(&id);
+        }
+        if let Some(d) = slot.deadline.take() {
+            self.deadlines.remove(&(d, key));
+        }
+        if let Some(t) = slot.transport.take() {
+            retire_transport(&*self.provider, t, &mut self.cm, &mut self.cq_owner);
+        }
+        self.dirty.remove(&key);
+        self.pending_drain.remove(&key);
+        if self.accepted.contains(&SessionHandle(key)) {
+            self.accepted.retain(|h| h.0 != key);
+        }
     }
 
     /// Give a new core its slot (and memory); returns its key.

@@ -9,7 +9,8 @@ use relink_core::RegionId;
 use relink_fabric::Access;
 
 /// Identifies a session of a [`Node`](super::Node); never reused by that
-/// node, also after the session is gone.
+/// node, also after the session is gone (reaped once it ended and was
+/// drained: [`Node::sessions`](super::Node::sessions)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct SessionHandle(pub u64);
 
@@ -88,7 +89,9 @@ impl SessionOptions {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// The node has no session of this handle (it never made one).
+    /// The node has no session of this handle: it never made one, or the
+    /// session ended (closed or failed) and was reaped
+    /// ([`Node::sessions`](super::Node::sessions)).
     #[error("no session {0:?}")]
     NoSession(SessionHandle),
     /// No such region in the session.
@@ -103,4 +106,30 @@ pub enum Error {
     /// The provider refused a listener or memory.
     #[error("provider: {0}")]
     Provider(String),
+}
+
+/// How many entries the tables of a [`Node`](super::Node) hold
+/// ([`Node::footprint`](super::Node::footprint)): what a leak check counts.
+/// Every session's memory (its send and receive slots, its regions) goes
+/// with its entry in `sessions`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Footprint {
+    /// Sessions, live and ended but not yet reaped.
+    pub sessions: usize,
+    /// Session ids known (for connect requests).
+    pub session_ids: usize,
+    /// Listeners.
+    pub listeners: usize,
+    /// CM ids the node owns (listeners, attempts, connections, requests).
+    pub cm_ids: usize,
+    /// Connect requests waiting for their session's answer.
+    pub requests: usize,
+    /// Accepted sessions not yet taken with [`Node::accept`](super::Node::accept).
+    pub accepted: usize,
+    /// CQs indexed to their session.
+    pub cqs: usize,
+    /// Sessions with a timer indexed.
+    pub deadlines: usize,
+    /// Ended (closed or failed) sessions not yet reaped.
+    pub ended: usize,
 }

@@ -2,8 +2,10 @@
 //!
 //! One [`Node::poll`] round works, in this order: every provider event
 //! (device, async, CM, CQ-ready), the CQs that signalled (or are not armed
-//! yet), the sessions whose timer is due, the sessions with queued work
-//! requests. The order is part of the node's behaviour: a run on the
+//! yet), the sessions whose timer is due (an ended session whose linger ran
+//! out is reaped there), the sessions with queued work requests, and last
+//! the ended sessions the application drained since the last round
+//! (reaped). The order is part of the node's behaviour: a run on the
 //! simulated fabric with the same seed is the same run, event for event.
 //!
 //! One exception to "events before completions": a `DISCONNECTED` of a
@@ -56,6 +58,17 @@ impl Node {
         );
         for i in 0..self.due.len() {
             let key = self.due[i];
+            if self
+                .ended
+                .get(&key)
+                .is_some_and(|at| *at + self.linger <= now)
+            {
+                // Ended and not drained within the linger: reaped with
+                // whatever the application did not take.
+                self.reap(key);
+                progress = true;
+                continue;
+            }
             let Some(slot) = self.sessions.get_mut(&key) else {
                 continue;
             };
@@ -73,6 +86,9 @@ impl Node {
                 self.run_actions(key);
             }
         }
+        // Closed and failed sessions the application drained are
+        // forgotten.
+        self.reap_drained();
         progress
     }
 

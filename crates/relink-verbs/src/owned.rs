@@ -1,0 +1,142 @@
+//! The memory a provider allocated itself, recognised by identity.
+//!
+//! `reg_mr` hands the device a range of host memory, which the device then
+//! reads and writes until the MR is deregistered. That is sound only for
+//! memory the provider mapped itself and keeps mapped while registered. A
+//! [`Memory`] is any [`HostMemory`](relink_fabric::HostMemory) behind an
+//! `Arc`, and any implementation may claim any address and length, so
+//! address and length prove nothing: a forged implementation that claims
+//! the address of one of our mappings would get that mapping registered
+//! while nothing keeps it mapped. So the provider remembers the
+//! allocations it made (a [`Weak`] each, which does not keep them alive)
+//! and recognises a `Memory` only when it is a handle to one of those very
+//! allocations ([`Memory::same`]: the same `Arc`). The handle it then uses
+//! and keeps is its own, rebuilt from that `Arc`: no code of the caller's
+//! runs after the recognition.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, Weak};
+
+use relink_fabric::{HostMemory, Memory};
+
+/// The live allocations of one provider, by address (the address only
+/// finds the candidate; identity decides).
+pub(crate) struct OwnedMemory<T> {
+    live: Mutex<BTreeMap<u64, Weak<T>>>,
+}
+
+impl<T> Default for OwnedMemory<T> {
+    fn default() -> Self {
+        OwnedMemory {
+            live: Mutex::new(BTreeMap::new()),
+        }
+    }
+}
+
+impl<T: HostMemory + 'static> OwnedMemory<T> {
+    /// Wrap a fresh allocation of this provider in a [`Memory`] and
+    /// remember it. Allocations dropped since are forgotten here.
+    pub(crate) fn adopt(&self, memory: T) -> Memory {
+        let addr = memory.addr();
+        let memory = Arc::new(memory);
+        let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
+        live.retain(|_, w| w.strong_count() > 0);
+        live.insert(addr, Arc::downgrade(&memory));
+        drop(live);
+        Memory::new(memory)
+    }
+
+    /// This provider's own handle to `memory` if `memory` is one of its
+    /// live allocations (the same allocation, not merely the same address),
+    /// else `None`.
+    pub(crate) fn recognise(&self, memory: &Memory) -> Option<Memory> {
+        // A forged implementation runs here; no lock of ours is held.
+        let addr = memory.addr();
+        let ours = self
+            .live
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&addr)?
+            .upgrade()?;
+        let ours = Memory::new(ours);
+        ours.same(memory).then_some(ours)
+    }
+
+    /// How many allocations are remembered (live or not yet forgotten).
+    #[cfg(test)]
+    fn remembered(&self) -> usize {
+        self.live.lock().unwrap().len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use relink_fabric::HeapMemory;
+
+    #[test]
+    fn own_memory_is_recognised_and_forged_memory_is_not() {
+        let owned = OwnedMemory::<HeapMemory>::default();
+        let m = owned.adopt(HeapMemory::new(0x10_000, 4096));
+        let clone = m.clone();
+        let ours = owned.recognise(&clone).expect("a clone of our handle");
+        assert!(ours.same(&m));
+
+        // Same address and length, another allocation: refused.
+        let forged = Memory::new(Arc::new(HeapMemory::new(0x10_000, 4096)));
+        assert!(owned.recognise(&forged).is_none());
+        // An address we never allocated: refused.
+        let stray = Memory::new(Arc::new(HeapMemory::new(0x20_000, 4096)));
+        assert!(owned.recognise(&stray).is_none());
+    }
+
+    /// A forged implementation that reports the address of a real
+    /// allocation, even delegating every call to it.
+    #[derive(Debug)]
+    struct Impostor(Memory);
+
+    impl HostMemory for Impostor {
+        fn addr(&self) -> u64 {
+            self.0.addr()
+        }
+        fn len(&self) -> usize {
+            self.0.len()
+        }
+        fn read(&self, offset: usize, out: &mut [u8]) {
+            self.0.read(offset, out).unwrap();
+        }
+        fn write(&self, offset: usize, data: &[u8]) {
+            self.0.write(offset, data).unwrap();
+        }
+        fn fetch_add(&self, offset: usize, add: u64) -> u64 {
+            self.0.fetch_add(offset, add).unwrap()
+        }
+        fn compare_swap(&self, offset: usize, compare: u64, swap: u64) -> u64 {
+            self.0.compare_swap(offset, compare, swap).unwrap()
+        }
+    }
+
+    #[test]
+    fn a_wrapper_around_own_memory_is_not_own_memory() {
+        let owned = OwnedMemory::<HeapMemory>::default();
+        let m = owned.adopt(HeapMemory::new(0x10_000, 4096));
+        let impostor = Memory::new(Arc::new(Impostor(m.clone())));
+        assert_eq!((impostor.addr(), impostor.len()), (m.addr(), m.len()));
+        assert!(owned.recognise(&impostor).is_none());
+    }
+
+    #[test]
+    fn dropped_allocations_are_forgotten() {
+        let owned = OwnedMemory::<HeapMemory>::default();
+        let m = owned.adopt(HeapMemory::new(0x10_000, 64));
+        let probe = Memory::new(Arc::new(HeapMemory::new(0x10_000, 64)));
+        drop(m);
+        // Nothing keeps the allocation alive, and it is not recognised.
+        assert!(owned.recognise(&probe).is_none());
+        // The next allocation (here at the same address) forgets it.
+        let again = owned.adopt(HeapMemory::new(0x10_000, 64));
+        assert_eq!(owned.remembered(), 1);
+        assert!(owned.recognise(&again).is_some());
+        assert!(owned.recognise(&probe).is_none());
+    }
+}
