@@ -46,9 +46,10 @@ use std::time::Duration;
 
 use relink::{
     Access, BufferToken, LocalRange, Node, OpId, Outcome, Path, RegionId, RegionOptions,
-    SessionEvent, SessionHandle, SessionOptions, State,
+    SessionEvent, SessionHandle, SessionOptions, State, Timestamp,
 };
-use relink_fabric::{Provider, Timestamp};
+// The provider trait (for `wait`): `relink` takes any provider of it.
+use relink_fabric::Provider;
 use relink_soft::{Registry, TcpHost};
 
 /// Our own region: where the values we RDMA WRITE are staged. Not
@@ -276,14 +277,17 @@ fn main() -> ExitCode {
         busy |= c.take_completions();
 
         let now = c.node.now();
-        let state = c.node.state(s).expect("our session");
+        // `None` once the node has forgotten the session: it reaps an
+        // ended (closed or failed) session once we took all it produced.
+        let state = c.node.state(s);
+        let ended = state.is_none_or(State::is_terminal);
         if stopped_at.is_none() {
             let stop = match &args.stop {
                 Stop::Requests(n) => c.tally.requests + c.reserved >= *n,
                 Stop::Seconds(d) => now - start >= *d,
                 Stop::Stdin(flag) => flag.load(Ordering::Relaxed),
             };
-            if stop || state.is_terminal() {
+            if stop || ended {
                 println!("stopped sending after {} requests", c.tally.requests);
                 stopped_at = Some(now);
             } else {
@@ -298,15 +302,16 @@ fn main() -> ExitCode {
             // Done when every request was answered and every operation
             // completed (a write's PUTAT and GET may still follow).
             let drained = c.outstanding.is_empty() && c.ops.is_empty();
-            if drained || state.is_terminal() || now - t >= DRAIN_LIMIT {
+            if drained || ended || now - t >= DRAIN_LIMIT {
                 break;
             }
         }
 
         if now - last_progress >= PROGRESS_EVERY {
             println!(
-                "progress: t={:.1}s state={state} sent={} answered={} outstanding={} losses={} resumes={}",
+                "progress: t={:.1}s state={} sent={} answered={} outstanding={} losses={} resumes={}",
                 (now - start).as_secs_f64(),
+                state.map_or("ended", State::name),
                 c.tally.requests,
                 c.tally.answered,
                 c.outstanding.len(),
@@ -325,7 +330,7 @@ fn main() -> ExitCode {
     // 4. Close: the session says goodbye (the server closes its half at
     //    once instead of recovering), then the node runs a moment longer
     //    so the goodbye leaves before the process does.
-    if !c.node.state(s).expect("our session").is_terminal() {
+    if c.node.state(s).is_some_and(|st| !st.is_terminal()) {
         if let Err(e) = c.node.close(s) {
             println!("close: {e}");
         }

@@ -48,6 +48,7 @@ use std::time::Duration;
 use relink::{
     Access, Node, OpId, RegionId, RegionOptions, SessionEvent, SessionHandle, SessionOptions, State,
 };
+// The provider trait (for `wait`): `relink` takes any provider of it.
 use relink_fabric::Provider;
 use relink_soft::{Registry, TcpHost};
 
@@ -217,16 +218,20 @@ fn main() -> ExitCode {
                     println!("session {s:?}: answer {} ended {:?}", done.op, done.outcome);
                 }
             }
-            if node.state(s).is_some_and(State::is_terminal) {
-                ended.push(s);
+            // Ended: closed (the client's goodbye) or failed (gave up).
+            // `None`: the node already forgot it (it reaps an ended session
+            // once the application took everything the session produced).
+            let state = node.state(s);
+            if state.is_none_or(State::is_terminal) {
+                ended.push((s, state));
             }
         }
 
         // 5. A session is over when it is closed (the client's goodbye) or
         //    failed (gave up): report it and forget it.
-        for s in ended {
+        for (s, state) in ended {
             let mut c = conns.remove(&s).expect("present");
-            let state = node.state(s).expect("present");
+            let state = state.map_or("reaped", State::name);
             // Answers still pending when the session ended complete now.
             while let Some(done) = node.poll_completion(s) {
                 if c.in_flight.remove(&done.op) {
