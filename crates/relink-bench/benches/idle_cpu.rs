@@ -149,10 +149,14 @@ fn thread_kind(name: &str) -> String {
 
 /// CPU seconds per thread kind between two readings of
 /// [`thread_cpu_times`] (a thread new since the first counts from zero),
-/// largest first.
+/// largest first, without the calling thread.
 fn thread_deltas(before: &[ThreadCpu], after: &[ThreadCpu]) -> Vec<(String, f64)> {
+    // This thread, which reads the counters, is left out.
+    let me: Option<u32> = std::fs::read_link("/proc/thread-self")
+        .ok()
+        .and_then(|p| p.file_name()?.to_str()?.parse().ok());
     let mut sums: BTreeMap<String, f64> = BTreeMap::new();
-    for t in after {
+    for t in after.iter().filter(|t| Some(t.tid) != me) {
         let b = before
             .iter()
             .find(|b| b.tid == t.tid)
