@@ -21,6 +21,7 @@
 //!
 //! - `world`: the in-process fabric and its virtual-time queue;
 //! - `tcp`: the TCP transport, one stream per RC connection;
+//! - `accept`: a listening socket of the TCP transport and its accepting thread;
 //! - `delegate`: the `Provider` methods both transports forward to the engine;
 //! - `host/`: the engine, one `HostState` per host (see its module docs for
 //!   the files);
@@ -30,6 +31,7 @@
 //! - `ready`: the readiness fd of a host (`Provider::event_fd`);
 //! - `registry/`: the device directory.
 
+mod accept;
 mod delegate;
 mod host;
 mod outbox;

@@ -29,6 +29,7 @@ use relink_fabric::{
     QpInit, QpState, RecvWr, SendWr, SrqId, SrqInit, Timestamp, WorkCompletion,
 };
 
+use crate::accept::Acceptor;
 use crate::host::{Departure, HostConfig, HostState};
 use crate::outbox::{Control, Outbox, Timer};
 use crate::packet::{Body, CmMsg, Packet};
@@ -62,10 +63,10 @@ struct Conn {
 struct Inner {
     host: HostState,
     conns: HashMap<u64, Conn>,
-    /// Listening sockets; an acceptor thread holds only a `Weak`, so
-    /// removing one here closes the socket at once (a re-listen on the same
-    /// address right after succeeds).
-    listeners: HashMap<SocketAddr, Arc<TcpListener>>,
+    /// Listening sockets and their accepting threads; removing one here
+    /// closes the socket before the removal returns (a re-listen on the
+    /// same address right after succeeds).
+    listeners: HashMap<SocketAddr, Acceptor>,
     prebound: HashMap<SocketAddr, TcpListener>,
     timers: BTreeMap<(Timestamp, u64), Timer>,
     timer_seq: u64,
@@ -125,9 +126,19 @@ impl Shared {
             match c {
                 Control::Listen(addr) => {
                     if let Some(l) = inner.prebound.remove(&addr) {
-                        let l = Arc::new(l);
-                        self.spawn_acceptor(Arc::downgrade(&l));
-                        inner.listeners.insert(addr, l);
+                        let me = self.clone();
+                        let on_stream = Box::new(move |s: TcpStream| {
+                            let me = me.clone();
+                            let _ = thread::Builder::new()
+                                .name("soft-tcp-read".into())
+                                .spawn(move || me.read_loop(s, None));
+                        });
+                        match Acceptor::spawn(l, on_stream) {
+                            Ok(a) => {
+                                inner.listeners.insert(addr, a);
+                            }
+                            Err(e) => tracing::warn!(%addr, error = %e, "soft-tcp: no acceptor"),
+                        }
                     }
                 }
                 Control::Unlisten(addr) => {
@@ -299,37 +310,6 @@ impl Shared {
             self.ready.sync(&mut inner.host);
             self.changed.notify_all();
         }
-    }
-
-    fn spawn_acceptor(self: &Arc<Self>, weak: std::sync::Weak<TcpListener>) {
-        let me = self.clone();
-        if let Some(l) = weak.upgrade() {
-            let _ = l.set_nonblocking(true);
-        }
-        thread::Builder::new()
-            .name("soft-tcp-accept".into())
-            .spawn(move || {
-                while !me.stop.load(Ordering::Relaxed) {
-                    let Some(l) = weak.upgrade() else { break };
-                    let accepted = l.accept();
-                    drop(l);
-                    match accepted {
-                        Ok((s, _)) => {
-                            let _ = s.set_nonblocking(false);
-                            let _ = s.set_nodelay(true);
-                            let me2 = me.clone();
-                            let _ = thread::Builder::new()
-                                .name("soft-tcp-read".into())
-                                .spawn(move || me2.read_loop(s, None));
-                        }
-                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                            thread::sleep(Duration::from_millis(2));
-                        }
-                        Err(_) => thread::sleep(Duration::from_millis(10)),
-                    }
-                }
-            })
-            .expect("spawn thread");
     }
 
     fn timer_loop(self: Arc<Self>) {

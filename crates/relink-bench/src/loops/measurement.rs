@@ -57,6 +57,49 @@ pub fn process_cpu_time() -> Option<Duration> {
     Some(Duration::from_millis((utime + stime) * 10))
 }
 
+/// The CPU time of one thread ([`thread_cpu_times`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ThreadCpu {
+    /// The thread's id.
+    pub tid: u32,
+    /// Its name (`comm`: at most 15 bytes).
+    pub name: String,
+    /// CPU time (user + system) it used so far (10 ms resolution).
+    pub cpu: Duration,
+}
+
+/// The CPU time each live thread of this process used so far, from
+/// `/proc/self/task/*/stat`; empty where that is not readable. Threads
+/// that ended are missing (their time stays in [`process_cpu_time`]).
+pub fn thread_cpu_times() -> Vec<ThreadCpu> {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for t in tasks.flatten() {
+        let Some(tid) = t.file_name().to_str().and_then(|n| n.parse().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(t.path().join("stat")) else {
+            continue;
+        };
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        let f: Vec<&str> = stat[close + 1..].split_whitespace().collect();
+        // utime and stime: fields 14 and 15, the 12th and 13th after `)`.
+        let tick = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok());
+        if let (Some(u), Some(s)) = (tick(11), tick(12)) {
+            out.push(ThreadCpu {
+                tid,
+                name: stat[open + 1..close].to_string(),
+                cpu: Duration::from_millis((u + s) * 10),
+            });
+        }
+    }
+    out
+}
+
 /// Minor page faults of this process so far (field 10 of `/proc/self/stat`);
 /// `None` where that is not readable.
 pub fn process_minor_faults() -> Option<u64> {

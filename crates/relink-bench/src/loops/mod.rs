@@ -36,7 +36,9 @@ mod spec;
 mod stall;
 mod write;
 
-pub use measurement::{process_cpu_time, process_minor_faults, Measurement};
+pub use measurement::{
+    process_cpu_time, process_minor_faults, thread_cpu_times, Measurement, ThreadCpu,
+};
 pub use send::{send_rate, SendLoop};
 pub use spec::{human_size, LoopSpec, Verify};
 pub use stall::STALL_LIMIT;

@@ -11,6 +11,7 @@
 //! | `options.rs` | what the application hands in and gets back: handles, session and region options, errors |
 //! | `api.rs` | the application's calls: connect, listen, accept, submit operations, take completions, deliveries and events, close |
 //! | `poll.rs` | the poll loop (provider events, dirty CQs, due timers, queued work, reaping, in that order) and provider events |
+//! | `wait.rs` | sleeping between poll rounds: `wait` (until something happens), `event_fd` (for the application's event loop), `run_until` |
 //! | `cm.rs` | connection management: who owns a CM id, where a session's attempt is, listeners, connect requests |
 //! | `actions.rs` | performing a core's actions against the provider, and indexing what the session waits for next |
 //! | `backlog.rs` | work requests a core asks for: queued per session, posted in batches, every 16th signaled |
@@ -39,6 +40,7 @@ mod completions;
 mod options;
 mod poll;
 mod transport;
+mod wait;
 mod wr;
 
 pub use options::{Error, Footprint, ListenerHandle, RegionOptions, SessionHandle, SessionOptions};
@@ -110,8 +112,64 @@ impl Randomness {
 }
 
 /// A process's relink endpoint on one provider: it owns sessions and
-/// listeners and drives them. Single-threaded: call [`Node::poll`] (or
-/// [`Node::run_until`]) to make progress.
+/// listeners and drives them. Single-threaded: sessions make progress only
+/// in [`Node::poll`] and the calls that poll ([`Node::wait`],
+/// [`Node::run_until`]).
+///
+/// # The real-time loop
+///
+/// A node's loop waits until something happens — [`Node::wait`] blocks
+/// until something arrives, a session's timer is due or the caller's
+/// deadline passes, and polls — then takes what the sessions produced,
+/// and again. (An application with an event loop of its own sleeps on
+/// [`Node::event_fd`] and a timer for [`Node::next_deadline`] instead.)
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use relink::{Node, Path, SessionOptions};
+/// use relink_soft::SoftFabric;
+///
+/// // Two hosts of the in-process soft fabric, one node each.
+/// let fabric = SoftFabric::new(7);
+/// let (a, b) = (fabric.add_host("a"), fabric.add_host("b"));
+/// fabric.add_device(&a, "soft0", "10.0.0.1/24");
+/// fabric.add_device(&b, "soft0", "10.0.0.2/24");
+/// let mut server = Node::new(Arc::new(b));
+/// let mut client = Node::new(Arc::new(a));
+/// let addr = "10.0.0.2:7471".parse()?;
+/// server.listen(addr, SessionOptions::default())?;
+/// let s = client.connect(vec![Path { local: None, peer: addr }], SessionOptions::default())?;
+/// for i in 0..3u8 {
+///     client.send(s, &[i; 16])?; // sent once the session is up
+/// }
+///
+/// // Each node's loop. A process with one node waits as long as it likes
+/// // (`wait(None)`: until something happens); these two share a thread
+/// // and the fabric's virtual clock, so they take turns of at most 1 ms.
+/// let (mut accepted, mut got, mut done) = (Vec::new(), Vec::new(), 0);
+/// let give_up = server.now() + Duration::from_secs(10);
+/// while got.len() < 3 || done < 3 {
+///     assert!(server.now() < give_up, "not delivered");
+///     if server.wait_for(Duration::from_millis(1)) {
+///         // Something happened: take what the sessions produced.
+///         accepted.extend(std::iter::from_fn(|| server.accept()));
+///         for &t in &accepted {
+///             while let Some((_seq, msg)) = server.poll_delivery(t) {
+///                 got.push(msg);
+///             }
+///         }
+///     }
+///     if client.wait_for(Duration::from_millis(1)) {
+///         while let Some(c) = client.poll_completion(s) {
+///             assert!(c.outcome.is_success()); // the server's node has it
+///             done += 1;
+///         }
+///     }
+/// }
+/// assert_eq!(got, [[0u8; 16], [1; 16], [2; 16]]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct Node {
     provider: Arc<dyn Provider>,
     incarnation: Incarnation,

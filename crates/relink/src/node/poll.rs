@@ -14,8 +14,6 @@
 //! disconnected — the goodbye of [`Node::close`] above all — is read before
 //! the transport is reported down.
 
-use std::time::Duration;
-
 use relink_core::state::DownCause;
 use relink_core::Epoch;
 use relink_fabric::{AsyncEvent, DeviceEventKind, Event, Timestamp};
@@ -23,13 +21,24 @@ use relink_fabric::{AsyncEvent, DeviceEventKind, Event, Timestamp};
 use super::Node;
 
 impl Node {
-    /// The earliest time a session needs [`Node::poll`] for its timers.
+    /// The earliest time a session needs [`Node::poll`] for its timers (on
+    /// the provider's clock, [`Node::now`]); `None` while no session has a
+    /// timer. An event loop sleeps at most until then ([`Node::wait`] does
+    /// so itself). Changes with every call that does something: read it
+    /// again after each [`poll`](Node::poll) round.
+    #[must_use]
     pub fn next_deadline(&self) -> Option<Timestamp> {
         self.deadlines.first().map(|(t, _)| *t)
     }
 
     /// Do everything that can be done now: provider events, completions,
-    /// timers, actions. Returns whether anything happened.
+    /// timers, actions. Returns whether anything happened. Never blocks
+    /// ([`Node::wait`] blocks, then polls).
+    ///
+    /// `true` may leave more to do (a CQ that had more completions than a
+    /// round takes, work a timer queued): call it again until it returns
+    /// `false`, then sleep — on [`Node::wait`], or on
+    /// [`Node::event_fd`] with a timer for [`Node::next_deadline`].
     ///
     /// A peer's disconnect is acted on only after the session's
     /// completions that came before it are read: the goodbye of a peer's
@@ -90,26 +99,6 @@ impl Node {
         // forgotten.
         self.reap_drained();
         progress
-    }
-
-    /// Poll until idle, then wait on the provider until the next deadline
-    /// or event, until `until`.
-    pub fn run_until(&mut self, until: Timestamp) {
-        loop {
-            while self.poll() {}
-            let now = self.now();
-            if now >= until {
-                return;
-            }
-            let d = self.next_deadline().map_or(until, |d| d.min(until));
-            self.provider.wait(Some(d.max(now)));
-        }
-    }
-
-    /// [`run_until`](Self::run_until) `now + d`.
-    pub fn run_for(&mut self, d: Duration) {
-        let until = self.now() + d;
-        self.run_until(until);
     }
 
     /// Hand a provider event to the sessions (and listeners) it concerns.
