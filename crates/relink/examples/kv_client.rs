@@ -13,8 +13,8 @@
 //! (named by a [`BufferToken`], never by an address or rkey), taking each
 //! operation's one [`Completion`], printing the session's events, and an
 //! orderly close — all from one real-time loop ([`Node::poll`], the
-//! application's work, then [`Provider::wait`] until the node's next
-//! deadline). When a device is reset or removed on either side, nothing
+//! application's work, then [`Node::wait`] until something arrives or
+//! the node's next deadline). When a device is reset or removed on either side, nothing
 //! here retries or re-sends: the session recovers, replays what was not
 //! confirmed, re-exchanges the advertisements, and every request is still
 //! answered exactly once.
@@ -48,8 +48,6 @@ use relink::{
     Access, BufferToken, LocalRange, Node, OpId, Outcome, Path, RegionId, RegionOptions,
     SessionEvent, SessionHandle, SessionOptions, State, Timestamp,
 };
-// The provider trait (for `wait`): `relink` takes any provider of it.
-use relink_fabric::Provider;
 use relink_soft::{Registry, TcpHost};
 
 /// Our own region: where the values we RDMA WRITE are staged. Not
@@ -323,7 +321,9 @@ fn main() -> ExitCode {
 
         if !busy {
             let cap = now + WAIT_CAP;
-            provider.wait(Some(c.node.next_deadline().map_or(cap, |d| d.min(cap))));
+            // Returns on the first arrival, the node's next timer or `cap`;
+            // the loop polls again either way.
+            let _ = c.node.wait(Some(cap));
         }
     }
 

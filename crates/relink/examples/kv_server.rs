@@ -10,8 +10,8 @@
 //! TCP) and a [`Node`], listens, accepts sessions, advertises a memory
 //! region the peer writes into with one-sided RDMA, answers messages, and
 //! drives everything from one real-time loop: [`Node::poll`], then the
-//! application's work, then [`Provider::wait`] until the node's next
-//! deadline. Device loss, recovery and resumption happen inside the
+//! application's work, then [`Node::wait`] until something arrives or
+//! the node's next deadline. Device loss, recovery and resumption happen inside the
 //! session: the server only prints the events; it answers every request
 //! exactly once and never re-sends anything itself.
 //!
@@ -48,8 +48,6 @@ use std::time::Duration;
 use relink::{
     Access, Node, OpId, RegionId, RegionOptions, SessionEvent, SessionHandle, SessionOptions, State,
 };
-// The provider trait (for `wait`): `relink` takes any provider of it.
-use relink_fabric::Provider;
 use relink_soft::{Registry, TcpHost};
 
 /// The region every session advertises for the client's RDMA WRITEs.
@@ -171,7 +169,7 @@ fn main() -> ExitCode {
     let mut changed = false;
 
     // 4. The loop, in real time: let the node do what it can (`poll`), do
-    //    the application's work, and sleep on the provider only when
+    //    the application's work, and sleep in `Node::wait` only when
     //    neither did anything — until the node's next timer (keepalive,
     //    reconnection backoff, ...) or `WAIT_CAP`, whichever is first. Any
     //    provider event (a message, a completion, a device event) ends the
@@ -283,7 +281,9 @@ fn main() -> ExitCode {
 
         if !busy {
             let cap = now + WAIT_CAP;
-            provider.wait(Some(node.next_deadline().map_or(cap, |d| d.min(cap))));
+            // Returns on the first arrival, the node's next timer or `cap`;
+            // the loop polls again either way.
+            let _ = node.wait(Some(cap));
         }
     }
 }

@@ -52,4 +52,4 @@ pub use relink_core::session::{Counters, Path, SessionEvent};
 pub use relink_core::state::{DownCause, State};
 pub use relink_core::wire::RefuseReason;
 pub use relink_core::{BufferToken, OpId, RegionId, Seq, SessionId};
-pub use relink_fabric::{Access, Memory, Timestamp};
+pub use relink_fabric::{Access, Memory, Provider, Timestamp};
