@@ -67,7 +67,12 @@ mod imp {
             thread::Builder::new()
                 .name("soft-tcp-accept".into())
                 .spawn(move || {
+                    // Locals drop in reverse order: the listening socket
+                    // (moved in here, not left in the closure's captures,
+                    // which drop only after `_done`) closes before `done`
+                    // tells the dropping thread it may return.
                     let _done = done_tx;
+                    let listener = listener;
                     loop {
                         let mut fds = [
                             PollFd::new(&listener, PollFlags::IN),
