@@ -25,7 +25,6 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -35,7 +34,7 @@ use relink::{Node, Path, SessionOptions, State};
 use relink_bench::loops::{process_cpu_time, thread_cpu_times, ThreadCpu};
 use relink_bench::quick_from_env;
 use relink_bench::report::{target_dir, text_table, write_json_in, Machine};
-use relink_soft::{Registry, TcpHost};
+use relink_sim::{TcpHosts, INITIATOR, TARGET};
 use serde::Serialize;
 
 /// Idle sessions between the two nodes.
@@ -76,33 +75,6 @@ struct IdleReport {
     phases: Vec<Phase>,
     /// sessions / hosts.
     ratio: Option<f64>,
-}
-
-/// Two runtime directories with one soft device each (127.0.0.1 and
-/// 127.0.0.2), removed on drop.
-struct Dirs(PathBuf);
-
-impl Dirs {
-    fn new() -> Dirs {
-        let root = std::env::temp_dir().join(format!("relink-idle-cpu-{}", std::process::id()));
-        for (side, addr) in [("a", "127.0.0.1/8"), ("b", "127.0.0.2/8")] {
-            Registry::open(root.join(side))
-                .expect("registry")
-                .add("soft0", vec![addr.parse().expect("address")], None, None)
-                .expect("add soft0");
-        }
-        Dirs(root)
-    }
-
-    fn host(&self, side: &str) -> Arc<TcpHost> {
-        Arc::new(TcpHost::open(self.0.join(side)).expect("tcp host"))
-    }
-}
-
-impl Drop for Dirs {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 /// A node looping on `wait` on a thread of its own until stopped.
@@ -252,9 +224,9 @@ fn main() {
 
     // 2. Two TCP hosts, a node on each on its own thread, one listening:
     // what the fabric and the node loops cost with no session.
-    let dirs = Dirs::new();
-    let a = Node::new(dirs.host("a"));
-    let mut b = Node::new(dirs.host("b"));
+    let dirs = TcpHosts::new("idle-cpu");
+    let a = Node::new(dirs.host(INITIATOR));
+    let mut b = Node::new(dirs.host(TARGET));
     let port = std::net::TcpListener::bind("127.0.0.2:0")
         .and_then(|l| l.local_addr())
         .expect("a free loopback port")

@@ -76,7 +76,7 @@ fn a_restarted_target_is_a_stranger_and_pending_operations_fail_once() {
     p.advance(Duration::from_secs(60));
 
     assert_eq!(p.state(Who::Ini), State::Failed);
-    assert!(peer_lost(&p, Who::Ini, "restarted"));
+    assert!(peer_lost(&p, Who::Ini, "a new process"));
     assert_eq!(
         p.outcome(Who::Ini, confirmed),
         Outcome::Success { replayed: false }
@@ -162,7 +162,7 @@ fn a_peer_that_gave_up_refuses_the_resume_and_the_initiator_stops() {
     p.add_device(Who::Tgt);
     p.advance(Duration::from_secs(30));
     assert_eq!(p.state(Who::Ini), State::Failed, "not at its own deadline");
-    assert!(peer_lost(&p, Who::Ini, "does not know this session"));
+    assert!(peer_lost(&p, Who::Ini, "has no session of this id"));
     assert_eq!(
         p.outcome(Who::Ini, waiting),
         Outcome::Failed(OpError::PeerLost)
@@ -306,7 +306,7 @@ fn the_peer_closing_ends_our_operations_once() {
     p.add_device(Who::Ini);
     p.advance(Duration::from_secs(30));
     assert_eq!(p.state(Who::Ini), State::Failed);
-    assert!(peer_lost(&p, Who::Ini, "does not know this session"));
+    assert!(peer_lost(&p, Who::Ini, "has no session of this id"));
     assert_eq!(
         p.outcome(Who::Ini, delivered),
         Outcome::Success { replayed: false }

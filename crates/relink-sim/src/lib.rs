@@ -1,6 +1,6 @@
 //! # relink-sim — the deterministic session simulator and the checked workload
 //!
-//! Two things every whole-stack test of relink needs, in one place:
+//! What every whole-stack test of relink needs, in one place:
 //!
 //! - [`sim`]: [`Sim`], a deterministic world of two hosts (more on
 //!   request) — the in-process soft fabric ([`relink_soft::SoftFabric`]),
@@ -12,6 +12,9 @@
 //!   [`Workload`] submits messages, WRITEs, READs and FETCH_ADDs on a
 //!   session and accounts for every byte and every completion; its
 //!   `check_*` functions check the replay contract end to end.
+//! - [`tcp`]: [`TcpHosts`], the same two hosts over real TCP in one
+//!   process (two soft device directories on loopback), for tests and
+//!   benchmarks that need real time.
 //!
 //! The demo (`relink demo`), the simulation suites (`tests/sim_*.rs` of
 //! this crate), the `relink` crate's integration tests and the benchmarks
@@ -31,7 +34,9 @@
 //! ```
 
 pub mod sim;
+pub mod tcp;
 pub mod workload;
 
 pub use sim::{Sim, INITIATOR, TARGET};
+pub use tcp::TcpHosts;
 pub use workload::Workload;

@@ -9,45 +9,11 @@
 
 use std::net::SocketAddr;
 use std::os::fd::BorrowedFd;
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use relink::{Node, Path, Policy, SessionEvent, SessionHandle, SessionOptions, State, Timestamp};
-use relink_soft::{Registry, TcpHost};
+use relink_sim::{TcpHosts, INITIATOR, TARGET};
 use rustix::event::{poll, PollFd, PollFlags, Timespec};
-
-static DIRS: AtomicU32 = AtomicU32::new(0);
-
-/// Two soft device directories (soft0 on 127.0.0.1 and on 127.0.0.2),
-/// removed on drop.
-struct TcpDirs(PathBuf);
-
-impl TcpDirs {
-    fn new() -> TcpDirs {
-        let n = DIRS.fetch_add(1, Ordering::SeqCst);
-        let root =
-            std::env::temp_dir().join(format!("relink-event-loop-{}-{n}", std::process::id()));
-        for (side, addr) in [("a", "127.0.0.1/8"), ("b", "127.0.0.2/8")] {
-            Registry::open(root.join(side))
-                .expect("registry")
-                .add("soft0", vec![addr.parse().expect("address")], None, None)
-                .expect("add soft0");
-        }
-        TcpDirs(root)
-    }
-
-    fn host(&self, side: &str) -> Arc<TcpHost> {
-        Arc::new(TcpHost::open(self.0.join(side)).expect("tcp host"))
-    }
-}
-
-impl Drop for TcpDirs {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// Session options with the keepalive far off, so that an idle session
 /// stays silent for the length of a test.
@@ -68,13 +34,13 @@ struct Setup {
     b: Node,
     s: SessionHandle,
     t: SessionHandle,
-    _dirs: TcpDirs,
+    _dirs: TcpHosts,
 }
 
 fn setup() -> Setup {
-    let dirs = TcpDirs::new();
-    let mut a = Node::with_seed(dirs.host("a"), 1);
-    let mut b = Node::with_seed(dirs.host("b"), 2);
+    let dirs = TcpHosts::new("event-loop");
+    let mut a = Node::with_seed(dirs.host(INITIATOR), 1);
+    let mut b = Node::with_seed(dirs.host(TARGET), 2);
     // The fds are made by the first call, readable until the first poll:
     // made now, they are clear once the setup polled.
     assert!(a.event_fd().is_some() && b.event_fd().is_some());
@@ -262,9 +228,9 @@ fn sleep_on_fds(a: &Node, b: &Node) {
 #[test]
 fn a_loop_on_the_fds_alone_carries_a_session_to_its_end() {
     const N: usize = 500;
-    let dirs = TcpDirs::new();
-    let mut a = Node::with_seed(dirs.host("a"), 3);
-    let mut b = Node::with_seed(dirs.host("b"), 4);
+    let dirs = TcpHosts::new("event-loop");
+    let mut a = Node::with_seed(dirs.host(INITIATOR), 3);
+    let mut b = Node::with_seed(dirs.host(TARGET), 4);
     let port = std::net::TcpListener::bind("127.0.0.2:0")
         .and_then(|l| l.local_addr())
         .expect("a free port on 127.0.0.2")

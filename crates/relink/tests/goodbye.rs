@@ -7,14 +7,11 @@
 //! and over TCP.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use relink::{Node, Path, SessionEvent, SessionHandle, SessionOptions, State};
 use relink_sim::sim::{Sim, INITIATOR, TARGET};
-use relink_soft::{Registry, TcpHost};
+use relink_sim::TcpHosts;
 
 /// What a peer made of the other side's close: `Ok` once it closed, `Err`
 /// with the events if it saw a loss first.
@@ -105,36 +102,6 @@ fn the_peer_closes_at_once_under_coarse_polling() {
     }
 }
 
-static DIRS: AtomicU32 = AtomicU32::new(0);
-
-/// Two soft device directories (soft0 on 127.0.0.1 and on 127.0.0.2),
-/// removed on drop.
-struct TcpDirs(PathBuf);
-
-impl TcpDirs {
-    fn new() -> TcpDirs {
-        let n = DIRS.fetch_add(1, Ordering::SeqCst);
-        let root = std::env::temp_dir().join(format!("relink-goodbye-{}-{n}", std::process::id()));
-        for (side, addr) in [("a", "127.0.0.1/8"), ("b", "127.0.0.2/8")] {
-            Registry::open(root.join(side))
-                .expect("registry")
-                .add("soft0", vec![addr.parse().expect("address")], None, None)
-                .expect("add soft0");
-        }
-        TcpDirs(root)
-    }
-
-    fn host(&self, side: &str) -> Arc<TcpHost> {
-        Arc::new(TcpHost::open(self.0.join(side)).expect("tcp host"))
-    }
-}
-
-impl Drop for TcpDirs {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.2:0")
         .and_then(|l| l.local_addr())
@@ -173,9 +140,9 @@ fn run_tcp(
 /// Over the TCP soft fabric: `n` sessions opened and closed, alternately
 /// by the initiator and the target; each peer must close at once.
 fn goodbye_over_tcp(coarse: bool, n: usize) {
-    let dirs = TcpDirs::new();
-    let mut a = Node::with_seed(dirs.host("a"), 1);
-    let mut b = Node::with_seed(dirs.host("b"), 2);
+    let dirs = TcpHosts::new("goodbye");
+    let mut a = Node::with_seed(dirs.host(INITIATOR), 1);
+    let mut b = Node::with_seed(dirs.host(TARGET), 2);
     let addr = SocketAddr::new("127.0.0.2".parse().unwrap(), free_port());
     b.listen(addr, SessionOptions::default()).unwrap();
     for i in 0..n {

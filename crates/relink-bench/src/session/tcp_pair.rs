@@ -1,39 +1,25 @@
-//! [`TcpPair`]: a [`ThreadPair`] on two [`TcpHost`]s over TCP loopback, each
+//! [`TcpPair`]: a [`ThreadPair`] on two `TcpHost`s over TCP loopback, each
 //! host with a runtime directory of its own that goes with the pair.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use relink::{Memory, Node, RegionId, SessionHandle};
 use relink_fabric::Provider;
-use relink_soft::{Registry, TcpHost};
+use relink_sim::{TcpHosts, INITIATOR, TARGET};
 
 use super::drive::Drive;
 use super::options::Workload;
 use super::thread_pair::ThreadPair;
 use crate::loops::LoopSpec;
 
-/// Counts temporary directories of [`TcpPair`]s in this process.
-static TCP_PAIRS: AtomicU64 = AtomicU64::new(0);
-
-/// A directory removed (with its contents) when dropped.
-struct TempDir(PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// A [`ThreadPair`] on two [`TcpHost`]s of this process, with soft devices
+/// A [`ThreadPair`] on the two hosts of a [`TcpHosts`] of this process, with soft devices
 /// on 127.0.0.1 and 127.0.0.2 (each host with its own runtime directory,
 /// so two hosts as far as the fabric can tell), over TCP loopback.
 pub struct TcpPair {
     // Dropped in this order: the nodes and hosts, then their directories.
     pair: ThreadPair,
-    _dir: TempDir,
+    _dir: TcpHosts,
 }
 
 impl TcpPair {
@@ -44,10 +30,8 @@ impl TcpPair {
     /// If the directories cannot be created, no loopback port is free, or
     /// the session is not established within 20 s.
     pub fn connect(seed: u64, spec: &LoopSpec, workload: Workload) -> TcpPair {
-        let n = TCP_PAIRS.fetch_add(1, Ordering::SeqCst);
-        let dir =
-            TempDir(std::env::temp_dir().join(format!("relink-bench-{}-{n}", std::process::id())));
-        let [initiator, target] = tcp_hosts(&dir.0);
+        let dir = TcpHosts::new("bench");
+        let [initiator, target] = tcp_hosts(&dir);
         let port = std::net::TcpListener::bind("127.0.0.2:0")
             .and_then(|l| l.local_addr())
             .expect("a free loopback port")
@@ -60,17 +44,9 @@ impl TcpPair {
     }
 }
 
-/// Two [`TcpHost`]s with runtime directories `dir/initiator` and
-/// `dir/target`, each with one soft device (on 127.0.0.1 and 127.0.0.2).
-fn tcp_hosts(dir: &std::path::Path) -> [Arc<dyn Provider>; 2] {
-    [("initiator", "127.0.0.1/8"), ("target", "127.0.0.2/8")].map(|(name, addr)| {
-        let d = dir.join(name);
-        Registry::open(&d)
-            .expect("registry")
-            .add("soft0", vec![addr.parse().expect("constant")], None, None)
-            .expect("add soft0");
-        Arc::new(TcpHost::open(&d).expect("tcp host")) as Arc<dyn Provider>
-    })
+/// The two hosts of `dir` as providers.
+fn tcp_hosts(dir: &TcpHosts) -> [Arc<dyn Provider>; 2] {
+    [INITIATOR, TARGET].map(|side| dir.host(side) as Arc<dyn Provider>)
 }
 
 impl Drive for TcpPair {
@@ -131,9 +107,8 @@ mod tests {
 
     #[test]
     fn thread_pair_from_a_source_address() {
-        let dir =
-            TempDir(std::env::temp_dir().join(format!("relink-bench-unit-{}", std::process::id())));
-        let [initiator, target] = tcp_hosts(&dir.0);
+        let dir = TcpHosts::new("bench-unit");
+        let [initiator, target] = tcp_hosts(&dir);
         let port = std::net::TcpListener::bind("127.0.0.2:0")
             .and_then(|l| l.local_addr())
             .expect("a free loopback port")

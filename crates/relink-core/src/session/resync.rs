@@ -113,7 +113,7 @@ impl Session {
                     return;
                 }
                 if self.peer_incarnation != Some(r.incarnation) {
-                    let why = "the peer restarted (new incarnation)".to_string();
+                    let why = "the peer is a new process (new incarnation)".to_string();
                     self.events.push_back(SessionEvent::PeerLost {
                         reason: why.clone(),
                     });
@@ -150,7 +150,7 @@ impl Session {
                 }
                 let why = match reason {
                     wire::RefuseReason::UnknownSession if self.secret.is_some() => {
-                        "the peer does not know this session (it ended there, or the peer restarted)"
+                        "the peer has no session of this id (it ended there, or the peer is a new process)"
                             .to_string()
                     }
                     wire::RefuseReason::BadAuthenticator => {
@@ -215,7 +215,7 @@ impl Session {
         Ok(s)
     }
 
-    /// Target: a Hello that names this session's id (`request` is its
+    /// Target: a Hello that names the id of `self` (`request` is its
     /// connection request). An initiator says Hello only until it holds
     /// the secret of its first handshake, so:
     ///
@@ -285,7 +285,7 @@ impl Session {
         HelloVerdict::Taken
     }
 
-    /// Target: a resume request for this session. Verifies it and queues
+    /// Target: a resume request naming the id of `self`. Verifies it and queues
     /// an [`Action::Accept`] (or [`Action::Reject`]).
     pub fn handle_resume_request(
         &mut self,

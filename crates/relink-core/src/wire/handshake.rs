@@ -394,10 +394,10 @@ impl RefuseReason {
 
     /// Whether retrying cannot help: the initiator's session fails on it
     /// instead of trying again. Final: `UnknownSession` (the target has no
-    /// such session: it ended there, or the target restarted),
+    /// such session: it ended there, or the target is a new process),
     /// `BadAuthenticator` (the target's secret is not ours),
     /// `UnsupportedVersion` and `ShuttingDown`. Not final: `Busy` (the
-    /// target cannot take this session now) and `StaleEpoch` (the next
+    /// target holds a live session of that id) and `StaleEpoch` (the next
     /// attempt carries a newer epoch).
     pub fn is_final(self) -> bool {
         !matches!(self, RefuseReason::Busy | RefuseReason::StaleEpoch)
