@@ -11,9 +11,7 @@
 
 use std::time::Duration;
 
-use relink::{
-    Access, BufferToken, LocalRange, Policy, RegionId, RegionOptions, SessionOptions, State,
-};
+use relink::{Access, BufferToken, LocalRange, RegionId, RegionOptions, SessionOptions, State};
 use relink_sim::sim::{Sim, INITIATOR, TARGET};
 use relink_soft::Fault;
 use serde::Serialize;
@@ -97,18 +95,18 @@ pub struct MemSample {
 fn options(target: bool) -> SessionOptions {
     let all =
         Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ | Access::REMOTE_ATOMIC;
-    SessionOptions {
-        policy: Policy::default(),
-        recv_slots: 64,
-        max_message: 4096,
-        max_one_sided: 64,
-        regions: vec![RegionOptions {
+    SessionOptions::builder()
+        .recv_slots(64)
+        .max_message(4096)
+        .max_one_sided(64)
+        .regions(vec![RegionOptions {
             id: if target { REMOTE } else { LOCAL },
             len: REGION_LEN,
             access: if target { all } else { Access::LOCAL_WRITE },
             advertise: target,
-        }],
-    }
+        }])
+        .build()
+        .expect("valid session options")
 }
 
 /// Set up a session, take the target's device away, wait until the
@@ -171,8 +169,8 @@ pub fn journal_memory(shape: OpShape, n: usize, seed: u64, heap: &dyn HeapCounte
         }
     }
     let (b1, a1) = (heap.live_bytes(), heap.allocations());
-    let core = sim.node(INITIATOR).session(s).expect("session");
-    let (pending_ops, journal_bytes) = (core.pending_ops(), core.journal_bytes());
+    let core = sim.node(INITIATOR).session_info(s).expect("session");
+    let (pending_ops, journal_bytes) = (core.pending_ops, core.journal_bytes);
     let bytes = b1 - b0;
     let journal_only_bytes_per_op = journal_only(shape, n, heap);
     MemSample {

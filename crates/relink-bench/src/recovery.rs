@@ -20,7 +20,7 @@
 use std::time::{Duration, Instant};
 
 use relink::{
-    Access, BufferToken, LocalRange, OpId, Path, Policy, RegionId, RegionOptions, SessionEvent,
+    Access, BufferToken, LocalRange, OpId, Path, RegionId, RegionOptions, SessionEvent,
     SessionHandle, SessionOptions, State,
 };
 use relink_fabric::Timestamp;
@@ -297,13 +297,13 @@ fn recovery_options(target: bool) -> SessionOptions {
             advertise: false,
         }
     };
-    SessionOptions {
-        policy: Policy::default(),
-        recv_slots: 64,
-        max_message: 64,
-        max_one_sided: 16,
-        regions: vec![region],
-    }
+    SessionOptions::builder()
+        .recv_slots(64)
+        .max_message(64)
+        .max_one_sided(16)
+        .regions(vec![region])
+        .build()
+        .expect("valid session options")
 }
 
 fn micros(d: Duration) -> f64 {
@@ -541,13 +541,12 @@ pub struct ScaleResult {
 /// no regions, the default policy (so that a thousand sessions take little
 /// memory).
 fn scale_options() -> SessionOptions {
-    SessionOptions {
-        policy: Policy::default(),
-        recv_slots: 16,
-        max_message: 256,
-        max_one_sided: 8,
-        regions: Vec::new(),
-    }
+    SessionOptions::builder()
+        .recv_slots(16)
+        .max_message(256)
+        .max_one_sided(8)
+        .build()
+        .expect("valid session options")
 }
 
 /// `n` sessions from one initiator node to one target node (connected in

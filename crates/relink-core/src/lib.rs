@@ -19,7 +19,8 @@
 //! | ↳ `session/resync.rs` | the resume handshake of both roles and the advertisement exchange |
 //! | ↳ `session/datapath.rs` | submit, posting within credits, completions, received messages, acks |
 //! | [`state`] | the session state machine, declared in one table |
-//! | [`policy`] | give-up deadline, backoff, fast-fail, keepalive, device match |
+//! | [`policy`] | give-up deadlines, backoff, fast-fail, keepalive, device match; [`PolicyBuilder`] |
+//! | [`reason`] | why an attempt failed ([`AttemptFailure`]) and why a peer is lost ([`PeerLostReason`]) |
 //! | [`timers`] | every timer of a session in one table |
 //! | [`op`] | what an operation does ([`OpKind`]) and how it ends ([`Outcome`], [`OpError`]) |
 //! | [`journal`] | the sender side: sequence numbers, replay, exactly one completion per operation |
@@ -61,6 +62,7 @@ pub mod journal;
 pub mod keys;
 pub mod op;
 pub mod policy;
+pub mod reason;
 pub mod resources;
 pub mod session;
 pub mod state;
@@ -69,7 +71,8 @@ pub mod wire;
 
 pub use ids::*;
 pub use op::{Completion, LocalRange, OpError, OpKind, Outcome};
-pub use policy::Policy;
+pub use policy::{Policy, PolicyBuilder, PolicyError};
+pub use reason::{AttemptFailure, PeerLostReason};
 pub use resources::{RegionSpec, SessionSpec};
 pub use session::{Action, Counters, Role, Session, SessionConfig, SessionError, SessionEvent};
 pub use state::{DownCause, State};

@@ -37,8 +37,10 @@ pub struct LocalRange {
     pub len: u32,
 }
 
-/// What an operation does.
+/// What an operation does. More kinds may come: a match needs a wildcard
+/// arm.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum OpKind {
     /// A sequenced two-sided message (SEND); delivered exactly once, in order.
     Message {
@@ -142,6 +144,7 @@ pub enum OpError {
 
 /// How an operation ended. See the module docs for what each means per kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Outcome {
     /// Done: delivered (message) or executed and acknowledged (the rest).
     Success {
@@ -166,8 +169,9 @@ impl Outcome {
     }
 }
 
-/// The one completion of an operation.
+/// The one completion of an operation. Read-only outside this crate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Completion {
     /// The operation, as [`submit`](crate::Session::submit) returned it.
     pub op: OpId,

@@ -6,6 +6,7 @@
 //! | knob | default | meaning |
 //! |---|---|---|
 //! | `ctrl_loss_tmo` | 600 s | give-up **deadline** from the loss (not a retry count); `None` = forever |
+//! | `first_connect_tmo` | 30 s | give-up deadline of a session never established, from its start (the initiator's `connect`, the target's accepted Hello); `None` = forever |
 //! | `reconnect_delay` | 10 s | cap of the exponential backoff (the first attempt is immediate) |
 //! | `initial_backoff` | 20 ms | delay before the second attempt, doubling per attempt |
 //! | `refused_backoff` | 1 ms | retry delay after the peer's CM refused for want of a listener, doubling per refusal in a row, never longer than the backoff |
@@ -17,6 +18,24 @@
 //! | `device_match` | any | `any` / `same_guid` / an allow-list |
 //! | `failback` | off | move back to the first path when its device returns |
 //! | `replay_atomics` | off | replay unconfirmed atomics (at-least-once) instead of reporting them `Indeterminate` |
+//!
+//! A policy is made with [`Policy::builder`] (or [`Policy::default`]), which
+//! checks every knob: [`PolicyBuilder::build`] names the offending key.
+//!
+//! ```
+//! use std::time::Duration;
+//! use relink_core::policy::Policy;
+//!
+//! let p = Policy::builder()
+//!     .ctrl_loss_tmo(Some(Duration::from_secs(30)))
+//!     .first_connect_tmo(Some(Duration::from_secs(5)))
+//!     .build()?;
+//! assert_eq!(p.reconnect_delay, Duration::from_secs(10)); // the default
+//!
+//! let bad = Policy::builder().reconnect_delay(Duration::ZERO).build();
+//! assert_eq!(bad.unwrap_err().key, "reconnect_delay");
+//! # Ok::<(), relink_core::policy::PolicyError>(())
+//! ```
 
 use std::time::Duration;
 
@@ -24,6 +43,7 @@ use relink_fabric::{DeviceInfo, Guid};
 
 /// Which device may carry a session after a loss.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum DeviceMatch {
     /// Any device that reaches the peer's address (the same one back, or a
     /// replacement with the same IP/subnet).
@@ -38,6 +58,7 @@ pub enum DeviceMatch {
 
 /// An entry of [`DeviceMatch::AllowList`].
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum AllowedDevice {
     /// A device name, e.g. `mlx5_1`.
     Name(String),
@@ -60,21 +81,37 @@ impl DeviceMatch {
     }
 }
 
-/// A policy setting that is out of range, named by its key.
+/// A policy setting that is out of range, named by its key: the one error
+/// of [`PolicyBuilder::build`] and [`Policy::validate`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("policy key `{key}`: {reason}")]
+#[non_exhaustive]
 pub struct PolicyError {
-    /// The offending key, as spelled in configuration files.
+    /// The offending key, as spelled in the policy table and in
+    /// configuration files (`reconnect_delay`, ...).
     pub key: &'static str,
-    /// What is wrong with it.
-    pub reason: String,
+    /// What the key must be.
+    pub reason: &'static str,
 }
 
-/// The recovery policy of a session.
+/// The recovery policy of a session: made with [`Policy::builder`] or
+/// [`Policy::default`]; its fields are read-only outside this crate (more
+/// knobs may come). The module docs list every knob with its default.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Policy {
-    /// Give up this long after the loss (`None`: never).
+    /// Give up this long after a loss of an established session (`None`:
+    /// never): a **deadline** from the loss, not a retry count.
     pub ctrl_loss_tmo: Option<Duration>,
+    /// Give up on a session that was never established this long after it
+    /// started (`None`: never): from the initiator's
+    /// [`connect`](crate::Session::connect) or the target's accepted
+    /// Hello. Every failed attempt meanwhile is reported
+    /// ([`SessionEvent::AttemptFailed`](crate::session::SessionEvent::AttemptFailed));
+    /// at the deadline the session fails
+    /// ([`SessionEvent::GaveUp`](crate::session::SessionEvent::GaveUp),
+    /// state `Failed`). Once established, `ctrl_loss_tmo` governs.
+    pub first_connect_tmo: Option<Duration>,
     /// Upper bound of the delay between attempts.
     pub reconnect_delay: Duration,
     /// Delay before the second attempt; doubles each attempt up to
@@ -120,6 +157,7 @@ impl Default for Policy {
     fn default() -> Policy {
         Policy {
             ctrl_loss_tmo: Some(Duration::from_secs(600)),
+            first_connect_tmo: Some(Duration::from_secs(30)),
             reconnect_delay: Duration::from_secs(10),
             initial_backoff: Duration::from_millis(20),
             refused_backoff: Duration::from_millis(1),
@@ -136,14 +174,32 @@ impl Default for Policy {
 }
 
 impl Policy {
+    /// A builder that starts from the defaults ([`Policy::default`]).
+    pub fn builder() -> PolicyBuilder {
+        PolicyBuilder {
+            policy: Policy::default(),
+        }
+    }
+
+    /// A builder that starts from this policy (to change a knob of it).
+    pub fn to_builder(&self) -> PolicyBuilder {
+        PolicyBuilder {
+            policy: self.clone(),
+        }
+    }
+
     /// Check every knob; the error names the offending key.
+    ///
+    /// # Errors
+    /// The first key out of range: `reconnect_delay` (must be > 0),
+    /// `initial_backoff` (> 0 and ≤ `reconnect_delay`), `refused_backoff`
+    /// (> 0 and ≤ `initial_backoff`), `connect_timeout` (> 0),
+    /// `initial_connect_timeout` (> 0 and ≤ `connect_timeout`),
+    /// `ack_delay` (> 0 and ≤ 1 s), `keepalive` (≥ 1 ms or off),
+    /// `first_connect_tmo` (> 0 or never), `fast_io_fail_tmo` (≤
+    /// `ctrl_loss_tmo`), `device_match` (an allow-list names a device).
     pub fn validate(&self) -> Result<(), PolicyError> {
-        let err = |key, reason: &str| {
-            Err(PolicyError {
-                key,
-                reason: reason.to_string(),
-            })
-        };
+        let err = |key, reason| Err(PolicyError { key, reason });
         if self.reconnect_delay.is_zero() {
             return err("reconnect_delay", "must be > 0");
         }
@@ -171,6 +227,9 @@ impl Policy {
             if k < Duration::from_millis(1) {
                 return err("keepalive", "must be >= 1 ms (or off)");
             }
+        }
+        if self.first_connect_tmo.is_some_and(|t| t.is_zero()) {
+            return err("first_connect_tmo", "must be > 0 (or never)");
         }
         if let (Some(f), Some(c)) = (self.fast_io_fail_tmo, self.ctrl_loss_tmo) {
             if f > c {
@@ -223,6 +282,74 @@ impl Policy {
     }
 }
 
+/// Makes a [`Policy`]: starts from the defaults ([`Policy::builder`]) or
+/// from a policy ([`Policy::to_builder`]), one setter per knob (the
+/// [module docs](self) list them with their defaults), checked by
+/// [`build`](PolicyBuilder::build).
+#[derive(Debug, Clone)]
+#[must_use = "a builder does nothing until `build` is called"]
+pub struct PolicyBuilder {
+    policy: Policy,
+}
+
+macro_rules! setters {
+    ($($(#[$doc:meta])* $name:ident: $ty:ty;)*) => {$(
+        $(#[$doc])*
+        pub fn $name(mut self, value: $ty) -> PolicyBuilder {
+            self.policy.$name = value;
+            self
+        }
+    )*};
+}
+
+impl PolicyBuilder {
+    setters! {
+        /// [`Policy::ctrl_loss_tmo`]: give-up deadline after a loss
+        /// (`None`: never).
+        ctrl_loss_tmo: Option<Duration>;
+        /// [`Policy::first_connect_tmo`]: give-up deadline of a session
+        /// never established (`None`: never).
+        first_connect_tmo: Option<Duration>;
+        /// [`Policy::reconnect_delay`]: cap of the backoff.
+        reconnect_delay: Duration;
+        /// [`Policy::initial_backoff`]: delay before the second attempt.
+        initial_backoff: Duration;
+        /// [`Policy::refused_backoff`]: retry delay after a refusal for
+        /// want of a listener.
+        refused_backoff: Duration;
+        /// [`Policy::fast_io_fail_tmo`]: fail queued operations this long
+        /// after a loss (`None`: off).
+        fast_io_fail_tmo: Option<Duration>;
+        /// [`Policy::keepalive`]: keepalive period (`None`: off).
+        keepalive: Option<Duration>;
+        /// [`Policy::connect_timeout`]: cap of an attempt's time.
+        connect_timeout: Duration;
+        /// [`Policy::initial_connect_timeout`]: time of the first attempt
+        /// of an outage.
+        initial_connect_timeout: Duration;
+        /// [`Policy::ack_delay`]: longest hold-back of an acknowledgement.
+        ack_delay: Duration;
+        /// [`Policy::device_match`]: which devices may take over.
+        device_match: DeviceMatch;
+        /// [`Policy::failback`]: move back to the first path when its
+        /// device returns.
+        failback: bool;
+        /// [`Policy::replay_atomics`]: replay unconfirmed atomics
+        /// (at-least-once) instead of reporting them `Indeterminate`.
+        replay_atomics: bool;
+    }
+
+    /// The policy, checked.
+    ///
+    /// # Errors
+    /// A [`PolicyError`] naming the first key out of range
+    /// ([`Policy::validate`] lists the rules).
+    pub fn build(self) -> Result<Policy, PolicyError> {
+        self.policy.validate()?;
+        Ok(self.policy)
+    }
+}
+
 /// The `n`th of a series that starts at `first` and doubles each time, at
 /// most `cap`.
 fn doubled(first: Duration, n: u32, cap: Duration) -> Duration {
@@ -261,6 +388,7 @@ mod tests {
         let p = Policy::default();
         p.validate().unwrap();
         assert_eq!(p.ctrl_loss_tmo, Some(Duration::from_secs(600)));
+        assert_eq!(p.first_connect_tmo, Some(Duration::from_secs(30)));
         assert_eq!(p.reconnect_delay, Duration::from_secs(10));
         assert_eq!(p.fast_io_fail_tmo, None);
         assert_eq!(p.keepalive, Some(Duration::from_secs(5)));
@@ -284,6 +412,53 @@ mod tests {
             ..Policy::default()
         };
         assert_eq!(p.validate().unwrap_err().key, "device_match");
+        let e = Policy::builder()
+            .first_connect_tmo(Some(Duration::ZERO))
+            .build()
+            .unwrap_err();
+        assert_eq!(e.key, "first_connect_tmo");
+        assert_eq!(
+            e.to_string(),
+            "policy key `first_connect_tmo`: must be > 0 (or never)"
+        );
+    }
+
+    #[test]
+    fn builder_sets_every_knob_and_checks() {
+        let p = Policy::builder()
+            .ctrl_loss_tmo(None)
+            .first_connect_tmo(Some(Duration::from_secs(2)))
+            .reconnect_delay(Duration::from_secs(1))
+            .initial_backoff(Duration::from_millis(5))
+            .refused_backoff(Duration::from_millis(2))
+            .fast_io_fail_tmo(Some(Duration::from_secs(3)))
+            .keepalive(None)
+            .connect_timeout(Duration::from_secs(2))
+            .initial_connect_timeout(Duration::from_millis(100))
+            .ack_delay(Duration::from_micros(10))
+            .device_match(DeviceMatch::SameGuid)
+            .failback(true)
+            .replay_atomics(true)
+            .build()
+            .unwrap();
+        assert_eq!(p.ctrl_loss_tmo, None);
+        assert_eq!(p.first_connect_tmo, Some(Duration::from_secs(2)));
+        assert_eq!(p.reconnect_delay, Duration::from_secs(1));
+        assert_eq!(p.initial_backoff, Duration::from_millis(5));
+        assert_eq!(p.refused_backoff, Duration::from_millis(2));
+        assert_eq!(p.fast_io_fail_tmo, Some(Duration::from_secs(3)));
+        assert_eq!(p.keepalive, None);
+        assert_eq!(p.connect_timeout, Duration::from_secs(2));
+        assert_eq!(p.initial_connect_timeout, Duration::from_millis(100));
+        assert_eq!(p.ack_delay, Duration::from_micros(10));
+        assert_eq!(p.device_match, DeviceMatch::SameGuid);
+        assert!(p.failback && p.replay_atomics);
+        assert_eq!(p.to_builder().build(), Ok(p));
+        let e = Policy::builder()
+            .initial_backoff(Duration::from_secs(60))
+            .build()
+            .unwrap_err();
+        assert_eq!(e.key, "initial_backoff");
     }
 
     #[test]

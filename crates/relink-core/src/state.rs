@@ -31,8 +31,12 @@ use std::fmt;
 
 use relink_fabric::{Timestamp, WcStatus};
 
-/// Where a session is.
+use crate::reason::{AttemptFailure, PeerLostReason};
+
+/// Where a session is. More states may come: a match needs a wildcard
+/// arm ([`State::is_terminal`] tells the two that end a session).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
 pub enum State {
     /// Created, not yet connecting.
     Idle,
@@ -81,6 +85,7 @@ impl fmt::Display for State {
 
 /// Why the transport went down: every detection source folds into this.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum DownCause {
     /// The device left the device list (netlink UNREGISTER, uevent, rescan,
     /// soft registry).
@@ -122,6 +127,7 @@ impl fmt::Display for DownCause {
 
 /// Why a transition happened.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Cause {
     /// The application asked to connect.
     Connect,
@@ -132,13 +138,13 @@ pub enum Cause {
     /// A reconnection attempt started (attempt number, from 1).
     Attempt(u32),
     /// An attempt failed (why).
-    AttemptFailed(String),
+    AttemptFailed(AttemptFailure),
     /// Buffers re-advertised and replay posted.
     Resynced,
     /// The give-up deadline passed.
     GaveUp,
     /// The peer is a new incarnation or refused us for good.
-    PeerLost(String),
+    PeerLost(PeerLostReason),
     /// An explicit disconnect (API or admin).
     Disconnect,
 }
@@ -161,6 +167,7 @@ impl fmt::Display for Cause {
 
 /// One state change, as reported to observers.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Transition {
     /// The state left.
     pub from: State,

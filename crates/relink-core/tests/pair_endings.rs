@@ -20,9 +20,10 @@ use std::time::Duration;
 use pair::{local, token, Forged, Pair, Setup, Who, SESSION};
 use relink_core::journal::{OpError, OpKind, Outcome};
 use relink_core::policy::Policy;
+use relink_core::reason::PeerLostReason;
 use relink_core::session::{Action, SessionError, SessionEvent};
 use relink_core::state::State;
-use relink_core::wire::{AcceptData, ConnectData, Resumed};
+use relink_core::wire::{AcceptData, ConnectData, RefuseReason, Resumed};
 use relink_core::{Epoch, Incarnation, OpId, Seq};
 
 fn write(p: &mut Pair, to: u64) -> OpId {
@@ -54,10 +55,10 @@ fn posted_on(p: &Pair, who: Who, epoch: Epoch) -> bool {
     })
 }
 
-fn peer_lost(p: &Pair, who: Who, why: &str) -> bool {
+fn peer_lost(p: &Pair, who: Who, why: PeerLostReason) -> bool {
     p.emitted(
         who,
-        |e| matches!(e, SessionEvent::PeerLost { reason } if reason.contains(why)),
+        |e| matches!(e, SessionEvent::PeerLost { reason } if *reason == why),
     )
 }
 
@@ -76,7 +77,12 @@ fn a_restarted_target_is_a_stranger_and_pending_operations_fail_once() {
     p.advance(Duration::from_secs(60));
 
     assert_eq!(p.state(Who::Ini), State::Failed);
-    assert!(peer_lost(&p, Who::Ini, "a new process"));
+    // The new process knows no session of this id.
+    assert!(peer_lost(
+        &p,
+        Who::Ini,
+        PeerLostReason::Refused(RefuseReason::UnknownSession)
+    ));
     assert_eq!(
         p.outcome(Who::Ini, confirmed),
         Outcome::Success { replayed: false }
@@ -116,7 +122,7 @@ fn a_handshake_answering_with_a_new_incarnation_is_a_stranger() {
     p.settle();
 
     assert_eq!(p.state(Who::Ini), State::Failed);
-    assert!(peer_lost(&p, Who::Ini, "new incarnation"));
+    assert!(peer_lost(&p, Who::Ini, PeerLostReason::NewIncarnation));
     assert_eq!(
         p.outcome(Who::Ini, posted),
         Outcome::Indeterminate { executed: None },
@@ -137,10 +143,10 @@ fn a_handshake_answering_with_a_new_incarnation_is_a_stranger() {
 
 #[test]
 fn a_peer_that_gave_up_refuses_the_resume_and_the_initiator_stops() {
-    let short = Policy {
-        ctrl_loss_tmo: Some(Duration::from_secs(5)),
-        ..Policy::default()
-    };
+    let short = Policy::builder()
+        .ctrl_loss_tmo(Some(Duration::from_secs(5)))
+        .build()
+        .expect("valid policy");
     let mut p = Pair::connected(Setup {
         tgt_policy: Some(short),
         ..Setup::default()
@@ -162,7 +168,11 @@ fn a_peer_that_gave_up_refuses_the_resume_and_the_initiator_stops() {
     p.add_device(Who::Tgt);
     p.advance(Duration::from_secs(30));
     assert_eq!(p.state(Who::Ini), State::Failed, "not at its own deadline");
-    assert!(peer_lost(&p, Who::Ini, "has no session of this id"));
+    assert!(peer_lost(
+        &p,
+        Who::Ini,
+        PeerLostReason::Refused(RefuseReason::UnknownSession)
+    ));
     assert_eq!(
         p.outcome(Who::Ini, waiting),
         Outcome::Failed(OpError::PeerLost)
@@ -172,10 +182,10 @@ fn a_peer_that_gave_up_refuses_the_resume_and_the_initiator_stops() {
 
 #[test]
 fn give_up_gives_each_operation_one_final_completion() {
-    let policy = Policy {
-        ctrl_loss_tmo: Some(Duration::from_secs(20)),
-        ..Policy::default()
-    };
+    let policy = Policy::builder()
+        .ctrl_loss_tmo(Some(Duration::from_secs(20)))
+        .build()
+        .expect("valid policy");
     let mut p = Pair::connected(Setup::with_policy(policy));
     let confirmed = p.send(Who::Ini, b"confirmed");
     p.settle();
@@ -214,11 +224,11 @@ fn give_up_gives_each_operation_one_final_completion() {
 
 #[test]
 fn fast_fail_ends_queued_operations_while_recovery_continues() {
-    let policy = Policy {
-        fast_io_fail_tmo: Some(Duration::from_secs(5)),
-        ctrl_loss_tmo: Some(Duration::from_secs(60)),
-        ..Policy::default()
-    };
+    let policy = Policy::builder()
+        .fast_io_fail_tmo(Some(Duration::from_secs(5)))
+        .ctrl_loss_tmo(Some(Duration::from_secs(60)))
+        .build()
+        .expect("valid policy");
     let mut p = Pair::connected(Setup::with_policy(policy));
     let in_flight = p.send(Who::Ini, b"in flight");
     p.pump();
@@ -306,7 +316,11 @@ fn the_peer_closing_ends_our_operations_once() {
     p.add_device(Who::Ini);
     p.advance(Duration::from_secs(30));
     assert_eq!(p.state(Who::Ini), State::Failed);
-    assert!(peer_lost(&p, Who::Ini, "has no session of this id"));
+    assert!(peer_lost(
+        &p,
+        Who::Ini,
+        PeerLostReason::Refused(RefuseReason::UnknownSession)
+    ));
     assert_eq!(
         p.outcome(Who::Ini, delivered),
         Outcome::Success { replayed: false }

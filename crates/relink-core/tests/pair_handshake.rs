@@ -19,6 +19,7 @@ use pair::{Forged, Pair, Setup, Who, SESSION};
 use relink_core::auth::SessionSecret;
 use relink_core::journal::Outcome;
 use relink_core::policy::Policy;
+use relink_core::reason::{AttemptFailure, ReplyFault};
 use relink_core::session::{Action, SessionEvent};
 use relink_core::state::{Cause, DownCause, State};
 use relink_core::wire::{
@@ -123,7 +124,7 @@ fn a_reply_that_does_not_authenticate_is_not_believed() {
     let other_secret = SessionSecret::from_bytes([7; 32]);
     let secret = SessionSecret::from_bytes(pair::SECRET);
     // Each claims the peer delivered the message in flight (Seq 1).
-    let replies: [(&str, Vec<u8>, &str); 5] = [
+    let replies: [(&str, Vec<u8>, ReplyFault); 5] = [
         (
             "wrong secret",
             AcceptData::Resumed(Resumed::sign(
@@ -134,7 +135,7 @@ fn a_reply_that_does_not_authenticate_is_not_believed() {
                 Seq(1),
             ))
             .to_vec(),
-            "failed authentication",
+            ReplyFault::NotAuthentic,
         ),
         (
             "another session",
@@ -146,12 +147,12 @@ fn a_reply_that_does_not_authenticate_is_not_believed() {
                 Seq(1),
             ))
             .to_vec(),
-            "failed authentication",
+            ReplyFault::NotAuthentic,
         ),
         (
             "another epoch (a recorded reply)",
             AcceptData::Resumed(Resumed::sign(&secret, SESSION, Epoch(1), TARGET, Seq(1))).to_vec(),
-            "failed authentication",
+            ReplyFault::NotAuthentic,
         ),
         (
             "a welcome to a resume",
@@ -161,9 +162,13 @@ fn a_reply_that_does_not_authenticate_is_not_believed() {
                 secret: other_secret.clone(),
             })
             .to_vec(),
-            "unexpected welcome",
+            ReplyFault::UnexpectedWelcome,
         ),
-        ("garbage", b"\x01\x7fgarbage".to_vec(), "bad accept data"),
+        (
+            "garbage",
+            b"\x01\x7fgarbage".to_vec(),
+            ReplyFault::Malformed(AcceptData::decode(b"\x01\x7fgarbage").unwrap_err()),
+        ),
     ];
     for (name, reply, why) in replies {
         let mut p = Pair::connected(Setup::default());
@@ -175,7 +180,7 @@ fn a_reply_that_does_not_authenticate_is_not_believed() {
         p.tick();
         let t = p.transition(Who::Ini, State::Reconnecting, State::Recovering);
         assert!(
-            matches!(&t.cause, Cause::AttemptFailed(w) if w.contains(why)),
+            t.cause == Cause::AttemptFailed(AttemptFailure::BadReply(why.clone())),
             "{name}: {:?}",
             t.cause
         );
@@ -209,7 +214,7 @@ fn a_reply_that_does_not_authenticate_is_not_believed() {
 #[test]
 fn the_first_connection_refuses_a_mismatched_reply() {
     let secret = SessionSecret::from_bytes(pair::SECRET);
-    let replies: [(&str, Vec<u8>, &str); 2] = [
+    let replies: [(&str, Vec<u8>, ReplyFault); 2] = [
         (
             "a welcome for another session",
             AcceptData::Welcome(Welcome {
@@ -218,12 +223,12 @@ fn the_first_connection_refuses_a_mismatched_reply() {
                 secret: secret.clone(),
             })
             .to_vec(),
-            "unexpected welcome",
+            ReplyFault::UnexpectedWelcome,
         ),
         (
             "a resumed to a hello",
             AcceptData::Resumed(Resumed::sign(&secret, SESSION, Epoch(1), TARGET, Seq(0))).to_vec(),
-            "resume reply to a hello",
+            ReplyFault::UnexpectedResumed,
         ),
     ];
     for (name, reply, why) in replies {
@@ -233,7 +238,7 @@ fn the_first_connection_refuses_a_mismatched_reply() {
         p.pump();
         let t = p.transition(Who::Ini, State::Connecting, State::Recovering);
         assert!(
-            matches!(&t.cause, Cause::AttemptFailed(w) if w.contains(why)),
+            t.cause == Cause::AttemptFailed(AttemptFailure::BadReply(why.clone())),
             "{name}: {:?}",
             t.cause
         );
@@ -372,7 +377,7 @@ fn a_hello_retried_after_its_attempt_timed_out_restarts_the_first_handshake() {
         let (mut s, hello) = target_session();
         if given_up {
             // The target's side of the first attempt failed already.
-            s.handle_attempt_failed(Epoch(1), "disconnected", now);
+            s.handle_attempt_failed(Epoch(1), AttemptFailure::Disconnected, now);
             assert_eq!(s.state(), State::Recovering);
             while s.poll_action().is_some() {}
         }

@@ -290,10 +290,10 @@ fn an_atomic_proven_by_a_later_confirmed_message_reports_it_ran() {
 
 #[test]
 fn with_replay_atomics_an_unconfirmed_atomic_is_replayed_at_least_once() {
-    let policy = Policy {
-        replay_atomics: true,
-        ..Policy::default()
-    };
+    let policy = Policy::builder()
+        .replay_atomics(true)
+        .build()
+        .expect("valid policy");
     let mut p = Pair::connected(Setup::with_policy(policy));
     p.poke(Who::Tgt, 32, &5u64.to_le_bytes());
     let ran = fetch_add(&mut p, 48, 32, 1);

@@ -21,7 +21,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use relink::{Node, Path, SessionHandle, SessionOptions, State};
+use relink::{ConnectError, ListenError, Node, Path, SessionHandle, SessionOptions, State};
 use relink_fabric::{IpNet, Provider, Timestamp};
 use relink_soft::{SoftFabric, SoftHost};
 
@@ -129,16 +129,16 @@ impl Sim {
         port: u16,
         initiator: SessionOptions,
         target: SessionOptions,
-    ) -> Result<SessionHandle, relink::Error> {
+    ) -> Result<SessionHandle, OpenSessionError> {
         let addr = self.target_addr(port);
         self.node(TARGET).listen(addr, target)?;
-        self.node(INITIATOR).connect(
+        Ok(self.node(INITIATOR).connect(
             vec![Path {
                 local: None,
                 peer: addr,
             }],
             initiator,
-        )
+        )?)
     }
 
     /// The initiator's and the target's nodes at once.
@@ -231,4 +231,15 @@ impl Sim {
     pub fn live_objects(&self) -> usize {
         self.hosts.iter().map(|h| h.object_counts().total()).sum()
     }
+}
+
+/// Why [`Sim::open_session`] opened no session.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenSessionError {
+    /// The target's node refused the listener.
+    #[error(transparent)]
+    Listen(#[from] ListenError),
+    /// The initiator's node refused the session.
+    #[error(transparent)]
+    Connect(#[from] ConnectError),
 }

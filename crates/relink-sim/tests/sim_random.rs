@@ -19,10 +19,10 @@ use relink_soft::{Fault, LinkConfig};
 
 fn run_seed(seed: u64) -> Result<(), String> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5eed);
-    let policy = Policy {
-        keepalive: Some(Duration::from_millis(20)),
-        ..Policy::default()
-    };
+    let policy = Policy::builder()
+        .keepalive(Some(Duration::from_millis(20)))
+        .build()
+        .expect("valid policy");
     let (mut sim, mut w) = relink_sim::workload::start(seed, policy, 7471)?;
     let s = w.session;
     let hosts = [sim.host(INITIATOR).index(), sim.host(TARGET).index()];
@@ -85,8 +85,8 @@ fn run_seed(seed: u64) -> Result<(), String> {
         w.collect(&mut sim);
         let j = sim
             .node(INITIATOR)
-            .session(s)
-            .map_or(0, |c| c.journal_bytes());
+            .session_info(s)
+            .map_or(0, |c| c.journal_bytes);
         max_journal = max_journal.max(j);
     }
     // Everything comes back; the session must finish all of its work.
@@ -118,12 +118,10 @@ fn run_seed(seed: u64) -> Result<(), String> {
             while let Some(e) = sim.node(node).poll_event(sess) {
                 eprintln!("{name}: {e:?}");
             }
-            if let Some(c) = sim.node(node).session(sess) {
+            if let Some(c) = sim.node(node).session_info(sess) {
                 eprintln!(
                     "{name}: state {} epoch {} counters {:?}",
-                    c.state(),
-                    c.epoch(),
-                    c.counters()
+                    c.state, c.epoch, c.counters
                 );
             }
         }
@@ -141,8 +139,8 @@ fn run_seed(seed: u64) -> Result<(), String> {
     }
     if sim
         .node(INITIATOR)
-        .session(s)
-        .is_some_and(|c| c.pending_ops() != 0)
+        .session_info(s)
+        .is_some_and(|c| c.pending_ops != 0)
     {
         v.push("journal not empty at the end".into());
     }

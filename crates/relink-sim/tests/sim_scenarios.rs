@@ -174,11 +174,11 @@ fn replacement_device_same_ip() {
 
 #[test]
 fn same_guid_policy_refuses_a_replacement() {
-    let policy = Policy {
-        device_match: DeviceMatch::SameGuid,
-        ctrl_loss_tmo: Some(Duration::from_millis(200)),
-        ..Policy::default()
-    };
+    let policy = Policy::builder()
+        .device_match(DeviceMatch::SameGuid)
+        .ctrl_loss_tmo(Some(Duration::from_millis(200)))
+        .build()
+        .expect("valid policy");
     let (mut sim, mut w) = start(6, policy);
     let h = sim.host(INITIATOR).index();
     run_with(&mut sim, &mut w, 6, |r, sim| {
@@ -197,10 +197,10 @@ fn same_guid_policy_refuses_a_replacement() {
 
 #[test]
 fn give_up_deadline() {
-    let policy = Policy {
-        ctrl_loss_tmo: Some(Duration::from_millis(50)),
-        ..Policy::default()
-    };
+    let policy = Policy::builder()
+        .ctrl_loss_tmo(Some(Duration::from_millis(50)))
+        .build()
+        .expect("valid policy");
     let (mut sim, mut w) = start(7, policy);
     let h = sim.host(TARGET).index();
     batch(&mut sim, &mut w, 10);
@@ -224,10 +224,10 @@ fn give_up_deadline() {
 
 #[test]
 fn fast_fail_fails_queued_ops_while_reconnecting() {
-    let policy = Policy {
-        fast_io_fail_tmo: Some(Duration::from_millis(20)),
-        ..Policy::default()
-    };
+    let policy = Policy::builder()
+        .fast_io_fail_tmo(Some(Duration::from_millis(20)))
+        .build()
+        .expect("valid policy");
     let (mut sim, mut w) = start(8, policy);
     let h = sim.host(TARGET).index();
     sim.fabric().inject(Fault::Remove(h, "soft0".into()));
@@ -282,7 +282,10 @@ fn admin_disconnect_during_recovery() {
     sim.fabric().inject(Fault::Readd(h, "soft0".into()));
     sim.run_for(Duration::from_secs(5));
     assert_eq!(sim.node(INITIATOR).state(s), Some(State::Closed));
-    assert_eq!(sim.node(INITIATOR).session(s).unwrap().poll_timeout(), None);
+    assert_eq!(
+        sim.node(INITIATOR).session_info(s).unwrap().next_timeout,
+        None
+    );
     let ev = events(&mut sim, INITIATOR, s);
     let closed = ev
         .iter()
@@ -296,10 +299,10 @@ fn admin_disconnect_during_recovery() {
 
 #[test]
 fn silent_peer_death_found_by_keepalive() {
-    let policy = Policy {
-        keepalive: Some(Duration::from_millis(10)),
-        ..Policy::default()
-    };
+    let policy = Policy::builder()
+        .keepalive(Some(Duration::from_millis(10)))
+        .build()
+        .expect("valid policy");
     let (mut sim, mut w) = start(10, policy);
     let h = sim.host(TARGET).index();
     sim.fabric().inject(Fault::SilentRemove(h, "soft0".into()));
@@ -478,7 +481,7 @@ fn a_resume_with_a_wrong_authenticator_is_refused() {
     batch(&mut sim, &mut w, 5);
     drain(&mut sim, &mut w);
     let s = w.session;
-    let id = sim.node(INITIATOR).session(s).unwrap().id();
+    let id = sim.node(INITIATOR).session_info(s).unwrap().id;
     let forged = ConnectData::Resume(Resume::sign(
         &SessionSecret::from_bytes([7; 32]),
         id,

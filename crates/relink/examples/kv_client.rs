@@ -223,15 +223,15 @@ fn main() -> ExitCode {
     //    server is not up yet, the session keeps trying (events say so).
     //    Our staging region is registered with the session on every device
     //    it uses; its memory stays the same (we fill it directly).
-    let opts = SessionOptions {
-        regions: vec![RegionOptions {
+    let opts = SessionOptions::builder()
+        .regions(vec![RegionOptions {
             id: STAGING,
             len: SLOT * SLOTS,
             access: Access::LOCAL_WRITE,
             advertise: false,
-        }],
-        ..SessionOptions::default()
-    };
+        }])
+        .build()
+        .expect("valid session options");
     let path = Path {
         local: None,
         peer: args.connect,
@@ -413,6 +413,9 @@ impl Client {
                 SessionEvent::Refused { reason, retrying } => {
                     println!("event: refused ({reason:?}, retrying: {retrying})");
                 }
+                SessionEvent::AttemptFailed { attempt, reason } => {
+                    println!("event: attempt {attempt} failed ({reason})");
+                }
                 SessionEvent::PeerLost { reason } => println!("event: peer lost ({reason})"),
                 SessionEvent::Disconnected => println!("event: closed"),
                 // Transitions: the events above say what matters; we
@@ -423,6 +426,7 @@ impl Client {
                         println!("event: connected");
                     }
                 }
+                other => println!("event: {other:?}"),
             }
         }
         any
@@ -516,6 +520,10 @@ impl Client {
                 Outcome::Indeterminate { executed } => {
                     self.tally.ops_indeterminate += 1;
                     println!("{} indeterminate (executed: {executed:?})", done.op);
+                }
+                other => {
+                    self.tally.ops_failed += 1;
+                    println!("{} ended {other:?}", done.op);
                 }
             }
             if let Op::Write { key, value, slot } = op {

@@ -144,15 +144,15 @@ fn main() -> ExitCode {
     //    here, each session gets its own region of value slots, registered
     //    on whichever device carries the session and advertised to the
     //    client (again after every reconnection, with the new key).
-    let opts = SessionOptions {
-        regions: vec![RegionOptions {
+    let opts = SessionOptions::builder()
+        .regions(vec![RegionOptions {
             id: VALUES,
             len: SLOT * SLOTS,
             access: Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ,
             advertise: true,
-        }],
-        ..SessionOptions::default()
-    };
+        }])
+        .build()
+        .expect("valid session options");
     if let Err(e) = node.listen(args.listen, opts) {
         eprintln!("kv_server: cannot listen on {}: {e}", args.listen);
         return ExitCode::from(2);
@@ -404,8 +404,12 @@ fn report_event(s: SessionHandle, ev: &SessionEvent, c: &mut Conn) {
         SessionEvent::Refused { reason, retrying } => {
             println!("session {s:?}: event: refused ({reason:?}, retrying: {retrying})");
         }
+        SessionEvent::AttemptFailed { attempt, reason } => {
+            println!("session {s:?}: event: attempt {attempt} failed ({reason})");
+        }
         SessionEvent::Disconnected => println!("session {s:?}: event: closed by the client"),
         // State transitions: the events above say what matters.
         SessionEvent::Transition(_) => {}
+        other => println!("session {s:?}: event: {other:?}"),
     }
 }

@@ -1,13 +1,13 @@
 //! # relink — RDMA sessions that survive their hardware
 //!
-//! A [`Node`] runs resilient sessions on any [`relink_fabric::Provider`]:
-//! the soft fabric (in-process or TCP), or real verbs. A session keeps its
-//! identity across device reset, hot-unplug and replacement: relink tears
-//! down everything on the lost device, waits for a device that reaches the
-//! peer, reconnects, recreates every resource from its spec, re-exchanges
-//! buffer advertisements and replays what was not confirmed — so every
-//! operation completes exactly once and every message is delivered exactly
-//! once, in order.
+//! A [`Node`] runs resilient sessions on any [`Provider`]: the soft fabric
+//! (`relink_soft`, in-process or TCP), or real verbs (`relink_verbs`). A
+//! session keeps its identity across device reset, hot-unplug and
+//! replacement: relink tears down everything on the lost device, waits for
+//! a device that reaches the peer, reconnects, recreates every resource
+//! from its spec, re-exchanges buffer advertisements and replays what was
+//! not confirmed — so every operation completes exactly once and every
+//! message is delivered exactly once, in order.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -40,16 +40,101 @@
 //! assert_eq!(c.op, op);
 //! assert!(c.outcome.is_success());
 //! ```
+//!
+//! # Map
+//!
+//! | concept | where | what to know |
+//! |---|---|---|
+//! | the node | [`Node::new`], [`Node::with_seed`] | one per provider; owns sessions and listeners; single-threaded: sessions make progress only in [`Node::poll`] (and the calls that poll) |
+//! | sessions | [`Node::connect`] (initiator), [`Node::listen`] + [`Node::accept`] (target), [`SessionHandle`] | a session outlives its devices; its [`State`] says where it is; an ended one is reaped once drained ([`Node::sessions`]) |
+//! | options and policy | [`SessionOptions::builder`], [`Policy::builder`] | slots, message size, regions ([`RegionOptions`]); when to retry and when to give up (`first_connect_tmo`, `ctrl_loss_tmo`, backoff, keepalive, ...) |
+//! | operations | [`Node::send`], [`write`](Node::write), [`read`](Node::read), [`fetch_add`](Node::fetch_add), [`cmp_swap`](Node::cmp_swap), [`submit`](Node::submit) | each returns an [`OpId`] that completes exactly once; local memory by [`LocalRange`] ([`Node::region`]), the peer's by [`BufferToken`] |
+//! | polls (outputs) | [`Node::poll_completion`], [`poll_delivery`](Node::poll_delivery), [`poll_event`](Node::poll_event), [`accept`](Node::accept) | take each until `None` after a poll round; `None` also answers a handle the node no longer has |
+//! | inspection | [`Node::state`], [`counters`](Node::counters), [`session_info`](Node::session_info), [`options`](Node::options), [`device`](Node::device), [`listener_active`](Node::listener_active) | snapshots; `None` for an unknown handle |
+//! | the event loop | [`Node::wait`], [`wait_for`](Node::wait_for), [`event_fd`](Node::event_fd) + [`next_deadline`](Node::next_deadline), [`run_until`](Node::run_until) | sleep until something happens, then poll and take outputs ([`Node`]'s docs show the loop) |
+//! | errors | [`ConnectError`], [`ListenError`], [`SubmitError`], [`OptionsError`], [`RegionError`], [`CloseError`] | a call's error means it did nothing; what happens later to a session is a [`SessionEvent`] ([`AttemptFailed`](SessionEvent::AttemptFailed), [`GaveUp`](SessionEvent::GaveUp), [`PeerLost`](SessionEvent::PeerLost), ...) and an operation's end an [`Outcome`] |
+//! | providers | [`Provider`], [`fabric`] | the interface a backend implements, re-exported whole as [`fabric`] |
+//!
+//! ## When to call what
+//!
+//! A driver loop, per node: (1) [`Node::poll`] — or [`Node::wait`], which
+//! sleeps until something happens and polls; (2) take the outputs:
+//! [`Node::accept`] until `None`, then for each session
+//! [`poll_event`](Node::poll_event), [`poll_completion`](Node::poll_completion)
+//! and [`poll_delivery`](Node::poll_delivery) until `None`; (3) submit what
+//! the application wants (operations may be submitted at any time, also
+//! while a session recovers: they are posted once it is up); (4) sleep
+//! again. [`Node::next_deadline`] changes with every call that does
+//! something: read it after each poll round.
+//!
+//! # The replay contract
+//!
+//! Every [`OpId`] a submit call returns gets **exactly one**
+//! [`Completion`], from [`Node::poll_completion`] — across any number of
+//! recoveries, and also when the session gives up, loses its peer or is
+//! closed. A call that returns an error submitted nothing and has no
+//! completion. What each kind of operation gets after a device loss:
+//!
+//! | operation | after a loss, relink... | its one [`Outcome`] |
+//! |---|---|---|
+//! | message ([`Node::send`]) | sends every unconfirmed message again on the new connection; the receiver drops duplicates: **each delivered exactly once, in order** | `Success` once the peer's *application* has it (its node confirmed delivery, not just the RC ack); `Indeterminate { executed: None }` if the session ended after posting it and before the confirmation; `Failed(..)` if it never left |
+//! | write, read ([`Node::write`], [`Node::read`]) | **replays** every unacknowledged one, in the original order (idempotent: twice is once) | `Success { replayed }` on the RC acknowledgement (a read's data landed); `Failed(..)` if the session ended first (a write's target range is then undefined) |
+//! | fetch-add, cmp-swap ([`Node::fetch_add`], [`Node::cmp_swap`]) | does **not** replay an unacknowledged atomic (not idempotent) — unless [`Policy::replay_atomics`], which replays it (at-least-once) | `Success` when acknowledged with its result; else `Indeterminate { executed: Some(true) }` (a later confirmed message proves it ran; its result is lost) or `Indeterminate { executed: None }` (unknown); `Failed(..)` if never posted |
+//!
+//! **What to do with [`Outcome::Indeterminate`]**: relink cannot know
+//! whether the operation took effect and will not retry it. The
+//! application decides from its own state — read the remote word back,
+//! or ask the peer with a message (messages *are* exactly once) — and
+//! retries only if the effect is missing. `Failed(err)` carries an
+//! [`OpError`]: `GaveUp` (the give-up deadline passed), `FastFail`
+//! (`fast_io_fail_tmo` passed; recovery goes on), `PeerLost` (the peer
+//! restarted or refused for good: nothing is replayed into a stranger),
+//! `Disconnected` (closed), `Remote(status)` (the operation itself was
+//! refused, e.g. a token the peer never advertised; never replayed).
+//!
+//! Remote memory is named by [`BufferToken`]s (region and offset), never
+//! by rkeys: a token is translated through the peer's advertisements of
+//! the current connection, so a stale key is never used.
+//!
+//! # Errors and events
+//!
+//! Calls fail only for what cannot work now — invalid input
+//! ([`OptionsError`], [`ConnectError::NoPath`], [`ListenError::NoPort`]),
+//! an unknown handle (`NoSession`), an ended session
+//! ([`SubmitError::Ended`]), an address another listener holds
+//! ([`ListenError::AddrInUse`]) — and each error type is
+//! `#[non_exhaustive]` with typed sources. Everything a session meets
+//! later is an event: each failed connection attempt
+//! ([`SessionEvent::AttemptFailed`], with an [`AttemptFailure`]), a loss
+//! ([`SessionEvent::DeviceLost`]), a resume, a refusal, the give-up, a
+//! lost peer ([`PeerLostReason`]).
 
 mod node;
 
 pub use node::{
-    Error, Footprint, ListenerHandle, Node, RegionOptions, SessionHandle, SessionOptions,
+    CloseError, ConnectError, Footprint, ListenError, ListenerHandle, Node, OptionsError,
+    RegionError, RegionOptions, SessionHandle, SessionInfo, SessionOptions, SessionOptionsBuilder,
+    SubmitError,
 };
 pub use relink_core::journal::{Completion, LocalRange, OpError, OpKind, Outcome};
-pub use relink_core::policy::{AllowedDevice, DeviceMatch, Policy};
-pub use relink_core::session::{Counters, Path, SessionEvent};
-pub use relink_core::state::{DownCause, State};
-pub use relink_core::wire::RefuseReason;
-pub use relink_core::{BufferToken, OpId, RegionId, Seq, SessionId};
-pub use relink_fabric::{Access, Memory, Provider, Timestamp};
+pub use relink_core::keys::KeyError;
+pub use relink_core::policy::{AllowedDevice, DeviceMatch, Policy, PolicyBuilder, PolicyError};
+pub use relink_core::reason::{
+    AttemptFailure, CmCall, PeerLostReason, ProviderFailure, ReplyFault, TransportObject,
+};
+pub use relink_core::session::{Counters, Path, Role, SessionError, SessionEvent};
+pub use relink_core::state::{Cause, DownCause, IllegalTransition, State, Transition};
+pub use relink_core::wire::{RefuseReason, WireError};
+pub use relink_core::{BufferToken, Epoch, Incarnation, OpId, RegionId, Seq, SessionId};
+pub use relink_fabric::{
+    Access, CmError, CreateError, DeviceId, DeviceInfo, Guid, IpNet, Memory, MemoryError,
+    PortState, PostError, Provider, Timestamp, WcStatus,
+};
+
+/// The provider interface (the `relink-fabric` crate), re-exported whole:
+/// for a backend that implements [`Provider`], and for every type its
+/// calls use.
+pub mod fabric {
+    #[doc(inline)]
+    pub use relink_fabric::*;
+}

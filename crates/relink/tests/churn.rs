@@ -1,11 +1,14 @@
 //! Ended sessions are reaped: a node that opens and closes sessions for
 //! ever keeps the same size (its tables are counted, not the process's
 //! memory), and the handle of a reaped session is answered with
-//! `Error::NoSession` / `None`.
+//! a `NoSession` error / `None`.
 
 use std::time::Duration;
 
-use relink::{Error, Footprint, Path, SessionEvent, SessionHandle, SessionOptions, State};
+use relink::{
+    CloseError, Footprint, Path, RegionError, SessionEvent, SessionHandle, SessionOptions, State,
+    SubmitError,
+};
 use relink_sim::sim::{Sim, INITIATOR, TARGET};
 
 const PORT: u16 = 7471;
@@ -100,11 +103,11 @@ fn a_reaped_handle_is_unknown() {
     sim.settle();
     let node = sim.node(INITIATOR);
     assert!(node.sessions().is_empty());
-    assert!(matches!(node.send(s, b"x"), Err(Error::NoSession(h)) if h == s));
-    assert!(matches!(node.close(s), Err(Error::NoSession(_))));
+    assert!(matches!(node.send(s, b"x"), Err(SubmitError::NoSession(h)) if h == s));
+    assert!(matches!(node.close(s), Err(CloseError::NoSession(_))));
     assert!(matches!(
         node.region(s, relink::RegionId(1)),
-        Err(Error::NoSession(_))
+        Err(RegionError::NoSession(_))
     ));
     assert_eq!(node.state(s), None);
     assert_eq!(node.counters(s), None);

@@ -18,13 +18,15 @@ use rustix::event::{poll, PollFd, PollFlags, Timespec};
 /// Session options with the keepalive far off, so that an idle session
 /// stays silent for the length of a test.
 fn quiet() -> SessionOptions {
-    SessionOptions {
-        policy: Policy {
-            keepalive: Some(Duration::from_secs(120)),
-            ..Policy::default()
-        },
-        ..SessionOptions::default()
-    }
+    SessionOptions::builder()
+        .policy(
+            Policy::builder()
+                .keepalive(Some(Duration::from_secs(120)))
+                .build()
+                .expect("valid policy"),
+        )
+        .build()
+        .expect("valid session options")
 }
 
 /// Two nodes on two TCP hosts (the directories outlive them: declared

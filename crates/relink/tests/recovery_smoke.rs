@@ -67,10 +67,12 @@ fn a_burst_larger_than_the_send_queue_waits_its_turn() {
         access: Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ,
         advertise,
     };
-    let opts = |r| SessionOptions {
-        max_one_sided: 8,
-        regions: vec![r],
-        ..SessionOptions::default()
+    let opts = |r| {
+        SessionOptions::builder()
+            .max_one_sided(8)
+            .regions(vec![r])
+            .build()
+            .expect("valid session options")
     };
     let mut sim = Sim::new(43);
     let addr = sim.target_addr(7471);
@@ -141,9 +143,11 @@ fn a_token_the_peer_never_advertised_fails_alone() {
             access: Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ,
             advertise,
         };
-        let opts = |r| SessionOptions {
-            regions: vec![r],
-            ..SessionOptions::default()
+        let opts = |r| {
+            SessionOptions::builder()
+                .regions(vec![r])
+                .build()
+                .expect("valid session options")
         };
         let mut sim = Sim::new(44);
         let s = sim

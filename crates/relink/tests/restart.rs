@@ -54,7 +54,7 @@ fn established_within(sim: &mut Sim, i: usize, s: SessionHandle, limit: Duration
 #[test]
 fn a_client_restarted_with_the_same_seed_after_a_close_connects_again() {
     let (mut sim, s, t) = Sim::with_session(11);
-    let first = sim.node(INITIATOR).session(s).unwrap().id();
+    let first = sim.node(INITIATOR).session_info(s).unwrap().id;
     sim.node(INITIATOR).close(s).unwrap();
     sim.run_for(Duration::from_millis(5));
     assert_eq!(sim.node(TARGET).state(t), Some(State::Closed));
@@ -62,7 +62,7 @@ fn a_client_restarted_with_the_same_seed_after_a_close_connects_again() {
     sim.restart(INITIATOR);
     let s2 = connect(&mut sim, INITIATOR);
     assert_eq!(
-        sim.node(INITIATOR).session(s2).unwrap().id(),
+        sim.node(INITIATOR).session_info(s2).unwrap().id,
         first,
         "the same seed, the same session id"
     );
@@ -208,7 +208,7 @@ fn a_node_draws_its_session_ids_from_the_os() {
         // Two processes started alike: nothing in common.
         *sim.node(INITIATOR) = Node::new(host.clone());
         let s = connect(&mut sim, INITIATOR);
-        ids.push(sim.node(INITIATOR).session(s).unwrap().id());
+        ids.push(sim.node(INITIATOR).session_info(s).unwrap().id);
     }
     assert_ne!(ids[0], ids[1]);
 }

@@ -2,7 +2,7 @@
 //! session options each side gets for a [`LoopSpec`], and the port and
 //! region ids every pair uses.
 
-use relink::{Access, Policy, RegionId, RegionOptions, SessionOptions};
+use relink::{Access, RegionId, RegionOptions, SessionOptions};
 
 use crate::loops::LoopSpec;
 
@@ -33,13 +33,12 @@ pub enum Workload {
 /// window`. The recovery policy is the default.
 pub fn session_options(spec: &LoopSpec, workload: Workload, target: bool) -> SessionOptions {
     match workload {
-        Workload::Send => SessionOptions {
-            policy: Policy::default(),
-            recv_slots: u32::try_from((2 * spec.window).max(64)).expect("window fits u32"),
-            max_message: u32::try_from(spec.size).expect("size fits u32"),
-            max_one_sided: 8,
-            regions: Vec::new(),
-        },
+        Workload::Send => SessionOptions::builder()
+            .recv_slots(u32::try_from((2 * spec.window).max(64)).expect("window fits u32"))
+            .max_message(u32::try_from(spec.size).expect("size fits u32"))
+            .max_one_sided(8)
+            .build()
+            .expect("valid session options"),
         Workload::Write => {
             let len = (spec.window * spec.size) as u64;
             let region = if target {
@@ -57,13 +56,13 @@ pub fn session_options(spec: &LoopSpec, workload: Workload, target: bool) -> Ses
                     advertise: false,
                 }
             };
-            SessionOptions {
-                policy: Policy::default(),
-                recv_slots: 64,
-                max_message: 64,
-                max_one_sided: u32::try_from(spec.window).expect("window fits u32"),
-                regions: vec![region],
-            }
+            SessionOptions::builder()
+                .recv_slots(64)
+                .max_message(64)
+                .max_one_sided(u32::try_from(spec.window).expect("window fits u32"))
+                .regions(vec![region])
+                .build()
+                .expect("valid session options")
         }
     }
 }

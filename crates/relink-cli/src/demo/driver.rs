@@ -157,8 +157,8 @@ impl<'o> Driver<'o> {
             Side::Initiator => INITIATOR,
             Side::Target => TARGET,
         });
-        let info = node.session(s)?.device()?;
-        Some((info.id.clone(), info.node_guid))
+        let info = node.session_info(s)?.device?;
+        Some((info.id, info.node_guid))
     }
 
     pub(super) fn intro(&mut self, plan: &[Planned], duration: Duration) -> io::Result<()> {

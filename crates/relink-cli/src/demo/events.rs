@@ -177,6 +177,12 @@ impl Driver<'_> {
                 });
                 self.say_at(at, format!("  {who}: PEER LOST: {reason}"))?;
             }
+            SessionEvent::AttemptFailed { attempt, reason } => {
+                // Verbose mode only, next to the transition it causes.
+                if self.verbose {
+                    self.say_at(at, format!("  {who}: attempt {attempt} failed: {reason}"))?;
+                }
+            }
             SessionEvent::Disconnected => {
                 if initiator {
                     if let Some(a) = self.acc(i) {
@@ -184,6 +190,11 @@ impl Driver<'_> {
                     }
                 }
                 self.say_at(at, format!("  {who}: closed"))?;
+            }
+            other => {
+                if self.verbose {
+                    self.say_at(at, format!("  {who}: {other:?}"))?;
+                }
             }
         }
         Ok(())

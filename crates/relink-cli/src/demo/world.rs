@@ -38,19 +38,20 @@ pub const DEVICES: [&str; 2] = ["soft0", "soft1"];
 /// The policy of session A: defaults, with attempts that time out and back
 /// off on the scale of the demo.
 pub fn policy_a() -> Policy {
-    Policy {
-        connect_timeout: Duration::from_millis(500),
-        reconnect_delay: Duration::from_secs(1),
-        ..Policy::default()
-    }
+    Policy::builder()
+        .connect_timeout(Duration::from_millis(500))
+        .reconnect_delay(Duration::from_secs(1))
+        .build()
+        .expect("valid policy")
 }
 
 /// The policy of session B: A's, with a short give-up deadline.
 pub fn policy_b(give_up: Duration) -> Policy {
-    Policy {
-        ctrl_loss_tmo: Some(give_up),
-        ..policy_a()
-    }
+    policy_a()
+        .to_builder()
+        .ctrl_loss_tmo(Some(give_up))
+        .build()
+        .expect("valid policy")
 }
 
 fn net(s: &str) -> anyhow::Result<IpNet> {
@@ -111,10 +112,12 @@ pub fn build(seed: u64, give_up: Duration) -> anyhow::Result<World> {
         bail!("the simulation's default addresses changed; update the demo's ADDRS");
     }
 
-    let target_opts = |policy: Policy, regions| SessionOptions {
-        policy,
-        regions,
-        ..SessionOptions::default()
+    let target_opts = |policy: Policy, regions| {
+        SessionOptions::builder()
+            .policy(policy)
+            .regions(regions)
+            .build()
+            .expect("valid session options")
     };
     let peer = |i: usize, port| -> anyhow::Result<SocketAddr> {
         Ok(SocketAddr::new(ip(ADDRS[i].1)?, port))

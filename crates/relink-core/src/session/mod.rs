@@ -332,6 +332,12 @@ impl Session {
         }
     }
 
+    /// The peer's incarnation (a random id of its process), once the first
+    /// handshake told it; `None` before.
+    pub fn peer_incarnation(&self) -> Option<Incarnation> {
+        self.peer_incarnation
+    }
+
     /// The device carrying the session, if connected.
     pub fn device(&self) -> Option<&DeviceInfo> {
         self.current_device.as_ref()

@@ -10,6 +10,7 @@ use relink_fabric::{DeviceId, RemoteAddr, Timestamp};
 use super::{Path, RequestToken, Session};
 use crate::ids::{Epoch, OpId, Seq};
 use crate::op::{Completion, LocalRange};
+use crate::reason::{AttemptFailure, PeerLostReason};
 use crate::state::{DownCause, Transition};
 
 /// One-sided operation kinds as posted.
@@ -110,8 +111,10 @@ pub enum Action {
     },
 }
 
-/// What observers see.
+/// What observers see. More kinds of events may come: a match needs a
+/// wildcard arm.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SessionEvent {
     /// A state change.
     Transition(Transition),
@@ -126,6 +129,20 @@ pub enum SessionEvent {
         /// Attempt number (from 1).
         attempt: u32,
     },
+    /// A connection attempt failed — of the first connect or of a
+    /// recovery, on either side — or none could start (`NoDevice`). The
+    /// session tries again after the backoff (at once on a device event,
+    /// for `NoDevice`) until its give-up deadline: `first_connect_tmo`
+    /// while it was never established, `ctrl_loss_tmo` after a loss. At
+    /// the deadline [`SessionEvent::GaveUp`] follows.
+    AttemptFailed {
+        /// The attempt's number in its outage, from 1 (a target counts the
+        /// connection it accepted); for `NoDevice`, the number of the
+        /// attempt that could not start, which the next one takes.
+        attempt: u32,
+        /// Why it failed.
+        reason: AttemptFailure,
+    },
     /// Traffic flows again.
     Resumed {
         /// From the loss (or the first connect's first failure) to the
@@ -139,7 +156,10 @@ pub enum SessionEvent {
         /// The device now carrying the session.
         device: Option<DeviceId>,
     },
-    /// The give-up deadline passed; operations failed.
+    /// The give-up deadline passed (`first_connect_tmo` for a session
+    /// never established, `ctrl_loss_tmo` after a loss): every pending
+    /// operation completed (failed, or `Indeterminate`), the transition to
+    /// `Failed` follows.
     GaveUp,
     /// The peer's relink refused a connection attempt (a Hello or a
     /// Resume) and said why. Busy and StaleEpoch are retried under the
@@ -154,18 +174,21 @@ pub enum SessionEvent {
         /// Whether the session tries again (after the backoff).
         retrying: bool,
     },
-    /// The peer lost its state (new incarnation) or refused us for good.
+    /// The peer lost its state (new incarnation) or refused us for good:
+    /// the transition to `Failed` follows, pending operations fail with
+    /// `PeerLost`.
     PeerLost {
-        /// What showed it (a new incarnation, an unknown session, a refused
-        /// authenticator), for logs.
-        reason: String,
+        /// What showed it: a new incarnation, or a final refusal.
+        reason: PeerLostReason,
     },
     /// Closed by the application or an administrator.
     Disconnected,
 }
 
-/// Counters, for observability.
+/// Counters, for observability. Read-only outside this crate (more may
+/// come).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Counters {
     /// Transport losses.
     pub losses: u64,
@@ -187,7 +210,10 @@ pub struct Counters {
 }
 
 impl Session {
-    /// Next action for the driver.
+    /// Next action for the driver: `Some` while one waits, in the order
+    /// they were asked for; `None` when none waits (inputs, commands and
+    /// timeouts queue more).
+    #[must_use]
     pub fn poll_action(&mut self) -> Option<Action> {
         self.actions.pop_front()
     }
@@ -199,12 +225,18 @@ impl Session {
         self.spare.put(bytes);
     }
 
-    /// Next operation completion for the application.
+    /// Next operation completion for the application: `Some` while one
+    /// waits (each operation completes exactly once, in the order they
+    /// were settled); `None` when none waits.
+    #[must_use]
     pub fn poll_completion(&mut self) -> Option<Completion> {
         self.completions.pop_front()
     }
 
-    /// Next delivered message for the application.
+    /// Next delivered message for the application and its sequence number
+    /// (from 1, in order, each once): `Some` while one waits; `None` when
+    /// none waits.
+    #[must_use]
     pub fn poll_delivery(&mut self) -> Option<(Seq, Vec<u8>)> {
         self.deliveries.pop_front()
     }
@@ -212,7 +244,9 @@ impl Session {
     /// Next delivered message, swapped into `buf` (whose old contents are
     /// gone): the allocation `buf` held takes a later message, so an
     /// application that receives into one buffer makes no allocation per
-    /// message.
+    /// message. `Some(seq)` when a message was swapped in; `None` when
+    /// none waits (`buf` is untouched).
+    #[must_use]
     pub fn poll_delivery_into(&mut self, buf: &mut Vec<u8>) -> Option<Seq> {
         let (seq, mut bytes) = self.deliveries.pop_front()?;
         std::mem::swap(buf, &mut bytes);
@@ -220,7 +254,9 @@ impl Session {
         Some(seq)
     }
 
-    /// Next event for observers.
+    /// Next event for observers: `Some` while one waits, in the order they
+    /// happened; `None` when none waits.
+    #[must_use]
     pub fn poll_event(&mut self) -> Option<SessionEvent> {
         self.events.pop_front()
     }
@@ -235,7 +271,12 @@ impl Session {
             && self.events.is_empty()
     }
 
-    /// When [`handle_timeout`](Self::handle_timeout) must next be called.
+    /// When [`handle_timeout`](Self::handle_timeout) must next be called:
+    /// `Some` of the earliest armed timer (it may be in the past: call it
+    /// now); `None` when no timer is armed (an idle session without
+    /// keepalive, or an ended one). Read it again after every input,
+    /// command and `handle_timeout`: each may arm or disarm timers.
+    #[must_use]
     pub fn poll_timeout(&self) -> Option<Timestamp> {
         self.timers.next()
     }

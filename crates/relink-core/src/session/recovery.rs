@@ -8,6 +8,7 @@ use relink_fabric::Timestamp;
 use super::{Action, Role, Session, SessionError, SessionEvent};
 use crate::ids::Epoch;
 use crate::op::OpError;
+use crate::reason::AttemptFailure;
 use crate::state::{Cause, DownCause, State};
 use crate::timers::TimerKind;
 use crate::wire;
@@ -34,8 +35,15 @@ impl Jitter {
 }
 
 impl Session {
-    /// Initiator: connect for the first time (the first attempt is
-    /// immediate; failures follow the policy like any outage).
+    /// Initiator: connect for the first time. The first attempt is
+    /// immediate; a failed one is reported
+    /// ([`SessionEvent::AttemptFailed`]) and retried under the policy like
+    /// any outage, until `first_connect_tmo` after this call
+    /// ([`SessionEvent::GaveUp`], state `Failed`).
+    ///
+    /// # Errors
+    /// [`SessionError::BadState`] if the session is a target, is not new,
+    /// or has no path.
     pub fn connect(&mut self, now: Timestamp) -> Result<(), SessionError> {
         if self.cfg.role != Role::Initiator {
             return Err(SessionError::BadState("only an initiator connects"));
@@ -47,9 +55,10 @@ impl Session {
             return Err(SessionError::BadState("no path to the peer"));
         }
         self.go(State::Connecting, Cause::Connect, now);
+        self.arm_first_connect_deadline(now);
         let Some(&pick) = self.viable_paths().first() else {
             // No device yet: wait for one, under the give-up deadline.
-            self.attempt_failed("no device reaches the peer".into(), now);
+            self.attempt_failed(AttemptFailure::NoDevice, now);
             return Ok(());
         };
         self.path_index = pick;
@@ -96,15 +105,7 @@ impl Session {
         self.timers.stop(TimerKind::KeepaliveSend);
         self.timers.stop(TimerKind::KeepaliveDeadline);
         self.timers.stop(TimerKind::ConnectTimeout);
-        if self.outage_start.is_none() {
-            self.outage_start = Some(now);
-            if let Some(t) = self.cfg.policy.ctrl_loss_tmo {
-                self.timers.set(TimerKind::GiveUp, now + t);
-            }
-            if let Some(t) = self.cfg.policy.fast_io_fail_tmo {
-                self.timers.set(TimerKind::FastFail, now + t);
-            }
-        }
+        self.start_outage(now);
         self.go(State::Recovering, Cause::TransportDown(cause), now);
         self.attempt = 0;
         self.refusals = 0;
@@ -148,7 +149,12 @@ impl Session {
         }
         let viable = self.viable_paths();
         if viable.is_empty() {
+            // Reported, not tried: a device event tries again at once.
             tracing::debug!(session = %self.cfg.id, "no device reaches the peer yet");
+            self.events.push_back(SessionEvent::AttemptFailed {
+                attempt: self.attempt + 1,
+                reason: AttemptFailure::NoDevice,
+            });
             return;
         }
         // Prefer the first path when failing back, else keep rotating
@@ -191,16 +197,45 @@ impl Session {
         }
     }
 
+    /// Arm the give-up deadline of a session never established
+    /// (`first_connect_tmo`, from its start).
+    pub(super) fn arm_first_connect_deadline(&mut self, now: Timestamp) {
+        if let Some(t) = self.cfg.policy.first_connect_tmo {
+            self.timers.set(TimerKind::GiveUp, now + t);
+        }
+    }
+
+    /// An outage begins (a loss, or the first connect's first failure),
+    /// unless one is under way: the downtime is measured from now, the
+    /// fast-fail deadline is armed, and so is the give-up deadline of a
+    /// session that was established (`ctrl_loss_tmo`; one never
+    /// established keeps `first_connect_tmo` from its start).
+    fn start_outage(&mut self, now: Timestamp) {
+        if self.outage_start.is_some() {
+            return;
+        }
+        self.outage_start = Some(now);
+        if self.was_established {
+            if let Some(t) = self.cfg.policy.ctrl_loss_tmo {
+                self.timers.set(TimerKind::GiveUp, now + t);
+            }
+        }
+        if let Some(t) = self.cfg.policy.fast_io_fail_tmo {
+            self.timers.set(TimerKind::FastFail, now + t);
+        }
+    }
+
     /// The attempt failed for a reason other than a refusal: the streak of
     /// refusals ends, the next attempt follows the plain backoff.
-    pub(super) fn attempt_failed(&mut self, why: String, now: Timestamp) {
+    pub(super) fn attempt_failed(&mut self, why: AttemptFailure, now: Timestamp) {
         self.refusals = 0;
         self.attempt_failed_with(why, now);
     }
 
-    /// The attempt failed; the next one comes after the backoff (or sooner,
-    /// after `refused_backoff`, while `refusals` counts refusals in a row).
-    pub(super) fn attempt_failed_with(&mut self, why: String, now: Timestamp) {
+    /// The attempt failed (reported as [`SessionEvent::AttemptFailed`]);
+    /// the next one comes after the backoff (or sooner, after
+    /// `refused_backoff`, while `refusals` counts refusals in a row).
+    pub(super) fn attempt_failed_with(&mut self, why: AttemptFailure, now: Timestamp) {
         if self.state() != State::Reconnecting && self.state() != State::Connecting {
             return;
         }
@@ -208,16 +243,11 @@ impl Session {
         self.actions
             .push_back(Action::TearDown { epoch: self.epoch });
         self.timers.stop(TimerKind::ConnectTimeout);
-        if self.outage_start.is_none() {
-            // The very first connection failed: the outage starts now.
-            self.outage_start = Some(now);
-            if let Some(t) = self.cfg.policy.ctrl_loss_tmo {
-                self.timers.set(TimerKind::GiveUp, now + t);
-            }
-            if let Some(t) = self.cfg.policy.fast_io_fail_tmo {
-                self.timers.set(TimerKind::FastFail, now + t);
-            }
-        }
+        self.start_outage(now);
+        self.events.push_back(SessionEvent::AttemptFailed {
+            attempt: self.attempt.max(1),
+            reason: why.clone(),
+        });
         self.go(State::Recovering, Cause::AttemptFailed(why), now);
         // Rotate to the next path for the next attempt.
         if !self.cfg.paths.is_empty() {
@@ -226,11 +256,14 @@ impl Session {
         self.schedule_attempt(now);
     }
 
-    /// Initiator: the attempt of `epoch` failed before a reply (address
-    /// error, unreachable, resource creation failed).
-    pub fn handle_attempt_failed(&mut self, epoch: Epoch, why: &str, now: Timestamp) {
+    /// The attempt of `epoch` failed before the connection was up: an
+    /// initiator's before a reply (address or route error, unreachable,
+    /// a provider call or the transport's creation failed), a target's
+    /// accept (the transport's creation or the accept call failed). An
+    /// input of another epoch is ignored.
+    pub fn handle_attempt_failed(&mut self, epoch: Epoch, why: AttemptFailure, now: Timestamp) {
         if epoch == self.epoch {
-            self.attempt_failed(why.to_string(), now);
+            self.attempt_failed(why, now);
         }
     }
 
@@ -241,7 +274,7 @@ impl Session {
             return;
         }
         if self.state() == State::Reconnecting {
-            self.attempt_failed(format!("transport down during attempt: {cause}"), now);
+            self.attempt_failed(AttemptFailure::TransportDown(cause), now);
         } else {
             self.lose_transport(cause, now);
         }
@@ -256,7 +289,7 @@ impl Session {
                 TimerKind::ConnectTimeout if self.current_device.is_some() => {
                     self.lose_transport(DownCause::ResyncTimeout, now);
                 }
-                TimerKind::ConnectTimeout => self.attempt_failed("connect timed out".into(), now),
+                TimerKind::ConnectTimeout => self.attempt_failed(AttemptFailure::Timeout, now),
                 TimerKind::GiveUp => {
                     tracing::warn!(session = %self.cfg.id, "give-up deadline passed");
                     self.events.push_back(SessionEvent::GaveUp);

@@ -12,6 +12,7 @@ use super::{Action, Session, SessionConfig, SessionEvent};
 use crate::auth::SessionSecret;
 use crate::ids::{Epoch, RegionId, Seq};
 use crate::op::OpError;
+use crate::reason::{AttemptFailure, PeerLostReason, ReplyFault};
 use crate::state::{Cause, DownCause, State};
 use crate::timers::TimerKind;
 use crate::wire;
@@ -85,7 +86,7 @@ impl Session {
         let reply = match wire::AcceptData::decode(private_data) {
             Ok(r) => r,
             Err(e) => {
-                self.attempt_failed(format!("bad accept data: {e}"), now);
+                self.attempt_failed(AttemptFailure::BadReply(ReplyFault::Malformed(e)), now);
                 return;
             }
         };
@@ -96,7 +97,10 @@ impl Session {
                 secret,
             }) => {
                 if session != self.cfg.id || self.secret.is_some() {
-                    self.attempt_failed("unexpected welcome".into(), now);
+                    self.attempt_failed(
+                        AttemptFailure::BadReply(ReplyFault::UnexpectedWelcome),
+                        now,
+                    );
                     return;
                 }
                 self.secret = Some(secret);
@@ -105,19 +109,18 @@ impl Session {
             }
             wire::AcceptData::Resumed(r) => {
                 let Some(secret) = &self.secret else {
-                    self.attempt_failed("resume reply to a hello".into(), now);
+                    self.attempt_failed(
+                        AttemptFailure::BadReply(ReplyFault::UnexpectedResumed),
+                        now,
+                    );
                     return;
                 };
                 if r.session != self.cfg.id || r.epoch != self.epoch || !r.verify(secret) {
-                    self.attempt_failed("resume reply failed authentication".into(), now);
+                    self.attempt_failed(AttemptFailure::BadReply(ReplyFault::NotAuthentic), now);
                     return;
                 }
                 if self.peer_incarnation != Some(r.incarnation) {
-                    let why = "the peer is a new process (new incarnation)".to_string();
-                    self.events.push_back(SessionEvent::PeerLost {
-                        reason: why.clone(),
-                    });
-                    self.fail(Cause::PeerLost(why), OpError::PeerLost, now);
+                    self.peer_lost(PeerLostReason::NewIncarnation, now);
                     return;
                 }
                 self.start_resync(device, local, r.last_delivered, now);
@@ -145,35 +148,25 @@ impl Session {
                 self.events
                     .push_back(SessionEvent::Refused { reason, retrying });
                 if retrying {
-                    self.attempt_failed(format!("refused: {reason:?}"), now);
+                    self.attempt_failed(AttemptFailure::Refused(reason), now);
                     return;
                 }
-                let why = match reason {
-                    wire::RefuseReason::UnknownSession if self.secret.is_some() => {
-                        "the peer has no session of this id (it ended there, or the peer is a new process)"
-                            .to_string()
-                    }
-                    wire::RefuseReason::BadAuthenticator => {
-                        "the peer refused our authenticator".to_string()
-                    }
-                    wire::RefuseReason::UnsupportedVersion => {
-                        "the peer does not speak this version of the handshake".to_string()
-                    }
-                    wire::RefuseReason::ShuttingDown => "the peer is shutting down".to_string(),
-                    other => format!("the peer refused the session for good: {other:?}"),
-                };
-                self.events.push_back(SessionEvent::PeerLost {
-                    reason: why.clone(),
-                });
-                self.fail(Cause::PeerLost(why), OpError::PeerLost, now);
+                self.peer_lost(PeerLostReason::Refused(reason), now);
             }
             Err(_) => {
                 // The peer's CM answered for it: host and device are there,
                 // the application is not listening (yet).
                 self.refusals = self.refusals.saturating_add(1);
-                self.attempt_failed_with("rejected (no listener?)".into(), now);
+                self.attempt_failed_with(AttemptFailure::NoListener, now);
             }
         }
+    }
+
+    /// The peer is a stranger or refused us for good: report it and fail.
+    fn peer_lost(&mut self, reason: PeerLostReason, now: Timestamp) {
+        tracing::warn!(session = %self.cfg.id, %reason, "peer lost");
+        self.events.push_back(SessionEvent::PeerLost { reason });
+        self.fail(Cause::PeerLost(reason), OpError::PeerLost, now);
     }
 
     /// Target: a new session from `hello` (`cfg.id` is its session id).
@@ -196,6 +189,7 @@ impl Session {
         s.peer_incarnation = Some(hello.incarnation);
         s.epoch = hello.epoch.max(Epoch(1));
         s.go(State::Connecting, Cause::Connect, now);
+        s.arm_first_connect_deadline(now);
         let pd = wire::AcceptData::Welcome(wire::Welcome {
             session: s.cfg.id,
             incarnation: s.cfg.incarnation,

@@ -351,8 +351,11 @@ impl AcceptData {
 // ---------------------------------------------------------------------------
 // REJECT private data.
 
-/// Why the target refused a connection.
+/// Why the target refused a connection. More reasons may come with a
+/// later version of the handshake: a match needs a wildcard arm, and
+/// [`RefuseReason::is_final`] says what to do with any of them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum RefuseReason {
     /// The target does not know the session of a Resume (it was destroyed,
     /// or the target lost its state).
@@ -406,6 +409,24 @@ impl RefuseReason {
     /// The reason with wire byte `code`, if any.
     pub fn from_code(code: u8) -> Option<RefuseReason> {
         RefuseReason::ALL.into_iter().find(|r| r.code() == code)
+    }
+
+    /// Lower-case words, for logs and messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            RefuseReason::UnknownSession => "unknown session",
+            RefuseReason::BadAuthenticator => "bad authenticator",
+            RefuseReason::StaleEpoch => "stale epoch",
+            RefuseReason::UnsupportedVersion => "unsupported version",
+            RefuseReason::Busy => "busy",
+            RefuseReason::ShuttingDown => "shutting down",
+        }
+    }
+}
+
+impl std::fmt::Display for RefuseReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
     }
 }
 

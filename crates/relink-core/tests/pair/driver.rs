@@ -4,6 +4,7 @@
 //! timers on the fake clock. See the parent module's docs.
 
 use super::*;
+use relink_core::reason::AttemptFailure;
 
 impl Pair {
     pub(super) fn collect(&mut self, who: Who) {
@@ -80,8 +81,11 @@ impl Pair {
                 self.end_mut(who).transport = Some(epoch);
                 self.requests_seen.push(private_data.clone());
                 if !self.end(who).device_present {
-                    self.session(who)
-                        .handle_attempt_failed(epoch, "resolve: no device", now);
+                    self.session(who).handle_attempt_failed(
+                        epoch,
+                        AttemptFailure::AddrUnresolved,
+                        now,
+                    );
                 } else if !self.end(Who::Tgt).device_present {
                     // Nothing answers at the peer's address.
                 } else if self.forged.is_none() && !self.listening {
@@ -97,11 +101,8 @@ impl Pair {
             } => {
                 let ini_epoch = self.tokens.remove(&request.0).flatten().expect("a request");
                 if !self.end(who).device_present {
-                    self.session(who).handle_attempt_failed(
-                        epoch,
-                        "the request's device is gone",
-                        now,
-                    );
+                    self.session(who)
+                        .handle_attempt_failed(epoch, AttemptFailure::DeviceLost, now);
                     return;
                 }
                 if let Some(old) = self.end(who).transport {

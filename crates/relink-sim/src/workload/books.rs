@@ -3,7 +3,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use relink::{BufferToken, LocalRange, Node, OpError, OpId, Outcome, Seq, SessionHandle};
+use relink::{
+    BufferToken, LocalRange, Node, OpError, OpId, Outcome, Seq, SessionHandle, SubmitError,
+};
 use relink_fabric::{Memory, Timestamp};
 
 use super::checks::secs;
@@ -255,6 +257,7 @@ impl Workload {
                 Outcome::Success { .. } => t.0 += 1,
                 Outcome::Failed(_) => t.1 += 1,
                 Outcome::Indeterminate { .. } => t.2 += 1,
+                _ => t.1 += 1,
             }
         }
         t
@@ -358,12 +361,12 @@ impl Workload {
         self.submit_fetch_add(node).ok().flatten()
     }
 
-    fn refused(&mut self, now: Timestamp, what: &str, e: relink::Error) {
+    fn refused(&mut self, now: Timestamp, what: &str, e: SubmitError) {
         self.problem(now, format!("{what} refused: {e}"));
         self.stopped = true;
     }
 
-    fn submit_message(&mut self, node: &mut Node) -> Result<OpId, relink::Error> {
+    fn submit_message(&mut self, node: &mut Node) -> Result<OpId, SubmitError> {
         let index = self.sent.len() as u64;
         let payload = message(self.seed, self.stream, index);
         let op = node.send(self.session, &payload)?;
@@ -376,7 +379,7 @@ impl Workload {
         &mut self,
         node: &mut Node,
         now: Timestamp,
-    ) -> Result<Option<OpId>, relink::Error> {
+    ) -> Result<Option<OpId>, SubmitError> {
         if self.source.is_none() {
             self.source = node.region(self.session, SOURCE).ok();
         }
@@ -424,7 +427,7 @@ impl Workload {
         &mut self,
         node: &mut Node,
         now: Timestamp,
-    ) -> Result<Option<OpId>, relink::Error> {
+    ) -> Result<Option<OpId>, SubmitError> {
         if self.sink.is_none() {
             self.sink = node.region(self.session, SINK).ok();
         }
@@ -481,7 +484,7 @@ impl Workload {
         }
     }
 
-    fn submit_fetch_add(&mut self, node: &mut Node) -> Result<Option<OpId>, relink::Error> {
+    fn submit_fetch_add(&mut self, node: &mut Node) -> Result<Option<OpId>, SubmitError> {
         if self.results.is_none() {
             self.results = node.region(self.session, RESULTS).ok();
         }
@@ -630,6 +633,10 @@ impl Workload {
                     } => self.certain += add,
                     Outcome::Indeterminate { .. } => self.maybe.push(add),
                     Outcome::Failed(_) => {}
+                    other => self.problem(
+                        now,
+                        format!("FETCH_ADD {op} completed {other:?}, an outcome the oracle does not know"),
+                    ),
                 }
                 self.free_atomic_slots.push(slot);
             }

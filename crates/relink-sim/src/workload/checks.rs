@@ -87,6 +87,9 @@ pub fn check_messages(s: &Workload, expect_all: bool) -> Check {
                 }
             }
             Some(Outcome::Indeterminate { .. }) => lost_indet += 1,
+            Some(other) => bad.push(format!(
+                "message {index} completed {other:?}, an outcome this check does not know"
+            )),
             None => {
                 if expect_all {
                     bad.push(format!("message {index} never completed"));

@@ -64,16 +64,20 @@ pub const MAX_MESSAGE: u32 = 8 + 2 + 512 + 8;
 /// [`TARGET`]) for the workload: its regions, a small receive window
 /// (32 slots, 32 one-sided operations, so credits run out under load) and
 /// room for its largest message.
+///
+/// # Panics
+/// If `policy` is invalid (a [`Policy::validate`] error).
 pub fn options(side: usize, policy: Policy) -> SessionOptions {
-    SessionOptions {
-        policy,
-        recv_slots: 32,
-        max_message: MAX_MESSAGE,
-        max_one_sided: 32,
-        regions: if side == TARGET {
+    SessionOptions::builder()
+        .policy(policy)
+        .recv_slots(32)
+        .max_message(MAX_MESSAGE)
+        .max_one_sided(32)
+        .regions(if side == TARGET {
             target_regions()
         } else {
             initiator_regions()
-        },
-    }
+        })
+        .build()
+        .expect("the workload's options are valid with a valid policy")
 }

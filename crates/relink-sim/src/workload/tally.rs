@@ -103,6 +103,8 @@ impl Tally {
             Outcome::Failed(OpError::GaveUp) => self.failed_gave_up += 1,
             Outcome::Failed(OpError::Disconnected) => self.failed_disconnected += 1,
             Outcome::Failed(_) => self.failed_other += 1,
+            // An outcome this tally does not know counts as a failure.
+            _ => self.failed_other += 1,
         }
     }
 

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use relink_core::reason::{AttemptFailure, CmCall, ProviderFailure};
 use relink_core::session::Action;
 use relink_fabric::{CmId, CqId, Provider};
 
@@ -104,9 +105,12 @@ impl Node {
                 }
                 let id = match p.cm_create_id() {
                     Ok(id) => id,
-                    Err(e) => {
-                        let why = format!("create CM id: {e}");
-                        slot.core.handle_attempt_failed(epoch, &why, p.now());
+                    Err(error) => {
+                        let why = ProviderFailure::Cm {
+                            call: CmCall::CreateId,
+                            error,
+                        };
+                        slot.core.handle_attempt_failed(epoch, why.into(), p.now());
                         return;
                     }
                 };
@@ -125,9 +129,12 @@ impl Node {
                             },
                         );
                     }
-                    Err(e) => {
-                        let why = format!("resolve: {e}");
-                        slot.core.handle_attempt_failed(epoch, &why, p.now());
+                    Err(error) => {
+                        let why = ProviderFailure::Cm {
+                            call: CmCall::ResolveAddr,
+                            error,
+                        };
+                        slot.core.handle_attempt_failed(epoch, why.into(), p.now());
                     }
                 }
             }
@@ -147,12 +154,18 @@ impl Node {
                     .cm_device(req.cm)
                     .and_then(|d| p.devices().into_iter().find(|x| x.id == d));
                 let built = match device {
-                    Some(d) => t.build(p, d, &slot.spec, &slot.memory).map_err(|e| e.0),
-                    None => Err("the request's device is gone".into()),
+                    Some(d) => t.build(p, d, &slot.spec, &slot.memory),
+                    None => Err(AttemptFailure::DeviceLost),
                 };
                 let accepted = built.and_then(|()| {
                     p.cm_accept(req.cm, t.qp.expect("built"), &private_data)
-                        .map_err(|e| e.to_string())
+                        .map_err(|error| {
+                            ProviderFailure::Cm {
+                                call: CmCall::Accept,
+                                error,
+                            }
+                            .into()
+                        })
                 });
                 self.cm.insert(
                     req.cm,
@@ -165,7 +178,7 @@ impl Node {
                 slot.transport = Some(t);
                 if let Err(e) = accepted {
                     tracing::warn!("accept failed: {e}");
-                    slot.core.handle_attempt_failed(epoch, &e, p.now());
+                    slot.core.handle_attempt_failed(epoch, e, p.now());
                 }
             }
             Action::Reject {

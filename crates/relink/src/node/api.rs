@@ -11,14 +11,33 @@ use relink_core::journal::{Completion, LocalRange, OpKind};
 use relink_core::session::{Counters, Path, Role, Session, SessionConfig, SessionEvent};
 use relink_core::state::State;
 use relink_core::{BufferToken, OpId, RegionId, Seq, SessionId};
-use relink_fabric::{DeviceId, Memory};
+use relink_fabric::{CmError, DeviceId, Memory};
 
-use super::{Error, ListenerHandle, ListenerSlot, Node, SessionHandle, SessionOptions, Slot};
+use super::{
+    CloseError, ConnectError, ListenError, ListenerHandle, ListenerSlot, Node, OptionsError,
+    RegionError, SessionHandle, SessionInfo, SessionOptions, Slot, SubmitError,
+};
 
 impl Node {
-    /// Connect to a peer over one or more paths. The first attempt is
-    /// immediate; failures are retried by the policy (until its give-up
-    /// deadline). The session's id is new (from the node's randomness).
+    /// Connect to a peer over one or more paths (tried in order; after a
+    /// loss on the peer's side the next path is tried first). Returns the
+    /// new session's handle at once; the session's id is new (from the
+    /// node's randomness). Operations may be submitted right away: they are
+    /// posted once the session is up.
+    ///
+    /// # The first connect
+    ///
+    /// The first attempt is immediate. Every attempt that fails is reported
+    /// as [`SessionEvent::AttemptFailed`] with its typed reason — no device
+    /// reaches the peer (the session waits for one, and tries at once when
+    /// a device appears), nothing listens at the address, the peer is
+    /// unreachable, the attempt timed out, ... — and retried with the
+    /// policy's backoff. The session gives up
+    /// [`Policy::first_connect_tmo`](crate::Policy::first_connect_tmo)
+    /// (30 s by default) after this call: [`SessionEvent::GaveUp`], state
+    /// `Failed`, and every operation submitted meanwhile completes
+    /// `Failed(GaveUp)`. Once established, a loss is retried until
+    /// [`Policy::ctrl_loss_tmo`](crate::Policy::ctrl_loss_tmo) instead.
     ///
     /// A refusal by the peer's relink is reported as
     /// [`SessionEvent::Refused`] with its reason. `Busy` and `StaleEpoch`
@@ -28,13 +47,20 @@ impl Node {
     /// its operations fail with `OpError::PeerLost`).
     ///
     /// # Errors
-    /// If the policy is invalid or the session's memory cannot be
+    /// Only for input that cannot work, before any session exists:
+    /// [`ConnectError::NoPath`] if `paths` is empty,
+    /// [`ConnectError::Options`] if the options are invalid (the key is
+    /// named), [`ConnectError::Memory`] if the session's memory cannot be
     /// allocated.
     pub fn connect(
         &mut self,
         paths: Vec<Path>,
         opts: SessionOptions,
-    ) -> Result<SessionHandle, Error> {
+    ) -> Result<SessionHandle, ConnectError> {
+        if paths.is_empty() {
+            return Err(ConnectError::NoPath);
+        }
+        opts.validate()?;
         let now = self.now();
         let cfg = SessionConfig {
             role: Role::Initiator,
@@ -45,27 +71,50 @@ impl Node {
             spec: opts.spec(),
             seed: self.rng.next_u64(),
         };
-        let mut core = Session::new(cfg, now)?;
+        let mut core = Session::new(cfg, now).map_err(OptionsError::Policy)?;
         core.set_devices(self.provider.devices(), now);
-        let key = self.insert_slot(core, opts)?;
+        let key = self.insert_slot(core, opts).map_err(ConnectError::Memory)?;
         self.sessions
             .get_mut(&key)
             .expect("inserted")
             .core
-            .connect(now)?;
+            .connect(now)
+            .expect("a new initiator with a path connects");
         self.run_actions(key);
         Ok(SessionHandle(key))
     }
 
-    /// Listen on `addr` (a device's address or the wildcard). Sessions
-    /// that connect appear in [`Node::accept`]. A listener bound to a
-    /// device's address listens again when a device owning it returns.
+    /// Listen on `addr` (a device's address, or the wildcard address for
+    /// every device). Sessions that connect appear in [`Node::accept`],
+    /// each made with `opts`.
+    ///
+    /// # When it listens
+    ///
+    /// A listener on the wildcard address listens at once and covers every
+    /// device, also ones added later. A listener on a device's address
+    /// listens while a device owns the address: if none does yet, the call
+    /// still succeeds and the listener starts listening when a device that
+    /// owns the address appears (added, or given the address) — the same
+    /// rule as after a loss, when a listener whose device went away listens
+    /// again once a device owning its address is back.
+    /// [`Node::listener_active`] says whether it listens now.
+    ///
+    /// # Errors
+    /// Only for input that cannot work: [`ListenError::Options`] if the
+    /// options are invalid (the key is named), [`ListenError::NoPort`] for
+    /// port 0 (sessions resume to the address they connected to, so a
+    /// listener keeps its port); [`ListenError::AddrInUse`] if another
+    /// listener has the address now (retry once it is closed);
+    /// [`ListenError::Provider`] if the provider refuses for another reason.
     pub fn listen(
         &mut self,
         addr: SocketAddr,
         opts: SessionOptions,
-    ) -> Result<ListenerHandle, Error> {
-        opts.policy.validate()?;
+    ) -> Result<ListenerHandle, ListenError> {
+        opts.validate()?;
+        if addr.port() == 0 {
+            return Err(ListenError::NoPort(addr));
+        }
         let key = self.key();
         self.listeners.insert(
             key,
@@ -75,8 +124,29 @@ impl Node {
                 opts,
             },
         );
-        self.start_listener(key).map_err(Error::Provider)?;
+        match self.start_listener(key) {
+            Ok(()) => {}
+            Err(CmError::AddrNotAvailable(_)) => {
+                tracing::info!(%addr, "no device owns the address yet: listening once one does");
+            }
+            Err(error) => {
+                self.listeners.remove(&key);
+                return Err(match error {
+                    CmError::AddrInUse(_) => ListenError::AddrInUse(addr),
+                    error => ListenError::Provider { addr, error },
+                });
+            }
+        }
         Ok(ListenerHandle(key))
+    }
+
+    /// Whether a listener listens now: `Some(true)` when it does,
+    /// `Some(false)` while no device owns its address (it listens once one
+    /// does: [`Node::listen`]), `None` when the node has no such listener
+    /// (never made, or closed with [`Node::close_listener`]).
+    #[must_use]
+    pub fn listener_active(&self, l: ListenerHandle) -> Option<bool> {
+        self.listeners.get(&l.0).map(|slot| slot.cm.is_some())
     }
 
     /// The oldest session a listener accepted that was not taken yet;
@@ -87,34 +157,52 @@ impl Node {
         self.accepted.pop_front()
     }
 
-    fn slot(&mut self, s: SessionHandle) -> Result<&mut Slot, Error> {
-        self.sessions.get_mut(&s.0).ok_or(Error::NoSession(s))
+    fn slot(&mut self, s: SessionHandle) -> Option<&mut Slot> {
+        self.sessions.get_mut(&s.0)
     }
 
-    /// Send a message (delivered exactly once, in order).
+    /// Send a message: delivered to the peer's application exactly once,
+    /// in order, also across recoveries. Its one completion comes from
+    /// [`Node::poll_completion`]: `Success` once the peer's node confirmed
+    /// delivery.
     ///
     /// # Errors
-    /// [`Error::NoSession`] if there is no such session (never made, or
-    /// reaped after it ended: [`Node::sessions`]); [`Error::Session`] if
-    /// the session refuses it (ended, too large).
-    pub fn send(&mut self, s: SessionHandle, payload: &[u8]) -> Result<OpId, Error> {
+    /// [`SubmitError::NoSession`] if there is no such session (never made,
+    /// or reaped after it ended: [`Node::sessions`]);
+    /// [`SubmitError::Ended`] if it is closed or failed;
+    /// [`SubmitError::TooLarge`] if `payload` exceeds the session's
+    /// `max_message`. Nothing is sent then.
+    pub fn send(&mut self, s: SessionHandle, payload: &[u8]) -> Result<OpId, SubmitError> {
         // The copy the journal keeps until the peer confirms delivery, in
         // the allocation of an earlier, confirmed message if there is one.
-        let mut bytes = self.slot(s)?.core.message_buffer(payload.len());
+        let mut bytes = self
+            .slot(s)
+            .ok_or(SubmitError::NoSession(s))?
+            .core
+            .message_buffer(payload.len());
         bytes.extend_from_slice(payload);
         self.submit(s, OpKind::Message { payload: bytes })
     }
 
     /// Submit any operation. Its one completion comes from
-    /// [`Node::poll_completion`], also across recoveries.
+    /// [`Node::poll_completion`], also across recoveries (what each kind
+    /// gets after a device loss: the [crate docs](crate#the-replay-contract)).
     ///
     /// # Errors
-    /// [`Error::NoSession`] if there is no such session (never made, or
-    /// reaped after it ended: [`Node::sessions`]); [`Error::Session`] if
-    /// the session refuses it (ended, a bad local range or token).
-    pub fn submit(&mut self, s: SessionHandle, kind: OpKind) -> Result<OpId, Error> {
+    /// [`SubmitError::NoSession`] if there is no such session (never made,
+    /// or reaped after it ended: [`Node::sessions`]);
+    /// [`SubmitError::Ended`] if it is closed or failed;
+    /// [`SubmitError::TooLarge`] for a message above `max_message`;
+    /// [`SubmitError::BadLocal`] if the local range is outside its region.
+    /// A remote token the peer did not advertise is not an error here: the
+    /// operation completes `Failed(Remote(..))`.
+    pub fn submit(&mut self, s: SessionHandle, kind: OpKind) -> Result<OpId, SubmitError> {
         let now = self.now();
-        let op = self.slot(s)?.core.submit(kind, now)?;
+        let op = self
+            .slot(s)
+            .ok_or(SubmitError::NoSession(s))?
+            .core
+            .submit(kind, now)?;
         self.run_actions(s.0);
         Ok(op)
     }
@@ -122,47 +210,47 @@ impl Node {
     /// RDMA WRITE `local` to the peer's `remote`.
     ///
     /// # Errors
-    /// As [`Node::submit`] (a reaped session: [`Error::NoSession`]).
+    /// As [`Node::submit`].
     pub fn write(
         &mut self,
         s: SessionHandle,
         local: LocalRange,
         remote: BufferToken,
-    ) -> Result<OpId, Error> {
+    ) -> Result<OpId, SubmitError> {
         self.submit(s, OpKind::Write { local, remote })
     }
 
     /// RDMA READ the peer's `remote` into `local`.
     ///
     /// # Errors
-    /// As [`Node::submit`] (a reaped session: [`Error::NoSession`]).
+    /// As [`Node::submit`].
     pub fn read(
         &mut self,
         s: SessionHandle,
         local: LocalRange,
         remote: BufferToken,
-    ) -> Result<OpId, Error> {
+    ) -> Result<OpId, SubmitError> {
         self.submit(s, OpKind::Read { local, remote })
     }
 
     /// FETCH_ADD on the peer's `remote`; the old value lands in `local` (8 bytes).
     ///
     /// # Errors
-    /// As [`Node::submit`] (a reaped session: [`Error::NoSession`]).
+    /// As [`Node::submit`].
     pub fn fetch_add(
         &mut self,
         s: SessionHandle,
         local: LocalRange,
         remote: BufferToken,
         add: u64,
-    ) -> Result<OpId, Error> {
+    ) -> Result<OpId, SubmitError> {
         self.submit(s, OpKind::FetchAdd { local, remote, add })
     }
 
     /// CMP_SWAP on the peer's `remote`; the old value lands in `local` (8 bytes).
     ///
     /// # Errors
-    /// As [`Node::submit`] (a reaped session: [`Error::NoSession`]).
+    /// As [`Node::submit`].
     pub fn cmp_swap(
         &mut self,
         s: SessionHandle,
@@ -170,7 +258,7 @@ impl Node {
         remote: BufferToken,
         compare: u64,
         swap: u64,
-    ) -> Result<OpId, Error> {
+    ) -> Result<OpId, SubmitError> {
         self.submit(
             s,
             OpKind::CmpSwap {
@@ -185,20 +273,25 @@ impl Node {
     /// The host memory of a region (read and write it directly).
     ///
     /// # Errors
-    /// [`Error::NoSession`] if there is no such session (never made, or
-    /// reaped: [`Node::sessions`]); [`Error::NoRegion`] if it has no such
-    /// region.
-    pub fn region(&self, s: SessionHandle, id: RegionId) -> Result<Memory, Error> {
-        let slot = self.sessions.get(&s.0).ok_or(Error::NoSession(s))?;
+    /// [`RegionError::NoSession`] if there is no such session (never made,
+    /// or reaped: [`Node::sessions`]); [`RegionError::NoRegion`] if it has
+    /// no such region.
+    pub fn region(&self, s: SessionHandle, id: RegionId) -> Result<Memory, RegionError> {
+        let slot = self.sessions.get(&s.0).ok_or(RegionError::NoSession(s))?;
         slot.memory
             .regions
             .get(&id)
             .cloned()
-            .ok_or(Error::NoRegion(id))
+            .ok_or(RegionError::NoRegion(id))
     }
 
-    /// Next completion of a session; `None` when none is waiting or there
-    /// is no such session (never made, or reaped: [`Node::sessions`]).
+    /// Next completion of a session: `Some` while one waits — each
+    /// operation the session accepted completes exactly once, also across
+    /// recoveries, a give-up and a close. `None` when none waits now (more
+    /// may come after a [`Node::poll`]), or when there is no such session:
+    /// it never existed, or it ended and was reaped ([`Node::sessions`];
+    /// [`Node::state`] tells the two apart: `None` for no session).
+    #[must_use]
     pub fn poll_completion(&mut self, s: SessionHandle) -> Option<Completion> {
         let c = self.sessions.get_mut(&s.0)?.core.poll_completion();
         self.taken(s.0);
@@ -206,8 +299,11 @@ impl Node {
     }
 
     /// Next delivered message of a session and its sequence number (from
-    /// 1, in order); `None` when none is waiting or there is no such
-    /// session (never made, or reaped: [`Node::sessions`]).
+    /// 1, each once, in order): `Some` while one waits. `None` when none
+    /// waits now (more may come after a [`Node::poll`]), or when there is
+    /// no such session: it never existed, or it ended and was reaped
+    /// ([`Node::sessions`]).
+    #[must_use]
     pub fn poll_delivery(&mut self, s: SessionHandle) -> Option<(Seq, Vec<u8>)> {
         let d = self.sessions.get_mut(&s.0)?.core.poll_delivery();
         self.taken(s.0);
@@ -217,41 +313,74 @@ impl Node {
     /// Next delivered message of a session, swapped into `buf` (whose old
     /// contents are gone): like [`Node::poll_delivery`], but the allocation
     /// `buf` held takes a later message, so a receiver that keeps one
-    /// buffer makes no allocation per message.
+    /// buffer makes no allocation per message. `Some(seq)` when a message
+    /// was swapped in; `None` (with `buf` untouched) when none waits now,
+    /// or when there is no such session (never existed, or reaped).
+    #[must_use]
     pub fn poll_delivery_into(&mut self, s: SessionHandle, buf: &mut Vec<u8>) -> Option<Seq> {
         let seq = self.sessions.get_mut(&s.0)?.core.poll_delivery_into(buf);
         self.taken(s.0);
         seq
     }
 
-    /// Next event of a session (state transitions, device loss, recovery,
-    /// resumption, refusals, give-up, close); `None` when none is waiting
-    /// or there is no such session (never made, or reaped:
-    /// [`Node::sessions`]).
+    /// Next event of a session (state transitions, device loss, failed
+    /// attempts, recovery, resumption, refusals, give-up, lost peer,
+    /// close), in the order they happened: `Some` while one waits. `None`
+    /// when none waits now (more may come after a [`Node::poll`]), or when
+    /// there is no such session: it never existed, or it ended and was
+    /// reaped ([`Node::sessions`]).
+    #[must_use]
     pub fn poll_event(&mut self, s: SessionHandle) -> Option<SessionEvent> {
         let e = self.sessions.get_mut(&s.0)?.core.poll_event();
         self.taken(s.0);
         e
     }
 
-    /// State of a session; `None` when there is no such session (never
-    /// made, or reaped after it ended: [`Node::sessions`]).
+    /// State of a session: `Some` while the node has it (live, or ended and
+    /// not yet reaped); `None` when there is no such session (never made,
+    /// or reaped after it ended: [`Node::sessions`]).
+    #[must_use]
     pub fn state(&self, s: SessionHandle) -> Option<State> {
         self.sessions.get(&s.0).map(|x| x.core.state())
     }
 
-    /// Counters of a session; `None` when there is no such session (never
-    /// made, or reaped: [`Node::sessions`]). Read them before taking a
-    /// closed session's last output if they are wanted.
+    /// Counters of a session: `Some` while the node has it; `None` when
+    /// there is no such session (never made, or reaped:
+    /// [`Node::sessions`]). Read them before taking a closed session's
+    /// last output if they are wanted.
+    #[must_use]
     pub fn counters(&self, s: SessionHandle) -> Option<Counters> {
         self.sessions.get(&s.0).map(|x| x.core.counters())
     }
 
-    /// The session's core (read-only), for introspection; `None` when
-    /// there is no such session (never made, or reaped:
-    /// [`Node::sessions`]).
-    pub fn session(&self, s: SessionHandle) -> Option<&Session> {
-        self.sessions.get(&s.0).map(|x| &x.core)
+    /// A snapshot of a session (id, role, state, epoch, device, peer
+    /// incarnation, pending operations, journal, next timer, counters):
+    /// `Some` while the node has it; `None` when there is no such session
+    /// (never made, or reaped: [`Node::sessions`]).
+    #[must_use]
+    pub fn session_info(&self, s: SessionHandle) -> Option<SessionInfo> {
+        let core = &self.sessions.get(&s.0)?.core;
+        Some(SessionInfo {
+            id: core.id(),
+            role: core.role(),
+            state: core.state(),
+            epoch: core.epoch(),
+            device: core.device().cloned(),
+            peer_incarnation: core.peer_incarnation(),
+            pending_ops: core.pending_ops(),
+            journal_bytes: core.journal_bytes(),
+            last_delivered: core.last_delivered(),
+            next_timeout: core.poll_timeout(),
+            counters: core.counters(),
+        })
+    }
+
+    /// The options a session was made with (its policy among them): `Some`
+    /// while the node has it; `None` when there is no such session (never
+    /// made, or reaped: [`Node::sessions`]).
+    #[must_use]
+    pub fn options(&self, s: SessionHandle) -> Option<&SessionOptions> {
+        self.sessions.get(&s.0).map(|x| &x.opts)
     }
 
     /// Every session of the node, in creation order: the live ones, and
@@ -264,8 +393,9 @@ impl Node {
     /// been taken with [`Node::accept`]), or
     /// [`linger`](Node::set_linger) (60 s by default) after it ended if
     /// the application never does. From then on its handle is unknown:
-    /// calls that submit or close return [`Error::NoSession`], the `poll_*`
-    /// calls and `state`, `counters`, `session` and `device` return `None`.
+    /// calls that submit or close return a `NoSession` error, the `poll_*`
+    /// calls and `state`, `counters`, `session_info`, `options` and
+    /// `device` return `None`.
     /// Handles are never reused.
     pub fn sessions(&self) -> Vec<SessionHandle> {
         self.sessions.keys().map(|k| SessionHandle(*k)).collect()
@@ -278,12 +408,15 @@ impl Node {
     /// half (`SessionEvent::Disconnected`) instead of recovering.
     ///
     /// # Errors
-    /// [`Error::NoSession`] if there is no such session (never made, or
-    /// reaped: [`Node::sessions`]). Closing a session already closed (and
-    /// not reaped yet) does nothing; a failed one moves to `Closed`.
-    pub fn close(&mut self, s: SessionHandle) -> Result<(), Error> {
+    /// [`CloseError::NoSession`] if there is no such session (never made,
+    /// or reaped: [`Node::sessions`]). Closing a session already closed
+    /// (and not reaped yet) does nothing; a failed one moves to `Closed`.
+    pub fn close(&mut self, s: SessionHandle) -> Result<(), CloseError> {
         let now = self.now();
-        self.slot(s)?.core.close(now);
+        self.slot(s)
+            .ok_or(CloseError::NoSession(s))?
+            .core
+            .close(now);
         self.run_actions(s.0);
         Ok(())
     }
@@ -299,9 +432,13 @@ impl Node {
         }
     }
 
-    /// The device of a session's current transport; `None` while it has
-    /// none (between a loss and the next attempt's resolution) or there is
-    /// no such session (never made, or reaped: [`Node::sessions`]).
+    /// The device of a session's current transport, also during an
+    /// attempt once its route resolved: `Some` then; `None` while it has
+    /// none (before the first attempt's resolution, between a loss and the
+    /// next one's) or when there is no such session (never made, or reaped:
+    /// [`Node::sessions`]). [`SessionInfo::device`] is the device of the
+    /// established connection only.
+    #[must_use]
     pub fn device(&self, s: SessionHandle) -> Option<DeviceId> {
         self.sessions
             .get(&s.0)?

@@ -6,11 +6,12 @@
 
 use std::time::Duration;
 
+use relink_core::reason::{AttemptFailure, CmCall, ProviderFailure};
 use relink_core::session::{HelloVerdict, RequestToken, Role, Session, SessionConfig};
 use relink_core::state::DownCause;
 use relink_core::wire;
 use relink_core::Epoch;
-use relink_fabric::{CmEventKind, CmId, ConnParams, Timestamp};
+use relink_fabric::{CmError, CmEventKind, CmId, ConnParams, Timestamp};
 
 use super::{Node, PendingRequest, SessionHandle};
 
@@ -51,10 +52,11 @@ pub(super) enum CmOwner {
 
 impl Node {
     /// Create, bind and listen the CM id of listener `key`.
-    pub(super) fn start_listener(&mut self, key: u64) -> Result<(), String> {
+    /// `CmError::AddrNotAvailable`: no device owns its address now.
+    pub(super) fn start_listener(&mut self, key: u64) -> Result<(), CmError> {
         let p = self.provider.clone();
         let l = self.listeners.get_mut(&key).expect("listener");
-        let id = p.cm_create_id().map_err(|e| e.to_string())?;
+        let id = p.cm_create_id()?;
         let r = p.cm_bind(id, l.addr).and_then(|_| p.cm_listen(id, 128));
         match r {
             Ok(()) => {
@@ -65,7 +67,7 @@ impl Node {
             }
             Err(e) => {
                 let _ = p.cm_destroy_id(id);
-                Err(format!("listen on {}: {e}", l.addr))
+                Err(e)
             }
         }
     }
@@ -101,7 +103,7 @@ impl Node {
                         self.provider.devices().iter().any(|d| d.owns(l.addr.ip()))
                     });
                     if back {
-                        let _ = self.start_listener(k);
+                        self.restart_listener(k);
                     }
                 }
             }
@@ -109,6 +111,15 @@ impl Node {
             CmOwner::Session { key, epoch, phase } => {
                 self.on_session_cm(key, epoch, phase, id, kind, now)
             }
+        }
+    }
+
+    /// Listen again on listener `key` (its address's device came back);
+    /// a failure leaves it waiting for the next device event.
+    pub(super) fn restart_listener(&mut self, key: u64) {
+        if let Err(e) = self.start_listener(key) {
+            let addr = self.listeners.get(&key).map(|l| l.addr);
+            tracing::warn!(?addr, "cannot listen again: {e}");
         }
     }
 
@@ -153,12 +164,12 @@ impl Node {
             self.run_actions(key);
             return;
         }
-        let what = format!("{kind:?}");
+        let cm_failed = |call, error| AttemptFailure::Provider(ProviderFailure::Cm { call, error });
         match (phase, kind) {
             (Phase::Resolving, CmEventKind::AddrResolved) => {
                 if let Err(e) = p.cm_resolve_route(id, Duration::from_secs(2)) {
                     slot.core
-                        .handle_attempt_failed(epoch, &format!("resolve route: {e}"), now);
+                        .handle_attempt_failed(epoch, cm_failed(CmCall::ResolveRoute, e), now);
                 } else {
                     self.set_phase(id, key, epoch, Phase::Routing);
                 }
@@ -169,13 +180,13 @@ impl Node {
                     .and_then(|d| p.devices().into_iter().find(|x| x.id == d));
                 let Some(device) = device else {
                     slot.core
-                        .handle_attempt_failed(epoch, "resolved device is gone", now);
+                        .handle_attempt_failed(epoch, AttemptFailure::DeviceLost, now);
                     self.run_actions(key);
                     return;
                 };
                 let t = slot.transport.as_mut().expect("current");
                 if let Err(e) = t.build(&*p, device, &slot.spec, &slot.memory) {
-                    slot.core.handle_attempt_failed(epoch, &e.0, now);
+                    slot.core.handle_attempt_failed(epoch, e, now);
                     self.run_actions(key);
                     return;
                 }
@@ -183,7 +194,7 @@ impl Node {
                 let params = ConnParams::default();
                 if let Err(e) = p.cm_connect(id, qp, params, &slot.connect_data) {
                     slot.core
-                        .handle_attempt_failed(epoch, &format!("connect: {e}"), now);
+                        .handle_attempt_failed(epoch, cm_failed(CmCall::Connect, e), now);
                 } else {
                     self.set_phase(id, key, epoch, Phase::Connecting);
                 }
@@ -210,14 +221,22 @@ impl Node {
             }
             (
                 Phase::Resolving | Phase::Routing | Phase::Connecting | Phase::Accepting,
-                CmEventKind::AddrError
+                failed @ (CmEventKind::AddrError
                 | CmEventKind::RouteError
                 | CmEventKind::Unreachable
                 | CmEventKind::ConnectError
                 | CmEventKind::DeviceRemoval
-                | CmEventKind::Disconnected,
+                | CmEventKind::Disconnected),
             ) => {
-                slot.core.handle_attempt_failed(epoch, &what, now);
+                let why = match failed {
+                    CmEventKind::AddrError => AttemptFailure::AddrUnresolved,
+                    CmEventKind::RouteError => AttemptFailure::RouteUnresolved,
+                    CmEventKind::Unreachable => AttemptFailure::Unreachable,
+                    CmEventKind::ConnectError => AttemptFailure::ConnectError,
+                    CmEventKind::DeviceRemoval => AttemptFailure::DeviceLost,
+                    _ => AttemptFailure::Disconnected,
+                };
+                slot.core.handle_attempt_failed(epoch, why, now);
             }
             (Phase::Up, CmEventKind::DeviceRemoval) => {
                 slot.core

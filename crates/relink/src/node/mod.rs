@@ -8,7 +8,8 @@
 //! | file | its one concern |
 //! |---|---|
 //! | `mod.rs` | the node's tables ([`Node`], a session's `Slot`), how a session's slot is made and how an ended one is reaped |
-//! | `options.rs` | what the application hands in and gets back: handles, session and region options, errors |
+//! | `options.rs` | what the application hands in and gets back: handles, session options and their builder, region options, a session's snapshot, the footprint |
+//! | `error.rs` | the errors of the node's calls, one type per family of calls |
 //! | `api.rs` | the application's calls: connect, listen, accept, submit operations, take completions, deliveries and events, close |
 //! | `poll.rs` | the poll loop (provider events, dirty CQs, due timers, queued work, reaping, in that order) and provider events |
 //! | `wait.rs` | sleeping between poll rounds: `wait` (until something happens), `event_fd` (for the application's event loop), `run_until` |
@@ -30,20 +31,25 @@ use rand_chacha::ChaCha8Rng;
 use relink_core::resources::SessionSpec;
 use relink_core::session::{Path, Session};
 use relink_core::{Incarnation, SessionId};
-use relink_fabric::{CmId, CqId, Provider, RecvWr, SendWr, Timestamp, WorkCompletion};
+use relink_fabric::{CmId, CqId, MemoryError, Provider, RecvWr, SendWr, Timestamp, WorkCompletion};
 
 mod actions;
 mod api;
 mod backlog;
 mod cm;
 mod completions;
+mod error;
 mod options;
 mod poll;
 mod transport;
 mod wait;
 mod wr;
 
-pub use options::{Error, Footprint, ListenerHandle, RegionOptions, SessionHandle, SessionOptions};
+pub use error::{CloseError, ConnectError, ListenError, OptionsError, RegionError, SubmitError};
+pub use options::{
+    Footprint, ListenerHandle, RegionOptions, SessionHandle, SessionInfo, SessionOptions,
+    SessionOptionsBuilder,
+};
 
 use actions::retire_transport;
 use backlog::Pending;
@@ -315,18 +321,17 @@ impl Node {
     }
 
     /// Allocate a session's send and receive slots and its regions.
-    fn memory(&self, opts: &SessionOptions, spec: &SessionSpec) -> Result<SessionMemory, Error> {
+    fn memory(
+        &self,
+        opts: &SessionOptions,
+        spec: &SessionSpec,
+    ) -> Result<SessionMemory, MemoryError> {
         let p = &self.provider;
-        let err = |e: relink_fabric::MemoryError| Error::Provider(e.to_string());
-        let send = p
-            .alloc_memory(spec.send_slots as usize * spec.slot_size as usize)
-            .map_err(err)?;
-        let recv = p
-            .alloc_memory(spec.recv_slots as usize * spec.slot_size as usize)
-            .map_err(err)?;
+        let send = p.alloc_memory(spec.send_slots as usize * spec.slot_size as usize)?;
+        let recv = p.alloc_memory(spec.recv_slots as usize * spec.slot_size as usize)?;
         let mut regions = BTreeMap::new();
         for r in &opts.regions {
-            regions.insert(r.id, p.alloc_memory(r.len as usize).map_err(err)?);
+            regions.insert(r.id, p.alloc_memory(r.len as usize)?);
         }
         Ok(SessionMemory {
             send,
@@ -364,7 +369,7 @@ impl Node {
     }
 
     /// Forget session `key`: its slot, its memory and every index entry.
-    /// Its handle is answered with [`Error::NoSession`] (or `None`) from
+    /// Its handle is answered with a `NoSession` error (or `None`) from
     /// now on.
     fn reap(&mut self, key: u64) {
         let Some(mut slot) = self.sessions.remove(&key) else {
@@ -391,7 +396,7 @@ impl Node {
     }
 
     /// Give a new core its slot (and memory); returns its key.
-    fn insert_slot(&mut self, core: Session, opts: SessionOptions) -> Result<u64, Error> {
+    fn insert_slot(&mut self, core: Session, opts: SessionOptions) -> Result<u64, MemoryError> {
         let spec = core.spec().clone();
         let memory = self.memory(&opts, &spec)?;
         let key = self.key();

@@ -1,12 +1,18 @@
 //! What the application hands a [`Node`](super::Node) and gets back:
-//! session and listener handles, session and region options, errors.
+//! session and listener handles, session options and their builder, region
+//! options, a session's snapshot, the node's footprint.
+
+use std::collections::BTreeSet;
 
 use relink_core::policy::Policy;
 use relink_core::resources::{RegionSpec, SessionSpec};
-use relink_core::session::SessionError;
+use relink_core::session::{Counters, Role};
+use relink_core::state::State;
 use relink_core::wire;
-use relink_core::RegionId;
-use relink_fabric::Access;
+use relink_core::{Epoch, Incarnation, RegionId, Seq, SessionId};
+use relink_fabric::{Access, DeviceInfo, Timestamp};
+
+use super::OptionsError;
 
 /// Identifies a session of a [`Node`](super::Node); never reused by that
 /// node, also after the session is gone (reaped once it ended and was
@@ -34,20 +40,39 @@ pub struct RegionOptions {
     pub advertise: bool,
 }
 
-/// How a session is built.
+/// How a session is built: made with [`SessionOptions::builder`] (or
+/// [`SessionOptions::default`]); its fields are read-only outside this
+/// crate (more options may come).
+///
+/// ```
+/// use relink::{Policy, SessionOptions};
+/// use std::time::Duration;
+///
+/// let opts = SessionOptions::builder()
+///     .max_message(64 * 1024)
+///     .policy(Policy::builder().ctrl_loss_tmo(Some(Duration::from_secs(30))).build()?)
+///     .build()?;
+/// assert_eq!(opts.recv_slots, 64); // the default
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct SessionOptions {
     /// Recovery policy: backoffs, timeouts, which devices may take over,
-    /// when to give up.
+    /// when to give up. Default: [`Policy::default`].
     pub policy: Policy,
-    /// Receive slots (the peer's send credits).
+    /// Receive slots (the peer's send credits); more than 8, which are kept
+    /// for control messages. Default: 64.
     pub recv_slots: u32,
-    /// Largest message payload in bytes; a receive slot holds this plus
-    /// relink's message header.
+    /// Largest message payload in bytes, at least 8 (34 with an advertised
+    /// region: control messages travel in the same slots); a receive slot
+    /// holds this plus relink's message header. Default: 4096.
     pub max_message: u32,
-    /// The most one-sided operations in flight at once.
+    /// The most one-sided operations in flight at once, at least 1.
+    /// Default: 64.
     pub max_one_sided: u32,
-    /// Application regions, registered with the session on every device.
+    /// Application regions, registered with the session on every device
+    /// (ids distinct, lengths above 0). Default: none.
     pub regions: Vec<RegionOptions>,
 }
 
@@ -63,7 +88,64 @@ impl Default for SessionOptions {
     }
 }
 
+/// Receive slots kept for control messages (the core's credit reserve).
+const CONTROL_SLOTS: u32 = 8;
+
 impl SessionOptions {
+    /// A builder that starts from the defaults.
+    pub fn builder() -> SessionOptionsBuilder {
+        SessionOptionsBuilder {
+            opts: SessionOptions::default(),
+        }
+    }
+
+    /// A builder that starts from these options.
+    pub fn to_builder(&self) -> SessionOptionsBuilder {
+        SessionOptionsBuilder { opts: self.clone() }
+    }
+
+    /// Check every option and the policy.
+    ///
+    /// # Errors
+    /// [`OptionsError::Policy`] naming a policy key out of range;
+    /// [`OptionsError::Invalid`] naming `recv_slots` (must be > 8),
+    /// `max_message` (≥ 8, ≥ 34 with an advertised region) or
+    /// `max_one_sided` (≥ 1); [`OptionsError::DuplicateRegion`],
+    /// [`OptionsError::EmptyRegion`].
+    pub fn validate(&self) -> Result<(), OptionsError> {
+        self.policy.validate()?;
+        let invalid = |key, reason| Err(OptionsError::Invalid { key, reason });
+        if self.recv_slots <= CONTROL_SLOTS {
+            return invalid(
+                "recv_slots",
+                "must be > 8 (8 are kept for control messages)",
+            );
+        }
+        if self.max_message < 8 {
+            return invalid("max_message", "must be >= 8");
+        }
+        let advert = 2 + wire::ADVERT_LEN as u32;
+        if self.max_message < advert && self.regions.iter().any(|r| r.advertise) {
+            return invalid(
+                "max_message",
+                "must be >= 34 with an advertised region (its advertisement travels in a slot)",
+            );
+        }
+        if self.max_one_sided == 0 {
+            return invalid("max_one_sided", "must be >= 1");
+        }
+        let mut seen = BTreeSet::new();
+        for r in &self.regions {
+            if !seen.insert(r.id) {
+                return Err(OptionsError::DuplicateRegion(r.id));
+            }
+            if r.len == 0 {
+                return Err(OptionsError::EmptyRegion(r.id));
+            }
+        }
+        Ok(())
+    }
+
     /// The resources a session of these options needs on each device.
     pub(super) fn spec(&self) -> SessionSpec {
         SessionSpec {
@@ -85,27 +167,102 @@ impl SessionOptions {
     }
 }
 
-/// Errors of [`Node`](super::Node) calls.
-#[derive(Debug, thiserror::Error)]
+/// Makes [`SessionOptions`]: starts from the defaults
+/// ([`SessionOptions::builder`]) or from options
+/// ([`SessionOptions::to_builder`]), one setter per option, checked by
+/// [`build`](SessionOptionsBuilder::build).
+#[derive(Debug, Clone)]
+#[must_use = "a builder does nothing until `build` is called"]
+pub struct SessionOptionsBuilder {
+    opts: SessionOptions,
+}
+
+impl SessionOptionsBuilder {
+    /// [`SessionOptions::policy`]: the recovery policy (made with
+    /// [`Policy::builder`]).
+    pub fn policy(mut self, policy: Policy) -> SessionOptionsBuilder {
+        self.opts.policy = policy;
+        self
+    }
+
+    /// [`SessionOptions::recv_slots`]: receive slots, more than 8.
+    pub fn recv_slots(mut self, n: u32) -> SessionOptionsBuilder {
+        self.opts.recv_slots = n;
+        self
+    }
+
+    /// [`SessionOptions::max_message`]: largest message payload in bytes.
+    pub fn max_message(mut self, bytes: u32) -> SessionOptionsBuilder {
+        self.opts.max_message = bytes;
+        self
+    }
+
+    /// [`SessionOptions::max_one_sided`]: one-sided operations in flight
+    /// at most.
+    pub fn max_one_sided(mut self, n: u32) -> SessionOptionsBuilder {
+        self.opts.max_one_sided = n;
+        self
+    }
+
+    /// [`SessionOptions::regions`]: every application region (replaces
+    /// those set before).
+    pub fn regions(mut self, regions: Vec<RegionOptions>) -> SessionOptionsBuilder {
+        self.opts.regions = regions;
+        self
+    }
+
+    /// Add one application region to [`SessionOptions::regions`].
+    pub fn region(mut self, region: RegionOptions) -> SessionOptionsBuilder {
+        self.opts.regions.push(region);
+        self
+    }
+
+    /// The options, checked.
+    ///
+    /// # Errors
+    /// The first option out of range ([`SessionOptions::validate`] lists
+    /// the rules).
+    pub fn build(self) -> Result<SessionOptions, OptionsError> {
+        self.opts.validate()?;
+        Ok(self.opts)
+    }
+}
+
+/// A snapshot of one session, for introspection
+/// ([`Node::session_info`](super::Node::session_info)). Read-only outside
+/// this crate (more may come).
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum Error {
-    /// The node has no session of this handle: it never made one, or the
-    /// session ended (closed or failed) and was reaped
-    /// ([`Node::sessions`](super::Node::sessions)).
-    #[error("no session {0:?}")]
-    NoSession(SessionHandle),
-    /// No such region in the session.
-    #[error("no region {0}")]
-    NoRegion(RegionId),
-    /// The session refused the command.
-    #[error(transparent)]
-    Session(#[from] SessionError),
-    /// The options are invalid (the key is named).
-    #[error(transparent)]
-    Policy(#[from] relink_core::policy::PolicyError),
-    /// The provider refused a listener or memory.
-    #[error("provider: {0}")]
-    Provider(String),
+pub struct SessionInfo {
+    /// The session's id, the same on both sides.
+    pub id: SessionId,
+    /// Whether this side connected ([`Role::Initiator`]) or accepted
+    /// ([`Role::Target`]).
+    pub role: Role,
+    /// The session's state.
+    pub state: State,
+    /// The epoch of its current transport, or of the attempt under way
+    /// (`Epoch(0)` before the first attempt); it grows with every attempt.
+    pub epoch: Epoch,
+    /// The device carrying the session while it is connected (from the
+    /// connection's establishment until it is lost or closed).
+    pub device: Option<DeviceInfo>,
+    /// The peer's incarnation (a random id of its process), once the first
+    /// handshake told it.
+    pub peer_incarnation: Option<Incarnation>,
+    /// Operations submitted and not yet completed.
+    pub pending_ops: usize,
+    /// Bytes of message payload kept for replay until the peer confirms
+    /// delivery.
+    pub journal_bytes: usize,
+    /// The sequence number of the last message delivered to this side's
+    /// application.
+    pub last_delivered: Seq,
+    /// The session's next timer (on the provider's clock); `None` while it
+    /// has none.
+    pub next_timeout: Option<Timestamp>,
+    /// The session's counters.
+    pub counters: Counters,
 }
 
 /// How many entries the tables of a [`Node`](super::Node) hold
@@ -113,6 +270,7 @@ pub enum Error {
 /// Every session's memory (its send and receive slots, its regions) goes
 /// with its entry in `sessions`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Footprint {
     /// Sessions, live and ended but not yet reaped.
     pub sessions: usize,

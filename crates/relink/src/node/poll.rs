@@ -109,8 +109,15 @@ impl Node {
                 for slot in self.sessions.values_mut() {
                     slot.core.handle_device_event(&de, now);
                 }
-                if de.kind == DeviceEventKind::Added {
-                    // Listeners that lost their device listen again.
+                if matches!(
+                    de.kind,
+                    DeviceEventKind::Added
+                        | DeviceEventKind::AddrChange
+                        | DeviceEventKind::NetdevAttach
+                ) {
+                    // A device that owns a waiting listener's address
+                    // appeared (or got the address): the listener listens,
+                    // whether it never did yet or lost its device.
                     let idle: Vec<u64> = self
                         .listeners
                         .iter()
@@ -118,9 +125,7 @@ impl Node {
                         .map(|(k, _)| *k)
                         .collect();
                     for k in idle {
-                        if let Err(e) = self.start_listener(k) {
-                            tracing::warn!("re-listen: {e}");
-                        }
+                        self.restart_listener(k);
                     }
                 }
                 let keys: Vec<u64> = self.sessions.keys().copied().collect();

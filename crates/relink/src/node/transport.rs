@@ -3,11 +3,13 @@
 
 use std::collections::BTreeMap;
 
+use relink_core::reason::{AttemptFailure, ProviderFailure, TransportObject};
 use relink_core::resources::{build_plan, SessionSpec, Step};
 use relink_core::session::LocalKeys;
 use relink_core::{Epoch, RegionId};
 use relink_fabric::{
-    Access, CmId, ContextId, CqId, DeviceInfo, Memory, MrInfo, PdId, Provider, QpId, QpInit,
+    Access, CmId, ContextId, CqId, DeviceInfo, Memory, MrInfo, OpenError, PdId, Provider, QpId,
+    QpInit,
 };
 
 use super::wr::{WrBatch, TAG_MASK, TAG_ONE_SIDED, TAG_SEND};
@@ -46,10 +48,6 @@ pub(super) struct Transport {
     pub cq_indexed: bool,
 }
 
-/// Why building failed.
-#[derive(Debug)]
-pub(super) struct BuildError(pub String);
-
 impl Transport {
     /// The transport of `epoch`, nothing built yet, every one of its
     /// `send_slots` send slots free.
@@ -81,27 +79,29 @@ impl Transport {
         device: DeviceInfo,
         spec: &SessionSpec,
         mem: &SessionMemory,
-    ) -> Result<(), BuildError> {
-        let e = |what: &str, err: &dyn std::fmt::Display| BuildError(format!("{what}: {err}"));
+    ) -> Result<(), AttemptFailure> {
+        let e = |object, error| ProviderFailure::Create { object, error };
         for step in build_plan(spec) {
             match step {
                 Step::OpenDevice => {
-                    self.ctx = Some(
-                        p.open_device(&device.id)
-                            .map_err(|x| e("open device", &x))?,
-                    );
+                    self.ctx = Some(p.open_device(&device.id).map_err(|x| match x {
+                        // The registration the route resolved to is gone.
+                        OpenError::NoDevice(_) => AttemptFailure::DeviceLost,
+                        OpenError::Io(io) => ProviderFailure::OpenDevice(io.kind()).into(),
+                        _ => AttemptFailure::DeviceLost,
+                    })?);
                     self.device = Some(device.clone());
                 }
                 Step::AllocPd => {
                     self.pd = Some(
                         p.alloc_pd(self.ctx.expect("ctx"))
-                            .map_err(|x| e("alloc PD", &x))?,
+                            .map_err(|x| e(TransportObject::Pd, x))?,
                     );
                 }
                 Step::CreateCq { depth } => {
                     self.cq = Some(
                         p.create_cq(self.ctx.expect("ctx"), depth)
-                            .map_err(|x| e("create CQ", &x))?,
+                            .map_err(|x| e(TransportObject::Cq, x))?,
                     );
                 }
                 Step::RegisterSendSlots { len } => {
@@ -113,7 +113,7 @@ impl Transport {
                             len,
                             Access::LOCAL_WRITE,
                         )
-                        .map_err(|x| e("register send slots", &x))?;
+                        .map_err(|x| e(TransportObject::SendSlots, x))?;
                     self.send_mr = Some(mr);
                 }
                 Step::RegisterRecvSlots { len } => {
@@ -125,14 +125,14 @@ impl Transport {
                             len,
                             Access::LOCAL_WRITE,
                         )
-                        .map_err(|x| e("register receive slots", &x))?;
+                        .map_err(|x| e(TransportObject::RecvSlots, x))?;
                     self.recv_mr = Some(mr);
                 }
                 Step::RegisterRegion(r) => {
                     let m = &mem.regions[&r.id];
                     let mr = p
                         .reg_mr(self.pd.expect("pd"), m, m.addr(), r.len, r.access)
-                        .map_err(|x| e("register region", &x))?;
+                        .map_err(|x| e(TransportObject::Region(r.id), x))?;
                     self.region_mrs.insert(r.id, mr);
                 }
                 Step::CreateQp { caps } => {
@@ -148,7 +148,7 @@ impl Transport {
                                 sq_sig_all: false,
                             },
                         )
-                        .map_err(|x| e("create QP", &x))?,
+                        .map_err(|x| e(TransportObject::Qp, x))?,
                     );
                 }
                 Step::PostReceives { count } => {
@@ -158,7 +158,7 @@ impl Transport {
                         wrs.push_recv(&mr, spec.slot_size, slot);
                     }
                     p.post_recv(self.qp.expect("qp"), wrs.as_slice())
-                        .map_err(|x| e("post receives", &x))?;
+                        .map_err(ProviderFailure::PostRecv)?;
                 }
             }
         }

@@ -1,0 +1,173 @@
+//! The errors of a [`Node`](super::Node)'s calls, one type per family of
+//! calls: what the call could not do, typed, with the provider's or the
+//! session's error as its [`source`](std::error::Error::source).
+//!
+//! Every enum is `#[non_exhaustive]`: a match needs a wildcard arm. The
+//! variants an application decides on (retry, fix its input, give up) are
+//! distinct and say which it is.
+//!
+//! | calls | error |
+//! |---|---|
+//! | [`SessionOptionsBuilder::build`](super::SessionOptionsBuilder::build) | [`OptionsError`] |
+//! | [`Node::connect`](super::Node::connect) | [`ConnectError`] |
+//! | [`Node::listen`](super::Node::listen) | [`ListenError`] |
+//! | [`Node::send`](super::Node::send), [`write`](super::Node::write), [`read`](super::Node::read), [`fetch_add`](super::Node::fetch_add), [`cmp_swap`](super::Node::cmp_swap), [`submit`](super::Node::submit) | [`SubmitError`] |
+//! | [`Node::region`](super::Node::region) | [`RegionError`] |
+//! | [`Node::close`](super::Node::close) | [`CloseError`] |
+//!
+//! What happens to a session after the call succeeded (a failed attempt,
+//! a give-up, a lost peer) is not an error of a call: it comes out of
+//! [`Node::poll_event`](super::Node::poll_event) as a
+//! [`SessionEvent`](crate::SessionEvent), and an operation's end out of
+//! [`Node::poll_completion`](super::Node::poll_completion) as its
+//! [`Outcome`](crate::Outcome).
+
+use std::net::SocketAddr;
+
+use relink_core::policy::PolicyError;
+use relink_core::session::SessionError;
+use relink_core::state::State;
+use relink_core::{LocalRange, RegionId};
+use relink_fabric::{CmError, MemoryError};
+
+use super::SessionHandle;
+
+/// Invalid [`SessionOptions`](super::SessionOptions): the input must
+/// change, retrying cannot help.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum OptionsError {
+    /// A policy key is out of range (the key is named).
+    #[error(transparent)]
+    Policy(#[from] PolicyError),
+    /// A session option is out of range.
+    #[error("session option `{key}`: {reason}")]
+    Invalid {
+        /// The option, as its builder setter names it (`recv_slots`, ...).
+        key: &'static str,
+        /// What it must be.
+        reason: &'static str,
+    },
+    /// Two regions have the same id.
+    #[error("region {0} is listed twice")]
+    DuplicateRegion(RegionId),
+    /// A region is empty.
+    #[error("region {0} has length 0")]
+    EmptyRegion(RegionId),
+}
+
+/// Why [`Node::connect`](super::Node::connect) made no session. Once it
+/// returns a handle, failures to reach the peer are events of the session
+/// ([`SessionEvent::AttemptFailed`](crate::SessionEvent::AttemptFailed)),
+/// never errors of the call.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConnectError {
+    /// No path was given: the input must change.
+    #[error("no path to the peer")]
+    NoPath,
+    /// The options are invalid: the input must change.
+    #[error(transparent)]
+    Options(#[from] OptionsError),
+    /// The session's memory (send and receive slots, regions) could not be
+    /// allocated: smaller options, or later, when memory is free.
+    #[error("cannot allocate the session's memory")]
+    Memory(#[source] MemoryError),
+}
+
+/// Why [`Node::listen`](super::Node::listen) made no listener. An address
+/// that no local device owns yet is not an error: the listener waits for
+/// a device that owns it
+/// ([`Node::listener_active`](super::Node::listener_active)).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ListenError {
+    /// The options of the sessions it would accept are invalid: the input
+    /// must change.
+    #[error(transparent)]
+    Options(#[from] OptionsError),
+    /// Port 0: a listener needs a fixed port, since sessions resume to the
+    /// address they connected to. The input must change.
+    #[error("cannot listen on {0}: port 0 is not a fixed port")]
+    NoPort(SocketAddr),
+    /// Another listener (of this process or another) is bound to the
+    /// address: retry once it is closed, or listen on another.
+    #[error("address {0} is in use")]
+    AddrInUse(SocketAddr),
+    /// The provider refused the listener for another reason.
+    #[error("the provider refused a listener on {addr}")]
+    Provider {
+        /// The address listened on.
+        addr: SocketAddr,
+        /// What the provider said.
+        #[source]
+        error: CmError,
+    },
+}
+
+/// Why an operation was not submitted ([`Node::send`](super::Node::send),
+/// [`write`](super::Node::write), [`read`](super::Node::read),
+/// [`fetch_add`](super::Node::fetch_add),
+/// [`cmp_swap`](super::Node::cmp_swap), [`submit`](super::Node::submit)).
+/// A submitted operation gets exactly one completion instead; these
+/// errors mean it has none.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SubmitError {
+    /// The node has no session of this handle: it never made one, or the
+    /// session ended and was reaped ([`Node::sessions`](super::Node::sessions)).
+    #[error("no session {0:?}")]
+    NoSession(SessionHandle),
+    /// The session ended (state `Closed` or `Failed`): it takes no more
+    /// operations; a new session must be made.
+    #[error("the session is {0}")]
+    Ended(State),
+    /// The message is larger than the session's largest
+    /// ([`SessionOptions::max_message`](super::SessionOptions::max_message)).
+    #[error("a message of {len} bytes exceeds the session's largest, {max}")]
+    TooLarge {
+        /// The message's length in bytes.
+        len: usize,
+        /// The largest payload the session takes.
+        max: usize,
+    },
+    /// The local range is outside its region, or names no region of the
+    /// session.
+    #[error("local range {0:?} is not inside a region of the session")]
+    BadLocal(LocalRange),
+    /// The session refused the operation for another reason.
+    #[error("the session refused the operation")]
+    Session(#[source] SessionError),
+}
+
+impl From<SessionError> for SubmitError {
+    fn from(e: SessionError) -> SubmitError {
+        match e {
+            SessionError::Terminal(state) => SubmitError::Ended(state),
+            SessionError::TooLarge { len, max } => SubmitError::TooLarge { len, max },
+            SessionError::BadLocal(range) => SubmitError::BadLocal(range),
+            other => SubmitError::Session(other),
+        }
+    }
+}
+
+/// Why [`Node::region`](super::Node::region) found no memory.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RegionError {
+    /// The node has no session of this handle (never made, or reaped).
+    #[error("no session {0:?}")]
+    NoSession(SessionHandle),
+    /// The session has no region of this id.
+    #[error("no region {0}")]
+    NoRegion(RegionId),
+}
+
+/// Why [`Node::close`](super::Node::close) did nothing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CloseError {
+    /// The node has no session of this handle (never made, or reaped).
+    #[error("no session {0:?}")]
+    NoSession(SessionHandle),
+}
