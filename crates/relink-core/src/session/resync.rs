@@ -404,7 +404,8 @@ impl Session {
                 })
             })
             .collect();
-        let per_message = self.max_message() / wire::ADVERT_LEN;
+        // An advertisement message is a 2-byte count and the adverts.
+        let per_message = self.max_message().saturating_sub(2) / wire::ADVERT_LEN;
         for chunk in adverts.chunks(per_message.clamp(1, wire::MAX_ADVERTS_PER_MESSAGE)) {
             self.counters.adverts_sent += chunk.len() as u64;
             self.send_control(|ack, out| wire::encode_adverts(Seq(0), ack, chunk, out));
