@@ -29,6 +29,7 @@ pub struct RemoteRegion {
 
 /// Why a token cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum KeyError {
     /// The peer never advertised this region.
     #[error("the peer advertised no region {0}")]

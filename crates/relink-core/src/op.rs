@@ -2,23 +2,9 @@
 //! naming local memory by [`LocalRange`]) and the one [`Completion`] each
 //! operation gets, with its [`Outcome`] (or [`OpError`]).
 //!
-//! Every [`OpId`] a session hands out completes **exactly once, ever**. What
-//! an [`Outcome`] means, per kind:
-//!
-//! | outcome | message | write / read | fetch-add / cmp-swap |
-//! |---|---|---|---|
-//! | `Success` | delivered to the peer *application*, exactly once, in order (the peer confirmed its sequence number; an RC ack alone is not enough) | executed and RC-acknowledged (a read's data landed); a write may instead be proven executed by a later confirmed message | executed once, RC-acknowledged, result landed |
-//! | `Indeterminate{executed}` | posted, never confirmed, and relink stopped (see `fail_*` in [`crate::journal`]) | never | posted, result lost: `Some(true)` proven executed, `None` unknown |
-//! | `Failed(err)` | never left the sender | not confirmed: if it had been posted, the target range is undefined (as after a verbs error) | never posted: no effect |
-//!
-//! `Success { replayed }` says the operation was posted on more than one
-//! transport. `Failed(OpError::Remote(status))` means the operation itself
-//! was refused (bad key, rights, bounds, length): it is never replayed. A
-//! token the peer's advertisement does not cover (unknown region, out of
-//! bounds, missing right) is refused so by the session itself, before it is
-//! posted: `Failed(Remote(REM_ACCESS_ERR))`, what the peer's device would
-//! answer.
-//! How the journal arrives at each outcome is in [`crate::journal`].
+//! Every [`OpId`] a session hands out completes **exactly once, ever**;
+//! [`Outcome`] gives what each outcome means per kind of operation, and
+//! [`crate::journal`] how the journal arrives at each.
 
 use relink_fabric::WcStatus;
 
@@ -142,7 +128,22 @@ pub enum OpError {
     Remote(WcStatus),
 }
 
-/// How an operation ended. See the module docs for what each means per kind.
+/// How an operation ended; every operation gets exactly one outcome, ever.
+/// What each means per kind:
+///
+/// | outcome | message | write / read | fetch-add / cmp-swap |
+/// |---|---|---|---|
+/// | `Success` | delivered to the peer *application*, exactly once, in order (the peer confirmed its sequence number; an RC ack alone is not enough) | executed and RC-acknowledged (a read's data landed); a write may instead be proven executed by a later confirmed message | executed once, RC-acknowledged, result landed |
+/// | `Indeterminate{executed}` | posted, never confirmed, and relink stopped | never | posted, result lost: `Some(true)` proven executed, `None` unknown |
+/// | `Failed(err)` | never left the sender | not confirmed: if it had been posted, the target range is undefined (as after a verbs error) | never posted: no effect |
+///
+/// `Success { replayed }` says the operation was posted on more than one
+/// transport. `Failed(OpError::Remote(status))` means the operation itself
+/// was refused (bad key, rights, bounds, length): it is never replayed. A
+/// token the peer's advertisement does not cover (unknown region, out of
+/// bounds, missing right) is refused so by the session itself, before it is
+/// posted: `Failed(Remote(REM_ACCESS_ERR))`, what the peer's device would
+/// answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Outcome {
@@ -173,7 +174,7 @@ impl Outcome {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Completion {
-    /// The operation, as [`submit`](crate::Session::submit) returned it.
+    /// The operation, as the call that submitted it returned it.
     pub op: OpId,
     /// How it ended.
     pub outcome: Outcome,

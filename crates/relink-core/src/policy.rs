@@ -1,23 +1,9 @@
 //! Recovery policy: when to retry, how long to wait, when to give up, which
 //! device may take over. Defaults follow the kernel's NVMe-oF where it is
 //! right, and improve on it where it is not (`docs/DESIGN.md`, section
-//! "Policy", places them in the design):
+//! "Policy", places them in the design).
 //!
-//! | knob | default | meaning |
-//! |---|---|---|
-//! | `ctrl_loss_tmo` | 600 s | give-up **deadline** from the loss (not a retry count); `None` = forever |
-//! | `first_connect_tmo` | 30 s | give-up deadline of a session never established, from its start (the initiator's `connect`, the target's accepted Hello); `None` = forever |
-//! | `reconnect_delay` | 10 s | cap of the exponential backoff (the first attempt is immediate) |
-//! | `initial_backoff` | 20 ms | delay before the second attempt, doubling per attempt |
-//! | `refused_backoff` | 1 ms | retry delay after the peer's CM refused for want of a listener, doubling per refusal in a row, never longer than the backoff |
-//! | `fast_io_fail_tmo` | off | after this, queued operations fail while reconnection continues |
-//! | `keepalive` | 5 s | probe an idle connection; silence for two periods = peer gone |
-//! | `initial_connect_timeout` | 500 ms | how long the first attempt of an outage may take, doubling per attempt |
-//! | `connect_timeout` | 3 s | cap of an attempt's time; a target's accepted connection gets all of it |
-//! | `ack_delay` | 50 µs | longest a receiver holds back an acknowledgement when it has nothing to send |
-//! | `device_match` | any | `any` / `same_guid` / an allow-list |
-//! | `failback` | off | move back to the first path when its device returns |
-//! | `replay_atomics` | off | replay unconfirmed atomics (at-least-once) instead of reporting them `Indeterminate` |
+//! [`Policy`] lists every knob with its default and meaning.
 //!
 //! A policy is made with [`Policy::builder`] (or [`Policy::default`]), which
 //! checks every knob: [`PolicyBuilder::build`] names the offending key.
@@ -94,9 +80,26 @@ pub struct PolicyError {
     pub reason: &'static str,
 }
 
-/// The recovery policy of a session: made with [`Policy::builder`] or
-/// [`Policy::default`]; its fields are read-only outside this crate (more
-/// knobs may come). The module docs list every knob with its default.
+/// The recovery policy of a session: made with [`Policy::builder`] (which
+/// checks every knob and names the offending key) or [`Policy::default`];
+/// its fields are read-only outside this crate (more knobs may come).
+/// Defaults follow the kernel's NVMe-oF where it is right:
+///
+/// | knob | default | meaning |
+/// |---|---|---|
+/// | `ctrl_loss_tmo` | 600 s | give-up **deadline** from the loss (not a retry count); `None` = forever |
+/// | `first_connect_tmo` | 30 s | give-up deadline of a session never established, from its start (the initiator's `connect`, the target's accepted Hello); `None` = forever |
+/// | `reconnect_delay` | 10 s | cap of the exponential backoff (the first attempt is immediate) |
+/// | `initial_backoff` | 20 ms | delay before the second attempt, doubling per attempt |
+/// | `refused_backoff` | 1 ms | retry delay after the peer's CM refused for want of a listener, doubling per refusal in a row, never longer than the backoff |
+/// | `fast_io_fail_tmo` | off | after this, queued operations fail while reconnection continues |
+/// | `keepalive` | 5 s | probe an idle connection; silence for two periods = peer gone |
+/// | `initial_connect_timeout` | 500 ms | how long the first attempt of an outage may take, doubling per attempt |
+/// | `connect_timeout` | 3 s | cap of an attempt's time; a target's accepted connection gets all of it |
+/// | `ack_delay` | 50 µs | longest a receiver holds back an acknowledgement when it has nothing to send |
+/// | `device_match` | any | `any` / `same_guid` / an allow-list |
+/// | `failback` | off | move back to the first path when its device returns |
+/// | `replay_atomics` | off | replay unconfirmed atomics (at-least-once) instead of reporting them `Indeterminate` |
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Policy {
@@ -104,9 +107,8 @@ pub struct Policy {
     /// never): a **deadline** from the loss, not a retry count.
     pub ctrl_loss_tmo: Option<Duration>,
     /// Give up on a session that was never established this long after it
-    /// started (`None`: never): from the initiator's
-    /// [`connect`](crate::Session::connect) or the target's accepted
-    /// Hello. Every failed attempt meanwhile is reported
+    /// started (`None`: never): from the initiator's connect or the
+    /// target's accepted Hello. Every failed attempt meanwhile is reported
     /// ([`SessionEvent::AttemptFailed`](crate::session::SessionEvent::AttemptFailed));
     /// at the deadline the session fails
     /// ([`SessionEvent::GaveUp`](crate::session::SessionEvent::GaveUp),
@@ -283,8 +285,8 @@ impl Policy {
 }
 
 /// Makes a [`Policy`]: starts from the defaults ([`Policy::builder`]) or
-/// from a policy ([`Policy::to_builder`]), one setter per knob (the
-/// [module docs](self) list them with their defaults), checked by
+/// from a policy ([`Policy::to_builder`]), one setter per knob
+/// ([`Policy`] lists them with their defaults), checked by
 /// [`build`](PolicyBuilder::build).
 #[derive(Debug, Clone)]
 #[must_use = "a builder does nothing until `build` is called"]

@@ -183,6 +183,7 @@ pub struct Transition {
 /// A transition the table does not allow.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("illegal session transition {from} -> {to} ({cause})")]
+#[non_exhaustive]
 pub struct IllegalTransition {
     /// The state the session is in.
     pub from: State,

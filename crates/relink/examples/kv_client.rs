@@ -220,18 +220,20 @@ fn main() -> ExitCode {
     // 2. Connect. One path here (`local: None`: any local device that
     //    reaches the peer); a session may be given several, and moves to
     //    the next when one fails. The first attempt starts now; if the
-    //    server is not up yet, the session keeps trying (events say so).
-    //    Our staging region is registered with the session on every device
-    //    it uses; its memory stays the same (we fill it directly).
+    //    server is not up yet, the session keeps trying — each failed
+    //    attempt is an `AttemptFailed` event — and gives up after the
+    //    policy's `first_connect_tmo` (30 s). Our staging region is
+    //    registered with the session on every device it uses; its memory
+    //    stays the same (we fill it directly).
     let opts = SessionOptions::builder()
-        .regions(vec![RegionOptions {
+        .region(RegionOptions {
             id: STAGING,
             len: SLOT * SLOTS,
             access: Access::LOCAL_WRITE,
             advertise: false,
-        }])
+        })
         .build()
-        .expect("valid session options");
+        .expect("a staging region of a valid size");
     let path = Path {
         local: None,
         peer: args.connect,

@@ -145,14 +145,14 @@ fn main() -> ExitCode {
     //    on whichever device carries the session and advertised to the
     //    client (again after every reconnection, with the new key).
     let opts = SessionOptions::builder()
-        .regions(vec![RegionOptions {
+        .region(RegionOptions {
             id: VALUES,
             len: SLOT * SLOTS,
             access: Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ,
             advertise: true,
-        }])
+        })
         .build()
-        .expect("valid session options");
+        .expect("a value region of a valid size");
     if let Err(e) = node.listen(args.listen, opts) {
         eprintln!("kv_server: cannot listen on {}: {e}", args.listen);
         return ExitCode::from(2);

@@ -127,8 +127,8 @@ pub enum SessionError {
     TooLarge {
         /// The message's length in bytes.
         len: usize,
-        /// The largest payload a receive slot takes
-        /// ([`Session::max_message`]).
+        /// The largest payload a receive slot takes (the session's
+        /// `max_message`).
         max: usize,
     },
     /// An internal transition was illegal (a bug; reported, not hidden).

@@ -122,6 +122,21 @@ impl Randomness {
 /// in [`Node::poll`] and the calls that poll ([`Node::wait`],
 /// [`Node::run_until`]).
 ///
+/// # Its calls, by what they are for
+///
+/// | group | calls |
+/// |---|---|
+/// | make sessions | [`connect`](Node::connect), [`listen`](Node::listen) (then [`accept`](Node::accept)), [`close_listener`](Node::close_listener) |
+/// | commands | [`send`](Node::send), [`write`](Node::write), [`read`](Node::read), [`fetch_add`](Node::fetch_add), [`cmp_swap`](Node::cmp_swap), [`submit`](Node::submit), [`close`](Node::close) |
+/// | progress | [`poll`](Node::poll), [`wait`](Node::wait), [`wait_for`](Node::wait_for), [`run_until`](Node::run_until), [`run_for`](Node::run_for); for an event loop of the application's: [`event_fd`](Node::event_fd), [`next_deadline`](Node::next_deadline) |
+/// | outputs (take each until `None` after progress) | [`accept`](Node::accept), [`poll_event`](Node::poll_event), [`poll_completion`](Node::poll_completion), [`poll_delivery`](Node::poll_delivery), [`poll_delivery_into`](Node::poll_delivery_into) |
+/// | getters | [`state`](Node::state), [`counters`](Node::counters), [`session_info`](Node::session_info), [`options`](Node::options), [`device`](Node::device), [`region`](Node::region), [`sessions`](Node::sessions), [`listener_active`](Node::listener_active), [`footprint`](Node::footprint), [`now`](Node::now), [`provider`](Node::provider) |
+///
+/// Commands may be given at any time, also while a session recovers (its
+/// operations are posted once it is up); outputs wait in the session until
+/// taken. [`next_deadline`](Node::next_deadline) may change after every
+/// command and every progress call.
+///
 /// # The real-time loop
 ///
 /// A node's loop waits until something happens — [`Node::wait`] blocks
