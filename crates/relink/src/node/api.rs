@@ -90,8 +90,10 @@ impl Node {
     ///
     /// # When it listens
     ///
-    /// A listener on the wildcard address listens at once and covers every
-    /// device, also ones added later. A listener on a device's address
+    /// A listener on the wildcard address covers every device, also ones
+    /// added later; it listens at once (on a provider that binds the
+    /// wildcard only with a device present, once a device is added). A
+    /// listener on a device's address
     /// listens while a device owns the address: if none does yet, the call
     /// still succeeds and the listener starts listening when a device that
     /// owns the address appears (added, or given the address) — the same

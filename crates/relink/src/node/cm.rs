@@ -99,9 +99,10 @@ impl Node {
                         l.cm = None;
                     }
                     // A device owning the address may already be back.
-                    let back = self.listeners.get(&k).is_some_and(|l| {
-                        self.provider.devices().iter().any(|d| d.owns(l.addr.ip()))
-                    });
+                    let back = self
+                        .listeners
+                        .get(&k)
+                        .is_some_and(|l| self.provider.devices().iter().any(|d| l.served_by(d)));
                     if back {
                         self.restart_listener(k);
                     }

@@ -86,6 +86,14 @@ struct ListenerSlot {
     opts: SessionOptions,
 }
 
+impl ListenerSlot {
+    /// Whether `device` can carry this listener: it owns the address, or
+    /// the address is the wildcard (any device).
+    fn served_by(&self, device: &relink_fabric::DeviceInfo) -> bool {
+        self.addr.ip().is_unspecified() || device.owns(self.addr.ip())
+    }
+}
+
 /// A connect request waiting for its session's core to accept or reject.
 struct PendingRequest {
     cm: CmId,

@@ -121,7 +121,7 @@ impl Node {
                     let idle: Vec<u64> = self
                         .listeners
                         .iter()
-                        .filter(|(_, l)| l.cm.is_none() && de.device.owns(l.addr.ip()))
+                        .filter(|(_, l)| l.cm.is_none() && l.served_by(&de.device))
                         .map(|(k, _)| *k)
                         .collect();
                     for k in idle {
