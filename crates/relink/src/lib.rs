@@ -124,12 +124,19 @@ pub use relink_core::reason::{
 };
 pub use relink_core::session::{Counters, Path, Role, SessionError, SessionEvent};
 pub use relink_core::state::{Cause, DownCause, IllegalTransition, State, Transition};
-pub use relink_core::wire::{RefuseReason, WireError};
+pub use relink_core::wire::RefuseReason;
 pub use relink_core::{BufferToken, Epoch, Incarnation, OpId, RegionId, Seq, SessionId};
 pub use relink_fabric::{
     Access, CmError, CreateError, DeviceId, DeviceInfo, Guid, IpNet, Memory, MemoryError,
     PortState, PostError, Provider, Timestamp, WcStatus,
 };
+
+/// The wire formats' types an application meets: why a peer's handshake
+/// reply did not decode ([`WireError`](wire::WireError), in
+/// [`ReplyFault::Malformed`]) and the refusal reasons.
+pub mod wire {
+    pub use relink_core::wire::{MsgKind, RefuseReason, WireError, VERSION};
+}
 
 /// The provider interface (the `relink-fabric` crate), re-exported whole:
 /// for a backend that implements [`Provider`], and for every type its
