@@ -235,6 +235,12 @@ impl Session {
             && self.events.is_empty()
     }
 
+    /// Whether a completion, delivery or event waits for the application
+    /// (actions are the driver's, not counted).
+    pub fn has_output(&self) -> bool {
+        !(self.completions.is_empty() && self.deliveries.is_empty() && self.events.is_empty())
+    }
+
     /// When [`handle_timeout`](Self::handle_timeout) must next be called.
     pub fn poll_timeout(&self) -> Option<Timestamp> {
         self.timers.next()
