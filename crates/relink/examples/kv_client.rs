@@ -224,12 +224,11 @@ fn main() -> ExitCode {
     //    Our staging region is registered with the session on every device
     //    it uses; its memory stays the same (we fill it directly).
     let opts = SessionOptions {
-        regions: vec![RegionOptions {
-            id: STAGING,
-            len: SLOT * SLOTS,
-            access: Access::LOCAL_WRITE,
-            advertise: false,
-        }],
+        regions: vec![RegionOptions::new(
+            STAGING,
+            SLOT * SLOTS,
+            Access::LOCAL_WRITE,
+        )],
         ..SessionOptions::default()
     };
     let path = Path {

@@ -30,7 +30,7 @@
 //! for _ in 0..1000 {
 //!     init.poll();
 //!     target.poll();
-//!     if let Some(t) = target.accept() { got = Some(t); }
+//!     if let Some(a) = target.accept() { got = Some(a.session); }
 //!     if let Some(t) = got { if let Some((_, msg)) = target.poll_delivery(t) { assert_eq!(msg, b"hello"); break; } }
 //!     fabric.advance(Duration::from_micros(50));
 //! }
@@ -44,12 +44,13 @@
 mod node;
 
 pub use node::{
-    Error, Footprint, ListenerHandle, Node, RegionOptions, SessionHandle, SessionOptions,
+    Accepted, Error, Footprint, ListenerHandle, Node, Output, RegionOptions, SessionHandle,
+    SessionOptions,
 };
 pub use relink_core::journal::{Completion, LocalRange, OpError, OpKind, Outcome};
 pub use relink_core::policy::{AllowedDevice, DeviceMatch, Policy};
 pub use relink_core::session::{Counters, Path, SessionEvent};
 pub use relink_core::state::{DownCause, State};
-pub use relink_core::wire::RefuseReason;
+pub use relink_core::wire::{RefuseReason, MAX_CONNECT_DATA};
 pub use relink_core::{BufferToken, OpId, RegionId, Seq, SessionId};
 pub use relink_fabric::{Access, Memory, Provider, Timestamp};

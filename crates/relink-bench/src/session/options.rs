@@ -39,23 +39,15 @@ pub fn session_options(spec: &LoopSpec, workload: Workload, target: bool) -> Ses
             max_message: u32::try_from(spec.size).expect("size fits u32"),
             max_one_sided: 8,
             regions: Vec::new(),
+            ..SessionOptions::default()
         },
         Workload::Write => {
             let len = (spec.window * spec.size) as u64;
             let region = if target {
-                RegionOptions {
-                    id: REMOTE,
-                    len,
-                    access: Access::LOCAL_WRITE | Access::REMOTE_WRITE,
-                    advertise: true,
-                }
+                RegionOptions::new(REMOTE, len, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
+                    .advertise(true)
             } else {
-                RegionOptions {
-                    id: LOCAL,
-                    len,
-                    access: Access::LOCAL_WRITE,
-                    advertise: false,
-                }
+                RegionOptions::new(LOCAL, len, Access::LOCAL_WRITE)
             };
             SessionOptions {
                 policy: Policy::default(),
@@ -63,6 +55,7 @@ pub fn session_options(spec: &LoopSpec, workload: Workload, target: bool) -> Ses
                 max_message: 64,
                 max_one_sided: u32::try_from(spec.window).expect("window fits u32"),
                 regions: vec![region],
+                ..SessionOptions::default()
             }
         }
     }

@@ -1,9 +1,11 @@
-//! The application's calls on a [`Node`]: create sessions (connect, listen,
-//! accept), submit operations, take what sessions produce (completions,
-//! deliveries, events), inspect and close them.
+//! The application's calls on a [`Node`]: create sessions (connect,
+//! listen), submit operations, take what one session produces
+//! (completions, deliveries, events), inspect and close them. Node-wide
+//! outputs (`accept`, `poll_output`) are in `output.rs`.
 //!
 //! Completions, deliveries and events wait in each session's core until
-//! the application takes them here; [`Node::poll`] only makes progress.
+//! the application takes them, here or with [`Node::poll_output`];
+//! [`Node::poll`] only makes progress.
 
 use std::net::SocketAddr;
 
@@ -28,14 +30,17 @@ impl Node {
     /// its operations fail with `OpError::PeerLost`).
     ///
     /// # Errors
-    /// If the policy is invalid or the session's memory cannot be
-    /// allocated.
+    /// If the policy is invalid, the connect data is too long
+    /// ([`Error::ConnectDataTooLong`]), a region cannot be registered
+    /// ([`Error::BadRegion`]) or the session's memory cannot be allocated.
     pub fn connect(
         &mut self,
         paths: Vec<Path>,
         opts: SessionOptions,
     ) -> Result<SessionHandle, Error> {
         let now = self.now();
+        let connect_data = opts.connect_bytes()?;
+        opts.check_regions()?;
         let cfg = SessionConfig {
             role: Role::Initiator,
             id: SessionId(self.rng.next_u64()),
@@ -44,6 +49,7 @@ impl Node {
             policy: opts.policy.clone(),
             spec: opts.spec(),
             seed: self.rng.next_u64(),
+            connect_data,
         };
         let mut core = Session::new(cfg, now)?;
         core.set_devices(self.provider.devices(), now);
@@ -58,14 +64,21 @@ impl Node {
     }
 
     /// Listen on `addr` (a device's address or the wildcard). Sessions
-    /// that connect appear in [`Node::accept`]. A listener bound to a
-    /// device's address listens again when a device owning it returns.
+    /// that connect appear in [`Node::accept`] (and
+    /// [`Node::poll_output`]), made with `opts` (application memory in its
+    /// regions is shared by all of them). A listener bound to a device's
+    /// address listens again when a device owning it returns.
+    ///
+    /// # Errors
+    /// If the policy is invalid, a region cannot be registered
+    /// ([`Error::BadRegion`]) or the provider refuses the address.
     pub fn listen(
         &mut self,
         addr: SocketAddr,
         opts: SessionOptions,
     ) -> Result<ListenerHandle, Error> {
         opts.policy.validate()?;
+        opts.check_regions()?;
         let key = self.key();
         self.listeners.insert(
             key,
@@ -77,14 +90,6 @@ impl Node {
         );
         self.start_listener(key).map_err(Error::Provider)?;
         Ok(ListenerHandle(key))
-    }
-
-    /// The oldest session a listener accepted that was not taken yet;
-    /// `None` when there is none. A session that ended before it was taken
-    /// waits here until its [linger](Node::set_linger) runs out, then it is
-    /// reaped and leaves the queue.
-    pub fn accept(&mut self) -> Option<SessionHandle> {
-        self.accepted.pop_front()
     }
 
     fn slot(&mut self, s: SessionHandle) -> Result<&mut Slot, Error> {
@@ -182,7 +187,9 @@ impl Node {
         )
     }
 
-    /// The host memory of a region (read and write it directly).
+    /// The host memory of a region (read and write it directly): relink's,
+    /// or the application's own handle for a region made
+    /// [`with_memory`](crate::RegionOptions::with_memory).
     ///
     /// # Errors
     /// [`Error::NoSession`] if there is no such session (never made, or

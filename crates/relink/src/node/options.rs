@@ -4,9 +4,10 @@
 use relink_core::policy::Policy;
 use relink_core::resources::{RegionSpec, SessionSpec};
 use relink_core::session::SessionError;
-use relink_core::wire;
+use relink_core::wire::{self, ConnectBytes, MAX_CONNECT_DATA};
 use relink_core::RegionId;
-use relink_fabric::Access;
+
+use super::RegionOptions;
 
 /// Identifies a session of a [`Node`](super::Node); never reused by that
 /// node, also after the session is gone (reaped once it ended and was
@@ -18,21 +19,6 @@ pub struct SessionHandle(pub u64);
 /// node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ListenerHandle(pub u64);
-
-/// A memory region a session registers on every device it uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RegionOptions {
-    /// Stable id, the same on both sides of the application's protocol.
-    pub id: RegionId,
-    /// Length in bytes; the host memory is allocated once, when the session
-    /// is created, and keeps its address on every device.
-    pub len: u64,
-    /// Rights (exactly these, on every device).
-    pub access: Access,
-    /// Advertise it to the peer for one-sided access (its key is sent again
-    /// after every reconnection).
-    pub advertise: bool,
-}
 
 /// How a session is built.
 #[derive(Debug, Clone)]
@@ -49,6 +35,13 @@ pub struct SessionOptions {
     pub max_one_sided: u32,
     /// Application regions, registered with the session on every device.
     pub regions: Vec<RegionOptions>,
+    /// Bytes for the peer's application, sent with the session's first
+    /// connect (at most [`MAX_CONNECT_DATA`]); the accepting node hands
+    /// them out with the session ([`Accepted`](super::Accepted),
+    /// [`Node::connect_data`](super::Node::connect_data)). Resumes do not
+    /// carry them. For [`Node::connect`](super::Node::connect) only: a
+    /// listener's are not used. Empty by default.
+    pub connect_data: Vec<u8>,
 }
 
 impl Default for SessionOptions {
@@ -59,11 +52,20 @@ impl Default for SessionOptions {
             max_message: 4096,
             max_one_sided: 64,
             regions: Vec::new(),
+            connect_data: Vec::new(),
         }
     }
 }
 
 impl SessionOptions {
+    /// The connect data as the Hello carries it.
+    pub(super) fn connect_bytes(&self) -> Result<ConnectBytes, Error> {
+        ConnectBytes::new(&self.connect_data).map_err(|_| Error::ConnectDataTooLong {
+            len: self.connect_data.len(),
+            max: MAX_CONNECT_DATA,
+        })
+    }
+
     /// The resources a session of these options needs on each device.
     pub(super) fn spec(&self) -> SessionSpec {
         SessionSpec {
@@ -97,6 +99,24 @@ pub enum Error {
     /// No such region in the session.
     #[error("no region {0}")]
     NoRegion(RegionId),
+    /// A region of the options cannot be registered: no bytes, longer
+    /// than its memory, rights no device grants, or a second region of
+    /// its id.
+    #[error("region {id}: {reason}")]
+    BadRegion {
+        /// The region.
+        id: RegionId,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// [`SessionOptions::connect_data`] is longer than the Hello carries.
+    #[error("connect data of {len} bytes exceeds the maximum {max}")]
+    ConnectDataTooLong {
+        /// Its length.
+        len: usize,
+        /// [`MAX_CONNECT_DATA`].
+        max: usize,
+    },
     /// The session refused the command.
     #[error(transparent)]
     Session(#[from] SessionError),
@@ -110,8 +130,8 @@ pub enum Error {
 
 /// How many entries the tables of a [`Node`](super::Node) hold
 /// ([`Node::footprint`](super::Node::footprint)): what a leak check counts.
-/// Every session's memory (its send and receive slots, its regions) goes
-/// with its entry in `sessions`.
+/// Every session's memory (its send and receive slots, the regions relink
+/// allocated for it) goes with its entry in `sessions`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Footprint {
     /// Sessions, live and ended but not yet reaped.
@@ -132,4 +152,7 @@ pub struct Footprint {
     pub deadlines: usize,
     /// Ended (closed or failed) sessions not yet reaped.
     pub ended: usize,
+    /// Sessions in the queue of those with output for
+    /// [`Node::poll_output`](super::Node::poll_output) (each at most once).
+    pub ready: usize,
 }
