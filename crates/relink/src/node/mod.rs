@@ -362,10 +362,14 @@ impl Node {
     }
 
     /// Note that the application took outputs of session `key`: an ended
-    /// one may now be drained, and reaped at the next poll.
+    /// one may now be drained, and reaped at the next poll; one with no
+    /// output left leaves the ready queue of [`Node::poll_output`].
     fn taken(&mut self, key: u64) {
         if self.ended.contains_key(&key) {
             self.reap_check.insert(key);
+        }
+        if !self.sessions.get(&key).is_some_and(|s| s.core.has_output()) {
+            self.ready.remove(key);
         }
     }
 

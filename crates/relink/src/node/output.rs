@@ -6,9 +6,10 @@
 //!
 //! `poll_output` serves the sessions that have output from a ready queue
 //! ([`ReadyQueue`]): a session joins it when the node hands its core an
-//! input and it has output after (`Node::run_actions`), at most once, and
-//! goes to the back after each output it gives, so a busy session cannot
-//! starve the others and no call scans every session.
+//! input and it has output after (`Node::run_actions`), at most once,
+//! goes to the back after each output it gives, and leaves when its last
+//! output is taken, so a busy session cannot starve the others and no call
+//! scans every session.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -88,12 +89,11 @@ impl Output {
     }
 }
 
-/// The sessions that may have output, in the order
-/// [`Node::poll_output`] serves them: each at most once, so it holds at
-/// most as many entries as the node has sessions. A session the
-/// application drained with the per-session calls stays until
-/// `poll_output` reaches it (and finds nothing); a reaped one leaves at
-/// once.
+/// The sessions that have output, in the order [`Node::poll_output`]
+/// serves them: each at most once, so it holds at most as many entries as
+/// the node has sessions. A session joins when it has output after an
+/// input (`Node::run_actions`) and leaves when the application took its
+/// last output, by either way (`Node::taken`), or when it is reaped.
 #[derive(Debug, Default)]
 pub(super) struct ReadyQueue {
     /// Turn → session key: the front is served next.
@@ -174,7 +174,7 @@ impl Node {
     ///   the node's ready queue (the sessions that have output, each once)
     ///   and sends it to the back if it has more, so between two outputs
     ///   of one session every other session with output waiting gives one.
-    ///   A call costs the same whatever the number of sessions.
+    ///   A call visits one session, whatever the number of sessions.
     /// - Of one session's waiting outputs, completions come first, then
     ///   deliveries, then events; each kind in its order. So the event
     ///   that ends a session (`Disconnected`, `GaveUp`, `PeerLost`, the
@@ -206,7 +206,7 @@ impl Node {
             } else if let Some(event) = slot.core.poll_event() {
                 Output::Event { session, event }
             } else {
-                // Drained with the per-session calls since it was queued.
+                debug_assert!(false, "a session in the ready queue has output");
                 continue;
             };
             if slot.core.has_output() {
