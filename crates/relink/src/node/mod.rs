@@ -227,7 +227,7 @@ pub struct Node {
     pending: BTreeMap<u64, PendingRequest>,
     /// Accepted sessions not yet taken ([`Node::accept`]).
     accepted: VecDeque<Accepted>,
-    /// Sessions that may have output for [`Node::poll_output`].
+    /// Sessions that have output, for [`Node::poll_output`].
     ready: ReadyQueue,
     wcs: Vec<WorkCompletion>,
     /// Which session a CQ belongs to (for `CqReady`).
