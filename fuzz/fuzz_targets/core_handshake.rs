@@ -3,14 +3,18 @@
 //!
 //! Beyond "never panics", checks that decoding is canonical (whatever
 //! decodes re-encodes to the same bytes, followed only by the zero padding
-//! transports add), that every encoding fits its CM limit, and that
-//! authenticators verify only under the secret they were made with.
+//! transports add), that every encoding fits its CM limit, that a Hello's
+//! connect data is the bytes its length byte names (never more than
+//! `MAX_CONNECT_DATA`), and that authenticators verify only under the
+//! secret they were made with.
 
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use relink_core::auth::SessionSecret;
-use relink_core::wire::{AcceptData, ConnectData, RejectData, Resume, Resumed};
+use relink_core::wire::{
+    AcceptData, ConnectBytes, ConnectData, RejectData, Resume, Resumed, HELLO_LEN, MAX_CONNECT_DATA,
+};
 use relink_fabric::{MAX_ACCEPT_PRIVATE_DATA, MAX_CONNECT_PRIVATE_DATA, MAX_REJECT_PRIVATE_DATA};
 
 /// `encoded` is a prefix of `data` and only zeros follow it.
@@ -32,6 +36,14 @@ fn fuzz_secret() -> SessionSecret {
 fuzz_target!(|data: &[u8]| {
     if let Ok(c) = ConnectData::decode(data) {
         check_canonical(data, &c.to_vec(), MAX_CONNECT_PRIVATE_DATA);
+        if let ConnectData::Hello(h) = c {
+            // The connect data is the bytes after the length byte, as many
+            // as it says, and makes a valid ConnectBytes again.
+            let len = usize::from(data[HELLO_LEN - 1]);
+            assert!(len <= MAX_CONNECT_DATA);
+            assert_eq!(&*h.connect_data, &data[HELLO_LEN..HELLO_LEN + len]);
+            assert_eq!(ConnectBytes::new(&h.connect_data), Ok(h.connect_data));
+        }
         if let ConnectData::Resume(r) = c {
             // A re-signed copy verifies; the fuzzed tag does not (the
             // fuzzer cannot forge HMAC), unless it is the re-signed one.

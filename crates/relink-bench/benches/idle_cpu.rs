@@ -185,7 +185,7 @@ fn establish(a: &mut Node, b: &mut Node, addr: SocketAddr, n: usize) {
     loop {
         let _ = a.wait_for(Duration::from_millis(1));
         let _ = b.wait_for(Duration::from_millis(1));
-        theirs.extend(std::iter::from_fn(|| b.accept()));
+        theirs.extend(std::iter::from_fn(|| b.accept().map(|acc| acc.session)));
         let up = |node: &Node, s: &[relink::SessionHandle]| {
             s.iter()
                 .filter(|s| node.state(**s) == Some(State::Established))

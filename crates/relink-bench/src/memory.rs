@@ -99,12 +99,12 @@ fn options(target: bool) -> SessionOptions {
         .recv_slots(64)
         .max_message(4096)
         .max_one_sided(64)
-        .regions(vec![RegionOptions {
-            id: if target { REMOTE } else { LOCAL },
-            len: REGION_LEN,
-            access: if target { all } else { Access::LOCAL_WRITE },
-            advertise: target,
-        }])
+        .regions(vec![RegionOptions::new(
+            if target { REMOTE } else { LOCAL },
+            REGION_LEN,
+            if target { all } else { Access::LOCAL_WRITE },
+        )
+        .advertise(target)])
         .build()
         .expect("valid session options")
 }

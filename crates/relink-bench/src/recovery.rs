@@ -283,19 +283,14 @@ impl CycleSummary {
 /// (the target's advertised), 64-byte messages, the default policy.
 fn recovery_options(target: bool) -> SessionOptions {
     let region = if target {
-        RegionOptions {
-            id: REMOTE,
-            len: REGION_LEN,
-            access: Access::LOCAL_WRITE | Access::REMOTE_WRITE,
-            advertise: true,
-        }
+        RegionOptions::new(
+            REMOTE,
+            REGION_LEN,
+            Access::LOCAL_WRITE | Access::REMOTE_WRITE,
+        )
+        .advertise(true)
     } else {
-        RegionOptions {
-            id: LOCAL,
-            len: REGION_LEN,
-            access: Access::LOCAL_WRITE,
-            advertise: false,
-        }
+        RegionOptions::new(LOCAL, REGION_LEN, Access::LOCAL_WRITE)
     };
     SessionOptions::builder()
         .recv_slots(64)
@@ -332,7 +327,7 @@ impl RecoveryBench {
             .expect("open a session");
         let mut tgt = None;
         let up = step_until(&mut sim, Duration::from_secs(1), |sim| {
-            tgt = tgt.or_else(|| sim.node(TARGET).accept());
+            tgt = tgt.or_else(|| sim.node(TARGET).accept().map(|a| a.session));
             tgt.is_some() && sim.node(INITIATOR).state(ini) == Some(State::Established)
         });
         assert!(up, "session not established");

@@ -261,7 +261,7 @@ mod library {
             .unwrap();
         sim.run_for(Duration::from_millis(5));
         assert_eq!(sim.node(INITIATOR).state(s), Some(State::Established));
-        let t = sim.node(TARGET).accept().expect("accepted");
+        let t = sim.node(TARGET).accept().expect("accepted").session;
         (s, t)
     }
 

@@ -70,6 +70,7 @@ fn config(role: Role, paths: Vec<Path>) -> SessionConfig {
         policy: Policy::default(),
         spec: spec(),
         seed: 7,
+        connect_data: Default::default(),
     }
 }
 

@@ -23,7 +23,8 @@ use relink_core::reason::{AttemptFailure, ReplyFault};
 use relink_core::session::{Action, SessionEvent};
 use relink_core::state::{Cause, DownCause, State};
 use relink_core::wire::{
-    AcceptData, ConnectData, Hello, RefuseReason, RejectData, Resume, Resumed, Welcome,
+    AcceptData, ConnectBytes, ConnectData, Hello, RefuseReason, RejectData, Resume, Resumed,
+    Welcome,
 };
 use relink_core::{Epoch, Incarnation, Seq, SessionId};
 
@@ -110,6 +111,7 @@ fn a_resume_or_hello_naming_another_or_a_live_session_is_refused() {
         session: SESSION,
         epoch: Epoch(2),
         incarnation: Incarnation(0xbad),
+        connect_data: ConnectBytes::EMPTY,
     };
     let answer = p.knock(ConnectData::Hello(hijack).to_vec());
     assert_eq!(refusal(&answer), RefuseReason::Busy);
@@ -330,6 +332,7 @@ fn a_hello_naming_a_closed_session_makes_a_new_session() {
         session: SESSION,
         epoch: Epoch(1),
         incarnation: Incarnation(0x1c0),
+        connect_data: ConnectBytes::EMPTY,
     };
     let answer = p.knock(ConnectData::Hello(again).to_vec());
     assert!(
@@ -347,6 +350,7 @@ fn target_session() -> (relink_core::session::Session, Hello) {
         session: SESSION,
         epoch: Epoch(1),
         incarnation: Incarnation(0x1c0),
+        connect_data: ConnectBytes::EMPTY,
     };
     let cfg = SessionConfig {
         role: Role::Target,
@@ -356,6 +360,7 @@ fn target_session() -> (relink_core::session::Session, Hello) {
         policy: Policy::default(),
         spec: Setup::default().spec(),
         seed: 1,
+        connect_data: ConnectBytes::EMPTY,
     };
     let mut s =
         Session::accept_hello(cfg, RequestToken(1), &hello, pair::SECRET, pair::T0).expect("valid");
@@ -437,4 +442,36 @@ fn a_hello_retried_after_its_attempt_timed_out_restarts_the_first_handshake() {
             HelloVerdict::Replaced
         );
     }
+}
+
+/// The initiator application's connect data goes in the Hello of the first
+/// connect only: the target's session keeps it, a resume carries none and
+/// leaves it as it was.
+#[test]
+fn connect_data_travels_in_the_hello_only_and_the_target_keeps_it() {
+    let data = ConnectBytes::new(b"tenant=7;proto=kv/2").unwrap();
+    let mut p = Pair::connected(Setup {
+        connect_data: data,
+        ..Setup::default()
+    });
+    assert_eq!(p.session(Who::Tgt).connect_data(), b"tenant=7;proto=kv/2");
+    assert_eq!(p.session(Who::Ini).connect_data(), b"tenant=7;proto=kv/2");
+    let first = p.requests_seen.first().expect("the hello").clone();
+    match ConnectData::decode(&first) {
+        Ok(ConnectData::Hello(h)) => assert_eq!(h.connect_data, data),
+        other => panic!("not a hello: {other:?}"),
+    }
+    let hellos = p.requests_seen.len();
+    p.reset_device(Who::Ini);
+    p.advance(Duration::from_secs(30));
+    assert_eq!(p.state(Who::Ini), State::Established);
+    assert!(p.requests_seen.len() > hellos, "reconnected");
+    for later in &p.requests_seen[hellos..] {
+        assert!(
+            matches!(ConnectData::decode(later), Ok(ConnectData::Resume(_))),
+            "a reconnection is a resume"
+        );
+    }
+    assert_eq!(p.session(Who::Tgt).connect_data(), b"tenant=7;proto=kv/2");
+    p.check();
 }

@@ -114,7 +114,7 @@ impl Sim {
             .expect("open a session");
         sim.run_for(Duration::from_millis(5));
         assert_eq!(sim.node(INITIATOR).state(s), Some(State::Established));
-        let t = sim.node(TARGET).accept().expect("accepted");
+        let t = sim.node(TARGET).accept().expect("accepted").session;
         (sim, s, t)
     }
 

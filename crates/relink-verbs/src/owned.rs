@@ -90,6 +90,32 @@ mod tests {
         assert!(owned.recognise(&stray).is_none());
     }
 
+    /// The application's memory (relink's `Node::alloc_memory`, then
+    /// `RegionOptions::with_memory`): one allocation whose clones several
+    /// sessions register, each on its own PD, for as long as they live.
+    #[test]
+    fn memory_the_application_shares_is_recognised_for_every_session() {
+        let owned = OwnedMemory::<HeapMemory>::default();
+        let app = owned.adopt(HeapMemory::new(0x10_000, 4096));
+        let sessions: Vec<Memory> = (0..3).map(|_| app.clone()).collect();
+        // Other allocations come and go (each adopt forgets dead ones).
+        for i in 1..5u64 {
+            drop(owned.adopt(HeapMemory::new(0x10_000 + i * 0x2000, 64)));
+        }
+        for m in &sessions {
+            assert!(owned.recognise(m).is_some_and(|own| own.same(&app)));
+        }
+        // The application drops its handle: the sessions' clones keep the
+        // allocation alive and recognised.
+        drop(app);
+        drop(owned.adopt(HeapMemory::new(0x40_000, 64)));
+        let own = owned.recognise(&sessions[2]).expect("still live");
+        assert!(own.same(&sessions[0]));
+        // Another allocation of the same address and length is not it.
+        let copy = Memory::new(Arc::new(HeapMemory::new(0x10_000, 4096)));
+        assert!(owned.recognise(&copy).is_none());
+    }
+
     /// A forged implementation that reports the address of a real
     /// allocation, even delegating every call to it.
     #[derive(Debug)]

@@ -226,12 +226,11 @@ fn main() -> ExitCode {
     //    registered with the session on every device it uses; its memory
     //    stays the same (we fill it directly).
     let opts = SessionOptions::builder()
-        .region(RegionOptions {
-            id: STAGING,
-            len: SLOT * SLOTS,
-            access: Access::LOCAL_WRITE,
-            advertise: false,
-        })
+        .region(RegionOptions::new(
+            STAGING,
+            SLOT * SLOTS,
+            Access::LOCAL_WRITE,
+        ))
         .build()
         .expect("a staging region of a valid size");
     let path = Path {

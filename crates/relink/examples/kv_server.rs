@@ -145,12 +145,14 @@ fn main() -> ExitCode {
     //    on whichever device carries the session and advertised to the
     //    client (again after every reconnection, with the new key).
     let opts = SessionOptions::builder()
-        .region(RegionOptions {
-            id: VALUES,
-            len: SLOT * SLOTS,
-            access: Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ,
-            advertise: true,
-        })
+        .region(
+            RegionOptions::new(
+                VALUES,
+                SLOT * SLOTS,
+                Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ,
+            )
+            .advertise(true),
+        )
         .build()
         .expect("a value region of a valid size");
     if let Err(e) = node.listen(args.listen, opts) {
@@ -178,8 +180,9 @@ fn main() -> ExitCode {
         let mut busy = node.poll();
 
         // New sessions: greet each with where it may write values.
-        while let Some(s) = node.accept() {
-            println!("session {s:?}: accepted");
+        while let Some(a) = node.accept() {
+            let s = a.session;
+            println!("session {s:?}: accepted from {}", a.peer);
             let mut c = Conn::default();
             let hello = format!("0 HELLO {} {} {SLOT}", VALUES.0, SLOT * SLOTS);
             answer(&mut node, s, &mut c, &hello);

@@ -30,7 +30,7 @@
 //! for _ in 0..1000 {
 //!     init.poll();
 //!     target.poll();
-//!     if let Some(t) = target.accept() { got = Some(t); }
+//!     if let Some(a) = target.accept() { got = Some(a.session); }
 //!     if let Some(t) = got { if let Some((_, msg)) = target.poll_delivery(t) { assert_eq!(msg, b"hello"); break; } }
 //!     fabric.advance(Duration::from_micros(50));
 //! }
@@ -112,9 +112,9 @@
 mod node;
 
 pub use node::{
-    CloseError, ConnectError, Footprint, ListenError, ListenerHandle, Node, OptionsError,
-    RegionError, RegionOptions, SessionHandle, SessionInfo, SessionOptions, SessionOptionsBuilder,
-    SubmitError,
+    Accepted, CloseError, ConnectError, Footprint, ListenError, ListenerHandle, Node, OptionsError,
+    Output, RegionError, RegionOptions, SessionHandle, SessionInfo, SessionOptions,
+    SessionOptionsBuilder, SubmitError,
 };
 pub use relink_core::journal::{Completion, LocalRange, OpError, OpKind, Outcome};
 pub use relink_core::keys::KeyError;
@@ -124,7 +124,7 @@ pub use relink_core::reason::{
 };
 pub use relink_core::session::{Counters, Path, Role, SessionError, SessionEvent};
 pub use relink_core::state::{Cause, DownCause, IllegalTransition, State, Transition};
-pub use relink_core::wire::RefuseReason;
+pub use relink_core::wire::{RefuseReason, MAX_CONNECT_DATA};
 pub use relink_core::{BufferToken, Epoch, Incarnation, OpId, RegionId, Seq, SessionId};
 pub use relink_fabric::{
     Access, CmError, CreateError, DeviceId, DeviceInfo, Guid, IpNet, Memory, MemoryError,

@@ -31,7 +31,7 @@ fn cycle(sim: &mut Sim, round: usize) {
         .unwrap();
     let mut t = None;
     let up = sim.run_until_cond(Duration::from_millis(50), |sim| {
-        t = t.or_else(|| sim.node(TARGET).accept());
+        t = t.or_else(|| sim.node(TARGET).accept().map(|a| a.session));
         t.is_some() && sim.node(INITIATOR).state(s) == Some(State::Established)
     });
     assert!(up, "round {round}: not established");

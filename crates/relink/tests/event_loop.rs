@@ -67,7 +67,7 @@ fn setup() -> Setup {
         // Both nodes on this thread: each waits at most 1 ms in turn.
         let _ = a.wait_for(Duration::from_millis(1));
         let _ = b.wait_for(Duration::from_millis(1));
-        t = t.or_else(|| b.accept());
+        t = t.or_else(|| b.accept().map(|acc| acc.session));
         if let Some(t) = t {
             if a.state(s) == Some(State::Established) && b.state(t) == Some(State::Established) {
                 break;
@@ -261,7 +261,7 @@ fn a_loop_on_the_fds_alone_carries_a_session_to_its_end() {
     loop {
         // On readiness (or the timer): poll until idle, take the outputs.
         while a.poll() | b.poll() {}
-        t = t.or_else(|| b.accept());
+        t = t.or_else(|| b.accept().map(|acc| acc.session));
         if let Some(t) = t {
             while let Some((seq, m)) = b.poll_delivery(t) {
                 assert_eq!(seq.0, got as u64 + 1);

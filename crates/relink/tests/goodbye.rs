@@ -157,7 +157,7 @@ fn goodbye_over_tcp(coarse: bool, n: usize) {
             .unwrap();
         let mut t: Option<SessionHandle> = None;
         let up = run_tcp(&mut a, &mut b, coarse, Duration::from_secs(20), |a, b| {
-            t = t.or_else(|| b.accept());
+            t = t.or_else(|| b.accept().map(|acc| acc.session));
             t.is_some_and(|t| {
                 a.state(s) == Some(State::Established) && b.state(t) == Some(State::Established)
             })

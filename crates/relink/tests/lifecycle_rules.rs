@@ -91,7 +91,11 @@ fn a_listener_made_before_its_device_listens_once_the_device_is_added() {
         sim.node(INITIATOR).state(s) == Some(State::Established)
     });
     assert!(up, "state {:?}", sim.node(INITIATOR).state(s));
-    let t = sim.node(TARGET).accept().expect("the session was accepted");
+    let t = sim
+        .node(TARGET)
+        .accept()
+        .expect("the session was accepted")
+        .session;
     sim.run_for(Duration::from_millis(5));
     let (_, msg) = sim.node(TARGET).poll_delivery(t).expect("delivered");
     assert_eq!(msg, b"hello");
@@ -208,11 +212,9 @@ fn bad_input_gets_a_typed_error_that_names_what_is_wrong() {
         ),
         "{e:?}"
     );
-    let region = |id| RegionOptions {
-        id: RegionId(id),
-        len: 64,
-        access: Access::LOCAL_WRITE | Access::REMOTE_WRITE,
-        advertise: true,
+    let region = |id| {
+        RegionOptions::new(RegionId(id), 64, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
+            .advertise(true)
     };
     let e = SessionOptions::builder()
         .region(region(1))
@@ -322,11 +324,9 @@ fn bad_input_gets_a_typed_error_that_names_what_is_wrong() {
 fn the_least_message_size_carries_several_advertisements() {
     let mut sim = Sim::new(15);
     let regions: Vec<RegionOptions> = (1..=3)
-        .map(|id| RegionOptions {
-            id: RegionId(id),
-            len: 64,
-            access: Access::LOCAL_WRITE | Access::REMOTE_WRITE,
-            advertise: true,
+        .map(|id| {
+            RegionOptions::new(RegionId(id), 64, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
+                .advertise(true)
         })
         .collect();
     for max_message in [34, 64, 100] {

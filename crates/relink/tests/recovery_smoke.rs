@@ -61,11 +61,13 @@ fn reset_during_traffic_delivers_every_message_once_in_order() {
 #[test]
 fn a_burst_larger_than_the_send_queue_waits_its_turn() {
     use relink::{Access, BufferToken, LocalRange, RegionId, RegionOptions};
-    let region = |id, advertise| RegionOptions {
-        id: RegionId(id),
-        len: 1 << 16,
-        access: Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ,
-        advertise,
+    let region = |id, advertise| {
+        RegionOptions::new(
+            RegionId(id),
+            1 << 16,
+            Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ,
+        )
+        .advertise(advertise)
     };
     let opts = |r| {
         SessionOptions::builder()
@@ -137,11 +139,13 @@ fn a_token_the_peer_never_advertised_fails_alone() {
     // A core that spins would hang the suite: run on a thread, wait 30 s.
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        let region = |id, advertise| RegionOptions {
-            id: RegionId(id),
-            len: 4096,
-            access: Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ,
-            advertise,
+        let region = |id, advertise| {
+            RegionOptions::new(
+                RegionId(id),
+                4096,
+                Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ,
+            )
+            .advertise(advertise)
         };
         let opts = |r| {
             SessionOptions::builder()

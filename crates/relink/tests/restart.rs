@@ -67,7 +67,11 @@ fn a_client_restarted_with_the_same_seed_after_a_close_connects_again() {
         "the same seed, the same session id"
     );
     established_within(&mut sim, INITIATOR, s2, Duration::from_millis(50));
-    let t2 = sim.node(TARGET).accept().expect("a new session accepted");
+    let t2 = sim
+        .node(TARGET)
+        .accept()
+        .expect("a new session accepted")
+        .session;
     assert_ne!(t2, t, "a new session on the target, not the closed one");
     assert_eq!(sim.node(TARGET).state(t2), Some(State::Established));
     // And it carries traffic.
@@ -86,7 +90,11 @@ fn a_client_process_that_died_connects_again_as_a_new_session() {
     *sim.node(INITIATOR) = Node::new(host);
     let s2 = connect(&mut sim, INITIATOR);
     established_within(&mut sim, INITIATOR, s2, Duration::from_millis(50));
-    let t2 = sim.node(TARGET).accept().expect("a new session accepted");
+    let t2 = sim
+        .node(TARGET)
+        .accept()
+        .expect("a new session accepted")
+        .session;
     assert_ne!(t2, t);
     assert_eq!(sim.node(TARGET).state(t2), Some(State::Established));
     // The old session on the target lost its transport and waits for the
@@ -132,7 +140,7 @@ fn a_busy_refusal_is_reported_and_retried_until_the_id_is_free() {
     listen(&mut sim);
     let s = connect(&mut sim, INITIATOR);
     established_within(&mut sim, INITIATOR, s, Duration::from_millis(5));
-    let t = sim.node(TARGET).accept().unwrap();
+    let t = sim.node(TARGET).accept().unwrap().session;
 
     let s2 = connect(&mut sim, twin);
     sim.run_for(Duration::from_millis(30));
@@ -181,7 +189,7 @@ fn a_hello_accepted_after_the_attempt_timed_out_does_not_block_the_next() {
         sim.node(INITIATOR).counters(s).unwrap().attempts > 1,
         "the first attempt timed out: {ev:?}"
     );
-    let t = sim.node(TARGET).accept().expect("accepted");
+    let t = sim.node(TARGET).accept().expect("accepted").session;
     assert!(
         sim.node(TARGET).accept().is_none(),
         "one session on the target"

@@ -42,19 +42,10 @@ pub fn session_options(spec: &LoopSpec, workload: Workload, target: bool) -> Ses
         Workload::Write => {
             let len = (spec.window * spec.size) as u64;
             let region = if target {
-                RegionOptions {
-                    id: REMOTE,
-                    len,
-                    access: Access::LOCAL_WRITE | Access::REMOTE_WRITE,
-                    advertise: true,
-                }
+                RegionOptions::new(REMOTE, len, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
+                    .advertise(true)
             } else {
-                RegionOptions {
-                    id: LOCAL,
-                    len,
-                    access: Access::LOCAL_WRITE,
-                    advertise: false,
-                }
+                RegionOptions::new(LOCAL, len, Access::LOCAL_WRITE)
             };
             SessionOptions::builder()
                 .recv_slots(64)

@@ -44,7 +44,7 @@ impl SimPair {
             .expect("open a session");
         let mut tgt = None;
         let up = sim.run_until_cond(Duration::from_secs(1), |sim| {
-            tgt = tgt.or_else(|| sim.node(TARGET).accept());
+            tgt = tgt.or_else(|| sim.node(TARGET).accept().map(|a| a.session));
             tgt.is_some() && sim.node(INITIATOR).state(ini) == Some(State::Established)
         });
         assert!(up, "relink session not established in the simulation");

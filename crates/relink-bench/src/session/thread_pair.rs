@@ -88,7 +88,7 @@ impl ThreadPair {
         loop {
             node.poll();
             target.poll();
-            tgt = tgt.or_else(|| target.accept());
+            tgt = tgt.or_else(|| target.accept().map(|a| a.session));
             if let Some(t) = tgt {
                 if node.state(ini) == Some(State::Established)
                     && target.state(t) == Some(State::Established)

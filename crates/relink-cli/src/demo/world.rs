@@ -84,7 +84,7 @@ fn wait_established(sim: &mut Sim, s: SessionHandle, what: &str) -> anyhow::Resu
     }
     let mut accepted = None;
     let found = sim.run_until_cond(Duration::from_secs(1), |sim| {
-        accepted = sim.node(TARGET).accept();
+        accepted = sim.node(TARGET).accept().map(|a| a.session);
         accepted.is_some()
     });
     match accepted {

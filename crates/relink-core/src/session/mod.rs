@@ -104,6 +104,11 @@ pub struct SessionConfig {
     pub spec: SessionSpec,
     /// Seed of the backoff jitter.
     pub seed: u64,
+    /// The application's bytes of the session's first connect: an
+    /// initiator sends them in its Hello; a target has the initiator's
+    /// ([`Session::accept_hello`] takes them from the Hello). A Resume
+    /// never carries them.
+    pub connect_data: wire::ConnectBytes,
 }
 
 /// Errors of session commands.
@@ -322,6 +327,13 @@ impl Session {
     /// The recovery policy it was made with.
     pub fn policy(&self) -> &Policy {
         &self.cfg.policy
+    }
+
+    /// The application's bytes of the first connect
+    /// ([`SessionConfig::connect_data`]): an initiator's own, the
+    /// initiator's at a target.
+    pub fn connect_data(&self) -> &[u8] {
+        &self.cfg.connect_data
     }
 
     /// Counters since creation.

@@ -271,6 +271,13 @@ impl Session {
             && self.events.is_empty()
     }
 
+    /// Whether a completion, delivery or event waits for the application
+    /// (actions are the driver's, not counted).
+    #[must_use]
+    pub fn has_output(&self) -> bool {
+        !(self.completions.is_empty() && self.deliveries.is_empty() && self.events.is_empty())
+    }
+
     /// When [`handle_timeout`](Self::handle_timeout) must next be called:
     /// `Some` of the earliest armed timer (it may be in the past: call it
     /// now); `None` when no timer is armed (an idle session without

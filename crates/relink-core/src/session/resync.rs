@@ -64,6 +64,7 @@ impl Session {
                 session: self.cfg.id,
                 epoch: self.epoch,
                 incarnation: self.cfg.incarnation,
+                connect_data: self.cfg.connect_data,
             })
             .to_vec(),
         }
@@ -176,14 +177,16 @@ impl Session {
     /// The session starts at the Hello's epoch, the initiator's attempt, so
     /// both sides advertise for the same epoch even when refused attempts
     /// came first (a Hello never carries `Epoch(0)`; one that does is taken
-    /// as `Epoch(1)`).
+    /// as `Epoch(1)`). Its connect data is the Hello's, whatever
+    /// `cfg.connect_data` holds.
     pub fn accept_hello(
-        cfg: SessionConfig,
+        mut cfg: SessionConfig,
         request: RequestToken,
         hello: &wire::Hello,
         secret: [u8; 32],
         now: Timestamp,
     ) -> Result<Session, crate::policy::PolicyError> {
+        cfg.connect_data = hello.connect_data;
         let mut s = Session::new(cfg, now)?;
         let secret = SessionSecret::from_bytes(secret);
         s.peer_incarnation = Some(hello.incarnation);

@@ -1,13 +1,13 @@
 //! The handshake carried in CM private data: [`ConnectData`] (Hello to
-//! start a session, Resume to reconnect one), [`AcceptData`] (Welcome,
-//! Resumed) and [`RejectData`] (Refused with a [`RefuseReason`]), with the
-//! authenticators of Resume and Resumed. The byte layout is in the
-//! [module docs](super).
+//! start a session, with the application's [`ConnectBytes`]; Resume to
+//! reconnect one), [`AcceptData`] (Welcome, Resumed) and [`RejectData`]
+//! (Refused with a [`RefuseReason`]), with the authenticators of Resume and
+//! Resumed. The byte layout is in the [module docs](super).
 
 use relink_fabric::{MAX_ACCEPT_PRIVATE_DATA, MAX_CONNECT_PRIVATE_DATA, MAX_REJECT_PRIVATE_DATA};
 
 use super::cursor::{put_u32, put_u64, Cursor};
-use super::{WireError, VERSION};
+use super::{WireError, MAX_CONNECT_DATA, VERSION};
 use crate::auth::{self, SessionSecret, AUTH_LEN, SECRET_LEN};
 use crate::ids::{Epoch, Incarnation, Seq, SessionId};
 
@@ -44,6 +44,67 @@ fn private_data<'a>(
 // ---------------------------------------------------------------------------
 // CONNECT private data.
 
+/// The initiator application's bytes in a [`Hello`]: at most
+/// [`MAX_CONNECT_DATA`] of them (what the CM's connect private data leaves
+/// after the rest of the Hello), so every Hello fits the CM's limit.
+/// Empty by default.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ConnectBytes {
+    len: u8,
+    bytes: [u8; MAX_CONNECT_DATA],
+}
+
+impl ConnectBytes {
+    /// No bytes.
+    pub const EMPTY: ConnectBytes = ConnectBytes {
+        len: 0,
+        bytes: [0; MAX_CONNECT_DATA],
+    };
+
+    /// A copy of `data`.
+    ///
+    /// # Errors
+    /// [`WireError::TooLong`] if `data` has more than
+    /// [`MAX_CONNECT_DATA`] bytes.
+    pub fn new(data: &[u8]) -> Result<ConnectBytes, WireError> {
+        if data.len() > MAX_CONNECT_DATA {
+            return Err(WireError::TooLong {
+                what: "connect data",
+                len: data.len(),
+                max: MAX_CONNECT_DATA,
+            });
+        }
+        let mut out = ConnectBytes::EMPTY;
+        out.bytes[..data.len()].copy_from_slice(data);
+        out.len = data.len() as u8;
+        Ok(out)
+    }
+
+    /// The bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.len)]
+    }
+}
+
+impl Default for ConnectBytes {
+    fn default() -> ConnectBytes {
+        ConnectBytes::EMPTY
+    }
+}
+
+impl std::ops::Deref for ConnectBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
+impl std::fmt::Debug for ConnectBytes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ConnectBytes({:02x?})", self.as_slice())
+    }
+}
+
 /// First connection of a new session (initiator → target).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Hello {
@@ -55,6 +116,9 @@ pub struct Hello {
     pub epoch: Epoch,
     /// The initiator's incarnation.
     pub incarnation: Incarnation,
+    /// The initiator application's bytes for the target application (only
+    /// the Hello carries them: a Resume does not).
+    pub connect_data: ConnectBytes,
 }
 
 /// Reconnection of an existing session (initiator → target), authenticated
@@ -131,7 +195,8 @@ impl From<Resume> for ConnectData {
 }
 
 impl ConnectData {
-    /// Appends the encoding to `out` (at most [`MAX_CONNECT_PRIVATE_DATA`] bytes).
+    /// Appends the encoding to `out` (at most [`MAX_CONNECT_PRIVATE_DATA`]
+    /// bytes: a Hello is [`HELLO_LEN`](super::HELLO_LEN) bytes and its connect data).
     pub fn encode(&self, out: &mut Vec<u8>) {
         out.push(VERSION);
         match self {
@@ -140,6 +205,8 @@ impl ConnectData {
                 put_u64(out, h.session.0);
                 put_u32(out, h.epoch.0);
                 put_u64(out, h.incarnation.0);
+                out.push(h.connect_data.len);
+                out.extend_from_slice(h.connect_data.as_slice());
             }
             ConnectData::Resume(r) => {
                 out.push(TAG_RESUME);
@@ -166,6 +233,17 @@ impl ConnectData {
                 session: c.session()?,
                 epoch: c.epoch()?,
                 incarnation: c.incarnation()?,
+                connect_data: {
+                    let len = usize::from(c.u8("connect data length")?);
+                    if len > MAX_CONNECT_DATA {
+                        return Err(WireError::TooLong {
+                            what: "connect data",
+                            len,
+                            max: MAX_CONNECT_DATA,
+                        });
+                    }
+                    ConnectBytes::new(c.take(len, "connect data")?)?
+                },
             }),
             TAG_RESUME => ConnectData::Resume(Resume {
                 session: c.session()?,

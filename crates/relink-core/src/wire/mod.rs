@@ -12,8 +12,10 @@
 //! secret  = [u8; 32]
 //!
 //! CONNECT private data (<= MAX_CONNECT_PRIVATE_DATA = 56 bytes)
-//! connect = version 0x01:u8 session epoch incarnation                      Hello    22 bytes
-//!         | version 0x02:u8 session epoch last_delivered:seq auth           Resume   38 bytes
+//! connect = version 0x01:u8 session epoch incarnation len:u8 data:[u8; len]  Hello    23 + len bytes
+//!         | version 0x02:u8 session epoch last_delivered:seq auth             Resume   38 bytes
+//! data    = the initiator application's connect data, len <= MAX_CONNECT_DATA = 33
+//!           (56 less the 23 bytes of the rest of the Hello); a Resume carries none
 //!
 //! ACCEPT private data (<= MAX_ACCEPT_PRIVATE_DATA = 196 bytes)
 //! accept  = version 0x11:u8 session incarnation secret                     Welcome  50 bytes
@@ -86,7 +88,8 @@ mod message;
 mod tests;
 
 pub use handshake::{
-    AcceptData, ConnectData, Hello, RefuseReason, Refused, RejectData, Resume, Resumed, Welcome,
+    AcceptData, ConnectBytes, ConnectData, Hello, RefuseReason, Refused, RejectData, Resume,
+    Resumed, Welcome,
 };
 pub use message::{
     decode_message, decode_typed, encode_ack, encode_advert_done, encode_adverts, encode_body,
@@ -96,6 +99,19 @@ pub use message::{
 
 /// Version byte that starts every format.
 pub const VERSION: u8 = 1;
+
+/// Length of a [`Hello`] with no connect data: version, tag, session,
+/// epoch, incarnation and the connect data's length byte.
+pub const HELLO_LEN: usize = 1 + 1 + 8 + 4 + 8 + 1;
+
+/// The most connect data a [`Hello`] carries ([`ConnectBytes`]): what the
+/// CM's connect private data ([`MAX_CONNECT_PRIVATE_DATA`], 56 bytes)
+/// leaves after the rest of the Hello.
+///
+/// [`MAX_CONNECT_PRIVATE_DATA`]: relink_fabric::MAX_CONNECT_PRIVATE_DATA
+pub const MAX_CONNECT_DATA: usize = relink_fabric::MAX_CONNECT_PRIVATE_DATA - HELLO_LEN;
+
+const _: () = assert!(MAX_CONNECT_DATA == 33 && MAX_CONNECT_DATA <= u8::MAX as usize);
 
 /// Length of an in-band message header ([`MsgHeader`]).
 pub const HEADER_LEN: usize = 1 + 1 + 8 + 8 + 4;

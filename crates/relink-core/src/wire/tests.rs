@@ -20,15 +20,30 @@ fn arb_secret() -> impl Strategy<Value = SessionSecret> {
     any::<[u8; SECRET_LEN]>().prop_map(SessionSecret::from_bytes)
 }
 
+/// Connect data of every length a Hello takes, empty and full included.
+fn arb_connect_bytes() -> impl Strategy<Value = ConnectBytes> {
+    prop_oneof![
+        Just(Vec::new()),
+        proptest::collection::vec(any::<u8>(), MAX_CONNECT_DATA..=MAX_CONNECT_DATA),
+        proptest::collection::vec(any::<u8>(), 0..=MAX_CONNECT_DATA),
+    ]
+    .prop_map(|d| ConnectBytes::new(&d).expect("within the limit"))
+}
+
 fn arb_connect() -> impl Strategy<Value = ConnectData> {
     prop_oneof![
-        (any::<u64>(), any::<u32>(), any::<u64>()).prop_map(|(s, e, i)| ConnectData::Hello(
-            Hello {
+        (
+            any::<u64>(),
+            any::<u32>(),
+            any::<u64>(),
+            arb_connect_bytes()
+        )
+            .prop_map(|(s, e, i, connect_data)| ConnectData::Hello(Hello {
                 session: SessionId(s),
                 epoch: Epoch(e),
                 incarnation: Incarnation(i),
-            }
-        )),
+                connect_data,
+            })),
         (
             any::<u64>(),
             any::<u32>(),
@@ -233,7 +248,13 @@ proptest! {
     ) {
         let mut enc = c.to_vec();
         enc.push(extra);
-        let is_trailing = matches!(ConnectData::decode(&enc), Err(WireError::TrailingBytes { .. }));
+        // A Hello with the most connect data fills the CM limit: a byte
+        // more is over it.
+        let is_trailing = match ConnectData::decode(&enc) {
+            Err(WireError::TrailingBytes { .. }) => true,
+            Err(WireError::TooLong { len, max, .. }) => len == max + 1 && max == MAX_CONNECT_PRIVATE_DATA,
+            _ => false,
+        };
         prop_assert!(is_trailing);
         let mut enc = a.to_vec();
         enc.push(extra);
@@ -376,6 +397,7 @@ fn max_encodings_fit_the_cm_limits() {
         session: SessionId(u64::MAX),
         epoch: Epoch(u32::MAX),
         incarnation: Incarnation(u64::MAX),
+        connect_data: ConnectBytes::new(&[0xff; MAX_CONNECT_DATA]).unwrap(),
     });
     let resume = ConnectData::Resume(Resume::sign(
         &s,
@@ -383,9 +405,10 @@ fn max_encodings_fit_the_cm_limits() {
         Epoch(u32::MAX),
         Seq(u64::MAX),
     ));
-    assert_eq!(hello.to_vec().len(), 22);
+    // The largest Hello fills the CM's connect private data exactly.
+    assert_eq!(hello.to_vec().len(), HELLO_LEN + MAX_CONNECT_DATA);
+    assert_eq!(hello.to_vec().len(), MAX_CONNECT_PRIVATE_DATA);
     assert_eq!(resume.to_vec().len(), 38);
-    assert!(hello.to_vec().len() <= MAX_CONNECT_PRIVATE_DATA);
     assert!(resume.to_vec().len() <= MAX_CONNECT_PRIVATE_DATA);
 
     let welcome = AcceptData::Welcome(Welcome {
@@ -417,6 +440,7 @@ fn hello_golden_bytes() {
         session: SessionId(0x0102_0304_0506_0708),
         epoch: Epoch(0x2122_2324),
         incarnation: Incarnation(0x1112_1314_1516_1718),
+        connect_data: ConnectBytes::new(b"ab").unwrap(),
     });
     let expected = [
         0x01, // version
@@ -424,9 +448,80 @@ fn hello_golden_bytes() {
         0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, // session
         0x21, 0x22, 0x23, 0x24, // epoch
         0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18, // incarnation
+        0x02, // connect data length
+        b'a', b'b', // connect data
     ];
     assert_eq!(hello.to_vec(), expected);
     assert_eq!(ConnectData::decode(&expected), Ok(hello));
+    // No connect data: the length byte alone.
+    let ConnectData::Hello(mut bare) = hello else {
+        unreachable!()
+    };
+    bare.connect_data = ConnectBytes::EMPTY;
+    let bare = ConnectData::Hello(bare);
+    assert_eq!(bare.to_vec(), [&expected[..22], &[0x00]].concat());
+    assert_eq!(bare.to_vec().len(), HELLO_LEN);
+}
+
+#[test]
+fn connect_data_is_length_checked() {
+    // Over the limit: refused when made, and when a length byte claims it.
+    assert_eq!(
+        ConnectBytes::new(&[7; MAX_CONNECT_DATA + 1]),
+        Err(WireError::TooLong {
+            what: "connect data",
+            len: MAX_CONNECT_DATA + 1,
+            max: MAX_CONNECT_DATA
+        })
+    );
+    assert_eq!(ConnectBytes::new(&[7; MAX_CONNECT_DATA]).unwrap().len(), 33);
+    let hello = ConnectData::Hello(Hello {
+        session: SessionId(1),
+        epoch: Epoch(1),
+        incarnation: Incarnation(2),
+        connect_data: ConnectBytes::new(b"xyz").unwrap(),
+    })
+    .to_vec();
+    let mut over = hello[..HELLO_LEN].to_vec();
+    over[HELLO_LEN - 1] = MAX_CONNECT_DATA as u8 + 1;
+    over.resize(MAX_CONNECT_PRIVATE_DATA, 1);
+    assert_eq!(
+        ConnectData::decode(&over),
+        Err(WireError::TooLong {
+            what: "connect data",
+            len: MAX_CONNECT_DATA + 1,
+            max: MAX_CONNECT_DATA
+        })
+    );
+    // A length past the end of the data is a truncation, not a read past it.
+    let mut short = hello.clone();
+    short[HELLO_LEN - 1] = 5;
+    assert_eq!(
+        ConnectData::decode(&short),
+        Err(WireError::Truncated {
+            what: "connect data",
+            offset: HELLO_LEN,
+            needed: 5,
+            available: 3
+        })
+    );
+    // The length byte itself is required.
+    assert_eq!(
+        ConnectData::decode(&hello[..HELLO_LEN - 1]),
+        Err(WireError::Truncated {
+            what: "connect data length",
+            offset: HELLO_LEN - 1,
+            needed: 1,
+            available: 0
+        })
+    );
+    // Zero padding after the connect data is the transport's, not data.
+    let mut padded = hello.clone();
+    padded.resize(MAX_CONNECT_PRIVATE_DATA, 0);
+    let Ok(ConnectData::Hello(h)) = ConnectData::decode(&padded) else {
+        panic!("padded hello")
+    };
+    assert_eq!(&*h.connect_data, b"xyz");
 }
 
 #[test]
@@ -547,6 +642,7 @@ fn private_data_errors_are_typed() {
         session: SessionId(1),
         epoch: Epoch(1),
         incarnation: Incarnation(2),
+        connect_data: ConnectBytes::EMPTY,
     })
     .to_vec();
     assert!(matches!(

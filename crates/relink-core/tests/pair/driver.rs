@@ -251,6 +251,8 @@ impl Pair {
                         .unwrap_or_else(|| self.setup.policy.clone()),
                     spec: self.setup.spec(),
                     seed: 11,
+                    // The Hello's, whatever is here.
+                    connect_data: ConnectBytes::EMPTY,
                 };
                 let mut s = Session::accept_hello(cfg, RequestToken(token), &h, SECRET, now)
                     .expect("valid setup");

@@ -57,7 +57,7 @@ use relink_core::session::{
     SessionEvent,
 };
 use relink_core::state::{DownCause, State, Transition};
-use relink_core::wire::{self, ConnectData, RefuseReason, Refused, RejectData};
+use relink_core::wire::{self, ConnectBytes, ConnectData, RefuseReason, Refused, RejectData};
 use relink_core::{BufferToken, Epoch, Incarnation, OpId, RegionId, Seq, SessionId};
 use relink_fabric::{
     Access, DeviceEvent, DeviceEventKind, DeviceId, DeviceInfo, Guid, IpNet, PortState, RemoteAddr,
@@ -111,6 +111,8 @@ pub struct Setup {
     pub max_one_sided: u32,
     /// Regions of each side.
     pub regions: Vec<RegionSpec>,
+    /// The initiator application's connect data.
+    pub connect_data: ConnectBytes,
 }
 
 impl Default for Setup {
@@ -129,6 +131,7 @@ impl Default for Setup {
                     | Access::REMOTE_ATOMIC,
                 advertise: true,
             }],
+            connect_data: ConnectBytes::EMPTY,
         }
     }
 }
@@ -334,6 +337,7 @@ impl Pair {
             policy: setup.policy.clone(),
             spec: setup.spec(),
             seed: 7,
+            connect_data: setup.connect_data,
         };
         let mut s = Session::new(cfg, T0).expect("valid setup");
         s.set_devices(vec![ini.device.clone()], T0);

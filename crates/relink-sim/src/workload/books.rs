@@ -523,7 +523,7 @@ impl Workload {
     /// provider.
     pub fn collect_from(&mut self, initiator: &mut Node, target: &mut Node) {
         if self.target.is_none() {
-            self.target = target.accept();
+            self.target = target.accept().map(|a| a.session);
         }
         self.drain_completions(initiator);
         self.drain_deliveries(target);

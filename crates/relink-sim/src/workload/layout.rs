@@ -29,26 +29,18 @@ pub(crate) const ATOMIC_SLOTS: u64 = 8;
 /// The target's regions: one data region of [`BLOCKS`] blocks and the
 /// counter, advertised, open to remote WRITE, READ and atomics.
 pub fn target_regions() -> Vec<RegionOptions> {
-    vec![RegionOptions {
-        id: TARGET_DATA,
-        len: COUNTER + 8,
-        access: Access::LOCAL_WRITE
-            | Access::REMOTE_WRITE
-            | Access::REMOTE_READ
-            | Access::REMOTE_ATOMIC,
-        advertise: true,
-    }]
+    vec![RegionOptions::new(
+        TARGET_DATA,
+        COUNTER + 8,
+        Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ | Access::REMOTE_ATOMIC,
+    )
+    .advertise(true)]
 }
 
 /// The initiator's regions: write sources, read landing slots and atomic
 /// result slots, local only.
 pub fn initiator_regions() -> Vec<RegionOptions> {
-    let local = |id, len| RegionOptions {
-        id,
-        len,
-        access: Access::LOCAL_WRITE,
-        advertise: false,
-    };
+    let local = |id, len| RegionOptions::new(id, len, Access::LOCAL_WRITE);
     vec![
         local(SOURCE, BLOCK * BLOCKS),
         local(SINK, BLOCK * READ_SLOTS),

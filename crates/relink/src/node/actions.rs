@@ -32,7 +32,9 @@ pub(super) fn retire_transport(
 impl Node {
     /// Perform the core's actions and index what the session now waits
     /// for (its CQ, queued work, its next timer). Completions, deliveries
-    /// and events stay in the core until the application polls them.
+    /// and events stay in the core until the application polls them; a
+    /// session that has some joins the ready queue of
+    /// [`Node::poll_output`].
     pub(super) fn run_actions(&mut self, key: u64) {
         loop {
             let Some(slot) = self.sessions.get_mut(&key) else {
@@ -59,6 +61,9 @@ impl Node {
         }
         if !slot.backlog.is_empty() {
             self.pending_drain.insert(key);
+        }
+        if slot.core.has_output() {
+            self.ready.push(key);
         }
         // An ended session is reaped once drained (`poll`), or when its
         // linger runs out: that is its last deadline.

@@ -1,9 +1,11 @@
-//! The application's calls on a [`Node`]: create sessions (connect, listen,
-//! accept), submit operations, take what sessions produce (completions,
-//! deliveries, events), inspect and close them.
+//! The application's calls on a [`Node`]: create sessions (connect,
+//! listen), submit operations, take what one session produces
+//! (completions, deliveries, events), inspect and close them. Node-wide
+//! outputs (`accept`, `poll_output`) are in `output.rs`.
 //!
 //! Completions, deliveries and events wait in each session's core until
-//! the application takes them here; [`Node::poll`] only makes progress.
+//! the application takes them, here or with [`Node::poll_output`];
+//! [`Node::poll`] only makes progress.
 
 use std::net::SocketAddr;
 
@@ -50,7 +52,8 @@ impl Node {
     /// Only for input that cannot work, before any session exists:
     /// [`ConnectError::NoPath`] if `paths` is empty,
     /// [`ConnectError::Options`] if the options are invalid (the key is
-    /// named), [`ConnectError::Memory`] if the session's memory cannot be
+    /// named; a region no device can register, connect data longer than
+    /// [`MAX_CONNECT_DATA`](crate::MAX_CONNECT_DATA)), [`ConnectError::Memory`] if the session's memory cannot be
     /// allocated.
     pub fn connect(
         &mut self,
@@ -62,6 +65,7 @@ impl Node {
         }
         opts.validate()?;
         let now = self.now();
+        let connect_data = opts.connect_bytes()?;
         let cfg = SessionConfig {
             role: Role::Initiator,
             id: SessionId(self.rng.next_u64()),
@@ -70,6 +74,7 @@ impl Node {
             policy: opts.policy.clone(),
             spec: opts.spec(),
             seed: self.rng.next_u64(),
+            connect_data,
         };
         let mut core = Session::new(cfg, now).map_err(OptionsError::Policy)?;
         core.set_devices(self.provider.devices(), now);
@@ -85,8 +90,9 @@ impl Node {
     }
 
     /// Listen on `addr` (a device's address, or the wildcard address for
-    /// every device). Sessions that connect appear in [`Node::accept`],
-    /// each made with `opts`.
+    /// every device). Sessions that connect appear in [`Node::accept`] (and
+    /// [`Node::poll_output`]), each made with `opts` (application memory
+    /// in its regions is shared by all of them).
     ///
     /// # When it listens
     ///
@@ -149,14 +155,6 @@ impl Node {
     #[must_use]
     pub fn listener_active(&self, l: ListenerHandle) -> Option<bool> {
         self.listeners.get(&l.0).map(|slot| slot.cm.is_some())
-    }
-
-    /// The oldest session a listener accepted that was not taken yet;
-    /// `None` when there is none. A session that ended before it was taken
-    /// waits here until its [linger](Node::set_linger) runs out, then it is
-    /// reaped and leaves the queue.
-    pub fn accept(&mut self) -> Option<SessionHandle> {
-        self.accepted.pop_front()
     }
 
     fn slot(&mut self, s: SessionHandle) -> Option<&mut Slot> {
@@ -272,7 +270,9 @@ impl Node {
         )
     }
 
-    /// The host memory of a region (read and write it directly).
+    /// The host memory of a region (read and write it directly): relink's,
+    /// or the application's own handle for a region made
+    /// [`with_memory`](crate::RegionOptions::with_memory).
     ///
     /// # Errors
     /// [`RegionError::NoSession`] if there is no such session (never made,

@@ -4,6 +4,7 @@
 //! CM events of a session's retired attempt (an older epoch or CM id) are
 //! ignored; a session's core hears only of its current attempt.
 
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use relink_core::reason::{AttemptFailure, CmCall, ProviderFailure};
@@ -13,7 +14,7 @@ use relink_core::wire;
 use relink_core::Epoch;
 use relink_fabric::{CmError, CmEventKind, CmId, ConnParams, Timestamp};
 
-use super::{Node, PendingRequest, SessionHandle};
+use super::{Accepted, ListenerHandle, Node, PendingRequest, SessionHandle};
 
 /// Where a session's CM id is in its connection: an initiator resolves the
 /// address, then the route, then connects; a target accepts; both end up.
@@ -78,10 +79,11 @@ impl Node {
         if let CmEventKind::ConnectRequest {
             listener,
             private_data,
-            ..
+            peer,
+            local,
         } = kind
         {
-            self.on_connect_request(id, listener, private_data, now);
+            self.on_connect_request(id, listener, private_data, (peer, local), now);
             return;
         }
         let Some(owner) = self.cm.get(&id).copied() else {
@@ -258,11 +260,13 @@ impl Node {
     /// over and replaced by a new session, or refuses); a resume goes to
     /// the session it names (whose core accepts or rejects it); anything
     /// else is refused.
+    /// `addrs` are the initiator's address and the local one.
     fn on_connect_request(
         &mut self,
         id: CmId,
         listener: CmId,
         private_data: Vec<u8>,
+        addrs: (SocketAddr, SocketAddr),
         now: Timestamp,
     ) {
         let Some(CmOwner::Listener(lk)) = self.cm.get(&listener).copied() else {
@@ -306,6 +310,7 @@ impl Node {
                     policy: opts.policy.clone(),
                     spec: opts.spec(),
                     seed: self.rng.next_u64(),
+                    connect_data: h.connect_data,
                 };
                 let mut secret = [0u8; 32];
                 self.rng.fill_bytes(&mut secret);
@@ -314,7 +319,13 @@ impl Node {
                         core.set_devices(self.provider.devices(), now);
                         match self.insert_slot(core, opts) {
                             Ok(key) => {
-                                self.accepted.push_back(SessionHandle(key));
+                                self.accepted.push_back(Accepted {
+                                    session: SessionHandle(key),
+                                    listener: ListenerHandle(lk),
+                                    peer: addrs.0,
+                                    local: addrs.1,
+                                    connect_data: h.connect_data.to_vec(),
+                                });
                                 self.run_actions(key);
                             }
                             Err(e) => {

@@ -54,6 +54,24 @@ pub enum OptionsError {
     /// A region is empty.
     #[error("region {0} has length 0")]
     EmptyRegion(RegionId),
+    /// A region no device can register: longer than the application's
+    /// memory it names, or rights no device grants.
+    #[error("region {id}: {reason}")]
+    BadRegion {
+        /// The region.
+        id: RegionId,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// [`SessionOptions::connect_data`](super::SessionOptions::connect_data)
+    /// is longer than the Hello carries.
+    #[error("connect data of {len} bytes exceeds the maximum {max}")]
+    ConnectDataTooLong {
+        /// Its length.
+        len: usize,
+        /// [`MAX_CONNECT_DATA`](crate::MAX_CONNECT_DATA).
+        max: usize,
+    },
 }
 
 /// Why [`Node::connect`](super::Node::connect) made no session. Once it

@@ -8,9 +8,11 @@
 //! | file | its one concern |
 //! |---|---|
 //! | `mod.rs` | the node's tables ([`Node`], a session's `Slot`), how a session's slot is made and how an ended one is reaped |
-//! | `options.rs` | what the application hands in and gets back: handles, session options and their builder, region options, a session's snapshot, the footprint |
+//! | `options.rs` | what the application hands in and gets back: handles, session options and their builder, a session's snapshot, the footprint |
+//! | `regions.rs` | region options (relink's memory or the application's, shared among sessions), their checks, a new session's memory |
 //! | `error.rs` | the errors of the node's calls, one type per family of calls |
-//! | `api.rs` | the application's calls: connect, listen, accept, submit operations, take completions, deliveries and events, close |
+//! | `api.rs` | the application's calls: connect, listen, submit operations, take one session's completions, deliveries and events, close |
+//! | `output.rs` | node-wide outputs: `accept` (with listener, addresses, connect data) and `poll_output` (every session's, from a ready queue) |
 //! | `poll.rs` | the poll loop (provider events, dirty CQs, due timers, queued work, reaping, in that order) and provider events |
 //! | `wait.rs` | sleeping between poll rounds: `wait` (until something happens), `event_fd` (for the application's event loop), `run_until` |
 //! | `cm.rs` | connection management: who owns a CM id, where a session's attempt is, listeners, connect requests |
@@ -40,20 +42,24 @@ mod cm;
 mod completions;
 mod error;
 mod options;
+mod output;
 mod poll;
+mod regions;
 mod transport;
 mod wait;
 mod wr;
 
 pub use error::{CloseError, ConnectError, ListenError, OptionsError, RegionError, SubmitError};
 pub use options::{
-    Footprint, ListenerHandle, RegionOptions, SessionHandle, SessionInfo, SessionOptions,
-    SessionOptionsBuilder,
+    Footprint, ListenerHandle, SessionHandle, SessionInfo, SessionOptions, SessionOptionsBuilder,
 };
+pub use output::{Accepted, Output};
+pub use regions::RegionOptions;
 
 use actions::retire_transport;
 use backlog::Pending;
 use cm::CmOwner;
+use output::ReadyQueue;
 use transport::{SessionMemory, Transport};
 use wr::WrBatch;
 
@@ -62,7 +68,8 @@ struct Slot {
     core: Session,
     opts: SessionOptions,
     spec: SessionSpec,
-    /// Allocated once, registered on every transport.
+    /// Allocated once (or the application's), registered on every
+    /// transport.
     memory: SessionMemory,
     /// The current epoch's provider objects; `None` between a teardown and
     /// the next attempt.
@@ -152,11 +159,17 @@ impl Randomness {
 /// deadline passes, and polls — then takes what the sessions produced,
 /// and again. (An application with an event loop of its own sleeps on
 /// [`Node::event_fd`] and a timer for [`Node::next_deadline`] instead.)
+/// What the sessions produced is taken node-wide with
+/// [`Node::poll_output`] (each output names its session), or session by
+/// session with [`Node::accept`], [`Node::poll_completion`],
+/// [`Node::poll_delivery`] and [`Node::poll_event`]; both take from the
+/// same queues. Below, the server takes node-wide, the client from its one
+/// session.
 ///
 /// ```
 /// use std::sync::Arc;
 /// use std::time::Duration;
-/// use relink::{Node, Path, SessionOptions};
+/// use relink::{Node, Output, Path, SessionOptions};
 /// use relink_soft::SoftFabric;
 ///
 /// // Two hosts of the in-process soft fabric, one node each.
@@ -168,7 +181,8 @@ impl Randomness {
 /// let mut client = Node::new(Arc::new(a));
 /// let addr = "10.0.0.2:7471".parse()?;
 /// server.listen(addr, SessionOptions::default())?;
-/// let s = client.connect(vec![Path { local: None, peer: addr }], SessionOptions::default())?;
+/// let opts = SessionOptions { connect_data: b"hello, I am a".to_vec(), ..SessionOptions::default() };
+/// let s = client.connect(vec![Path { local: None, peer: addr }], opts)?;
 /// for i in 0..3u8 {
 ///     client.send(s, &[i; 16])?; // sent once the session is up
 /// }
@@ -176,16 +190,17 @@ impl Randomness {
 /// // Each node's loop. A process with one node waits as long as it likes
 /// // (`wait(None)`: until something happens); these two share a thread
 /// // and the fabric's virtual clock, so they take turns of at most 1 ms.
-/// let (mut accepted, mut got, mut done) = (Vec::new(), Vec::new(), 0);
+/// let (mut got, mut done) = (Vec::new(), 0);
 /// let give_up = server.now() + Duration::from_secs(10);
 /// while got.len() < 3 || done < 3 {
 ///     assert!(server.now() < give_up, "not delivered");
 ///     if server.wait_for(Duration::from_millis(1)) {
-///         // Something happened: take what the sessions produced.
-///         accepted.extend(std::iter::from_fn(|| server.accept()));
-///         for &t in &accepted {
-///             while let Some((_seq, msg)) = server.poll_delivery(t) {
-///                 got.push(msg);
+///         // Something happened: take everything the sessions produced.
+///         while let Some(out) = server.poll_output() {
+///             match out {
+///                 Output::Accepted(a) => assert_eq!(a.connect_data, b"hello, I am a"),
+///                 Output::Delivery { payload, .. } => got.push(payload),
+///                 _ => {} // events; completions of what the server sent
 ///             }
 ///         }
 ///     }
@@ -199,6 +214,32 @@ impl Randomness {
 /// assert_eq!(got, [[0u8; 16], [1; 16], [2; 16]]);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
+///
+/// # What piles up, and what the application must take
+///
+/// A node drops nothing its sessions produce: each output waits until the
+/// application takes it, and the application must take them all —
+/// [`Node::poll_output`] until `None` after every poll round, or the
+/// per-session calls for every session and [`Node::accept`]. Until then
+/// they grow:
+///
+/// - accepted sessions ([`Node::accept`]): one per session a listener
+///   accepts, as many as peers connect;
+/// - each session's completions: one per operation submitted, so no more
+///   than the application submitted and did not take;
+/// - each session's deliveries: every message the peer sends. A message is
+///   acknowledged to the peer (and its credit returned) once it waits
+///   here, not once the application takes it, so nothing slows the peer
+///   down: these grow without bound while the peer sends and the
+///   application takes none;
+/// - each session's events: a few per state change, more with every loss
+///   and recovery.
+///
+/// A session that ended goes with all of it when it is reaped: once the
+/// application took everything, or [linger](Node::set_linger) (60 s by
+/// default) after it ended ([`Node::sessions`]). The node's own indexes
+/// stay bounded by its sessions ([`Node::footprint`]): the queue of
+/// sessions with output holds each at most once.
 pub struct Node {
     provider: Arc<dyn Provider>,
     incarnation: Incarnation,
@@ -212,7 +253,10 @@ pub struct Node {
     cm: BTreeMap<CmId, CmOwner>,
     /// Connect requests by their `RequestToken`.
     pending: BTreeMap<u64, PendingRequest>,
-    accepted: VecDeque<SessionHandle>,
+    /// Accepted sessions not yet taken ([`Node::accept`]).
+    accepted: VecDeque<Accepted>,
+    /// Sessions that have output, for [`Node::poll_output`].
+    ready: ReadyQueue,
     wcs: Vec<WorkCompletion>,
     /// Which session a CQ belongs to (for `CqReady`).
     cq_owner: BTreeMap<CqId, u64>,
@@ -279,6 +323,7 @@ impl Node {
             cm: BTreeMap::new(),
             pending: BTreeMap::new(),
             accepted: VecDeque::new(),
+            ready: ReadyQueue::default(),
             wcs: Vec::with_capacity(64),
             cq_owner: BTreeMap::new(),
             dirty: BTreeSet::new(),
@@ -323,6 +368,7 @@ impl Node {
             cqs: self.cq_owner.len(),
             deadlines: self.deadlines.len(),
             ended: self.ended.len(),
+            ready: self.ready.len(),
         }
     }
 
@@ -343,31 +389,15 @@ impl Node {
         k
     }
 
-    /// Allocate a session's send and receive slots and its regions.
-    fn memory(
-        &self,
-        opts: &SessionOptions,
-        spec: &SessionSpec,
-    ) -> Result<SessionMemory, MemoryError> {
-        let p = &self.provider;
-        let send = p.alloc_memory(spec.send_slots as usize * spec.slot_size as usize)?;
-        let recv = p.alloc_memory(spec.recv_slots as usize * spec.slot_size as usize)?;
-        let mut regions = BTreeMap::new();
-        for r in &opts.regions {
-            regions.insert(r.id, p.alloc_memory(r.len as usize)?);
-        }
-        Ok(SessionMemory {
-            send,
-            recv,
-            regions,
-        })
-    }
-
     /// Note that the application took outputs of session `key`: an ended
-    /// one may now be drained, and reaped at the next poll.
+    /// one may now be drained, and reaped at the next poll; one with no
+    /// output left leaves the ready queue of [`Node::poll_output`].
     fn taken(&mut self, key: u64) {
         if self.ended.contains_key(&key) {
             self.reap_check.insert(key);
+        }
+        if !self.sessions.get(&key).is_some_and(|s| s.core.has_output()) {
+            self.ready.remove(key);
         }
     }
 
@@ -378,7 +408,7 @@ impl Node {
         self.sessions
             .get(&key)
             .is_some_and(|s| s.core.is_drained() && s.transport.is_none() && s.backlog.is_empty())
-            && !self.accepted.contains(&SessionHandle(key))
+            && !self.accepted.iter().any(|a| a.session.0 == key)
     }
 
     /// Reap the ended sessions the application drained since the last
@@ -413,15 +443,14 @@ impl Node {
         }
         self.dirty.remove(&key);
         self.pending_drain.remove(&key);
-        if self.accepted.contains(&SessionHandle(key)) {
-            self.accepted.retain(|h| h.0 != key);
-        }
+        self.ready.remove(key);
+        self.accepted.retain(|a| a.session.0 != key);
     }
 
     /// Give a new core its slot (and memory); returns its key.
     fn insert_slot(&mut self, core: Session, opts: SessionOptions) -> Result<u64, MemoryError> {
         let spec = core.spec().clone();
-        let memory = self.memory(&opts, &spec)?;
+        let memory = self.session_memory(&opts, &spec)?;
         let key = self.key();
         self.by_id.insert(core.id(), key);
         self.sessions.insert(

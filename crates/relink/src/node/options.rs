@@ -8,11 +8,11 @@ use relink_core::policy::Policy;
 use relink_core::resources::{RegionSpec, SessionSpec};
 use relink_core::session::{Counters, Role};
 use relink_core::state::State;
-use relink_core::wire;
-use relink_core::{Epoch, Incarnation, RegionId, Seq, SessionId};
-use relink_fabric::{Access, DeviceInfo, Timestamp};
+use relink_core::wire::{self, ConnectBytes, MAX_CONNECT_DATA};
+use relink_core::{Epoch, Incarnation, Seq, SessionId};
+use relink_fabric::{DeviceInfo, Timestamp};
 
-use super::OptionsError;
+use super::{OptionsError, RegionOptions};
 
 /// Identifies a session of a [`Node`](super::Node); never reused by that
 /// node, also after the session is gone (reaped once it ended and was
@@ -24,21 +24,6 @@ pub struct SessionHandle(pub u64);
 /// node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ListenerHandle(pub u64);
-
-/// A memory region a session registers on every device it uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RegionOptions {
-    /// Stable id, the same on both sides of the application's protocol.
-    pub id: RegionId,
-    /// Length in bytes; the host memory is allocated once, when the session
-    /// is created, and keeps its address on every device.
-    pub len: u64,
-    /// Rights (exactly these, on every device).
-    pub access: Access,
-    /// Advertise it to the peer for one-sided access (its key is sent again
-    /// after every reconnection).
-    pub advertise: bool,
-}
 
 /// How a session is built: made with [`SessionOptions::builder`] (or
 /// [`SessionOptions::default`]); its fields are read-only outside this
@@ -74,6 +59,13 @@ pub struct SessionOptions {
     /// Application regions, registered with the session on every device
     /// (ids distinct, lengths above 0). Default: none.
     pub regions: Vec<RegionOptions>,
+    /// Bytes for the peer's application, sent with the session's first
+    /// connect (at most [`MAX_CONNECT_DATA`]); the accepting node hands
+    /// them out with the session ([`Accepted`](super::Accepted),
+    /// [`Node::connect_data`](super::Node::connect_data)). Resumes do not
+    /// carry them. For [`Node::connect`](super::Node::connect) only: a
+    /// listener's are not used. Empty by default.
+    pub connect_data: Vec<u8>,
 }
 
 impl Default for SessionOptions {
@@ -84,6 +76,7 @@ impl Default for SessionOptions {
             max_message: 4096,
             max_one_sided: 64,
             regions: Vec::new(),
+            connect_data: Vec::new(),
         }
     }
 }
@@ -143,7 +136,17 @@ impl SessionOptions {
                 return Err(OptionsError::EmptyRegion(r.id));
             }
         }
+        self.check_regions()?;
+        self.connect_bytes()?;
         Ok(())
+    }
+
+    /// The connect data as the Hello carries it.
+    pub(super) fn connect_bytes(&self) -> Result<ConnectBytes, OptionsError> {
+        ConnectBytes::new(&self.connect_data).map_err(|_| OptionsError::ConnectDataTooLong {
+            len: self.connect_data.len(),
+            max: MAX_CONNECT_DATA,
+        })
     }
 
     /// The resources a session of these options needs on each device.
@@ -217,6 +220,13 @@ impl SessionOptionsBuilder {
         self
     }
 
+    /// [`SessionOptions::connect_data`]: bytes for the peer's application
+    /// with the first connect, at most [`MAX_CONNECT_DATA`].
+    pub fn connect_data(mut self, data: impl Into<Vec<u8>>) -> SessionOptionsBuilder {
+        self.opts.connect_data = data.into();
+        self
+    }
+
     /// The options, checked.
     ///
     /// # Errors
@@ -267,8 +277,8 @@ pub struct SessionInfo {
 
 /// How many entries the tables of a [`Node`](super::Node) hold
 /// ([`Node::footprint`](super::Node::footprint)): what a leak check counts.
-/// Every session's memory (its send and receive slots, its regions) goes
-/// with its entry in `sessions`.
+/// Every session's memory (its send and receive slots, the regions relink
+/// allocated for it) goes with its entry in `sessions`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Footprint {
@@ -290,4 +300,7 @@ pub struct Footprint {
     pub deadlines: usize,
     /// Ended (closed or failed) sessions not yet reaped.
     pub ended: usize,
+    /// Sessions in the queue of those with output for
+    /// [`Node::poll_output`](super::Node::poll_output) (each at most once).
+    pub ready: usize,
 }
