@@ -181,7 +181,7 @@ impl Randomness {
 /// let mut client = Node::new(Arc::new(a));
 /// let addr = "10.0.0.2:7471".parse()?;
 /// server.listen(addr, SessionOptions::default())?;
-/// let opts = SessionOptions { connect_data: b"hello, I am a".to_vec(), ..SessionOptions::default() };
+/// let opts = SessionOptions::builder().connect_data(b"hello, I am a".to_vec()).build()?;
 /// let s = client.connect(vec![Path { local: None, peer: addr }], opts)?;
 /// for i in 0..3u8 {
 ///     client.send(s, &[i; 16])?; // sent once the session is up
