@@ -226,6 +226,8 @@ static int client_step(client *cl) {
     }
     cl->answered++;
     cl->in_flight = 0;
+    if (cl->answered % 1000 == 0)
+      printf("client: answered %" PRIu64 "\n", cl->answered);
     cl->last_progress = now_ms(n);
   }
   check(st, "poll delivery");
