@@ -374,7 +374,7 @@ rc=0
 if [ -x /vm/bin/c-ping-pong ]; then
   /vm/bin/c-ping-pong verbs server 10.10.0.2:7490 > /tmp/cpp.srv 2>&1 & spid=$!
   wait_listen 10.10.0.2 7490 || rc=1
-  /vm/bin/c-ping-pong verbs client 10.10.0.2:7490 4000 > /tmp/cpp.cli 2>&1 & cpid=$!
+  /vm/bin/c-ping-pong verbs client 10.10.0.2:7490 2500 > /tmp/cpp.cli 2>&1 & cpid=$!
   if wait_for 60 grep -q 'answered 1000' /tmp/cpp.cli; then
     tx rdma link delete rxe1 || rc=1
     tx rdma link add rxe1 type rxe netdev veth1 || rc=1
@@ -390,7 +390,7 @@ if [ -x /vm/bin/c-ping-pong ]; then
   res=$(grep '^RESULT' /tmp/cpp.cli)
   resumes=$(echo "$res" | sed -n 's/.*resumes=\([0-9]*\).*/\1/p')
   [ -n "$resumes" ] && [ "$resumes" -ge 1 ] || { echo "  !!! the client did not resume: '$res'"; rc=1; }
-  grep -q '^RESULT role=server answered=4000' /tmp/cpp.srv || { echo "  !!! the server did not answer 4000"; rc=1; }
+  grep -q '^RESULT role=server answered=2500' /tmp/cpp.srv || { echo "  !!! the server did not answer 2500"; rc=1; }
   NOTE="${res#RESULT }"
 else
   echo "  !!! no /vm/bin/c-ping-pong"; rc=1
