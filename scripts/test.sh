@@ -10,11 +10,12 @@ cd "$(dirname "$0")/.."
 
 step() { printf '\n==> %s\n' "$*"; }
 
-step "unit, property, conformance (soft in-process + TCP), simulation, multi-process tests"
+step "unit, property, conformance (soft in-process + TCP), simulation, multi-process and C API tests"
 cargo test --workspace --release
 
 step "benchmarks still run (quick mode; figures come from the full runs in docs/BENCHMARKS.md)"
 RELINK_BENCH_QUICK=1 cargo bench -p relink-bench
+RELINK_BENCH_QUICK=1 cargo bench -p relink-c --bench c_vs_rust
 
 step "real RDMA tier (rdma-core on Soft-RoCE in a VM: tests/vm/run.sh)"
 if [ "${RELINK_SKIP_VM:-0}" = 1 ]; then

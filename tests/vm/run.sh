@@ -16,11 +16,14 @@
 #      sessions: relink-verbs's sessions_verbs test (relink sessions with
 #                traffic across rdma link delete/add, replacement, failover,
 #                netdev down/up, 20 cycles), one step per scenario
+#      capi:     librelink with the verbs provider (scripts/install-c.sh
+#                --verbs) and examples/c/ping_pong.c built against it with
+#                the system C compiler and pkg-config
 # 3. per kernel: packs an initramfs (tests/vm/build-initramfs.sh) and boots it
 #    under qemu; the guest (tests/vm/guest/run.sh) sets up rxe0/rxe1 and runs
 #    the groups:
-#      6.12  sanity,devwatch,verbs,bench,sessions  watcher backend expected: rdma-netlink
-#      6.1   sanity,devwatch,verbs,sessions        watcher backend expected: uevent
+#      6.12  sanity,devwatch,verbs,bench,sessions,capi  watcher backend expected: rdma-netlink
+#      6.1   sanity,devwatch,verbs,sessions,capi        watcher backend expected: uevent
 # 4. prints one summary table; exit 0 only if every step of every VM passed.
 #
 # If the tier cannot run here at all (packages cannot be installed, the
@@ -29,7 +32,7 @@
 #
 # Options / environment:
 #   --kernels LIST   RELINK_VM_KERNELS   which kernels (6.12, 6.1; default both)
-#   --groups LIST    RELINK_VM_GROUPS    override the groups (sanity,devwatch,verbs,bench,sessions)
+#   --groups LIST    RELINK_VM_GROUPS    override the groups (sanity,devwatch,verbs,bench,sessions,capi)
 #   --accel A        RELINK_VM_ACCEL     tcg (default) or kvm (real VMX/SVM only)
 #   --verbose        RELINK_VM_VERBOSE=1 stream the whole serial console
 #   RELINK_VM_CACHE     download/unpack cache (default target/vm/cache)
@@ -81,8 +84,8 @@ T0=$(now)
 groups_for() { # kernel series -> groups
   if [ -n "$GROUPS_OVERRIDE" ]; then echo "$GROUPS_OVERRIDE"; return; fi
   case $1 in
-    6.12) echo sanity,devwatch,verbs,bench,sessions ;;
-    *) echo sanity,devwatch,verbs,sessions ;;
+    6.12) echo sanity,devwatch,verbs,bench,sessions,capi ;;
+    *) echo sanity,devwatch,verbs,sessions,capi ;;
   esac
 }
 expect_for() { case $1 in 6.12) echo rdma-netlink ;; *) echo uevent ;; esac; }
@@ -203,6 +206,24 @@ if needs bench; then
       BINS+=(-x "$exe:verbs-bench-rxe")
       echo "bench|rxe_relink_vs_raw|/vm/bin/verbs-bench-rxe|$dir|" >> "$LIST"
     done < <(artifacts < "$OUTDIR/bench.json")
+  fi
+fi
+
+if needs capi; then
+  banner "building librelink with the verbs provider and examples/c/ping_pong.c against it"
+  CAPI=$OUTDIR/capi
+  rm -rf "$CAPI"
+  if ! "$ROOT/scripts/install-c.sh" "$CAPI/prefix" --verbs > "$OUTDIR/capi-build.log" 2>&1 ||
+     ! cc -std=c11 -Wall -Wextra -Werror -O2 -o "$CAPI/ping_pong" "$ROOT/examples/c/ping_pong.c" \
+          $(PKG_CONFIG_PATH=$CAPI/prefix/lib/pkgconfig pkg-config --static --cflags relink) \
+          "$CAPI/prefix/lib/librelink.a" \
+          $(PKG_CONFIG_PATH=$CAPI/prefix/lib/pkgconfig pkg-config --static --libs-only-l relink | sed 's/-lrelink//') \
+          >> "$OUTDIR/capi-build.log" 2>&1; then
+    why=$(grep -m1 -E 'error' "$OUTDIR/capi-build.log" || tail -1 "$OUTDIR/capi-build.log")
+    tail -30 "$OUTDIR/capi-build.log" | sed 's/^/  | /'
+    SKIPS+=("capi|c_ping_pong_rxe|building librelink --verbs or ping_pong.c failed: $why")
+  else
+    BINS+=(-x "$CAPI/ping_pong:c-ping-pong")
   fi
 fi
 

@@ -10,6 +10,8 @@
 #               example watching a real `rdma link delete`/`add` of rxe1
 #     verbs     relink-verbs's conformance suite on the real rxe devices
 #     bench     relink-bench's rxe bench: relink next to raw verbs on rxe0/rxe1
+#     capi      the C example (examples/c/ping_pong.c on librelink) between
+#               rxe0 and rxe1 while rxe1 is deleted and added again
 #     sessions  relink sessions with traffic across rdma link delete/add,
 #               a replacement device (rxe2 on the spare veth2), failover to a
 #               second pair (rxe3/rxe4 on 10.10.1.0/24), netdev down/up and
@@ -360,6 +362,40 @@ fi
 unset RELINK_VERBS_INITIATOR RELINK_VERBS_TARGET RELINK_VERBS_SPARE RELINK_VERBS_ROUTE_TABLES RELINK_VERBS_PREFIX
 unset RELINK_VERBS_SECOND_INITIATOR RELINK_VERBS_SECOND_TARGET
 rdma link delete rxe4 2>/dev/null; rdma link delete rxe3 2>/dev/null
+fi
+
+############################################################################
+if want capi; then
+# The C ping-pong on rxe: the server on rxe1 (10.10.0.2), the client on
+# rxe0; after 1000 rounds rxe1 is deleted and added again. The client
+# checks every pong and completion itself and must have resumed.
+step capi c_ping_pong_rxe
+rc=0
+if [ -x /vm/bin/c-ping-pong ]; then
+  /vm/bin/c-ping-pong verbs server 10.10.0.2:7490 > /tmp/cpp.srv 2>&1 & spid=$!
+  wait_listen 10.10.0.2 7490 || rc=1
+  /vm/bin/c-ping-pong verbs client 10.10.0.2:7490 2500 > /tmp/cpp.cli 2>&1 & cpid=$!
+  if wait_for 60 grep -q 'answered 1000' /tmp/cpp.cli; then
+    tx rdma link delete rxe1 || rc=1
+    tx rdma link add rxe1 type rxe netdev veth1 || rc=1
+  else
+    echo "  !!! the client did not reach 1000 rounds in 60 s"; rc=1
+  fi
+  wait_for 120 gone $cpid || { echo "  !!! the client still runs after 120 s"; kill $cpid; rc=1; }
+  wait $cpid || rc=1
+  wait_for 20 gone $spid || { echo "  !!! the server still runs 20 s after its client"; kill $spid; rc=1; }
+  wait $spid || rc=1
+  sed 's/^/  cli| /' /tmp/cpp.cli | tail -12
+  sed 's/^/  srv| /' /tmp/cpp.srv | tail -6
+  res=$(grep '^RESULT' /tmp/cpp.cli)
+  resumes=$(echo "$res" | sed -n 's/.*resumes=\([0-9]*\).*/\1/p')
+  [ -n "$resumes" ] && [ "$resumes" -ge 1 ] || { echo "  !!! the client did not resume: '$res'"; rc=1; }
+  grep -q '^RESULT role=server answered=2500' /tmp/cpp.srv || { echo "  !!! the server did not answer 2500"; rc=1; }
+  NOTE="${res#RESULT }"
+else
+  echo "  !!! no /vm/bin/c-ping-pong"; rc=1
+fi
+endstep $rc
 fi
 
 ############################################################################

@@ -1,0 +1,409 @@
+//! Nodes: made on a provider (the in-process soft fabric, the TCP soft
+//! fabric, rdma-core), driven (poll, wait, event fd, next deadline) and
+//! freed.
+
+use std::collections::BTreeMap;
+use std::ffi::c_char;
+use std::sync::Arc;
+use std::time::Duration;
+
+use relink_rs::{Node, Provider};
+use relink_soft::{SoftFabric, SoftHost, TcpHost};
+
+use crate::status::*;
+
+/// An in-process soft fabric: hosts, their devices and the faults injected
+/// into them, all in this process, on a virtual clock that moves while a
+/// node of it waits. For tests and simulations of several nodes in one
+/// process. Made by `relink_soft_fabric_new`, freed by
+/// `relink_soft_fabric_free` (after or before its nodes: a node keeps what
+/// it needs alive).
+pub struct relink_soft_fabric {
+    fabric: SoftFabric,
+    hosts: BTreeMap<String, SoftHost>,
+}
+
+/// A relink node: sessions and listeners on one provider, driven by
+/// `relink_poll` / `relink_wait` from one thread at a time. Made by a
+/// `relink_node_new_*` call, freed by `relink_node_free`.
+pub struct relink_node {
+    pub(crate) node: Node,
+    /// A delivery a too-small buffer could not take (`RELINK_ERR_TRUNCATED`):
+    /// the next `relink_poll_delivery` of its session returns it first.
+    pub(crate) held: BTreeMap<u64, (u64, Vec<u8>)>,
+}
+
+impl relink_node {
+    fn boxed(provider: Arc<dyn Provider>) -> *mut relink_node {
+        Box::into_raw(Box::new(relink_node {
+            node: Node::new(provider),
+            held: BTreeMap::new(),
+        }))
+    }
+}
+
+/// The node behind a handle.
+///
+/// # Safety
+/// `p` is NULL or a live node from `relink_node_new_*`, not used by another
+/// thread during the call.
+pub(crate) unsafe fn node_mut<'a>(p: *mut relink_node) -> Result<&'a mut relink_node, Fail> {
+    non_null(p, "node")?;
+    // SAFETY: non-NULL; the caller passes a live node it does not share
+    // during the call.
+    Ok(unsafe { &mut *p })
+}
+
+/// The fabric behind a handle.
+///
+/// # Safety
+/// `p` is NULL or a live fabric from `relink_soft_fabric_new`, not used by
+/// another thread during the call.
+unsafe fn fabric_mut<'a>(p: *mut relink_soft_fabric) -> Result<&'a mut relink_soft_fabric, Fail> {
+    non_null(p, "fabric")?;
+    // SAFETY: as above.
+    Ok(unsafe { &mut *p })
+}
+
+/// Make an in-process soft fabric whose random choices all come from
+/// `seed`; store it in `*out` (free it with `relink_soft_fabric_free`).
+///
+/// # Safety
+/// `out` is valid for a write of a pointer.
+#[no_mangle]
+pub unsafe extern "C" fn relink_soft_fabric_new(
+    seed: u64,
+    out: *mut *mut relink_soft_fabric,
+) -> relink_status {
+    guard(|| {
+        let f = Box::new(relink_soft_fabric {
+            fabric: SoftFabric::new(seed),
+            hosts: BTreeMap::new(),
+        });
+        // SAFETY: the caller's contract.
+        unsafe { put(out, "out", Box::into_raw(f)) }?;
+        Ok(RELINK_OK)
+    })
+}
+
+/// Free a fabric made by `relink_soft_fabric_new`; NULL is ignored. Its
+/// nodes go on working.
+///
+/// # Safety
+/// `fabric` is NULL or a live fabric, not used again after the call.
+#[no_mangle]
+pub unsafe extern "C" fn relink_soft_fabric_free(fabric: *mut relink_soft_fabric) {
+    if !fabric.is_null() {
+        // SAFETY: made by `Box::into_raw` in `relink_soft_fabric_new`;
+        // the caller gives up the pointer.
+        drop(unsafe { Box::from_raw(fabric) });
+    }
+}
+
+/// Add a device `device` owning `cidr` (e.g. `"10.0.0.1/24"`) to the host
+/// `host` of the fabric (the host is made by its first device).
+///
+/// # Safety
+/// `fabric` is a live fabric; `host`, `device` and `cidr` are
+/// NUL-terminated strings.
+#[no_mangle]
+pub unsafe extern "C" fn relink_soft_fabric_add_device(
+    fabric: *mut relink_soft_fabric,
+    host: *const c_char,
+    device: *const c_char,
+    cidr: *const c_char,
+) -> relink_status {
+    guard(|| {
+        // SAFETY: the caller's contract, for each argument.
+        let (f, host, device, cidr) = unsafe {
+            (
+                fabric_mut(fabric)?,
+                c_str(host, "host")?,
+                c_str(device, "device")?,
+                c_str(cidr, "cidr")?,
+            )
+        };
+        if cidr.parse::<relink_fabric::IpNet>().is_err() {
+            return Err(Fail::arg(format!(
+                "`cidr` {cidr:?} is not an address with a prefix length (10.0.0.1/24)"
+            )));
+        }
+        let h = f
+            .hosts
+            .entry(host.to_string())
+            .or_insert_with(|| f.fabric.add_host(host))
+            .clone();
+        f.fabric.add_device(&h, device, cidr);
+        Ok(RELINK_OK)
+    })
+}
+
+/// A fault injected into a soft device of an in-process fabric.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum relink_soft_fault {
+    /// The device resets: everything on it is lost, it comes back at once
+    /// with its GUID.
+    RELINK_FAULT_RESET = 0,
+    /// The device is unplugged.
+    RELINK_FAULT_REMOVE = 1,
+    /// A device unplugged before is plugged in again.
+    RELINK_FAULT_READD = 2,
+    /// The device is replaced: a new GUID, the same address.
+    RELINK_FAULT_REPLACE = 3,
+}
+
+/// Inject `fault` (a `relink_soft_fault`) into device `device` of host `host`.
+///
+/// # Safety
+/// `fabric` is a live fabric; `host` and `device` are NUL-terminated
+/// strings.
+#[no_mangle]
+pub unsafe extern "C" fn relink_soft_fabric_fault(
+    fabric: *mut relink_soft_fabric,
+    host: *const c_char,
+    device: *const c_char,
+    fault: i32,
+) -> relink_status {
+    guard(|| {
+        // SAFETY: the caller's contract, for each argument.
+        let (f, host, device) = unsafe {
+            (
+                fabric_mut(fabric)?,
+                c_str(host, "host")?,
+                c_str(device, "device")?,
+            )
+        };
+        let h = f
+            .hosts
+            .get(host)
+            .ok_or_else(|| Fail::arg(format!("the fabric has no host {host:?}")))?;
+        match fault {
+            0 => f.fabric.reset_device(h, device),
+            1 => f.fabric.remove_device(h, device),
+            2 => f.fabric.readd_device(h, device),
+            3 => f.fabric.replace_device(h, device, None),
+            _ => {
+                return Err(Fail::arg(format!(
+                    "`fault` {fault} is no relink_soft_fault"
+                )))
+            }
+        }
+        Ok(RELINK_OK)
+    })
+}
+
+/// Make a node on host `host` of an in-process fabric (the host is made if
+/// it has no device yet); store it in `*out`.
+///
+/// # Safety
+/// `fabric` is a live fabric; `host` a NUL-terminated string; `out` valid
+/// for a write of a pointer.
+#[no_mangle]
+pub unsafe extern "C" fn relink_node_new_soft(
+    fabric: *mut relink_soft_fabric,
+    host: *const c_char,
+    out: *mut *mut relink_node,
+) -> relink_status {
+    guard(|| {
+        // SAFETY: the caller's contract, for each argument.
+        let (f, host) = unsafe { (fabric_mut(fabric)?, c_str(host, "host")?) };
+        non_null(out, "out")?;
+        let h = f
+            .hosts
+            .entry(host.to_string())
+            .or_insert_with(|| f.fabric.add_host(host))
+            .clone();
+        // SAFETY: the caller's contract.
+        unsafe { put(out, "out", relink_node::boxed(Arc::new(h))) }?;
+        Ok(RELINK_OK)
+    })
+}
+
+/// Make a node on the TCP soft fabric: the soft devices of the directory
+/// `dir` (NULL: `$RELINK_SOFT_DIR`, else the per-user runtime directory),
+/// reaching other processes' soft devices over TCP; store it in `*out`.
+/// Two hosts on one machine are two directories.
+///
+/// # Safety
+/// `dir` is NULL or a NUL-terminated string; `out` valid for a write of a
+/// pointer.
+#[no_mangle]
+pub unsafe extern "C" fn relink_node_new_tcp(
+    dir: *const c_char,
+    out: *mut *mut relink_node,
+) -> relink_status {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let dir = unsafe { opt_c_str(dir, "dir")? };
+        non_null(out, "out")?;
+        let dir = dir
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(relink_soft::Registry::default_dir);
+        let host = TcpHost::open(&dir).map_err(|e| {
+            Fail::new(
+                RELINK_ERR_IO,
+                format!("cannot open the soft devices of {}: {e}", dir.display()),
+            )
+        })?;
+        // SAFETY: the caller's contract.
+        unsafe { put(out, "out", relink_node::boxed(Arc::new(host))) }?;
+        Ok(RELINK_OK)
+    })
+}
+
+/// Make a node on the host's RDMA devices through rdma-core (libibverbs and
+/// librdmacm); store it in `*out`. Returns `RELINK_ERR_UNSUPPORTED` when
+/// librelink was built without the verbs provider, `RELINK_ERR_PROVIDER`
+/// when rdma-core cannot be opened.
+///
+/// # Safety
+/// `out` is valid for a write of a pointer.
+#[no_mangle]
+pub unsafe extern "C" fn relink_node_new_verbs(out: *mut *mut relink_node) -> relink_status {
+    guard(|| {
+        non_null(out, "out")?;
+        if !relink_verbs::BUILT_WITH_RDMA {
+            return Err(Fail::new(
+                RELINK_ERR_UNSUPPORTED,
+                "this librelink was built without the verbs provider (the `verbs` feature)",
+            ));
+        }
+        let p = relink_verbs::VerbsProvider::new()
+            .map_err(|e| Fail::new(RELINK_ERR_PROVIDER, format!("rdma-core: {e}")))?;
+        // SAFETY: the caller's contract.
+        unsafe { put(out, "out", relink_node::boxed(Arc::new(p))) }?;
+        Ok(RELINK_OK)
+    })
+}
+
+/// Free a node: its sessions end (a live session says goodbye to its peer
+/// first), its provider objects are destroyed. NULL is ignored.
+///
+/// # Safety
+/// `node` is NULL or a live node, not used again after the call.
+#[no_mangle]
+pub unsafe extern "C" fn relink_node_free(node: *mut relink_node) {
+    if !node.is_null() {
+        // SAFETY: made by `Box::into_raw` in `relink_node::boxed`; the
+        // caller gives up the pointer.
+        let n = unsafe { Box::from_raw(node) };
+        // Dropping a node runs relink code: keep a panic on this side.
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(n)));
+    }
+}
+
+/// One poll round: handle what arrived, fire due timers, post queued work.
+/// `*did` (if not NULL) is set to 1 when the round did something, else 0.
+///
+/// # Safety
+/// `node` is a live node; `did` NULL or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn relink_poll(node: *mut relink_node, did: *mut i32) -> relink_status {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let n = unsafe { node_mut(node)? };
+        let d = n.node.poll();
+        // SAFETY: the caller's contract.
+        unsafe { put_opt(did, i32::from(d)) };
+        Ok(RELINK_OK)
+    })
+}
+
+/// Block until the node has done something (`*did` = 1) or `timeout_ms`
+/// passed with nothing done (`*did` = 0); a negative `timeout_ms` waits
+/// with no limit of the caller's. Polls first: returns at once when work
+/// is ready. On the in-process soft fabric it advances the virtual clock
+/// instead of sleeping.
+///
+/// # Safety
+/// `node` is a live node; `did` NULL or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn relink_wait(
+    node: *mut relink_node,
+    timeout_ms: i64,
+    did: *mut i32,
+) -> relink_status {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let n = unsafe { node_mut(node)? };
+        let deadline = u64::try_from(timeout_ms)
+            .ok()
+            .map(|ms| n.node.now() + Duration::from_millis(ms));
+        let d = n.node.wait(deadline);
+        // SAFETY: the caller's contract.
+        unsafe { put_opt(did, i32::from(d)) };
+        Ok(RELINK_OK)
+    })
+}
+
+/// A file descriptor that becomes readable when `relink_poll` has work, for
+/// the application's own `poll`/`epoll` loop; with it, sleep no longer than
+/// `relink_next_deadline_ms`. The node owns it: do not close it; it stays
+/// valid until `relink_node_free`. Returns `RELINK_ERR_UNSUPPORTED` if the
+/// provider has none (then use `relink_wait`).
+///
+/// # Safety
+/// `node` is a live node; `fd` valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn relink_event_fd(node: *mut relink_node, fd: *mut i32) -> relink_status {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let n = unsafe { node_mut(node)? };
+        use std::os::fd::AsRawFd;
+        let raw = n.node.event_fd().map(|f| f.as_raw_fd()).ok_or_else(|| {
+            Fail::new(
+                RELINK_ERR_UNSUPPORTED,
+                "this node's provider has no event file descriptor",
+            )
+        })?;
+        // SAFETY: the caller's contract.
+        unsafe { put(fd, "fd", raw) }?;
+        Ok(RELINK_OK)
+    })
+}
+
+/// How long, in milliseconds (rounded up), until the node's next timer is
+/// due: the longest an event loop may sleep on the event fd before calling
+/// `relink_poll`. `-1`: no timer (sleep until the fd is readable); `0`: due.
+///
+/// # Safety
+/// `node` is a live node; `ms` valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn relink_next_deadline_ms(
+    node: *mut relink_node,
+    ms: *mut i64,
+) -> relink_status {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let n = unsafe { node_mut(node)? };
+        let now = n.node.now();
+        let v = match n.node.next_deadline() {
+            None => -1,
+            Some(at) => {
+                let ns = at.saturating_since(now).as_nanos();
+                i64::try_from(ns.div_ceil(1_000_000)).unwrap_or(i64::MAX)
+            }
+        };
+        // SAFETY: the caller's contract.
+        unsafe { put(ms, "ms", v) }?;
+        Ok(RELINK_OK)
+    })
+}
+
+/// The node's clock in nanoseconds (the provider's: virtual on the
+/// in-process soft fabric, monotonic elsewhere).
+///
+/// # Safety
+/// `node` is a live node; `ns` valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn relink_now_ns(node: *mut relink_node, ns: *mut u64) -> relink_status {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let n = unsafe { node_mut(node)? };
+        let v = n.node.now().as_nanos();
+        // SAFETY: the caller's contract.
+        unsafe { put(ns, "ns", v) }?;
+        Ok(RELINK_OK)
+    })
+}

@@ -1,0 +1,263 @@
+//! Operations: messages, RDMA WRITE / READ and atomics on the peer's
+//! advertised memory (named by tokens), and the host memory of a session's
+//! own regions.
+
+use relink_rs::{BufferToken, LocalRange, OpId, RegionId, SessionHandle};
+
+use crate::node::{node_mut, relink_node};
+use crate::session::relink_session;
+use crate::status::*;
+
+/// An operation a session accepted: it completes exactly once
+/// (`relink_poll_completion`), also across recoveries.
+pub type relink_op = u64;
+
+/// A stable name for a byte of the peer's memory: its region (by the id
+/// both sides agreed on) and an offset. Tokens stay valid across every
+/// recovery: relink translates them to the peer's current address and key
+/// when it posts. Send them to the peer in messages as the application's
+/// protocol likes.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct relink_token {
+    /// The peer's region.
+    pub region: u32,
+    /// Offset into it.
+    pub offset: u64,
+}
+
+impl From<relink_token> for BufferToken {
+    fn from(t: relink_token) -> BufferToken {
+        BufferToken {
+            region: RegionId(t.region),
+            offset: t.offset,
+        }
+    }
+}
+
+fn local(region: u32, offset: u64, len: u32) -> LocalRange {
+    LocalRange {
+        region: RegionId(region),
+        offset,
+        len,
+    }
+}
+
+/// Store an operation id.
+///
+/// # Safety
+/// `op` is NULL or valid for a write.
+unsafe fn done(op: *mut relink_op, id: OpId) -> Result<relink_status, Fail> {
+    // SAFETY: the caller's contract.
+    unsafe { put_opt(op, id.0) };
+    Ok(RELINK_OK)
+}
+
+/// Send `len` bytes from `buf` as one message (copied; `buf` may be reused
+/// at once). It is delivered exactly once and in order; its completion
+/// says the peer's node has it. `*op` (if not NULL) gets its id.
+///
+/// # Safety
+/// `node` is a live node; `buf` valid for reads of `len` bytes (NULL only
+/// if `len` is 0); `op` NULL or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn relink_send(
+    node: *mut relink_node,
+    session: relink_session,
+    buf: *const std::ffi::c_void,
+    len: usize,
+    op: *mut relink_op,
+) -> relink_status {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let n = unsafe { node_mut(node)? };
+        let payload: &[u8] = if len == 0 {
+            &[]
+        } else {
+            non_null(buf, "buf")?;
+            // SAFETY: non-NULL, valid for `len` bytes by the contract.
+            unsafe { std::slice::from_raw_parts(buf.cast::<u8>(), len) }
+        };
+        let id = n.node.send(SessionHandle(session), payload)?;
+        // SAFETY: the caller's contract.
+        unsafe { done(op, id) }
+    })
+}
+
+/// RDMA WRITE `len` bytes at `offset` of the session's own region `region`
+/// to the peer's memory at `remote`. Replayed after a loss if it was not
+/// confirmed (a write is idempotent).
+///
+/// # Safety
+/// `node` is a live node; `op` NULL or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn relink_write(
+    node: *mut relink_node,
+    session: relink_session,
+    region: u32,
+    offset: u64,
+    len: u32,
+    remote: relink_token,
+    op: *mut relink_op,
+) -> relink_status {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let n = unsafe { node_mut(node)? };
+        let id = n.node.write(
+            SessionHandle(session),
+            local(region, offset, len),
+            remote.into(),
+        )?;
+        // SAFETY: the caller's contract.
+        unsafe { done(op, id) }
+    })
+}
+
+/// RDMA READ `len` bytes of the peer's memory at `remote` into `offset` of
+/// the session's own region `region` (which needs local write access).
+///
+/// # Safety
+/// `node` is a live node; `op` NULL or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn relink_read(
+    node: *mut relink_node,
+    session: relink_session,
+    region: u32,
+    offset: u64,
+    len: u32,
+    remote: relink_token,
+    op: *mut relink_op,
+) -> relink_status {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let n = unsafe { node_mut(node)? };
+        let id = n.node.read(
+            SessionHandle(session),
+            local(region, offset, len),
+            remote.into(),
+        )?;
+        // SAFETY: the caller's contract.
+        unsafe { done(op, id) }
+    })
+}
+
+/// Atomic FETCH_ADD of `add` on the 8 bytes of the peer's memory at
+/// `remote`; the old value lands at `offset` of region `region` (8 bytes).
+/// Not replayed after a loss unless the policy says so: an unconfirmed one
+/// completes `RELINK_OUTCOME_INDETERMINATE`.
+///
+/// # Safety
+/// `node` is a live node; `op` NULL or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn relink_fetch_add(
+    node: *mut relink_node,
+    session: relink_session,
+    region: u32,
+    offset: u64,
+    remote: relink_token,
+    add: u64,
+    op: *mut relink_op,
+) -> relink_status {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let n = unsafe { node_mut(node)? };
+        let id = n.node.fetch_add(
+            SessionHandle(session),
+            local(region, offset, 8),
+            remote.into(),
+            add,
+        )?;
+        // SAFETY: the caller's contract.
+        unsafe { done(op, id) }
+    })
+}
+
+/// Atomic CMP_SWAP on the 8 bytes of the peer's memory at `remote`: `swap`
+/// is stored if they hold `compare`; the old value lands at `offset` of
+/// region `region` (8 bytes). Replay rule as `relink_fetch_add`.
+///
+/// # Safety
+/// `node` is a live node; `op` NULL or valid for a write.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn relink_cmp_swap(
+    node: *mut relink_node,
+    session: relink_session,
+    region: u32,
+    offset: u64,
+    remote: relink_token,
+    compare: u64,
+    swap: u64,
+    op: *mut relink_op,
+) -> relink_status {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let n = unsafe { node_mut(node)? };
+        let id = n.node.cmp_swap(
+            SessionHandle(session),
+            local(region, offset, 8),
+            remote.into(),
+            compare,
+            swap,
+        )?;
+        // SAFETY: the caller's contract.
+        unsafe { done(op, id) }
+    })
+}
+
+/// Copy `len` bytes from `buf` into the session's own region `region` at
+/// `offset` (what a later WRITE sends, or what the peer reads).
+///
+/// # Safety
+/// `node` is a live node; `buf` valid for reads of `len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn relink_region_write(
+    node: *mut relink_node,
+    session: relink_session,
+    region: u32,
+    offset: u64,
+    buf: *const std::ffi::c_void,
+    len: usize,
+) -> relink_status {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let n = unsafe { node_mut(node)? };
+        non_null(buf, "buf")?;
+        // SAFETY: non-NULL, valid for `len` bytes by the contract.
+        let data = unsafe { std::slice::from_raw_parts(buf.cast::<u8>(), len) };
+        let mem = n.node.region(SessionHandle(session), RegionId(region))?;
+        let offset = usize::try_from(offset).map_err(|_| Fail::arg("`offset` too large"))?;
+        mem.write(offset, data)
+            .map_err(|e| Fail::arg(format!("region {region}: {e}")))?;
+        Ok(RELINK_OK)
+    })
+}
+
+/// Copy `len` bytes of the session's own region `region` at `offset` into
+/// `buf` (what the peer wrote, or a READ or atomic brought).
+///
+/// # Safety
+/// `node` is a live node; `buf` valid for writes of `len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn relink_region_read(
+    node: *mut relink_node,
+    session: relink_session,
+    region: u32,
+    offset: u64,
+    buf: *mut std::ffi::c_void,
+    len: usize,
+) -> relink_status {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let n = unsafe { node_mut(node)? };
+        non_null(buf, "buf")?;
+        // SAFETY: non-NULL, valid for writes of `len` bytes by the
+        // contract, and not aliased during the call.
+        let out = unsafe { std::slice::from_raw_parts_mut(buf.cast::<u8>(), len) };
+        let mem = n.node.region(SessionHandle(session), RegionId(region))?;
+        let offset = usize::try_from(offset).map_err(|_| Fail::arg("`offset` too large"))?;
+        mem.read(offset, out)
+            .map_err(|e| Fail::arg(format!("region {region}: {e}")))?;
+        Ok(RELINK_OK)
+    })
+}

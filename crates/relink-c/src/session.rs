@@ -1,0 +1,299 @@
+//! Sessions: connect, listen, accept, close, and what a session is now.
+
+use std::ffi::c_char;
+use std::net::SocketAddr;
+
+use relink_rs::{ListenerHandle, Path, SessionHandle, State};
+
+use crate::node::{node_mut, relink_node};
+use crate::options::{options_ref, relink_options};
+use crate::status::*;
+
+/// A session of a node: a number the node never reuses (also after the
+/// session ended and was reaped).
+pub type relink_session = u64;
+
+/// A listener of a node: a number the node never reuses.
+pub type relink_listener = u64;
+
+/// A session's state.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum relink_state {
+    /// Created, not yet connecting.
+    RELINK_STATE_IDLE = 0,
+    /// First connection under way.
+    RELINK_STATE_CONNECTING = 1,
+    /// Connected; operations flow.
+    RELINK_STATE_ESTABLISHED = 2,
+    /// The transport is down; waiting for a device and the backoff.
+    RELINK_STATE_RECOVERING = 3,
+    /// A reconnection attempt is under way.
+    RELINK_STATE_RECONNECTING = 4,
+    /// Reconnected; re-advertising buffers and replaying.
+    RELINK_STATE_RESYNCING = 5,
+    /// Ended: gave up, the peer lost its state, or refused for good.
+    RELINK_STATE_FAILED = 6,
+    /// Ended: closed by the application or an administrator.
+    RELINK_STATE_CLOSED = 7,
+    /// A state this header does not know (a newer librelink).
+    RELINK_STATE_OTHER = 99,
+}
+
+impl From<State> for relink_state {
+    fn from(s: State) -> relink_state {
+        #[allow(unreachable_patterns)]
+        match s {
+            State::Idle => relink_state::RELINK_STATE_IDLE,
+            State::Connecting => relink_state::RELINK_STATE_CONNECTING,
+            State::Established => relink_state::RELINK_STATE_ESTABLISHED,
+            State::Recovering => relink_state::RELINK_STATE_RECOVERING,
+            State::Reconnecting => relink_state::RELINK_STATE_RECONNECTING,
+            State::Resyncing => relink_state::RELINK_STATE_RESYNCING,
+            State::Failed => relink_state::RELINK_STATE_FAILED,
+            State::Closed => relink_state::RELINK_STATE_CLOSED,
+            _ => relink_state::RELINK_STATE_OTHER,
+        }
+    }
+}
+
+fn addr(s: &str, name: &str) -> Result<SocketAddr, Fail> {
+    s.parse().map_err(|_| {
+        Fail::arg(format!(
+            "`{name}` {s:?} is not an address with a port (10.0.0.2:7471)"
+        ))
+    })
+}
+
+/// Connect a session to `peer` (`"10.0.0.2:7471"`), from `local` (the
+/// IP address of a local device, no port, or NULL: any device that reaches the peer),
+/// with `options` (NULL: the defaults; copied). Store the session in
+/// `*session`. The first attempt starts at once; operations may be
+/// submitted right away (they go out once the session is up). A peer that
+/// cannot be reached yet is retried by the policy until its give-up
+/// deadline; its progress shows in `relink_poll_event`.
+///
+/// # Safety
+/// `node` is a live node; `peer` a NUL-terminated string; `local` NULL or
+/// one; `options` NULL or live options; `session` valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn relink_connect(
+    node: *mut relink_node,
+    peer: *const c_char,
+    local: *const c_char,
+    options: *const relink_options,
+    session: *mut relink_session,
+) -> relink_status {
+    guard(|| {
+        // SAFETY: the caller's contract, for each argument.
+        let (n, peer, local) = unsafe {
+            (
+                node_mut(node)?,
+                c_str(peer, "peer")?,
+                opt_c_str(local, "local")?,
+            )
+        };
+        let path = Path {
+            local: local
+                .map(|l| {
+                    l.parse::<std::net::IpAddr>().map_err(|_| {
+                        Fail::arg(format!("`local` {l:?} is not an IP address (10.0.0.1)"))
+                    })
+                })
+                .transpose()?,
+            peer: addr(peer, "peer")?,
+        };
+        let opts = if options.is_null() {
+            Default::default()
+        } else {
+            // SAFETY: the caller's contract.
+            unsafe { options_ref(options)? }.opts.clone()
+        };
+        non_null(session, "session")?;
+        let s = n.node.connect(vec![path], opts)?;
+        // SAFETY: the caller's contract.
+        unsafe { put(session, "session", s.0) }?;
+        Ok(RELINK_OK)
+    })
+}
+
+/// Listen on `addr` (a local device's address with a port, or
+/// `"0.0.0.0:PORT"`) with `options` (NULL: the defaults; copied) for the
+/// sessions it accepts. Store the listener in `*listener`. Sessions that
+/// connect are taken with `relink_accept`.
+///
+/// # Safety
+/// `node` is a live node; `addr` a NUL-terminated string; `options` NULL or
+/// live options; `listener` valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn relink_listen(
+    node: *mut relink_node,
+    addr: *const c_char,
+    options: *const relink_options,
+    listener: *mut relink_listener,
+) -> relink_status {
+    guard(|| {
+        // SAFETY: the caller's contract, for each argument.
+        let (n, a) = unsafe { (node_mut(node)?, c_str(addr, "addr")?) };
+        let a = self::addr(a, "addr")?;
+        let opts = if options.is_null() {
+            Default::default()
+        } else {
+            // SAFETY: the caller's contract.
+            unsafe { options_ref(options)? }.opts.clone()
+        };
+        non_null(listener, "listener")?;
+        let l = n.node.listen(a, opts)?;
+        // SAFETY: the caller's contract.
+        unsafe { put(listener, "listener", l.0) }?;
+        Ok(RELINK_OK)
+    })
+}
+
+/// Stop a listener; the sessions it accepted go on. An unknown listener is
+/// ignored.
+///
+/// # Safety
+/// `node` is a live node.
+#[no_mangle]
+pub unsafe extern "C" fn relink_close_listener(
+    node: *mut relink_node,
+    listener: relink_listener,
+) -> relink_status {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let n = unsafe { node_mut(node)? };
+        n.node.close_listener(ListenerHandle(listener));
+        Ok(RELINK_OK)
+    })
+}
+
+/// A session a listener accepted.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct relink_accepted {
+    /// The new session.
+    pub session: relink_session,
+}
+
+/// Take the oldest session a listener accepted: `RELINK_OK` and `*out`
+/// filled, or `RELINK_EMPTY` when none waits.
+///
+/// # Safety
+/// `node` is a live node; `out` valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn relink_accept(
+    node: *mut relink_node,
+    out: *mut relink_accepted,
+) -> relink_status {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let n = unsafe { node_mut(node)? };
+        non_null(out, "out")?;
+        match n.node.accept() {
+            None => Ok(RELINK_EMPTY),
+            Some(s) => {
+                // SAFETY: the caller's contract.
+                unsafe { put(out, "out", relink_accepted { session: s.0 }) }?;
+                Ok(RELINK_OK)
+            }
+        }
+    })
+}
+
+/// Close a session: recovery stops, pending operations complete with
+/// `RELINK_OP_DISCONNECTED`, an established session says goodbye (its peer
+/// closes its half instead of recovering). Its last output stays to be
+/// taken; the session is reaped once it is.
+///
+/// # Safety
+/// `node` is a live node.
+#[no_mangle]
+pub unsafe extern "C" fn relink_close(
+    node: *mut relink_node,
+    session: relink_session,
+) -> relink_status {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let n = unsafe { node_mut(node)? };
+        n.node.close(SessionHandle(session))?;
+        Ok(RELINK_OK)
+    })
+}
+
+/// A session's state in `*state`; `RELINK_ERR_NO_SESSION` if there is no
+/// such session (never made, or ended and reaped).
+///
+/// # Safety
+/// `node` is a live node; `state` valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn relink_session_state(
+    node: *mut relink_node,
+    session: relink_session,
+    state: *mut relink_state,
+) -> relink_status {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let n = unsafe { node_mut(node)? };
+        let s = n
+            .node
+            .state(SessionHandle(session))
+            .ok_or_else(|| Fail::new(RELINK_ERR_NO_SESSION, format!("no session {session}")))?;
+        // SAFETY: the caller's contract.
+        unsafe { put(state, "state", s.into()) }?;
+        Ok(RELINK_OK)
+    })
+}
+
+/// A session's counters.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct relink_counters {
+    /// Transport losses.
+    pub losses: u64,
+    /// Connection attempts, the first connect's included.
+    pub attempts: u64,
+    /// Outages that ended with the session established again.
+    pub resumes: u64,
+    /// Operations posted again after a loss, over every resume.
+    pub replayed: u64,
+    /// Duplicate messages the receiver dropped.
+    pub deduplicated: u64,
+    /// Total time without a transport, in nanoseconds.
+    pub downtime_ns: u64,
+    /// Messages delivered to the application.
+    pub delivered: u64,
+}
+
+/// A session's counters in `*out`; `RELINK_ERR_NO_SESSION` if there is no
+/// such session.
+///
+/// # Safety
+/// `node` is a live node; `out` valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn relink_session_counters(
+    node: *mut relink_node,
+    session: relink_session,
+    out: *mut relink_counters,
+) -> relink_status {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let n = unsafe { node_mut(node)? };
+        let c = n
+            .node
+            .counters(SessionHandle(session))
+            .ok_or_else(|| Fail::new(RELINK_ERR_NO_SESSION, format!("no session {session}")))?;
+        let v = relink_counters {
+            losses: c.losses,
+            attempts: c.attempts,
+            resumes: c.resumes,
+            replayed: c.replayed,
+            deduplicated: c.deduplicated,
+            downtime_ns: c.downtime_ns,
+            delivered: c.delivered,
+        };
+        // SAFETY: the caller's contract.
+        unsafe { put(out, "out", v) }?;
+        Ok(RELINK_OK)
+    })
+}

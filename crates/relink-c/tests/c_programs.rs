@@ -1,0 +1,183 @@
+//! The C example `examples/c/ping_pong.c`, built as a C user builds it —
+//! librelink installed into a prefix by `scripts/install-c.sh`, then
+//! `cc ... $(pkg-config --cflags --libs relink)` with the system C
+//! compiler — and run with device faults:
+//!
+//! - in one process on the in-process soft fabric (the server's device
+//!   reset, the client's replaced);
+//! - as two processes on the TCP soft fabric, each host its own soft device
+//!   directory, each process resetting its own device while pings flow.
+//!
+//! The program checks every pong (exactly once, in order, with the value
+//! the last RDMA WRITE put into the server's region) and every completion
+//! itself; this test checks its exit status and its `RESULT` line.
+
+use std::io::{BufRead, BufReader};
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+
+use relink_soft::Registry;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The cargo target directory this test was built in:
+/// `<target>/<profile>/deps/<test>`.
+fn target_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test's path");
+    exe.ancestors()
+        .nth(3)
+        .expect("<target>/<profile>/deps/<test>")
+        .to_path_buf()
+}
+
+/// A command's output, or a panic that shows it.
+fn run(cmd: &mut Command, what: &str) -> String {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("{what}: cannot run: {e}"));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success(),
+        "{what} failed ({}):\n{text}",
+        out.status
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// librelink installed into a prefix and `ping_pong` built against it
+/// through pkg-config (once per test binary).
+fn ping_pong() -> &'static Path {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let root = std::env::temp_dir().join(format!("relink-c-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let prefix = root.join("prefix");
+        run(
+            Command::new(repo().join("scripts/install-c.sh"))
+                .arg(&prefix)
+                .env("CARGO_TARGET_DIR", target_dir()),
+            "scripts/install-c.sh",
+        );
+        let pc = prefix.join("lib/pkgconfig");
+        let flags = run(
+            Command::new("pkg-config")
+                .args(["--static", "--cflags", "--libs", "relink"])
+                .env("PKG_CONFIG_PATH", &pc),
+            "pkg-config --static --cflags --libs relink",
+        );
+        let exe = root.join("ping_pong");
+        let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+        // Static, so the program needs no LD_LIBRARY_PATH: `--static`
+        // flags, and the archive named before the shared object is found.
+        let mut cmd = Command::new(&cc);
+        cmd.args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-O2", "-o"])
+            .arg(&exe)
+            .arg(repo().join("examples/c/ping_pong.c"));
+        for f in flags.split_whitespace() {
+            if f == "-lrelink" {
+                cmd.arg(prefix.join("lib/librelink.a"));
+            } else {
+                cmd.arg(f);
+            }
+        }
+        run(&mut cmd, "cc ping_pong.c");
+        exe
+    })
+}
+
+/// The `RESULT` line's `key=value` fields.
+fn result(out: &str) -> Vec<(String, u64)> {
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("RESULT"))
+        .unwrap_or_else(|| panic!("no RESULT line in:\n{out}"));
+    line.split_whitespace()
+        .filter_map(|kv| kv.split_once('='))
+        .filter_map(|(k, v)| Some((k.to_string(), v.parse().ok()?)))
+        .collect()
+}
+
+fn field(r: &[(String, u64)], key: &str) -> u64 {
+    r.iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| *v)
+        .unwrap_or_else(|| panic!("no {key} in RESULT"))
+}
+
+#[test]
+fn ping_pong_in_one_process_survives_a_reset_and_a_replacement() {
+    let out = run(
+        Command::new(ping_pong()).args(["inproc", "3000"]),
+        "ping_pong inproc",
+    );
+    let r = result(&out);
+    assert_eq!(field(&r, "rounds"), 3000, "{out}");
+    assert!(field(&r, "resumes") >= 2, "two faults, two resumes:\n{out}");
+}
+
+/// A port of `ip` that was free a moment ago.
+fn free_port(ip: [u8; 4]) -> u16 {
+    TcpListener::bind(SocketAddr::from((ip, 0)))
+        .expect("bind a free port")
+        .local_addr()
+        .expect("its address")
+        .port()
+}
+
+#[test]
+fn ping_pong_across_two_processes_survives_resets_on_both_sides() {
+    let root = std::env::temp_dir().join(format!("relink-c-tcp-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let (a, b) = (root.join("a"), root.join("b"));
+    for (dir, net) in [(&a, "127.0.0.1/8"), (&b, "127.0.0.2/8")] {
+        Registry::open(dir)
+            .expect("soft device directory")
+            .add("soft0", vec![net.parse().expect("net")], None, None)
+            .expect("add soft0");
+    }
+    let addr = format!("127.0.0.2:{}", free_port([127, 0, 0, 2]));
+    let mut server = Command::new(ping_pong())
+        .arg("tcp")
+        .arg(&b)
+        .args(["server", &addr, "500", "soft0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start the server");
+    let mut lines = BufReader::new(server.stdout.take().expect("stdout")).lines();
+    let first = lines
+        .next()
+        .expect("the server says it listens")
+        .expect("read");
+    assert!(first.contains("listening"), "{first}");
+    let client = Command::new(ping_pong())
+        .arg("tcp")
+        .arg(&a)
+        .args(["client", &addr, "2000", "soft0"])
+        .output()
+        .expect("run the client");
+    let out = String::from_utf8_lossy(&client.stdout).into_owned();
+    let err = String::from_utf8_lossy(&client.stderr).into_owned();
+    assert!(client.status.success(), "client failed:\n{out}{err}");
+    let r = result(&out);
+    assert_eq!(field(&r, "rounds"), 2000, "{out}");
+    assert!(
+        field(&r, "resumes") >= 2,
+        "the server's reset and the client's own, two resumes:\n{out}"
+    );
+    // The server saw the goodbye, answered everything and exited.
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    let status = server.wait().expect("the server exits");
+    assert!(status.success(), "server: {status}:\n{}", rest.join("\n"));
+    let sr = result(&rest.join("\n"));
+    assert_eq!(field(&sr, "answered"), 2000);
+    let _ = std::fs::remove_dir_all(&root);
+}
