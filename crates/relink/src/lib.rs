@@ -41,7 +41,12 @@
 //! assert!(c.outcome.is_success());
 //! ```
 
+#[cfg(all(unix, feature = "tokio"))]
+mod async_node;
 mod node;
+
+#[cfg(all(unix, feature = "tokio"))]
+pub use async_node::AsyncNode;
 
 pub use node::{
     Error, Footprint, ListenerHandle, Node, RegionOptions, SessionHandle, SessionOptions,
