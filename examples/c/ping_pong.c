@@ -41,6 +41,7 @@
 
 #define MSG 64
 #define REGION 1
+#define HELLO "ping_pong client"
 #define WRITE_EVERY 50
 /* Give up (as a test failure) if no progress for this long, in ms of the
  * node's clock. */
@@ -125,21 +126,9 @@ static void server_start(server *sv, relink_node *n, const char *addr) {
   relink_options_free(o);
 }
 
-/* Take what the server's node produced: answer every ping. */
-static void server_step(server *sv) {
-  relink_accepted a;
-  if (!sv->have_session && relink_accept(sv->node, &a) == RELINK_OK) {
-    sv->session = a.session;
-    sv->have_session = 1;
-  }
-  if (!sv->have_session)
-    return;
-  char buf[MSG];
-  size_t len = 0;
-  uint64_t seq = 0;
-  relink_status st;
-  while ((st = relink_poll_delivery(sv->node, sv->session, buf, sizeof buf,
-                                    &len, &seq)) == RELINK_OK) {
+/* Answer one ping. */
+static void server_answer(server *sv, const char *buf, size_t len, uint64_t seq) {
+  {
     if (len != MSG || memcmp(buf, "ping ", 5) != 0) {
       fprintf(stderr, "ping_pong: server: bad message %" PRIu64 "\n", seq);
       exit(1);
@@ -155,9 +144,56 @@ static void server_step(server *sv) {
           "send pong");
     sv->answered++;
   }
-  check(st, "poll delivery");
-  drain_completions(sv->node, sv->session, "server", NULL, NULL);
-  drain_events(sv->node, sv->session, "server", &sv->disconnected);
+}
+
+/* Take everything the server's node produced, of every session, with the
+ * node-wide poll: the accepted session (and the client's connect data),
+ * its pings, completions and events. */
+static void server_step(server *sv) {
+  relink_output o;
+  char buf[MSG];
+  relink_status st;
+  while ((st = relink_poll_output(sv->node, &o, buf, sizeof buf)) == RELINK_OK) {
+    switch (o.kind) {
+    case RELINK_OUTPUT_ACCEPTED:
+      if (sv->have_session || o.accepted.connect_data_len != strlen(HELLO) ||
+          memcmp(o.accepted.connect_data, HELLO, strlen(HELLO)) != 0) {
+        fprintf(stderr, "ping_pong: server: unexpected session from %s\n",
+                o.accepted.peer);
+        exit(1);
+      }
+      printf("server: accepted %s (\"%.*s\")\n", o.accepted.peer,
+             (int)o.accepted.connect_data_len,
+             (const char *)o.accepted.connect_data);
+      sv->session = o.session;
+      sv->have_session = 1;
+      break;
+    case RELINK_OUTPUT_DELIVERY:
+      server_answer(sv, buf, o.len, o.seq);
+      break;
+    case RELINK_OUTPUT_COMPLETION:
+      if (o.completion.outcome != RELINK_OUTCOME_SUCCESS) {
+        fprintf(stderr, "ping_pong: server: a pong ended %d\n",
+                (int)o.completion.outcome);
+        exit(1);
+      }
+      break;
+    case RELINK_OUTPUT_EVENT:
+      if (o.event.kind != RELINK_EVENT_TRANSITION)
+        printf("server: %s\n", o.event.text);
+      if (o.event.kind == RELINK_EVENT_DISCONNECTED)
+        sv->disconnected = 1;
+      if (o.event.kind == RELINK_EVENT_GAVE_UP ||
+          o.event.kind == RELINK_EVENT_PEER_LOST) {
+        fprintf(stderr, "ping_pong: server: session ended: %s\n", o.event.text);
+        exit(1);
+      }
+      break;
+    default:
+      break;
+    }
+  }
+  check(st, "poll output");
 }
 
 /* ---- client ------------------------------------------------------------ */
@@ -182,6 +218,7 @@ static void client_start(client *cl, relink_node *n, const char *peer,
   check(relink_options_new(&o), "options");
   check(relink_options_add_region(o, REGION, 4096, RELINK_ACCESS_LOCAL_WRITE, 0),
         "region");
+  check(relink_options_set_connect_data(o, HELLO, strlen(HELLO)), "connect data");
   check(relink_connect(n, peer, NULL, o, &cl->session), "connect");
   relink_options_free(o);
   cl->last_progress = now_ms(n);

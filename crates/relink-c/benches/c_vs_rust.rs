@@ -121,7 +121,7 @@ fn rust_round(messages: u64) -> Duration {
         }
         let _ = server.wait_for(Duration::from_millis(1));
         if t.is_none() {
-            t = server.accept();
+            t = server.accept().map(|a| a.session);
         }
         if let Some(t) = t {
             while server.poll_delivery_into(t, &mut buf).is_some() {

@@ -30,6 +30,9 @@
 // The peer may run atomics on the region.
 #define RELINK_ACCESS_REMOTE_ATOMIC (1 << 3)
 
+// The most bytes of connect data (`relink_options_set_connect_data`).
+#define RELINK_MAX_CONNECT_DATA 33
+
 // What a call did. Every function of the API returns one; `RELINK_OK`
 // and `RELINK_EMPTY` are not errors, every negative value is, and
 // `relink_last_error` then says what went wrong in one line.
@@ -47,7 +50,8 @@ typedef enum {
   // The session has no such region.
   RELINK_ERR_NO_REGION = -3,
   // The session refused the operation: it ended, the message is larger
-  // than `max_message`, a local range is outside its region.
+  // than `max_message`, a local range is outside its region (the message
+  // says which).
   RELINK_ERR_SESSION = -4,
   // The options are invalid (the message names the key).
   RELINK_ERR_OPTIONS = -5,
@@ -61,6 +65,8 @@ typedef enum {
   RELINK_ERR_UNSUPPORTED = -8,
   // An operating-system call failed (a soft device directory).
   RELINK_ERR_IO = -9,
+  // Another listener has the address now: retry once it is closed.
+  RELINK_ERR_ADDR_IN_USE = -10,
   // A bug in relink: it panicked. The node is left as it was at the
   // panic; free it.
   RELINK_ERR_INTERNAL = -100,
@@ -117,6 +123,9 @@ typedef enum {
   RELINK_EVENT_PEER_LOST = 7,
   // The session was closed (by this side, or the peer said goodbye).
   RELINK_EVENT_DISCONNECTED = 8,
+  // Connection attempt number `attempt` failed (`text` says why); the
+  // policy retries until its deadline.
+  RELINK_EVENT_ATTEMPT_FAILED = 9,
   // An event this header does not name; `text` describes it.
   RELINK_EVENT_OTHER = 99,
 } relink_event_kind;
@@ -142,6 +151,21 @@ typedef enum {
   // A state this header does not know (a newer librelink).
   RELINK_STATE_OTHER = 99,
 } relink_state;
+
+// What `relink_poll_output` took.
+typedef enum {
+  // A listener accepted a session: `accepted`.
+  RELINK_OUTPUT_ACCEPTED = 1,
+  // An event of `session`: `event`.
+  RELINK_OUTPUT_EVENT = 2,
+  // A completion of `session`: `completion`.
+  RELINK_OUTPUT_COMPLETION = 3,
+  // A message delivered on `session`: `len` bytes in the caller's
+  // buffer, sequence number `seq`.
+  RELINK_OUTPUT_DELIVERY = 4,
+  // An output this header does not name (a newer librelink).
+  RELINK_OUTPUT_OTHER = 99,
+} relink_output_kind;
 
 // A fault injected into a soft device of an in-process fabric.
 typedef enum {
@@ -237,7 +261,7 @@ typedef struct {
   relink_state from;
   // TRANSITION: the state entered.
   relink_state to;
-  // RECOVERING: the attempt's number (from 1).
+  // RECOVERING, ATTEMPT_FAILED: the attempt's number (from 1).
   uint32_t attempt;
   // RESUMED: the time without a transport, in nanoseconds.
   uint64_t downtime_ns;
@@ -256,7 +280,39 @@ typedef uint64_t relink_listener;
 typedef struct {
   // The new session.
   relink_session session;
+  // The listener it came to.
+  relink_listener listener;
+  // The initiator's address, `"ip:port"`, NUL-terminated.
+  char peer[64];
+  // The local address it was sent to, `"ip:port"`, NUL-terminated.
+  char local[64];
+  // The initiator application's connect data
+  // (`relink_options_set_connect_data`): its first `connect_data_len`
+  // bytes.
+  uint8_t connect_data[RELINK_MAX_CONNECT_DATA];
+  // How many bytes of `connect_data` there are.
+  uintptr_t connect_data_len;
 } relink_accepted;
+
+// One output of a node, from any session. Only the member its `kind`
+// names is filled.
+typedef struct {
+  // Which output it is.
+  relink_output_kind kind;
+  // The session it is of (the new session for ACCEPTED).
+  relink_session session;
+  // ACCEPTED: the session and where it came from.
+  relink_accepted accepted;
+  // EVENT: what happened.
+  relink_event event;
+  // COMPLETION: the operation and how it ended.
+  relink_completion completion;
+  // DELIVERY: the message's sequence number (from 1, per session).
+  uint64_t seq;
+  // DELIVERY: the message's length (copied into the caller's buffer);
+  // with `RELINK_ERR_TRUNCATED`, the length the buffer needs.
+  uintptr_t len;
+} relink_output;
 
 // A session's counters.
 typedef struct {
@@ -504,6 +560,14 @@ void relink_options_free(relink_options *options);
 // `options` is live options.
 relink_status relink_options_set_give_up_ms(relink_options *options, int64_t ms);
 
+// The give-up deadline of a session never established yet
+// (`first_connect_tmo`, default 30 s), counted from `relink_connect`;
+// negative: never give up.
+//
+// # Safety
+// `options` is live options.
+relink_status relink_options_set_first_connect_give_up_ms(relink_options *options, int64_t ms);
+
 // Fail queued operations this long after a loss while recovery goes on
 // (`fast_io_fail_tmo`); negative: off (queue until give-up).
 //
@@ -558,13 +622,15 @@ relink_status relink_options_set_failback(relink_options *options, int32_t on);
 // `options` is live options.
 relink_status relink_options_set_replay_atomics(relink_options *options, int32_t on);
 
-// Receive slots per session (the peer's send credits; default 64).
+// Receive slots per session (the peer's send credits; default 64; more
+// than 8, which are kept for control messages).
 //
 // # Safety
 // `options` is live options.
 relink_status relink_options_set_recv_slots(relink_options *options, uint32_t slots);
 
-// The largest message payload in bytes (default 4096).
+// The largest message payload in bytes (default 4096; at least 8, 34
+// with an advertised region).
 //
 // # Safety
 // `options` is live options.
@@ -589,6 +655,18 @@ relink_status relink_options_add_region(relink_options *options,
                                         uint64_t len,
                                         uint32_t access,
                                         int32_t advertise);
+
+// Bytes for the peer's application, sent with the first connect of a
+// session made with these options (at most `RELINK_MAX_CONNECT_DATA`;
+// copied); the accepting side reads them in `relink_accepted`. `len` 0
+// clears them.
+//
+// # Safety
+// `options` is live options; `data` valid for reads of `len` bytes (NULL
+// only if `len` is 0).
+relink_status relink_options_set_connect_data(relink_options *options,
+                                              const void *data,
+                                              uintptr_t len);
 
 // Take the next completion of a session: `RELINK_OK` and `*out` filled,
 // or `RELINK_EMPTY` when none waits (also for a session that does not
@@ -622,6 +700,21 @@ relink_status relink_poll_delivery(relink_node *node,
 // # Safety
 // `node` is a live node; `out` valid for a write.
 relink_status relink_poll_event(relink_node *node, relink_session session, relink_event *out);
+
+// Take the node's next output, whichever session it is of: accepted
+// sessions first, then the sessions with output in turn, one output each
+// (completions, then deliveries, then events of a session). It takes from
+// the same queues as `relink_accept` and the per-session `relink_poll_*`
+// calls: whichever the program calls takes. Returns `RELINK_OK` with
+// `*out` filled (a delivered message copied into `buf`, `cap` bytes),
+// `RELINK_EMPTY` when nothing waits, or `RELINK_ERR_TRUNCATED` when a
+// message is longer than `cap`: `out->len` is its length, `out->kind`
+// DELIVERY, and it stays first in line.
+//
+// # Safety
+// `node` is a live node; `out` valid for a write; `buf` valid for writes
+// of `cap` bytes (NULL only if `cap` is 0).
+relink_status relink_poll_output(relink_node *node, relink_output *out, void *buf, uintptr_t cap);
 
 // Connect a session to `peer` (`"10.0.0.2:7471"`), from `local` (the
 // IP address of a local device, no port, or NULL: any device that reaches the peer),
@@ -659,6 +752,14 @@ relink_status relink_listen(relink_node *node,
 // # Safety
 // `node` is a live node.
 relink_status relink_close_listener(relink_node *node, relink_listener listener);
+
+// Whether a listener listens now (`*active` = 1), or waits for a device
+// that owns its address (0); `RELINK_ERR_ARGUMENT` for an unknown
+// listener.
+//
+// # Safety
+// `node` is a live node; `active` valid for a write.
+relink_status relink_listener_active(relink_node *node, relink_listener listener, int32_t *active);
 
 // Take the oldest session a listener accepted: `RELINK_OK` and `*out`
 // filled, or `RELINK_EMPTY` when none waits.

@@ -31,6 +31,9 @@ pub struct relink_node {
     /// A delivery a too-small buffer could not take (`RELINK_ERR_TRUNCATED`):
     /// the next `relink_poll_delivery` of its session returns it first.
     pub(crate) held: BTreeMap<u64, (u64, Vec<u8>)>,
+    /// The output a too-small buffer could not take in
+    /// `relink_poll_output`: the next call returns it first.
+    pub(crate) held_output: Option<relink_rs::Output>,
 }
 
 impl relink_node {
@@ -38,6 +41,7 @@ impl relink_node {
         Box::into_raw(Box::new(relink_node {
             node: Node::new(provider),
             held: BTreeMap::new(),
+            held_output: None,
         }))
     }
 }

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use relink_rs::{Access, DeviceMatch, RegionId, RegionOptions, SessionOptions};
+use relink_rs::{Access, DeviceMatch, RegionId, RegionOptions, SessionOptions, MAX_CONNECT_DATA};
 
 use crate::status::*;
 
@@ -90,9 +90,7 @@ unsafe fn change(
         let o = unsafe { &mut *options };
         let mut next = o.opts.clone();
         change(&mut next)?;
-        next.policy
-            .validate()
-            .map_err(|e| Fail::new(RELINK_ERR_OPTIONS, e.to_string()))?;
+        next.validate()?;
         o.opts = next;
         Ok(RELINK_OK)
     })
@@ -121,6 +119,26 @@ pub unsafe extern "C" fn relink_options_set_give_up_ms(
     unsafe {
         change(options, |o| {
             o.policy.ctrl_loss_tmo = opt_ms(ms);
+            Ok(())
+        })
+    }
+}
+
+/// The give-up deadline of a session never established yet
+/// (`first_connect_tmo`, default 30 s), counted from `relink_connect`;
+/// negative: never give up.
+///
+/// # Safety
+/// `options` is live options.
+#[no_mangle]
+pub unsafe extern "C" fn relink_options_set_first_connect_give_up_ms(
+    options: *mut relink_options,
+    ms: i64,
+) -> relink_status {
+    // SAFETY: the caller's contract.
+    unsafe {
+        change(options, |o| {
+            o.policy.first_connect_tmo = opt_ms(ms);
             Ok(())
         })
     }
@@ -284,7 +302,8 @@ pub unsafe extern "C" fn relink_options_set_replay_atomics(
     }
 }
 
-/// Receive slots per session (the peer's send credits; default 64).
+/// Receive slots per session (the peer's send credits; default 64; more
+/// than 8, which are kept for control messages).
 ///
 /// # Safety
 /// `options` is live options.
@@ -308,7 +327,8 @@ pub unsafe extern "C" fn relink_options_set_recv_slots(
     }
 }
 
-/// The largest message payload in bytes (default 4096).
+/// The largest message payload in bytes (default 4096; at least 8, 34
+/// with an advertised region).
 ///
 /// # Safety
 /// `options` is live options.
@@ -380,19 +400,45 @@ pub unsafe extern "C" fn relink_options_add_region(
                     "`access` {access:#x} has bits no RELINK_ACCESS_* names"
                 ))
             })?;
-            if len == 0 {
-                return Err(Fail::arg("a region's `len` must be at least 1"));
-            }
-            if o.regions.iter().any(|r| r.id == RegionId(id)) {
-                return Err(Fail::arg(format!("region {id} is added already")));
-            }
-            o.regions.push(RegionOptions {
-                id: RegionId(id),
-                len,
-                access,
-                advertise: advertise != 0,
-            });
+            o.regions
+                .push(RegionOptions::new(RegionId(id), len, access).advertise(advertise != 0));
             Ok(())
         })
     }
 }
+
+/// Bytes for the peer's application, sent with the first connect of a
+/// session made with these options (at most `RELINK_MAX_CONNECT_DATA`;
+/// copied); the accepting side reads them in `relink_accepted`. `len` 0
+/// clears them.
+///
+/// # Safety
+/// `options` is live options; `data` valid for reads of `len` bytes (NULL
+/// only if `len` is 0).
+#[no_mangle]
+pub unsafe extern "C" fn relink_options_set_connect_data(
+    options: *mut relink_options,
+    data: *const std::ffi::c_void,
+    len: usize,
+) -> relink_status {
+    let bytes = if len == 0 || data.is_null() {
+        Vec::new()
+    } else {
+        // SAFETY: non-NULL, valid for `len` bytes by the contract.
+        unsafe { std::slice::from_raw_parts(data.cast::<u8>(), len) }.to_vec()
+    };
+    if len != 0 && data.is_null() {
+        return guard(|| Err(Fail::arg("`data` is NULL")));
+    }
+    // SAFETY: the caller's contract.
+    unsafe {
+        change(options, |o| {
+            o.connect_data = bytes;
+            Ok(())
+        })
+    }
+}
+
+/// The most bytes of connect data (`relink_options_set_connect_data`).
+pub const RELINK_MAX_CONNECT_DATA: usize = 33;
+const _: () = assert!(RELINK_MAX_CONNECT_DATA == MAX_CONNECT_DATA);

@@ -7,7 +7,7 @@ use relink_rs::{OpError, Outcome, SessionEvent, SessionHandle};
 
 use crate::node::{node_mut, relink_node};
 use crate::ops::relink_op;
-use crate::session::{relink_session, relink_state};
+use crate::session::{c_text, relink_accepted, relink_session, relink_state};
 use crate::status::*;
 
 /// How an operation ended.
@@ -138,13 +138,23 @@ pub unsafe extern "C" fn relink_poll_delivery(
         // SAFETY: the caller's contract.
         let n = unsafe { node_mut(node)? };
         non_null(len, "len")?;
-        let next = match n.held.remove(&session) {
-            Some(d) => Some(d),
-            None => n
-                .node
-                .poll_delivery(SessionHandle(session))
-                .map(|(s, m)| (s.0, m)),
+        // A message a too-small buffer left first in line, by either call.
+        let from_output = match n.held_output.take() {
+            Some(relink_rs::Output::Delivery {
+                session: s,
+                seq,
+                payload,
+            }) if s.0 == session => Some((seq.0, payload)),
+            other => {
+                n.held_output = other;
+                None
+            }
         };
+        let next = n.held.remove(&session).or(from_output).or_else(|| {
+            n.node
+                .poll_delivery(SessionHandle(session))
+                .map(|(s, m)| (s.0, m))
+        });
         let Some((s, msg)) = next else {
             return Ok(RELINK_EMPTY);
         };
@@ -192,6 +202,9 @@ pub enum relink_event_kind {
     RELINK_EVENT_PEER_LOST = 7,
     /// The session was closed (by this side, or the peer said goodbye).
     RELINK_EVENT_DISCONNECTED = 8,
+    /// Connection attempt number `attempt` failed (`text` says why); the
+    /// policy retries until its deadline.
+    RELINK_EVENT_ATTEMPT_FAILED = 9,
     /// An event this header does not name; `text` describes it.
     RELINK_EVENT_OTHER = 99,
 }
@@ -206,7 +219,7 @@ pub struct relink_event {
     pub from: relink_state,
     /// TRANSITION: the state entered.
     pub to: relink_state,
-    /// RECOVERING: the attempt's number (from 1).
+    /// RECOVERING, ATTEMPT_FAILED: the attempt's number (from 1).
     pub attempt: u32,
     /// RESUMED: the time without a transport, in nanoseconds.
     pub downtime_ns: u64,
@@ -271,14 +284,15 @@ fn event(e: &SessionEvent) -> relink_event {
             out.kind = RELINK_EVENT_DISCONNECTED;
             "disconnected".to_string()
         }
+        SessionEvent::AttemptFailed { attempt, reason } => {
+            out.kind = RELINK_EVENT_ATTEMPT_FAILED;
+            out.attempt = *attempt;
+            format!("attempt {attempt} failed: {reason}")
+        }
         #[allow(unreachable_patterns)]
         other => format!("{other:?}"),
     };
-    let bytes = text.as_bytes();
-    let n = bytes.len().min(out.text.len() - 1);
-    for (d, s) in out.text.iter_mut().zip(&bytes[..n]) {
-        *d = *s as c_char;
-    }
+    out.text = c_text(&text);
     out
 }
 
@@ -305,5 +319,144 @@ pub unsafe extern "C" fn relink_poll_event(
                 Ok(RELINK_OK)
             }
         }
+    })
+}
+
+/// What `relink_poll_output` took.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum relink_output_kind {
+    /// A listener accepted a session: `accepted`.
+    RELINK_OUTPUT_ACCEPTED = 1,
+    /// An event of `session`: `event`.
+    RELINK_OUTPUT_EVENT = 2,
+    /// A completion of `session`: `completion`.
+    RELINK_OUTPUT_COMPLETION = 3,
+    /// A message delivered on `session`: `len` bytes in the caller's
+    /// buffer, sequence number `seq`.
+    RELINK_OUTPUT_DELIVERY = 4,
+    /// An output this header does not name (a newer librelink).
+    RELINK_OUTPUT_OTHER = 99,
+}
+
+/// One output of a node, from any session. Only the member its `kind`
+/// names is filled.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct relink_output {
+    /// Which output it is.
+    pub kind: relink_output_kind,
+    /// The session it is of (the new session for ACCEPTED).
+    pub session: relink_session,
+    /// ACCEPTED: the session and where it came from.
+    pub accepted: relink_accepted,
+    /// EVENT: what happened.
+    pub event: relink_event,
+    /// COMPLETION: the operation and how it ended.
+    pub completion: relink_completion,
+    /// DELIVERY: the message's sequence number (from 1, per session).
+    pub seq: u64,
+    /// DELIVERY: the message's length (copied into the caller's buffer);
+    /// with `RELINK_ERR_TRUNCATED`, the length the buffer needs.
+    pub len: usize,
+}
+
+/// Take the node's next output, whichever session it is of: accepted
+/// sessions first, then the sessions with output in turn, one output each
+/// (completions, then deliveries, then events of a session). It takes from
+/// the same queues as `relink_accept` and the per-session `relink_poll_*`
+/// calls: whichever the program calls takes. Returns `RELINK_OK` with
+/// `*out` filled (a delivered message copied into `buf`, `cap` bytes),
+/// `RELINK_EMPTY` when nothing waits, or `RELINK_ERR_TRUNCATED` when a
+/// message is longer than `cap`: `out->len` is its length, `out->kind`
+/// DELIVERY, and it stays first in line.
+///
+/// # Safety
+/// `node` is a live node; `out` valid for a write; `buf` valid for writes
+/// of `cap` bytes (NULL only if `cap` is 0).
+#[no_mangle]
+pub unsafe extern "C" fn relink_poll_output(
+    node: *mut relink_node,
+    out: *mut relink_output,
+    buf: *mut std::ffi::c_void,
+    cap: usize,
+) -> relink_status {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let n = unsafe { node_mut(node)? };
+        non_null(out, "out")?;
+        // A message a too-small buffer left first in line, by either call.
+        let held = n
+            .held
+            .pop_first()
+            .map(|(s, (seq, payload))| relink_rs::Output::Delivery {
+                session: relink_rs::SessionHandle(s),
+                seq: relink_rs::Seq(seq),
+                payload,
+            });
+        let next = held
+            .or_else(|| n.held_output.take())
+            .or_else(|| n.node.poll_output());
+        let Some(o) = next else {
+            return Ok(RELINK_EMPTY);
+        };
+        let mut v = relink_output {
+            kind: relink_output_kind::RELINK_OUTPUT_OTHER,
+            session: o.session().0,
+            // SAFETY: all-zero bytes are a valid value of these plain C
+            // structs (integers, arrays, enums whose 0 is a variant).
+            accepted: unsafe { std::mem::zeroed() },
+            event: event(&SessionEvent::Disconnected),
+            completion: completion(0, Outcome::Success { replayed: false }),
+            seq: 0,
+            len: 0,
+        };
+        #[allow(unreachable_patterns)]
+        match &o {
+            relink_rs::Output::Accepted(a) => {
+                v.kind = relink_output_kind::RELINK_OUTPUT_ACCEPTED;
+                v.accepted = a.into();
+            }
+            relink_rs::Output::Event { event: e, .. } => {
+                v.kind = relink_output_kind::RELINK_OUTPUT_EVENT;
+                v.event = event(e);
+            }
+            relink_rs::Output::Completion { completion: c, .. } => {
+                v.kind = relink_output_kind::RELINK_OUTPUT_COMPLETION;
+                v.completion = completion(c.op.0, c.outcome);
+            }
+            relink_rs::Output::Delivery { seq, payload, .. } => {
+                v.kind = relink_output_kind::RELINK_OUTPUT_DELIVERY;
+                v.seq = seq.0;
+                v.len = payload.len();
+                if payload.len() > cap {
+                    let need = payload.len();
+                    n.held_output = Some(o);
+                    // SAFETY: the caller's contract.
+                    unsafe { put(out, "out", v) }?;
+                    return Err(Fail::new(
+                        RELINK_ERR_TRUNCATED,
+                        format!("the message is {need} bytes, the buffer {cap}"),
+                    ));
+                }
+                if !payload.is_empty() {
+                    non_null(buf, "buf")?;
+                    // SAFETY: `buf` is valid for `cap >= payload.len()`
+                    // bytes by the contract and cannot overlap the
+                    // payload, which relink owns.
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(
+                            payload.as_ptr(),
+                            buf.cast::<u8>(),
+                            payload.len(),
+                        )
+                    };
+                }
+            }
+            _ => {}
+        }
+        // SAFETY: the caller's contract.
+        unsafe { put(out, "out", v) }?;
+        Ok(RELINK_OK)
     })
 }

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use relink_rs::{ListenerHandle, Path, SessionHandle, State};
 
 use crate::node::{node_mut, relink_node};
-use crate::options::{options_ref, relink_options};
+use crate::options::{options_ref, relink_options, RELINK_MAX_CONNECT_DATA};
 use crate::status::*;
 
 /// A session of a node: a number the node never reuses (also after the
@@ -168,12 +168,76 @@ pub unsafe extern "C" fn relink_close_listener(
     })
 }
 
+/// Whether a listener listens now (`*active` = 1), or waits for a device
+/// that owns its address (0); `RELINK_ERR_ARGUMENT` for an unknown
+/// listener.
+///
+/// # Safety
+/// `node` is a live node; `active` valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn relink_listener_active(
+    node: *mut relink_node,
+    listener: relink_listener,
+    active: *mut i32,
+) -> relink_status {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let n = unsafe { node_mut(node)? };
+        let a = n
+            .node
+            .listener_active(ListenerHandle(listener))
+            .ok_or_else(|| Fail::arg(format!("no listener {listener}")))?;
+        // SAFETY: the caller's contract.
+        unsafe { put(active, "active", i32::from(a)) }?;
+        Ok(RELINK_OK)
+    })
+}
+
 /// A session a listener accepted.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct relink_accepted {
     /// The new session.
     pub session: relink_session,
+    /// The listener it came to.
+    pub listener: relink_listener,
+    /// The initiator's address, `"ip:port"`, NUL-terminated.
+    pub peer: [c_char; 64],
+    /// The local address it was sent to, `"ip:port"`, NUL-terminated.
+    pub local: [c_char; 64],
+    /// The initiator application's connect data
+    /// (`relink_options_set_connect_data`): its first `connect_data_len`
+    /// bytes.
+    pub connect_data: [u8; RELINK_MAX_CONNECT_DATA],
+    /// How many bytes of `connect_data` there are.
+    pub connect_data_len: usize,
+}
+
+/// `text`, NUL-terminated and cut to fit, in a C string field.
+pub(crate) fn c_text<const N: usize>(text: &str) -> [c_char; N] {
+    let mut out = [0 as c_char; N];
+    let bytes = text.as_bytes();
+    let n = bytes.len().min(N - 1);
+    for (d, s) in out.iter_mut().zip(&bytes[..n]) {
+        *d = *s as c_char;
+    }
+    out
+}
+
+impl From<&relink_rs::Accepted> for relink_accepted {
+    fn from(a: &relink_rs::Accepted) -> relink_accepted {
+        let mut data = [0u8; RELINK_MAX_CONNECT_DATA];
+        let n = a.connect_data.len().min(RELINK_MAX_CONNECT_DATA);
+        data[..n].copy_from_slice(&a.connect_data[..n]);
+        relink_accepted {
+            session: a.session.0,
+            listener: a.listener.0,
+            peer: c_text(&a.peer.to_string()),
+            local: c_text(&a.local.to_string()),
+            connect_data: data,
+            connect_data_len: n,
+        }
+    }
 }
 
 /// Take the oldest session a listener accepted: `RELINK_OK` and `*out`
@@ -194,7 +258,7 @@ pub unsafe extern "C" fn relink_accept(
             None => Ok(RELINK_EMPTY),
             Some(s) => {
                 // SAFETY: the caller's contract.
-                unsafe { put(out, "out", relink_accepted { session: s.0 }) }?;
+                unsafe { put(out, "out", relink_accepted::from(&s)) }?;
                 Ok(RELINK_OK)
             }
         }

@@ -24,7 +24,8 @@ pub enum relink_status {
     /// The session has no such region.
     RELINK_ERR_NO_REGION = -3,
     /// The session refused the operation: it ended, the message is larger
-    /// than `max_message`, a local range is outside its region.
+    /// than `max_message`, a local range is outside its region (the message
+    /// says which).
     RELINK_ERR_SESSION = -4,
     /// The options are invalid (the message names the key).
     RELINK_ERR_OPTIONS = -5,
@@ -38,6 +39,8 @@ pub enum relink_status {
     RELINK_ERR_UNSUPPORTED = -8,
     /// An operating-system call failed (a soft device directory).
     RELINK_ERR_IO = -9,
+    /// Another listener has the address now: retry once it is closed.
+    RELINK_ERR_ADDR_IN_USE = -10,
     /// A bug in relink: it panicked. The node is left as it was at the
     /// panic; free it.
     RELINK_ERR_INTERNAL = -100,
@@ -69,17 +72,75 @@ impl Fail {
     }
 }
 
-impl From<relink_rs::Error> for Fail {
-    fn from(e: relink_rs::Error) -> Fail {
-        use relink_rs::Error as E;
+/// The message of an error and its sources, one line.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(c) = src {
+        let next = c.to_string();
+        if !s.contains(&next) {
+            s.push_str(": ");
+            s.push_str(&next);
+        }
+        src = c.source();
+    }
+    s
+}
+
+impl From<relink_rs::OptionsError> for Fail {
+    fn from(e: relink_rs::OptionsError) -> Fail {
+        Fail::new(RELINK_ERR_OPTIONS, chain(&e))
+    }
+}
+
+impl From<relink_rs::ConnectError> for Fail {
+    fn from(e: relink_rs::ConnectError) -> Fail {
+        use relink_rs::ConnectError as E;
         let status = match &e {
-            E::NoSession(_) => RELINK_ERR_NO_SESSION,
-            E::NoRegion(_) => RELINK_ERR_NO_REGION,
-            E::Session(_) => RELINK_ERR_SESSION,
-            E::Policy(_) => RELINK_ERR_OPTIONS,
+            E::NoPath => RELINK_ERR_ARGUMENT,
+            E::Options(_) => RELINK_ERR_OPTIONS,
             _ => RELINK_ERR_PROVIDER,
         };
-        Fail::new(status, e.to_string())
+        Fail::new(status, chain(&e))
+    }
+}
+
+impl From<relink_rs::ListenError> for Fail {
+    fn from(e: relink_rs::ListenError) -> Fail {
+        use relink_rs::ListenError as E;
+        let status = match &e {
+            E::Options(_) => RELINK_ERR_OPTIONS,
+            E::NoPort(_) => RELINK_ERR_ARGUMENT,
+            E::AddrInUse(_) => RELINK_ERR_ADDR_IN_USE,
+            _ => RELINK_ERR_PROVIDER,
+        };
+        Fail::new(status, chain(&e))
+    }
+}
+
+impl From<relink_rs::SubmitError> for Fail {
+    fn from(e: relink_rs::SubmitError) -> Fail {
+        let status = match &e {
+            relink_rs::SubmitError::NoSession(_) => RELINK_ERR_NO_SESSION,
+            _ => RELINK_ERR_SESSION,
+        };
+        Fail::new(status, chain(&e))
+    }
+}
+
+impl From<relink_rs::RegionError> for Fail {
+    fn from(e: relink_rs::RegionError) -> Fail {
+        let status = match &e {
+            relink_rs::RegionError::NoRegion(_) => RELINK_ERR_NO_REGION,
+            _ => RELINK_ERR_NO_SESSION,
+        };
+        Fail::new(status, chain(&e))
+    }
+}
+
+impl From<relink_rs::CloseError> for Fail {
+    fn from(e: relink_rs::CloseError) -> Fail {
+        Fail::new(RELINK_ERR_NO_SESSION, chain(&e))
     }
 }
 
@@ -136,6 +197,7 @@ pub extern "C" fn relink_status_name(status: i32) -> *const c_char {
         -7 => c"RELINK_ERR_TRUNCATED",
         -8 => c"RELINK_ERR_UNSUPPORTED",
         -9 => c"RELINK_ERR_IO",
+        -10 => c"RELINK_ERR_ADDR_IN_USE",
         -100 => c"RELINK_ERR_INTERNAL",
         _ => c"RELINK_UNKNOWN_STATUS",
     };

@@ -52,11 +52,10 @@ fn run(cmd: &mut Command, what: &str) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// librelink installed into a prefix and `ping_pong` built against it
-/// through pkg-config (once per test binary).
-fn ping_pong() -> &'static Path {
-    static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT.get_or_init(|| {
+/// librelink installed into a prefix (once per test binary): the prefix.
+fn installed() -> &'static Path {
+    static PREFIX: OnceLock<PathBuf> = OnceLock::new();
+    PREFIX.get_or_init(|| {
         let root = std::env::temp_dir().join(format!("relink-c-test-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
         let prefix = root.join("prefix");
@@ -66,6 +65,15 @@ fn ping_pong() -> &'static Path {
                 .env("CARGO_TARGET_DIR", target_dir()),
             "scripts/install-c.sh",
         );
+        prefix
+    })
+}
+
+/// The C program `source` built against the installed librelink through
+/// pkg-config, with warnings as errors.
+fn build(source: &Path, name: &str) -> PathBuf {
+    {
+        let prefix = installed();
         let pc = prefix.join("lib/pkgconfig");
         let flags = run(
             Command::new("pkg-config")
@@ -73,14 +81,14 @@ fn ping_pong() -> &'static Path {
                 .env("PKG_CONFIG_PATH", &pc),
             "pkg-config --static --cflags --libs relink",
         );
-        let exe = root.join("ping_pong");
+        let exe = prefix.parent().expect("the test's root").join(name);
         let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
         // Static, so the program needs no LD_LIBRARY_PATH: `--static`
         // flags, and the archive named before the shared object is found.
         let mut cmd = Command::new(&cc);
         cmd.args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-O2", "-o"])
             .arg(&exe)
-            .arg(repo().join("examples/c/ping_pong.c"));
+            .arg(source);
         for f in flags.split_whitespace() {
             if f == "-lrelink" {
                 cmd.arg(prefix.join("lib/librelink.a"));
@@ -88,9 +96,28 @@ fn ping_pong() -> &'static Path {
                 cmd.arg(f);
             }
         }
-        run(&mut cmd, "cc ping_pong.c");
+        run(&mut cmd, &format!("cc {}", source.display()));
         exe
-    })
+    }
+}
+
+/// `examples/c/ping_pong.c`, built once.
+fn ping_pong() -> &'static Path {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT.get_or_init(|| build(&repo().join("examples/c/ping_pong.c"), "ping_pong"))
+}
+
+/// `tests/c/errors.c`: bad input from C gets a status and a message naming
+/// the problem; a poll with nothing is `RELINK_EMPTY`; a too-small buffer
+/// loses nothing.
+#[test]
+fn errors_from_c_are_statuses_with_messages() {
+    let exe = build(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/errors.c"),
+        "errors",
+    );
+    let out = run(&mut Command::new(exe), "errors");
+    assert!(out.contains("0 failure(s)"), "{out}");
 }
 
 /// The `RESULT` line's `key=value` fields.

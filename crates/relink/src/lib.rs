@@ -109,7 +109,12 @@
 //! ([`SessionEvent::DeviceLost`]), a resume, a refusal, the give-up, a
 //! lost peer ([`PeerLostReason`]).
 
+#[cfg(all(unix, feature = "tokio"))]
+mod async_node;
 mod node;
+
+#[cfg(all(unix, feature = "tokio"))]
+pub use async_node::AsyncNode;
 
 pub use node::{
     Accepted, CloseError, ConnectError, Footprint, ListenError, ListenerHandle, Node, OptionsError,
