@@ -95,7 +95,12 @@ fn pending_operations_finish_then_the_goodbye_closes_both_halves() {
     let actions = &p.end(Who::Ini).actions;
     let last_data = actions
         .iter()
-        .rposition(|a| matches!(a, Action::Send { op: Some(_), .. } | Action::OneSided { .. }))
+        .rposition(|a| {
+            matches!(
+                a,
+                Action::Send { op: Some(_), .. } | Action::OneSided { .. }
+            )
+        })
         .expect("data posted");
     let disconnect = actions
         .iter()
@@ -119,7 +124,11 @@ fn operations_waiting_for_replay_finish_after_the_recovery() {
     assert_eq!(p.state(Who::Ini), State::Recovering);
     p.close_gracefully(Who::Ini, Duration::from_secs(30));
     p.advance(Duration::from_secs(1));
-    assert_eq!(p.state(Who::Ini), State::Recovering, "it waits for a device");
+    assert_eq!(
+        p.state(Who::Ini),
+        State::Recovering,
+        "it waits for a device"
+    );
     assert!(refused(&mut p, Who::Ini).is_err());
 
     p.add_device(Who::Ini);
@@ -141,7 +150,11 @@ fn operations_waiting_for_replay_finish_after_the_recovery() {
     assert!(p.emitted(Who::Ini, |e| matches!(e, SessionEvent::Resumed { .. })));
     let t = p.transition(Who::Ini, State::Established, State::Closed);
     assert_eq!(t.cause, Cause::Disconnect);
-    assert_eq!(p.delivered(Who::Tgt).len(), 6, "each message delivered once");
+    assert_eq!(
+        p.delivered(Who::Tgt).len(),
+        6,
+        "each message delivered once"
+    );
     assert_eq!(&p.memory(Who::Tgt)[8..16], b"written!");
     assert_eq!(p.word(Who::Tgt, 32), 0, "the atomic never ran");
     assert_eq!(p.state(Who::Tgt), State::Closed);
@@ -184,7 +197,10 @@ fn with_nothing_pending_it_closes_at_once() {
     let mut p = Pair::connected(Setup::default());
     let op = p.send(Who::Ini, b"done before");
     p.settle();
-    assert_eq!(p.outcome(Who::Ini, op), Outcome::Success { replayed: false });
+    assert_eq!(
+        p.outcome(Who::Ini, op),
+        Outcome::Success { replayed: false }
+    );
     p.close_gracefully(Who::Ini, TIMEOUT);
     assert_eq!(p.state(Who::Ini), State::Closed, "closed by the call");
     p.run();
@@ -202,7 +218,10 @@ fn the_first_connections_operations_go_out_before_the_close() {
     p.close_gracefully(Who::Ini, TIMEOUT);
     assert_eq!(p.state(Who::Ini), State::Connecting);
     p.settle();
-    assert_eq!(p.outcome(Who::Ini, op), Outcome::Success { replayed: false });
+    assert_eq!(
+        p.outcome(Who::Ini, op),
+        Outcome::Success { replayed: false }
+    );
     assert_eq!(p.delivered(Who::Tgt), vec![b"first and last".to_vec()]);
     p.transition(Who::Ini, State::Established, State::Closed);
     assert_eq!(p.state(Who::Tgt), State::Closed);
@@ -227,7 +246,11 @@ fn fast_failed_operations_can_finish_a_graceful_close_during_an_outage() {
     assert_eq!(t.cause, Cause::Disconnect);
     p.add_device(Who::Ini);
     p.advance(Duration::from_secs(30));
-    assert_eq!(p.requests_seen.len(), attempts, "no attempt after the close");
+    assert_eq!(
+        p.requests_seen.len(),
+        attempts,
+        "no attempt after the close"
+    );
     p.check();
 }
 
@@ -278,7 +301,11 @@ fn an_idle_failed_or_closed_session_is_closed_as_by_close() {
     let events = p.end(Who::Ini).events.len();
     p.close_gracefully(Who::Ini, TIMEOUT);
     p.run();
-    assert_eq!(p.end(Who::Ini).events.len(), events, "a closed one: nothing");
+    assert_eq!(
+        p.end(Who::Ini).events.len(),
+        events,
+        "a closed one: nothing"
+    );
     p.check();
 }
 

@@ -45,6 +45,7 @@ mod node;
 
 pub use node::{
     Error, Footprint, ListenerHandle, Node, RegionOptions, SessionHandle, SessionOptions,
+    ShutdownSummary,
 };
 pub use relink_core::journal::{Completion, LocalRange, OpError, OpKind, Outcome};
 pub use relink_core::policy::{AllowedDevice, DeviceMatch, Policy};

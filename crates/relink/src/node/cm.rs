@@ -47,6 +47,9 @@ pub(super) enum CmOwner {
     Listener(u64),
     /// A connect request not yet accepted or rejected.
     Pending,
+    /// A closed session's transport waiting for its goodbye to leave (its
+    /// key in the closing transports, `closing.rs`).
+    Closing(u64),
 }
 
 impl Node {
@@ -106,6 +109,7 @@ impl Node {
                 }
             }
             CmOwner::Pending => {}
+            CmOwner::Closing(ck) => self.on_closing_cm(ck, &kind),
             CmOwner::Session { key, epoch, phase } => {
                 self.on_session_cm(key, epoch, phase, id, kind, now)
             }
@@ -151,6 +155,11 @@ impl Node {
                     .handle_transport_down(epoch, DownCause::CmDisconnected, now);
             }
             self.run_actions(key);
+            // The peer's goodbye closed the session: its transport went to
+            // the closing transports, but the connection is gone already.
+            if let Some(CmOwner::Closing(ck)) = self.cm.get(&id).copied() {
+                self.on_closing_cm(ck, &kind);
+            }
             return;
         }
         let what = format!("{kind:?}");
@@ -232,7 +241,8 @@ impl Node {
         self.run_actions(key);
     }
 
-    /// A connect request to a listener: a hello of an unknown session makes
+    /// A connect request to a listener: a hello is refused `ShuttingDown`
+    /// while the node shuts down; a hello of an unknown session makes
     /// a new session; a hello of a known one goes to that session's core
     /// (`Session::handle_hello`: it restarts its first handshake, or is
     /// over and replaced by a new session, or refuses); a resume goes to
@@ -259,6 +269,12 @@ impl Node {
         };
         match wire::ConnectData::decode(&private_data) {
             Ok(wire::ConnectData::Hello(h)) => {
+                if self.shutting_down {
+                    // No new session while the node shuts down (a resume
+                    // of one it has still reaches that session).
+                    refuse(self, wire::RefuseReason::ShuttingDown);
+                    return;
+                }
                 if let Some(old) = self.by_id.get(&h.session).copied() {
                     // A session of this id exists here: it takes the Hello
                     // (a retried first handshake), gives way to a new

@@ -17,6 +17,9 @@ impl Node {
     /// arming); a non-empty one stays dirty for the next round. Returns
     /// whether there were completions.
     pub(super) fn poll_cq(&mut self, key: u64) -> bool {
+        if self.is_closing(key) {
+            return self.poll_closing_cq(key);
+        }
         self.poll_cq_as(key, false)
     }
 
@@ -107,7 +110,7 @@ impl Node {
 /// order: RC completes in order, so every unsignaled request posted before
 /// it succeeded, and `wc`'s status is its own. `done` gets each request's
 /// operation (`None` for a control message) and status.
-fn retire_through(
+pub(super) fn retire_through(
     t: &mut Transport,
     wc: &WorkCompletion,
     mut done: impl FnMut(Option<OpId>, WcStatus),

@@ -10,6 +10,8 @@
 //! | `mod.rs` | the node's tables ([`Node`], a session's `Slot`), how a session's slot is made and how an ended one is reaped |
 //! | `options.rs` | what the application hands in and gets back: handles, session and region options, errors |
 //! | `api.rs` | the application's calls: connect, listen, accept, submit operations, take completions, deliveries and events, close |
+//! | `closing.rs` | the two phases of a goodbye: a closed session's transport is disconnected once its goodbye has left (or at a bound) |
+//! | `shutdown.rs` | how sessions and nodes end: the graceful close, `shutdown`, `abort`, and what dropping a node does |
 //! | `poll.rs` | the poll loop (provider events, dirty CQs, due timers, queued work, reaping, in that order) and provider events |
 //! | `wait.rs` | sleeping between poll rounds: `wait` (until something happens), `event_fd` (for the application's event loop), `run_until` |
 //! | `cm.rs` | connection management: who owns a CM id, where a session's attempt is, listeners, connect requests |
@@ -35,18 +37,22 @@ use relink_fabric::{CmId, CqId, Provider, RecvWr, SendWr, Timestamp, WorkComplet
 mod actions;
 mod api;
 mod backlog;
+mod closing;
 mod cm;
 mod completions;
 mod options;
 mod poll;
+mod shutdown;
 mod transport;
 mod wait;
 mod wr;
 
 pub use options::{Error, Footprint, ListenerHandle, RegionOptions, SessionHandle, SessionOptions};
+pub use shutdown::ShutdownSummary;
 
 use actions::retire_transport;
 use backlog::Pending;
+use closing::Closing;
 use cm::CmOwner;
 use transport::{SessionMemory, Transport};
 use wr::WrBatch;
@@ -212,6 +218,16 @@ pub struct Node {
     reap_check: BTreeSet<u64>,
     /// How long an ended session that is not drained is kept.
     linger: Duration,
+    /// Closed sessions' transports whose goodbye has not left yet
+    /// (`closing.rs`), by a key of the sessions' series (their CQ and
+    /// deadline are indexed under it).
+    closing: BTreeMap<u64, Closing>,
+    /// How long a closing transport waits for its goodbye.
+    goodbye_timeout: Duration,
+    /// [`Node::shutdown`] is under way: a Hello is refused `ShuttingDown`.
+    shutting_down: bool,
+    /// Dropping the node says no goodbye ([`Node::abort`]).
+    skip_goodbyes: bool,
 }
 
 impl Node {
@@ -263,6 +279,10 @@ impl Node {
             ended: BTreeMap::new(),
             reap_check: BTreeSet::new(),
             linger: Node::DEFAULT_LINGER,
+            closing: BTreeMap::new(),
+            goodbye_timeout: Node::DEFAULT_GOODBYE_TIMEOUT,
+            shutting_down: false,
+            skip_goodbyes: false,
         }
     }
 
@@ -294,6 +314,7 @@ impl Node {
             cqs: self.cq_owner.len(),
             deadlines: self.deadlines.len(),
             ended: self.ended.len(),
+            closing: self.closing.len(),
         }
     }
 
@@ -411,30 +432,5 @@ impl Node {
             },
         );
         Ok(key)
-    }
-}
-
-/// Dropping a node ends it as the end of its process would: every provider
-/// object it holds is destroyed (connections, listeners, connect requests
-/// not yet answered). Its peers see their connections disconnected, with no
-/// goodbye: they recover, and a peer that comes back to a new node is told
-/// the session is unknown. Call [`Node::close`] first for an orderly end.
-impl Drop for Node {
-    fn drop(&mut self) {
-        let p = &*self.provider;
-        for slot in self.sessions.values_mut() {
-            if let Some(mut t) = slot.transport.take() {
-                t.tear_down(p);
-            }
-        }
-        for l in self.listeners.values_mut() {
-            if let Some(id) = l.cm.take() {
-                let _ = p.cm_destroy_id(id);
-            }
-        }
-        for (_, req) in std::mem::take(&mut self.pending) {
-            let _ = p.cm_reject(req.cm, &[]);
-            let _ = p.cm_destroy_id(req.cm);
-        }
     }
 }

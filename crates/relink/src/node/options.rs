@@ -132,4 +132,7 @@ pub struct Footprint {
     pub deadlines: usize,
     /// Ended (closed or failed) sessions not yet reaped.
     pub ended: usize,
+    /// Closed sessions' transports waiting for their goodbye to leave
+    /// ([`Node::set_goodbye_timeout`](super::Node::set_goodbye_timeout)).
+    pub closing: usize,
 }

@@ -13,7 +13,8 @@ use relink_fabric::{
 use super::wr::{WrBatch, TAG_MASK, TAG_ONE_SIDED, TAG_SEND};
 
 /// Host memory of a session: allocated once, registered on every device
-/// the session uses (same addresses every time).
+/// the session uses (same addresses every time). A clone shares the memory.
+#[derive(Clone)]
 pub(super) struct SessionMemory {
     pub send: Memory,
     pub recv: Memory,
