@@ -2,7 +2,10 @@
 //! loss: `rdma link delete` / `rdma link add` of the initiator's device, of
 //! the target's, of both; a replacement device on another netdev that takes
 //! over the address (a new GUID); failover to a second device pair while the
-//! first is deleted; netdev down/up; 20 unplug/replug cycles in a row.
+//! first is deleted; netdev down/up; 20 unplug/replug cycles in a row — and
+//! how a session ends: an admin close on either side, with traffic in
+//! flight, makes the peer close at once (its goodbye leaves before the
+//! disconnect, which on rxe would flush it).
 //!
 //! Every scenario runs the checked workload of the simulation suite
 //! ([`relink_sim::workload`]: messages, writes, reads, fetch-and-adds,
@@ -47,6 +50,7 @@ use std::time::{Duration, Instant};
 use relink::{Node, Path, Policy, SessionEvent, SessionHandle, State};
 use relink_fabric::{Guid, Provider};
 use relink_sim::sim::{INITIATOR, TARGET};
+use relink_sim::workload::check_completions;
 use relink_sim::workload::{options, Workload, WINDOW_A};
 use relink_testkit::verbs_rig::Topology;
 use relink_verbs::{VerbsConfig, VerbsProvider};
@@ -57,6 +61,10 @@ const DELETE_LIMIT: Duration = Duration::from_secs(2);
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(20);
 /// How long a session may take to resume after its device is back.
 const RESUME_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long the peer of an admin close may take to close its half (it
+/// takes one round trip; a peer that missed the goodbye recovers instead
+/// and never closes).
+const PEER_CLOSE_LIMIT: Duration = Duration::from_secs(2);
 /// Operations in flight at most.
 const WINDOW: usize = 16;
 
@@ -109,6 +117,8 @@ struct Duo {
     kind: u64,
     /// The initiator's session events.
     events: Vec<SessionEvent>,
+    /// The target's session events.
+    target_events: Vec<SessionEvent>,
     /// `Resumed` events among them.
     resumed: usize,
     deletes: Vec<(String, Duration)>,
@@ -169,6 +179,7 @@ impl Duo {
             traffic: false,
             kind: 0,
             events: Vec::new(),
+            target_events: Vec::new(),
             resumed: 0,
             deletes: Vec::new(),
             resumes: Vec::new(),
@@ -222,6 +233,7 @@ impl Duo {
         if let Some(t) = self.w.target {
             while let Some(ev) = self.b.poll_event(t) {
                 eprintln!("  [{:>8.3}s] target:    {ev:?}", self.secs());
+                self.target_events.push(ev);
             }
         }
         if !busy {
@@ -725,4 +737,98 @@ fn unplug_replug_cycles() {
     }
     d.pump(Duration::from_millis(300));
     d.finish("unplug_replug_cycles");
+}
+
+/// An admin close on one side of a session with traffic in flight: the
+/// other side closes its half at once (`Disconnected` within
+/// [`PEER_CLOSE_LIMIT`]), never takes the disconnect for a loss
+/// (`DeviceLost`, a recovery attempt); every operation of the initiator
+/// completes exactly once. Closed by the initiator, then (a new session)
+/// by the target.
+#[test]
+fn admin_close_peer_closes_at_once() {
+    let env = env_or_skip!(need_nothing);
+    let mut figures = Vec::new();
+    for closer in ["initiator", "target"] {
+        let (listen, paths) = main_pair(&env, port());
+        let mut d = Duo::start(env.clone(), listen, paths);
+        d.pump(Duration::from_millis(300));
+        let t = d.w.target.expect("the target's session");
+        let (before_a, before_b) = (d.events.len(), d.target_events.len());
+        let in_flight = d.w.submitted() - d.w.completed();
+        d.traffic = false;
+        eprintln!(
+            "  [{:>8.3}s] + close by the {closer} ({in_flight} operations in flight)",
+            d.secs()
+        );
+        let started = Instant::now();
+        if closer == "initiator" {
+            d.a.close(d.s).expect("close");
+        } else {
+            d.b.close(t).expect("close");
+        }
+        let closed = d.pump_until(PEER_CLOSE_LIMIT, |d| {
+            let peer_events = if closer == "initiator" {
+                &d.target_events[before_b..]
+            } else {
+                &d.events[before_a..]
+            };
+            peer_events.contains(&SessionEvent::Disconnected)
+        });
+        let took = started.elapsed();
+        // Whatever else the peer does shows within a moment.
+        d.pump(Duration::from_millis(300));
+        let peer_events: Vec<SessionEvent> = if closer == "initiator" {
+            d.target_events[before_b..].to_vec()
+        } else {
+            d.events[before_a..].to_vec()
+        };
+        let mut problems = std::mem::take(&mut d.problems);
+        if !closed {
+            problems.push(format!(
+                "closed by the {closer}: the peer did not close within {PEER_CLOSE_LIMIT:?}"
+            ));
+        }
+        if let Some(e) = peer_events.iter().find(|e| {
+            matches!(
+                e,
+                SessionEvent::DeviceLost { .. } | SessionEvent::Recovering { .. }
+            )
+        }) {
+            problems.push(format!(
+                "closed by the {closer}: the peer took the close for a loss ({e:?}): {peer_events:?}"
+            ));
+        }
+        for (who, state) in [("initiator", d.a.state(d.s)), ("target", d.b.state(t))] {
+            if state != Some(State::Closed) {
+                problems.push(format!("closed by the {closer}: the {who} is {state:?}"));
+            }
+        }
+        let c = check_completions(&d.w);
+        if !c.ok {
+            problems.push(format!("{}: {}", c.name, c.detail));
+        }
+        problems.extend(d.w.check_common());
+        println!(
+            "RESULT admin_close_by_{closer}: peer closed after {:.1} ms ({in_flight} operations in flight), {} problems",
+            took.as_secs_f64() * 1e3,
+            problems.len()
+        );
+        figures.push(format!(
+            "by {closer}: peer closed in {:.1} ms",
+            took.as_secs_f64() * 1e3
+        ));
+        let env2 = d.env.clone();
+        drop(d);
+        if let Err(e) = env2.restore() {
+            eprintln!("restoring the host's devices: {e}");
+        }
+        assert!(
+            problems.is_empty(),
+            "admin_close_peer_closes_at_once: {} problems:\n  {}",
+            problems.len(),
+            problems.join("\n  ")
+        );
+    }
+    println!("RELINK_VM_NOTE: {}", figures.join("; "));
 }
