@@ -747,8 +747,9 @@ fn unplug_replug_cycles() {
 /// — makes the other side close its half at once (`Disconnected` within
 /// [`PEER_CLOSE_LIMIT`]), never take the disconnect for a loss
 /// (`DeviceLost`, a recovery attempt); every operation of the initiator
-/// completes exactly once. Three sessions closed by the initiator, three by
-/// the target. (A disconnect right after posting the goodbye moves the QP
+/// completes exactly once; nothing is left behind (no closing transport,
+/// no object of the initiator's provider). Three sessions closed by the
+/// initiator, three by the target. (A disconnect right after posting the goodbye moves the QP
 /// to the error state and flushes the goodbye when the device has not sent
 /// it yet: the peer then recovers.)
 #[test]
@@ -826,6 +827,18 @@ fn admin_close_peer_closes_at_once() {
             problems.push(format!("{}: {}", c.name, c.detail));
         }
         problems.extend(d.w.check_common());
+        // Nothing leaks: no goodbye still waiting, and the initiator's
+        // provider (no listener) holds no object any more.
+        for (who, node) in [("initiator", &d.a), ("target", &d.b)] {
+            let waiting = node.footprint().closing;
+            if waiting != 0 {
+                problems.push(format!("the {who} still has {waiting} closing transports"));
+            }
+        }
+        let left = d.pa.object_counts();
+        if left.total() != 0 {
+            problems.push(format!("the initiator's provider still holds {left:?}"));
+        }
         println!(
             "RESULT admin_close_by_{closer}: peer closed after {:.1} ms, {} problems",
             took.as_secs_f64() * 1e3,

@@ -205,6 +205,8 @@ impl Node {
                 slot.core
                     .handle_connected(epoch, device, &private_data, keys, now);
                 self.set_phase(id, key, epoch, Phase::Up);
+                // What arrived before this event waits in the CQ.
+                self.dirty.insert(key);
             }
             (Phase::Accepting, CmEventKind::Established { .. }) => {
                 let t = slot.transport.as_mut().expect("current");
@@ -213,6 +215,8 @@ impl Node {
                 let keys = t.local_keys();
                 slot.core.handle_accepted(epoch, device, keys, now);
                 self.set_phase(id, key, epoch, Phase::Up);
+                // What arrived before this event waits in the CQ.
+                self.dirty.insert(key);
             }
             (_, CmEventKind::Rejected { private_data, .. }) => {
                 slot.core.handle_rejected(epoch, &private_data, now);

@@ -43,6 +43,15 @@ impl Node {
         let Some(t) = slot.transport.as_mut() else {
             return false;
         };
+        if !t.connected {
+            // Nothing is read before the CM reports the connection up: the
+            // peer's first messages (its advertisements, sent at its own
+            // establishment) may come before ours is reported — on rxe a
+            // target's RTU can trail them — and the core, not yet told,
+            // would drop them. They wait in the CQ; the establishment
+            // marks the CQ for the next look.
+            return false;
+        }
         let Some(cq) = t.cq else { return false };
         self.wcs.clear();
         if p.poll_cq(cq, 64, &mut self.wcs).unwrap_or(0) == 0 {

@@ -120,15 +120,16 @@ pub struct Footprint {
     pub session_ids: usize,
     /// Listeners.
     pub listeners: usize,
-    /// CM ids the node owns (listeners, attempts, connections, requests).
+    /// CM ids the node owns (listeners, attempts, connections, requests,
+    /// closing transports).
     pub cm_ids: usize,
     /// Connect requests waiting for their session's answer.
     pub requests: usize,
     /// Accepted sessions not yet taken with [`Node::accept`](super::Node::accept).
     pub accepted: usize,
-    /// CQs indexed to their session.
+    /// CQs indexed to their session (or closing transport).
     pub cqs: usize,
-    /// Sessions with a timer indexed.
+    /// Sessions (and closing transports) with a timer indexed.
     pub deadlines: usize,
     /// Ended (closed or failed) sessions not yet reaped.
     pub ended: usize,
