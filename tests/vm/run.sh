@@ -15,15 +15,19 @@
 #                devices (64 B SEND rate, 64 KiB WRITE throughput, ratios)
 #      sessions: relink-verbs's sessions_verbs test (relink sessions with
 #                traffic across rdma link delete/add, replacement, failover,
-#                netdev down/up, 20 cycles), one step per scenario
+#                netdev down/up, 20 cycles, an admin close seen by the peer),
+#                one step per scenario
+#      example:  relink-verbs's verbs_write example (`--features rdma`): its
+#                server and client roles on rxe1/rxe0, RDMA WRITE checked by
+#                the server, messages, an orderly close
 #      capi:     librelink with the verbs provider (scripts/install-c.sh
 #                --verbs) and examples/c/ping_pong.c built against it with
 #                the system C compiler and pkg-config
 # 3. per kernel: packs an initramfs (tests/vm/build-initramfs.sh) and boots it
 #    under qemu; the guest (tests/vm/guest/run.sh) sets up rxe0/rxe1 and runs
 #    the groups:
-#      6.12  sanity,devwatch,verbs,bench,sessions,capi  watcher backend expected: rdma-netlink
-#      6.1   sanity,devwatch,verbs,sessions,capi        watcher backend expected: uevent
+#      6.12  sanity,devwatch,verbs,bench,sessions,example,capi  watcher backend expected: rdma-netlink
+#      6.1   sanity,devwatch,verbs,sessions,example,capi        watcher backend expected: uevent
 # 4. prints one summary table; exit 0 only if every step of every VM passed.
 #
 # If the tier cannot run here at all (packages cannot be installed, the
@@ -32,7 +36,7 @@
 #
 # Options / environment:
 #   --kernels LIST   RELINK_VM_KERNELS   which kernels (6.12, 6.1; default both)
-#   --groups LIST    RELINK_VM_GROUPS    override the groups (sanity,devwatch,verbs,bench,sessions,capi)
+#   --groups LIST    RELINK_VM_GROUPS    override the groups (sanity,devwatch,verbs,bench,sessions,example,capi)
 #   --accel A        RELINK_VM_ACCEL     tcg (default) or kvm (real VMX/SVM only)
 #   --verbose        RELINK_VM_VERBOSE=1 stream the whole serial console
 #   RELINK_VM_CACHE     download/unpack cache (default target/vm/cache)
@@ -84,8 +88,8 @@ T0=$(now)
 groups_for() { # kernel series -> groups
   if [ -n "$GROUPS_OVERRIDE" ]; then echo "$GROUPS_OVERRIDE"; return; fi
   case $1 in
-    6.12) echo sanity,devwatch,verbs,bench,sessions,capi ;;
-    *) echo sanity,devwatch,verbs,sessions,capi ;;
+    6.12) echo sanity,devwatch,verbs,bench,sessions,example,capi ;;
+    *) echo sanity,devwatch,verbs,sessions,example,capi ;;
   esac
 }
 expect_for() { case $1 in 6.12) echo rdma-netlink ;; *) echo uevent ;; esac; }
@@ -192,6 +196,20 @@ if needs verbs || needs sessions; then
 fi
 FILES+=(-f "$LIST:/vm/tests.list")
 T_BUILD=$(now)
+
+if needs example; then
+  banner "building relink-verbs's verbs_write example (--features rdma)"
+  if ! "$CARGO" build -p relink-verbs --features rdma --release --example verbs_write \
+        --message-format=json-render-diagnostics > "$OUTDIR/example.json" 2> "$OUTDIR/example-build.log"; then
+    why=$(grep -m1 -E '^error' "$OUTDIR/example-build.log" || tail -1 "$OUTDIR/example-build.log")
+    tail -30 "$OUTDIR/example-build.log" | sed 's/^/  | /'
+    SKIPS+=("example|verbs_write|building the verbs_write example with --features rdma failed: $why")
+  else
+    while IFS='|' read -r kind name exe dir; do
+      [ "$kind" = example ] && [ "$name" = verbs_write ] && BINS+=(-x "$exe:verbs-example-write")
+    done < <(artifacts < "$OUTDIR/example.json")
+  fi
+fi
 
 if needs bench; then
   banner "building relink-bench's rxe bench (cargo bench -p relink-bench --features rdma --bench rxe --no-run)"

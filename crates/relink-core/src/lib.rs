@@ -15,7 +15,8 @@
 //! | ↳ `session/mod.rs` | [`Session`], its fields and getters, [`SessionConfig`], [`SessionError`] |
 //! | ↳ `session/output.rs` | [`Action`]s for the driver, [`SessionEvent`]s, [`Counters`], the `poll_*` calls |
 //! | ↳ `session/paths.rs` | [`session::Path`]s to the peer and the devices that can carry them |
-//! | ↳ `session/recovery.rs` | connect, transport loss, attempts and backoff, timers, give-up, close |
+//! | ↳ `session/recovery.rs` | connect, transport loss, attempts and backoff, timers, give-up |
+//! | ↳ `session/closing.rs` | the admin close, the graceful close (pending operations first), the peer's goodbye |
 //! | ↳ `session/resync.rs` | the resume handshake of both roles and the advertisement exchange |
 //! | ↳ `session/datapath.rs` | submit, posting within credits, completions, received messages, acks |
 //! | [`state`] | the session state machine, declared in one table |
@@ -37,7 +38,8 @@
 //! path keeps naming them as well.
 //!
 //! The contract a driver follows is in [`session`]'s module docs: inputs
-//! `handle_*(…, now)`, commands `connect` / `submit` / `close`, outputs
+//! `handle_*(…, now)`, commands `connect` / `submit` / `close` /
+//! `close_gracefully`, outputs
 //! `poll_action`, `poll_completion`, `poll_delivery`, `poll_event`,
 //! `poll_timeout`. `docs/DESIGN.md` describes the design as built.
 //!

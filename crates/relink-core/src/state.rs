@@ -24,8 +24,11 @@
 //! does the initiator's retried Hello to a session never established that
 //! had given its first attempt up (`Session::handle_hello`), and
 //! the accepted connection, once up, to Resyncing. No session goes from
-//! Recovering straight to Resyncing. Every transition is checked against
-//! [`TRANSITIONS`]; an illegal one is an error, never a silent change.
+//! Recovering straight to Resyncing. A graceful close
+//! (`Session::close_gracefully`) has no state of its own: the session stays
+//! in its live state while its pending operations finish, then goes to
+//! Closed. Every transition is checked against [`TRANSITIONS`]; an illegal
+//! one is an error, never a silent change.
 
 use std::fmt;
 

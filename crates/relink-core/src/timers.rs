@@ -20,11 +20,14 @@ pub enum TimerKind {
     KeepaliveDeadline,
     /// Acknowledge delivered messages that no outgoing message carried.
     AckDelay,
+    /// A graceful close ([`Session::close_gracefully`](crate::session::Session::close_gracefully))
+    /// stops waiting for the pending operations.
+    CloseDeadline,
 }
 
 impl TimerKind {
     /// Every kind, in table order.
-    pub const ALL: [TimerKind; 7] = [
+    pub const ALL: [TimerKind; 8] = [
         TimerKind::Backoff,
         TimerKind::GiveUp,
         TimerKind::FastFail,
@@ -32,6 +35,7 @@ impl TimerKind {
         TimerKind::KeepaliveSend,
         TimerKind::KeepaliveDeadline,
         TimerKind::AckDelay,
+        TimerKind::CloseDeadline,
     ];
 
     fn index(self) -> usize {
@@ -45,7 +49,7 @@ impl TimerKind {
 pub struct TimerTable {
     /// The deadline of each kind, indexed by [`TimerKind`] order; `None`:
     /// disarmed.
-    at: [Option<Timestamp>; 7],
+    at: [Option<Timestamp>; TimerKind::ALL.len()],
 }
 
 impl TimerTable {
@@ -86,7 +90,7 @@ impl TimerTable {
 
     /// Disarm everything.
     pub fn clear(&mut self) {
-        self.at = [None; 7];
+        self.at = [None; TimerKind::ALL.len()];
     }
 }
 

@@ -103,6 +103,16 @@ pub trait Provider: Send + Sync {
     /// to [`wait`](Provider::wait) are on this clock.
     fn now(&self) -> Timestamp;
 
+    /// Whether [`now`](Provider::now) is a virtual clock, one that moves
+    /// only in [`wait`](Provider::wait) and the fabric's own calls (the
+    /// in-process soft fabric). A caller that means to give something a
+    /// moment of real time — a goodbye on its way out, when a node is
+    /// dropped — does not wait on such a clock: waiting would move the
+    /// whole simulated world. `false` (the default): the monotonic clock.
+    fn has_virtual_clock(&self) -> bool {
+        false
+    }
+
     /// Block until an event may be ready (an event queued, a completion
     /// arrived) or `deadline` passed; `None` waits without a deadline. An
     /// event queued and not yet polled makes it return at once. A

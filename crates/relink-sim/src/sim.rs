@@ -75,15 +75,16 @@ impl Sim {
         self.hosts.len() - 1
     }
 
-    /// Host `i`'s application restarts: its node is dropped (every object
-    /// it held is destroyed, as when a process ends: peers see their
-    /// connections disconnected, without a goodbye) and a new node seeded
-    /// like the old one takes its place — the same incarnation and the
-    /// same series of session ids, as a process restarted with the same
-    /// seed. Listeners and sessions are the new node's to make.
+    /// Host `i`'s application crashes and restarts: its node is aborted
+    /// ([`Node::abort`]: every object it held is destroyed, as when a
+    /// process dies: peers see their connections disconnected, without a
+    /// goodbye) and a new node seeded like the old one takes its place —
+    /// the same incarnation and the same series of session ids, as a
+    /// process restarted with the same seed. Listeners and sessions are
+    /// the new node's to make.
     pub fn restart(&mut self, i: usize) {
         let node = Node::with_seed(Arc::new(self.hosts[i].clone()), self.seeds[i]);
-        self.nodes[i] = node;
+        std::mem::replace(&mut self.nodes[i], node).abort();
     }
 
     /// The fabric: inject faults, add devices, read its digest.

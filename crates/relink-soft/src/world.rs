@@ -547,6 +547,10 @@ impl Provider for SoftHost {
         self.lock().now
     }
 
+    fn has_virtual_clock(&self) -> bool {
+        true
+    }
+
     fn wait(&self, deadline: Option<Timestamp>) {
         let mut w = self.lock();
         loop {

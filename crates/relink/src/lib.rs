@@ -119,7 +119,7 @@ pub use async_node::AsyncNode;
 pub use node::{
     Accepted, CloseError, ConnectError, Footprint, ListenError, ListenerHandle, Node, OptionsError,
     Output, RegionError, RegionOptions, SessionHandle, SessionInfo, SessionOptions,
-    SessionOptionsBuilder, SubmitError,
+    SessionOptionsBuilder, ShutdownSummary, SubmitError,
 };
 pub use relink_core::journal::{Completion, LocalRange, OpError, OpKind, Outcome};
 pub use relink_core::keys::KeyError;

@@ -10,9 +10,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use relink::{
-    Access, BufferToken, ConnectError, LocalRange, Node, OpId, OptionsError, Outcome, Output,
-    Path, Policy, PolicyError, RegionId, RegionOptions, SessionEvent, SessionHandle,
-    SessionOptions, State, SubmitError,
+    Access, BufferToken, ConnectError, LocalRange, Node, OpId, OptionsError, Outcome, Output, Path,
+    Policy, PolicyError, RegionId, RegionOptions, SessionEvent, SessionHandle, SessionOptions,
+    State, SubmitError,
 };
 use relink_soft::SoftFabric;
 
@@ -61,7 +61,11 @@ impl World {
                         self.srv.accepted = Some(a.session);
                         self.srv.connect_data = a.connect_data;
                     }
-                    Output::Delivery { session, seq, payload } => {
+                    Output::Delivery {
+                        session,
+                        seq,
+                        payload,
+                    } => {
                         assert_eq!(Some(session), self.srv.accepted);
                         self.srv.deliveries.push((seq.0, payload));
                     }
@@ -78,7 +82,11 @@ impl World {
         }
         if self.client.wait_for(Duration::from_millis(1)) {
             while let Some(c) = self.client.poll_completion(self.s) {
-                self.cli.completions.entry(c.op).or_default().push(c.outcome);
+                self.cli
+                    .completions
+                    .entry(c.op)
+                    .or_default()
+                    .push(c.outcome);
             }
             while let Some(e) = self.client.poll_event(self.s) {
                 self.cli.events.push(e);
@@ -104,7 +112,9 @@ impl World {
     }
 
     fn chunk(i: u32) -> Vec<u8> {
-        (0..CHUNK).map(|k| (i as usize * 31 + k * 7) as u8 ^ 0x5a).collect()
+        (0..CHUNK)
+            .map(|k| (i as usize * 31 + k * 7) as u8 ^ 0x5a)
+            .collect()
     }
 
     /// Submit messages `msgs` and WRITEs `writes`, interleaved. Each WRITE has
@@ -118,16 +128,30 @@ impl World {
             if let Some(j) = w.next() {
                 let off = j as usize * CHUNK;
                 mem.write(off, &Self::chunk(j)).unwrap();
-                let local = LocalRange { region: CLIENT_REGION, offset: off as u64, len: CHUNK as u32 };
-                let remote = BufferToken { region: SERVER_REGION, offset: off as u64 };
+                let local = LocalRange {
+                    region: CLIENT_REGION,
+                    offset: off as u64,
+                    len: CHUNK as u32,
+                };
+                let remote = BufferToken {
+                    region: SERVER_REGION,
+                    offset: off as u64,
+                };
                 ops.push(self.client.write(self.s, local, remote).unwrap());
             }
         }
         for j in w {
             let off = j as usize * CHUNK;
             mem.write(off, &Self::chunk(j)).unwrap();
-            let local = LocalRange { region: CLIENT_REGION, offset: off as u64, len: CHUNK as u32 };
-            let remote = BufferToken { region: SERVER_REGION, offset: off as u64 };
+            let local = LocalRange {
+                region: CLIENT_REGION,
+                offset: off as u64,
+                len: CHUNK as u32,
+            };
+            let remote = BufferToken {
+                region: SERVER_REGION,
+                offset: off as u64,
+            };
             ops.push(self.client.write(self.s, local, remote).unwrap());
         }
         ops
@@ -139,11 +163,17 @@ impl World {
 }
 
 fn resumes(events: &[SessionEvent]) -> usize {
-    events.iter().filter(|e| matches!(e, SessionEvent::Resumed { .. })).count()
+    events
+        .iter()
+        .filter(|e| matches!(e, SessionEvent::Resumed { .. }))
+        .count()
 }
 
 fn losses(events: &[SessionEvent]) -> usize {
-    events.iter().filter(|e| matches!(e, SessionEvent::DeviceLost { .. })).count()
+    events
+        .iter()
+        .filter(|e| matches!(e, SessionEvent::DeviceLost { .. }))
+        .count()
 }
 
 #[test]
@@ -160,8 +190,12 @@ fn survives_reset_and_replacement_then_says_goodbye() -> Result<(), Box<dyn Erro
     let addr = "10.0.0.2:7471".parse()?;
     let server_opts = SessionOptions::builder()
         .region(
-            RegionOptions::new(SERVER_REGION, REGION_LEN, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
-                .advertise(true),
+            RegionOptions::new(
+                SERVER_REGION,
+                REGION_LEN,
+                Access::LOCAL_WRITE | Access::REMOTE_WRITE,
+            )
+            .advertise(true),
         )
         .build()?;
     let listener = server.listen(addr, server_opts)?;
@@ -170,10 +204,20 @@ fn survives_reset_and_replacement_then_says_goodbye() -> Result<(), Box<dyn Erro
     // The client connects with connect data and a (local) region of its own.
     let client_opts = SessionOptions::builder()
         .connect_data(CONNECT_DATA)
-        .region(RegionOptions::new(CLIENT_REGION, REGION_LEN, Access::LOCAL_WRITE))
+        .region(RegionOptions::new(
+            CLIENT_REGION,
+            REGION_LEN,
+            Access::LOCAL_WRITE,
+        ))
         .build()?;
     let mut client = client;
-    let s = client.connect(vec![Path { local: None, peer: addr }], client_opts)?;
+    let s = client.connect(
+        vec![Path {
+            local: None,
+            peer: addr,
+        }],
+        client_opts,
+    )?;
 
     let mut w = World {
         fabric,
@@ -188,7 +232,9 @@ fn survives_reset_and_replacement_then_says_goodbye() -> Result<(), Box<dyn Erro
 
     // 3. Numbered messages and WRITEs, submitted at once (posted when up).
     let mut ops = w.submit(0..40, 0..20);
-    w.run_until(Duration::from_secs(5), "first batch", |w| w.all_completed(&ops));
+    w.run_until(Duration::from_secs(5), "first batch", |w| {
+        w.all_completed(&ops)
+    });
     assert_eq!(w.srv.connect_data, CONNECT_DATA);
     assert_eq!(w.client.state(s), Some(State::Established));
     let t = w.srv.accepted.expect("accepted");
@@ -211,9 +257,11 @@ fn survives_reset_and_replacement_then_says_goodbye() -> Result<(), Box<dyn Erro
     w.server.poll();
     w.fabric.replace_device(&w.a, "soft0", None);
     ops.extend(w.submit(140..160, 70..80));
-    w.run_until(Duration::from_secs(30), "after the client's replacement", |w| {
-        w.all_completed(&ops) && resumes(&w.cli.events) >= 2 && resumes(&w.srv.events) >= 2
-    });
+    w.run_until(
+        Duration::from_secs(30),
+        "after the client's replacement",
+        |w| w.all_completed(&ops) && resumes(&w.cli.events) >= 2 && resumes(&w.srv.events) >= 2,
+    );
     let after = w.client.device(s).expect("a device");
     assert_ne!(before, after, "the session moved to the new device");
     // Let any stragglers arrive (there must be none).
@@ -242,7 +290,11 @@ fn survives_reset_and_replacement_then_says_goodbye() -> Result<(), Box<dyn Erro
     // Every WRITE landed in the server's region.
     let region = w.server.region(t, SERVER_REGION)?;
     for j in 0..80u32 {
-        assert_eq!(region.read_vec(j as usize * CHUNK, CHUNK)?, World::chunk(j), "write {j}");
+        assert_eq!(
+            region.read_vec(j as usize * CHUNK, CHUNK)?,
+            World::chunk(j),
+            "write {j}"
+        );
     }
     // The sessions report their resumes.
     let (cc, sc) = (w.client.counters(s).unwrap(), w.server.counters(t).unwrap());
@@ -259,7 +311,9 @@ fn survives_reset_and_replacement_then_says_goodbye() -> Result<(), Box<dyn Erro
     let server_events_before = w.srv.events.len();
     w.client.close(s)?;
     w.run_until(Duration::from_secs(5), "the goodbye", |w| {
-        w.srv.events[server_events_before..].iter().any(|e| matches!(e, SessionEvent::Disconnected))
+        w.srv.events[server_events_before..]
+            .iter()
+            .any(|e| matches!(e, SessionEvent::Disconnected))
     });
     for _ in 0..50 {
         w.turn();
@@ -268,11 +322,17 @@ fn survives_reset_and_replacement_then_says_goodbye() -> Result<(), Box<dyn Erro
     assert!(
         !after_close.iter().any(|e| matches!(
             e,
-            SessionEvent::DeviceLost { .. } | SessionEvent::Recovering { .. } | SessionEvent::GaveUp
+            SessionEvent::DeviceLost { .. }
+                | SessionEvent::Recovering { .. }
+                | SessionEvent::GaveUp
         )),
         "a goodbye, not a loss: {after_close:?}"
     );
-    assert!(w.cli.events.iter().any(|e| matches!(e, SessionEvent::Disconnected)));
+    assert!(w
+        .cli
+        .events
+        .iter()
+        .any(|e| matches!(e, SessionEvent::Disconnected)));
     // Both sessions are closed (or already reaped, since everything was taken).
     assert!(matches!(w.server.state(t), None | Some(State::Closed)));
     assert!(matches!(w.client.state(s), None | Some(State::Closed)));
@@ -280,7 +340,16 @@ fn survives_reset_and_replacement_then_says_goodbye() -> Result<(), Box<dyn Erro
     // 6. Typed errors.
     // An invalid policy, named by its key.
     let bad = Policy::builder().initial_backoff(Duration::ZERO).build();
-    assert!(matches!(bad, Err(PolicyError { key: "initial_backoff", .. })), "{bad:?}");
+    assert!(
+        matches!(
+            bad,
+            Err(PolicyError {
+                key: "initial_backoff",
+                ..
+            })
+        ),
+        "{bad:?}"
+    );
     // The same through the session options builder.
     let bad_policy = Policy::default()
         .to_builder()
@@ -290,10 +359,24 @@ fn survives_reset_and_replacement_then_says_goodbye() -> Result<(), Box<dyn Erro
         Err(e) => assert_eq!(e.key, "initial_backoff"),
         Ok(p) => panic!("accepted {p:?}"),
     }
-    let too_long = SessionOptions::builder().connect_data(vec![0u8; 4096]).build();
-    assert!(matches!(too_long, Err(OptionsError::ConnectDataTooLong { len: 4096, .. })));
+    let too_long = SessionOptions::builder()
+        .connect_data(vec![0u8; 4096])
+        .build();
+    assert!(matches!(
+        too_long,
+        Err(OptionsError::ConnectDataTooLong { len: 4096, .. })
+    ));
     let few_slots = SessionOptions::builder().recv_slots(4).build();
-    assert!(matches!(few_slots, Err(OptionsError::Invalid { key: "recv_slots", .. })), "{few_slots:?}");
+    assert!(
+        matches!(
+            few_slots,
+            Err(OptionsError::Invalid {
+                key: "recv_slots",
+                ..
+            })
+        ),
+        "{few_slots:?}"
+    );
     // Sending on an unknown session.
     let unknown = SessionHandle(9_999);
     assert!(matches!(w.client.send(unknown, b"x"), Err(SubmitError::NoSession(h)) if h == unknown));
@@ -307,7 +390,16 @@ fn survives_reset_and_replacement_then_says_goodbye() -> Result<(), Box<dyn Erro
     let no_local = SessionOptions::builder()
         .region(RegionOptions::new(RegionId(5), 64, Access::REMOTE_WRITE).advertise(true))
         .build();
-    assert!(matches!(no_local, Err(OptionsError::BadRegion { id: RegionId(5), .. })), "{no_local:?}");
+    assert!(
+        matches!(
+            no_local,
+            Err(OptionsError::BadRegion {
+                id: RegionId(5),
+                ..
+            })
+        ),
+        "{no_local:?}"
+    );
     let _ = (&w.a, &w.b);
     Ok(())
 }

@@ -83,11 +83,11 @@ fn a_client_restarted_with_the_same_seed_after_a_close_connects_again() {
 #[test]
 fn a_client_process_that_died_connects_again_as_a_new_session() {
     let (mut sim, _s, t) = Sim::with_session(12);
-    // The process ends without closing (its node is dropped: the target
-    // sees a disconnect and waits for a Resume that never comes); the new
+    // The process dies (its node is aborted: the target sees a disconnect
+    // without a goodbye and waits for a Resume that never comes); the new
     // process's node draws its ids from the OS.
     let host = Arc::new(sim.host(INITIATOR).clone());
-    *sim.node(INITIATOR) = Node::new(host);
+    std::mem::replace(sim.node(INITIATOR), Node::new(host)).abort();
     let s2 = connect(&mut sim, INITIATOR);
     established_within(&mut sim, INITIATOR, s2, Duration::from_millis(50));
     let t2 = sim

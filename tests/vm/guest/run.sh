@@ -14,8 +14,12 @@
 #               rxe0 and rxe1 while rxe1 is deleted and added again
 #     sessions  relink sessions with traffic across rdma link delete/add,
 #               a replacement device (rxe2 on the spare veth2), failover to a
-#               second pair (rxe3/rxe4 on 10.10.1.0/24), netdev down/up and
-#               20 unplug/replug cycles
+#               second pair (rxe3/rxe4 on 10.10.1.0/24), netdev down/up,
+#               20 unplug/replug cycles, and an admin close on either side
+#               (the peer must close at once, not recover)
+#     example   relink-verbs's verbs_write example as two processes: the
+#               server on rxe1 (10.10.0.2), the client on rxe0 (10.10.0.1);
+#               both must exit 0
 #
 # Test binaries come from /vm/tests.list, one per line:
 #   group|name|/vm/bin/<binary>|<working dir>|<args>
@@ -394,6 +398,30 @@ if [ -x /vm/bin/c-ping-pong ]; then
   NOTE="${res#RESULT }"
 else
   echo "  !!! no /vm/bin/c-ping-pong"; rc=1
+fi
+endstep $rc
+fi
+
+############################################################################
+if want example; then
+# The verbs_write example, both roles, as a user would run them on two
+# hosts (crates/relink-verbs/examples/verbs_write.rs).
+step example verbs_write
+rc=0
+if [ -x /vm/bin/verbs-example-write ]; then
+  /vm/bin/verbs-example-write server 10.10.0.2:7480 > /tmp/ex.srv 2>&1 & spid=$!
+  wait_listen 10.10.0.2 7480 || rc=1
+  timeout 60 /vm/bin/verbs-example-write client 10.10.0.1 10.10.0.2:7480 > /tmp/ex.cli 2>&1; crc=$?
+  wait_for 20 gone $spid || { echo "  !!! the server still runs 20 s after the client"; kill $spid 2>/dev/null; }
+  wait $spid; src=$?
+  sed 's/^/  client| /' /tmp/ex.cli
+  sed 's/^/  server| /' /tmp/ex.srv
+  echo "  client rc=$crc, server rc=$src"
+  [ $crc = 0 ] && [ $src = 0 ] || rc=1
+  NOTE=$(grep -o 'RELINK_VM_NOTE: .*' /tmp/ex.cli | tail -1 | cut -d' ' -f2-)
+  [ $rc = 0 ] || NOTE="FAILED: client rc=$crc, server rc=$src"
+else
+  echo "  !!! /vm/bin/verbs-example-write not packed"; rc=1
 fi
 endstep $rc
 fi

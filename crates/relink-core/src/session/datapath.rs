@@ -35,6 +35,9 @@ impl Session {
         if self.state().is_terminal() {
             return Err(SessionError::Terminal(self.state()));
         }
+        if self.closing.is_some() {
+            return Err(SessionError::Closing);
+        }
         if let OpKind::Message { payload } = &kind {
             if payload.len() > self.max_message() {
                 return Err(SessionError::TooLarge {
@@ -250,6 +253,7 @@ impl Session {
         if freed {
             self.pump(now);
         }
+        self.settle_closing(now);
     }
 
     /// A receive completion of `epoch` with the bytes received.
@@ -330,6 +334,7 @@ impl Session {
         if credited {
             self.pump(now);
         }
+        self.settle_closing(now);
     }
 
     /// Queue an unsequenced control message; `build` encodes it with the

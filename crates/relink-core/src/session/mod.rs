@@ -20,7 +20,7 @@
 //!         / handle_attempt_failed(..) / handle_transport_down(..)
 //!         / handle_send_completion(..) / handle_received(..) / handle_resume_request(..)
 //!     // commands from the application:
-//!     session.connect(..) / submit(..) / close(..)
+//!     session.connect(..) / submit(..) / close(..) / close_gracefully(..)
 //!     // time:
 //!     if now >= session.poll_timeout() { session.handle_timeout(now) }
 //!     // outputs, until None:
@@ -43,7 +43,8 @@
 //! | `session/mod.rs` | [`Session`] and its fields, [`SessionConfig`], [`Role`], [`SessionError`]; construction and getters |
 //! | `session/output.rs` | what a session hands out: [`Action`], [`SessionEvent`], [`Counters`], and the `poll_*` calls |
 //! | `session/paths.rs` | [`Path`]; the devices present and which of them can carry which path |
-//! | `session/recovery.rs` | the first connect, losing the transport, attempts and their backoff, the timers, give-up and close |
+//! | `session/recovery.rs` | the first connect, losing the transport, attempts and their backoff, the timers, give-up |
+//! | `session/closing.rs` | the admin close, the graceful close (pending operations finish first, up to a deadline), the peer's goodbye |
 //! | `session/resync.rs` | the resume handshake of both roles and the advertisement exchange that ends in `Established` |
 //! | `session/datapath.rs` | [`Session::submit`], posting within the peer's credits, send and receive completions, acks and control messages |
 
@@ -64,6 +65,7 @@ use crate::state::{Cause, IllegalTransition, Machine, State};
 use crate::timers::TimerTable;
 use crate::wire;
 
+mod closing;
 mod datapath;
 mod output;
 mod paths;
@@ -118,6 +120,11 @@ pub enum SessionError {
     /// The session is closed or failed.
     #[error("session is {0}")]
     Terminal(State),
+    /// The session is closing gracefully
+    /// ([`Session::close_gracefully`]): it finishes the operations it
+    /// has and takes no new one.
+    #[error("session is closing: it finishes its pending operations and takes no new one")]
+    Closing,
     /// The command does not fit the session's state or role.
     #[error("not allowed now: {0}")]
     BadState(&'static str),
@@ -193,6 +200,13 @@ pub struct Session {
     /// The session has been `Established` at least once: the initiator
     /// holds the secret and reconnects with a Resume, never a Hello.
     was_established: bool,
+    /// The deadline of a graceful close under way
+    /// ([`Session::close_gracefully`]): new operations are refused, and
+    /// the session closes when its journal is empty or at the deadline.
+    closing: Option<Timestamp>,
+    /// How many operations the session's end completed because they were
+    /// still pending ([`Session::ended_pending`]).
+    ended_pending: usize,
 
     // -- the peer -----------------------------------------------------------
     /// The secret that authenticates resumes: issued by the target in its
@@ -284,6 +298,8 @@ impl Session {
             last_ack_sent: Seq(0),
             fast_failing: false,
             was_established: false,
+            closing: None,
+            ended_pending: 0,
             counters: Counters::default(),
             actions: VecDeque::new(),
             events: VecDeque::new(),

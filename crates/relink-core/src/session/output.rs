@@ -104,7 +104,14 @@ pub enum Action {
         /// peer's advertisements of this epoch.
         remote: RemoteAddr,
     },
-    /// Disconnect the transport of `epoch` (admin close).
+    /// Disconnect the transport of `epoch` (a close). The work requests
+    /// asked for before it — the goodbye of [`Session::close`] above all —
+    /// must leave first: the driver posts them, and disconnects once they
+    /// completed (a disconnect moves the QP to the error state, which on
+    /// real devices flushes a request not sent yet), or after a bound of
+    /// its choosing, or at once if the transport is lost meanwhile. The
+    /// [`Action::TearDown`] of the same epoch that follows leaves the
+    /// transport to that disconnect.
     Disconnect {
         /// The transport to disconnect (the current one).
         epoch: Epoch,

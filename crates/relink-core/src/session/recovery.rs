@@ -1,7 +1,8 @@
 //! The recovery flow: the first connect, losing the transport, attempts
 //! with backoff (and the path each takes), the timers that drive them, and
-//! the ends: give-up ([`Session::fail`]) and close. An attempt that reaches
-//! the peer continues in [`resync`](super::resync).
+//! the give-up ([`Session::fail`]). An attempt that reaches the peer
+//! continues in [`resync`](super::resync); a close is in
+//! [`closing`](super::closing).
 
 use relink_fabric::Timestamp;
 
@@ -325,8 +326,12 @@ impl Session {
                         self.lose_transport(DownCause::KeepaliveTimeout, now);
                     }
                 }
+                TimerKind::CloseDeadline => self.close_deadline_passed(now),
             }
         }
+        // Fast-failed operations may have emptied the journal of a
+        // session closing gracefully.
+        self.settle_closing(now);
     }
 
     /// The session ends for good (give-up, stranger peer): tear down,
@@ -347,42 +352,10 @@ impl Session {
         }
         self.current_device = None;
         self.timers.clear();
+        self.closing = None;
         let cs = self.journal.fail_all(err);
+        self.ended_pending = cs.len();
         self.complete(cs);
         self.go(State::Failed, cause, now);
-    }
-
-    /// Close the session: cancels recovery at once; every pending
-    /// operation fails with `Disconnected`.
-    pub fn close(&mut self, now: Timestamp) {
-        self.close_inner(now, true);
-    }
-
-    /// Close; `tell_peer`: say goodbye first so the peer closes its half
-    /// instead of waiting for a reconnection until its give-up deadline.
-    pub(super) fn close_inner(&mut self, now: Timestamp, tell_peer: bool) {
-        if self.state() == State::Closed {
-            return;
-        }
-        if self.current_device.is_some() {
-            if tell_peer && matches!(self.state(), State::Established | State::Resyncing) {
-                self.send_control(|ack, out| {
-                    wire::encode_close(ack, out);
-                    Ok(())
-                });
-            }
-            self.actions
-                .push_back(Action::Disconnect { epoch: self.epoch });
-        }
-        if self.state() != State::Failed && self.state() != State::Idle {
-            self.actions
-                .push_back(Action::TearDown { epoch: self.epoch });
-        }
-        self.current_device = None;
-        self.timers.clear();
-        let cs = self.journal.fail_all(OpError::Disconnected);
-        self.complete(cs);
-        self.go(State::Closed, Cause::Disconnect, now);
-        self.events.push_back(SessionEvent::Disconnected);
     }
 }

@@ -416,6 +416,9 @@ impl Session {
         let epoch = self.epoch;
         self.send_control(|ack, out| wire::encode_advert_done(Seq(0), ack, epoch, out));
         self.arm_keepalive(now);
+        // The handshake's confirmations may have emptied the journal of a
+        // session closing gracefully: it says goodbye after advertising.
+        self.settle_closing(now);
     }
 
     /// Arm the keepalive probe and the silence deadline, as the policy

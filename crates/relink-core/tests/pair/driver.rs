@@ -155,7 +155,8 @@ impl Pair {
                 );
             }
             Action::Disconnect { epoch } => {
-                // The node posts what is queued (the goodbye) first.
+                // The node disconnects once what was posted before (the
+                // goodbye) has completed.
                 while self.execute(who) {}
                 if self.end(who).transport == Some(epoch) {
                     self.cut(who, epoch);

@@ -569,6 +569,14 @@ impl Pair {
         self.collect(who);
     }
 
+    /// Graceful close of one side: pending operations may finish within
+    /// `timeout` (nothing runs yet).
+    pub fn close_gracefully(&mut self, who: Who, timeout: Duration) {
+        let now = self.now;
+        self.session(who).close_gracefully(now + timeout, now);
+        self.collect(who);
+    }
+
     // ---------------------------------------------------------------
     // faults
     // ---------------------------------------------------------------

@@ -1,6 +1,7 @@
 //! Carrying out a session core's actions against the provider (connect,
-//! accept, reject, disconnect, tear down) and indexing what the session
-//! waits for next: its CQ, its queued work requests, its next timer.
+//! accept, reject, tear down; a disconnect hands the transport to the
+//! closing transports, `closing.rs`) and indexing what the session waits
+//! for next: its CQ, its queued work requests, its next timer.
 
 use std::collections::BTreeMap;
 
@@ -194,10 +195,14 @@ impl Node {
                 unreachable!("work requests go to the backlog in Slot::next_action")
             }
             Action::Disconnect { epoch } => {
-                if let Some(t) = slot.transport.as_ref().filter(|t| t.epoch == epoch) {
-                    if let Some(cm) = t.cm {
-                        let _ = p.cm_disconnect(cm);
-                    }
+                // Disconnected once the goodbye posted before has left
+                // (`closing.rs`); the TearDown that follows finds no
+                // transport.
+                if let Some(t) = slot.transport.take_if(|t| t.epoch == epoch) {
+                    let backlog = std::mem::take(&mut slot.backlog);
+                    let memory = slot.memory.clone();
+                    let (id, size) = (slot.core.id(), slot.spec.slot_size);
+                    self.begin_closing(id, t, backlog, memory, size);
                 }
             }
         }

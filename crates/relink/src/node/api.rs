@@ -373,6 +373,7 @@ impl Node {
             journal_bytes: core.journal_bytes(),
             last_delivered: core.last_delivered(),
             next_timeout: core.poll_timeout(),
+            closing_deadline: core.closing_deadline(),
             counters: core.counters(),
         })
     }
@@ -403,11 +404,15 @@ impl Node {
         self.sessions.keys().map(|k| SessionHandle(*k)).collect()
     }
 
-    /// Close a session: recovery stops, pending operations fail
-    /// (`Disconnected`); the session is reaped once drained
-    /// ([`Node::sessions`]). An established session says goodbye first (a
-    /// `Close` message, then the disconnect): the peer's node closes its
-    /// half (`SessionEvent::Disconnected`) instead of recovering.
+    /// Close a session now: recovery stops, pending operations fail
+    /// (`Disconnected`, or `Indeterminate` where they may have taken
+    /// effect); the session is reaped once drained ([`Node::sessions`]).
+    /// An established session says goodbye first (a `Close` message; the
+    /// disconnect follows once its send completed, at most
+    /// [the goodbye bound](Node::set_goodbye_timeout) later): the peer's
+    /// node closes its half (`SessionEvent::Disconnected`) instead of
+    /// recovering. [`Node::close_gracefully`] lets the pending operations
+    /// finish first.
     ///
     /// # Errors
     /// [`CloseError::NoSession`] if there is no such session (never made,

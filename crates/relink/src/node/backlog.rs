@@ -154,7 +154,7 @@ impl Node {
 /// requests behind it wait too). A message is copied into its slot of
 /// `send` (registered as `mr`, slots of `slot_size` bytes) and its bytes
 /// are handed to `recycle`; every request's wr_id joins `t.posted`.
-fn fill_batch(
+pub(super) fn fill_batch(
     backlog: &mut VecDeque<Pending>,
     t: &mut Transport,
     send: &Memory,
@@ -191,7 +191,7 @@ fn fill_batch(
 /// Mark which requests of a batch are signaled: the last one, and each one
 /// that makes [`SIGNAL_EVERY`] since the last signaled request
 /// (`unsignaled` counts those, across batches).
-fn mark_signaled(wrs: &mut [SendWr], unsignaled: &mut u32) {
+pub(super) fn mark_signaled(wrs: &mut [SendWr], unsignaled: &mut u32) {
     let Some(last) = wrs.len().checked_sub(1) else {
         return;
     };

@@ -49,6 +49,9 @@ pub(super) enum CmOwner {
     Listener(u64),
     /// A connect request not yet accepted or rejected.
     Pending,
+    /// A closed session's transport waiting for its goodbye to leave (its
+    /// key in the closing transports, `closing.rs`).
+    Closing(u64),
 }
 
 impl Node {
@@ -111,6 +114,7 @@ impl Node {
                 }
             }
             CmOwner::Pending => {}
+            CmOwner::Closing(ck) => self.on_closing_cm(ck, &kind),
             CmOwner::Session { key, epoch, phase } => {
                 self.on_session_cm(key, epoch, phase, id, kind, now)
             }
@@ -165,6 +169,11 @@ impl Node {
                     .handle_transport_down(epoch, DownCause::CmDisconnected, now);
             }
             self.run_actions(key);
+            // The peer's goodbye closed the session: its transport went to
+            // the closing transports, but the connection is gone already.
+            if let Some(CmOwner::Closing(ck)) = self.cm.get(&id).copied() {
+                self.on_closing_cm(ck, &kind);
+            }
             return;
         }
         let cm_failed = |call, error| AttemptFailure::Provider(ProviderFailure::Cm { call, error });
@@ -210,6 +219,8 @@ impl Node {
                 slot.core
                     .handle_connected(epoch, device, &private_data, keys, now);
                 self.set_phase(id, key, epoch, Phase::Up);
+                // What arrived before this event waits in the CQ.
+                self.dirty.insert(key);
             }
             (Phase::Accepting, CmEventKind::Established { .. }) => {
                 let t = slot.transport.as_mut().expect("current");
@@ -218,6 +229,8 @@ impl Node {
                 let keys = t.local_keys();
                 slot.core.handle_accepted(epoch, device, keys, now);
                 self.set_phase(id, key, epoch, Phase::Up);
+                // What arrived before this event waits in the CQ.
+                self.dirty.insert(key);
             }
             (_, CmEventKind::Rejected { private_data, .. }) => {
                 slot.core.handle_rejected(epoch, &private_data, now);
@@ -254,7 +267,8 @@ impl Node {
         self.run_actions(key);
     }
 
-    /// A connect request to a listener: a hello of an unknown session makes
+    /// A connect request to a listener: a hello is refused `ShuttingDown`
+    /// while the node shuts down; a hello of an unknown session makes
     /// a new session; a hello of a known one goes to that session's core
     /// (`Session::handle_hello`: it restarts its first handshake, or is
     /// over and replaced by a new session, or refuses); a resume goes to
@@ -283,6 +297,12 @@ impl Node {
         };
         match wire::ConnectData::decode(&private_data) {
             Ok(wire::ConnectData::Hello(h)) => {
+                if self.shutting_down {
+                    // No new session while the node shuts down (a resume
+                    // of one it has still reaches that session).
+                    refuse(self, wire::RefuseReason::ShuttingDown);
+                    return;
+                }
                 if let Some(old) = self.by_id.get(&h.session).copied() {
                     // A session of this id exists here: it takes the Hello
                     // (a retried first handshake), gives way to a new

@@ -17,6 +17,9 @@ impl Node {
     /// arming); a non-empty one stays dirty for the next round. Returns
     /// whether there were completions.
     pub(super) fn poll_cq(&mut self, key: u64) -> bool {
+        if self.is_closing(key) {
+            return self.poll_closing_cq(key);
+        }
         self.poll_cq_as(key, false)
     }
 
@@ -40,6 +43,15 @@ impl Node {
         let Some(t) = slot.transport.as_mut() else {
             return false;
         };
+        if !t.connected {
+            // Nothing is read before the CM reports the connection up: the
+            // peer's first messages (its advertisements, sent at its own
+            // establishment) may come before ours is reported — on rxe a
+            // target's RTU can trail them — and the core, not yet told,
+            // would drop them. They wait in the CQ; the establishment
+            // marks the CQ for the next look.
+            return false;
+        }
         let Some(cq) = t.cq else { return false };
         self.wcs.clear();
         if p.poll_cq(cq, 64, &mut self.wcs).unwrap_or(0) == 0 {
@@ -107,7 +119,7 @@ impl Node {
 /// order: RC completes in order, so every unsignaled request posted before
 /// it succeeded, and `wc`'s status is its own. `done` gets each request's
 /// operation (`None` for a control message) and status.
-fn retire_through(
+pub(super) fn retire_through(
     t: &mut Transport,
     wc: &WorkCompletion,
     mut done: impl FnMut(Option<OpId>, WcStatus),

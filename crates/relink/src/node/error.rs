@@ -140,6 +140,12 @@ pub enum SubmitError {
     /// operations; a new session must be made.
     #[error("the session is {0}")]
     Ended(State),
+    /// The session is closing gracefully
+    /// ([`Node::close_gracefully`](super::Node::close_gracefully),
+    /// [`Node::shutdown`](super::Node::shutdown)): it finishes what was
+    /// submitted and takes nothing new.
+    #[error("the session is closing")]
+    Closing,
     /// The message is larger than the session's largest
     /// ([`SessionOptions::max_message`](super::SessionOptions::max_message)).
     #[error("a message of {len} bytes exceeds the session's largest, {max}")]
@@ -162,6 +168,7 @@ impl From<SessionError> for SubmitError {
     fn from(e: SessionError) -> SubmitError {
         match e {
             SessionError::Terminal(state) => SubmitError::Ended(state),
+            SessionError::Closing => SubmitError::Closing,
             SessionError::TooLarge { len, max } => SubmitError::TooLarge { len, max },
             SessionError::BadLocal(range) => SubmitError::BadLocal(range),
             other => SubmitError::Session(other),

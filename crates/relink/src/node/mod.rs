@@ -12,6 +12,8 @@
 //! | `regions.rs` | region options (relink's memory or the application's, shared among sessions), their checks, a new session's memory |
 //! | `error.rs` | the errors of the node's calls, one type per family of calls |
 //! | `api.rs` | the application's calls: connect, listen, submit operations, take one session's completions, deliveries and events, close |
+//! | `closing.rs` | the two phases of a goodbye: a closed session's transport is disconnected once its goodbye has left (or at a bound) |
+//! | `shutdown.rs` | how sessions and nodes end: the graceful close, `shutdown`, `abort`, and what dropping a node does |
 //! | `output.rs` | node-wide outputs: `accept` (with listener, addresses, connect data) and `poll_output` (every session's, from a ready queue) |
 //! | `poll.rs` | the poll loop (provider events, dirty CQs, due timers, queued work, reaping, in that order) and provider events |
 //! | `wait.rs` | sleeping between poll rounds: `wait` (until something happens), `event_fd` (for the application's event loop), `run_until` |
@@ -38,6 +40,7 @@ use relink_fabric::{CmId, CqId, MemoryError, Provider, RecvWr, SendWr, Timestamp
 mod actions;
 mod api;
 mod backlog;
+mod closing;
 mod cm;
 mod completions;
 mod error;
@@ -45,6 +48,7 @@ mod options;
 mod output;
 mod poll;
 mod regions;
+mod shutdown;
 mod transport;
 mod wait;
 mod wr;
@@ -55,9 +59,11 @@ pub use options::{
 };
 pub use output::{Accepted, Output};
 pub use regions::RegionOptions;
+pub use shutdown::ShutdownSummary;
 
 use actions::retire_transport;
 use backlog::Pending;
+use closing::Closing;
 use cm::CmOwner;
 use output::ReadyQueue;
 use transport::{SessionMemory, Transport};
@@ -285,6 +291,16 @@ pub struct Node {
     reap_check: BTreeSet<u64>,
     /// How long an ended session that is not drained is kept.
     linger: Duration,
+    /// Closed sessions' transports whose goodbye has not left yet
+    /// (`closing.rs`), by a key of the sessions' series (their CQ and
+    /// deadline are indexed under it).
+    closing: BTreeMap<u64, Closing>,
+    /// How long a closing transport waits for its goodbye.
+    goodbye_timeout: Duration,
+    /// [`Node::shutdown`] is under way: a Hello is refused `ShuttingDown`.
+    shutting_down: bool,
+    /// Dropping the node says no goodbye ([`Node::abort`]).
+    skip_goodbyes: bool,
 }
 
 impl Node {
@@ -337,6 +353,10 @@ impl Node {
             ended: BTreeMap::new(),
             reap_check: BTreeSet::new(),
             linger: Node::DEFAULT_LINGER,
+            closing: BTreeMap::new(),
+            goodbye_timeout: Node::DEFAULT_GOODBYE_TIMEOUT,
+            shutting_down: false,
+            skip_goodbyes: false,
         }
     }
 
@@ -369,6 +389,7 @@ impl Node {
             deadlines: self.deadlines.len(),
             ended: self.ended.len(),
             ready: self.ready.len(),
+            closing: self.closing.len(),
         }
     }
 
@@ -468,30 +489,5 @@ impl Node {
             },
         );
         Ok(key)
-    }
-}
-
-/// Dropping a node ends it as the end of its process would: every provider
-/// object it holds is destroyed (connections, listeners, connect requests
-/// not yet answered). Its peers see their connections disconnected, with no
-/// goodbye: they recover, and a peer that comes back to a new node is told
-/// the session is unknown. Call [`Node::close`] first for an orderly end.
-impl Drop for Node {
-    fn drop(&mut self) {
-        let p = &*self.provider;
-        for slot in self.sessions.values_mut() {
-            if let Some(mut t) = slot.transport.take() {
-                t.tear_down(p);
-            }
-        }
-        for l in self.listeners.values_mut() {
-            if let Some(id) = l.cm.take() {
-                let _ = p.cm_destroy_id(id);
-            }
-        }
-        for (_, req) in std::mem::take(&mut self.pending) {
-            let _ = p.cm_reject(req.cm, &[]);
-            let _ = p.cm_destroy_id(req.cm);
-        }
     }
 }

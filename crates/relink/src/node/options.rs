@@ -271,6 +271,10 @@ pub struct SessionInfo {
     /// The session's next timer (on the provider's clock); `None` while it
     /// has none.
     pub next_timeout: Option<Timestamp>,
+    /// While the session closes gracefully
+    /// ([`Node::close_gracefully`](super::Node::close_gracefully)): when it
+    /// closes whatever is still pending.
+    pub closing_deadline: Option<Timestamp>,
     /// The session's counters.
     pub counters: Counters,
 }
@@ -288,19 +292,23 @@ pub struct Footprint {
     pub session_ids: usize,
     /// Listeners.
     pub listeners: usize,
-    /// CM ids the node owns (listeners, attempts, connections, requests).
+    /// CM ids the node owns (listeners, attempts, connections, requests,
+    /// closing transports).
     pub cm_ids: usize,
     /// Connect requests waiting for their session's answer.
     pub requests: usize,
     /// Accepted sessions not yet taken with [`Node::accept`](super::Node::accept).
     pub accepted: usize,
-    /// CQs indexed to their session.
+    /// CQs indexed to their session (or closing transport).
     pub cqs: usize,
-    /// Sessions with a timer indexed.
+    /// Sessions (and closing transports) with a timer indexed.
     pub deadlines: usize,
     /// Ended (closed or failed) sessions not yet reaped.
     pub ended: usize,
     /// Sessions in the queue of those with output for
     /// [`Node::poll_output`](super::Node::poll_output) (each at most once).
     pub ready: usize,
+    /// Closed sessions' transports waiting for their goodbye to leave
+    /// ([`Node::set_goodbye_timeout`](super::Node::set_goodbye_timeout)).
+    pub closing: usize,
 }

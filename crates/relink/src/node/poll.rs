@@ -2,10 +2,11 @@
 //!
 //! One [`Node::poll`] round works, in this order: every provider event
 //! (device, async, CM, CQ-ready), the CQs that signalled (or are not armed
-//! yet), the sessions whose timer is due (an ended session whose linger ran
-//! out is reaped there), the sessions with queued work requests, and last
-//! the ended sessions the application drained since the last round
-//! (reaped). The order is part of the node's behaviour: a run on the
+//! yet; a closing transport's too), the sessions whose timer is due (an
+//! ended session whose linger ran out is reaped there; a closing transport
+//! whose goodbye bound passed is destroyed), the sessions with queued work
+//! requests, and last the ended sessions the application drained since the
+//! last round (reaped). The order is part of the node's behaviour: a run on the
 //! simulated fabric with the same seed is the same run, event for event.
 //!
 //! One exception to "events before completions": a `DISCONNECTED` of a
@@ -67,6 +68,12 @@ impl Node {
         );
         for i in 0..self.due.len() {
             let key = self.due[i];
+            if self.is_closing(key) {
+                // A goodbye that did not leave within its bound.
+                self.closing_expired(key);
+                progress = true;
+                continue;
+            }
             if self
                 .ended
                 .get(&key)
@@ -106,6 +113,12 @@ impl Node {
         let now = self.now();
         match ev {
             Event::Device(de) => {
+                if matches!(
+                    de.kind,
+                    DeviceEventKind::Removed | DeviceEventKind::Fatal | DeviceEventKind::PortDown
+                ) {
+                    self.closing_device_lost(Some(&de.device.id), None);
+                }
                 for slot in self.sessions.values_mut() {
                     slot.core.handle_device_event(&de, now);
                 }
@@ -140,6 +153,7 @@ impl Node {
                     _ => None,
                 };
                 if let Some(cause) = cause {
+                    self.closing_device_lost(None, Some(ctx));
                     let hit: Vec<(u64, Epoch)> = self
                         .sessions
                         .iter()

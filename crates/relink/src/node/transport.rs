@@ -17,7 +17,8 @@ use super::wr::{WrBatch, TAG_MASK, TAG_ONE_SIDED, TAG_SEND};
 /// Host memory of a session: allocated once when the session is made (a
 /// region of the application's memory is the application's handle, maybe
 /// shared with other sessions), registered on every device the session
-/// uses (same addresses every time).
+/// uses (same addresses every time). A clone shares the memory.
+#[derive(Clone)]
 pub(super) struct SessionMemory {
     pub send: Memory,
     pub recv: Memory,
