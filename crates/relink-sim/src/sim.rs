@@ -68,7 +68,8 @@ impl Sim {
     pub fn add_host(&mut self, name: &str, addr: &str, seed: u64) -> usize {
         let h = self.fabric.add_host(name);
         self.fabric.add_device(&h, "soft0", addr);
-        self.nodes.push(Node::with_seed(Arc::new(h.clone()), seed));
+        self.nodes
+            .push(Node::seeded_for_simulation(Arc::new(h.clone()), seed));
         self.seeds.push(seed);
         self.hosts.push(h);
         self.addrs.push(addr.parse().expect("address"));
@@ -83,7 +84,7 @@ impl Sim {
     /// process restarted with the same seed. Listeners and sessions are
     /// the new node's to make.
     pub fn restart(&mut self, i: usize) {
-        let node = Node::with_seed(Arc::new(self.hosts[i].clone()), self.seeds[i]);
+        let node = Node::seeded_for_simulation(Arc::new(self.hosts[i].clone()), self.seeds[i]);
         std::mem::replace(&mut self.nodes[i], node).abort();
     }
 

@@ -215,7 +215,8 @@ impl SoftFabric {
         self.add_device_with(host.host, name, vec![net], None)
     }
 
-    /// Add a device with the given addresses and GUID (random if `None`).
+    /// Add a device with the given addresses and GUID (random if `None`)
+    /// to the host of index `host` ([`SoftHost::index`]).
     pub fn add_device_with(
         &self,
         host: HostIdx,
@@ -261,12 +262,19 @@ impl SoftFabric {
         self.inject(Fault::Readd(host.host, name.into()));
     }
 
-    /// Reset a device.
+    /// Reset a device now ([`Fault::Reset`]): every object on it is lost,
+    /// every node using it gets the device's removal (fatal async event,
+    /// CM device removal, flushed work), and it comes back at once with
+    /// the same name, GUID and addresses but a new [`DeviceId`] generation
+    /// (peers see their connections to it end).
     pub fn reset_device(&self, host: &SoftHost, name: &str) {
         self.inject(Fault::Reset(host.host, name.into()));
     }
 
-    /// Replace a device by one with a new GUID and the same addresses.
+    /// Replace a device now ([`Fault::Replace`]): the old one is removed
+    /// as by a reset and a new one with a new GUID and the same addresses
+    /// (and `new_name`, or the old name) is added in its place, with a new
+    /// [`DeviceId`].
     pub fn replace_device(&self, host: &SoftHost, name: &str, new_name: Option<&str>) {
         self.inject(Fault::Replace(
             host.host,

@@ -137,7 +137,7 @@ fn main() -> ExitCode {
 
     // 2. The node: it owns every session of this process and drives them.
     //    `Node::new` draws session ids and secrets from the OS's random
-    //    number generator (`Node::with_seed` is for simulations).
+    //    number generator (`Node::seeded_for_simulation` is for simulations).
     let mut node = Node::new(provider.clone());
 
     // 3. Listen. The options apply to every session the listener accepts:

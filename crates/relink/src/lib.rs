@@ -45,7 +45,7 @@
 //!
 //! | concept | where | what to know |
 //! |---|---|---|
-//! | the node | [`Node::new`], [`Node::with_seed`] | one per provider; owns sessions and listeners; single-threaded: sessions make progress only in [`Node::poll`] (and the calls that poll) |
+//! | the node | [`Node::new`], [`Node::seeded_for_simulation`] | one per provider; owns sessions and listeners; single-threaded: sessions make progress only in [`Node::poll`] (and the calls that poll) |
 //! | sessions | [`Node::connect`] (initiator), [`Node::listen`] + [`Node::accept`] (target), [`SessionHandle`] | a session outlives its devices; its [`State`] says where it is; an ended one is reaped once drained ([`Node::sessions`]) |
 //! | options and policy | [`SessionOptions::builder`], [`Policy::builder`] | slots, message size, regions ([`RegionOptions`]); when to retry and when to give up (`first_connect_tmo`, `ctrl_loss_tmo`, backoff, keepalive, ...) |
 //! | operations | [`Node::send`], [`write`](Node::write), [`read`](Node::read), [`fetch_add`](Node::fetch_add), [`cmp_swap`](Node::cmp_swap), [`submit`](Node::submit) | each returns an [`OpId`] that completes exactly once; local memory by [`LocalRange`] ([`Node::region`]), the peer's by [`BufferToken`] |

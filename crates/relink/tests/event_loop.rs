@@ -41,8 +41,8 @@ struct Setup {
 
 fn setup() -> Setup {
     let dirs = TcpHosts::new("event-loop");
-    let mut a = Node::with_seed(dirs.host(INITIATOR), 1);
-    let mut b = Node::with_seed(dirs.host(TARGET), 2);
+    let mut a = Node::seeded_for_simulation(dirs.host(INITIATOR), 1);
+    let mut b = Node::seeded_for_simulation(dirs.host(TARGET), 2);
     // The fds are made by the first call, readable until the first poll:
     // made now, they are clear once the setup polled.
     assert!(a.event_fd().is_some() && b.event_fd().is_some());
@@ -231,8 +231,8 @@ fn sleep_on_fds(a: &Node, b: &Node) {
 fn a_loop_on_the_fds_alone_carries_a_session_to_its_end() {
     const N: usize = 500;
     let dirs = TcpHosts::new("event-loop");
-    let mut a = Node::with_seed(dirs.host(INITIATOR), 3);
-    let mut b = Node::with_seed(dirs.host(TARGET), 4);
+    let mut a = Node::seeded_for_simulation(dirs.host(INITIATOR), 3);
+    let mut b = Node::seeded_for_simulation(dirs.host(TARGET), 4);
     let port = std::net::TcpListener::bind("127.0.0.2:0")
         .and_then(|l| l.local_addr())
         .expect("a free port on 127.0.0.2")

@@ -284,8 +284,8 @@ fn run_tcp(
 /// by the initiator and the target; each peer must close at once.
 fn goodbye_over_tcp(coarse: bool, n: usize) {
     let dirs = TcpHosts::new("goodbye");
-    let mut a = Node::with_seed(dirs.host(INITIATOR), 1);
-    let mut b = Node::with_seed(dirs.host(TARGET), 2);
+    let mut a = Node::seeded_for_simulation(dirs.host(INITIATOR), 1);
+    let mut b = Node::seeded_for_simulation(dirs.host(TARGET), 2);
     let addr = SocketAddr::new("127.0.0.2".parse().unwrap(), free_port());
     b.listen(addr, SessionOptions::default()).unwrap();
     for i in 0..n {

@@ -2,7 +2,7 @@
 //! refused: never a silent retry until the give-up deadline.
 //!
 //! Session ids come from the node's randomness; a node made
-//! `with_seed` (as in the simulator) restarted with the same seed reuses
+//! `seeded_for_simulation` (as in the simulator) restarted with the same seed reuses
 //! them, the hardest case for the target: a Hello naming a session it
 //! already has.
 

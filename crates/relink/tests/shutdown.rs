@@ -140,8 +140,8 @@ fn traffic(a: &mut Node, s: SessionHandle, messages: usize, writes: usize) -> us
 #[test]
 fn shutdown_with_traffic_in_flight_finishes_it_then_says_goodbye() {
     let dirs = TcpHosts::new("shutdown");
-    let mut a = Node::with_seed(dirs.host(INITIATOR), 1);
-    let mut b = Node::with_seed(dirs.host(TARGET), 2);
+    let mut a = Node::seeded_for_simulation(dirs.host(INITIATOR), 1);
+    let mut b = Node::seeded_for_simulation(dirs.host(TARGET), 2);
     let addr = SocketAddr::new(dirs.addr(TARGET), free_port());
     b.listen(addr, options()).unwrap();
     let listener = peer(b, 3);
@@ -180,8 +180,8 @@ fn shutdown_with_traffic_in_flight_finishes_it_then_says_goodbye() {
 #[test]
 fn shutdown_fails_what_the_peer_never_confirms() {
     let dirs = TcpHosts::new("shutdown-silent");
-    let mut a = Node::with_seed(dirs.host(INITIATOR), 3);
-    let mut b = Node::with_seed(dirs.host(TARGET), 4);
+    let mut a = Node::seeded_for_simulation(dirs.host(INITIATOR), 3);
+    let mut b = Node::seeded_for_simulation(dirs.host(TARGET), 4);
     let addr = SocketAddr::new(dirs.addr(TARGET), free_port());
     b.listen(addr, options()).unwrap();
     let s = a
@@ -226,8 +226,8 @@ fn shutdown_fails_what_the_peer_never_confirms() {
 #[test]
 fn dropping_a_node_over_tcp_says_goodbye() {
     let dirs = TcpHosts::new("drop");
-    let mut a = Node::with_seed(dirs.host(INITIATOR), 5);
-    let mut b = Node::with_seed(dirs.host(TARGET), 6);
+    let mut a = Node::seeded_for_simulation(dirs.host(INITIATOR), 5);
+    let mut b = Node::seeded_for_simulation(dirs.host(TARGET), 6);
     let addr = SocketAddr::new(dirs.addr(TARGET), free_port());
     b.listen(addr, options()).unwrap();
     let listener = peer(b, 2);

@@ -68,8 +68,8 @@ impl ThreadPair {
         spec: &LoopSpec,
         workload: Workload,
     ) -> ThreadPair {
-        let mut node = Node::with_seed(initiator, seed);
-        let mut target = Node::with_seed(target, seed ^ 0x5a5a);
+        let mut node = Node::seeded_for_simulation(initiator, seed);
+        let mut target = Node::seeded_for_simulation(target, seed ^ 0x5a5a);
         let kind = node.provider().kind();
         target
             .listen(listen, session_options(spec, workload, true))

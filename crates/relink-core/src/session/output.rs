@@ -188,7 +188,10 @@ pub enum SessionEvent {
         /// What showed it: a new incarnation, or a final refusal.
         reason: PeerLostReason,
     },
-    /// Closed by the application or an administrator.
+    /// The session is closed: by this side (`close`, a graceful close,
+    /// a shutdown, a dropped node) or by the peer's goodbye (its side was
+    /// closed and said so). Never a device loss: a loss is
+    /// [`SessionEvent::DeviceLost`] and recovery.
     Disconnected,
 }
 
@@ -199,7 +202,9 @@ pub enum SessionEvent {
 pub struct Counters {
     /// Transport losses.
     pub losses: u64,
-    /// Connection attempts, the first connect's included.
+    /// Connection attempts this side made, the first connect's included:
+    /// an initiator's connects and reconnects. A target makes none (it
+    /// accepts), so its count stays 0.
     pub attempts: u64,
     /// Outages that ended with the session established (again).
     pub resumes: u64,

@@ -104,11 +104,9 @@ pub const VERSION: u8 = 1;
 /// epoch, incarnation and the connect data's length byte.
 pub const HELLO_LEN: usize = 1 + 1 + 8 + 4 + 8 + 1;
 
-/// The most connect data a [`Hello`] carries ([`ConnectBytes`]): what the
-/// CM's connect private data ([`MAX_CONNECT_PRIVATE_DATA`], 56 bytes)
-/// leaves after the rest of the Hello.
-///
-/// [`MAX_CONNECT_PRIVATE_DATA`]: relink_fabric::MAX_CONNECT_PRIVATE_DATA
+/// The most bytes of connect data a session's first connect carries to
+/// the peer's application: 33, what the CM's connect private data (56
+/// bytes) leaves after the rest of relink's Hello.
 pub const MAX_CONNECT_DATA: usize = relink_fabric::MAX_CONNECT_PRIVATE_DATA - HELLO_LEN;
 
 const _: () = assert!(MAX_CONNECT_DATA == 33 && MAX_CONNECT_DATA <= u8::MAX as usize);

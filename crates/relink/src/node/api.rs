@@ -188,6 +188,15 @@ impl Node {
     /// [`Node::poll_completion`], also across recoveries (what each kind
     /// gets after a device loss: the [crate docs](crate#the-replay-contract)).
     ///
+    /// An operation submitted before the session is established, or while
+    /// it recovers, waits, and is posted once the peer's advertisements of
+    /// the new connection have arrived. A one-sided operation's local range
+    /// is read (WRITE) or written (READ, atomics) when it is posted — and
+    /// again if it is replayed after a loss: leave it alone until the
+    /// operation's completion. A token outside what the peer advertised
+    /// completes `Failed(Remote(REM_ACCESS_ERR))`, as the peer's device
+    /// would have answered.
+    ///
     /// # Errors
     /// [`SubmitError::NoSession`] if there is no such session (never made,
     /// or reaped after it ended: [`Node::sessions`]);
@@ -207,7 +216,9 @@ impl Node {
         Ok(op)
     }
 
-    /// RDMA WRITE `local` to the peer's `remote`.
+    /// RDMA WRITE `local` to the peer's `remote`. Keep `local` unchanged
+    /// until the completion: a replay after a loss reads it again
+    /// ([`Node::submit`]).
     ///
     /// # Errors
     /// As [`Node::submit`].

@@ -117,7 +117,7 @@ struct PendingRequest {
 enum Randomness {
     /// The operating system's generator ([`Node::new`]).
     Os,
-    /// A generator seeded by the caller ([`Node::with_seed`]):
+    /// A generator seeded by the caller ([`Node::seeded_for_simulation`]):
     /// reproducible, for simulation and tests.
     Seeded(Box<ChaCha8Rng>),
 }
@@ -322,7 +322,7 @@ impl Node {
     /// reuses its session ids (a peer then takes a new session of an old
     /// id for the one that ended), and its secrets are as guessable as the
     /// seed.
-    pub fn with_seed(provider: Arc<dyn Provider>, seed: u64) -> Node {
+    pub fn seeded_for_simulation(provider: Arc<dyn Provider>, seed: u64) -> Node {
         let rng = ChaCha8Rng::seed_from_u64(seed);
         Node::with_randomness(provider, Randomness::Seeded(Box::new(rng)))
     }

@@ -53,7 +53,10 @@ pub struct RegionOptions {
     /// For application memory, at most the memory's length (the first
     /// `len` bytes are registered).
     pub len: u64,
-    /// Rights (exactly these, on every device).
+    /// Rights (exactly these, on every device). `REMOTE_WRITE` and
+    /// `REMOTE_ATOMIC` need `LOCAL_WRITE` too, as `ibv_reg_mr` requires: a
+    /// region without it is refused when the session or listener is made
+    /// ([`OptionsError::BadRegion`](crate::OptionsError::BadRegion)).
     pub access: Access,
     /// Advertise it to the peer for one-sided access (its key is sent again
     /// after every reconnection). Off unless set ([`RegionOptions::advertise`]).
