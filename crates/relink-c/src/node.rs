@@ -34,6 +34,8 @@ pub struct relink_node {
     /// The output a too-small buffer could not take in
     /// `relink_poll_output`: the next call returns it first.
     pub(crate) held_output: Option<relink_rs::Output>,
+    /// The allocation `relink_poll_delivery` swaps messages into.
+    pub(crate) scratch: Vec<u8>,
 }
 
 impl relink_node {
@@ -42,6 +44,7 @@ impl relink_node {
             node: Node::new(provider),
             held: BTreeMap::new(),
             held_output: None,
+            scratch: Vec::new(),
         }))
     }
 }

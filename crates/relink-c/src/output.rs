@@ -150,10 +150,21 @@ pub unsafe extern "C" fn relink_poll_delivery(
                 None
             }
         };
+        // Otherwise the next message, swapped into the node's scratch
+        // buffer: its allocation takes a later message (no allocation per
+        // message), and the bytes are copied into the caller's buffer.
         let next = n.held.remove(&session).or(from_output).or_else(|| {
-            n.node
-                .poll_delivery(SessionHandle(session))
-                .map(|(s, m)| (s.0, m))
+            let mut scratch = std::mem::take(&mut n.scratch);
+            let seq = n
+                .node
+                .poll_delivery_into(SessionHandle(session), &mut scratch);
+            match seq {
+                Some(seq) => Some((seq.0, scratch)),
+                None => {
+                    n.scratch = scratch;
+                    None
+                }
+            }
         });
         let Some((s, msg)) = next else {
             return Ok(RELINK_EMPTY);
@@ -176,6 +187,7 @@ pub unsafe extern "C" fn relink_poll_delivery(
         }
         // SAFETY: the caller's contract.
         unsafe { put_opt(seq, s) };
+        n.scratch = msg;
         Ok(RELINK_OK)
     })
 }
