@@ -2,7 +2,7 @@
 //! advertised memory (named by tokens), and the host memory of a session's
 //! own regions.
 
-use relink_rs::{BufferToken, LocalRange, OpId, RegionId, SessionHandle};
+use relink_rs::{BufferToken, LocalRange, Node, OpId, RegionId, SessionHandle};
 
 use crate::node::{node_mut, relink_node};
 use crate::session::relink_session;
@@ -43,14 +43,24 @@ fn local(region: u32, offset: u64, len: u32) -> LocalRange {
     }
 }
 
-/// Store an operation id.
+/// Submit an operation with `call` and store its id in `*op`.
 ///
 /// # Safety
-/// `op` is NULL or valid for a write.
-unsafe fn done(op: *mut relink_op, id: OpId) -> Result<relink_status, Fail> {
-    // SAFETY: the caller's contract.
-    unsafe { put_opt(op, id.0) };
-    Ok(RELINK_OK)
+/// `node` is a live node; `op` NULL or valid for a write.
+unsafe fn submit(
+    node: *mut relink_node,
+    session: relink_session,
+    op: *mut relink_op,
+    call: impl FnOnce(&mut Node, SessionHandle) -> Result<OpId, Fail>,
+) -> relink_status {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let n = unsafe { node_mut(node)? };
+        let id = call(&mut n.node, SessionHandle(session))?;
+        // SAFETY: the caller's contract.
+        unsafe { put_opt(op, id.0) };
+        Ok(RELINK_OK)
+    })
 }
 
 /// Send `len` bytes from `buf` as one message (copied; `buf` may be reused
@@ -68,20 +78,19 @@ pub unsafe extern "C" fn relink_send(
     len: usize,
     op: *mut relink_op,
 ) -> relink_status {
-    guard(|| {
-        // SAFETY: the caller's contract.
-        let n = unsafe { node_mut(node)? };
-        let payload: &[u8] = if len == 0 {
-            &[]
-        } else {
-            non_null(buf, "buf")?;
-            // SAFETY: non-NULL, valid for `len` bytes by the contract.
-            unsafe { std::slice::from_raw_parts(buf.cast::<u8>(), len) }
-        };
-        let id = n.node.send(SessionHandle(session), payload)?;
-        // SAFETY: the caller's contract.
-        unsafe { done(op, id) }
-    })
+    // SAFETY: the caller's contract.
+    unsafe {
+        submit(node, session, op, |n, s| {
+            let payload: &[u8] = if len == 0 {
+                &[]
+            } else {
+                non_null(buf, "buf")?;
+                // SAFETY: non-NULL, valid for `len` bytes by the contract.
+                std::slice::from_raw_parts(buf.cast::<u8>(), len)
+            };
+            Ok(n.send(s, payload)?)
+        })
+    }
 }
 
 /// RDMA WRITE `len` bytes at `offset` of the session's own region `region`
@@ -100,17 +109,12 @@ pub unsafe extern "C" fn relink_write(
     remote: relink_token,
     op: *mut relink_op,
 ) -> relink_status {
-    guard(|| {
-        // SAFETY: the caller's contract.
-        let n = unsafe { node_mut(node)? };
-        let id = n.node.write(
-            SessionHandle(session),
-            local(region, offset, len),
-            remote.into(),
-        )?;
-        // SAFETY: the caller's contract.
-        unsafe { done(op, id) }
-    })
+    // SAFETY: the caller's contract.
+    unsafe {
+        submit(node, session, op, |n, s| {
+            Ok(n.write(s, local(region, offset, len), remote.into())?)
+        })
+    }
 }
 
 /// RDMA READ `len` bytes of the peer's memory at `remote` into `offset` of
@@ -128,17 +132,12 @@ pub unsafe extern "C" fn relink_read(
     remote: relink_token,
     op: *mut relink_op,
 ) -> relink_status {
-    guard(|| {
-        // SAFETY: the caller's contract.
-        let n = unsafe { node_mut(node)? };
-        let id = n.node.read(
-            SessionHandle(session),
-            local(region, offset, len),
-            remote.into(),
-        )?;
-        // SAFETY: the caller's contract.
-        unsafe { done(op, id) }
-    })
+    // SAFETY: the caller's contract.
+    unsafe {
+        submit(node, session, op, |n, s| {
+            Ok(n.read(s, local(region, offset, len), remote.into())?)
+        })
+    }
 }
 
 /// Atomic FETCH_ADD of `add` on the 8 bytes of the peer's memory at
@@ -158,18 +157,12 @@ pub unsafe extern "C" fn relink_fetch_add(
     add: u64,
     op: *mut relink_op,
 ) -> relink_status {
-    guard(|| {
-        // SAFETY: the caller's contract.
-        let n = unsafe { node_mut(node)? };
-        let id = n.node.fetch_add(
-            SessionHandle(session),
-            local(region, offset, 8),
-            remote.into(),
-            add,
-        )?;
-        // SAFETY: the caller's contract.
-        unsafe { done(op, id) }
-    })
+    // SAFETY: the caller's contract.
+    unsafe {
+        submit(node, session, op, |n, s| {
+            Ok(n.fetch_add(s, local(region, offset, 8), remote.into(), add)?)
+        })
+    }
 }
 
 /// Atomic CMP_SWAP on the 8 bytes of the peer's memory at `remote`: `swap`
@@ -190,19 +183,12 @@ pub unsafe extern "C" fn relink_cmp_swap(
     swap: u64,
     op: *mut relink_op,
 ) -> relink_status {
-    guard(|| {
-        // SAFETY: the caller's contract.
-        let n = unsafe { node_mut(node)? };
-        let id = n.node.cmp_swap(
-            SessionHandle(session),
-            local(region, offset, 8),
-            remote.into(),
-            compare,
-            swap,
-        )?;
-        // SAFETY: the caller's contract.
-        unsafe { done(op, id) }
-    })
+    // SAFETY: the caller's contract.
+    unsafe {
+        submit(node, session, op, |n, s| {
+            Ok(n.cmp_swap(s, local(region, offset, 8), remote.into(), compare, swap)?)
+        })
+    }
 }
 
 /// Copy `len` bytes from `buf` into the session's own region `region` at
