@@ -17,6 +17,10 @@
 //!   fabric ([`SimPair`]) or on any two providers, the target's node on a
 //!   thread of its own ([`ThreadPair`]; [`TcpPair`] over TCP loopback,
 //!   the `rxe` benchmark over real devices).
+//! - [`latency`]: round trips of one message and its reply
+//!   ([`PingPongLoop`] on the raw provider, [`RelinkPingPong`] through a
+//!   relink session), each timed, as median and p99, and the ratio
+//!   relink / raw ([`latency::ping_pong`]).
 //! - [`overhead`]: one workload on the raw provider and through relink,
 //!   interleaved, and the ratio relink / raw ([`overhead::send_overhead`],
 //!   [`overhead::write_overhead`]) — for the soft fabric and real devices.
@@ -47,6 +51,7 @@
 //! # let _ = LoopSpec::send(64, 8);
 //! ```
 
+pub mod latency;
 pub mod loops;
 pub mod memory;
 pub mod overhead;
@@ -56,13 +61,16 @@ pub mod series;
 pub mod session;
 
 pub use loops::{
-    process_minor_faults, send_rate, write_rate, LoopSpec, Measurement, SendLoop, Verify, WriteLoop,
+    process_minor_faults, send_rate, write_rate, LoopSpec, Measurement, PingPongLoop, SendLoop,
+    Verify, WriteLoop,
 };
 pub use report::{target_dir, Machine, Report, Row};
 pub use series::{
     measure, measure_interleaved, paired_ratios, quantile, Metric, Plan, Runner, Series, Summary,
 };
-pub use session::{Drive, RelinkSendLoop, RelinkWriteLoop, SimPair, TcpPair, ThreadPair, Workload};
+pub use session::{
+    Drive, RelinkPingPong, RelinkSendLoop, RelinkWriteLoop, SimPair, TcpPair, ThreadPair, Workload,
+};
 
 #[doc(no_inline)]
 pub use relink_testkit::Rig;

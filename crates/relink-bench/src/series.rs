@@ -75,6 +75,9 @@ pub enum Metric {
     /// Payload megabytes (10^6 bytes) per second (for slow fabrics, e.g.
     /// Soft-RoCE in a VM).
     MegabytesPerSec,
+    /// Mean wall-clock microseconds per operation (for a ping-pong loop,
+    /// whose operation is one round trip: the mean round-trip time).
+    MicrosPerOp,
 }
 
 impl Metric {
@@ -84,6 +87,7 @@ impl Metric {
             Metric::MessagesPerSec => m.ops_per_sec(),
             Metric::GigabytesPerSec => m.gbytes_per_sec(),
             Metric::MegabytesPerSec => m.bytes_per_sec() / 1e6,
+            Metric::MicrosPerOp => m.secs() * 1e6 / m.ops.max(1) as f64,
         }
     }
 
@@ -93,6 +97,7 @@ impl Metric {
             Metric::MessagesPerSec => "msg/s",
             Metric::GigabytesPerSec => "GB/s",
             Metric::MegabytesPerSec => "MB/s",
+            Metric::MicrosPerOp => "us/op",
         }
     }
 }
@@ -295,6 +300,8 @@ mod tests {
             cpu: None,
         };
         assert_eq!(Metric::MegabytesPerSec.of(&m), 1.5);
+        assert_eq!(Metric::MicrosPerOp.of(&m), 2e6);
+        assert_eq!(Metric::MicrosPerOp.unit(), "us/op");
     }
 
     #[test]

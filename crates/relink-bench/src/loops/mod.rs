@@ -27,10 +27,13 @@
 //!   a tick, teardown) and its queue sizes.
 //! - `send.rs`: [`SendLoop`] and [`send_rate`].
 //! - `write.rs`: [`WriteLoop`] and [`write_rate`].
+//! - `pingpong.rs`: [`PingPongLoop`], round trips of one SEND and its
+//!   reply, each timed.
 
 mod check;
 mod conn;
 mod measurement;
+mod pingpong;
 mod send;
 mod spec;
 mod stall;
@@ -39,6 +42,7 @@ mod write;
 pub use measurement::{
     process_cpu_time, process_minor_faults, thread_cpu_times, Measurement, ThreadCpu,
 };
+pub use pingpong::PingPongLoop;
 pub use send::{send_rate, SendLoop};
 pub use spec::{human_size, LoopSpec, Verify};
 pub use stall::STALL_LIMIT;

@@ -12,8 +12,10 @@
 //! - [`RelinkWriteLoop`]: RDMA WRITEs from a local region into the target's
 //!   advertised region, `window` slots, each slot checked where it landed
 //!   once its write completed.
+//! - [`RelinkPingPong`]: round trips of one message and the target
+//!   application's copy of it ([`Workload::PingPong`]), each timed.
 //!
-//! Both run on a [`Drive`]: [`SimPair`] (two nodes on the in-process soft
+//! All run on a [`Drive`]: [`SimPair`] (two nodes on the in-process soft
 //! fabric, one thread drives both and the simulated world) or
 //! [`ThreadPair`] (two nodes on any two providers, the target's node driven
 //! by its own thread) — [`TcpPair`] is one on two
@@ -26,7 +28,8 @@
 //! - `options.rs`: [`Workload`], [`session_options`] and the [`PORT`],
 //!   [`REMOTE`] and [`LOCAL`] every pair uses.
 //! - `receiver.rs`: the payload stamp ([`stamp_bytes`], [`has_stamp`]) and
-//!   the receiving application ([`Receiver`]).
+//!   the receiving application ([`Receiver`]), which for
+//!   [`Workload::PingPong`] sends each message back ([`check_echo`]).
 //! - `drive.rs`: the [`Drive`] trait the loops run on, and the idle wake-up
 //!   rule of the pairs.
 //! - `sim_pair.rs`: [`SimPair`], both nodes in one simulated world.
@@ -36,10 +39,13 @@
 //!   throw-away runtime directories.
 //! - `stats.rs`: [`LoopStats`] and the completion check both loops share.
 //! - `send.rs`: [`RelinkSendLoop`].
+//! - `pingpong.rs`: [`RelinkPingPong`], round trips of one message and
+//!   the target application's copy of it.
 //! - `write.rs`: [`RelinkWriteLoop`].
 
 mod drive;
 mod options;
+mod pingpong;
 mod receiver;
 mod send;
 mod sim_pair;
@@ -50,7 +56,8 @@ mod write;
 
 pub use drive::Drive;
 pub use options::{session_options, Workload, LOCAL, PORT, REMOTE};
-pub use receiver::{has_stamp, stamp_bytes, Receiver};
+pub use pingpong::RelinkPingPong;
+pub use receiver::{check_echo, has_stamp, stamp_bytes, Receiver};
 pub use send::RelinkSendLoop;
 pub use sim_pair::SimPair;
 pub use stats::LoopStats;

@@ -20,11 +20,15 @@ pub enum Workload {
     Send,
     /// RDMA WRITEs into the target's region ([`RelinkWriteLoop`](super::RelinkWriteLoop)).
     Write,
+    /// Messages both ways ([`RelinkPingPong`](super::RelinkPingPong)): the
+    /// target's application checks each message and sends it straight back.
+    PingPong,
 }
 
 /// The session options of one side of a pair for `spec` and `workload`.
 ///
-/// Messages: `max_message` is the message size, and the receiver keeps
+/// Messages (also both ways, [`Workload::PingPong`]): `max_message` is the
+/// message size, and the receiver keeps
 /// `max(64, 2 × window)` receive slots (the sender's credits, less 8
 /// reserved for control messages, so a window of 64 is never throttled by
 /// credits; the raw [`SendLoop`](crate::SendLoop) also keeps `2 × window`
@@ -33,7 +37,7 @@ pub enum Workload {
 /// window`. The recovery policy is the default.
 pub fn session_options(spec: &LoopSpec, workload: Workload, target: bool) -> SessionOptions {
     match workload {
-        Workload::Send => SessionOptions::builder()
+        Workload::Send | Workload::PingPong => SessionOptions::builder()
             .recv_slots(u32::try_from((2 * spec.window).max(64)).expect("window fits u32"))
             .max_message(u32::try_from(spec.size).expect("size fits u32"))
             .max_one_sided(8)

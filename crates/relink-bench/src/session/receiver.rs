@@ -2,7 +2,7 @@
 //! ([`stamp_bytes`], [`has_stamp`]) and the [`Receiver`] that checks each
 //! delivery against it.
 
-use relink::Seq;
+use relink::{Completion, Outcome, Seq};
 
 /// Write the stamp of message `seq` into `buf` (first 8 bytes `seq`, last 8
 /// its complement, little-endian).
@@ -62,6 +62,17 @@ impl Receiver {
         }
         self.received += 1;
         Ok(())
+    }
+}
+
+/// Check the completion of a reply the receiving application sent back
+/// ([`Workload::PingPong`](super::Workload::PingPong)): a first-time
+/// success.
+pub fn check_echo(c: &Completion) -> Result<(), String> {
+    if c.outcome == (Outcome::Success { replayed: false }) {
+        Ok(())
+    } else {
+        Err(format!("a reply completed with {c:?}"))
     }
 }
 

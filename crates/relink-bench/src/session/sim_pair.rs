@@ -10,14 +10,17 @@ use relink_sim::sim::{Sim, INITIATOR, TARGET};
 
 use super::drive::Drive;
 use super::options::{session_options, Workload, PORT};
-use super::receiver::Receiver;
+use super::receiver::{check_echo, Receiver};
 use crate::loops::{LoopSpec, TICK};
 
 /// A relink session between the two hosts of a testkit [`Sim`] (the
 /// in-process soft fabric, virtual time). One thread drives both nodes:
 /// [`Drive::poll`] polls both, [`Drive::wait`] runs the simulated world
 /// until the initiator's host has something for its node, a node's timer
-/// is due, or a tick passes — like the raw loops' `Provider::wait`.
+/// is due, or a tick passes — like the raw loops' `Provider::wait`. Set
+/// up for [`Workload::PingPong`], the receiving application sends each
+/// message it checked straight back and drains the completions of those
+/// replies.
 pub struct SimPair {
     sim: Sim,
     ini: SessionHandle,
@@ -25,6 +28,9 @@ pub struct SimPair {
     rx: Receiver,
     /// The receiving application's buffer ([`Node::poll_delivery_into`]).
     buf: Vec<u8>,
+    /// Whether the receiving application sends each message back
+    /// ([`Workload::PingPong`]).
+    echo: bool,
 }
 
 impl SimPair {
@@ -58,6 +64,7 @@ impl SimPair {
             tgt,
             rx: Receiver::new(spec.size),
             buf: Vec::new(),
+            echo: workload == Workload::PingPong,
         }
     }
 
@@ -97,7 +104,20 @@ impl Drive for SimPair {
             if let Err(e) = self.rx.check(seq, &self.buf) {
                 panic!("receiver: {e}");
             }
+            if self.echo {
+                let node = self.sim.node(TARGET);
+                node.send(self.tgt, &self.buf)
+                    .unwrap_or_else(|e| panic!("receiver: echo: {e}"));
+            }
             delivered = true;
+        }
+        if self.echo {
+            while let Some(c) = self.sim.node(TARGET).poll_completion(self.tgt) {
+                if let Err(e) = check_echo(&c) {
+                    panic!("receiver: {e}");
+                }
+                delivered = true;
+            }
         }
         a | b | delivered
     }

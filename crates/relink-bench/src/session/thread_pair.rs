@@ -13,7 +13,7 @@ use relink_fabric::Provider;
 
 use super::drive::{next_wakeup, Drive};
 use super::options::{session_options, Workload};
-use super::receiver::Receiver;
+use super::receiver::{check_echo, Receiver};
 use crate::loops::LoopSpec;
 
 /// How long connection setup may take (wall clock) before a pair panics.
@@ -39,7 +39,8 @@ struct TargetThread {
 /// [`TcpPair`](super::TcpPair), two `VerbsProvider`s on two real devices in
 /// this crate's `rxe` benchmark). The initiator's node is driven by the
 /// thread that runs the loop; the target's node by a thread of its own,
-/// which also drains and checks the deliveries.
+/// which also drains and checks the deliveries (and for
+/// [`Workload::PingPong`] sends each straight back).
 pub struct ThreadPair {
     node: Node,
     ini: SessionHandle,
@@ -118,9 +119,10 @@ impl ThreadPair {
         let error = Arc::new(Mutex::new(None));
         let (s, r, e) = (stop.clone(), received.clone(), error.clone());
         let size = spec.size;
+        let echo = workload == Workload::PingPong;
         let handle = std::thread::Builder::new()
             .name("relink-bench-target".into())
-            .spawn(move || target_loop(target, tgt, size, &s, &r, &e))
+            .spawn(move || target_loop(target, tgt, size, echo, &s, &r, &e))
             .expect("spawn the target's thread");
         ThreadPair {
             node,
@@ -147,12 +149,14 @@ impl ThreadPair {
     }
 }
 
-/// The target's thread: poll the node, drain and check deliveries, wait on
-/// the provider when idle, until `stop`.
+/// The target's thread: poll the node, drain and check deliveries (and if
+/// `echo`, send each straight back and drain those replies' completions),
+/// wait on the provider when idle, until `stop`.
 fn target_loop(
     mut node: Node,
     s: SessionHandle,
     size: usize,
+    echo: bool,
     stop: &AtomicBool,
     received: &AtomicU64,
     error: &Mutex<Option<String>>,
@@ -162,7 +166,21 @@ fn target_loop(
     while !stop.load(Ordering::Relaxed) {
         let mut progress = node.poll();
         while let Some(seq) = node.poll_delivery_into(s, &mut msg) {
-            if let Err(e) = rx.check(seq, &msg) {
+            let echoed = match rx.check(seq, &msg) {
+                Ok(()) if echo => node
+                    .send(s, &msg)
+                    .map(drop)
+                    .map_err(|e| format!("echo: {e}")),
+                checked => checked,
+            };
+            if let Err(e) = echoed {
+                *error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+                return node;
+            }
+            progress = true;
+        }
+        while let Some(c) = node.poll_completion(s) {
+            if let Err(e) = check_echo(&c) {
                 *error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
                 return node;
             }
