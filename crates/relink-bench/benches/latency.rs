@@ -28,10 +28,12 @@ use relink_testkit::soft_rigs::{InProcRig, TcpRig};
 const SIZES: [usize; 2] = [8, 4096];
 
 /// Every size on one fabric (`name`: `inproc` or `tcp`, for [`selected`]):
-/// raw pairs on a rig from `new_rig`, relink pairs from `pair`.
+/// raw pairs on a rig from `new_rig` (the target on a thread of its own if
+/// `threaded`, as in the relink pair), relink pairs from `pair`.
 fn bench_fabric<D: Drive>(
     name: &str,
     new_rig: &dyn Fn() -> Box<dyn Rig>,
+    threaded: bool,
     pair: &dyn Fn(&LoopSpec, Workload) -> D,
     plan: &Plan,
     report: &mut Report,
@@ -39,7 +41,7 @@ fn bench_fabric<D: Drive>(
 ) {
     for size in SIZES {
         if selected(&format!("{name}-{size}")) {
-            out.push(ping_pong(&*new_rig(), pair, size, plan, report));
+            out.push(ping_pong(&*new_rig(), threaded, pair, size, plan, report));
         }
     }
 }
@@ -57,6 +59,7 @@ fn main() {
     bench_fabric(
         "inproc",
         &|| Box::new(InProcRig::new(1)),
+        false,
         &|spec, w| SimPair::connect(2, spec, w),
         &plan,
         &mut report,
@@ -65,6 +68,7 @@ fn main() {
     bench_fabric(
         "tcp",
         &|| Box::new(TcpRig::new()),
+        true,
         &|spec, w| TcpPair::connect(3, spec, w),
         &plan,
         &mut report,
@@ -78,7 +82,8 @@ fn main() {
          one-way latency); the figures above are wall-clock time per round trip of the loop \
          that runs the simulation step by step (both sides' processing plus the simulator's \
          events), i.e. the CPU cost of a round trip, not a network latency. soft-tcp: real \
-         round trips over loopback, each side's host with its own I/O threads"
+         round trips over loopback, each side's host with its own I/O threads, each side's \
+         loop (raw and relink) on a thread of its own"
     );
     report.set_extra("latency", &lat);
     match report.write_json() {

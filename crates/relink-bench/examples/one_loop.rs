@@ -1,27 +1,31 @@
 //! One measuring loop, alone in its process, for profiling: the raw soft
 //! provider or a relink session, in-process or over TCP, messages or
-//! writes (the shapes of the `relink_session` bench).
+//! writes (the shapes of the `relink_session` bench) or ping-pong round
+//! trips (those of the `latency` bench).
 //!
 //! ```text
 //! cargo build --release -p relink-bench --example one_loop
 //! perf record -g --call-graph dwarf target/release/examples/one_loop relink inproc send 1000000
+//! perf record -g target/release/examples/one_loop relink inproc pingpong4k 500000
 //! strace -f -c target/release/examples/one_loop raw tcp send 200000
 //! ```
 //!
-//! Arguments: `raw|relink`, `inproc|tcp`, `send|write`, and the operation
-//! count (default 200,000). Prints the rate (and, for relink, the loop's
-//! iterations and waits per operation).
+//! Arguments: `raw|relink`, `inproc|tcp`, `send|write|pingpong|pingpong4k`
+//! (`pingpong`: 8 B messages), and the operation count (default 200,000).
+//! Prints the rate (and, for relink, the loop's iterations and waits per
+//! operation; for ping-pong, the median and p99 round trip).
 
+use relink_bench::latency::{Percentiles, Rtts};
 use relink_bench::session::Workload;
 use relink_bench::{
-    Drive, LoopSpec, Measurement, RelinkSendLoop, RelinkWriteLoop, SendLoop, SimPair, TcpPair,
-    WriteLoop,
+    Drive, LoopSpec, Measurement, PingPongLoop, RelinkPingPong, RelinkSendLoop, RelinkWriteLoop,
+    SendLoop, SimPair, TcpPair, WriteLoop,
 };
 use relink_testkit::soft_rigs::{InProcRig, TcpRig};
 use relink_testkit::Rig;
 
 fn usage() -> ! {
-    eprintln!("usage: one_loop raw|relink inproc|tcp send|write [count]");
+    eprintln!("usage: one_loop raw|relink inproc|tcp send|write|pingpong|pingpong4k [count]");
     std::process::exit(2);
 }
 
@@ -39,6 +43,14 @@ fn relink<D: Drive>(d: D, spec: LoopSpec, workload: Workload, count: u64) {
             let mut l = RelinkWriteLoop::new(d, spec);
             let m = l.run(count);
             let s = l.stats();
+            l.close();
+            (m, s)
+        }
+        Workload::PingPong => {
+            let mut l = RelinkPingPong::new(d, spec);
+            let m = l.run(count);
+            let s = l.stats();
+            print_rtts(l.rtts());
             l.close();
             (m, s)
         }
@@ -66,8 +78,20 @@ fn raw(rig: &dyn Rig, spec: LoopSpec, workload: Workload, count: u64) {
             l.close();
             m
         }
+        Workload::PingPong => {
+            let mut l = PingPongLoop::connect(rig, spec);
+            let m = l.run(count);
+            print_rtts(l.rtts());
+            l.close();
+            m
+        }
     };
     print_m(&m);
+}
+
+fn print_rtts(r: &Rtts) {
+    let p = Percentiles::of(&r.last_runs(1));
+    println!("round trip: p50 {:.2} us, p99 {:.2} us", p.p50_us, p.p99_us);
 }
 
 fn print_m(m: &Measurement) {
@@ -87,19 +111,17 @@ fn main() {
     if args.len() < 3 {
         usage();
     }
-    let workload = match args[2].as_str() {
-        "send" => Workload::Send,
-        "write" => Workload::Write,
+    let (workload, spec) = match args[2].as_str() {
+        "send" => (Workload::Send, LoopSpec::send(64, 64)),
+        "write" => (Workload::Write, LoopSpec::write(64 * 1024, 16)),
+        "pingpong" => (Workload::PingPong, LoopSpec::send(8, 1)),
+        "pingpong4k" => (Workload::PingPong, LoopSpec::send(4096, 1)),
         _ => usage(),
     };
     let count: u64 = args
         .get(3)
         .map(|c| c.parse().unwrap_or_else(|_| usage()))
         .unwrap_or(200_000);
-    let spec = match workload {
-        Workload::Send => LoopSpec::send(64, 64),
-        Workload::Write => LoopSpec::write(64 * 1024, 16),
-    };
     match (args[0].as_str(), args[1].as_str()) {
         ("raw", "inproc") => raw(&InProcRig::new(1), spec, workload, count),
         ("raw", "tcp") => raw(&TcpRig::new(), spec, workload, count),

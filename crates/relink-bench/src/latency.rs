@@ -85,6 +85,8 @@ pub struct Latency {
     pub fabric: String,
     /// Message size, bytes.
     pub size: usize,
+    /// Whether the raw loop's target ran on a thread of its own.
+    pub raw_target_thread: bool,
     /// The raw provider's round trips, all timed repetitions pooled.
     pub raw: Percentiles,
     /// relink's round trips, all timed repetitions pooled.
@@ -99,13 +101,16 @@ pub struct Latency {
     pub relink_loop: LoopStats,
 }
 
-/// Ping-pong of `size`-byte messages on a raw pair of `rig` and through
-/// the relink session `pair` makes ([`Workload::PingPong`]), measured
+/// Ping-pong of `size`-byte messages on a raw pair of `rig` (the target
+/// on a thread of its own if `raw_threaded`: as in the relink pair, so
+/// that both sides of the comparison wait and wake alike) and through the
+/// relink session `pair` makes ([`Workload::PingPong`]), measured
 /// interleaved with `plan`; records both rows in `report` (`pingpong` and
 /// `relink-pingpong`, in mean µs per round trip) and returns the
 /// percentiles and ratios.
 pub fn ping_pong<D: Drive>(
     rig: &dyn Rig,
+    raw_threaded: bool,
     pair: impl FnOnce(&LoopSpec, Workload) -> D,
     size: usize,
     plan: &Plan,
@@ -113,7 +118,7 @@ pub fn ping_pong<D: Drive>(
 ) -> Latency {
     let t0 = Instant::now();
     let spec = LoopSpec::send(size, 1);
-    let mut raw = PingPongLoop::connect(rig, spec);
+    let mut raw = PingPongLoop::connect(rig, spec).threaded(raw_threaded);
     let fabric = raw.kind();
     let mut rl = RelinkPingPong::new(pair(&spec, Workload::PingPong), spec);
     let series = measure_interleaved(&mut [&mut raw, &mut rl], plan);
@@ -144,6 +149,7 @@ pub fn ping_pong<D: Drive>(
     let out = Latency {
         fabric: fabric.into(),
         size,
+        raw_target_thread: raw_threaded,
         raw: raw_p,
         relink: rl_p,
         ratio_p50: rl_p.p50_us / raw_p.p50_us.max(f64::MIN_POSITIVE),

@@ -42,6 +42,14 @@ impl<'r> Conn<'r> {
     /// every later `wait` return at once).
     #[track_caller]
     pub(super) fn wait(&mut self, side: Side) {
+        self.check_events();
+        let host = self.h.host(side);
+        host.wait(Some(host.now() + TICK));
+    }
+
+    /// Panics if an event arrived on either host.
+    #[track_caller]
+    pub(super) fn check_events(&mut self) {
         self.h.pump();
         for s in Side::ALL {
             let evs = self.h.buffered(s);
@@ -50,8 +58,6 @@ impl<'r> Conn<'r> {
                 "unexpected events on the {s} host during a measuring loop: {evs:?}"
             );
         }
-        let host = self.h.host(side);
-        host.wait(Some(host.now() + TICK));
     }
 
     /// Poll up to `max` completions of `side`'s CQ into `self.wcs`.
