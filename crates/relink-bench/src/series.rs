@@ -14,7 +14,9 @@ use crate::loops::Measurement;
 /// loop on an open connection. Implemented by
 /// [`SendLoop`](crate::SendLoop) and [`WriteLoop`](crate::WriteLoop), and
 /// for relink sessions by [`RelinkSendLoop`](crate::RelinkSendLoop) and
-/// [`RelinkWriteLoop`](crate::RelinkWriteLoop).
+/// [`RelinkWriteLoop`](crate::RelinkWriteLoop); round trips by
+/// [`PingPongLoop`](crate::PingPongLoop) and
+/// [`RelinkPingPong`](crate::RelinkPingPong).
 pub trait Runner {
     /// Do `count` operations and report how long they took.
     fn run(&mut self, count: u64) -> Measurement;
