@@ -118,16 +118,18 @@ pub use async_node::AsyncNode;
 
 pub use node::{
     Accepted, CloseError, ConnectError, Footprint, ListenError, ListenerHandle, Node, OptionsError,
-    Output, RegionError, RegionOptions, SessionHandle, SessionInfo, SessionOptions,
-    SessionOptionsBuilder, ShutdownSummary, SubmitError,
+    Output, RegionError, RegionOptions, ResumeError, SessionHandle, SessionInfo, SessionOptions,
+    SessionOptionsBuilder, SetPolicyError, ShutdownSummary, SubmitError,
 };
 pub use relink_core::journal::{Completion, LocalRange, OpError, OpKind, Outcome};
 pub use relink_core::keys::KeyError;
-pub use relink_core::policy::{AllowedDevice, DeviceMatch, Policy, PolicyBuilder, PolicyError};
+pub use relink_core::policy::{
+    AllowedDevice, DeviceMatch, Policy, PolicyBuilder, PolicyError, RecoveryMode,
+};
 pub use relink_core::reason::{
     AttemptFailure, CmCall, PeerLostReason, ProviderFailure, ReplyFault, TransportObject,
 };
-pub use relink_core::session::{Counters, Path, Role, SessionError, SessionEvent};
+pub use relink_core::session::{Candidate, Counters, Path, Role, SessionError, SessionEvent};
 pub use relink_core::state::{Cause, DownCause, IllegalTransition, State, Transition};
 pub use relink_core::wire::{RefuseReason, MAX_CONNECT_DATA};
 pub use relink_core::{BufferToken, Epoch, Incarnation, OpId, RegionId, Seq, SessionId};

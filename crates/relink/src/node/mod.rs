@@ -43,6 +43,7 @@ mod backlog;
 mod closing;
 mod cm;
 mod completions;
+mod decision;
 mod error;
 mod options;
 mod output;
@@ -53,7 +54,10 @@ mod transport;
 mod wait;
 mod wr;
 
-pub use error::{CloseError, ConnectError, ListenError, OptionsError, RegionError, SubmitError};
+pub use error::{
+    CloseError, ConnectError, ListenError, OptionsError, RegionError, ResumeError, SetPolicyError,
+    SubmitError,
+};
 pub use options::{
     Footprint, ListenerHandle, SessionHandle, SessionInfo, SessionOptions, SessionOptionsBuilder,
 };
