@@ -308,3 +308,26 @@ fn an_invalid_policy_is_refused_and_the_session_keeps_its_own() {
         Some(Duration::from_secs(10))
     );
 }
+
+#[test]
+fn a_new_recovery_mode_is_a_new_decision() {
+    let mut p = Pair::connected(Setup::with_policy(manual()));
+    p.remove_device(Who::Ini);
+    p.run();
+    p.resume(Who::Ini, None).expect("resume");
+    p.run();
+    // Resumed, waiting for a device: no longer held.
+    assert!(!p.session(Who::Ini).awaiting_decision());
+    p.set_policy(Who::Ini, Policy::default())
+        .expect("automatic");
+    p.set_policy(Who::Ini, manual()).expect("manual again");
+    assert!(p.session(Who::Ini).awaiting_decision(), "held again");
+    p.add_device(Who::Ini);
+    p.advance(Duration::from_secs(30));
+    assert_eq!(p.state(Who::Ini), State::Recovering);
+    p.resume(Who::Ini, None).expect("resume");
+    p.settle();
+    p.settle();
+    assert_eq!(p.state(Who::Ini), State::Established);
+    p.check();
+}

@@ -160,6 +160,11 @@ impl Session {
         if self.state().is_terminal() {
             return Ok(());
         }
+        if old.recovery != self.cfg.policy.recovery {
+            // A new mode is a new decision: a resume given under the old
+            // one does not carry over.
+            self.decided = false;
+        }
         let p = &self.cfg.policy;
         // The give-up deadline, from the loss or from the first connect.
         let giveup = if self.was_established {

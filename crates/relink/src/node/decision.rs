@@ -4,6 +4,7 @@
 //! [`Node::set_policy`] changes a live session's policy.
 
 use relink_core::policy::Policy;
+use relink_core::session::SessionError;
 
 use super::{Node, ResumeError, SessionHandle, SetPolicyError};
 
@@ -41,11 +42,17 @@ impl Node {
 
     fn resume_with(&mut self, s: SessionHandle, path: Option<usize>) -> Result<(), ResumeError> {
         let now = self.now();
-        self.sessions
+        let core = &mut self
+            .sessions
             .get_mut(&s.0)
             .ok_or(ResumeError::NoSession(s))?
-            .core
-            .resume(path, now)?;
+            .core;
+        let state = core.state();
+        core.resume(path, now).map_err(|e| match e {
+            SessionError::NoSuchPath { index, paths } => ResumeError::NoSuchPath { index, paths },
+            // The session refuses only these two.
+            _ => ResumeError::NotAwaitingDecision(state),
+        })?;
         self.run_actions(s.0);
         Ok(())
     }

@@ -221,19 +221,6 @@ pub enum ResumeError {
     },
 }
 
-impl From<SessionError> for ResumeError {
-    fn from(e: SessionError) -> ResumeError {
-        match e {
-            SessionError::NoSuchPath { index, paths } => ResumeError::NoSuchPath { index, paths },
-            SessionError::NotAwaitingDecision(state) | SessionError::Terminal(state) => {
-                ResumeError::NotAwaitingDecision(state)
-            }
-            // `Session::resume` returns no other error.
-            _ => ResumeError::NotAwaitingDecision(State::Failed),
-        }
-    }
-}
-
 /// Why [`Node::set_policy`](super::Node::set_policy) left the policy as it
 /// was.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
