@@ -16,7 +16,7 @@ use crate::policy::{Policy, PolicyError, RecoveryMode};
 use crate::state::{DownCause, State};
 use crate::timers::TimerKind;
 
-/// A path that could carry a held session now, with the device that would
+/// A path that could carry a held session at present, with the device that would
 /// carry it ([`SessionEvent::AwaitingDecision`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -31,8 +31,8 @@ pub struct Candidate {
 }
 
 impl Session {
-    /// Whether a loss now holds the session for the application's
-    /// decision: a manual initiator that was established and has not been
+    /// Whether a loss holds the session for the application's
+    /// decision: a manual initiator that has been established and has not been
     /// resumed in this outage.
     fn holds(&self) -> bool {
         self.cfg.policy.recovery == RecoveryMode::Manual
@@ -75,7 +75,7 @@ impl Session {
         }
     }
 
-    /// The paths a present device can carry now, each with that device.
+    /// The paths a present device can carry at present, each with that device.
     fn current_candidates(&self) -> Vec<Candidate> {
         self.viable_paths()
             .into_iter()
@@ -95,7 +95,7 @@ impl Session {
         self.held
     }
 
-    /// The paths that could carry a held session now (empty when it is not
+    /// The paths that could carry a held session at present (empty when it is not
     /// held): the candidates of its last
     /// [`SessionEvent::AwaitingDecision`].
     pub fn candidates(&self) -> &[Candidate] {
@@ -106,7 +106,7 @@ impl Session {
         }
     }
 
-    /// The application decided: a held session recovers from now on as an
+    /// The application decided: a held session recovers from then on as an
     /// automatic one does (an attempt at once, the backoff after a failure,
     /// replay and re-advertisement once back) until it is established
     /// again. `path` names the path of the first attempt (an index in the

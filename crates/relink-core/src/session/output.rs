@@ -141,7 +141,7 @@ pub enum SessionEvent {
     AwaitingDecision {
         /// What ended the transport.
         cause: DownCause,
-        /// The paths a present device can carry now, in order (empty:
+        /// The paths a present device can carry at present, in order (empty:
         /// none yet).
         candidates: Vec<super::Candidate>,
     },

@@ -24,7 +24,7 @@ pub struct Path {
 }
 
 impl Session {
-    /// Indices of the paths some present device can carry now, in order.
+    /// Indices of the paths some present device can carry at present, in order.
     pub(super) fn viable_paths(&self) -> Vec<usize> {
         (0..self.cfg.paths.len())
             .filter(|&i| self.device_for_path(i).is_some())

@@ -11,7 +11,7 @@ use super::{Node, ResumeError, SessionHandle, SetPolicyError};
 impl Node {
     /// Let a session held for the application's decision recover: it
     /// reported [`SessionEvent::AwaitingDecision`](crate::SessionEvent::AwaitingDecision)
-    /// (manual recovery) and makes its first attempt now, on the path an
+    /// (manual recovery) and makes its first attempt at once, on the path an
     /// automatic session would take; from then on it recovers as an
     /// automatic session does — the backoff after a failed attempt, the
     /// replay of every unconfirmed operation and the re-advertisement of

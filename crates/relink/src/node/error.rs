@@ -221,8 +221,8 @@ pub enum ResumeError {
     },
 }
 
-/// Why [`Node::set_policy`](super::Node::set_policy) left the policy as it
-/// was.
+/// Why [`Node::set_policy`](super::Node::set_policy) left the session's
+/// policy unchanged.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum SetPolicyError {
