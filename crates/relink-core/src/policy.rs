@@ -42,6 +42,27 @@ pub enum DeviceMatch {
     AllowList(Vec<AllowedDevice>),
 }
 
+/// Who decides when a session recovers after a loss
+/// ([`Policy::recovery`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum RecoveryMode {
+    /// relink reconnects on its own, under the backoff, as soon as a device
+    /// can carry the session.
+    #[default]
+    Automatic,
+    /// On a loss of an established session an initiator holds: every
+    /// operation stays pending, it reports
+    /// [`SessionEvent::AwaitingDecision`](crate::session::SessionEvent::AwaitingDecision)
+    /// (again whenever the candidate paths change) and makes no attempt
+    /// until the application resumes it
+    /// ([`Session::resume`](crate::session::Session::resume)), closes it,
+    /// or the give-up deadline passes. After the resume it recovers as an
+    /// automatic session does. A target accepts a valid resume in either
+    /// mode: the decision is the initiator's.
+    Manual,
+}
+
 /// An entry of [`DeviceMatch::AllowList`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -100,6 +121,7 @@ pub struct PolicyError {
 /// | `device_match` | any | `any` / `same_guid` / an allow-list |
 /// | `failback` | off | move back to the first path when its device returns |
 /// | `replay_atomics` | off | replay unconfirmed atomics (at-least-once) instead of reporting them `Indeterminate` |
+/// | `recovery` | automatic | `automatic`: reconnect on its own; `manual`: after a loss, wait for the application's decision ([`RecoveryMode`]) |
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Policy {
@@ -153,6 +175,10 @@ pub struct Policy {
     /// Replay unconfirmed atomics (at-least-once) instead of reporting them
     /// `Indeterminate`.
     pub replay_atomics: bool,
+    /// Who decides when an established session recovers after a loss:
+    /// relink ([`RecoveryMode::Automatic`]) or the application
+    /// ([`RecoveryMode::Manual`]).
+    pub recovery: RecoveryMode,
 }
 
 impl Default for Policy {
@@ -171,6 +197,7 @@ impl Default for Policy {
             device_match: DeviceMatch::Any,
             failback: false,
             replay_atomics: false,
+            recovery: RecoveryMode::Automatic,
         }
     }
 }
@@ -339,6 +366,9 @@ impl PolicyBuilder {
         /// [`Policy::replay_atomics`]: replay unconfirmed atomics
         /// (at-least-once) instead of reporting them `Indeterminate`.
         replay_atomics: bool;
+        /// [`Policy::recovery`]: who decides when a session recovers after
+        /// a loss.
+        recovery: RecoveryMode;
     }
 
     /// The policy, checked.
@@ -441,8 +471,11 @@ mod tests {
             .device_match(DeviceMatch::SameGuid)
             .failback(true)
             .replay_atomics(true)
+            .recovery(RecoveryMode::Manual)
             .build()
             .unwrap();
+        assert_eq!(p.recovery, RecoveryMode::Manual);
+        assert_eq!(Policy::default().recovery, RecoveryMode::Automatic);
         assert_eq!(p.ctrl_loss_tmo, None);
         assert_eq!(p.first_connect_tmo, Some(Duration::from_secs(2)));
         assert_eq!(p.reconnect_delay, Duration::from_secs(1));

@@ -27,7 +27,10 @@
 //! Recovering straight to Resyncing. A graceful close
 //! (`Session::close_gracefully`) has no state of its own: the session stays
 //! in its live state while its pending operations finish, then goes to
-//! Closed. Every transition is checked against [`TRANSITIONS`]; an illegal
+//! Closed. Nor does a session held for the application's decision
+//! ([`RecoveryMode::Manual`](crate::policy::RecoveryMode::Manual)): it is
+//! Recovering with no attempt scheduled, and leaves by Recovering's rows
+//! (to Reconnecting once resumed, Failed, Closed). Every transition is checked against [`TRANSITIONS`]; an illegal
 //! one is an error, never a silent change.
 
 use std::fmt;
@@ -47,7 +50,8 @@ pub enum State {
     Connecting,
     /// Connected; operations flow.
     Established,
-    /// The transport is down; waiting for a device and the backoff.
+    /// The transport is down; waiting for a device and the backoff, or,
+    /// held by manual recovery, for the application's decision.
     Recovering,
     /// A reconnection attempt is under way.
     Reconnecting,

@@ -48,11 +48,12 @@
 //! | the node | [`Node::new`], [`Node::seeded_for_simulation`] | one per provider; owns sessions and listeners; single-threaded: sessions make progress only in [`Node::poll`] (and the calls that poll) |
 //! | sessions | [`Node::connect`] (initiator), [`Node::listen`] + [`Node::accept`] (target), [`SessionHandle`] | a session outlives its devices; its [`State`] says where it is; an ended one is reaped once drained ([`Node::sessions`]) |
 //! | options and policy | [`SessionOptions::builder`], [`Policy::builder`] | slots, message size, regions ([`RegionOptions`]); when to retry and when to give up (`first_connect_tmo`, `ctrl_loss_tmo`, backoff, keepalive, ...) |
+//! | who decides a recovery | [`Policy::recovery`], [`Node::resume`], [`Node::resume_on`], [`Node::set_policy`] | relink by default; with [`RecoveryMode::Manual`] the application, after [`SessionEvent::AwaitingDecision`] ("Who decides a recovery" below) |
 //! | operations | [`Node::send`], [`write`](Node::write), [`read`](Node::read), [`fetch_add`](Node::fetch_add), [`cmp_swap`](Node::cmp_swap), [`submit`](Node::submit) | each returns an [`OpId`] that completes exactly once; local memory by [`LocalRange`] ([`Node::region`]), the peer's by [`BufferToken`] |
 //! | polls (outputs) | [`Node::poll_completion`], [`poll_delivery`](Node::poll_delivery), [`poll_event`](Node::poll_event), [`accept`](Node::accept) | take each until `None` after a poll round; `None` also answers a handle the node no longer has |
 //! | inspection | [`Node::state`], [`counters`](Node::counters), [`session_info`](Node::session_info), [`options`](Node::options), [`device`](Node::device), [`listener_active`](Node::listener_active) | snapshots; `None` for an unknown handle |
 //! | the event loop | [`Node::wait`], [`wait_for`](Node::wait_for), [`event_fd`](Node::event_fd) + [`next_deadline`](Node::next_deadline), [`run_until`](Node::run_until) | sleep until something happens, then poll and take outputs ([`Node`]'s docs show the loop) |
-//! | errors | [`ConnectError`], [`ListenError`], [`SubmitError`], [`OptionsError`], [`RegionError`], [`CloseError`] | a call's error means it did nothing; what happens later to a session is a [`SessionEvent`] ([`AttemptFailed`](SessionEvent::AttemptFailed), [`GaveUp`](SessionEvent::GaveUp), [`PeerLost`](SessionEvent::PeerLost), ...) and an operation's end an [`Outcome`] |
+//! | errors | [`ConnectError`], [`ListenError`], [`SubmitError`], [`OptionsError`], [`RegionError`], [`CloseError`], [`ResumeError`], [`SetPolicyError`] | a call's error means it did nothing; what happens later to a session is a [`SessionEvent`] ([`AttemptFailed`](SessionEvent::AttemptFailed), [`GaveUp`](SessionEvent::GaveUp), [`PeerLost`](SessionEvent::PeerLost), ...) and an operation's end an [`Outcome`] |
 //! | providers | [`Provider`], [`fabric`] | the interface a backend implements, re-exported whole as [`fabric`] |
 //!
 //! ## When to call what
@@ -66,6 +67,36 @@
 //! while a session recovers: they are posted once it is up); (4) sleep
 //! again. [`Node::next_deadline`] changes with every call that does
 //! something: read it after each poll round.
+//!
+//! # Who decides a recovery
+//!
+//! By default ([`RecoveryMode::Automatic`]) a session recovers on its own:
+//! after a loss it reconnects as soon as a device can carry it, under the
+//! backoff, until its give-up deadline. Software that runs a quorum or a
+//! disaster recovery wants to be told and to decide — fail over, wait, or
+//! resume — and sets [`Policy::recovery`] to [`RecoveryMode::Manual`]:
+//!
+//! - on a loss of an established session the initiator **holds**: its
+//!   state is [`State::Recovering`], [`SessionInfo::awaiting_decision`] is
+//!   true, every operation stays pending (new ones are taken and wait),
+//!   and it makes no connection attempt;
+//! - it reports [`SessionEvent::AwaitingDecision`] with the loss's
+//!   [`DownCause`] and the [`Candidate`]s — the paths a present device can
+//!   carry now, each with that device — and reports it again whenever
+//!   they change (a device comes back, a replacement appears);
+//! - [`Node::resume`] (or [`Node::resume_on`] a named path) lets it
+//!   recover exactly as an automatic session does — replay, the
+//!   re-advertisement of its regions, each message delivered once — until
+//!   it is established again; a later loss holds it again. [`Node::close`]
+//!   ends it; at the give-up deadline it fails as any session does.
+//!
+//! A first connect retries on its own in either mode (there is nothing to
+//! keep yet), and a target accepts a valid resume in either mode: the
+//! decision is the initiator's. [`Node::set_policy`] changes a session's
+//! policy in an outage under way: a give-up deadline extended (re-armed
+//! from the loss) or cancelled (`None`) keeps the session past the old
+//! one — give the peer's session the same, or it gives up and refuses the
+//! resume; switching a held session to automatic recovers at once.
 //!
 //! # The replay contract
 //!
@@ -118,16 +149,18 @@ pub use async_node::AsyncNode;
 
 pub use node::{
     Accepted, CloseError, ConnectError, Footprint, ListenError, ListenerHandle, Node, OptionsError,
-    Output, RegionError, RegionOptions, SessionHandle, SessionInfo, SessionOptions,
-    SessionOptionsBuilder, ShutdownSummary, SubmitError,
+    Output, RegionError, RegionOptions, ResumeError, SessionHandle, SessionInfo, SessionOptions,
+    SessionOptionsBuilder, SetPolicyError, ShutdownSummary, SubmitError,
 };
 pub use relink_core::journal::{Completion, LocalRange, OpError, OpKind, Outcome};
 pub use relink_core::keys::KeyError;
-pub use relink_core::policy::{AllowedDevice, DeviceMatch, Policy, PolicyBuilder, PolicyError};
+pub use relink_core::policy::{
+    AllowedDevice, DeviceMatch, Policy, PolicyBuilder, PolicyError, RecoveryMode,
+};
 pub use relink_core::reason::{
     AttemptFailure, CmCall, PeerLostReason, ProviderFailure, ReplyFault, TransportObject,
 };
-pub use relink_core::session::{Counters, Path, Role, SessionError, SessionEvent};
+pub use relink_core::session::{Candidate, Counters, Path, Role, SessionError, SessionEvent};
 pub use relink_core::state::{Cause, DownCause, IllegalTransition, State, Transition};
 pub use relink_core::wire::{RefuseReason, MAX_CONNECT_DATA};
 pub use relink_core::{BufferToken, Epoch, Incarnation, OpId, RegionId, Seq, SessionId};

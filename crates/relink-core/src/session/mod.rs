@@ -44,6 +44,7 @@
 //! | `session/output.rs` | what a session hands out: [`Action`], [`SessionEvent`], [`Counters`], and the `poll_*` calls |
 //! | `session/paths.rs` | [`Path`]; the devices present and which of them can carry which path |
 //! | `session/recovery.rs` | the first connect, losing the transport, attempts and their backoff, the timers, give-up |
+//! | `session/decision.rs` | manual recovery (held for the application's decision, [`Session::resume`], [`Candidate`]) and [`Session::set_policy`] |
 //! | `session/closing.rs` | the admin close, the graceful close (pending operations finish first, up to a deadline), the peer's goodbye |
 //! | `session/resync.rs` | the resume handshake of both roles and the advertisement exchange that ends in `Established` |
 //! | `session/datapath.rs` | [`Session::submit`], posting within the peer's credits, send and receive completions, acks and control messages |
@@ -61,17 +62,19 @@ use crate::keys::{KeyError, PeerKeys};
 use crate::op::{Completion, LocalRange};
 use crate::policy::Policy;
 use crate::resources::SessionSpec;
-use crate::state::{Cause, IllegalTransition, Machine, State};
+use crate::state::{Cause, DownCause, IllegalTransition, Machine, State};
 use crate::timers::TimerTable;
 use crate::wire;
 
 mod closing;
 mod datapath;
+mod decision;
 mod output;
 mod paths;
 mod recovery;
 mod resync;
 
+pub use decision::Candidate;
 pub use output::{Action, Counters, OneSided, SessionEvent};
 pub use paths::Path;
 pub use resync::{HelloVerdict, LocalKeys, RequestToken};
@@ -143,6 +146,18 @@ pub enum SessionError {
         /// `max_message`).
         max: usize,
     },
+    /// [`Session::resume`] of a session that is not held for the
+    /// application's decision (its state is given).
+    #[error("session is not awaiting a decision (it is {0})")]
+    NotAwaitingDecision(State),
+    /// [`Session::resume`] named a path the session does not have.
+    #[error("no path {index}: the session has {paths}")]
+    NoSuchPath {
+        /// The index given.
+        index: usize,
+        /// How many paths the session has.
+        paths: usize,
+    },
     /// An internal transition was illegal (a bug; reported, not hidden).
     #[error(transparent)]
     Illegal(#[from] IllegalTransition),
@@ -204,6 +219,25 @@ pub struct Session {
     /// ([`Session::close_gracefully`]): new operations are refused, and
     /// the session closes when its journal is empty or at the deadline.
     closing: Option<Timestamp>,
+    /// Held for the application's decision
+    /// ([`RecoveryMode::Manual`](crate::policy::RecoveryMode::Manual)): in
+    /// `Recovering`, no attempt scheduled. Cleared by leaving `Recovering`.
+    held: bool,
+    /// The application resumed the session in this outage: a manual
+    /// session recovers as an automatic one until it is established again.
+    decided: bool,
+    /// The cause of the last loss of the transport (what a held session
+    /// reports).
+    loss_cause: Option<DownCause>,
+    /// The candidates a held session last reported.
+    candidates: Vec<Candidate>,
+    /// The path the application named for the next attempt
+    /// ([`Session::resume`]), taken by the attempt.
+    prefer_path: Option<usize>,
+    /// When the give-up deadline of a session never established started
+    /// (its `connect`, or its accepted Hello): `set_policy` re-arms it
+    /// from there.
+    first_connect_at: Option<Timestamp>,
     /// How many operations the session's end completed because they were
     /// still pending ([`Session::ended_pending`]).
     ended_pending: usize,
@@ -300,6 +334,12 @@ impl Session {
             was_established: false,
             closing: None,
             ended_pending: 0,
+            held: false,
+            decided: false,
+            loss_cause: None,
+            candidates: Vec::new(),
+            prefer_path: None,
+            first_connect_at: None,
             counters: Counters::default(),
             actions: VecDeque::new(),
             events: VecDeque::new(),
@@ -401,6 +441,9 @@ impl Session {
     fn go(&mut self, to: State, cause: Cause, now: Timestamp) {
         match self.machine.go(to, cause, now) {
             Ok(t) => {
+                if to != State::Recovering {
+                    self.held = false;
+                }
                 tracing::debug!(session = %self.cfg.id, from = %t.from, to = %t.to, cause = %t.cause, "transition");
                 self.events.push_back(SessionEvent::Transition(t));
             }

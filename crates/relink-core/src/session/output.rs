@@ -131,6 +131,20 @@ pub enum SessionEvent {
         /// timeout.
         cause: DownCause,
     },
+    /// A manual session
+    /// ([`RecoveryMode::Manual`](crate::policy::RecoveryMode::Manual))
+    /// lost its transport and holds: its operations stay pending and it
+    /// makes no attempt until the application calls
+    /// [`Session::resume`](super::Session::resume) (or closes it, or the
+    /// give-up deadline passes). Reported again whenever the candidates
+    /// change (a device comes or goes, the device match changes).
+    AwaitingDecision {
+        /// What ended the transport.
+        cause: DownCause,
+        /// The paths a present device can carry at present, in order (empty:
+        /// none yet).
+        candidates: Vec<super::Candidate>,
+    },
     /// A reconnection attempt started.
     Recovering {
         /// Attempt number (from 1).

@@ -24,7 +24,7 @@ pub struct Path {
 }
 
 impl Session {
-    /// Indices of the paths some present device can carry now, in order.
+    /// Indices of the paths some present device can carry at present, in order.
     pub(super) fn viable_paths(&self) -> Vec<usize> {
         (0..self.cfg.paths.len())
             .filter(|&i| self.device_for_path(i).is_some())
@@ -32,7 +32,7 @@ impl Session {
     }
 
     /// The present device that would carry path `i`.
-    fn device_for_path(&self, i: usize) -> Option<&DeviceInfo> {
+    pub(super) fn device_for_path(&self, i: usize) -> Option<&DeviceInfo> {
         let p = self.cfg.paths[i];
         self.devices.iter().find(|d| {
             d.port_state == PortState::Active
@@ -59,7 +59,9 @@ impl Session {
             | DeviceEventKind::NetdevAttach => {
                 self.devices.retain(|d| d.id.name != id.name);
                 self.devices.push(ev.device.clone());
-                if self.state() == State::Recovering && self.cfg.role == Role::Initiator {
+                if self.held {
+                    self.refresh_candidates();
+                } else if self.state() == State::Recovering && self.cfg.role == Role::Initiator {
                     // A device-add cuts the backoff short.
                     self.timers.set(TimerKind::Backoff, now);
                 }
@@ -81,6 +83,7 @@ impl Session {
                 if self.is_current_device(id) {
                     self.lose_transport(cause, now);
                 }
+                self.refresh_candidates();
             }
         }
     }
@@ -93,5 +96,6 @@ impl Session {
                 self.lose_transport(DownCause::DeviceRemoved, now);
             }
         }
+        self.refresh_candidates();
     }
 }

@@ -88,6 +88,7 @@ impl Session {
         }
         tracing::info!(session = %self.cfg.id, %cause, epoch = %self.epoch, "transport lost");
         self.counters.losses += 1;
+        self.loss_cause = Some(cause);
         self.events.push_back(SessionEvent::DeviceLost { cause });
         self.actions
             .push_back(Action::TearDown { epoch: self.epoch });
@@ -129,9 +130,10 @@ impl Session {
         self.schedule_attempt(now);
     }
 
-    /// Arm the backoff for the next attempt (initiator only).
+    /// Arm the backoff for the next attempt (initiator only), or hold the
+    /// session for the application's decision (manual recovery).
     fn schedule_attempt(&mut self, now: Timestamp) {
-        if self.cfg.role != Role::Initiator {
+        if self.cfg.role != Role::Initiator || self.hold_if_manual() {
             return;
         }
         let r = self.jitter.next();
@@ -144,12 +146,13 @@ impl Session {
 
     /// Start an attempt if a device can carry one; otherwise keep waiting
     /// (a device-add event will call again).
-    fn try_attempt(&mut self, now: Timestamp) {
-        if self.state() != State::Recovering || self.cfg.role != Role::Initiator {
+    pub(super) fn try_attempt(&mut self, now: Timestamp) {
+        if self.state() != State::Recovering || self.cfg.role != Role::Initiator || self.held {
             return;
         }
         let viable = self.viable_paths();
-        if viable.is_empty() {
+        let named_waits = self.prefer_path.is_some_and(|i| !viable.contains(&i));
+        if viable.is_empty() || named_waits {
             // Reported, not tried: a device event tries again at once.
             tracing::debug!(session = %self.cfg.id, "no device reaches the peer yet");
             self.events.push_back(SessionEvent::AttemptFailed {
@@ -158,9 +161,11 @@ impl Session {
             });
             return;
         }
-        // Prefer the first path when failing back, else keep rotating
-        // from the current one.
-        let pick = if self.cfg.policy.failback {
+        // A path the application named comes first; else the first path
+        // when failing back, else keep rotating from the current one.
+        let pick = if let Some(i) = self.prefer_path.take() {
+            i
+        } else if self.cfg.policy.failback {
             viable[0]
         } else {
             *viable
@@ -201,6 +206,7 @@ impl Session {
     /// Arm the give-up deadline of a session never established
     /// (`first_connect_tmo`, from its start).
     pub(super) fn arm_first_connect_deadline(&mut self, now: Timestamp) {
+        self.first_connect_at = Some(now);
         if let Some(t) = self.cfg.policy.first_connect_tmo {
             self.timers.set(TimerKind::GiveUp, now + t);
         }

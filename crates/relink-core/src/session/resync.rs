@@ -423,7 +423,7 @@ impl Session {
 
     /// Arm the keepalive probe and the silence deadline, as the policy
     /// asks.
-    fn arm_keepalive(&mut self, now: Timestamp) {
+    pub(super) fn arm_keepalive(&mut self, now: Timestamp) {
         if let Some(k) = self.cfg.policy.keepalive {
             self.timers.set(TimerKind::KeepaliveSend, now + k);
         }
@@ -444,6 +444,7 @@ impl Session {
         self.timers.stop(TimerKind::FastFail);
         self.timers.stop(TimerKind::ConnectTimeout);
         self.fast_failing = false;
+        self.decided = false;
         self.was_established = true;
         self.attempt = 0;
         self.refusals = 0;

@@ -35,7 +35,8 @@
 //! is told), [`Pair::transport_down`], [`Pair::restart_target`]; a forged
 //! peer: [`Pair::forged`] answers the initiator's next request,
 //! [`Pair::knock`] sends the target a request of the test's own,
-//! [`Pair::inject`] hands a side raw message bytes.
+//! [`Pair::inject`] hands a side raw message bytes. The application's
+//! decisions: [`Pair::resume`], [`Pair::set_policy`].
 //!
 //! Everything the sessions emit (completions, deliveries, events, actions)
 //! is kept per side for assertions; [`Pair::check`] asserts the invariants
@@ -50,11 +51,11 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
 use relink_core::journal::{Completion, LocalRange, OpKind, Outcome};
-use relink_core::policy::Policy;
+use relink_core::policy::{Policy, PolicyError};
 use relink_core::resources::{RegionSpec, SessionSpec};
 use relink_core::session::{
     Action, HelloVerdict, LocalKeys, OneSided, Path, RequestToken, Role, Session, SessionConfig,
-    SessionEvent,
+    SessionError, SessionEvent,
 };
 use relink_core::state::{DownCause, State, Transition};
 use relink_core::wire::{self, ConnectBytes, ConnectData, RefuseReason, Refused, RejectData};
@@ -560,6 +561,23 @@ impl Pair {
                 payload: payload.to_vec(),
             },
         )
+    }
+
+    /// The application resumes a held session at `who` (`path`: the path
+    /// it names), nothing runs yet.
+    pub fn resume(&mut self, who: Who, path: Option<usize>) -> Result<(), SessionError> {
+        let now = self.now;
+        let r = self.session(who).resume(path, now);
+        self.collect(who);
+        r
+    }
+
+    /// `who`'s session takes `policy` (nothing runs yet).
+    pub fn set_policy(&mut self, who: Who, policy: Policy) -> Result<(), PolicyError> {
+        let now = self.now;
+        let r = self.session(who).set_policy(policy, now);
+        self.collect(who);
+        r
     }
 
     /// Admin close of one side.

@@ -385,6 +385,7 @@ impl Node {
             last_delivered: core.last_delivered(),
             next_timeout: core.poll_timeout(),
             closing_deadline: core.closing_deadline(),
+            awaiting_decision: core.awaiting_decision(),
             counters: core.counters(),
         })
     }

@@ -14,6 +14,8 @@
 //! | [`Node::send`](super::Node::send), [`write`](super::Node::write), [`read`](super::Node::read), [`fetch_add`](super::Node::fetch_add), [`cmp_swap`](super::Node::cmp_swap), [`submit`](super::Node::submit) | [`SubmitError`] |
 //! | [`Node::region`](super::Node::region) | [`RegionError`] |
 //! | [`Node::close`](super::Node::close) | [`CloseError`] |
+//! | [`Node::resume`](super::Node::resume), [`resume_on`](super::Node::resume_on) | [`ResumeError`] |
+//! | [`Node::set_policy`](super::Node::set_policy) | [`SetPolicyError`] |
 //!
 //! What happens to a session after the call succeeded (a failed attempt,
 //! a give-up, a lost peer) is not an error of a call: it comes out of
@@ -195,4 +197,39 @@ pub enum CloseError {
     /// The node has no session of this handle (never made, or reaped).
     #[error("no session {0:?}")]
     NoSession(SessionHandle),
+}
+
+/// Why [`Node::resume`](super::Node::resume) or
+/// [`Node::resume_on`](super::Node::resume_on) did nothing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ResumeError {
+    /// The node has no session of this handle (never made, or reaped).
+    #[error("no session {0:?}")]
+    NoSession(SessionHandle),
+    /// The session is not held for a decision (automatic, connected, already
+    /// resumed, or ended): nothing to resume. Its state is given.
+    #[error("the session is not awaiting a decision (it is {0})")]
+    NotAwaitingDecision(State),
+    /// The path index is not one of the session's paths.
+    #[error("no path {index}: the session has {paths}")]
+    NoSuchPath {
+        /// The index given.
+        index: usize,
+        /// How many paths the session has.
+        paths: usize,
+    },
+}
+
+/// Why [`Node::set_policy`](super::Node::set_policy) left the session's
+/// policy unchanged.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SetPolicyError {
+    /// The node has no session of this handle (never made, or reaped).
+    #[error("no session {0:?}")]
+    NoSession(SessionHandle),
+    /// A policy key is out of range (the key is named).
+    #[error("invalid policy")]
+    Policy(#[source] PolicyError),
 }

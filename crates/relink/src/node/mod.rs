@@ -43,6 +43,7 @@ mod backlog;
 mod closing;
 mod cm;
 mod completions;
+mod decision;
 mod error;
 mod options;
 mod output;
@@ -53,7 +54,10 @@ mod transport;
 mod wait;
 mod wr;
 
-pub use error::{CloseError, ConnectError, ListenError, OptionsError, RegionError, SubmitError};
+pub use error::{
+    CloseError, ConnectError, ListenError, OptionsError, RegionError, ResumeError, SetPolicyError,
+    SubmitError,
+};
 pub use options::{
     Footprint, ListenerHandle, SessionHandle, SessionInfo, SessionOptions, SessionOptionsBuilder,
 };
@@ -149,6 +153,7 @@ impl Randomness {
 /// |---|---|
 /// | make sessions | [`connect`](Node::connect), [`listen`](Node::listen) (then [`accept`](Node::accept)), [`close_listener`](Node::close_listener) |
 /// | commands | [`send`](Node::send), [`write`](Node::write), [`read`](Node::read), [`fetch_add`](Node::fetch_add), [`cmp_swap`](Node::cmp_swap), [`submit`](Node::submit), [`close`](Node::close) |
+/// | the application decides | [`resume`](Node::resume), [`resume_on`](Node::resume_on) (a session held by [`RecoveryMode::Manual`](crate::RecoveryMode::Manual)), [`set_policy`](Node::set_policy) (effective in an outage under way) |
 /// | progress | [`poll`](Node::poll), [`wait`](Node::wait), [`wait_for`](Node::wait_for), [`run_until`](Node::run_until), [`run_for`](Node::run_for); for an event loop of the application's: [`event_fd`](Node::event_fd), [`next_deadline`](Node::next_deadline) |
 /// | outputs (take each until `None` after progress) | [`accept`](Node::accept), [`poll_event`](Node::poll_event), [`poll_completion`](Node::poll_completion), [`poll_delivery`](Node::poll_delivery), [`poll_delivery_into`](Node::poll_delivery_into) |
 /// | getters | [`state`](Node::state), [`counters`](Node::counters), [`session_info`](Node::session_info), [`options`](Node::options), [`device`](Node::device), [`region`](Node::region), [`sessions`](Node::sessions), [`listener_active`](Node::listener_active), [`footprint`](Node::footprint), [`now`](Node::now), [`provider`](Node::provider) |

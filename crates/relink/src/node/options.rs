@@ -275,6 +275,10 @@ pub struct SessionInfo {
     /// ([`Node::close_gracefully`](super::Node::close_gracefully)): when it
     /// closes whatever is still pending.
     pub closing_deadline: Option<Timestamp>,
+    /// Whether the session is held for the application's decision
+    /// ([`RecoveryMode::Manual`](crate::RecoveryMode::Manual)):
+    /// [`Node::resume`](super::Node::resume) lets it recover.
+    pub awaiting_decision: bool,
     /// The session's counters.
     pub counters: Counters,
 }
