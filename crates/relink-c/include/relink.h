@@ -126,6 +126,10 @@ typedef enum {
   // Connection attempt number `attempt` failed (`text` says why); the
   // policy retries until its deadline.
   RELINK_EVENT_ATTEMPT_FAILED = 9,
+  // Manual recovery: the transport was lost and the session waits for
+  // the application (`relink_resume`, `relink_close`); `attempt` is the
+  // number of paths a present device can carry now, `text` names them.
+  RELINK_EVENT_AWAITING_DECISION = 10,
   // An event this header does not name; `text` describes it.
   RELINK_EVENT_OTHER = 99,
 } relink_event_kind;
@@ -668,6 +672,15 @@ relink_status relink_options_set_connect_data(relink_options *options,
                                               const void *data,
                                               uintptr_t len);
 
+// Who decides a recovery: 0 (the default) relink, at once; non-zero the
+// application: after a loss an established session keeps its operations
+// queued, reports `RELINK_EVENT_AWAITING_DECISION`, and makes no attempt
+// until `relink_resume` (or `relink_close`, or its give-up deadline).
+//
+// # Safety
+// `options` is live options.
+relink_status relink_options_set_manual_recovery(relink_options *options, int32_t on);
+
 // Take the next completion of a session: `RELINK_OK` and `*out` filled,
 // or `RELINK_EMPTY` when none waits (also for a session that does not
 // exist: never made, or ended and reaped).
@@ -792,6 +805,30 @@ relink_status relink_session_state(relink_node *node, relink_session session, re
 relink_status relink_session_counters(relink_node *node,
                                       relink_session session,
                                       relink_counters *out);
+
+// Resume a session that awaits the application's decision (manual
+// recovery, `RELINK_EVENT_AWAITING_DECISION`): it recovers as an automatic
+// one does. `path` is the index of the path to use (0 for the one given
+// to `relink_connect`), or -1 for any. `RELINK_ERR_SESSION` if it awaits
+// no decision.
+//
+// # Safety
+// `node` is a live node.
+relink_status relink_resume(relink_node *node, relink_session session, int64_t path);
+
+// Change a live session's give-up deadline (`ms` after the loss, or after
+// the first connect while never established; negative: never) and its
+// recovery mode (`manual` non-zero: the application decides). Takes
+// effect in the current outage: an extended deadline keeps a recovering
+// session alive past the old one; manual to automatic while a decision is
+// awaited starts recovering at once.
+//
+// # Safety
+// `node` is a live node.
+relink_status relink_session_set_recovery(relink_node *node,
+                                          relink_session session,
+                                          int64_t give_up_ms,
+                                          int32_t manual);
 
 // Add soft device `name` owning `cidr` (e.g. `"127.0.0.2/8"`) to the
 // directory `dir` (NULL: the default directory).

@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
-use relink_rs::{Access, DeviceMatch, RegionId, RegionOptions, SessionOptions, MAX_CONNECT_DATA};
+use relink_rs::{
+    Access, DeviceMatch, RecoveryMode, RegionId, RegionOptions, SessionOptions, MAX_CONNECT_DATA,
+};
 
 use crate::status::*;
 
@@ -442,3 +444,28 @@ pub unsafe extern "C" fn relink_options_set_connect_data(
 /// The most bytes of connect data (`relink_options_set_connect_data`).
 pub const RELINK_MAX_CONNECT_DATA: usize = 33;
 const _: () = assert!(RELINK_MAX_CONNECT_DATA == MAX_CONNECT_DATA);
+
+/// Who decides a recovery: 0 (the default) relink, at once; non-zero the
+/// application: after a loss an established session keeps its operations
+/// queued, reports `RELINK_EVENT_AWAITING_DECISION`, and makes no attempt
+/// until `relink_resume` (or `relink_close`, or its give-up deadline).
+///
+/// # Safety
+/// `options` is live options.
+#[no_mangle]
+pub unsafe extern "C" fn relink_options_set_manual_recovery(
+    options: *mut relink_options,
+    on: i32,
+) -> relink_status {
+    // SAFETY: the caller's contract.
+    unsafe {
+        change(options, |o| {
+            o.policy.recovery = if on != 0 {
+                RecoveryMode::Manual
+            } else {
+                RecoveryMode::Automatic
+            };
+            Ok(())
+        })
+    }
+}

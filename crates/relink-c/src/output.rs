@@ -217,6 +217,10 @@ pub enum relink_event_kind {
     /// Connection attempt number `attempt` failed (`text` says why); the
     /// policy retries until its deadline.
     RELINK_EVENT_ATTEMPT_FAILED = 9,
+    /// Manual recovery: the transport was lost and the session waits for
+    /// the application (`relink_resume`, `relink_close`); `attempt` is the
+    /// number of paths a present device can carry now, `text` names them.
+    RELINK_EVENT_AWAITING_DECISION = 10,
     /// An event this header does not name; `text` describes it.
     RELINK_EVENT_OTHER = 99,
 }
@@ -295,6 +299,15 @@ fn event(e: &SessionEvent) -> relink_event {
         SessionEvent::Disconnected => {
             out.kind = RELINK_EVENT_DISCONNECTED;
             "disconnected".to_string()
+        }
+        SessionEvent::AwaitingDecision { cause, candidates } => {
+            out.kind = RELINK_EVENT_AWAITING_DECISION;
+            out.attempt = u32::try_from(candidates.len()).unwrap_or(u32::MAX);
+            let names: Vec<String> = candidates
+                .iter()
+                .map(|c| format!("path {} on {}", c.path_index, c.device.name))
+                .collect();
+            format!("awaiting decision after {cause}: {}", names.join(", "))
         }
         SessionEvent::AttemptFailed { attempt, reason } => {
             out.kind = RELINK_EVENT_ATTEMPT_FAILED;

@@ -361,3 +361,70 @@ pub unsafe extern "C" fn relink_session_counters(
         Ok(RELINK_OK)
     })
 }
+
+/// Resume a session that awaits the application's decision (manual
+/// recovery, `RELINK_EVENT_AWAITING_DECISION`): it recovers as an automatic
+/// one does. `path` is the index of the path to use (0 for the one given
+/// to `relink_connect`), or -1 for any. `RELINK_ERR_SESSION` if it awaits
+/// no decision.
+///
+/// # Safety
+/// `node` is a live node.
+#[no_mangle]
+pub unsafe extern "C" fn relink_resume(
+    node: *mut relink_node,
+    session: relink_session,
+    path: i64,
+) -> relink_status {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let n = unsafe { node_mut(node)? };
+        let s = SessionHandle(session);
+        match usize::try_from(path) {
+            Ok(p) => n.node.resume_on(s, p)?,
+            Err(_) => n.node.resume(s)?,
+        }
+        Ok(RELINK_OK)
+    })
+}
+
+/// Change a live session's give-up deadline (`ms` after the loss, or after
+/// the first connect while never established; negative: never) and its
+/// recovery mode (`manual` non-zero: the application decides). Takes
+/// effect in the current outage: an extended deadline keeps a recovering
+/// session alive past the old one; manual to automatic while a decision is
+/// awaited starts recovering at once.
+///
+/// # Safety
+/// `node` is a live node.
+#[no_mangle]
+pub unsafe extern "C" fn relink_session_set_recovery(
+    node: *mut relink_node,
+    session: relink_session,
+    give_up_ms: i64,
+    manual: i32,
+) -> relink_status {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let n = unsafe { node_mut(node)? };
+        let s = SessionHandle(session);
+        let mut policy = n
+            .node
+            .options(s)
+            .ok_or_else(|| Fail::new(RELINK_ERR_NO_SESSION, format!("no session {session}")))?
+            .policy
+            .clone();
+        let deadline = u64::try_from(give_up_ms)
+            .ok()
+            .map(std::time::Duration::from_millis);
+        policy.ctrl_loss_tmo = deadline;
+        policy.first_connect_tmo = deadline;
+        policy.recovery = if manual != 0 {
+            relink_rs::RecoveryMode::Manual
+        } else {
+            relink_rs::RecoveryMode::Automatic
+        };
+        n.node.set_policy(s, policy)?;
+        Ok(RELINK_OK)
+    })
+}

@@ -138,6 +138,27 @@ impl From<relink_rs::RegionError> for Fail {
     }
 }
 
+impl From<relink_rs::ResumeError> for Fail {
+    fn from(e: relink_rs::ResumeError) -> Fail {
+        let status = match &e {
+            relink_rs::ResumeError::NoSession(_) => RELINK_ERR_NO_SESSION,
+            relink_rs::ResumeError::NoSuchPath { .. } => RELINK_ERR_ARGUMENT,
+            _ => RELINK_ERR_SESSION,
+        };
+        Fail::new(status, chain(&e))
+    }
+}
+
+impl From<relink_rs::SetPolicyError> for Fail {
+    fn from(e: relink_rs::SetPolicyError) -> Fail {
+        let status = match &e {
+            relink_rs::SetPolicyError::NoSession(_) => RELINK_ERR_NO_SESSION,
+            _ => RELINK_ERR_OPTIONS,
+        };
+        Fail::new(status, chain(&e))
+    }
+}
+
 impl From<relink_rs::CloseError> for Fail {
     fn from(e: relink_rs::CloseError) -> Fail {
         Fail::new(RELINK_ERR_NO_SESSION, chain(&e))

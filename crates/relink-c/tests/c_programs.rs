@@ -208,3 +208,16 @@ fn ping_pong_across_two_processes_survives_resets_on_both_sides() {
     assert_eq!(field(&sr, "answered"), 2000);
     let _ = std::fs::remove_dir_all(&root);
 }
+
+/// `tests/c/manual.c`: manual recovery from C — a held session keeps its
+/// messages and makes no attempt until `relink_resume`, then delivers
+/// each exactly once; the live recovery policy.
+#[test]
+fn manual_recovery_from_c_waits_for_resume() {
+    let exe = build(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/manual.c"),
+        "manual",
+    );
+    let out = run(&mut Command::new(exe), "manual");
+    assert!(out.contains("manual: ok"), "{out}");
+}
