@@ -93,7 +93,7 @@ pub enum ReplyFault {
     Malformed(#[source] WireError),
     /// A Welcome (the answer to a Hello) to a Resume, or for another
     /// session.
-    #[error("a welcome that answers no hello of this session")]
+    #[error("a welcome that answers none of the hellos sent")]
     UnexpectedWelcome,
     /// A Resumed (the answer to a Resume) to a Hello.
     #[error("a resume reply to a hello")]

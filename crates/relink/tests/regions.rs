@@ -151,7 +151,7 @@ fn one_memory_shared_by_two_sessions_takes_writes_through_both_across_resets() {
     // slot 64 * round of the one source.
     let write_all = |sim: &mut Sim, round: u64, source: &Memory| {
         for (i, &s) in sessions.iter().enumerate() {
-            let record = format!("round {round} through session {i}");
+            let record = format!("round {round} via sender {i}");
             let at = 64 * (2 * round + i as u64);
             source.write(at as usize, record.as_bytes()).unwrap();
             let len = record.len() as u32;
@@ -164,7 +164,7 @@ fn one_memory_shared_by_two_sessions_takes_writes_through_both_across_resets() {
     };
     let check_all = |round: u64| {
         for i in 0..2u64 {
-            let record = format!("round {round} through session {i}");
+            let record = format!("round {round} via sender {i}");
             let got = shared
                 .read_vec((4096 * i + 64 * round) as usize, record.len())
                 .unwrap();
@@ -214,7 +214,7 @@ fn one_memory_shared_by_two_sessions_takes_writes_through_both_across_resets() {
     // The sessions keep the memory alive without the application's handle.
     drop(source);
     let kept = sim.node(INITIATOR).region(sessions[0], LOCAL).unwrap();
-    assert_eq!(kept.read_vec(64, 25).unwrap(), b"round 0 through session 1");
+    assert_eq!(kept.read_vec(64, 20).unwrap(), b"round 0 via sender 1");
 }
 
 /// A region that cannot be registered is refused when the session is made,
