@@ -173,6 +173,20 @@ impl End {
         }
     }
 
+    /// Post one receive per slot of `size` bytes of `mem`, slots
+    /// `0..slots`, each with its slot number as its `wr_id`; panics if the
+    /// post fails.
+    #[track_caller]
+    pub fn post_slot_recvs(&self, h: &Harness<'_>, slots: usize, size: usize) {
+        let recvs: Vec<RecvWr> = (0..slots)
+            .map(|slot| RecvWr {
+                wr_id: slot as u64,
+                sgl: vec![self.sge(slot * size, size as u32)],
+            })
+            .collect();
+        self.post_recv(h, &recvs);
+    }
+
     /// Post receives to this end's SRQ; panics if the end has none or the
     /// post fails.
     #[track_caller]

@@ -198,14 +198,9 @@ impl<'r> PingPongLoop<'r> {
         );
         let conn = Conn::connect(rig, &opts);
         for side in Side::ALL {
-            let end = conn.pair.end(side);
-            let recvs: Vec<RecvWr> = (0..RECV_DEPTH)
-                .map(|slot| RecvWr {
-                    wr_id: slot as u64,
-                    sgl: vec![end.sge(slot * spec.size, spec.size as u32)],
-                })
-                .collect();
-            end.post_recv(&conn.h, &recvs);
+            conn.pair
+                .end(side)
+                .post_slot_recvs(&conn.h, RECV_DEPTH, spec.size);
         }
         PingPongLoop {
             conn,

@@ -39,14 +39,9 @@ impl<'r> SendLoop<'r> {
             recv_depth,
         );
         let conn = Conn::connect(rig, &opts);
-        let tgt = &conn.pair.target;
-        let recvs: Vec<RecvWr> = (0..recv_depth)
-            .map(|slot| RecvWr {
-                wr_id: slot as u64,
-                sgl: vec![tgt.sge(slot * spec.size, spec.size as u32)],
-            })
-            .collect();
-        tgt.post_recv(&conn.h, &recvs);
+        conn.pair
+            .target
+            .post_slot_recvs(&conn.h, recv_depth, spec.size);
         SendLoop {
             conn,
             spec,
