@@ -128,22 +128,20 @@ static void server_start(server *sv, relink_node *n, const char *addr) {
 
 /* Answer one ping. */
 static void server_answer(server *sv, const char *buf, size_t len, uint64_t seq) {
-  {
-    if (len != MSG || memcmp(buf, "ping ", 5) != 0) {
-      fprintf(stderr, "ping_pong: server: bad message %" PRIu64 "\n", seq);
-      exit(1);
-    }
-    uint64_t written = 0;
-    check(relink_region_read(sv->node, sv->session, REGION, 0,
-                             &written, sizeof written),
-          "region read");
-    char reply[MSG];
-    memset(reply, 0, sizeof reply);
-    snprintf(reply, sizeof reply, "pong %.20s %" PRIu64, buf + 5, written);
-    check(relink_send(sv->node, sv->session, reply, MSG, NULL),
-          "send pong");
-    sv->answered++;
+  if (len != MSG || memcmp(buf, "ping ", 5) != 0) {
+    fprintf(stderr, "ping_pong: server: bad message %" PRIu64 "\n", seq);
+    exit(1);
   }
+  uint64_t written = 0;
+  check(relink_region_read(sv->node, sv->session, REGION, 0,
+                           &written, sizeof written),
+        "region read");
+  char reply[MSG];
+  memset(reply, 0, sizeof reply);
+  snprintf(reply, sizeof reply, "pong %.20s %" PRIu64, buf + 5, written);
+  check(relink_send(sv->node, sv->session, reply, MSG, NULL),
+        "send pong");
+  sv->answered++;
 }
 
 /* Take everything the server's node produced, of every session, with the

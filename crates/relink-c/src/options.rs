@@ -423,15 +423,15 @@ pub unsafe extern "C" fn relink_options_set_connect_data(
     data: *const std::ffi::c_void,
     len: usize,
 ) -> relink_status {
-    let bytes = if len == 0 || data.is_null() {
+    if len != 0 && data.is_null() {
+        return guard(|| Err(Fail::arg("`data` is NULL")));
+    }
+    let bytes = if len == 0 {
         Vec::new()
     } else {
         // SAFETY: non-NULL, valid for `len` bytes by the contract.
         unsafe { std::slice::from_raw_parts(data.cast::<u8>(), len) }.to_vec()
     };
-    if len != 0 && data.is_null() {
-        return guard(|| Err(Fail::arg("`data` is NULL")));
-    }
     // SAFETY: the caller's contract.
     unsafe {
         change(options, |o| {
