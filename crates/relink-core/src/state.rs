@@ -16,7 +16,17 @@
 //!
 //!   any live state ──give-up deadline / stranger peer──► Failed
 //!   any state ──disconnect──► Closed
+//!
+//!   Established ──suspend (both ends quiet)──► Suspended ──resume──► Recovering
+//!   Recovering ──suspend──► Suspended ──close──► Closed
 //! ```
+//!
+//! A planned outage takes the connection down once both ends are quiet
+//! (`session/planned.rs`): a drain moves an established session through
+//! Recovering (cause [`DownCause::Planned`]) straight into an attempt on
+//! another path; a suspend parks it in Suspended — no attempt, no give-up
+//! deadline — until the initiator resumes it (the target's half waits in
+//! Suspended for that resume).
 //!
 //! A target-side session takes the same path without driving attempts: a
 //! valid resume request moves it from Recovering to Reconnecting (from any
@@ -57,6 +67,10 @@ pub enum State {
     Reconnecting,
     /// Reconnected; re-advertising buffers and replaying.
     Resyncing,
+    /// Taken down on purpose (a suspend): no attempt and no give-up
+    /// deadline until the initiator resumes it. Operations submitted
+    /// meanwhile wait.
+    Suspended,
     /// Gave up (deadline, stranger peer, refused); operations failed.
     Failed,
     /// Closed by the application or an administrator.
@@ -78,6 +92,7 @@ impl State {
             State::Recovering => "recovering",
             State::Reconnecting => "reconnecting",
             State::Resyncing => "resyncing",
+            State::Suspended => "suspended",
             State::Failed => "failed",
             State::Closed => "closed",
         }
@@ -114,6 +129,9 @@ pub enum DownCause {
     /// The connection was established but the in-band handshake (buffer
     /// advertisements) did not finish within the connect timeout.
     ResyncTimeout,
+    /// Taken down on purpose once both ends were quiet: a drain moving the
+    /// session to another path, or a suspend. Not a loss.
+    Planned,
 }
 
 impl fmt::Display for DownCause {
@@ -128,6 +146,7 @@ impl fmt::Display for DownCause {
             DownCause::Completion(s) => write!(f, "completion error: {}", s.name()),
             DownCause::KeepaliveTimeout => f.write_str("keepalive timeout"),
             DownCause::ResyncTimeout => f.write_str("resync timed out"),
+            DownCause::Planned => f.write_str("planned (drain or suspend)"),
         }
     }
 }
@@ -154,6 +173,11 @@ pub enum Cause {
     PeerLost(PeerLostReason),
     /// An explicit disconnect (API or admin).
     Disconnect,
+    /// Suspended on purpose (by the application at either end).
+    Suspend,
+    /// A suspended session was resumed (by the application, or at the
+    /// target by the initiator's resume).
+    Resume,
 }
 
 impl fmt::Display for Cause {
@@ -168,6 +192,8 @@ impl fmt::Display for Cause {
             Cause::GaveUp => f.write_str("gave up"),
             Cause::PeerLost(w) => write!(f, "peer lost: {w}"),
             Cause::Disconnect => f.write_str("disconnect"),
+            Cause::Suspend => f.write_str("suspend"),
+            Cause::Resume => f.write_str("resume"),
         }
     }
 }
@@ -213,9 +239,11 @@ pub const TRANSITIONS: &[(State, State)] = &[
     (Established, Recovering),
     (Established, Failed),
     (Established, Closed),
+    (Established, Suspended),
     (Recovering, Reconnecting),
     (Recovering, Failed),
     (Recovering, Closed),
+    (Recovering, Suspended),
     (Reconnecting, Resyncing),
     (Reconnecting, Recovering),
     (Reconnecting, Failed),
@@ -224,6 +252,8 @@ pub const TRANSITIONS: &[(State, State)] = &[
     (Resyncing, Recovering),
     (Resyncing, Failed),
     (Resyncing, Closed),
+    (Suspended, Recovering),
+    (Suspended, Closed),
     (Failed, Closed),
 ];
 
@@ -284,13 +314,14 @@ impl Machine {
 mod tests {
     use super::*;
 
-    const ALL: [State; 8] = [
+    const ALL: [State; 9] = [
         Idle,
         Connecting,
         Established,
         Recovering,
         Reconnecting,
         Resyncing,
+        Suspended,
         Failed,
         Closed,
     ];
@@ -312,15 +343,16 @@ mod tests {
             s.push('\n');
         }
         let expected = "\
-from\\to       idl con est rec rec res fai clo
-idle            .   x   .   .   .   .   .   x
-connecting      .   .   x   x   .   .   x   x
-established     .   .   .   x   .   .   x   x
-recovering      .   .   .   .   x   .   x   x
-reconnecting    .   .   .   x   .   x   x   x
-resyncing       .   .   x   x   .   .   x   x
-failed          .   .   .   .   .   .   .   x
-closed          .   .   .   .   .   .   .   .
+from\\to       idl con est rec rec res sus fai clo
+idle            .   x   .   .   .   .   .   .   x
+connecting      .   .   x   x   .   .   .   x   x
+established     .   .   .   x   .   .   x   x   x
+recovering      .   .   .   .   x   .   x   x   x
+reconnecting    .   .   .   x   .   x   .   x   x
+resyncing       .   .   x   x   .   .   .   x   x
+suspended       .   .   .   x   .   .   .   .   x
+failed          .   .   .   .   .   .   .   .   x
+closed          .   .   .   .   .   .   .   .   .
 ";
         assert_eq!(s, expected, "\n{s}");
     }

@@ -23,11 +23,14 @@ pub enum TimerKind {
     /// A graceful close ([`Session::close_gracefully`](crate::session::Session::close_gracefully))
     /// stops waiting for the pending operations.
     CloseDeadline,
+    /// A drain or suspend stops waiting for the peer's `Quiesced` and
+    /// takes the connection down anyway.
+    QuiesceDeadline,
 }
 
 impl TimerKind {
     /// Every kind, in table order.
-    pub const ALL: [TimerKind; 8] = [
+    pub const ALL: [TimerKind; 9] = [
         TimerKind::Backoff,
         TimerKind::GiveUp,
         TimerKind::FastFail,
@@ -36,6 +39,7 @@ impl TimerKind {
         TimerKind::KeepaliveDeadline,
         TimerKind::AckDelay,
         TimerKind::CloseDeadline,
+        TimerKind::QuiesceDeadline,
     ];
 
     fn index(self) -> usize {

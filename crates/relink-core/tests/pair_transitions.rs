@@ -363,6 +363,67 @@ scenarios! {
         p
     }
 
+    /// A suspend: both ends quiesce, then the initiator takes the
+    /// connection down and both halves are suspended, not lost.
+    established_to_suspended: Ini Established -> Suspended => {
+        let mut p = Pair::connected(Setup::default());
+        let op = p.send(Who::Ini, b"before");
+        p.suspend(Who::Ini).expect("suspend");
+        p.settle();
+        assert_eq!(p.transition(Who::Ini, State::Established, State::Suspended).cause, Cause::Suspend);
+        assert_eq!(p.transition(Who::Tgt, State::Established, State::Suspended).cause, Cause::Suspend);
+        assert!(p.emitted(Who::Tgt, |e| *e == SessionEvent::Suspended));
+        assert_eq!(p.outcome(Who::Ini, op), Outcome::Success { replayed: false });
+        assert_eq!(p.session(Who::Ini).counters().losses, 0);
+        p
+    }
+
+    /// Suspending a recovering session parks it at once: the attempts
+    /// and the give-up deadline stop.
+    recovering_to_suspended: Ini Recovering -> Suspended => {
+        let policy = Policy::builder().ctrl_loss_tmo(Some(Duration::from_secs(1))).build().expect("valid policy");
+        let mut p = Pair::connected(Setup::with_policy(policy));
+        lose_initiator_device(&mut p);
+        p.suspend(Who::Ini).expect("suspend");
+        p.advance(Duration::from_secs(5));
+        assert_eq!(p.transition(Who::Ini, State::Recovering, State::Suspended).cause, Cause::Suspend);
+        assert_eq!(p.state(Who::Ini), State::Suspended, "no give-up while suspended");
+        p
+    }
+
+    /// Resuming a suspended session recovers it (an attempt at once); the
+    /// target's half follows on the resume.
+    suspended_to_recovering: Ini Suspended -> Recovering => {
+        let mut p = Pair::connected(Setup::default());
+        p.suspend(Who::Ini).expect("suspend");
+        p.settle();
+        let op = p.send(Who::Ini, b"while suspended");
+        p.advance(Duration::from_secs(700));
+        assert_eq!(p.state(Who::Tgt), State::Suspended, "the target waits, however long");
+        p.resume(Who::Ini, None).expect("resume");
+        p.settle();
+        assert_eq!(p.transition(Who::Ini, State::Suspended, State::Recovering).cause, Cause::Resume);
+        assert_eq!(p.transition(Who::Tgt, State::Suspended, State::Recovering).cause, Cause::Resume);
+        assert_eq!(p.state(Who::Ini), State::Established);
+        assert_eq!(p.outcome(Who::Ini, op), Outcome::Success { replayed: false });
+        assert_eq!(p.delivered(Who::Tgt), vec![b"while suspended".to_vec()]);
+        p
+    }
+
+    /// A suspended session closes at once; the peer's half, suspended too,
+    /// waits for a resume that never comes until it is closed itself.
+    suspended_to_closed: Ini Suspended -> Closed => {
+        let mut p = Pair::connected(Setup::default());
+        p.suspend(Who::Ini).expect("suspend");
+        p.settle();
+        let op = p.send(Who::Ini, b"never sent");
+        p.close(Who::Ini);
+        p.settle();
+        assert_eq!(p.transition(Who::Ini, State::Suspended, State::Closed).cause, Cause::Disconnect);
+        assert_eq!(p.outcome(Who::Ini, op), Outcome::Failed(OpError::Disconnected));
+        p
+    }
+
     /// A failed session can still be closed (the application releases it);
     /// its operations were completed once already.
     failed_to_closed: Ini Failed -> Closed => {

@@ -148,9 +148,10 @@ mod node;
 pub use async_node::AsyncNode;
 
 pub use node::{
-    Accepted, CloseError, ConnectError, Footprint, ListenError, ListenerHandle, Node, OptionsError,
-    Output, RegionError, RegionOptions, ResumeError, SessionHandle, SessionInfo, SessionOptions,
-    SessionOptionsBuilder, SetPolicyError, ShutdownSummary, SubmitError,
+    Accepted, CloseError, ConnectError, DrainReport, Footprint, ListenError, ListenerHandle, Node,
+    OptionsError, Output, RegionError, RegionOptions, ResumeError, SessionHandle, SessionInfo,
+    SessionOptions, SessionOptionsBuilder, SetPolicyError, ShutdownSummary, SubmitError,
+    SuspendError,
 };
 pub use relink_core::journal::{Completion, LocalRange, OpError, OpKind, Outcome};
 pub use relink_core::keys::KeyError;
@@ -160,7 +161,7 @@ pub use relink_core::policy::{
 pub use relink_core::reason::{
     AttemptFailure, CmCall, PeerLostReason, ProviderFailure, ReplyFault, TransportObject,
 };
-pub use relink_core::session::{Candidate, Counters, Path, Role, SessionError, SessionEvent};
+pub use relink_core::session::{Candidate, Counters, Path, Plan, Role, SessionError, SessionEvent};
 pub use relink_core::state::{Cause, DownCause, IllegalTransition, State, Transition};
 pub use relink_core::wire::{RefuseReason, MAX_CONNECT_DATA};
 pub use relink_core::{BufferToken, Epoch, Incarnation, OpId, RegionId, Seq, SessionId};

@@ -129,6 +129,7 @@ impl Session {
         self.current_device = None;
         self.timers.clear();
         self.closing = None;
+        self.planned = None;
         if self.state() != State::Failed {
             // A failed session's operations were completed when it failed.
             let cs = self.journal.fail_all(OpError::Disconnected);

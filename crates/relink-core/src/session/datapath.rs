@@ -78,7 +78,7 @@ impl Session {
     /// Post what may be posted: queued and replayed operations in order,
     /// within the peer's receive credits.
     pub(super) fn pump(&mut self, _now: Timestamp) {
-        if self.state() != State::Established {
+        if self.state() != State::Established || self.quiescing() {
             return;
         }
         let credits = u64::from(self.cfg.spec.recv_slots)
@@ -252,6 +252,7 @@ impl Session {
         // session is not established).
         if freed {
             self.pump(now);
+            self.settle_quiesce(now);
         }
         self.settle_closing(now);
     }
@@ -322,6 +323,9 @@ impl Session {
                 self.close_inner(now, false);
                 return;
             }
+            MsgBody::Quiesce { purpose } => self.on_quiesce(purpose, now),
+            MsgBody::Quiesced => self.on_quiesced(now),
+            MsgBody::MoveRequest => self.on_move_request(now),
             MsgBody::Keepalive { nonce } => {
                 self.send_control(|ack, out| {
                     wire::encode_keepalive_reply(ack, nonce, out);

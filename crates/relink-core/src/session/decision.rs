@@ -118,7 +118,8 @@ impl Session {
     /// [`SessionError::NotAwaitingDecision`] if the session is not held;
     /// [`SessionError::NoSuchPath`] if `path` is not an index of its paths.
     pub fn resume(&mut self, path: Option<usize>, now: Timestamp) -> Result<(), SessionError> {
-        if !self.held {
+        let suspended = self.state() == State::Suspended && self.cfg.role == Role::Initiator;
+        if !self.held && !suspended {
             return Err(SessionError::NotAwaitingDecision(self.state()));
         }
         if let Some(index) = path {
@@ -129,6 +130,10 @@ impl Session {
                 });
             }
             self.path_index = index;
+        }
+        if suspended {
+            self.resume_suspended(path, now);
+            return Ok(());
         }
         tracing::info!(session = %self.cfg.id, ?path, "resumed by the application");
         self.prefer_path = path;

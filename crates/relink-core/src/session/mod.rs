@@ -45,13 +45,14 @@
 //! | `session/paths.rs` | [`Path`]; the devices present and which of them can carry which path |
 //! | `session/recovery.rs` | the first connect, losing the transport, attempts and their backoff, the timers, give-up |
 //! | `session/decision.rs` | manual recovery (held for the application's decision, [`Session::resume`], [`Candidate`]) and [`Session::set_policy`] |
+//! | `session/planned.rs` | planned outages: a drain ([`Session::drain_device`]) and a suspend ([`Session::suspend`]), the quiesce handshake that takes the connection down with nothing in flight |
 //! | `session/closing.rs` | the admin close, the graceful close (pending operations finish first, up to a deadline), the peer's goodbye |
 //! | `session/resync.rs` | the resume handshake of both roles and the advertisement exchange that ends in `Established` |
 //! | `session/datapath.rs` | [`Session::submit`], posting within the peer's credits, send and receive completions, acks and control messages |
 
 use std::collections::{BTreeSet, VecDeque};
 
-use relink_fabric::{DeviceInfo, Guid, Timestamp};
+use relink_fabric::{DeviceId, DeviceInfo, Guid, Timestamp};
 
 use crate::auth::SessionSecret;
 use crate::buffers::SpareBuffers;
@@ -71,12 +72,14 @@ mod datapath;
 mod decision;
 mod output;
 mod paths;
+mod planned;
 mod recovery;
 mod resync;
 
 pub use decision::Candidate;
 pub use output::{Action, Counters, OneSided, SessionEvent};
 pub use paths::Path;
+pub use planned::Plan;
 pub use resync::{HelloVerdict, LocalKeys, RequestToken};
 
 use recovery::Jitter;
@@ -241,6 +244,15 @@ pub struct Session {
     /// How many operations the session's end completed because they were
     /// still pending ([`Session::ended_pending`]).
     ended_pending: usize,
+    /// A planned outage (drain or suspend) under way: the pump posts
+    /// nothing new while both ends quiesce (`session/planned.rs`).
+    planned: Option<planned::Planned>,
+    /// Devices being drained ([`Session::drain_device`]): no path they
+    /// carry is viable.
+    draining: Vec<DeviceId>,
+    /// A suspend was asked for and the transport was lost meanwhile: the
+    /// session parks instead of recovering.
+    suspend_after_loss: bool,
 
     // -- the peer -----------------------------------------------------------
     /// The secret that authenticates resumes: issued by the target in its
@@ -334,6 +346,9 @@ impl Session {
             was_established: false,
             closing: None,
             ended_pending: 0,
+            planned: None,
+            draining: Vec::new(),
+            suspend_after_loss: false,
             held: false,
             decided: false,
             loss_cause: None,

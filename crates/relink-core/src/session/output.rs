@@ -202,6 +202,22 @@ pub enum SessionEvent {
         /// What showed it: a new incarnation, or a final refusal.
         reason: PeerLostReason,
     },
+    /// A planned outage begins ([`Session::suspend`],
+    /// [`Session::drain_device`], or the peer's): this end posts nothing
+    /// new — operations submitted meanwhile wait — until the session is
+    /// established again (a drain) or suspended (a suspend).
+    Quiescing {
+        /// What the outage is for.
+        plan: super::Plan,
+    },
+    /// The session is suspended ([`State::Suspended`](crate::state::State::Suspended)):
+    /// by this end's [`Session::suspend`], or by the initiator's (at the
+    /// target). No attempt and no give-up deadline until the initiator
+    /// resumes it ([`Session::resume`]).
+    Suspended,
+    /// A drain found no other present path for the session: it stays on
+    /// the drained device (and is lost with it, then recovers as usual).
+    DrainBlocked,
     /// The session is closed: by this side (`close`, a graceful close,
     /// a shutdown, a dropped node) or by the peer's goodbye (its side was
     /// closed and said so). Never a device loss: a loss is
@@ -233,6 +249,9 @@ pub struct Counters {
     pub downtime_ns: u64,
     /// Messages delivered to the application.
     pub delivered: u64,
+    /// Planned outages taken (drains and suspends): connections taken down
+    /// on purpose with nothing in flight, not counted in `losses`.
+    pub planned: u64,
 }
 
 impl Session {

@@ -36,6 +36,7 @@ impl Session {
         let p = self.cfg.paths[i];
         self.devices.iter().find(|d| {
             d.port_state == PortState::Active
+                && !self.draining.contains(&d.id)
                 && self.cfg.policy.device_match.allows(d, self.first_guid)
                 && match p.local {
                     Some(l) => d.owns(l),
@@ -77,6 +78,9 @@ impl Session {
                 };
                 if ev.kind == DeviceEventKind::Removed {
                     self.devices.retain(|d| d.id != *id);
+                    // A drained device that left is done with; what comes
+                    // back under its name is a new device.
+                    self.draining.retain(|d| d != id);
                 } else if let Some(d) = self.devices.iter_mut().find(|d| d.id == *id) {
                     d.port_state = PortState::Down;
                 }
@@ -91,6 +95,8 @@ impl Session {
     /// The devices present now (at start, or after a rescan).
     pub fn set_devices(&mut self, devices: Vec<DeviceInfo>, now: Timestamp) {
         self.devices = devices;
+        let present = &self.devices;
+        self.draining.retain(|d| present.iter().any(|p| p.id == *d));
         if let Some(cur) = self.current_device.clone() {
             if !self.devices.iter().any(|d| d.id == cur.id) {
                 self.lose_transport(DownCause::DeviceRemoved, now);

@@ -86,6 +86,9 @@ impl Session {
         ) {
             return;
         }
+        if self.planned_loss(now) {
+            return;
+        }
         tracing::info!(session = %self.cfg.id, %cause, epoch = %self.epoch, "transport lost");
         self.counters.losses += 1;
         self.loss_cause = Some(cause);
@@ -133,7 +136,10 @@ impl Session {
     /// Arm the backoff for the next attempt (initiator only), or hold the
     /// session for the application's decision (manual recovery).
     fn schedule_attempt(&mut self, now: Timestamp) {
-        if self.cfg.role != Role::Initiator || self.hold_if_manual() {
+        if self.cfg.role != Role::Initiator
+            || self.suspend_instead_of_attempt(now)
+            || self.hold_if_manual()
+        {
             return;
         }
         let r = self.jitter.next();
@@ -217,7 +223,7 @@ impl Session {
     /// fast-fail deadline is armed, and so is the give-up deadline of a
     /// session that was established (`ctrl_loss_tmo`; one never
     /// established keeps `first_connect_tmo` from its start).
-    fn start_outage(&mut self, now: Timestamp) {
+    pub(super) fn start_outage(&mut self, now: Timestamp) {
         if self.outage_start.is_some() {
             return;
         }
@@ -333,6 +339,7 @@ impl Session {
                     }
                 }
                 TimerKind::CloseDeadline => self.close_deadline_passed(now),
+                TimerKind::QuiesceDeadline => self.quiesce_deadline_passed(now),
             }
         }
         // Fast-failed operations may have emptied the journal of a
@@ -359,6 +366,7 @@ impl Session {
         self.current_device = None;
         self.timers.clear();
         self.closing = None;
+        self.planned = None;
         let cs = self.journal.fail_all(err);
         self.ended_pending = cs.len();
         self.complete(cs);

@@ -313,10 +313,11 @@ impl Session {
             return;
         }
         // The initiator reconnected: whatever we thought of the old
-        // transport, it is gone.
-        if self.state() != State::Recovering {
+        // transport, it is gone (or it took it down as planned).
+        if !matches!(self.state(), State::Recovering | State::Suspended) {
             self.lose_transport(DownCause::CmDisconnected, now);
         }
+        self.resumed_by_peer(now);
         self.epoch = resume.epoch;
         let reply = wire::Resumed::sign(
             &secret,
@@ -470,5 +471,8 @@ impl Session {
             });
         }
         self.pump(now);
+        // A plan asked for while the session was not established.
+        self.send_quiesce(now);
+        self.start_pending_drain(now);
     }
 }

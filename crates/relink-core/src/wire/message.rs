@@ -25,11 +25,22 @@ pub enum MsgKind {
     /// The sender closed the session on purpose: the receiver closes its
     /// half instead of waiting for a reconnection (not sequenced).
     Close,
+    /// The sender is about to take the connection down on purpose (a
+    /// drain or a suspend): the receiver stops posting and answers
+    /// [`MsgKind::Quiesced`] once nothing it posted is in flight (not
+    /// sequenced).
+    Quiesce,
+    /// The answer to [`MsgKind::Quiesce`]: the sender posts nothing more
+    /// on this connection (not sequenced).
+    Quiesced,
+    /// The target asks the initiator to move the session off the target's
+    /// device of the current path (a drain at the target; not sequenced).
+    MoveRequest,
 }
 
 impl MsgKind {
     /// Every kind, in code order.
-    pub const ALL: [MsgKind; 7] = [
+    pub const ALL: [MsgKind; 10] = [
         MsgKind::Data,
         MsgKind::Advert,
         MsgKind::AdvertDone,
@@ -37,6 +48,9 @@ impl MsgKind {
         MsgKind::Keepalive,
         MsgKind::KeepaliveReply,
         MsgKind::Close,
+        MsgKind::Quiesce,
+        MsgKind::Quiesced,
+        MsgKind::MoveRequest,
     ];
 
     /// The kind's byte on the wire.
@@ -49,6 +63,9 @@ impl MsgKind {
             MsgKind::Keepalive => 5,
             MsgKind::KeepaliveReply => 6,
             MsgKind::Close => 7,
+            MsgKind::Quiesce => 8,
+            MsgKind::Quiesced => 9,
+            MsgKind::MoveRequest => 10,
         }
     }
 
@@ -251,6 +268,45 @@ pub enum MsgBody<'a> {
     },
     /// The peer closed the session on purpose.
     Close,
+    /// The peer takes the connection down on purpose once both ends are
+    /// quiet.
+    Quiesce {
+        /// Why.
+        purpose: QuiescePurpose,
+    },
+    /// The answer to [`MsgBody::Quiesce`].
+    Quiesced,
+    /// The target asks the initiator to move off the target's device.
+    MoveRequest,
+}
+
+/// Why a session is taken down on purpose ([`MsgBody::Quiesce`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum QuiescePurpose {
+    /// A drain: the initiator reconnects at once on another path.
+    Move,
+    /// A suspend: the session waits, without a give-up deadline, until the
+    /// initiator resumes it.
+    Suspend,
+}
+
+impl QuiescePurpose {
+    /// The purpose's byte on the wire.
+    pub fn code(self) -> u8 {
+        match self {
+            QuiescePurpose::Move => 1,
+            QuiescePurpose::Suspend => 2,
+        }
+    }
+
+    /// The purpose with wire byte `code`, if any.
+    pub fn from_code(code: u8) -> Option<QuiescePurpose> {
+        match code {
+            1 => Some(QuiescePurpose::Move),
+            2 => Some(QuiescePurpose::Suspend),
+            _ => None,
+        }
+    }
 }
 
 impl<'a> MsgBody<'a> {
@@ -264,6 +320,9 @@ impl<'a> MsgBody<'a> {
             MsgBody::Keepalive { .. } => MsgKind::Keepalive,
             MsgBody::KeepaliveReply { .. } => MsgKind::KeepaliveReply,
             MsgBody::Close => MsgKind::Close,
+            MsgBody::Quiesce { .. } => MsgKind::Quiesce,
+            MsgBody::Quiesced => MsgKind::Quiesced,
+            MsgBody::MoveRequest => MsgKind::MoveRequest,
         }
     }
 
@@ -300,6 +359,16 @@ impl<'a> MsgBody<'a> {
                 nonce: c.u64("nonce")?,
             },
             MsgKind::Close => MsgBody::Close,
+            MsgKind::Quiesce => {
+                let code = c.u8("quiesce purpose")?;
+                let purpose = QuiescePurpose::from_code(code).ok_or(WireError::UnknownTag {
+                    what: "quiesce purpose",
+                    tag: code,
+                })?;
+                MsgBody::Quiesce { purpose }
+            }
+            MsgKind::Quiesced => MsgBody::Quiesced,
+            MsgKind::MoveRequest => MsgBody::MoveRequest,
         };
         c.finish("message payload")?;
         Ok(body)
@@ -311,7 +380,8 @@ impl<'a> MsgBody<'a> {
             MsgBody::Data(d) => d.len(),
             MsgBody::Adverts(a) => 2 + a.len() * ADVERT_LEN,
             MsgBody::AdvertDone { .. } => 4,
-            MsgBody::Ack | MsgBody::Close => 0,
+            MsgBody::Ack | MsgBody::Close | MsgBody::Quiesced | MsgBody::MoveRequest => 0,
+            MsgBody::Quiesce { .. } => 1,
             MsgBody::Keepalive { .. } | MsgBody::KeepaliveReply { .. } => 8,
         }
     }
@@ -346,6 +416,7 @@ pub fn encode_body(
                 MsgBody::Keepalive { nonce } | MsgBody::KeepaliveReply { nonce } => {
                     put_u64(out, *nonce)
                 }
+                MsgBody::Quiesce { purpose } => out.push(purpose.code()),
                 _ => {}
             }
             Ok(())

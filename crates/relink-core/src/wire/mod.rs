@@ -29,6 +29,7 @@
 //! In-band message (one per SEND; HEADER_LEN = 22 bytes of header)
 //! message = version kind:u8 seq ack:seq len:u32 payload:[u8; len]   (len <= MAX_PAYLOAD_LEN)
 //! kind    = 1 Data | 2 Advert | 3 AdvertDone | 4 Ack | 5 Keepalive | 6 KeepaliveReply | 7 Close
+//!         | 8 Quiesce | 9 Quiesced | 10 MoveRequest
 //! payload of Data           = application bytes                     seq >= 1
 //!            Advert         = count:u16 advert[count]               seq = 0
 //!            AdvertDone     = epoch                                 seq = 0
@@ -36,6 +37,9 @@
 //!            Keepalive      = nonce:u64                             seq = 0
 //!            KeepaliveReply = nonce:u64                             seq = 0
 //!            Close          = (empty): the session ends, do not recover  seq = 0
+//!            Quiesce        = purpose:u8 (1 Move | 2 Suspend)       seq = 0
+//!            Quiesced       = (empty): nothing more is posted here  seq = 0
+//!            MoveRequest    = (empty): move off my device, please   seq = 0
 //! advert  = epoch region:u32 addr:u64 len:u64 rkey:u32 access:u32      ADVERT_LEN = 32 bytes
 //! ```
 //!
@@ -94,7 +98,7 @@ pub use handshake::{
 pub use message::{
     decode_message, decode_typed, encode_ack, encode_advert_done, encode_adverts, encode_body,
     encode_close, encode_keepalive, encode_keepalive_reply, encode_message, Advert, MsgBody,
-    MsgHeader, MsgKind,
+    MsgHeader, MsgKind, QuiescePurpose,
 };
 
 /// Version byte that starts every format.

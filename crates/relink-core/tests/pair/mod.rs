@@ -572,6 +572,14 @@ impl Pair {
         r
     }
 
+    /// The application suspends `who`'s session (nothing runs yet).
+    pub fn suspend(&mut self, who: Who) -> Result<(), SessionError> {
+        let now = self.now;
+        let r = self.session(who).suspend(now);
+        self.collect(who);
+        r
+    }
+
     /// `who`'s session takes `policy` (nothing runs yet).
     pub fn set_policy(&mut self, who: Who, policy: Policy) -> Result<(), PolicyError> {
         let now = self.now;

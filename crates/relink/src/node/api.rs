@@ -386,6 +386,7 @@ impl Node {
             next_timeout: core.poll_timeout(),
             closing_deadline: core.closing_deadline(),
             awaiting_decision: core.awaiting_decision(),
+            planned: core.planned(),
             counters: core.counters(),
         })
     }

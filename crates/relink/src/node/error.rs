@@ -16,6 +16,7 @@
 //! | [`Node::close`](super::Node::close) | [`CloseError`] |
 //! | [`Node::resume`](super::Node::resume), [`resume_on`](super::Node::resume_on) | [`ResumeError`] |
 //! | [`Node::set_policy`](super::Node::set_policy) | [`SetPolicyError`] |
+//! | [`Node::suspend`](super::Node::suspend) | [`SuspendError`] |
 //!
 //! What happens to a session after the call succeeded (a failed attempt,
 //! a give-up, a lost peer) is not an error of a call: it comes out of
@@ -207,9 +208,10 @@ pub enum ResumeError {
     /// The node has no session of this handle (never made, or reaped).
     #[error("no session {0:?}")]
     NoSession(SessionHandle),
-    /// The session is not held for a decision (automatic, connected, already
-    /// resumed, or ended): nothing to resume. Its state is given.
-    #[error("the session is not awaiting a decision (it is {0})")]
+    /// The session is neither held for a decision nor suspended
+    /// (automatic, connected, already resumed, or ended): nothing to
+    /// resume. Its state is given.
+    #[error("the session is not awaiting a decision nor suspended (it is {0})")]
     NotAwaitingDecision(State),
     /// The path index is not one of the session's paths.
     #[error("no path {index}: the session has {paths}")]
@@ -219,6 +221,30 @@ pub enum ResumeError {
         /// How many paths the session has.
         paths: usize,
     },
+}
+
+/// Why [`Node::suspend`](super::Node::suspend) did not suspend the
+/// session.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SuspendError {
+    /// The node has no session of this handle (never made, or reaped).
+    #[error("no session {0:?}")]
+    NoSession(SessionHandle),
+    /// The session was accepted here: its initiator, which reconnects,
+    /// suspends and resumes it.
+    #[error("only the initiator suspends a session")]
+    NotInitiator,
+    /// The session was never established (its state is given): there is
+    /// nothing to keep yet.
+    #[error("the session was never established (it is {0})")]
+    NotEstablished(State),
+    /// The session is closing gracefully.
+    #[error("the session is closing")]
+    Closing,
+    /// The session ended (its state is given).
+    #[error("the session ended (it is {0})")]
+    Ended(State),
 }
 
 /// Why [`Node::set_policy`](super::Node::set_policy) left the session's

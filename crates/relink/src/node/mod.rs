@@ -12,6 +12,7 @@
 //! | `regions.rs` | region options (relink's memory or the application's, shared among sessions), their checks, a new session's memory |
 //! | `error.rs` | the errors of the node's calls, one type per family of calls |
 //! | `api.rs` | the application's calls: connect, listen, submit operations, take one session's completions, deliveries and events, close |
+//! | `planned.rs` | planned outages: suspend a session, drain a device (sessions moved off it before it goes) |
 //! | `closing.rs` | the two phases of a goodbye: a closed session's transport is disconnected once its goodbye has left (or at a bound) |
 //! | `shutdown.rs` | how sessions and nodes end: the graceful close, `shutdown`, `abort`, and what dropping a node does |
 //! | `output.rs` | node-wide outputs: `accept` (with listener, addresses, connect data) and `poll_output` (every session's, from a ready queue) |
@@ -47,6 +48,7 @@ mod decision;
 mod error;
 mod options;
 mod output;
+mod planned;
 mod poll;
 mod regions;
 mod shutdown;
@@ -56,12 +58,13 @@ mod wr;
 
 pub use error::{
     CloseError, ConnectError, ListenError, OptionsError, RegionError, ResumeError, SetPolicyError,
-    SubmitError,
+    SubmitError, SuspendError,
 };
 pub use options::{
     Footprint, ListenerHandle, SessionHandle, SessionInfo, SessionOptions, SessionOptionsBuilder,
 };
 pub use output::{Accepted, Output};
+pub use planned::DrainReport;
 pub use regions::RegionOptions;
 pub use shutdown::ShutdownSummary;
 
@@ -306,6 +309,9 @@ pub struct Node {
     shutting_down: bool,
     /// Dropping the node says no goodbye ([`Node::abort`]).
     skip_goodbyes: bool,
+    /// Devices being drained ([`Node::drain`]): every session, new ones
+    /// too, avoids them.
+    draining: Vec<relink_fabric::DeviceId>,
 }
 
 impl Node {
@@ -362,6 +368,7 @@ impl Node {
             goodbye_timeout: Node::DEFAULT_GOODBYE_TIMEOUT,
             shutting_down: false,
             skip_goodbyes: false,
+            draining: Vec::new(),
         }
     }
 
@@ -478,6 +485,11 @@ impl Node {
         let spec = core.spec().clone();
         let memory = self.session_memory(&opts, &spec)?;
         let key = self.key();
+        let mut core = core;
+        let now = self.now();
+        for d in &self.draining {
+            let _ = core.drain_device(d, now);
+        }
         self.by_id.insert(core.id(), key);
         self.sessions.insert(
             key,

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 
 use relink_core::policy::Policy;
 use relink_core::resources::{RegionSpec, SessionSpec};
-use relink_core::session::{Counters, Role};
+use relink_core::session::{Counters, Plan, Role};
 use relink_core::state::State;
 use relink_core::wire::{self, ConnectBytes, MAX_CONNECT_DATA};
 use relink_core::{Epoch, Incarnation, Seq, SessionId};
@@ -279,6 +279,11 @@ pub struct SessionInfo {
     /// ([`RecoveryMode::Manual`](crate::RecoveryMode::Manual)):
     /// [`Node::resume`](super::Node::resume) lets it recover.
     pub awaiting_decision: bool,
+    /// The planned outage under way ([`Node::suspend`](super::Node::suspend),
+    /// [`Node::drain`](super::Node::drain), or the peer's), while both ends
+    /// quiesce; `None` otherwise. A suspended session's state is
+    /// [`State::Suspended`].
+    pub planned: Option<Plan>,
     /// The session's counters.
     pub counters: Counters,
 }

@@ -119,6 +119,11 @@ impl Node {
                 ) {
                     self.closing_device_lost(Some(&de.device.id), None);
                 }
+                if de.kind == DeviceEventKind::Removed {
+                    // A drained device that left is done with; what comes
+                    // back under its name is a new device.
+                    self.draining.retain(|d| *d != de.device.id);
+                }
                 for slot in self.sessions.values_mut() {
                     slot.core.handle_device_event(&de, now);
                 }

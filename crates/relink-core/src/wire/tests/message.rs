@@ -117,10 +117,29 @@ fn message_errors_are_typed() {
         Err(WireError::UnsupportedVersion { found: 9 })
     );
     assert_eq!(
-        decode_message(&[1, 8]),
+        decode_message(&[1, 11]),
         Err(WireError::UnknownTag {
             what: "message kind",
-            tag: 8
+            tag: 11
+        })
+    );
+    // A quiesce with a purpose no version defines.
+    let mut bad = Vec::new();
+    encode_body(
+        Seq(0),
+        Seq(0),
+        &MsgBody::Quiesce {
+            purpose: QuiescePurpose::Move,
+        },
+        &mut bad,
+    )
+    .unwrap();
+    *bad.last_mut().unwrap() = 7;
+    assert_eq!(
+        decode_typed(&bad),
+        Err(WireError::UnknownTag {
+            what: "quiesce purpose",
+            tag: 7
         })
     );
     // A length over the maximum is refused before anything is read.

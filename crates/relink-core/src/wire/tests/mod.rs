@@ -120,6 +120,10 @@ fn arb_message() -> impl Strategy<Value = (Seq, Seq, MsgBody<'static>)> {
         any::<u64>().prop_map(|nonce| MsgBody::Keepalive { nonce }),
         any::<u64>().prop_map(|nonce| MsgBody::KeepaliveReply { nonce }),
         Just(MsgBody::Close),
+        prop_oneof![Just(QuiescePurpose::Move), Just(QuiescePurpose::Suspend)]
+            .prop_map(|purpose| MsgBody::Quiesce { purpose }),
+        Just(MsgBody::Quiesced),
+        Just(MsgBody::MoveRequest),
     ];
     (1..=u64::MAX, any::<u64>(), body).prop_map(|(seq, ack, body)| {
         let seq = if body.kind().is_sequenced() { seq } else { 0 };
