@@ -27,6 +27,8 @@
 //! - [`recovery`]: recovery latency of one session over repeated device
 //!   faults, and the time a thousand sessions take to resume after one
 //!   reset, on virtual and wall-clock time.
+//! - [`drain`]: the stall an application sees when its session leaves a
+//!   device, a planned drain next to an unplanned failover.
 //! - [`memory`]: heap bytes per operation held in the journal while the
 //!   peer is away, given any live-bytes counter (the bench binary's counting
 //!   allocator).
@@ -51,6 +53,7 @@
 //! # let _ = LoopSpec::send(64, 8);
 //! ```
 
+pub mod drain;
 pub mod latency;
 pub mod loops;
 pub mod memory;

@@ -1,0 +1,107 @@
+//! The stall an application sees when its session leaves a device, on the
+//! in-process soft fabric: a planned drain (`Node::drain`, then the device
+//! removed with nothing on it) next to an unplanned failover (the device
+//! removed under the session), in the same run, on virtual and wall-clock
+//! time, with the replays and `Indeterminate` outcomes each leaves the
+//! application (see `relink_bench::drain`).
+//!
+//! ```text
+//! cargo bench -p relink-bench --bench relink_drain            # measure
+//! RELINK_BENCH_QUICK=1 cargo bench -p relink-bench --bench relink_drain   # smoke run
+//! ```
+//!
+//! Prints a table and writes `target/relink-bench/relink_drain.json`.
+
+use relink_bench::drain::{DrainBench, Leave, LeaveSummary};
+use relink_bench::report::{target_dir, text_table, write_json_in, Machine};
+use relink_bench::{quick_from_env, selected};
+use serde::Serialize;
+
+/// The JSON report.
+#[derive(Debug, Serialize)]
+struct DrainReport {
+    bench: &'static str,
+    quick: bool,
+    machine: Machine,
+    series: Vec<LeaveSummary>,
+}
+
+fn main() {
+    let benching = std::env::args().any(|a| a == "--bench");
+    let quick = quick_from_env() || !benching;
+    let cycles = if quick { 5 } else { 100 };
+    eprintln!(
+        "relink_drain: measuring{}",
+        if quick { " (quick)" } else { "" }
+    );
+    let mut series = Vec::new();
+    for (i, how) in [Leave::Drain, Leave::Failover].into_iter().enumerate() {
+        if !selected(how.name()) {
+            continue;
+        }
+        let mut b = DrainBench::new(300 + i as u64);
+        series.push(b.cycles(how, cycles));
+    }
+    let rows: Vec<Vec<String>> = series
+        .iter()
+        .map(|s| {
+            vec![
+                s.series.to_string(),
+                s.cycles.to_string(),
+                format!(
+                    "{:.2} / {:.1}",
+                    s.steady_gap_virt_us, s.steady_longest_virt_us
+                ),
+                format!(
+                    "{:.1} / {:.1} / {:.1}",
+                    s.stall_virt_us.p50, s.stall_virt_us.p99, s.stall_virt_us.max
+                ),
+                format!("{:.1}", s.established_virt_us.p50),
+                format!(
+                    "{:.0} / {:.0} / {:.0}",
+                    s.stall_wall_us.p50, s.stall_wall_us.p99, s.stall_wall_us.max
+                ),
+                s.replayed.to_string(),
+                s.indeterminate.to_string(),
+                s.failed.to_string(),
+            ]
+        })
+        .collect();
+    println!(
+        "relink_drain{}: in-process soft fabric, 16 operations in flight (64 B messages, FETCH_ADDs)",
+        if quick { " (QUICK: proves it runs, measures nothing)" } else { "" }
+    );
+    print!(
+        "{}",
+        text_table(
+            &[
+                "series",
+                "cycles",
+                "steady gap virt us mean/max",
+                "stall virt us p50/p99/max",
+                "to established virt us p50",
+                "stall wall us p50/p99/max",
+                "replayed",
+                "indeterminate",
+                "failed",
+            ],
+            &rows,
+            &[0],
+        )
+    );
+    println!(
+        "stall: the longest gap between consecutive completions from the event (the drain call, \
+         the removal) until 200 completions on the other device, counting successes only; steady \
+         gap: the mean and longest gap with no event"
+    );
+    let report = DrainReport {
+        bench: "relink_drain",
+        quick,
+        machine: Machine::current(),
+        series,
+    };
+    match write_json_in(&target_dir().join("relink-bench"), report.bench, &report) {
+        Ok(p) => eprintln!("wrote {}", p.display()),
+        Err(e) => eprintln!("relink_drain: cannot write the JSON report: {e}"),
+    }
+}
