@@ -130,6 +130,7 @@ impl Session {
         self.timers.clear();
         self.closing = None;
         self.planned = None;
+        self.resume_when_suspended = None;
         if self.state() != State::Failed {
             // A failed session's operations were completed when it failed.
             let cs = self.journal.fail_all(OpError::Disconnected);

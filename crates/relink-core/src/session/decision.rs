@@ -119,6 +119,11 @@ impl Session {
     /// [`SessionError::NoSuchPath`] if `path` is not an index of its paths.
     pub fn resume(&mut self, path: Option<usize>, now: Timestamp) -> Result<(), SessionError> {
         let suspended = self.state() == State::Suspended && self.cfg.role == Role::Initiator;
+        if !self.held && !suspended && self.suspend_asked() {
+            // The suspend under way completes, then the session resumes.
+            self.resume_when_suspended = Some(path);
+            return Ok(());
+        }
         if !self.held && !suspended {
             return Err(SessionError::NotAwaitingDecision(self.state()));
         }

@@ -253,6 +253,10 @@ pub struct Session {
     /// A suspend was asked for and the transport was lost meanwhile: the
     /// session parks instead of recovering.
     suspend_after_loss: bool,
+    /// [`Session::resume`] came while a suspend was still under way: the
+    /// session resumes (on this path, if named) as soon as it is
+    /// suspended.
+    resume_when_suspended: Option<Option<usize>>,
 
     // -- the peer -----------------------------------------------------------
     /// The secret that authenticates resumes: issued by the target in its
@@ -349,6 +353,7 @@ impl Session {
             planned: None,
             draining: Vec::new(),
             suspend_after_loss: false,
+            resume_when_suspended: None,
             held: false,
             decided: false,
             loss_cause: None,

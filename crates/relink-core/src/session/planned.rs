@@ -120,11 +120,20 @@ impl Session {
         self.start_pending_drain(now)
     }
 
-    /// The device is no longer drained (it was removed, or the operator
-    /// changed their mind): paths it carries may be taken again.
-    pub fn undrain_device(&mut self, device: &DeviceId) {
+    /// The device is no longer drained (the operator's maintenance is
+    /// over): paths it carries may be taken again, and a session waiting
+    /// for a device tries at once, as on a device-add.
+    pub fn undrain_device(&mut self, device: &DeviceId, now: Timestamp) {
+        let before = self.draining.len();
         self.draining.retain(|d| d != device);
-        self.refresh_candidates();
+        if self.draining.len() == before {
+            return;
+        }
+        if self.held {
+            self.refresh_candidates();
+        } else if self.state() == State::Recovering && self.cfg.role == Role::Initiator {
+            self.timers.set(TimerKind::Backoff, now);
+        }
     }
 
     /// Start a drain of the current device if it is being drained and the
@@ -171,7 +180,8 @@ impl Session {
     /// quiet, takes the connection down and waits in
     /// [`State::Suspended`] — no attempt, no give-up deadline — until
     /// [`Session::resume`]. Operations submitted meanwhile wait; the peer
-    /// sees a suspended session, not a loss. A recovering session is
+    /// sees a suspended session, not a loss. A resume that comes before the
+    /// session is suspended lets the suspend complete, then resumes. A recovering session is
     /// suspended at once; one reconnecting or resyncing once it is
     /// established; suspending a suspended one does nothing.
     ///
@@ -198,6 +208,8 @@ impl Session {
                 "a session is suspended once it has been established",
             ));
         }
+        // A suspend after a resume still pending: the later word holds.
+        self.resume_when_suspended = None;
         match state {
             State::Suspended => {}
             State::Recovering => self.enter_suspended(now),
@@ -427,7 +439,20 @@ impl Session {
         true
     }
 
+    /// Whether an initiator's suspend was asked for and the session is
+    /// not suspended yet.
+    pub(super) fn suspend_asked(&self) -> bool {
+        self.cfg.role == Role::Initiator
+            && self.state() != State::Suspended
+            && (self.suspend_after_loss
+                || self
+                    .planned
+                    .as_ref()
+                    .is_some_and(|p| p.plan == Plan::Suspend))
+    }
+
     /// Park the session in `Suspended`: no attempt, no give-up deadline.
+    /// A resume asked for meanwhile starts at once.
     pub(super) fn enter_suspended(&mut self, now: Timestamp) {
         self.suspend_after_loss = false;
         self.timers.stop(TimerKind::Backoff);
@@ -439,6 +464,11 @@ impl Session {
         self.attempt = 0;
         self.go(State::Suspended, Cause::Suspend, now);
         self.events.push_back(SessionEvent::Suspended);
+        if let Some(path) = self.resume_when_suspended.take() {
+            if self.cfg.role == Role::Initiator {
+                self.resume_suspended(path, now);
+            }
+        }
     }
 
     /// Resume a suspended session (initiator): an attempt at once on

@@ -367,6 +367,7 @@ impl Session {
         self.timers.clear();
         self.closing = None;
         self.planned = None;
+        self.resume_when_suspended = None;
         let cs = self.journal.fail_all(err);
         self.ended_pending = cs.len();
         self.complete(cs);

@@ -103,9 +103,14 @@ impl Node {
     /// Stop draining `device`: its paths may be taken again. Sessions that
     /// moved stay where they are.
     pub fn undrain(&mut self, device: &DeviceId) {
+        let now = self.now();
         self.draining.retain(|d| d != device);
-        for slot in self.sessions.values_mut() {
-            slot.core.undrain_device(device);
+        let keys: Vec<u64> = self.sessions.keys().copied().collect();
+        for key in keys {
+            if let Some(slot) = self.sessions.get_mut(&key) {
+                slot.core.undrain_device(device, now);
+            }
+            self.run_actions(key);
         }
     }
 
