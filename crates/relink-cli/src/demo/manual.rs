@@ -9,10 +9,11 @@
 //! they wait in the journal) and it makes no attempt. The application
 //! prints the hold, then asks its [`REPLICAS`] simulated replicas whether
 //! it may rejoin: each agrees after a number of [`ROUND`]s drawn from the
-//! seed. Once [`QUORUM`] agreed it calls [`Node::resume_on`] naming the
-//! first candidate's path (waiting for a candidate if there is none
-//! yet); the session then recovers as an automatic one does, replays what
-//! was not confirmed and resumes.
+//! seed. Once [`QUORUM`] agreed it calls [`Node::resume_on`] naming a
+//! candidate's path: the one whose device has the name of the device C
+//! lost (that device back, or its replacement), else the first (and if
+//! there is none yet, it waits for one). The session then recovers as an
+//! automatic one does, replays what was not confirmed and resumes.
 //!
 //! Everything the application sees goes into a [`ManualReport`]: the
 //! holds, the attempt counter and attempt events while held, the
@@ -84,6 +85,10 @@ pub(super) struct Manual {
     report: ManualReport,
     /// Holds started so far (keys the replicas' votes).
     holds: u64,
+    /// The name of the device C was last established on: the application
+    /// prefers a candidate of that name (the device back, or its
+    /// replacement).
+    home: Option<String>,
     /// Successful completions at the last progress line.
     progress_seen: usize,
 }
@@ -102,6 +107,10 @@ impl Manual {
                 ..ManualReport::default()
             },
             holds: 0,
+            home: node
+                .session_info(s)
+                .and_then(|i| i.device)
+                .map(|d| d.id.name),
             progress_seen: 0,
         }
     }
@@ -252,6 +261,7 @@ impl Driver<'_> {
             } => {
                 let on = device.as_ref().map(|d| d.name.clone());
                 if initiator {
+                    self.c.home.clone_from(&on);
                     match self.c.open_hold() {
                         Some(h) if h.decided_at_s.is_some() => {
                             h.resumed_at_s = Some(t);
@@ -359,7 +369,13 @@ impl Driver<'_> {
         let ready = v.agreed >= QUORUM;
         let waited = now.saturating_since(v.started);
         let votes = v.agreed;
-        let choice = v.candidates.first().cloned();
+        let home = self.c.home.as_deref();
+        let choice = v
+            .candidates
+            .iter()
+            .find(|c| Some(c.device.name.as_str()) == home)
+            .or(v.candidates.first())
+            .cloned();
         if ready && choice.is_none() && !v.said_no_candidate {
             v.said_no_candidate = true;
             said.push(format!(
@@ -383,10 +399,11 @@ impl Driver<'_> {
                     h.device = Some(c.device.name.clone());
                 }
                 self.say(format!(
-                    "  {who} decided: resume on path {} after quorum ({votes} of {REPLICAS} replicas agreed in {}; device {})",
+                    "  {who} decided: resume on path {} after quorum ({votes} of {REPLICAS} replicas agreed in {}; {} generation {})",
                     c.path_index,
                     report::ms(waited.as_secs_f64() * 1e3),
-                    c.device.name
+                    c.device.name,
+                    c.device.generation
                 ))?;
             }
             Err(e) => {

@@ -91,6 +91,11 @@ pub struct Hit {
     pub held: bool,
 }
 
+/// `n` of `one` (or of `many`), in words: `1 hold`, `3 holds`.
+fn n_of(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 fn check(name: &str, ok: bool, detail: String) -> Check {
     Check {
         name: name.to_string(),
@@ -145,14 +150,21 @@ impl ManualReport {
             }
         }
         let causes: Vec<String> = causes.iter().map(|(c, n)| format!("{c} {n}x")).collect();
+        let times = match self.holds.len() {
+            1 => "once".to_string(),
+            n => format!("{n} times"),
+        };
+        let faults = match self.hits.len() {
+            0 => "though no fault hit the device carrying it".to_string(),
+            1 => "in the 1 fault that hit its device".to_string(),
+            n => format!("in each of the {n} faults that hit its device"),
+        };
         check(
             name,
             true,
             format!(
-                "held {} times for the application's decision ({}), in each of the {} faults that hit its device",
-                self.holds.len(),
-                causes.join(", "),
-                self.hits.len()
+                "held {times} for the application's decision ({}), {faults}",
+                causes.join(", ")
             ),
         )
     }
@@ -171,12 +183,15 @@ impl ManualReport {
                 ),
             );
         }
+        if self.holds.is_empty() {
+            return check(name, true, "never held".into());
+        }
         check(
             name,
             true,
             format!(
-                "{} holds: no attempt from each hold to its decision (attempt counter and Recovering events), awaiting_decision reported throughout",
-                self.holds.len()
+                "{}: no attempt from each hold to its decision (attempt counter and Recovering events), awaiting_decision reported throughout",
+                n_of(self.holds.len(), "hold", "holds")
             ),
         )
     }
@@ -221,6 +236,9 @@ impl ManualReport {
                 format!("{first} ({} problems in all)", bad.len()),
             );
         }
+        if self.holds.is_empty() {
+            return check(name, true, "never held; C ends established".into());
+        }
         let longest = self
             .holds
             .iter()
@@ -230,8 +248,8 @@ impl ManualReport {
             name,
             true,
             format!(
-                "{} holds, each decided after a quorum of {} of {} replicas (longest wait {}) and resumed after its decision; C ends established",
-                self.holds.len(),
+                "{}, each decided after a quorum of {} of {} replicas (longest wait {}) and resumed after its decision; C ends established",
+                n_of(self.holds.len(), "hold", "holds"),
                 self.quorum,
                 self.replicas,
                 ms(longest * 1e3)
