@@ -18,17 +18,19 @@
 //! Everything the application sees goes into a [`ManualReport`]: the
 //! holds, the attempt counter and attempt events while held, the
 //! decisions and the resumes; its checks and the workload's message and
-//! completion checks verify C at the end. The driver calls in at four
-//! places: [`Driver::c_events`] with C's events in the dated batch,
-//! [`Driver::c_decide`] after every drain, [`Driver::c_fault_started`]
-//! when a fault starts, [`Driver::c_finish`] at the end.
+//! completion checks verify C at the end. The driver calls in where it
+//! takes events ([`Driver::c_take_events`], then [`Driver::c_events`] for
+//! each in the dated batch), after every drain ([`Driver::c_decide`]),
+//! when a fault starts ([`Driver::c_fault_started`]), for the progress
+//! line ([`Driver::c_progress`]) and at the end ([`Driver::c_finish`]);
+//! C has no row in the fault windows of A and B.
 //!
 //! [`Node::resume_on`]: relink::Node::resume_on
 
 use std::io;
 use std::time::Duration;
 
-use relink::{Candidate, SessionEvent, SessionHandle, State};
+use relink::{Candidate, SessionEvent, SessionHandle};
 use relink_fabric::Timestamp;
 use relink_sim::sim::{INITIATOR, TARGET};
 use relink_sim::workload::{self, mix, Check, Problem, Window, Workload};
@@ -474,7 +476,7 @@ impl Driver<'_> {
         let summary = SessionSummary {
             session: NAME,
             final_state: r.final_state.clone(),
-            target_state: state_t.map_or("gone".into(), |x: State| x.to_string()),
+            target_state: state_t.map_or("gone".into(), |x| x.to_string()),
             ops: self.c.stream.tally.clone(),
             initiator: ini.map(|i| i.counters).unwrap_or_default().into(),
             target: counters_t.into(),
