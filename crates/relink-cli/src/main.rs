@@ -2,8 +2,9 @@
 //!
 //! Subcommands:
 //!
-//! - `demo`: the guided tour: two sessions on the in-process soft fabric
-//!   survive a schedule of device faults while a checked workload runs;
+//! - `demo`: the guided tour: three sessions on the in-process soft fabric
+//!   survive a schedule of device faults while a checked workload runs,
+//!   one of them (manual recovery) only when its application decides;
 //!   prints a report, verifies every byte and completion, draws an SVG
 //!   timeline.
 //! - `soft-device`: add, remove, reset, replace and list the host's soft
@@ -36,8 +37,9 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the demo: sessions that survive device reset, unplug,
-    /// replacement and failover on the in-process soft fabric, with a
-    /// checked workload and a report.
+    /// replacement and failover on the in-process soft fabric (one of them
+    /// recovering only when its application decides), with a checked
+    /// workload and a report.
     Demo(demo::DemoArgs),
     /// Manage the host's soft RDMA devices (add, remove, reset, replace,
     /// port up/down, list).

@@ -1,6 +1,8 @@
 //! `relink demo`: the whole fault schedule passes every end-to-end check
 //! for several seeds, a single fault runs alone, the same seed replays the
-//! same run, and a corrupted byte makes the run fail naming the check.
+//! same run, session C (manual recovery) is shown held and resumed by its
+//! application's decision, and a corrupted byte makes the run fail naming
+//! the check.
 //!
 //! `library` checks two session behaviours the demo's expected outcomes
 //! rest on, directly on the simulator: an admin close ends the target's
@@ -164,10 +166,75 @@ fn the_whole_schedule_passes_every_check_for_several_seeds() {
             "{what}: {a}"
         );
 
+        // C, manual: held at least once, each hold decided after the
+        // quorum and resumed after the decision, no attempt while held,
+        // every message delivered; the checks that say so exist and held.
+        assert_eq!(checks.len(), 17, "{what}");
+        for name in [
+            "C held",
+            "C no attempt while held",
+            "C resumed on decision",
+            "messages C",
+            "completions C",
+        ] {
+            assert!(
+                checks.iter().any(|c| c["name"] == name && c["ok"] == true),
+                "{what}: check {name} missing"
+            );
+        }
+        let manual = &report["manual"];
+        let holds = manual["holds"].as_array().expect("holds");
+        assert!(!holds.is_empty(), "{what}: C never held");
+        let quorum = manual["quorum"].as_u64().unwrap();
+        for h in holds {
+            assert!(h["votes"].as_u64().unwrap() >= quorum, "{what}: {h}");
+            let (at, decided, resumed) = (
+                h["at_s"].as_f64().unwrap(),
+                h["decided_at_s"].as_f64().expect("decided"),
+                h["resumed_at_s"].as_f64().expect("resumed"),
+            );
+            assert!(at <= decided && decided <= resumed, "{what}: {h}");
+            assert_eq!(h["attempts_while_held"], 0, "{what}: {h}");
+            assert_eq!(h["attempt_events_while_held"], 0, "{what}: {h}");
+        }
+        let c = &report["sessions"][2];
+        assert_eq!(c["session"], "C", "{what}");
+        assert_eq!(c["final_state"], "established", "{what}");
+        let m = &c["ops"]["message"];
+        assert_eq!(m["submitted"], m["success"], "{what}: {c}");
+
         let svg = std::fs::read_to_string(&svg).expect("svg written");
         assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
         assert!(svg.contains("failover") && svg.contains("B gave up"));
+        assert!(svg.contains("session C"));
     }
+}
+
+#[test]
+fn the_manual_session_is_shown_held_then_resumed_on_the_applications_decision() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = demo(
+        &["--faults", "replace", "--duration", "2"],
+        &dir.path().join("manual.svg"),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    let held = stdout
+        .find("C/initiator: awaiting decision: cause CM device removal, candidates path")
+        .unwrap_or_else(|| panic!("no hold shown:\n{stdout}"));
+    let decided = stdout
+        .find("C/application decided: resume on path 0 after quorum")
+        .unwrap_or_else(|| panic!("no decision shown:\n{stdout}"));
+    let resumed = stdout
+        .find("C/initiator: resumed on soft0")
+        .unwrap_or_else(|| panic!("no resume shown:\n{stdout}"));
+    assert!(held < decided && decided < resumed, "{stdout}");
+    assert!(stdout.contains("not resuming yet"), "{stdout}");
+    assert!(stdout.contains("Session C (manual recovery"), "{stdout}");
+    assert!(
+        stdout.contains("Result: PASS, all 15 checks held"),
+        "{stdout}"
+    );
 }
 
 #[test]

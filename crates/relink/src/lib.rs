@@ -97,6 +97,9 @@
 //! from the loss) or cancelled (`None`) keeps the session past the old
 //! one — give the peer's session the same, or it gives up and refuses the
 //! resume; switching a held session to automatic recovers at once.
+//! `relink demo` shows a manual session (its session C) held after each
+//! fault and resumed once its application's quorum agrees;
+//! `tests/manual_recovery.rs` is such an application in a few lines.
 //!
 //! # The replay contract
 //!

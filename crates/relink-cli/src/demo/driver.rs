@@ -1,5 +1,5 @@
-//! The driver: the demo's state while it runs (the simulation, the two
-//! sessions' workloads, the fault windows, the timeline markers and the
+//! The driver: the demo's state while it runs (the simulation, the
+//! workloads of A and B, session C's application, the fault windows, the timeline markers and the
 //! problems found), its creation, the dated output lines and the intro.
 
 use std::io::{self, Write};
@@ -11,11 +11,13 @@ use relink_sim::sim::{Sim, INITIATOR, TARGET};
 use relink_sim::workload::{self, secs, Problem, Workload};
 
 use super::faults::{Planned, Side, Timing};
+use super::manual::{self, Manual};
 use super::report::Marker;
 use super::window::Window;
 use super::{world, DemoArgs};
 
-/// The two sessions' names; index 0 is A, index 1 is B everywhere.
+/// The names of the sessions in the fault windows; index 0 is A, index 1
+/// is B everywhere. Session C, held apart, is [`Driver::c`].
 pub(super) const NAMES: [&str; 2] = ["A", "B"];
 
 /// The demo while it runs; [`run`](super::run) creates it, plays the
@@ -24,6 +26,8 @@ pub(super) struct Driver<'o> {
     pub(super) sim: Sim,
     /// The workloads of sessions A and B (see [`NAMES`]).
     pub(super) streams: [Workload; 2],
+    /// Session C and its application (see [`manual`]).
+    pub(super) c: Manual,
     pub(super) out: &'o mut dyn Write,
     /// No progress lines (`--json`).
     pub(super) quiet: bool,
@@ -67,11 +71,13 @@ impl<'o> Driver<'o> {
         let node = sim.node(INITIATOR);
         let a = Workload::new("A", args.seed, workload::WINDOW_A, node, w.a.0, Some(w.a.1));
         let b = Workload::new("B", args.seed, workload::WINDOW_B, node, w.b.0, Some(w.b.1));
+        let c = Manual::new(args.seed, node, w.c.0, w.c.1);
         let t0 = sim.now();
         let target_data = sim.node(TARGET).region(w.a.1, workload::TARGET_DATA).ok();
         Driver {
             sim,
             streams: [a, b],
+            c,
             out,
             quiet: args.json,
             verbose: args.verbose && !args.json,
@@ -205,21 +211,39 @@ impl<'o> Driver<'o> {
             world::PORT_B,
             self.timing.b_give_up.as_secs_f64()
         )?;
+        writeln!(
+            o,
+            "  session C: two paths (via soft0 to :{0}, via soft1 to :{0}); messages. Manual recovery:",
+            world::PORT_C
+        )?;
+        writeln!(
+            o,
+            "             after a loss it is held until its application decides; the application"
+        )?;
+        writeln!(
+            o,
+            "             resumes it once {} of its {} replicas agree (polled every {} ms).",
+            manual::QUORUM,
+            manual::REPLICAS,
+            manual::ROUND.as_millis()
+        )?;
         writeln!(o)?;
         writeln!(o, "  fault schedule:")?;
         for p in plan {
             writeln!(o, "    {:>6.2} s  {}", p.at.as_secs_f64(), p.kind)?;
         }
         writeln!(o)?;
-        let (a, b) = (
+        let (a, b, c) = (
             self.device_of(Side::Initiator, self.streams[0].session),
             self.device_of(Side::Initiator, self.streams[1].session),
+            self.device_of(Side::Initiator, self.c.stream.session),
         );
         let name = |d: Option<(DeviceId, Guid)>| d.map_or("?".to_string(), |d| d.0.name);
         self.say(format!(
-            "both sessions established: A on {}, B on {}; workload starts",
+            "the three sessions established: A on {}, B on {}, C on {}; workload starts",
             name(a),
-            name(b)
+            name(b),
+            name(c)
         ))
     }
 }

@@ -1,6 +1,7 @@
 //! Session events: taken from both hosts, dated and printed in the order
 //! they happened, and accounted to the open fault window (losses,
-//! resumes, downtime, replays, duplicates, give-up, close).
+//! resumes, downtime, replays, duplicates, give-up, close); session C's
+//! go to its application ([`super::manual`]).
 
 use std::io;
 
@@ -13,6 +14,9 @@ use super::driver::{Driver, NAMES};
 use super::faults::Side;
 use super::report::{self, Marker, MarkerKind};
 
+/// Session C's index in the batch of events (after A and B).
+const C: usize = 2;
+
 impl Driver<'_> {
     /// Take every event, completion and delivery; print and account.
     ///
@@ -22,16 +26,22 @@ impl Driver<'_> {
     pub(super) fn drain(&mut self) -> io::Result<()> {
         let now = self.sim.now();
         let mut batch = Vec::new();
-        for i in 0..2 {
+        // Sessions A (0), B (1) and C (2, see `manual`).
+        for i in 0..3 {
             for side in [Side::Initiator, Side::Target] {
-                let (n, h) = match side {
-                    Side::Initiator => (INITIATOR, self.streams[i].session),
-                    Side::Target => (TARGET, self.streams[i].target_session()),
+                let evs = if i == C {
+                    self.c_take_events(side)
+                } else {
+                    let (n, h) = match side {
+                        Side::Initiator => (INITIATOR, self.streams[i].session),
+                        Side::Target => (TARGET, self.streams[i].target_session()),
+                    };
+                    let mut evs = Vec::new();
+                    while let Some(ev) = self.sim.node(n).poll_event(h) {
+                        evs.push(ev);
+                    }
+                    evs
                 };
-                let mut evs = Vec::new();
-                while let Some(ev) = self.sim.node(n).poll_event(h) {
-                    evs.push(ev);
-                }
                 let at_of = |k: usize| match &evs[k] {
                     SessionEvent::Transition(t) => Some(t.at),
                     _ => None,
@@ -51,7 +61,11 @@ impl Driver<'_> {
         }
         batch.sort_by_key(|(at, ..)| *at);
         for (at, i, side, ev) in batch {
-            self.on_event(at, i, side, ev)?;
+            if i == C {
+                self.c_events(at, side, ev)?;
+            } else {
+                self.on_event(at, i, side, ev)?;
+            }
         }
         let [a, b] = &mut self.streams;
         for s in [a, b] {
@@ -59,7 +73,7 @@ impl Driver<'_> {
             s.drain_deliveries(self.sim.node(TARGET));
         }
         self.remember();
-        Ok(())
+        self.c_decide()
     }
 
     fn on_event(

@@ -69,6 +69,7 @@ impl Driver<'_> {
                 acc,
                 closed: false,
             });
+            self.c_fault_started(dev.as_ref());
             self.markers.push(Marker {
                 at_s: self.rel(self.sim.now()),
                 label: kind.to_string(),

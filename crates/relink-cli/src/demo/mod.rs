@@ -4,10 +4,14 @@
 //! Two hosts, two devices each (see [`world`]). Session A (two paths)
 //! carries a checked workload of messages, WRITEs, READs and FETCH_ADDs
 //! (see [`relink_sim::workload`]); session B (one path, a 2 s give-up
-//! deadline) carries messages. A schedule of faults (see [`faults`]) hits the
+//! deadline) carries messages; session C (two paths, manual recovery)
+//! carries messages, and its application decides when it recovers: after
+//! a loss C is held until a quorum of the application's replicas agrees
+//! (see [`manual`]). A schedule of faults (see [`faults`]) hits the
 //! devices while the workload runs; the demo prints what happens as it
-//! happens, then a table of what each fault did to each session and the
-//! end-to-end verification, and draws the throughput timeline as an SVG.
+//! happens, then a table of what each fault did to A and B, C's holds and
+//! decisions, and the end-to-end verification (17 checks with every
+//! fault), and draws the throughput timeline as an SVG.
 //!
 //! Everything runs on the simulation's virtual clock, single-threaded:
 //! the same `--seed` gives the same run, event for event (the report's
@@ -19,7 +23,7 @@
 //! world, drives it and writes the SVG and the report. The rest, in the
 //! order a run goes through it:
 //!
-//! - [`world`]: the two hosts, their devices and the two sessions.
+//! - [`world`]: the two hosts, their devices and the three sessions.
 //! - [`faults`]: the fault catalogue, each fault's steps, what it may do
 //!   to each session, and the schedule.
 //! - [`driver`]: the driver's state, its dated output lines, the intro.
@@ -27,8 +31,12 @@
 //!   lines), the tail and the final drain.
 //! - [`inject`]: a fault's steps applied to the fabric; the admin close.
 //! - [`events`]: session events taken, dated, printed and accounted.
+//! - [`manual`]: session C's application: its holds printed, the quorum
+//!   vote, the decision (`resume_on`), what it saw recorded.
 //! - [`window`]: what each fault's window saw, classified into an outcome.
 //! - [`verify`]: `--sabotage`, the end-to-end checks, the report assembly.
+//! - [`manual_report`]: session C's record in the report, its checks and
+//!   its table.
 //! - [`report`]: the report's types, its text table and JSON.
 //! - [`svg`]: the throughput timeline drawn as an SVG.
 
@@ -43,6 +51,8 @@ mod driver;
 mod events;
 mod faults;
 mod inject;
+mod manual;
+mod manual_report;
 mod report;
 mod run_loop;
 mod svg;

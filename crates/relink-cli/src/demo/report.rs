@@ -1,5 +1,6 @@
-//! The demo's report: what each fault did to each session, the end-to-end
-//! checks, counters and the throughput timeline; rendered as a text table
+//! The demo's report: what each fault did to sessions A and B, session
+//! C's holds and decisions, the end-to-end checks, counters and the
+//! throughput timeline; rendered as a text table
 //! or serialized as JSON.
 
 use std::collections::BTreeMap;
@@ -9,6 +10,7 @@ use relink::Counters;
 use serde::Serialize;
 
 use super::faults::{Expect, FaultKind};
+use super::manual_report::ManualReport;
 use relink_sim::workload::{Check, Class, Problem, Tally};
 
 /// Everything the demo found.
@@ -26,6 +28,9 @@ pub struct Report {
     pub faults: Vec<FaultRow>,
     /// End-to-end checks.
     pub checks: Vec<Check>,
+    /// Session C's manual recovery: each hold and the application's
+    /// decision.
+    pub manual: ManualReport,
     /// Per session: final state, outcomes and counters.
     pub sessions: Vec<SessionSummary>,
     /// Problems seen while running (each also fails a check).
@@ -94,7 +99,7 @@ pub struct Impact {
 /// A session at the end.
 #[derive(Debug, Serialize)]
 pub struct SessionSummary {
-    /// "A" or "B".
+    /// "A", "B" or "C".
     pub session: &'static str,
     /// The initiator's session state at the end (`gone` if the node no longer
     /// knows it).
@@ -156,6 +161,8 @@ pub struct Throughput {
     pub a: Vec<u64>,
     /// Session B's, the same buckets.
     pub b: Vec<u64>,
+    /// Session C's, the same buckets.
+    pub c: Vec<u64>,
     /// Fault steps, to mark on the timeline.
     pub markers: Vec<Marker>,
 }
@@ -212,7 +219,7 @@ pub fn count(v: u64) -> String {
     out
 }
 
-fn table(out: &mut dyn Write, header: &[&str], rows: &[Vec<String>]) -> io::Result<()> {
+pub(super) fn table(out: &mut dyn Write, header: &[&str], rows: &[Vec<String>]) -> io::Result<()> {
     let mut w: Vec<usize> = header.iter().map(|h| h.len()).collect();
     for r in rows {
         for (i, c) in r.iter().enumerate() {
@@ -241,7 +248,8 @@ fn table(out: &mut dyn Write, header: &[&str], rows: &[Vec<String>]) -> io::Resu
 }
 
 impl Report {
-    /// The human-readable report: fault table, checks, summary.
+    /// The human-readable report: fault table, session C's holds, checks,
+    /// summary.
     pub fn render(&self, out: &mut dyn Write) -> io::Result<()> {
         writeln!(out)?;
         writeln!(
@@ -330,6 +338,8 @@ impl Report {
             ],
             &rows,
         )?;
+
+        self.manual.render(out)?;
 
         writeln!(out)?;
         writeln!(out, "Sessions")?;

@@ -16,8 +16,8 @@ use super::report;
 const TICK: Duration = Duration::from_millis(1);
 /// A progress line this often.
 const PROGRESS: Duration = Duration::from_secs(1);
-/// Traffic after the end of the workload (B keeps going; the target may
-/// still deliver what A posted before its close).
+/// Traffic after the end of the workload (B and C keep going; the target
+/// may still deliver what A posted before its close).
 const TAIL: Duration = Duration::from_millis(200);
 /// How long the end waits for pending operations to complete.
 const DRAIN_LIMIT: Duration = Duration::from_secs(5);
@@ -66,8 +66,8 @@ impl Driver<'_> {
                 next_progress += PROGRESS;
             }
         }
-        // The tail: B (if alive) keeps going, the target may still deliver
-        // what A posted before its close.
+        // The tail: B (if alive) and C keep going, the target may still
+        // deliver what A posted before its close.
         let tail_end = self.sim.now() + TAIL;
         while self.sim.now() < tail_end {
             self.top_up();
@@ -80,8 +80,11 @@ impl Driver<'_> {
         for s in &mut self.streams {
             s.stopped = true;
         }
+        self.c.stream.stopped = true;
         let limit = self.sim.now() + DRAIN_LIMIT;
-        while self.sim.now() < limit && self.streams.iter().any(|s| s.pending() > 0) {
+        while self.sim.now() < limit
+            && (self.streams.iter().any(|s| s.pending() > 0) || self.c.stream.pending() > 0)
+        {
             let until = self.sim.now() + Duration::from_millis(1);
             self.sim.run_until(until);
             self.drain()?;
@@ -100,6 +103,7 @@ impl Driver<'_> {
         let node = self.sim.node(INITIATOR);
         a.top_up(node);
         b.top_up(node);
+        self.c.stream.top_up(node);
     }
 
     fn progress(&mut self) -> io::Result<()> {
@@ -122,6 +126,7 @@ impl Driver<'_> {
                 report::count(rate as u64)
             ));
         }
+        parts.push(self.c_progress(PROGRESS));
         self.say(format!("throughput  {}", parts.join("   ")))
     }
 }

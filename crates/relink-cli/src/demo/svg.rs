@@ -1,5 +1,5 @@
 //! The throughput timeline as a hand-written SVG: completed operations
-//! per second of virtual time for both sessions, faults as labelled
+//! per second of virtual time for the three sessions, faults as labelled
 //! vertical lines, their later steps (re-plug, ...) as faint ones.
 
 use std::fmt::Write as _;
@@ -49,12 +49,13 @@ fn human(v: f64) -> String {
 
 /// Render `t` with `title`.
 pub fn render(t: &Throughput, title: &str) -> String {
-    let n = t.a.len().max(t.b.len()).max(1);
+    let n = t.a.len().max(t.b.len()).max(t.c.len()).max(1);
     let span = n as f64 * t.bucket_s;
     let rate = |c: u64| c as f64 / t.bucket_s;
     let peak =
         t.a.iter()
             .chain(&t.b)
+            .chain(&t.c)
             .copied()
             .map(rate)
             .fold(0.0, f64::max)
@@ -158,6 +159,7 @@ pub fn render(t: &Throughput, title: &str) -> String {
     for (series, color, name) in [
         (&t.a, "#1f77b4", "session A"),
         (&t.b, "#ff7f0e", "session B"),
+        (&t.c, "#2ca02c", "session C"),
     ] {
         if series.is_empty() {
             continue;
@@ -182,11 +184,12 @@ pub fn render(t: &Throughput, title: &str) -> String {
     for (i, (color, name)) in [
         ("#1f77b4", "session A (2 paths)"),
         ("#ff7f0e", "session B (1 path, gives up)"),
+        ("#2ca02c", "session C (2 paths, manual recovery)"),
     ]
     .iter()
     .enumerate()
     {
-        let ly = 18.0 + i as f64 * 16.0;
+        let ly = 12.0 + i as f64 * 14.0;
         let _ = writeln!(
             s,
             r#"<line x1="{lx}" y1="{ly}" x2="{}" y2="{ly}" stroke="{color}" stroke-width="3"/><text x="{}" y="{}">{name}</text>"#,
@@ -210,6 +213,7 @@ mod tests {
             bucket_s: 0.1,
             a: vec![10, 20, 0, 30],
             b: vec![1, 1, 1, 0],
+            c: vec![2, 0, 2, 2],
             markers: vec![Marker {
                 at_s: 0.2,
                 label: "reset <soft0>".into(),
@@ -222,6 +226,6 @@ mod tests {
         assert!(svg.trim_end().ends_with("</svg>"));
         assert!(svg.contains("reset &lt;soft0&gt;"));
         assert!(svg.contains("demo &amp; test"));
-        assert_eq!(svg.matches("<polyline").count(), 2);
+        assert_eq!(svg.matches("<polyline").count(), 3);
     }
 }

@@ -1,6 +1,6 @@
 //! The end: the `--sabotage` self-test, the end-to-end verification (the
-//! workload's checks, fault outcomes, final states, problems) and the
-//! assembly of the [`Report`].
+//! workload's checks, session C's manual recovery, fault outcomes, final
+//! states, problems) and the assembly of the [`Report`].
 
 use std::time::Duration;
 
@@ -82,6 +82,10 @@ impl Driver<'_> {
                 }),
             }
         }
+        // Session C: held, no attempt while held, resumed on the
+        // application's decision, messages, completions.
+        let (manual, c_checks, c_summary) = self.c_finish();
+        checks.extend(c_checks);
         let bad_faults: Vec<String> = rows
             .iter()
             .filter(|r| !r.ok)
@@ -122,7 +126,7 @@ impl Driver<'_> {
             ),
         });
         let mut problems = self.problems.clone();
-        for s in &self.streams {
+        for s in self.streams.iter().chain([&self.c.stream]) {
             problems.extend(s.problems.iter().cloned());
         }
         problems.sort_by(|x, y| x.at.total_cmp(&y.at));
@@ -161,18 +165,19 @@ impl Driver<'_> {
                 target: ct.into(),
             });
         }
+        sessions.push(c_summary);
 
         // Throughput.
         let end = self.sim.now();
         let n = (end.saturating_since(self.t0).as_nanos() / BUCKET.as_nanos()) as usize + 1;
-        let mut series = [vec![0u64; n], vec![0u64; n]];
-        for (i, s) in self.streams.iter().enumerate() {
+        let mut series = [vec![0u64; n], vec![0u64; n], vec![0u64; n]];
+        for (i, s) in self.streams.iter().chain([&self.c.stream]).enumerate() {
             for t in &s.completions_at {
                 let k = (t.saturating_since(self.t0).as_nanos() / BUCKET.as_nanos()) as usize;
                 series[i][k.min(n - 1)] += 1;
             }
         }
-        let [sa, sb] = series;
+        let [sa, sb, sc] = series;
         Ok(Report {
             seed: self.seed,
             duration_s: duration.as_secs_f64(),
@@ -180,12 +185,14 @@ impl Driver<'_> {
             failed_checks,
             faults: rows,
             checks,
+            manual,
             sessions,
             problems,
             throughput: Throughput {
                 bucket_s: BUCKET.as_secs_f64(),
                 a: sa,
                 b: sb,
+                c: sc,
                 markers: self.markers.clone(),
             },
             virtual_time_s: secs(end),

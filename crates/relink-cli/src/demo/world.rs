@@ -3,18 +3,19 @@
 //!
 //! ```text
 //!   initiator                                   target
-//!   soft0 10.0.0.1/24  ───── subnet 0 ─────  soft0 10.0.0.2/24   :7471 (A)  :7472 (B)
-//!   soft1 10.0.1.1/24  ───── subnet 1 ─────  soft1 10.0.1.2/24   :7471 (A)
+//!   soft0 10.0.0.1/24  ───── subnet 0 ─────  soft0 10.0.0.2/24   :7471 (A)  :7472 (B)  :7473 (C)
+//!   soft1 10.0.1.1/24  ───── subnet 1 ─────  soft1 10.0.1.2/24   :7471 (A)             :7473 (C)
 //! ```
 //!
 //! Session A has two paths (one per subnet) and a data region at the
-//! target; session B has one path (subnet 0) and a short give-up deadline.
+//! target; session B has one path (subnet 0) and a short give-up deadline;
+//! session C has two paths and manual recovery (see [`super::manual`]).
 
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use anyhow::{bail, Context as _};
-use relink::{Path, Policy, SessionHandle, SessionOptions, State};
+use relink::{Path, Policy, RecoveryMode, SessionHandle, SessionOptions, State};
 use relink_fabric::IpNet;
 use relink_sim::sim::{Sim, INITIATOR, TARGET};
 use relink_soft::{Fault, LinkConfig};
@@ -25,6 +26,8 @@ use relink_sim::workload;
 pub const PORT_A: u16 = 7471;
 /// Session B's port at the target.
 pub const PORT_B: u16 = 7472;
+/// Session C's port at the target.
+pub const PORT_C: u16 = 7473;
 
 /// The addresses of the two subnets, `(initiator, target)` per device.
 pub const ADDRS: [(&str, &str); 2] = [
@@ -54,6 +57,17 @@ pub fn policy_b(give_up: Duration) -> Policy {
         .expect("valid policy")
 }
 
+/// The policy of session C's initiator: A's, with manual recovery (a
+/// loss holds the session until its application resumes it). Its target
+/// keeps A's policy: only an initiator is held.
+pub fn policy_c() -> Policy {
+    policy_a()
+        .to_builder()
+        .recovery(RecoveryMode::Manual)
+        .build()
+        .expect("valid policy")
+}
+
 fn net(s: &str) -> anyhow::Result<IpNet> {
     s.parse().map_err(|e| anyhow::anyhow!("address {s}: {e:?}"))
 }
@@ -70,6 +84,8 @@ pub struct World {
     pub a: (SessionHandle, SessionHandle),
     /// Session B at the initiator and at the target.
     pub b: (SessionHandle, SessionHandle),
+    /// Session C at the initiator and at the target.
+    pub c: (SessionHandle, SessionHandle),
 }
 
 fn wait_established(sim: &mut Sim, s: SessionHandle, what: &str) -> anyhow::Result<SessionHandle> {
@@ -93,8 +109,8 @@ fn wait_established(sim: &mut Sim, s: SessionHandle, what: &str) -> anyhow::Resu
     }
 }
 
-/// Build the world and connect both sessions (B gives up `give_up` after a
-/// loss).
+/// Build the world and connect the three sessions (B gives up `give_up`
+/// after a loss).
 pub fn build(seed: u64, give_up: Duration) -> anyhow::Result<World> {
     let mut sim = Sim::new(seed);
     // Sim::new gives each host soft0 on subnet 0; add soft1 on subnet 1.
@@ -128,7 +144,8 @@ pub fn build(seed: u64, give_up: Duration) -> anyhow::Result<World> {
             peer: peer(i, port)?,
         })
     };
-    // The target listens for A on both of its addresses, for B on subnet 0.
+    // The target listens for A and C on both of its addresses, for B on
+    // subnet 0.
     for (i, (_, addr)) in ADDRS.iter().enumerate() {
         sim.node(TARGET)
             .listen(
@@ -136,6 +153,9 @@ pub fn build(seed: u64, give_up: Duration) -> anyhow::Result<World> {
                 target_opts(policy_a(), workload::target_regions()),
             )
             .with_context(|| format!("listen for A on {addr}"))?;
+        sim.node(TARGET)
+            .listen(peer(i, PORT_C)?, target_opts(policy_a(), Vec::new()))
+            .with_context(|| format!("listen for C on {addr}"))?;
     }
     sim.node(TARGET)
         .listen(peer(0, PORT_B)?, target_opts(policy_b(give_up), Vec::new()))
@@ -157,9 +177,17 @@ pub fn build(seed: u64, give_up: Duration) -> anyhow::Result<World> {
         .connect(paths_b, target_opts(policy_b(give_up), Vec::new()))
         .context("connect B")?;
     let tb = wait_established(&mut sim, b, "B")?;
+
+    let paths_c = vec![path(0, PORT_C)?, path(1, PORT_C)?];
+    let c = sim
+        .node(INITIATOR)
+        .connect(paths_c, target_opts(policy_c(), Vec::new()))
+        .context("connect C")?;
+    let tc = wait_established(&mut sim, c, "C")?;
     Ok(World {
         sim,
         a: (a, ta),
         b: (b, tb),
+        c: (c, tc),
     })
 }
