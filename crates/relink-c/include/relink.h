@@ -130,6 +130,16 @@ typedef enum {
   // the application (`relink_resume`, `relink_close`); `attempt` is the
   // number of paths a present device can carry now, `text` names them.
   RELINK_EVENT_AWAITING_DECISION = 10,
+  // A planned outage begins (`relink_suspend`, `relink_drain`, or the
+  // peer's): nothing new is posted until the session is suspended or
+  // moved; `text` says which.
+  RELINK_EVENT_QUIESCING = 11,
+  // The session is suspended (`RELINK_STATE_SUSPENDED`) until the
+  // initiator resumes it (`relink_resume`).
+  RELINK_EVENT_SUSPENDED = 12,
+  // A drain found no other present path: the session stays on the
+  // drained device.
+  RELINK_EVENT_DRAIN_BLOCKED = 13,
   // An event this header does not name; `text` describes it.
   RELINK_EVENT_OTHER = 99,
 } relink_event_kind;
@@ -152,6 +162,8 @@ typedef enum {
   RELINK_STATE_FAILED = 6,
   // Ended: closed by the application or an administrator.
   RELINK_STATE_CLOSED = 7,
+  // Suspended (`relink_suspend`) until the initiator resumes it.
+  RELINK_STATE_SUSPENDED = 8,
   // A state this header does not know (a newer librelink).
   RELINK_STATE_OTHER = 99,
 } relink_state;
@@ -334,6 +346,8 @@ typedef struct {
   uint64_t downtime_ns;
   // Messages delivered to the application.
   uint64_t delivered;
+  // Planned outages taken (drains, suspends): not losses.
+  uint64_t planned;
 } relink_counters;
 
 #ifdef __cplusplus
@@ -808,13 +822,58 @@ relink_status relink_session_counters(relink_node *node,
 
 // Resume a session that awaits the application's decision (manual
 // recovery, `RELINK_EVENT_AWAITING_DECISION`): it recovers as an automatic
-// one does. `path` is the index of the path to use (0 for the one given
-// to `relink_connect`), or -1 for any. `RELINK_ERR_SESSION` if it awaits
-// no decision.
+// one does; or a suspended one (`relink_suspend`): it reconnects at once.
+// `path` is the index of the path to use (0 for the one given to
+// `relink_connect`), or -1 for any. `RELINK_ERR_SESSION` if it is neither
+// held nor suspended.
 //
 // # Safety
 // `node` is a live node.
 relink_status relink_resume(relink_node *node, relink_session session, int64_t path);
+
+// Suspend a session (the initiator's): both ends stop posting and finish
+// what is in flight, the connection goes, and both halves wait in
+// `RELINK_STATE_SUSPENDED` — no attempt, no give-up deadline — until
+// `relink_resume`. Operations submitted meanwhile wait; nothing is
+// replayed and nothing ends indeterminate. `RELINK_ERR_SESSION` on the
+// accepting side, before the session was established, or once it ended.
+//
+// # Safety
+// `node` is a live node.
+relink_status relink_suspend(relink_node *node, relink_session session);
+
+// Drain the device named `device` (NUL-terminated) before maintenance:
+// every session on it finishes what is in flight and moves at once to
+// another present path (a target asks its initiator to move); no session
+// of the node takes a path on it until `relink_undrain` or its removal.
+// `*moving` (if not NULL) receives the number of sessions moving,
+// `*blocked` (if not NULL) the number that have no other path and stay.
+// `relink_sessions_on` tells when the device carries nothing.
+// `RELINK_ERR_ARGUMENT` if no device of that name is present.
+//
+// # Safety
+// `node` is a live node; `device` a NUL-terminated string; `moving` and
+// `blocked` NULL or valid for a write.
+relink_status relink_drain(relink_node *node,
+                           const char *device,
+                           uint32_t *moving,
+                           uint32_t *blocked);
+
+// End the drain of the device named `device`: its paths may be taken
+// again. `RELINK_ERR_ARGUMENT` if no device of that name is present.
+//
+// # Safety
+// `node` is a live node; `device` a NUL-terminated string.
+relink_status relink_undrain(relink_node *node, const char *device);
+
+// The number of sessions whose connection the device named `device`
+// carries, in `*out`: 0 once a drain finished (then the device can go).
+// `RELINK_ERR_ARGUMENT` if no device of that name is present.
+//
+// # Safety
+// `node` is a live node; `device` a NUL-terminated string; `out` valid
+// for a write.
+relink_status relink_sessions_on(relink_node *node, const char *device, uint32_t *out);
 
 // Change a live session's give-up deadline (`ms` after the loss, or after
 // the first connect while never established; negative: never) and its

@@ -221,6 +221,16 @@ pub enum relink_event_kind {
     /// the application (`relink_resume`, `relink_close`); `attempt` is the
     /// number of paths a present device can carry now, `text` names them.
     RELINK_EVENT_AWAITING_DECISION = 10,
+    /// A planned outage begins (`relink_suspend`, `relink_drain`, or the
+    /// peer's): nothing new is posted until the session is suspended or
+    /// moved; `text` says which.
+    RELINK_EVENT_QUIESCING = 11,
+    /// The session is suspended (`RELINK_STATE_SUSPENDED`) until the
+    /// initiator resumes it (`relink_resume`).
+    RELINK_EVENT_SUSPENDED = 12,
+    /// A drain found no other present path: the session stays on the
+    /// drained device.
+    RELINK_EVENT_DRAIN_BLOCKED = 13,
     /// An event this header does not name; `text` describes it.
     RELINK_EVENT_OTHER = 99,
 }
@@ -313,6 +323,21 @@ fn event(e: &SessionEvent) -> relink_event {
             out.kind = RELINK_EVENT_ATTEMPT_FAILED;
             out.attempt = *attempt;
             format!("attempt {attempt} failed: {reason}")
+        }
+        SessionEvent::Quiescing { plan } => {
+            out.kind = RELINK_EVENT_QUIESCING;
+            match plan {
+                relink_rs::Plan::Drain => "quiescing for a drain".to_string(),
+                relink_rs::Plan::Suspend => "quiescing for a suspend".to_string(),
+            }
+        }
+        SessionEvent::Suspended => {
+            out.kind = RELINK_EVENT_SUSPENDED;
+            "suspended".to_string()
+        }
+        SessionEvent::DrainBlocked => {
+            out.kind = RELINK_EVENT_DRAIN_BLOCKED;
+            "drain blocked: no other present path".to_string()
         }
         #[allow(unreachable_patterns)]
         other => format!("{other:?}"),

@@ -149,6 +149,16 @@ impl From<relink_rs::ResumeError> for Fail {
     }
 }
 
+impl From<relink_rs::SuspendError> for Fail {
+    fn from(e: relink_rs::SuspendError) -> Fail {
+        let status = match &e {
+            relink_rs::SuspendError::NoSession(_) => RELINK_ERR_NO_SESSION,
+            _ => RELINK_ERR_SESSION,
+        };
+        Fail::new(status, chain(&e))
+    }
+}
+
 impl From<relink_rs::SetPolicyError> for Fail {
     fn from(e: relink_rs::SetPolicyError) -> Fail {
         let status = match &e {

@@ -221,3 +221,17 @@ fn manual_recovery_from_c_waits_for_resume() {
     let out = run(&mut Command::new(exe), "manual");
     assert!(out.contains("manual: ok"), "{out}");
 }
+
+/// `tests/c/planned.c`: planned outages from C — a suspended session
+/// outlives a reset and its give-up deadline, then resumes with every
+/// message delivered once and nothing replayed; a drain of a session's only
+/// device reports it blocked.
+#[test]
+fn planned_outages_from_c() {
+    let exe = build(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/planned.c"),
+        "planned",
+    );
+    let out = run(&mut Command::new(exe), "planned");
+    assert!(out.contains("planned: ok"), "{out}");
+}

@@ -49,11 +49,12 @@
 //! | sessions | [`Node::connect`] (initiator), [`Node::listen`] + [`Node::accept`] (target), [`SessionHandle`] | a session outlives its devices; its [`State`] says where it is; an ended one is reaped once drained ([`Node::sessions`]) |
 //! | options and policy | [`SessionOptions::builder`], [`Policy::builder`] | slots, message size, regions ([`RegionOptions`]); when to retry and when to give up (`first_connect_tmo`, `ctrl_loss_tmo`, backoff, keepalive, ...) |
 //! | who decides a recovery | [`Policy::recovery`], [`Node::resume`], [`Node::resume_on`], [`Node::set_policy`] | relink by default; with [`RecoveryMode::Manual`] the application, after [`SessionEvent::AwaitingDecision`] ("Who decides a recovery" below) |
+//! | planned outages | [`Node::suspend`], [`Node::resume`], [`Node::drain`], [`Node::undrain`], [`Node::sessions_on`] | a suspend parks a session ([`State::Suspended`]) until resumed; a drain moves sessions off a device before maintenance; both wait until nothing is in flight, so nothing is replayed or `Indeterminate` ("Planned outages" below) |
 //! | operations | [`Node::send`], [`write`](Node::write), [`read`](Node::read), [`fetch_add`](Node::fetch_add), [`cmp_swap`](Node::cmp_swap), [`submit`](Node::submit) | each returns an [`OpId`] that completes exactly once; local memory by [`LocalRange`] ([`Node::region`]), the peer's by [`BufferToken`] |
 //! | polls (outputs) | [`Node::poll_completion`], [`poll_delivery`](Node::poll_delivery), [`poll_event`](Node::poll_event), [`accept`](Node::accept) | take each until `None` after a poll round; `None` also answers a handle the node no longer has |
 //! | inspection | [`Node::state`], [`counters`](Node::counters), [`session_info`](Node::session_info), [`options`](Node::options), [`device`](Node::device), [`listener_active`](Node::listener_active) | snapshots; `None` for an unknown handle |
 //! | the event loop | [`Node::wait`], [`wait_for`](Node::wait_for), [`event_fd`](Node::event_fd) + [`next_deadline`](Node::next_deadline), [`run_until`](Node::run_until) | sleep until something happens, then poll and take outputs ([`Node`]'s docs show the loop) |
-//! | errors | [`ConnectError`], [`ListenError`], [`SubmitError`], [`OptionsError`], [`RegionError`], [`CloseError`], [`ResumeError`], [`SetPolicyError`] | a call's error means it did nothing; what happens later to a session is a [`SessionEvent`] ([`AttemptFailed`](SessionEvent::AttemptFailed), [`GaveUp`](SessionEvent::GaveUp), [`PeerLost`](SessionEvent::PeerLost), ...) and an operation's end an [`Outcome`] |
+//! | errors | [`ConnectError`], [`ListenError`], [`SubmitError`], [`OptionsError`], [`RegionError`], [`CloseError`], [`ResumeError`], [`SetPolicyError`], [`SuspendError`] | a call's error means it did nothing; what happens later to a session is a [`SessionEvent`] ([`AttemptFailed`](SessionEvent::AttemptFailed), [`GaveUp`](SessionEvent::GaveUp), [`PeerLost`](SessionEvent::PeerLost), ...) and an operation's end an [`Outcome`] |
 //! | providers | [`Provider`], [`fabric`] | the interface a backend implements, re-exported whole as [`fabric`] |
 //!
 //! ## When to call what
@@ -100,6 +101,33 @@
 //! `relink demo` shows a manual session (its session C) held after each
 //! fault and resumed once its application's quorum agrees;
 //! `tests/manual_recovery.rs` is such an application in a few lines.
+//!
+//! # Planned outages
+//!
+//! A loss costs replays, and `Indeterminate` outcomes for what was in
+//! flight. An outage planned ahead costs neither: relink waits until
+//! nothing is in flight before the connection goes.
+//!
+//! - [`Node::suspend`] (the initiator's): both ends stop posting, finish
+//!   what is in flight, and the connection goes; both halves wait in
+//!   [`State::Suspended`] — no attempt, no give-up deadline — and new
+//!   operations queue. [`Node::resume`] (or [`Node::resume_on`] a path)
+//!   reconnects; the session carries on, nothing replayed. A device reset
+//!   or replacement while suspended costs nothing.
+//! - [`Node::drain`] (planned maintenance: a firmware update, a card
+//!   swap): every session on the device moves to another present path the
+//!   same way — quiet, then reconnected at once — and no session of the
+//!   node takes a path on that device any more. The [`DrainReport`] lists
+//!   the sessions that move and those that cannot (no other path: they
+//!   stay, and a removal of the device is then a loss for them).
+//!   [`Node::sessions_on`] is empty once the device carries nothing: then
+//!   take it away. A drain at a target asks each initiator to move.
+//!
+//! Each reports [`SessionEvent::Quiescing`], then
+//! [`SessionEvent::Suspended`] or the usual
+//! [`SessionEvent::Resumed`]; [`Counters::planned`] counts them and
+//! [`Counters::losses`] does not. `relink_bench`'s `relink_drain` puts a
+//! drain's stall next to an unplanned failover's.
 //!
 //! # The replay contract
 //!

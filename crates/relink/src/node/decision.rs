@@ -18,10 +18,16 @@ impl Node {
     /// its regions once back, each message delivered once — until it is
     /// established again. A later loss holds it again.
     ///
+    /// It also resumes a session [`Node::suspend`](super::Node::suspend)
+    /// parked ([`State::Suspended`](crate::State::Suspended)): an attempt
+    /// at once, then recovery under the policy, its give-up deadline from
+    /// now; called while the suspend is still quiescing, the suspend
+    /// completes and the session then resumes.
+    ///
     /// # Errors
     /// [`ResumeError::NoSession`]; [`ResumeError::NotAwaitingDecision`]
-    /// if the session is not held (it is connected, automatic, already
-    /// resumed, or ended).
+    /// if the session is neither held nor suspended (it is connected,
+    /// automatic, already resumed, or ended).
     pub fn resume(&mut self, s: SessionHandle) -> Result<(), ResumeError> {
         self.resume_with(s, None)
     }
