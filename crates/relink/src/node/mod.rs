@@ -23,6 +23,8 @@
 //! | `completions.rs` | draining a session's CQ: send completions retired in RC order, receives copied out and reposted |
 //! | `transport.rs` | one epoch's provider objects, built from the core's plan and torn down with destroy calls only |
 //! | `wr.rs` | the `wr_id` encoding and `WrBatch`, the work requests reused from one post to the next |
+//! | `shared_receive.rs` | shared receive queues: their options, the sessions' reservations (the credit rule), one SRQ per device context in use |
+//! | `windows.rs` | type 2 memory windows of regions: allocated with a transport, bound before the advertisement, invalidated at a close, freed at the teardown |
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::net::SocketAddr;
@@ -35,7 +37,7 @@ use rand_chacha::ChaCha8Rng;
 use relink_core::resources::SessionSpec;
 use relink_core::session::{Path, Session};
 use relink_core::{Incarnation, SessionId};
-use relink_fabric::{CmId, CqId, MemoryError, Provider, RecvWr, SendWr, Timestamp, WorkCompletion};
+use relink_fabric::{CmId, CqId, Provider, RecvWr, SendWr, Timestamp, WorkCompletion};
 
 mod actions;
 mod api;
@@ -49,20 +51,25 @@ mod options;
 mod output;
 mod poll;
 mod regions;
+mod shared_receive;
 mod shutdown;
 mod transport;
 mod wait;
+mod windows;
 mod wr;
 
 pub use error::{
     CloseError, ConnectError, ListenError, OptionsError, RegionError, ResumeError, SetPolicyError,
-    SubmitError,
+    SharedReceiveError, SubmitError,
 };
 pub use options::{
     Footprint, ListenerHandle, SessionHandle, SessionInfo, SessionOptions, SessionOptionsBuilder,
 };
 pub use output::{Accepted, Output};
 pub use regions::RegionOptions;
+pub use shared_receive::{
+    SharedReceiveHandle, SharedReceiveOptions, SharedReceiveOptionsBuilder, SharedReceiveUsage,
+};
 pub use shutdown::ShutdownSummary;
 
 use actions::retire_transport;
@@ -70,6 +77,7 @@ use backlog::Pending;
 use closing::Closing;
 use cm::CmOwner;
 use output::ReadyQueue;
+use shared_receive::{Reservation, SlotError};
 use transport::{SessionMemory, Transport};
 use wr::WrBatch;
 
@@ -93,6 +101,9 @@ struct Slot {
     path: Option<Path>,
     /// The session's entry in the node's `deadlines`.
     deadline: Option<Timestamp>,
+    /// Its share of its shared receive queue, if it is on one (its
+    /// transports hold it too).
+    shared: Option<Arc<Reservation>>,
 }
 
 /// A listener: its address and the options of the sessions it accepts.
@@ -306,6 +317,8 @@ pub struct Node {
     shutting_down: bool,
     /// Dropping the node says no goodbye ([`Node::abort`]).
     skip_goodbyes: bool,
+    /// Shared receive queues, by their handle's key.
+    shared: BTreeMap<u64, Arc<shared_receive::SharedPool>>,
 }
 
 impl Node {
@@ -362,6 +375,7 @@ impl Node {
             goodbye_timeout: Node::DEFAULT_GOODBYE_TIMEOUT,
             shutting_down: false,
             skip_goodbyes: false,
+            shared: BTreeMap::new(),
         }
     }
 
@@ -474,9 +488,12 @@ impl Node {
     }
 
     /// Give a new core its slot (and memory); returns its key.
-    fn insert_slot(&mut self, core: Session, opts: SessionOptions) -> Result<u64, MemoryError> {
+    fn insert_slot(&mut self, core: Session, opts: SessionOptions) -> Result<u64, SlotError> {
         let spec = core.spec().clone();
-        let memory = self.session_memory(&opts, &spec)?;
+        let shared = self.reserve_shared_receive(&opts)?;
+        let memory = self
+            .session_memory(&opts, &spec)
+            .map_err(SlotError::Memory)?;
         let key = self.key();
         self.by_id.insert(core.id(), key);
         self.sessions.insert(
@@ -491,6 +508,7 @@ impl Node {
                 connect_data: Vec::new(),
                 path: None,
                 deadline: None,
+                shared,
             },
         );
         Ok(key)
