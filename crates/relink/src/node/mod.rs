@@ -163,6 +163,7 @@ impl Randomness {
 /// | group | calls |
 /// |---|---|
 /// | make sessions | [`connect`](Node::connect), [`listen`](Node::listen) (then [`accept`](Node::accept)), [`close_listener`](Node::close_listener) |
+/// | shared receive queues | [`create_shared_receive`](Node::create_shared_receive) (before the sessions that use it), [`remove_shared_receive`](Node::remove_shared_receive), [`shared_receive_usage`](Node::shared_receive_usage) |
 /// | commands | [`send`](Node::send), [`write`](Node::write), [`read`](Node::read), [`fetch_add`](Node::fetch_add), [`cmp_swap`](Node::cmp_swap), [`submit`](Node::submit), [`close`](Node::close) |
 /// | the application decides | [`resume`](Node::resume), [`resume_on`](Node::resume_on) (a session held by [`RecoveryMode::Manual`](crate::RecoveryMode::Manual)), [`set_policy`](Node::set_policy) (effective in an outage under way) |
 /// | progress | [`poll`](Node::poll), [`wait`](Node::wait), [`wait_for`](Node::wait_for), [`run_until`](Node::run_until), [`run_for`](Node::run_for); for an event loop of the application's: [`event_fd`](Node::event_fd), [`next_deadline`](Node::next_deadline) |
