@@ -27,7 +27,7 @@
 //! | [`journal`] | the sender side: sequence numbers, replay, exactly one completion per operation |
 //! | [`inbox`] | the receiver side: each message delivered once, in order |
 //! | [`keys`] | stable buffer tokens → the peer's (addr, rkey) of the current epoch |
-//! | [`resources`] | resource specs and the dependency-ordered recreate plan |
+//! | [`resources`] | resource specs and the dependency-ordered recreate plan (a shared receive queue per device context, type 2 windows of regions, when a session opts in) |
 //! | [`wire`] | the resume handshake and in-band messages, length-checked and fuzzed (`wire/{cursor, handshake, message}.rs`) |
 //! | [`auth`] | the session secret and the authenticators of the handshake |
 //! | [`ids`] | the ids every module shares ([`SessionId`], [`Epoch`], [`Seq`], [`OpId`], ...) |

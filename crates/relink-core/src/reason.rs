@@ -133,6 +133,9 @@ pub enum ProviderFailure {
     /// The receive slots could not be posted.
     #[error("post receives: {0}")]
     PostRecv(#[source] PostError),
+    /// The binds of the regions' memory windows could not be posted.
+    #[error("post window binds: {0}")]
+    PostBind(#[source] PostError),
 }
 
 /// The connection-management call of a [`ProviderFailure::Cm`].
@@ -180,6 +183,10 @@ pub enum TransportObject {
     Region(RegionId),
     /// The queue pair.
     Qp,
+    /// The shared receive queue of a device context.
+    Srq,
+    /// The type 2 memory window of an application region.
+    Window(RegionId),
 }
 
 impl fmt::Display for TransportObject {
@@ -191,6 +198,8 @@ impl fmt::Display for TransportObject {
             TransportObject::RecvSlots => f.write_str("register receive slots"),
             TransportObject::Region(r) => write!(f, "register region {r}"),
             TransportObject::Qp => f.write_str("create QP"),
+            TransportObject::Srq => f.write_str("create SRQ"),
+            TransportObject::Window(r) => write!(f, "allocate the window of region {r}"),
         }
     }
 }

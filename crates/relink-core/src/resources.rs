@@ -7,6 +7,16 @@
 //! runs on whichever device carries the session now. The plan is data, so
 //! tests check it without hardware: dependency order, the same addresses
 //! and the same access (never wider).
+//!
+//! Two options change the plan. A session on a **shared receive queue**
+//! ([`SessionSpec::shared_receive`]) takes its device context, protection
+//! domain and receives from the SRQ the driver keeps per device context
+//! ([`Step::AttachSharedReceive`]) instead of opening, allocating and
+//! posting its own. A region exposed through a **type 2 memory window**
+//! ([`RegionSpec::window`]) is registered for binding only
+//! ([`RegionSpec::mr_access`]) and gets a window ([`Step::AllocWindow`])
+//! that the driver binds on the QP once the connection is up, before the
+//! advertisement.
 
 use relink_fabric::{Access, QpCaps};
 
@@ -26,6 +36,30 @@ pub struct RegionSpec {
     pub access: Access,
     /// Advertise it to the peer (one-sided access).
     pub advertise: bool,
+    /// Expose it through a type 2 memory window bound on the session's QP
+    /// (the advertisement carries the window's rkey; the MR itself grants
+    /// no remote right).
+    pub window: bool,
+}
+
+impl RegionSpec {
+    /// The rights the region's MR is registered with: `access` itself, or,
+    /// for a region exposed through a window, its local write (if any) and
+    /// `MW_BIND` only: the remote rights are the window's
+    /// ([`window_access`](Self::window_access)).
+    pub fn mr_access(&self) -> Access {
+        if self.window {
+            (self.access & Access::LOCAL_WRITE) | Access::MW_BIND
+        } else {
+            self.access
+        }
+    }
+
+    /// The remote rights a window over the region grants: the remote rights
+    /// of `access`.
+    pub fn window_access(&self) -> Access {
+        self.access & (Access::REMOTE_READ | Access::REMOTE_WRITE | Access::REMOTE_ATOMIC)
+    }
 }
 
 /// What a session needs on a device.
@@ -43,23 +77,38 @@ pub struct SessionSpec {
     /// The application's regions, registered on every device in this
     /// order.
     pub regions: Vec<RegionSpec>,
+    /// Receives come from a shared receive queue the driver keeps per
+    /// device context (with the context and PD of every session on it);
+    /// `recv_slots` is then the session's share of that queue and still
+    /// the peer's credits.
+    pub shared_receive: bool,
 }
 
 impl SessionSpec {
     /// QP capacities the spec needs.
     pub fn qp_caps(&self) -> QpCaps {
         QpCaps {
-            max_send_wr: self.send_slots + self.max_one_sided + 8,
-            max_recv_wr: self.recv_slots,
+            max_send_wr: self.send_slots + self.max_one_sided + 8 + 2 * self.windows(),
+            max_recv_wr: if self.shared_receive {
+                0
+            } else {
+                self.recv_slots
+            },
             max_send_sge: 1,
             max_recv_sge: 1,
         }
     }
 
-    /// CQ depth that can never overflow: every send and receive WR.
+    /// CQ depth that can never overflow: every send WR and a receive per
+    /// receive slot (with a shared receive queue, the session's share).
     pub fn cq_depth(&self) -> u32 {
-        let c = self.qp_caps();
-        c.max_send_wr + c.max_recv_wr
+        self.qp_caps().max_send_wr + self.recv_slots
+    }
+
+    /// Regions exposed through a window: each takes a bind and an
+    /// invalidation on the send queue.
+    pub fn windows(&self) -> u32 {
+        self.regions.iter().filter(|r| r.window).count() as u32
     }
 }
 
@@ -68,6 +117,11 @@ impl SessionSpec {
 pub enum Step {
     /// Open the device the CM id resolved to.
     OpenDevice,
+    /// Take the device context, PD and shared receive queue the driver
+    /// keeps for the device (building them for the first session on it);
+    /// instead of `OpenDevice`, `AllocPd`, `RegisterRecvSlots` and
+    /// `PostReceives`.
+    AttachSharedReceive,
     /// Allocate the protection domain.
     AllocPd,
     /// Create the completion queue.
@@ -87,9 +141,12 @@ pub enum Step {
         len: u64,
     },
     /// Register an application region, at its fixed address, with exactly
-    /// these rights.
+    /// the rights of [`RegionSpec::mr_access`].
     RegisterRegion(RegionSpec),
-    /// Create the RC QP.
+    /// Allocate the type 2 window of a region with [`RegionSpec::window`]
+    /// (bound on the QP once the connection is up).
+    AllocWindow(RegionSpec),
+    /// Create the RC QP (attached to the shared receive queue, if any).
     CreateQp {
         /// Work-request and scatter/gather limits
         /// ([`SessionSpec::qp_caps`]).
@@ -103,28 +160,40 @@ pub enum Step {
 }
 
 /// The steps that build `spec` on a device, in dependency order: device,
-/// PD, CQ, memory registrations, QP, receives.
+/// PD, CQ, memory registrations, windows, QP, receives (with a shared
+/// receive queue: the shared context, CQ, registrations, windows, QP).
 pub fn build_plan(spec: &SessionSpec) -> Vec<Step> {
-    let mut plan = vec![
-        Step::OpenDevice,
-        Step::AllocPd,
-        Step::CreateCq {
-            depth: spec.cq_depth(),
-        },
-        Step::RegisterSendSlots {
-            len: u64::from(spec.send_slots) * u64::from(spec.slot_size),
-        },
-        Step::RegisterRecvSlots {
+    let mut plan = if spec.shared_receive {
+        vec![Step::AttachSharedReceive]
+    } else {
+        vec![Step::OpenDevice, Step::AllocPd]
+    };
+    plan.push(Step::CreateCq {
+        depth: spec.cq_depth(),
+    });
+    plan.push(Step::RegisterSendSlots {
+        len: u64::from(spec.send_slots) * u64::from(spec.slot_size),
+    });
+    if !spec.shared_receive {
+        plan.push(Step::RegisterRecvSlots {
             len: u64::from(spec.recv_slots) * u64::from(spec.slot_size),
-        },
-    ];
+        });
+    }
     plan.extend(spec.regions.iter().map(|r| Step::RegisterRegion(*r)));
+    plan.extend(
+        spec.regions
+            .iter()
+            .filter(|r| r.window)
+            .map(|r| Step::AllocWindow(*r)),
+    );
     plan.push(Step::CreateQp {
         caps: spec.qp_caps(),
     });
-    plan.push(Step::PostReceives {
-        count: spec.recv_slots,
-    });
+    if !spec.shared_receive {
+        plan.push(Step::PostReceives {
+            count: spec.recv_slots,
+        });
+    }
     plan
 }
 
@@ -144,14 +213,17 @@ mod tests {
                     len: 1 << 20,
                     access: Access::LOCAL_WRITE | Access::REMOTE_WRITE,
                     advertise: true,
+                    window: false,
                 },
                 RegionSpec {
                     id: RegionId(2),
                     len: 4096,
                     access: Access::LOCAL_WRITE,
                     advertise: false,
+                    window: false,
                 },
             ],
+            shared_receive: false,
         }
     }
 
@@ -186,6 +258,38 @@ mod tests {
             })
             .collect();
         assert_eq!(regs, s.regions, "every region, same rights, never wider");
+    }
+
+    #[test]
+    fn a_shared_receive_plan_posts_no_receives_of_its_own() {
+        let mut s = spec();
+        s.shared_receive = true;
+        s.regions[0].window = true;
+        let p = build_plan(&s);
+        assert_eq!(p[0], Step::AttachSharedReceive);
+        assert!(!p.iter().any(|st| matches!(
+            st,
+            Step::OpenDevice
+                | Step::AllocPd
+                | Step::RegisterRecvSlots { .. }
+                | Step::PostReceives { .. }
+        )));
+        let win = position(
+            &p,
+            |st| matches!(st, Step::AllocWindow(r) if r.id == RegionId(1)),
+        );
+        let mr = position(
+            &p,
+            |st| matches!(st, Step::RegisterRegion(r) if r.id == RegionId(1)),
+        );
+        let qp = position(&p, |st| matches!(st, Step::CreateQp { .. }));
+        assert!(mr < win && win < qp);
+        assert_eq!(s.qp_caps().max_recv_wr, 0);
+        assert!(s.cq_depth() >= s.qp_caps().max_send_wr + s.recv_slots);
+        // The window grants the remote rights; its MR only local ones.
+        let r = s.regions[0];
+        assert_eq!(r.mr_access(), Access::LOCAL_WRITE | Access::MW_BIND);
+        assert_eq!(r.window_access(), Access::REMOTE_WRITE);
     }
 
     #[test]

@@ -51,6 +51,7 @@ fn spec() -> SessionSpec {
         send_slots: 32,
         max_one_sided: 8,
         regions: Vec::new(),
+        shared_receive: false,
     }
 }
 

@@ -59,7 +59,8 @@
 //! verbs object it holds on that device — the QPs go to error, their CQs are
 //! drained, and every work request not completed yet gets exactly one
 //! `WrFlushErr` completion from the provider's own bookkeeping of every
-//! request posted (module `track`); then QPs, SRQs, MWs, MRs, CQs, PDs are
+//! request posted (module `track`); then MWs (a bound type 2 window holds
+//! its QP on rxe), QPs, SRQs, MRs, CQs, PDs are
 //! destroyed in dependency order and the context is closed — and it re-syncs
 //! librdmacm (`rdma_get_devices` + `rdma_free_devices`) so that librdmacm
 //! closes its own cached context of the device too. On rxe a single open

@@ -2,8 +2,10 @@
 //! loss: `rdma link delete` / `rdma link add` of the initiator's device, of
 //! the target's, of both; a replacement device on another netdev that takes
 //! over the address (a new GUID); failover to a second device pair while the
-//! first is deleted; netdev down/up; 20 unplug/replug cycles in a row — and
-//! how a session ends: an admin close on either side, with traffic in
+//! first is deleted; netdev down/up; 20 unplug/replug cycles in a row; the
+//! same across unplug/replug with both sides receiving through a shared
+//! receive queue and the target's region exposed through a type 2 memory
+//! window — and how a session ends: an admin close on either side, with traffic in
 //! flight, makes the peer close at once (its goodbye leaves before the
 //! disconnect, which on rxe would flush it).
 //!
@@ -140,6 +142,24 @@ impl Duo {
     /// The target listens on `listen`; the initiator connects over
     /// `paths`; traffic starts.
     fn start(env: Topology, listen: SocketAddr, paths: Vec<Path>) -> Duo {
+        Duo::start_with(
+            env,
+            listen,
+            paths,
+            |_| options(INITIATOR, Policy::default()),
+            |_| options(TARGET, Policy::default()),
+        )
+    }
+
+    /// [`start`](Duo::start) with the sessions' options of each side made
+    /// by `initiator` and `target` on that side's node.
+    fn start_with(
+        env: Topology,
+        listen: SocketAddr,
+        paths: Vec<Path>,
+        initiator: impl FnOnce(&mut Node) -> relink::SessionOptions,
+        target: impl FnOnce(&mut Node) -> relink::SessionOptions,
+    ) -> Duo {
         let lock = LOCK.lock().unwrap_or_else(|e| e.into_inner());
         let _ = tracing_subscriber::fmt()
             .with_env_filter(
@@ -159,11 +179,10 @@ impl Duo {
         );
         let mut a = Node::new(pa.clone());
         let mut b = Node::new(pb);
-        b.listen(listen, options(TARGET, Policy::default()))
-            .expect("listen");
-        let s = a
-            .connect(paths, options(INITIATOR, Policy::default()))
-            .expect("connect");
+        let target_opts = target(&mut b);
+        b.listen(listen, target_opts).expect("listen");
+        let initiator_opts = initiator(&mut a);
+        let s = a.connect(paths, initiator_opts).expect("connect");
         let w = Workload::new("A", 1, WINDOW_A, &a, s, None);
         let mut duo = Duo {
             env,
@@ -738,3 +757,7 @@ fn unplug_replug_cycles() {
 // The scenario of how a session ends, in a file of its own.
 #[path = "sessions_verbs/admin_close.rs"]
 mod admin_close;
+
+// Shared receive queues and type 2 memory windows across device loss.
+#[path = "sessions_verbs/shared_receive.rs"]
+mod shared_receive;

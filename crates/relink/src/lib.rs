@@ -48,13 +48,14 @@
 //! | the node | [`Node::new`], [`Node::seeded_for_simulation`] | one per provider; owns sessions and listeners; single-threaded: sessions make progress only in [`Node::poll`] (and the calls that poll) |
 //! | sessions | [`Node::connect`] (initiator), [`Node::listen`] + [`Node::accept`] (target), [`SessionHandle`] | a session outlives its devices; its [`State`] says where it is; an ended one is reaped once drained ([`Node::sessions`]) |
 //! | options and policy | [`SessionOptions::builder`], [`Policy::builder`] | slots, message size, regions ([`RegionOptions`]); when to retry and when to give up (`first_connect_tmo`, `ctrl_loss_tmo`, backoff, keepalive, ...) |
+//! | resources recreated after every recovery | [`RegionOptions`], [`RegionOptions::window`], [`Node::create_shared_receive`] + [`SessionOptionsBuilder::shared_receive`] | every region is registered again on the new device and advertised again (tokens stay valid); a region may be exposed through a type 2 memory window relink binds on the session's QP; sessions may receive through one shared receive queue per device, each reserving its `recv_slots` of its depth (the credit rule) |
 //! | who decides a recovery | [`Policy::recovery`], [`Node::resume`], [`Node::resume_on`], [`Node::set_policy`] | relink by default; with [`RecoveryMode::Manual`] the application, after [`SessionEvent::AwaitingDecision`] ("Who decides a recovery" below) |
 //! | planned outages | [`Node::suspend`], [`Node::resume`], [`Node::drain`], [`Node::undrain`], [`Node::sessions_on`] | a suspend parks a session ([`State::Suspended`]) until resumed; a drain moves sessions off a device before maintenance; both wait until nothing is in flight, so nothing is replayed or `Indeterminate` ("Planned outages" below) |
 //! | operations | [`Node::send`], [`write`](Node::write), [`read`](Node::read), [`fetch_add`](Node::fetch_add), [`cmp_swap`](Node::cmp_swap), [`submit`](Node::submit) | each returns an [`OpId`] that completes exactly once; local memory by [`LocalRange`] ([`Node::region`]), the peer's by [`BufferToken`] |
 //! | polls (outputs) | [`Node::poll_completion`], [`poll_delivery`](Node::poll_delivery), [`poll_event`](Node::poll_event), [`accept`](Node::accept) | take each until `None` after a poll round; `None` also answers a handle the node no longer has |
 //! | inspection | [`Node::state`], [`counters`](Node::counters), [`session_info`](Node::session_info), [`options`](Node::options), [`device`](Node::device), [`listener_active`](Node::listener_active) | snapshots; `None` for an unknown handle |
 //! | the event loop | [`Node::wait`], [`wait_for`](Node::wait_for), [`event_fd`](Node::event_fd) + [`next_deadline`](Node::next_deadline), [`run_until`](Node::run_until) | sleep until something happens, then poll and take outputs ([`Node`]'s docs show the loop) |
-//! | errors | [`ConnectError`], [`ListenError`], [`SubmitError`], [`OptionsError`], [`RegionError`], [`CloseError`], [`ResumeError`], [`SetPolicyError`], [`SuspendError`] | a call's error means it did nothing; what happens later to a session is a [`SessionEvent`] ([`AttemptFailed`](SessionEvent::AttemptFailed), [`GaveUp`](SessionEvent::GaveUp), [`PeerLost`](SessionEvent::PeerLost), ...) and an operation's end an [`Outcome`] |
+//! | errors | [`ConnectError`], [`ListenError`], [`SubmitError`], [`OptionsError`], [`RegionError`], [`CloseError`], [`ResumeError`], [`SetPolicyError`], [`SuspendError`], [`SharedReceiveError`] | a call's error means it did nothing; what happens later to a session is a [`SessionEvent`] ([`AttemptFailed`](SessionEvent::AttemptFailed), [`GaveUp`](SessionEvent::GaveUp), [`PeerLost`](SessionEvent::PeerLost), ...) and an operation's end an [`Outcome`] |
 //! | providers | [`Provider`], [`fabric`] | the interface a backend implements, re-exported whole as [`fabric`] |
 //!
 //! ## When to call what
@@ -181,8 +182,9 @@ pub use async_node::AsyncNode;
 pub use node::{
     Accepted, CloseError, ConnectError, DrainReport, Footprint, ListenError, ListenerHandle, Node,
     OptionsError, Output, RegionError, RegionOptions, ResumeError, SessionHandle, SessionInfo,
-    SessionOptions, SessionOptionsBuilder, SetPolicyError, ShutdownSummary, SubmitError,
-    SuspendError,
+    SessionOptions, SessionOptionsBuilder, SetPolicyError, SharedReceiveError, SharedReceiveHandle,
+    SharedReceiveOptions, SharedReceiveOptionsBuilder, SharedReceiveUsage, ShutdownSummary,
+    SubmitError, SuspendError,
 };
 pub use relink_core::journal::{Completion, LocalRange, OpError, OpKind, Outcome};
 pub use relink_core::keys::KeyError;

@@ -131,6 +131,7 @@ impl Default for Setup {
                     | Access::REMOTE_READ
                     | Access::REMOTE_ATOMIC,
                 advertise: true,
+                window: false,
             }],
             connect_data: ConnectBytes::EMPTY,
         }
@@ -153,6 +154,7 @@ impl Setup {
             send_slots: self.recv_slots + 16,
             max_one_sided: self.max_one_sided,
             regions: self.regions.clone(),
+            shared_receive: false,
         }
     }
 }

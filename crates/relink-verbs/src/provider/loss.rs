@@ -102,6 +102,18 @@ impl Inner {
         }
         self.note_activity();
         // Destroy in dependency order; errors are logged (EIO = released).
+        // Windows first: on rxe a bound type 2 window holds a reference on
+        // its QP, and `ibv_destroy_qp` waits in the kernel for it (on 6.12
+        // about 50 s, then fails with ETIMEDOUT; `rdma link delete` blocks
+        // meanwhile). Freeing a window invalidates it and lets go of its QP.
+        for w in self.mws.values_mut().filter(|w| w.ctx == ctx) {
+            if let Some(raw) = w.raw.take() {
+                // SAFETY: a live MW, deallocated once (a bound type 2 window
+                // is invalidated with it).
+                let rc = unsafe { sys::ibv_dealloc_mw(raw.get()) };
+                log_rc("ibv_dealloc_mw", rc);
+            }
+        }
         for q in qps {
             let qr = self.qps.get_mut(&q).expect("present");
             if let Some(raw) = qr.raw.take() {
@@ -125,13 +137,6 @@ impl Inner {
                 // SAFETY: a live SRQ with no QP left, destroyed once.
                 let rc = unsafe { sys::ibv_destroy_srq(raw.get()) };
                 log_rc("ibv_destroy_srq", rc);
-            }
-        }
-        for w in self.mws.values_mut().filter(|w| w.ctx == ctx) {
-            if let Some(raw) = w.raw.take() {
-                // SAFETY: a live MW, deallocated once.
-                let rc = unsafe { sys::ibv_dealloc_mw(raw.get()) };
-                log_rc("ibv_dealloc_mw", rc);
             }
         }
         for m in self.mrs.values_mut().filter(|m| m.ctx == ctx) {

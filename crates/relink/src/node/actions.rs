@@ -160,7 +160,13 @@ impl Node {
                     .cm_device(req.cm)
                     .and_then(|d| p.devices().into_iter().find(|x| x.id == d));
                 let built = match device {
-                    Some(d) => t.build(p, d, &slot.spec, &slot.memory),
+                    Some(d) => t.build(
+                        &self.provider,
+                        d,
+                        &slot.spec,
+                        &slot.memory,
+                        slot.shared.as_ref(),
+                    ),
                     None => Err(AttemptFailure::DeviceLost),
                 };
                 let accepted = built.and_then(|()| {
@@ -199,7 +205,9 @@ impl Node {
                 // (`closing.rs`); the TearDown that follows finds no
                 // transport.
                 if let Some(t) = slot.transport.take_if(|t| t.epoch == epoch) {
-                    let backlog = std::mem::take(&mut slot.backlog);
+                    let mut backlog = std::mem::take(&mut slot.backlog);
+                    // The windows' invalidations follow the goodbye.
+                    t.queue_invalidations(&mut backlog);
                     let memory = slot.memory.clone();
                     let (id, size) = (slot.core.id(), slot.spec.slot_size);
                     self.begin_closing(id, t, backlog, memory, size);

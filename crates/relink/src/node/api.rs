@@ -54,7 +54,8 @@ impl Node {
     /// [`ConnectError::Options`] if the options are invalid (the key is
     /// named; a region no device can register, connect data longer than
     /// [`MAX_CONNECT_DATA`](crate::MAX_CONNECT_DATA)), [`ConnectError::Memory`] if the session's memory cannot be
-    /// allocated.
+    /// allocated, [`ConnectError::SharedReceive`] if its shared receive
+    /// queue cannot take it (the credit rule: [`Node::create_shared_receive`]).
     pub fn connect(
         &mut self,
         paths: Vec<Path>,
@@ -78,7 +79,7 @@ impl Node {
         };
         let mut core = Session::new(cfg, now).map_err(OptionsError::Policy)?;
         core.set_devices(self.provider.devices(), now);
-        let key = self.insert_slot(core, opts).map_err(ConnectError::Memory)?;
+        let key = self.insert_slot(core, opts)?;
         self.sessions
             .get_mut(&key)
             .expect("inserted")
@@ -120,6 +121,7 @@ impl Node {
         opts: SessionOptions,
     ) -> Result<ListenerHandle, ListenError> {
         opts.validate()?;
+        self.check_shared_receive(&opts)?;
         if addr.port() == 0 {
             return Err(ListenError::NoPort(addr));
         }

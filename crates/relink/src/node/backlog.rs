@@ -33,6 +33,14 @@ pub(super) enum Pending {
         /// The local range, in its region's MR on the current transport.
         sge: Sge,
     },
+    /// A local operation on the send queue without data: the
+    /// invalidation of a region's memory window (`windows.rs`).
+    Local {
+        /// `TAG_LOCAL` and the region's id.
+        wr_id: u64,
+        /// The operation.
+        op: SendOp,
+    },
 }
 
 /// Signal at least every this many requests (and the last request of each
@@ -182,6 +190,11 @@ pub(super) fn fill_batch(
                 (TAG_SEND | u64::from(s), SendOp::Send, sge)
             }
             Pending::OneSided { wr_id, op, sge } => (wr_id, op, sge),
+            Pending::Local { wr_id, op } => {
+                batch.push_local(wr_id, op);
+                t.posted.push_back(wr_id);
+                continue;
+            }
         };
         batch.push_send(wr_id, op, sge);
         t.posted.push_back(wr_id);

@@ -20,7 +20,9 @@
 //!   default, on the provider's clock: virtual time on the in-process
 //!   soft fabric), if the peer never acknowledges.
 //!
-//! A receive that completes meanwhile is dropped: the session is over.
+//! A receive that completes meanwhile is dropped: the session is over (a
+//! slot of a shared receive queue goes back to the queue). The windows'
+//! invalidations are posted after the goodbye (`windows.rs`).
 //! The closing transport holds clones of the session's memory, so the
 //! memory its registrations cover lives until they are destroyed.
 
@@ -35,7 +37,7 @@ use super::backlog::{fill_batch, mark_signaled, Pending};
 use super::cm::CmOwner;
 use super::completions::retire_through;
 use super::transport::{SessionMemory, Transport};
-use super::wr::{TAG_MASK, TAG_ONE_SIDED, TAG_SEND};
+use super::wr::{TAG_LOCAL, TAG_MASK, TAG_ONE_SIDED, TAG_SEND};
 use super::Node;
 
 /// A closed session's transport whose goodbye has not left yet.
@@ -190,8 +192,12 @@ impl Node {
         }
         self.dirty.insert(ck);
         let mut failed = false;
+        // Receives are dropped; the slots of a shared receive queue go
+        // back to it.
+        c.transport
+            .return_shared_receives(p, &self.wcs, &mut self.recv_batch);
         for wc in &self.wcs {
-            if matches!(wc.wr_id & TAG_MASK, TAG_SEND | TAG_ONE_SIDED) {
+            if matches!(wc.wr_id & TAG_MASK, TAG_SEND | TAG_ONE_SIDED | TAG_LOCAL) {
                 retire_through(&mut c.transport, wc, |_, status| {
                     failed |= status != WcStatus::Success;
                 });

@@ -197,7 +197,8 @@ impl Node {
                     return;
                 };
                 let t = slot.transport.as_mut().expect("current");
-                if let Err(e) = t.build(&*p, device, &slot.spec, &slot.memory) {
+                let shared = slot.shared.as_ref();
+                if let Err(e) = t.build(&p, device, &slot.spec, &slot.memory, shared) {
                     slot.core.handle_attempt_failed(epoch, e, now);
                     self.run_actions(key);
                     return;
@@ -215,6 +216,11 @@ impl Node {
                 let t = slot.transport.as_mut().expect("current");
                 t.connected = true;
                 let device = t.device.clone().expect("built");
+                if let Err(e) = t.bind_windows(&*p) {
+                    slot.core.handle_attempt_failed(epoch, e, now);
+                    self.run_actions(key);
+                    return;
+                }
                 let keys = t.local_keys();
                 slot.core
                     .handle_connected(epoch, device, &private_data, keys, now);
@@ -226,6 +232,11 @@ impl Node {
                 let t = slot.transport.as_mut().expect("current");
                 t.connected = true;
                 let device = t.device.clone().expect("built");
+                if let Err(e) = t.bind_windows(&*p) {
+                    slot.core.handle_attempt_failed(epoch, e, now);
+                    self.run_actions(key);
+                    return;
+                }
                 let keys = t.local_keys();
                 slot.core.handle_accepted(epoch, device, keys, now);
                 self.set_phase(id, key, epoch, Phase::Up);

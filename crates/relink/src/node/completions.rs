@@ -1,14 +1,15 @@
 //! Draining a session's CQ: send-queue completions retire their requests
 //! in RC order (an unsignaled request is done once a later one completes),
 //! a received message is copied out of its slot and handed to the core,
-//! and its receive is posted again.
+//! and its receive is posted again (to the shared receive queue, for a
+//! session on one: whatever its status, the slot left the SRQ).
 
 use relink_core::state::DownCause;
 use relink_core::OpId;
 use relink_fabric::{Memory, WcStatus, WorkCompletion};
 
 use super::transport::Transport;
-use super::wr::{TAG_MASK, TAG_ONE_SIDED, TAG_RECV, TAG_SEND};
+use super::wr::{TAG_LOCAL, TAG_MASK, TAG_ONE_SIDED, TAG_RECV, TAG_SEND};
 use super::Node;
 
 impl Node {
@@ -67,7 +68,7 @@ impl Node {
         // The core's calls below never replace the driver's transport.
         for wc in &self.wcs {
             match wc.wr_id & TAG_MASK {
-                TAG_SEND | TAG_ONE_SIDED => {
+                TAG_SEND | TAG_ONE_SIDED | TAG_LOCAL => {
                     retire_through(t, wc, |op, status| {
                         if !(before_loss && status == WcStatus::WrFlushErr) {
                             slot.core.handle_send_completion(epoch, op, status, now)
@@ -75,6 +76,13 @@ impl Node {
                     });
                 }
                 TAG_RECV => {
+                    let s = (wc.wr_id & !TAG_MASK) as u32;
+                    let shared = t.shared.as_ref().map(|a| &a.device);
+                    if let Some(d) = shared.and_then(|d| Some((d.recv_mr?, d.slot_size))) {
+                        // A slot of the shared receive queue goes back to
+                        // it whatever happened to the message.
+                        self.recv_batch.push_recv(&d.0, d.1, s);
+                    }
                     if before_loss && wc.status == WcStatus::WrFlushErr {
                         continue;
                     }
@@ -86,15 +94,12 @@ impl Node {
                         );
                         continue;
                     }
-                    let s = (wc.wr_id & !TAG_MASK) as u32;
-                    let bytes = copy_out(
-                        &slot.memory.recv,
-                        s,
-                        slot.spec.slot_size,
-                        wc.byte_len,
-                        &mut self.recv_buf,
-                    );
-                    if let Some(mr) = t.recv_mr {
+                    let (recv, size) = match shared {
+                        Some(d) => (&d.memory, d.slot_size),
+                        None => (&slot.memory.recv, slot.spec.slot_size),
+                    };
+                    let bytes = copy_out(recv, s, size, wc.byte_len, &mut self.recv_buf);
+                    if let (Some(mr), None) = (t.recv_mr, shared) {
                         self.recv_batch.push_recv(&mr, slot.spec.slot_size, s);
                     }
                     slot.core.handle_received(epoch, bytes, now);
@@ -103,11 +108,15 @@ impl Node {
             }
         }
         if !self.recv_batch.is_empty() {
-            if let Some(qp) = t.qp {
-                if p.post_recv(qp, self.recv_batch.as_slice()).is_err() {
-                    slot.core
-                        .handle_transport_down(epoch, DownCause::DeviceRemoved, now);
-                }
+            let srq = t.shared.as_ref().and_then(|a| a.device.srq);
+            let posted = match (srq, t.qp) {
+                (Some(srq), _) => Some(p.post_srq_recv(srq, self.recv_batch.as_slice())),
+                (None, Some(qp)) => Some(p.post_recv(qp, self.recv_batch.as_slice())),
+                (None, None) => None,
+            };
+            if posted.is_some_and(|r| r.is_err()) {
+                slot.core
+                    .handle_transport_down(epoch, DownCause::DeviceRemoved, now);
             }
         }
         self.run_actions(key);

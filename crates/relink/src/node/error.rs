@@ -17,6 +17,7 @@
 //! | [`Node::resume`](super::Node::resume), [`resume_on`](super::Node::resume_on) | [`ResumeError`] |
 //! | [`Node::set_policy`](super::Node::set_policy) | [`SetPolicyError`] |
 //! | [`Node::suspend`](super::Node::suspend) | [`SuspendError`] |
+//! | [`SharedReceiveOptionsBuilder::build`](super::SharedReceiveOptionsBuilder::build), [`Node::create_shared_receive`](super::Node::create_shared_receive), [`Node::remove_shared_receive`](super::Node::remove_shared_receive) | [`SharedReceiveError`] (also inside [`ConnectError`] and [`ListenError`]) |
 //!
 //! What happens to a session after the call succeeded (a failed attempt,
 //! a give-up, a lost peer) is not an error of a call: it comes out of
@@ -33,7 +34,8 @@ use relink_core::state::State;
 use relink_core::{LocalRange, RegionId};
 use relink_fabric::{CmError, MemoryError};
 
-use super::SessionHandle;
+use super::shared_receive::SlotError;
+use super::{SessionHandle, SharedReceiveHandle};
 
 /// Invalid [`SessionOptions`](super::SessionOptions): the input must
 /// change, retrying cannot help.
@@ -94,6 +96,66 @@ pub enum ConnectError {
     /// allocated: smaller options, or later, when memory is free.
     #[error("cannot allocate the session's memory")]
     Memory(#[source] MemoryError),
+    /// The session's shared receive queue cannot take it: an unknown
+    /// handle, messages too large (fix the input), or a queue whose depth
+    /// the other sessions' reservations fill (`Full`: later, or a deeper
+    /// queue).
+    #[error(transparent)]
+    SharedReceive(#[from] SharedReceiveError),
+}
+
+impl From<SlotError> for ConnectError {
+    fn from(e: SlotError) -> ConnectError {
+        match e {
+            SlotError::Memory(e) => ConnectError::Memory(e),
+            SlotError::SharedReceive(e) => ConnectError::SharedReceive(e),
+        }
+    }
+}
+
+/// What is wrong with a shared receive queue or a session's use of it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SharedReceiveError {
+    /// An option of [`SharedReceiveOptions`](super::SharedReceiveOptions)
+    /// is out of range: the input must change.
+    #[error("shared receive option `{key}`: {reason}")]
+    Invalid {
+        /// The option, as its builder setter names it (`depth`, ...).
+        key: &'static str,
+        /// What it must be.
+        reason: &'static str,
+    },
+    /// The node has no shared receive queue of this handle (never made,
+    /// or removed): the input must change.
+    #[error("no shared receive queue {0:?} on this node")]
+    Unknown(SharedReceiveHandle),
+    /// The session's `max_message` is larger than the queue's slots: the
+    /// input must change.
+    #[error("max_message {max_message} exceeds the shared receive queue's {limit}")]
+    MessageTooLarge {
+        /// The session's `max_message`.
+        max_message: u32,
+        /// The queue's `max_message`.
+        limit: u32,
+    },
+    /// The session's `recv_slots` do not fit in what the other sessions'
+    /// reservations leave of the queue's depth (with `reserved` 0: not even
+    /// in an empty queue). Retry once sessions on it are gone, or use a
+    /// deeper queue or fewer `recv_slots`.
+    #[error("shared receive queue full: {reserved} of {depth} receives reserved, {wanted} wanted")]
+    Full {
+        /// The queue's depth.
+        depth: u32,
+        /// Receives reserved by its sessions now.
+        reserved: u32,
+        /// The session's `recv_slots`.
+        wanted: u32,
+    },
+    /// [`Node::remove_shared_receive`](super::Node::remove_shared_receive):
+    /// a session or listener still uses the queue.
+    #[error("the shared receive queue is in use")]
+    InUse,
 }
 
 /// Why [`Node::listen`](super::Node::listen) made no listener. An address
@@ -124,6 +186,11 @@ pub enum ListenError {
         #[source]
         error: CmError,
     },
+    /// The sessions' shared receive queue cannot take them: an unknown
+    /// handle, messages too large, or `recv_slots` deeper than the queue
+    /// (`Full` with nothing reserved). The input must change.
+    #[error(transparent)]
+    SharedReceive(#[from] SharedReceiveError),
 }
 
 /// Why an operation was not submitted ([`Node::send`](super::Node::send),

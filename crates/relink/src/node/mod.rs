@@ -24,6 +24,8 @@
 //! | `completions.rs` | draining a session's CQ: send completions retired in RC order, receives copied out and reposted |
 //! | `transport.rs` | one epoch's provider objects, built from the core's plan and torn down with destroy calls only |
 //! | `wr.rs` | the `wr_id` encoding and `WrBatch`, the work requests reused from one post to the next |
+//! | `shared_receive.rs` | shared receive queues: their options, the sessions' reservations (the credit rule), one SRQ per device context in use |
+//! | `windows.rs` | type 2 memory windows of regions: allocated with a transport, bound before the advertisement, invalidated at a close, freed at the teardown |
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::net::SocketAddr;
@@ -36,7 +38,7 @@ use rand_chacha::ChaCha8Rng;
 use relink_core::resources::SessionSpec;
 use relink_core::session::{Path, Session};
 use relink_core::{Incarnation, SessionId};
-use relink_fabric::{CmId, CqId, MemoryError, Provider, RecvWr, SendWr, Timestamp, WorkCompletion};
+use relink_fabric::{CmId, CqId, Provider, RecvWr, SendWr, Timestamp, WorkCompletion};
 
 mod actions;
 mod api;
@@ -51,14 +53,16 @@ mod output;
 mod planned;
 mod poll;
 mod regions;
+mod shared_receive;
 mod shutdown;
 mod transport;
 mod wait;
+mod windows;
 mod wr;
 
 pub use error::{
     CloseError, ConnectError, ListenError, OptionsError, RegionError, ResumeError, SetPolicyError,
-    SubmitError, SuspendError,
+    SharedReceiveError, SubmitError, SuspendError,
 };
 pub use options::{
     Footprint, ListenerHandle, SessionHandle, SessionInfo, SessionOptions, SessionOptionsBuilder,
@@ -66,6 +70,9 @@ pub use options::{
 pub use output::{Accepted, Output};
 pub use planned::DrainReport;
 pub use regions::RegionOptions;
+pub use shared_receive::{
+    SharedReceiveHandle, SharedReceiveOptions, SharedReceiveOptionsBuilder, SharedReceiveUsage,
+};
 pub use shutdown::ShutdownSummary;
 
 use actions::retire_transport;
@@ -73,6 +80,7 @@ use backlog::Pending;
 use closing::Closing;
 use cm::CmOwner;
 use output::ReadyQueue;
+use shared_receive::{Reservation, SlotError};
 use transport::{SessionMemory, Transport};
 use wr::WrBatch;
 
@@ -96,6 +104,9 @@ struct Slot {
     path: Option<Path>,
     /// The session's entry in the node's `deadlines`.
     deadline: Option<Timestamp>,
+    /// Its share of its shared receive queue, if it is on one (its
+    /// transports hold it too).
+    shared: Option<Arc<Reservation>>,
 }
 
 /// A listener: its address and the options of the sessions it accepts.
@@ -155,6 +166,7 @@ impl Randomness {
 /// | group | calls |
 /// |---|---|
 /// | make sessions | [`connect`](Node::connect), [`listen`](Node::listen) (then [`accept`](Node::accept)), [`close_listener`](Node::close_listener) |
+/// | shared receive queues | [`create_shared_receive`](Node::create_shared_receive) (before the sessions that use it), [`remove_shared_receive`](Node::remove_shared_receive), [`shared_receive_usage`](Node::shared_receive_usage) |
 /// | commands | [`send`](Node::send), [`write`](Node::write), [`read`](Node::read), [`fetch_add`](Node::fetch_add), [`cmp_swap`](Node::cmp_swap), [`submit`](Node::submit), [`close`](Node::close) |
 /// | the application decides | [`resume`](Node::resume), [`resume_on`](Node::resume_on) (a session held by [`RecoveryMode::Manual`](crate::RecoveryMode::Manual)), [`set_policy`](Node::set_policy) (effective in an outage under way) |
 /// | progress | [`poll`](Node::poll), [`wait`](Node::wait), [`wait_for`](Node::wait_for), [`run_until`](Node::run_until), [`run_for`](Node::run_for); for an event loop of the application's: [`event_fd`](Node::event_fd), [`next_deadline`](Node::next_deadline) |
@@ -312,6 +324,8 @@ pub struct Node {
     /// Devices being drained ([`Node::drain`]): every session, new ones
     /// too, avoids them.
     draining: Vec<relink_fabric::DeviceId>,
+    /// Shared receive queues, by their handle's key.
+    shared: BTreeMap<u64, Arc<shared_receive::SharedPool>>,
 }
 
 impl Node {
@@ -369,6 +383,7 @@ impl Node {
             shutting_down: false,
             skip_goodbyes: false,
             draining: Vec::new(),
+            shared: BTreeMap::new(),
         }
     }
 
@@ -481,9 +496,12 @@ impl Node {
     }
 
     /// Give a new core its slot (and memory); returns its key.
-    fn insert_slot(&mut self, core: Session, opts: SessionOptions) -> Result<u64, MemoryError> {
+    fn insert_slot(&mut self, core: Session, opts: SessionOptions) -> Result<u64, SlotError> {
         let spec = core.spec().clone();
-        let memory = self.session_memory(&opts, &spec)?;
+        let shared = self.reserve_shared_receive(&opts)?;
+        let memory = self
+            .session_memory(&opts, &spec)
+            .map_err(SlotError::Memory)?;
         let key = self.key();
         let mut core = core;
         let now = self.now();
@@ -503,6 +521,7 @@ impl Node {
                 connect_data: Vec::new(),
                 path: None,
                 deadline: None,
+                shared,
             },
         );
         Ok(key)

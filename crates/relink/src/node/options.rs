@@ -12,7 +12,7 @@ use relink_core::wire::{self, ConnectBytes, MAX_CONNECT_DATA};
 use relink_core::{Epoch, Incarnation, Seq, SessionId};
 use relink_fabric::{DeviceInfo, Timestamp};
 
-use super::{OptionsError, RegionOptions};
+use super::{OptionsError, RegionOptions, SharedReceiveHandle};
 
 /// Identifies a session of a [`Node`](super::Node); never reused by that
 /// node, also after the session is gone (reaped once it ended and was
@@ -66,6 +66,12 @@ pub struct SessionOptions {
     /// carry them. For [`Node::connect`](super::Node::connect) only: a
     /// listener's are not used. Empty by default.
     pub connect_data: Vec<u8>,
+    /// Receive through this shared receive queue of the node
+    /// ([`Node::create_shared_receive`](super::Node::create_shared_receive))
+    /// instead of receive slots of the session's own; `recv_slots` is then
+    /// the session's reservation out of the queue's depth (and still the
+    /// peer's credits). `None` (the default): receive slots of its own.
+    pub shared_receive: Option<SharedReceiveHandle>,
 }
 
 impl Default for SessionOptions {
@@ -77,6 +83,7 @@ impl Default for SessionOptions {
             max_one_sided: 64,
             regions: Vec::new(),
             connect_data: Vec::new(),
+            shared_receive: None,
         }
     }
 }
@@ -164,8 +171,10 @@ impl SessionOptions {
                     len: r.len,
                     access: r.access,
                     advertise: r.advertise,
+                    window: r.window,
                 })
                 .collect(),
+            shared_receive: self.shared_receive.is_some(),
         }
     }
 }
@@ -224,6 +233,15 @@ impl SessionOptionsBuilder {
     /// with the first connect, at most [`MAX_CONNECT_DATA`].
     pub fn connect_data(mut self, data: impl Into<Vec<u8>>) -> SessionOptionsBuilder {
         self.opts.connect_data = data.into();
+        self
+    }
+
+    /// [`SessionOptions::shared_receive`]: receive through this shared
+    /// receive queue of the node the session is made on (the node checks
+    /// the handle when the session or listener is made:
+    /// [`SharedReceiveError`](crate::SharedReceiveError)).
+    pub fn shared_receive(mut self, queue: SharedReceiveHandle) -> SessionOptionsBuilder {
+        self.opts.shared_receive = Some(queue);
         self
     }
 

@@ -61,6 +61,9 @@ pub struct RegionOptions {
     /// Advertise it to the peer for one-sided access (its key is sent again
     /// after every reconnection). Off unless set ([`RegionOptions::advertise`]).
     pub advertise: bool,
+    /// Expose it through a type 2 memory window instead of its MR
+    /// ([`RegionOptions::window`]). Off unless set.
+    pub window: bool,
     /// The application's memory, or `None` for memory relink allocates
     /// for each session.
     pub memory: Option<Memory>,
@@ -75,6 +78,7 @@ impl RegionOptions {
             len,
             access,
             advertise: false,
+            window: false,
             memory: None,
         }
     }
@@ -88,6 +92,7 @@ impl RegionOptions {
             len: memory.len() as u64,
             access,
             advertise: false,
+            window: false,
             memory: Some(memory),
         }
     }
@@ -95,6 +100,29 @@ impl RegionOptions {
     /// Whether to advertise the region to the peer for one-sided access.
     pub fn advertise(mut self, advertise: bool) -> RegionOptions {
         self.advertise = advertise;
+        self
+    }
+
+    /// Whether to expose the (advertised) region through a type 2 memory
+    /// window rather than its MR. relink registers the MR with the
+    /// region's local write (if any) and `MW_BIND` only — its rkey grants
+    /// the peer nothing — allocates a window with every transport, binds it
+    /// on the session's QP (a BIND_MW request) once the connection is up
+    /// and before the advertisement, and advertises the window's rkey with
+    /// the region's remote rights: the peer reaches the region by the same
+    /// tokens as through an MR, through that QP only. After every reset,
+    /// replacement or failover the window is allocated and bound again on
+    /// the new transport and advertised again; a close invalidates it
+    /// (LOCAL_INV, after the goodbye) and every teardown frees it.
+    ///
+    /// A window needs the region advertised and at least one remote right
+    /// ([`OptionsError::BadRegion`](crate::OptionsError::BadRegion)
+    /// otherwise), and a provider with type 2 windows (the soft fabric;
+    /// rxe and most RDMA NICs with rdma-core): on one without, the
+    /// session's attempts fail with the provider's error until the policy
+    /// gives up.
+    pub fn window(mut self, window: bool) -> RegionOptions {
+        self.window = window;
         self
     }
 
@@ -112,6 +140,15 @@ impl RegionOptions {
         }
         if !self.access.is_valid_for_mr() {
             return Some("REMOTE_WRITE and REMOTE_ATOMIC need LOCAL_WRITE");
+        }
+        if self.window && !self.advertise {
+            return Some("a window exposes an advertised region: advertise it");
+        }
+        let remote = Access::REMOTE_READ | Access::REMOTE_WRITE | Access::REMOTE_ATOMIC;
+        if self.window && !self.access.intersects(remote) {
+            return Some(
+                "a window grants remote rights: give REMOTE_READ, REMOTE_WRITE or REMOTE_ATOMIC",
+            );
         }
         None
     }
@@ -157,7 +194,12 @@ impl Node {
         spec: &SessionSpec,
     ) -> Result<SessionMemory, MemoryError> {
         let send = self.alloc_memory(spec.send_slots as usize * spec.slot_size as usize)?;
-        let recv = self.alloc_memory(spec.recv_slots as usize * spec.slot_size as usize)?;
+        let recv = if spec.shared_receive {
+            // Messages land in the shared receive queue's slots.
+            Memory::new(std::sync::Arc::new(relink_fabric::HeapMemory::new(0, 0)))
+        } else {
+            self.alloc_memory(spec.recv_slots as usize * spec.slot_size as usize)?
+        };
         let mut regions = BTreeMap::new();
         for r in &opts.regions {
             let memory = match &r.memory {

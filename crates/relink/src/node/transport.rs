@@ -2,6 +2,7 @@
 //! and torn down with destroy calls only.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use relink_core::reason::{AttemptFailure, ProviderFailure, TransportObject};
 use relink_core::resources::{build_plan, SessionSpec, Step};
@@ -9,10 +10,12 @@ use relink_core::session::LocalKeys;
 use relink_core::{Epoch, RegionId};
 use relink_fabric::{
     Access, CmId, ContextId, CqId, DeviceInfo, Memory, MrInfo, OpenError, PdId, Provider, QpId,
-    QpInit,
+    QpInit, WorkCompletion,
 };
 
-use super::wr::{WrBatch, TAG_MASK, TAG_ONE_SIDED, TAG_SEND};
+use super::shared_receive::{Attached, Reservation};
+use super::windows::Window;
+use super::wr::{WrBatch, TAG_MASK, TAG_ONE_SIDED, TAG_RECV, TAG_SEND};
 
 /// Host memory of a session: allocated once when the session is made (a
 /// region of the application's memory is the application's handle, maybe
@@ -36,6 +39,12 @@ pub(super) struct Transport {
     pub send_mr: Option<MrInfo>,
     pub recv_mr: Option<MrInfo>,
     pub region_mrs: BTreeMap<RegionId, MrInfo>,
+    /// The type 2 windows of the regions exposed through one
+    /// (`windows.rs`).
+    pub windows: BTreeMap<RegionId, Window>,
+    /// The device's shared receive queue (with its context and PD), for a
+    /// session on one (`shared_receive.rs`): `ctx` and `pd` are then its.
+    pub shared: Option<Attached>,
     pub device: Option<DeviceInfo>,
     /// The CM says the connection is up.
     pub connected: bool,
@@ -65,6 +74,8 @@ impl Transport {
             send_mr: None,
             recv_mr: None,
             region_mrs: BTreeMap::new(),
+            windows: BTreeMap::new(),
+            shared: None,
             device: None,
             connected: false,
             free_slots: (0..send_slots).rev().collect(),
@@ -75,17 +86,30 @@ impl Transport {
         }
     }
 
-    /// Run the core's plan on `device` (the device the CM id resolved to).
+    /// Run the core's plan on `device` (the device the CM id resolved to);
+    /// `shared` is the session's share of its shared receive queue, if it
+    /// has one.
     pub fn build(
         &mut self,
-        p: &dyn Provider,
+        provider: &Arc<dyn Provider>,
         device: DeviceInfo,
         spec: &SessionSpec,
         mem: &SessionMemory,
+        shared: Option<&Arc<Reservation>>,
     ) -> Result<(), AttemptFailure> {
+        let p = &**provider;
         let e = |object, error| ProviderFailure::Create { object, error };
         for step in build_plan(spec) {
             match step {
+                Step::AttachSharedReceive => {
+                    let r = shared.expect("a session on a shared receive queue has its share");
+                    let a = r.attach(provider, &device)?;
+                    self.ctx = a.device.ctx;
+                    self.pd = a.device.pd;
+                    self.shared = Some(a);
+                    self.device = Some(device.clone());
+                }
+                Step::AllocWindow(r) => self.alloc_window(p, r)?,
                 Step::OpenDevice => {
                     self.ctx = Some(p.open_device(&device.id).map_err(|x| match x {
                         // The registration the route resolved to is gone.
@@ -134,7 +158,7 @@ impl Transport {
                 Step::RegisterRegion(r) => {
                     let m = &mem.regions[&r.id];
                     let mr = p
-                        .reg_mr(self.pd.expect("pd"), m, m.addr(), r.len, r.access)
+                        .reg_mr(self.pd.expect("pd"), m, m.addr(), r.len, r.mr_access())
                         .map_err(|x| e(TransportObject::Region(r.id), x))?;
                     self.region_mrs.insert(r.id, mr);
                 }
@@ -146,7 +170,7 @@ impl Transport {
                             QpInit {
                                 send_cq: cq,
                                 recv_cq: cq,
-                                srq: None,
+                                srq: self.shared.as_ref().and_then(|a| a.device.srq),
                                 caps,
                                 sq_sig_all: false,
                             },
@@ -183,23 +207,59 @@ impl Transport {
         }
     }
 
-    /// rkeys of the regions, for the core's advertisements.
+    /// rkeys of the regions, for the core's advertisements: a bound
+    /// window's, or the MR's.
     pub fn local_keys(&self) -> Vec<LocalKeys> {
         self.region_mrs
             .iter()
             .map(|(id, mr)| LocalKeys {
                 region: *id,
                 addr: mr.addr,
-                rkey: mr.rkey,
+                rkey: self.window_rkey(*id).unwrap_or(mr.rkey),
             })
             .collect()
     }
 
+    /// Post the receives of shared-receive-queue slots that completed
+    /// (`wcs`, any status: each left the SRQ) to the SRQ again; nothing for
+    /// a transport with receives of its own. Returns whether the post
+    /// worked (it fails when the device has gone).
+    pub fn return_shared_receives(
+        &self,
+        p: &dyn Provider,
+        wcs: &[WorkCompletion],
+        batch: &mut WrBatch<relink_fabric::RecvWr>,
+    ) -> bool {
+        let Some(a) = &self.shared else {
+            return true;
+        };
+        let (Some(srq), Some(mr)) = (a.device.srq, a.device.recv_mr) else {
+            return true;
+        };
+        batch.clear();
+        for wc in wcs.iter().filter(|wc| wc.wr_id & TAG_MASK == TAG_RECV) {
+            batch.push_recv(&mr, a.device.slot_size, (wc.wr_id & !TAG_MASK) as u32);
+        }
+        batch.is_empty() || p.post_srq_recv(srq, batch.as_slice()).is_ok()
+    }
+
     /// Destroy everything, children first. After a device loss the
     /// provider reports "already released"; that is the normal case here.
+    /// A session on a shared receive queue gives back the slots its CQ
+    /// still holds, and leaves the context, PD and SRQ to the device's
+    /// last transport.
     pub fn tear_down(&mut self, p: &dyn Provider) {
+        self.free_windows(p);
         if let Some(qp) = self.qp.take() {
             log_destroy("QP", p.destroy_qp(qp));
+        }
+        if let (Some(cq), Some(_)) = (self.cq, &self.shared) {
+            // The QP is gone: nothing more completes. Receives it took
+            // from the SRQ and nobody read go back to the SRQ.
+            let mut wcs = Vec::new();
+            while p.poll_cq(cq, 64, &mut wcs).unwrap_or(0) > 0 {}
+            let mut batch = WrBatch::default();
+            self.return_shared_receives(p, &wcs, &mut batch);
         }
         for (_, mr) in std::mem::take(&mut self.region_mrs) {
             log_destroy("MR", p.dereg_mr(mr.id));
@@ -212,6 +272,11 @@ impl Transport {
         }
         if let Some(cq) = self.cq.take() {
             log_destroy("CQ", p.destroy_cq(cq));
+        }
+        if self.shared.take().is_some() {
+            // The device's shared objects: destroyed by their last holder.
+            self.pd = None;
+            self.ctx = None;
         }
         if let Some(pd) = self.pd.take() {
             log_destroy("PD", p.dealloc_pd(pd));
@@ -226,7 +291,10 @@ impl Transport {
     }
 }
 
-fn log_destroy(what: &str, r: Result<relink_fabric::Destroyed, relink_fabric::DestroyError>) {
+pub(super) fn log_destroy(
+    what: &str,
+    r: Result<relink_fabric::Destroyed, relink_fabric::DestroyError>,
+) {
     match r {
         Ok(relink_fabric::Destroyed::Released) => {}
         Ok(relink_fabric::Destroyed::AlreadyReleased) => {

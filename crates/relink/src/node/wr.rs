@@ -4,9 +4,13 @@
 use relink_fabric::{MrInfo, RecvWr, SendOp, SendWr, Sge};
 
 // A `wr_id` carries a tag in its top two bits; below it, the send slot
-// (`TAG_SEND`), the receive slot (`TAG_RECV`) or the operation's id
-// (`TAG_ONE_SIDED`).
+// (`TAG_SEND`), the receive slot (`TAG_RECV`), the operation's id
+// (`TAG_ONE_SIDED`) or the region whose window a local operation binds or
+// invalidates (`TAG_LOCAL`).
 
+/// A local operation on the send queue: a window's bind or invalidation
+/// (the region's id below the tag).
+pub(super) const TAG_LOCAL: u64 = 0;
 /// A message in a send slot (the slot below the tag).
 pub(super) const TAG_SEND: u64 = 1 << 62;
 /// A receive of a receive slot (the slot below the tag).
@@ -74,6 +78,17 @@ impl WrBatch<SendWr> {
         let mut sgl = std::mem::take(&mut wr.sgl);
         sgl.clear();
         sgl.push(sge);
+        *wr = SendWr::new(wr_id, op, sgl);
+    }
+}
+
+impl WrBatch<SendWr> {
+    /// Append the signaled request `wr_id` of `op`, which carries no data
+    /// (a window's bind or invalidation).
+    pub fn push_local(&mut self, wr_id: u64, op: SendOp) {
+        let wr = self.next(|| SendWr::new(0, SendOp::Send, Vec::with_capacity(1)));
+        let mut sgl = std::mem::take(&mut wr.sgl);
+        sgl.clear();
         *wr = SendWr::new(wr_id, op, sgl);
     }
 }
