@@ -27,6 +27,10 @@
 //! - [`recovery`]: recovery latency of one session over repeated device
 //!   faults, and the time a thousand sessions take to resume after one
 //!   reset, on virtual and wall-clock time.
+//! - [`scale`]: ten thousand sessions through one device reset on the
+//!   in-process fabric, a thousand across two processes over TCP: the time
+//!   until all resumed and carried a message, and the heap of an idle
+//!   session.
 //! - [`memory`]: heap bytes per operation held in the journal while the
 //!   peer is away, given any live-bytes counter (the bench binary's counting
 //!   allocator).
@@ -57,6 +61,7 @@ pub mod memory;
 pub mod overhead;
 pub mod recovery;
 pub mod report;
+pub mod scale;
 pub mod series;
 pub mod session;
 
