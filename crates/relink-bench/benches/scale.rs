@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use relink_bench::memory::HeapCounter;
 use relink_bench::report::{target_dir, text_table, write_json_in, Machine};
-use relink_bench::scale::{in_process, tcp, ScaleRun};
+use relink_bench::scale::{fabric_heap, in_process, tcp, ScaleRun};
 use relink_bench::{quick_from_env, selected};
 use serde::Serialize;
 use stats_alloc::{StatsAlloc, INSTRUMENTED_SYSTEM};
@@ -110,6 +110,13 @@ fn table(runs: &[ScaleRun]) -> String {
                 r.sessions, r.fabric, h.per_session, h.registered_per_session,
                 h.per_session_excluding_registered
             ));
+            if let (Some(f), Some(rl)) = (h.fabric_per_session, h.relink_per_session) {
+                out.push_str(&format!(
+                    "  of those {:.0} B: the fabric's objects of a raw connection {f:.0} B, \
+                     relink's own {rl:.0} B (both ends)\n",
+                    h.per_session_excluding_registered
+                ));
+            }
         }
     }
     out
@@ -137,7 +144,13 @@ fn main() {
         if !selected(name) {
             continue;
         }
-        let r = in_process(inproc_n, 300, quantum, heap.take());
+        let counting = heap.take();
+        let mut r = in_process(inproc_n, 300, quantum, counting);
+        if let (Some(counter), Some(h)) = (counting, r.heap) {
+            // The fabric's own share, from raw connections with the same
+            // queues (a thousand are enough for a per-connection figure).
+            r.heap = Some(h.with_fabric(fabric_heap(inproc_n.min(1_000), 301, counter)));
+        }
         eprintln!(
             "  {name}: {inproc_n} sessions resumed in {:.3} s",
             r.resumed_s
@@ -169,8 +182,12 @@ fn main() {
             r.messages_s,
             r.sessions_per_s,
             r.heap.map_or(String::new(), |h| format!(
-                " heap_per_session={:.0} registered_per_session={:.0} besides_registered={:.0}",
-                h.per_session, h.registered_per_session, h.per_session_excluding_registered
+                " heap_per_session={:.0} registered_per_session={:.0} besides_registered={:.0} fabric_per_session={:.0} relink_per_session={:.0}",
+                h.per_session,
+                h.registered_per_session,
+                h.per_session_excluding_registered,
+                h.fabric_per_session.unwrap_or(f64::NAN),
+                h.relink_per_session.unwrap_or(f64::NAN)
             ))
         );
     }

@@ -14,7 +14,11 @@
 //!   runtime directory's registry, as `relink soft-device reset` does), the
 //!   same two times. [`tcp::serve`] is the target's side.
 //!
-//! Both use [`scale_options`]: 16 receive slots of 256 bytes, no region,
+//! - [`fabric_heap`]: the heap the in-process fabric itself holds for an
+//!   idle connection (raw connections with the same queues), to tell the
+//!   fabric's share of [`IdleHeap`] from relink's.
+//!
+//! Both runs use [`scale_options`]: 16 receive slots of 256 bytes, no region,
 //! the default policy.
 
 use std::time::Duration;
@@ -24,9 +28,11 @@ use serde::Serialize;
 
 use crate::memory::HeapCounter;
 
+mod fabric;
 mod inproc;
 pub mod tcp;
 
+pub use fabric::fabric_heap;
 pub use inproc::in_process;
 
 /// Session options of the scale sessions: 16 receive slots of 256 bytes,
@@ -101,6 +107,12 @@ pub struct IdleHeap {
     /// besides its registered buffers, both ends, the fabric's objects
     /// included.
     pub per_session_excluding_registered: f64,
+    /// The in-process fabric's own heap per idle connection, both ends
+    /// ([`fabric_heap`]), if measured ([`IdleHeap::with_fabric`]).
+    pub fabric_per_session: Option<f64>,
+    /// `per_session_excluding_registered - fabric_per_session`: relink's
+    /// own heap per idle session, both ends.
+    pub relink_per_session: Option<f64>,
 }
 
 impl IdleHeap {
@@ -116,6 +128,18 @@ impl IdleHeap {
             per_session,
             registered_per_session,
             per_session_excluding_registered: per_session - registered_per_session,
+            fabric_per_session: None,
+            relink_per_session: None,
+        }
+    }
+
+    /// The same with the fabric's share per session, `fabric` bytes
+    /// ([`fabric_heap`]), told apart.
+    pub fn with_fabric(self, fabric: f64) -> IdleHeap {
+        IdleHeap {
+            fabric_per_session: Some(fabric),
+            relink_per_session: Some(self.per_session_excluding_registered - fabric),
+            ..self
         }
     }
 }
