@@ -56,7 +56,7 @@ fn drain(sim: &mut Sim, tally: &mut Tally, resumed_at: &mut Vec<Instant>, delive
 }
 
 /// `n` sessions between the two nodes of a fresh [`Sim`] seeded with
-/// `seed`, connected [`BATCH`] at a time; once all are established and
+/// `seed`, connected 256 at a time; once all are established and
 /// idle, the heap they hold (if `heap` counts it); then one reset of the
 /// initiator's device (`Fault::Reset`), the world driven by a [`Stepper`]
 /// of `quantum`, timed until every session sent `Resumed`; then one
