@@ -29,6 +29,10 @@
 //!   reset, on virtual and wall-clock time.
 //! - [`drain`]: the stall an application sees when its session leaves a
 //!   device, a planned drain next to an unplanned failover.
+//! - [`scale`]: ten thousand sessions through one device reset on the
+//!   in-process fabric, a thousand across two processes over TCP: the time
+//!   until all resumed and carried a message, and the heap of an idle
+//!   session.
 //! - [`memory`]: heap bytes per operation held in the journal while the
 //!   peer is away, given any live-bytes counter (the bench binary's counting
 //!   allocator).
@@ -60,6 +64,7 @@ pub mod memory;
 pub mod overhead;
 pub mod recovery;
 pub mod report;
+pub mod scale;
 pub mod series;
 pub mod session;
 

@@ -61,11 +61,10 @@ impl HostState {
             } else {
                 self.next_port + 1
             };
-            if !self
-                .cm_ids
-                .values()
-                .any(|c| c.bound && c.local.is_some_and(|a| a.port() == p))
-            {
+            if !self.index.bound().any(|h| {
+                let c = &self.cm_ids[&h];
+                c.bound && c.local.is_some_and(|a| a.port() == p)
+            }) {
                 return p;
             }
         }
@@ -98,7 +97,7 @@ impl HostState {
         } else {
             addr.port()
         };
-        let clash = self.cm_ids.values().any(|c| {
+        let clash = self.index.bound().map(|h| &self.cm_ids[&h]).any(|c| {
             c.bound
                 && !matches!(c.state, CmState::Removed | CmState::Failed)
                 && c.local.is_some_and(|l| {
@@ -117,6 +116,7 @@ impl HostState {
         cm.device = device;
         cm.state = CmState::Bound;
         cm.bound = true;
+        self.index.bind(id.0);
         Ok(local)
     }
 
@@ -313,6 +313,8 @@ impl HostState {
         cm.initiator = true;
         cm.params = params;
         cm.state = CmState::Connecting;
+        self.index.add_conn(conn, true, id.0);
+        self.index.set_qp_cm(qp.0, id.0);
         self.arm_cm_timer(id.0, out);
         self.send_cm(
             conn,
@@ -355,6 +357,7 @@ impl HostState {
         let cm = self.cm_mut(id)?;
         cm.qp = Some(qp.0);
         cm.state = CmState::Accepting;
+        self.index.set_qp_cm(qp.0, id.0);
         self.arm_cm_timer(id.0, out);
         self.send_cm(
             conn,
@@ -458,6 +461,7 @@ impl HostState {
             _ => {}
         }
         let cm = self.cm_ids.remove(&id.0).expect("present");
+        self.index.forget_cm(id.0, cm.conn, cm.initiator);
         Ok(match cm.device {
             Some(d) => self.destroyed(&d),
             None => Destroyed::Released,
@@ -492,10 +496,7 @@ impl HostState {
     }
 
     fn find_conn(&self, conn: u64, initiator: bool) -> Option<u64> {
-        self.cm_ids
-            .iter()
-            .find(|(_, c)| c.conn == conn && c.initiator == initiator)
-            .map(|(h, _)| *h)
+        self.index.conn(conn, initiator)
     }
 
     pub(super) fn on_cm(&mut self, src: IpAddr, dst: IpAddr, msg: CmMsg, out: &mut Outbox) {
@@ -544,6 +545,7 @@ impl HostState {
                 cm.remote_qpn = qpn;
                 cm.params = params;
                 self.cm_ids.insert(h, cm);
+                self.index.add_conn(conn_id, false, h);
                 self.cm_event(
                     h,
                     CmEventKind::ConnectRequest {
@@ -653,11 +655,11 @@ impl HostState {
 
     fn listener_for(&self, ip: IpAddr, port: u16) -> Option<u64> {
         let listening = |c: &CmIdState| c.state == CmState::Listening;
-        self.cm_ids
-            .iter()
+        let bound = || self.index.bound().map(|h| (h, &self.cm_ids[&h]));
+        bound()
             .find(|(_, c)| listening(c) && c.local == Some(SocketAddr::new(ip, port)))
             .or_else(|| {
-                self.cm_ids.iter().find(|(_, c)| {
+                bound().find(|(_, c)| {
                     listening(c)
                         && c.local.is_some_and(|l| {
                             l.port() == port
@@ -666,17 +668,16 @@ impl HostState {
                         })
                 })
             })
-            .map(|(h, _)| *h)
+            .map(|(h, _)| h)
     }
 
     /// The transport lost connection `conn` (TCP stream closed).
     pub fn conn_lost(&mut self, conn: u64, out: &mut Outbox) {
-        let ids: Vec<u64> = self
-            .cm_ids
-            .iter()
-            .filter(|(_, c)| c.conn == conn)
-            .map(|(h, _)| *h)
+        let mut ids: Vec<u64> = [true, false]
+            .into_iter()
+            .filter_map(|initiator| self.index.conn(conn, initiator))
             .collect();
+        ids.sort_unstable();
         for id in ids {
             match self.cm_ids[&id].state {
                 CmState::Connected | CmState::Accepting => {

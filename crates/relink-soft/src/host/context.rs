@@ -23,15 +23,17 @@ impl HostState {
 
     /// Close a context.
     pub fn close_device(&mut self, ctx: ContextId) -> Result<Destroyed, DestroyError> {
-        let Some(c) = self.ctxs.get(&ctx.0) else {
+        if !self.ctxs.contains_key(&ctx.0) {
             return Err(DestroyError::InvalidHandle("context"));
-        };
-        if self.pds.values().any(|p| p.ctx == ctx.0) {
-            return Err(DestroyError::Busy("context (PDs)"));
         }
-        let _ = c;
-        if self.cqs.values().any(|q| q.ctx == ctx.0) {
-            return Err(DestroyError::Busy("context (CQs)"));
+        if self.index.in_use(ctx.0) {
+            return Err(DestroyError::Busy(
+                if self.pds.values().any(|p| p.ctx == ctx.0) {
+                    "context (PDs)"
+                } else {
+                    "context (CQs)"
+                },
+            ));
         }
         let dev = self.ctxs.remove(&ctx.0).expect("present").dev;
         Ok(self.destroyed(&dev))
@@ -87,6 +89,7 @@ impl HostState {
         let dev = self.ctx_dev(ctx)?;
         let h = self.handle();
         self.pds.insert(h, Pd { ctx: ctx.0, dev });
+        self.index.use_object(ctx.0);
         Ok(PdId(h))
     }
 
@@ -95,14 +98,12 @@ impl HostState {
         if !self.pds.contains_key(&pd.0) {
             return Err(DestroyError::InvalidHandle("PD"));
         }
-        if self.mrs.values().any(|m| m.pd == pd.0)
-            || self.mws.values().any(|m| m.pd == pd.0)
-            || self.qps.values().any(|q| q.pd == pd.0)
-            || self.srqs.values().any(|s| s.pd == pd.0)
-        {
+        if self.index.in_use(pd.0) {
             return Err(DestroyError::Busy("PD"));
         }
-        let dev = self.pds.remove(&pd.0).expect("present").dev;
+        let p = self.pds.remove(&pd.0).expect("present");
+        self.index.release_object(p.ctx);
+        let dev = p.dev;
         Ok(self.destroyed(&dev))
     }
 
@@ -125,6 +126,7 @@ impl HostState {
                 armed: None,
             },
         );
+        self.index.use_object(ctx.0);
         Ok(CqId(h))
     }
 
@@ -133,14 +135,12 @@ impl HostState {
         if !self.cqs.contains_key(&cq.0) {
             return Err(DestroyError::InvalidHandle("CQ"));
         }
-        if self
-            .qps
-            .values()
-            .any(|q| q.init.send_cq == cq || q.init.recv_cq == cq)
-        {
+        if self.index.in_use(cq.0) {
             return Err(DestroyError::Busy("CQ"));
         }
-        let dev = self.cqs.remove(&cq.0).expect("present").dev;
+        let c = self.cqs.remove(&cq.0).expect("present");
+        self.index.release_object(c.ctx);
+        let dev = c.dev;
         Ok(self.destroyed(&dev))
     }
 

@@ -17,6 +17,7 @@
 //! | `requester.rs` | RC requester: responses, NAKs, RNR waits, timers firing     |
 //! | `cm.rs`        | connection manager: ids, resolution, REQ..DREQ, timeouts    |
 //! | `packets.rs`   | packets in (dispatch), events out                           |
+//! | `index.rs`     | users of each object, connections, bound CM ids (lookups)   |
 
 use std::collections::{BTreeMap, VecDeque};
 use std::net::{IpAddr, SocketAddr};
@@ -36,6 +37,7 @@ use crate::payload::{BufferPool, PoolStats};
 mod cm;
 mod context;
 mod devices;
+mod index;
 mod packets;
 mod qp;
 mod requester;
@@ -243,6 +245,8 @@ pub struct HostState {
     qps: BTreeMap<u64, Qp>,
     qpn_index: BTreeMap<u32, u64>,
     cm_ids: BTreeMap<u64, CmIdState>,
+    /// Lookups that would otherwise scan every object.
+    index: index::Index,
     events: VecDeque<Event>,
     activity: bool,
     /// Something came for the caller (as for `activity`) since the
@@ -287,6 +291,7 @@ impl HostState {
             qps: BTreeMap::new(),
             qpn_index: BTreeMap::new(),
             cm_ids: BTreeMap::new(),
+            index: index::Index::default(),
             events: VecDeque::new(),
             activity: false,
             ready: false,

@@ -54,6 +54,17 @@ impl HostState {
         let qpn = self.next_qpn;
         self.next_qpn += 1;
         self.qpn_index.insert(qpn, h);
+        for user_of in [
+            Some(pd.0),
+            Some(init.send_cq.0),
+            Some(init.recv_cq.0),
+            init.srq.map(|s| s.0),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            self.index.use_object(user_of);
+        }
         self.qps.insert(
             h,
             Qp {
@@ -90,13 +101,24 @@ impl HostState {
             .remove(&qp.0)
             .ok_or(DestroyError::InvalidHandle("QP"))?;
         self.qpn_index.remove(&q.qpn);
+        for user_of in [
+            Some(q.pd),
+            Some(q.init.send_cq.0),
+            Some(q.init.recv_cq.0),
+            q.init.srq.map(|s| s.0),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            self.index.release_object(user_of);
+        }
         for w in self.mws.values_mut() {
             if w.bound.is_some_and(|b| b.qp == Some(qp.0)) {
                 w.bound = None;
             }
         }
-        for cm in self.cm_ids.values_mut() {
-            if cm.qp == Some(qp.0) {
+        if let Some(id) = self.index.take_qp_cm(qp.0) {
+            if let Some(cm) = self.cm_ids.get_mut(&id).filter(|cm| cm.qp == Some(qp.0)) {
                 cm.qp = None;
             }
         }

@@ -32,6 +32,7 @@ impl HostState {
                 queue: VecDeque::new(),
             },
         );
+        self.index.use_object(pd.0);
         Ok(SrqId(h))
     }
 
@@ -40,10 +41,12 @@ impl HostState {
         if !self.srqs.contains_key(&srq.0) {
             return Err(DestroyError::InvalidHandle("SRQ"));
         }
-        if self.qps.values().any(|q| q.init.srq == Some(srq)) {
+        if self.index.in_use(srq.0) {
             return Err(DestroyError::Busy("SRQ"));
         }
-        let dev = self.srqs.remove(&srq.0).expect("present").dev;
+        let s = self.srqs.remove(&srq.0).expect("present");
+        self.index.release_object(s.pd);
+        let dev = s.dev;
         Ok(self.destroyed(&dev))
     }
 
@@ -98,6 +101,7 @@ impl HostState {
                 info,
             },
         );
+        self.index.use_object(pd.0);
         Ok(info)
     }
 
@@ -115,6 +119,7 @@ impl HostState {
         }
         let m = self.mrs.remove(&mr.0).expect("present");
         self.mr_keys.remove(&m.info.lkey);
+        self.index.release_object(m.pd);
         let dev = m.dev;
         Ok(self.destroyed(&dev))
     }
@@ -135,6 +140,7 @@ impl HostState {
                 bound: None,
             },
         );
+        self.index.use_object(pd.0);
         Ok(MwInfo {
             id: MwId(h),
             rkey,
@@ -149,6 +155,7 @@ impl HostState {
             .remove(&mw.0)
             .ok_or(DestroyError::InvalidHandle("MW"))?;
         self.mw_keys.remove(&w.rkey);
+        self.index.release_object(w.pd);
         let dev = w.dev;
         Ok(self.destroyed(&dev))
     }

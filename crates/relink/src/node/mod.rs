@@ -38,7 +38,7 @@ use rand_chacha::ChaCha8Rng;
 use relink_core::resources::SessionSpec;
 use relink_core::session::{Path, Session};
 use relink_core::{Incarnation, SessionId};
-use relink_fabric::{CmId, CqId, Provider, RecvWr, SendWr, Timestamp, WorkCompletion};
+use relink_fabric::{CmId, CqId, Memory, Provider, RecvWr, SendWr, Timestamp, WorkCompletion};
 
 mod actions;
 mod api;
@@ -107,6 +107,22 @@ struct Slot {
     /// Its share of its shared receive queue, if it is on one (its
     /// transports hold it too).
     shared: Option<Arc<Reservation>>,
+}
+
+impl Slot {
+    /// Bytes of the session's memory relink allocated: its send and
+    /// receive slots and the regions that are not the application's.
+    fn own_memory_bytes(&self) -> usize {
+        let regions: usize = self
+            .opts
+            .regions
+            .iter()
+            .filter(|r| r.memory.is_none())
+            .filter_map(|r| self.memory.regions.get(&r.id))
+            .map(Memory::len)
+            .sum();
+        self.memory.send.len() + self.memory.recv.len() + regions
+    }
 }
 
 /// A listener: its address and the options of the sessions it accepts.
@@ -417,6 +433,7 @@ impl Node {
             ended: self.ended.len(),
             ready: self.ready.len(),
             closing: self.closing.len(),
+            session_memory_bytes: self.sessions.values().map(Slot::own_memory_bytes).sum(),
         }
     }
 

@@ -338,4 +338,10 @@ pub struct Footprint {
     /// Closed sessions' transports waiting for their goodbye to leave
     /// ([`Node::set_goodbye_timeout`](super::Node::set_goodbye_timeout)).
     pub closing: usize,
+    /// Bytes of host memory relink allocated for its sessions and
+    /// registers on their devices: every session's send and receive slots
+    /// and the regions relink allocates ([`RegionOptions::new`]; not the
+    /// application's, [`RegionOptions::with_memory`]). What the sessions
+    /// hold besides is ordinary heap.
+    pub session_memory_bytes: usize,
 }

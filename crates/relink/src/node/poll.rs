@@ -16,8 +16,9 @@
 //! the transport is reported down.
 
 use relink_core::state::DownCause;
-use relink_core::Epoch;
-use relink_fabric::{AsyncEvent, DeviceEventKind, Event, Timestamp};
+use std::collections::BTreeMap;
+
+use relink_fabric::{AsyncEvent, ContextId, DeviceEventKind, Event, Timestamp};
 
 use super::Node;
 
@@ -47,9 +48,10 @@ impl Node {
     /// however seldom `poll` is called, never starts a recovery.
     pub fn poll(&mut self) -> bool {
         let mut progress = false;
+        let mut by_ctx = None;
         while let Some(ev) = self.provider.poll_event() {
             progress = true;
-            self.on_event(ev);
+            self.on_event(ev, &mut by_ctx);
         }
         // Only CQs that signalled (or were not yet armed) are polled; a CQ
         // that stays busy is marked again for the next round.
@@ -109,7 +111,11 @@ impl Node {
     }
 
     /// Hand a provider event to the sessions (and listeners) it concerns.
-    fn on_event(&mut self, ev: Event) {
+    /// `by_ctx` holds the sessions of each context, made at the round's
+    /// first event of a context and shared by its others (a device reset
+    /// brings one for each of its contexts: one lookup each, not a scan of
+    /// every session each).
+    fn on_event(&mut self, ev: Event, by_ctx: &mut Option<BTreeMap<ContextId, Vec<u64>>>) {
         let now = self.now();
         match ev {
             Event::Device(de) => {
@@ -159,15 +165,33 @@ impl Node {
                 };
                 if let Some(cause) = cause {
                     self.closing_device_lost(None, Some(ctx));
-                    let hit: Vec<(u64, Epoch)> = self
-                        .sessions
-                        .iter()
-                        .filter_map(|(k, s)| {
-                            let t = s.transport.as_ref()?;
-                            (t.ctx == Some(ctx)).then_some((*k, t.epoch))
+                    let sessions = &self.sessions;
+                    let owners = by_ctx
+                        .get_or_insert_with(|| {
+                            let mut map: BTreeMap<ContextId, Vec<u64>> = BTreeMap::new();
+                            for (k, s) in sessions {
+                                if let Some(c) = s.transport.as_ref().and_then(|t| t.ctx) {
+                                    map.entry(c).or_default().push(*k);
+                                }
+                            }
+                            map
                         })
-                        .collect();
-                    for (k, epoch) in hit {
+                        .get(&ctx)
+                        .cloned()
+                        .unwrap_or_default();
+                    for k in owners {
+                        // The session's transport of now, if it is still on
+                        // that context (one that left it since the map was
+                        // made is not hit).
+                        let Some(epoch) = self
+                            .sessions
+                            .get(&k)
+                            .and_then(|s| s.transport.as_ref())
+                            .filter(|t| t.ctx == Some(ctx))
+                            .map(|t| t.epoch)
+                        else {
+                            continue;
+                        };
                         self.sessions
                             .get_mut(&k)
                             .expect("present")
