@@ -15,8 +15,10 @@
 #                devices (64 B SEND rate, 64 KiB WRITE throughput, ratios)
 #      sessions: relink-verbs's sessions_verbs test (relink sessions with
 #                traffic across rdma link delete/add, replacement, failover,
-#                netdev down/up, 20 cycles, an admin close seen by the peer),
-#                one step per scenario
+#                netdev down/up, 20 cycles, an admin close seen by the peer,
+#                planned outages: drains of either side's device before its
+#                delete next to an unplanned failover, a suspend across a
+#                delete/add), one step per scenario
 #      example:  relink-verbs's verbs_write example (`--features rdma`): its
 #                server and client roles on rxe1/rxe0, RDMA WRITE checked by
 #                the server, messages, an orderly close

@@ -34,6 +34,7 @@
 //!                                               address moves or a netdev comes back up)
 //! RELINK_VERBS_PREFIX=24                        prefix length of the addresses
 //! RELINK_VERBS_CYCLES=20                        unplug/replug cycles
+//! RELINK_VERBS_DRAIN_CYCLES=5                   drain-then-delete / failover cycles
 //! RELINK_LOG=relink=debug,relink_verbs=debug    tracing filter (default: warn)
 //! ```
 //!

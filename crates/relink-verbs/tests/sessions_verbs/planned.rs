@@ -209,100 +209,135 @@ fn two_pairs(env: &Topology) -> (SocketAddr, Vec<Path>) {
     (listen, paths)
 }
 
+/// The spread of a list of durations, in ms: p50, p90 and max.
+fn spread(v: &[Duration]) -> String {
+    let mut v = v.to_vec();
+    v.sort();
+    let ms = |p: f64| {
+        let i = ((v.len() as f64 * p).ceil() as usize).clamp(1, v.len()) - 1;
+        v[i].as_secs_f64() * 1e3
+    };
+    if v.is_empty() {
+        return "-".into();
+    }
+    format!(
+        "p50 {:.0} ms, p90 {:.0} ms, max {:.0} ms",
+        ms(0.5),
+        ms(0.9),
+        ms(1.0)
+    )
+}
+
 /// A drain of the initiator's device under traffic moves the session to
 /// the second pair with nothing replayed, failed or `Indeterminate` and
-/// no loss counted (one planned outage on each half); the device then
-/// carries nothing and `rdma link delete` returns at once. In the same run,
-/// for comparison, the second pair's initiator device is deleted
-/// unplanned (the first pair's is back) and the session fails over; both
-/// moves are measured alike (the `RESULT` line's `drain:` and `failover:`).
+/// no loss counted (one more planned outage on each half); the device
+/// then carries nothing and `rdma link delete` returns at once. In the
+/// same run, for comparison, the second pair's initiator device is
+/// deleted unplanned (the first pair's is back) and the session fails
+/// over back to it. Both moves are measured alike, `RELINK_VERBS_DRAIN_CYCLES`
+/// times (default 5); the `RESULT drain_vs_failover` line has their
+/// spread.
 #[test]
 fn drain_then_delete() {
     let env = env_or_skip!(need_second_pair);
+    let cycles: u64 = std::env::var("RELINK_VERBS_DRAIN_CYCLES")
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(5);
     let (a2, _) = env.second.clone().expect("checked");
     let (listen, paths) = two_pairs(&env);
     let mut d = Duo::start(env.clone(), listen, paths);
-    d.pump(Duration::from_millis(500));
-    let dev0 = d.a.device(d.s).expect("the session's device");
-    assert_eq!(
-        dev0.name, env.init.device,
-        "the session starts on the first pair"
-    );
-    let marks = d.event_marks();
+    let (mut drains, mut failovers) = (Vec::new(), Vec::new());
+    for cycle in 1..=cycles {
+        d.pump(Duration::from_millis(300));
+        let dev0 = d.a.device(d.s).expect("the session's device");
+        assert_eq!(
+            dev0.name, env.init.device,
+            "cycle {cycle}: the session runs on the first pair"
+        );
+        let marks = d.event_marks();
 
-    // Planned: drain, wait until the device carries nothing, delete it.
-    d.watch();
-    let report = d.a.drain(&dev0);
-    eprintln!("  [{:>8.3}s] + drain {dev0}: {report:?}", d.secs());
-    assert_eq!(report.moving, vec![d.s], "the drain moves the session");
-    assert!(report.blocked.is_empty(), "{report:?}");
-    let drain = d.watched("drain");
-    let off = d.pump_until(RESUME_TIMEOUT, |d| d.a.sessions_on(&dev0).is_empty());
-    assert!(off, "{dev0} still carries {:?}", d.a.sessions_on(&dev0));
-    if drain.device != a2.device {
-        d.problems.push(format!(
-            "the drain moved the session to {}, not to the second pair's {}",
-            drain.device, a2.device
-        ));
+        // Planned: drain, wait until the device carries nothing, delete it.
+        d.watch();
+        let report = d.a.drain(&dev0);
+        eprintln!("  [{:>8.3}s] + drain {dev0}: {report:?}", d.secs());
+        assert_eq!(report.moving, vec![d.s], "the drain moves the session");
+        assert!(report.blocked.is_empty(), "{report:?}");
+        let drain = d.watched(&format!("drain {cycle}"));
+        let off = d.pump_until(RESUME_TIMEOUT, |d| d.a.sessions_on(&dev0).is_empty());
+        assert!(off, "{dev0} still carries {:?}", d.a.sessions_on(&dev0));
+        if drain.device != a2.device {
+            d.problems.push(format!(
+                "cycle {cycle}: the drain moved the session to {}, not to the second pair's {}",
+                drain.device, a2.device
+            ));
+        }
+        if (drain.replayed, drain.failed, drain.indeterminate) != (0, 0, 0) {
+            d.problems.push(format!(
+                "cycle {cycle}: the drain cost operations: {}",
+                drain.note("drain")
+            ));
+        }
+        d.delete(&env.init.device);
+        d.pump(Duration::from_millis(300));
+        let when = format!("cycle {cycle}, after the drain and the delete");
+        d.expect_counts(&when, cycle, cycle - 1);
+        d.expect_no_loss_events(&when, marks);
+        d.add(&env.init.device, &env.init.netdev);
+        d.mark = None;
+        d.pump(Duration::from_millis(300));
+
+        // Unplanned, for comparison: the second pair's device goes.
+        d.watch();
+        d.delete(&a2.device);
+        let failover = d.watched(&format!("failover {cycle}"));
+        if failover.device != env.init.device {
+            d.problems.push(format!(
+                "cycle {cycle}: the failover took the session to {}, not back to {}",
+                failover.device, env.init.device
+            ));
+        }
+        let losses = d.counters_of().0.losses;
+        if losses != cycle {
+            d.problems.push(format!(
+                "cycle {cycle}: the initiator counts {losses} losses after the unplanned delete"
+            ));
+        }
+        d.add(&a2.device, &a2.netdev);
+        d.mark = None;
+        drains.push(drain);
+        failovers.push(failover);
     }
-    if (drain.replayed, drain.failed, drain.indeterminate) != (0, 0, 0) {
-        d.problems.push(format!(
-            "the drain cost operations: {}",
-            drain.note("drain")
-        ));
-    }
-    d.delete(&env.init.device);
     d.pump(Duration::from_millis(300));
-    d.expect_counts("after the drain and the delete", 1, 0);
-    d.expect_no_loss_events("after the drain and the delete", marks);
-    if d.counters_of().0.replayed != 0 {
-        d.problems.push("the drain replayed operations".into());
-    }
-    d.add(&env.init.device, &env.init.netdev);
-    d.mark = None;
-    d.pump(Duration::from_millis(500));
-
-    // Unplanned, for comparison: the second pair's device goes.
-    d.watch();
-    d.delete(&a2.device);
-    let failover = d.watched("failover");
-    if failover.device != env.init.device {
-        d.problems.push(format!(
-            "the failover took the session to {}, not back to {}",
-            failover.device, env.init.device
-        ));
-    }
-    if d.counters_of().0.losses != 1 {
-        d.problems.push(format!(
-            "the initiator counts {} losses after the unplanned delete (expected 1)",
-            d.counters_of().0.losses
-        ));
-    }
-    d.add(&a2.device, &a2.netdev);
-    d.mark = None;
-    d.pump(Duration::from_millis(500));
+    let sum = |v: &[Moved]| {
+        let stall: Vec<Duration> = v.iter().map(|m| m.stall).collect();
+        let up: Vec<Duration> = v.iter().map(|m| m.established).collect();
+        (
+            spread(&stall),
+            spread(&up),
+            v.iter().map(|m| m.replayed).sum::<u64>(),
+            v.iter().map(|m| m.indeterminate).sum::<usize>(),
+        )
+    };
+    let (ds, du, dr, di) = sum(&drains);
+    let (fs, fu, fr, fi) = sum(&failovers);
     println!(
-        "RESULT drain_vs_failover: drain stall {:.1} ms (established after {:.1} ms, {} replayed, \
-         {} indeterminate); failover stall {:.1} ms (established after {:.1} ms, {} replayed, {} indeterminate)",
-        drain.stall.as_secs_f64() * 1e3,
-        drain.established.as_secs_f64() * 1e3,
-        drain.replayed,
-        drain.indeterminate,
-        failover.stall.as_secs_f64() * 1e3,
-        failover.established.as_secs_f64() * 1e3,
-        failover.replayed,
-        failover.indeterminate,
+        "RESULT drain_vs_failover: {cycles} cycles; drain: stall {ds}, established after {du}, \
+         {dr} replayed, {di} indeterminate; failover: stall {fs}, established after {fu}, \
+         {fr} replayed, {fi} indeterminate"
     );
+    let p50 = |v: &[Moved], f: fn(&Moved) -> Duration| {
+        let mut x: Vec<Duration> = v.iter().map(f).collect();
+        x.sort();
+        x.get((x.len().max(1) - 1) / 2)
+            .map_or(0.0, |d| d.as_secs_f64() * 1e3)
+    };
     d.notes.push(format!(
-        "drain stall {:.0} ms (up {:.0} ms, {} replayed, {} indet.) vs failover stall {:.0} ms (up {:.0} ms, {} replayed, {} indet.)",
-        drain.stall.as_secs_f64() * 1e3,
-        drain.established.as_secs_f64() * 1e3,
-        drain.replayed,
-        drain.indeterminate,
-        failover.stall.as_secs_f64() * 1e3,
-        failover.established.as_secs_f64() * 1e3,
-        failover.replayed,
-        failover.indeterminate,
+        "{cycles} cycles, stall p50: drain {:.0} ms (up {:.0} ms, {dr} replayed, {di} indet.) vs failover {:.0} ms (up {:.0} ms, {fr} replayed, {fi} indet.)",
+        p50(&drains, |m| m.stall),
+        p50(&drains, |m| m.established),
+        p50(&failovers, |m| m.stall),
+        p50(&failovers, |m| m.established),
     ));
     d.finish("drain_then_delete");
 }
