@@ -42,7 +42,7 @@
 #   --accel A        RELINK_VM_ACCEL     tcg (default) or kvm (real VMX/SVM only)
 #   --verbose        RELINK_VM_VERBOSE=1 stream the whole serial console
 #   RELINK_VM_CACHE     download/unpack cache (default target/vm/cache)
-#   RELINK_VM_TIMEOUT   host timeout per VM in seconds (default 300)
+#   RELINK_VM_TIMEOUT   host timeout per VM in seconds (default 480)
 #   RELINK_VM_TEST_TIMEOUT  per test binary in the guest (default 180)
 #   RELINK_VM_MEM       guest memory in MB (default 1024)
 #   RELINK_VM_SESSIONS  regex: only the session scenarios it matches
@@ -57,7 +57,7 @@ KERNELS=${RELINK_VM_KERNELS:-6.12,6.1}
 GROUPS_OVERRIDE=${RELINK_VM_GROUPS:-}
 ACCEL=${RELINK_VM_ACCEL:-tcg}
 VERBOSE=${RELINK_VM_VERBOSE:-0}
-HT=${RELINK_VM_TIMEOUT:-300}
+HT=${RELINK_VM_TIMEOUT:-480}
 TT=${RELINK_VM_TEST_TIMEOUT:-180}
 MEM=${RELINK_VM_MEM:-1024}
 CARGO=${CARGO:-cargo}

@@ -179,6 +179,36 @@ impl Duo {
     }
 }
 
+/// The RC QPs on `dev` (`rdma res show qp link DEV/1`): none once a
+/// drain moved every session off it.
+fn rc_qps_on(dev: &str) -> Result<Vec<String>, String> {
+    let o = Command::new("rdma")
+        .args(["res", "show", "qp", "link", &format!("{dev}/1")])
+        .output()
+        .map_err(|e| format!("cannot run rdma: {e}"))?;
+    if !o.status.success() {
+        return Err(String::from_utf8_lossy(&o.stderr).trim().to_string());
+    }
+    Ok(String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter(|l| l.contains("type RC"))
+        .map(|l| l.trim().to_string())
+        .collect())
+}
+
+impl Duo {
+    /// Once a drain finished, no RC QP is left on `dev`.
+    fn expect_no_qp_on(&mut self, dev: &str, when: &str) {
+        match rc_qps_on(dev) {
+            Ok(qps) if qps.is_empty() => {}
+            Ok(qps) => self
+                .problems
+                .push(format!("{when}: {dev} still holds RC QPs: {qps:?}")),
+            Err(e) => eprintln!("  (cannot list the QPs on {dev}: {e})"),
+        }
+    }
+}
+
 fn need_second_pair(e: &Topology) -> Result<(), String> {
     if e.second.is_some() {
         Ok(())
@@ -266,6 +296,7 @@ fn drain_then_delete() {
         let drain = d.watched(&format!("drain {cycle}"));
         let off = d.pump_until(RESUME_TIMEOUT, |d| d.a.sessions_on(&dev0).is_empty());
         assert!(off, "{dev0} still carries {:?}", d.a.sessions_on(&dev0));
+        d.expect_no_qp_on(&env.init.device, &format!("cycle {cycle}, after the drain"));
         if drain.device != a2.device {
             d.problems.push(format!(
                 "cycle {cycle}: the drain moved the session to {}, not to the second pair's {}",
@@ -376,6 +407,7 @@ fn drain_at_the_target_then_delete() {
     let drain = d.watched("target drain");
     let off = d.pump_until(RESUME_TIMEOUT, |d| d.b.sessions_on(&tdev).is_empty());
     assert!(off, "{tdev} still carries {:?}", d.b.sessions_on(&tdev));
+    d.expect_no_qp_on(&env.target.device, "after the target's drain");
     let on = d.b.device(t).map(|x| x.name);
     if drain.device != a2.device || on.as_deref() != Some(b2.device.as_str()) {
         d.problems.push(format!(
