@@ -15,8 +15,10 @@
 #                devices (64 B SEND rate, 64 KiB WRITE throughput, ratios)
 #      sessions: relink-verbs's sessions_verbs test (relink sessions with
 #                traffic across rdma link delete/add, replacement, failover,
-#                netdev down/up, 20 cycles, an admin close seen by the peer),
-#                one step per scenario
+#                netdev down/up, 20 cycles, an admin close seen by the peer,
+#                planned outages: drains of either side's device before its
+#                delete next to an unplanned failover, a suspend across a
+#                delete/add), one step per scenario
 #      example:  relink-verbs's verbs_write example (`--features rdma`): its
 #                server and client roles on rxe1/rxe0, RDMA WRITE checked by
 #                the server, messages, an orderly close
@@ -40,7 +42,7 @@
 #   --accel A        RELINK_VM_ACCEL     tcg (default) or kvm (real VMX/SVM only)
 #   --verbose        RELINK_VM_VERBOSE=1 stream the whole serial console
 #   RELINK_VM_CACHE     download/unpack cache (default target/vm/cache)
-#   RELINK_VM_TIMEOUT   host timeout per VM in seconds (default 300)
+#   RELINK_VM_TIMEOUT   host timeout per VM in seconds (default 480)
 #   RELINK_VM_TEST_TIMEOUT  per test binary in the guest (default 180)
 #   RELINK_VM_MEM       guest memory in MB (default 1024)
 #   RELINK_VM_SESSIONS  regex: only the session scenarios it matches
@@ -55,7 +57,7 @@ KERNELS=${RELINK_VM_KERNELS:-6.12,6.1}
 GROUPS_OVERRIDE=${RELINK_VM_GROUPS:-}
 ACCEL=${RELINK_VM_ACCEL:-tcg}
 VERBOSE=${RELINK_VM_VERBOSE:-0}
-HT=${RELINK_VM_TIMEOUT:-300}
+HT=${RELINK_VM_TIMEOUT:-480}
 TT=${RELINK_VM_TEST_TIMEOUT:-180}
 MEM=${RELINK_VM_MEM:-1024}
 CARGO=${CARGO:-cargo}

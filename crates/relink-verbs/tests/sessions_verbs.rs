@@ -7,7 +7,9 @@
 //! receive queue and the target's region exposed through a type 2 memory
 //! window — and how a session ends: an admin close on either side, with traffic in
 //! flight, makes the peer close at once (its goodbye leaves before the
-//! disconnect, which on rxe would flush it).
+//! disconnect, which on rxe would flush it) — and planned outages: a drain
+//! of either side's device before `rdma link delete`, next to an unplanned
+//! failover in the same run, and a suspend across a delete/add.
 //!
 //! Every scenario runs the checked workload of the simulation suite
 //! ([`relink_sim::workload`]: messages, writes, reads, fetch-and-adds,
@@ -34,6 +36,7 @@
 //!                                               address moves or a netdev comes back up)
 //! RELINK_VERBS_PREFIX=24                        prefix length of the addresses
 //! RELINK_VERBS_CYCLES=20                        unplug/replug cycles
+//! RELINK_VERBS_DRAIN_CYCLES=5                   drain-then-delete / failover cycles
 //! RELINK_LOG=relink=debug,relink_verbs=debug    tracing filter (default: warn)
 //! ```
 //!
@@ -125,6 +128,11 @@ struct Duo {
     /// Set by [`Duo::mark`]: when a device came back, and the resumes seen
     /// before.
     mark: Option<(Instant, usize)>,
+    /// What the application sees around a planned or unplanned move
+    /// ([`planned::Stall`]), while one is watched.
+    stall: Option<planned::Stall>,
+    /// Figures a scenario adds to its `RESULT` and note lines.
+    notes: Vec<String>,
     started: Instant,
     _lock: MutexGuard<'static, ()>,
 }
@@ -200,6 +208,8 @@ impl Duo {
             resumes: Vec::new(),
             problems: Vec::new(),
             mark: None,
+            stall: None,
+            notes: Vec::new(),
             started: Instant::now(),
             _lock: lock,
         };
@@ -240,8 +250,14 @@ impl Duo {
         self.w.collect_from(&mut self.a, &mut self.b);
         while let Some(ev) = self.a.poll_event(self.s) {
             eprintln!("  [{:>8.3}s] initiator: {ev:?}", self.secs());
-            if matches!(ev, SessionEvent::Resumed { .. }) {
+            if let SessionEvent::Resumed {
+                replayed, device, ..
+            } = &ev
+            {
                 self.resumed += 1;
+                if let Some(st) = &mut self.stall {
+                    st.on_resumed(*replayed, device.as_ref());
+                }
             }
             self.events.push(ev);
         }
@@ -250,6 +266,9 @@ impl Duo {
                 eprintln!("  [{:>8.3}s] target:    {ev:?}", self.secs());
                 self.target_events.push(ev);
             }
+        }
+        if let Some(st) = &mut self.stall {
+            st.observe(self.w.succeeded());
         }
         if !busy {
             // The target's provider is polled again within 1 ms.
@@ -426,6 +445,7 @@ impl Duo {
         let (sent, delivered) = self.w.messages();
         let (ok, failed, indeterminate) = self.w.outcome_counts();
         let max_delete = self.deletes.iter().map(|d| d.1).max().unwrap_or_default();
+        let notes: String = self.notes.iter().map(|n| format!("; {n}")).collect();
         let mut lat: Vec<Duration> = self.resumes.iter().map(|r| r.1).collect();
         lat.sort();
         let pct = |p: f64| -> String {
@@ -438,7 +458,7 @@ impl Duo {
         println!(
             "RESULT {scenario}: {} ops ({ok} ok, {failed} failed, {indeterminate} indeterminate), \
              messages {sent} sent / {delivered} delivered, {} problems; {} deletes, longest {:.0} ms; \
-             {} recoveries, p50 {} p99 {} max {}",
+             {} recoveries, p50 {} p99 {} max {}{notes}",
             self.w.submitted(),
             self.problems.len(),
             self.deletes.len(),
@@ -449,7 +469,7 @@ impl Duo {
             pct(1.0),
         );
         println!(
-            "RELINK_VM_NOTE: {} ops, {sent} msgs, lost/dup/corrupt {}; longest delete {:.2}s; recovery p50 {} p99 {}",
+            "RELINK_VM_NOTE: {} ops, {sent} msgs, lost/dup/corrupt {}; longest delete {:.2}s; recovery p50 {} p99 {}{notes}",
             self.w.submitted(),
             if self.problems.is_empty() { "0/0/0" } else { "SEE PROBLEMS" },
             max_delete.as_secs_f64(),
@@ -761,3 +781,8 @@ mod admin_close;
 // Shared receive queues and type 2 memory windows across device loss.
 #[path = "sessions_verbs/shared_receive.rs"]
 mod shared_receive;
+
+// Planned outages (drain, suspend) and the stall they cost, next to an
+// unplanned failover's.
+#[path = "sessions_verbs/planned.rs"]
+mod planned;

@@ -15,8 +15,11 @@
 #     sessions  relink sessions with traffic across rdma link delete/add,
 #               a replacement device (rxe2 on the spare veth2), failover to a
 #               second pair (rxe3/rxe4 on 10.10.1.0/24), netdev down/up,
-#               20 unplug/replug cycles, and an admin close on either side
-#               (the peer must close at once, not recover)
+#               20 unplug/replug cycles, an admin close on either side
+#               (the peer must close at once, not recover), and planned
+#               outages: a drain of either side's device before its delete
+#               (next to an unplanned failover), a suspend across a
+#               delete/add
 #     example   relink-verbs's verbs_write example as two processes: the
 #               server on rxe1 (10.10.0.2), the client on rxe0 (10.10.0.1);
 #               both must exit 0
@@ -334,9 +337,10 @@ fi
 
 ############################################################################
 if want sessions; then
-# relink sessions with traffic across real device loss (one step per
-# scenario; crates/relink-verbs/tests/sessions_verbs.rs). A second device
-# pair on other addresses, for failover: veth3 (10.10.1.1, rxe3) <-> veth4
+# relink sessions with traffic across real device loss and planned
+# outages (one step per scenario; crates/relink-verbs/tests/sessions_verbs.rs
+# and its sessions_verbs/ files). A second device pair on other addresses,
+# for failover and drains: veth3 (10.10.1.1, rxe3) <-> veth4
 # (10.10.1.2, rxe4), forced onto the wire like the first pair.
 step sessions setup_second_pair
 rc=0

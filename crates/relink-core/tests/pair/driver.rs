@@ -382,7 +382,12 @@ impl Pair {
         let mut any = false;
         loop {
             let mut progress = self.perform(Who::Ini) | self.perform(Who::Tgt);
-            if let Some((who, epoch)) = self.cm.pop_front() {
+            let cm = if self.hold_cm {
+                None
+            } else {
+                self.cm.pop_front()
+            };
+            if let Some((who, epoch)) = cm {
                 let now = self.now;
                 if let Some(s) = self.end_mut(who).session.as_mut() {
                     s.handle_transport_down(epoch, DownCause::CmDisconnected, now);

@@ -255,6 +255,10 @@ pub struct Pair {
     /// Whether the target's application listens (false: the peer's CM
     /// refuses requests with no private data).
     pub listening: bool,
+    /// Hold CM `DISCONNECTED` events back (they are reported once this is
+    /// false again): a peer's CM that reports a disconnect late, after a
+    /// connection request made later.
+    pub hold_cm: bool,
     /// Answer the next request with this instead of the target.
     pub forged: Option<Forged>,
     /// Every connection request the initiator sent (its private data).
@@ -353,6 +357,7 @@ impl Pair {
             requests: [VecDeque::new(), VecDeque::new()],
             acks: [VecDeque::new(), VecDeque::new()],
             cm: VecDeque::new(),
+            hold_cm: false,
             connect_requests: VecDeque::new(),
             tokens: BTreeMap::new(),
             answers: Vec::new(),
