@@ -47,6 +47,8 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context as _};
 use clap::Args;
 
+mod drain;
+mod drain_report;
 mod driver;
 mod events;
 mod faults;
@@ -70,8 +72,8 @@ pub struct DemoArgs {
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Faults to inject, as a comma list; they always run in this order:
-    /// reset-initiator, reset-target, unplug-replug, replace, failover,
-    /// flap, outage, close.
+    /// drain (planned maintenance), reset-initiator, reset-target,
+    /// unplug-replug, replace, failover, flap, outage, close.
     #[arg(
         long,
         value_enum,
