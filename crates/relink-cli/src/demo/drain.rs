@@ -31,8 +31,8 @@ use relink_sim::sim::INITIATOR;
 use relink_sim::workload::{Problem, Workload};
 use relink_soft::Fault;
 
-use super::driver::Driver;
 use super::drain_report::{DrainLog, Drained};
+use super::driver::Driver;
 use super::faults::{FaultKind, Side};
 use super::report::{self, Marker, MarkerKind};
 use super::world;
@@ -122,10 +122,7 @@ impl Driver<'_> {
     /// waits to unplug its device, within [`FINE_FOR`] of its start.
     pub(super) fn fine_ticks(&self) -> bool {
         let now = self.sim.now();
-        let watched = self
-            .watch
-            .as_ref()
-            .is_some_and(|w| now < w.from + FINE_FOR);
+        let watched = self.watch.as_ref().is_some_and(|w| now < w.from + FINE_FOR);
         let draining = self
             .planned
             .as_ref()
@@ -204,11 +201,16 @@ impl Driver<'_> {
         };
         win.acc[0].stall = Some(stall);
         let kind = win.kind;
-        let moved = match self.device_of(Side::Initiator, self.streams[0].session) {
-            Some(d) => format!(" on {}", d.0.name),
-            None => String::new(),
-        };
-        let drain = (kind != FaultKind::Drain)
+        let before = win.acc[0].device_before.as_ref().map(|d| d.name.clone());
+        let now_on = self
+            .device_of(Side::Initiator, self.streams[0].session)
+            .map(|d| d.0.name);
+        let on = now_on
+            .as_ref()
+            .map_or(String::new(), |d| format!(" on {d}"));
+        // Next to an unplanned move to another device: the drain's.
+        let moved = now_on.is_some() && now_on != before;
+        let drain = (kind != FaultKind::Drain && moved)
             .then(|| {
                 self.windows
                     .iter()
@@ -219,12 +221,12 @@ impl Driver<'_> {
             .map_or(String::new(), |d| {
                 format!(
                     " (the planned drain's: {})",
-                    report::ms(d.as_secs_f64() * 1e3)
+                    report::stall(d.as_secs_f64() * 1e3)
                 )
             });
         self.say(format!(
-            "  A: stall {}: the longest gap between its completions from the {kind} to its first completion{moved} after its resume{drain}",
-            report::ms(stall.as_secs_f64() * 1e3)
+            "  A: stall {}: the longest gap between its completions from the {kind} to its first completion{on} after its resume{drain}",
+            report::stall(stall.as_secs_f64() * 1e3)
         ))
     }
 
@@ -397,7 +399,11 @@ impl Driver<'_> {
     /// The drain's window closes: what each moved session went through in
     /// it goes into the log.
     pub(super) fn close_drain(&mut self, window: usize) {
-        let Some(d) = self.planned.as_ref().filter(|d| d.window == window && !d.closed) else {
+        let Some(d) = self
+            .planned
+            .as_ref()
+            .filter(|d| d.window == window && !d.closed)
+        else {
             return;
         };
         let acc = self.windows.get(window).map(|w| w.acc.clone());
@@ -406,7 +412,10 @@ impl Driver<'_> {
             let (h, _) = self.session(m.index);
             let node = self.sim.node(INITIATOR);
             let now = node.counters(h).unwrap_or_default();
-            let after = node.session_info(h).and_then(|i| i.device).map(|d| d.id.name);
+            let after = node
+                .session_info(h)
+                .and_then(|i| i.device)
+                .map(|d| d.id.name);
             sessions.push(Drained {
                 session: m.name,
                 quiescing: d.quiescing[m.index],

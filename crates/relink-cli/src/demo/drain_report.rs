@@ -13,7 +13,7 @@ use std::io::{self, Write};
 use relink_sim::workload::Check;
 use serde::Serialize;
 
-use super::report::{count, ms};
+use super::report::{count, ms, stall};
 
 /// The planned drain in the report.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -304,7 +304,7 @@ impl DrainLog {
             rows.push(vec![
                 s.session.to_string(),
                 s.path(),
-                s.stall_ms.map_or("-".into(), ms),
+                s.stall_ms.map_or("-".into(), stall),
                 count(s.replayed),
                 count(s.indeterminate),
                 count(s.losses),
@@ -326,9 +326,9 @@ impl DrainLog {
             ],
             &rows,
         )?;
-        let drained = self.drained_ms.map_or("never".to_string(), |t| {
-            format!("{} after the call", ms(t))
-        });
+        let drained = self
+            .drained_ms
+            .map_or("never".to_string(), |t| format!("{} after the call", ms(t)));
         writeln!(
             out,
             "  {} carried only {} {drained}; {}; {}",
@@ -444,11 +444,8 @@ mod tests {
 
     #[test]
     fn a_loss_or_a_missing_planned_outage_fails_drain_no_loss() {
-        let breaks: [fn(&mut Drained); 3] = [
-            |s| s.losses = 1,
-            |s| s.planned = 0,
-            |s| s.planned = 2,
-        ];
+        let breaks: [fn(&mut Drained); 3] =
+            [|s| s.losses = 1, |s| s.planned = 0, |s| s.planned = 2];
         for f in breaks {
             for i in 0..2 {
                 let mut r = good();

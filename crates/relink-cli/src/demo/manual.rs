@@ -41,8 +41,8 @@ use relink_sim::sim::{INITIATOR, TARGET};
 use relink_sim::workload::{self, mix, Check, Problem, Window, Workload};
 
 use super::driver::Driver;
-use super::faults::{FaultKind, Side};
 use super::events::plan_name;
+use super::faults::{FaultKind, Side};
 use super::manual_report::{Hit, Hold, ManualReport, Move};
 use super::report::{self, SessionSummary};
 

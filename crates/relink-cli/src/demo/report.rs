@@ -213,6 +213,15 @@ pub fn ms(v: f64) -> String {
     }
 }
 
+/// A stall (given in milliseconds): microseconds under a millisecond.
+pub fn stall(v: f64) -> String {
+    if v > 0.0 && v < 1.0 {
+        format!("{:.0} µs", v * 1e3)
+    } else {
+        ms(v)
+    }
+}
+
 /// Thousands separated by spaces.
 pub fn count(v: u64) -> String {
     let s = v.to_string();
@@ -258,21 +267,24 @@ impl Report {
     /// A's stall in the planned drain next to the unplanned failover's
     /// (each when the schedule has it).
     fn render_stalls(&self, out: &mut dyn Write) -> io::Result<()> {
-        let stall = |kind: FaultKind| {
+        let a = |kind: FaultKind| {
             self.faults
                 .iter()
                 .filter(|f| f.fault == kind)
                 .flat_map(|f| &f.sessions)
                 .find(|s| s.session == "A")
-                .and_then(|s| s.stall_ms)
         };
         let mut parts = Vec::new();
         for (kind, what) in [
             (FaultKind::Drain, "planned drain"),
             (FaultKind::Failover, "unplanned failover"),
         ] {
-            if let Some(v) = stall(kind) {
-                parts.push(format!("{what} {}", ms(v)));
+            if let Some((v, s)) = a(kind).and_then(|s| Some((s.stall_ms?, s))) {
+                parts.push(format!(
+                    "{what} {} ({} replayed)",
+                    stall(v),
+                    count(s.replayed)
+                ));
             }
         }
         if parts.is_empty() {
@@ -342,7 +354,7 @@ impl Report {
                     s.session.to_string(),
                     s.outcome.text().to_string(),
                     downtime,
-                    s.stall_ms.map_or("-".into(), ms),
+                    s.stall_ms.map_or("-".into(), stall),
                     if s.resumes == 0 {
                         "-".into()
                     } else {

@@ -165,7 +165,11 @@ pub fn build(seed: u64, give_up: Duration) -> anyhow::Result<World> {
         .listen(peer(0, PORT_B)?, target_opts(policy_b(give_up), Vec::new()))
         .context("listen for B")?;
 
-    let paths = |n: usize, port| (0..n).map(|i| path(i, port)).collect::<anyhow::Result<Vec<_>>>();
+    let paths = |n: usize, port| {
+        (0..n)
+            .map(|i| path(i, port))
+            .collect::<anyhow::Result<Vec<_>>>()
+    };
     let paths_a = paths(PATHS[0], PORT_A)?;
     let a = sim
         .node(INITIATOR)
