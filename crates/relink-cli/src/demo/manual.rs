@@ -22,8 +22,8 @@
 //!
 //! Everything the application sees goes into a [`ManualReport`]: the
 //! holds, the attempt counter and attempt events while held, the
-//! decisions and the resumes, the planned moves; its checks and the workload's message and
-//! completion checks verify C at the end. The driver calls in where it
+//! decisions and the resumes, the planned moves; its checks and the
+//! workload's message and completion checks verify C at the end. The driver calls in where it
 //! takes events ([`Driver::c_take_events`], then [`Driver::c_events`] for
 //! each in the dated batch), after every drain ([`Driver::c_decide`]),
 //! when a fault starts ([`Driver::c_fault_started`]), for the progress
