@@ -1,8 +1,9 @@
 //! `relink demo`: the whole fault schedule passes every end-to-end check
 //! for several seeds, a single fault runs alone, the same seed replays the
 //! same run, session C (manual recovery) is shown held and resumed by its
-//! application's decision, and a corrupted byte makes the run fail naming
-//! the check.
+//! application's decision, the planned drain is shown moving A and C (B
+//! blocked) with A's stall next to the unplanned failover's, and a
+//! corrupted byte makes the run fail naming the check.
 //!
 //! `library` checks two session behaviours the demo's expected outcomes
 //! rest on, directly on the simulator: an admin close ends the target's
@@ -35,21 +36,84 @@ fn json_report(out: &Output) -> Value {
     })
 }
 
-/// The outcomes of `session` in the row of `fault`.
-fn outcome(report: &Value, fault: &str, session: &str) -> String {
+/// The entry of `session` in the row of `fault`.
+fn impact<'r>(report: &'r Value, fault: &str, session: &str) -> &'r Value {
     let row = report["faults"]
         .as_array()
         .expect("faults")
         .iter()
         .find(|f| f["fault"] == fault)
         .unwrap_or_else(|| panic!("no row for {fault}"));
-    let s = row["sessions"]
+    row["sessions"]
         .as_array()
         .expect("sessions")
         .iter()
         .find(|s| s["session"] == session)
-        .unwrap_or_else(|| panic!("no session {session} in {fault}"));
-    s["outcome"].as_str().expect("outcome").to_string()
+        .unwrap_or_else(|| panic!("no session {session} in {fault}"))
+}
+
+/// The outcome of `session` in the row of `fault`.
+fn outcome(report: &Value, fault: &str, session: &str) -> String {
+    impact(report, fault, session)["outcome"]
+        .as_str()
+        .expect("outcome")
+        .to_string()
+}
+
+/// The drain's record: A and C moved, B blocked, and during the drain
+/// neither A nor C replayed, saw an `Indeterminate` outcome, lost its
+/// transport or was held; each counted one planned outage.
+fn assert_drained(report: &Value, what: &str) {
+    let d = &report["drain"];
+    assert_eq!(d["device"], "initiator soft0", "{what}: {d}");
+    assert_eq!(d["moving"], serde_json::json!(["A", "C"]), "{what}: {d}");
+    assert_eq!(d["blocked"], serde_json::json!(["B"]), "{what}: {d}");
+    assert_eq!(d["unplugged"], true, "{what}: {d}");
+    let sessions = d["sessions"].as_array().expect("sessions");
+    assert_eq!(sessions.len(), 2, "{what}: {d}");
+    for s in sessions {
+        assert_eq!(s["device_before"], "soft0", "{what}: {s}");
+        assert_eq!(s["device_after"], "soft1", "{what}: {s}");
+        for zero in ["replayed", "indeterminate", "losses", "holds"] {
+            assert_eq!(s[zero], 0, "{what}: {zero}: {s}");
+        }
+        assert_eq!(s["planned"], 1, "{what}: {s}");
+    }
+    assert!(sessions[0]["stall_ms"].as_f64().unwrap() > 0.0, "{what}");
+    assert_eq!(outcome(report, "drain", "A"), "moved", "{what}");
+    // B cannot move: blocked, lost with the device, back with it.
+    assert_eq!(outcome(report, "drain", "B"), "resumed", "{what}");
+    let b = impact(report, "drain", "B");
+    assert!(
+        b["note"].as_str().unwrap().contains("drain blocked"),
+        "{what}: {b}"
+    );
+    // C moved without a hold: a planned move, no decision.
+    let moves = report["manual"]["moves"].as_array().expect("moves");
+    assert_eq!(moves.len(), 1, "{what}: {moves:?}");
+    assert_eq!(moves[0]["fault"], "drain", "{what}");
+    assert!(
+        report["manual"]["holds"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|h| h["fault"] != "drain"),
+        "{what}: C held in the drain"
+    );
+    let checks = report["checks"].as_array().unwrap();
+    for name in [
+        "drain moves",
+        "drain no replay",
+        "drain no Indeterminate",
+        "drain no loss",
+        "C moved without a hold",
+        "messages A",
+    ] {
+        assert!(
+            checks.iter().any(|c| c["name"] == name && c["ok"] == true),
+            "{what}: check {name} missing"
+        );
+    }
 }
 
 fn assert_all_passed(report: &Value, out: &Output, what: &str) {
@@ -107,6 +171,7 @@ fn the_whole_schedule_passes_every_check_for_several_seeds() {
         assert_eq!(
             names,
             [
+                "drain",
                 "reset-initiator",
                 "reset-target",
                 "unplug-replug",
@@ -143,6 +208,12 @@ fn the_whole_schedule_passes_every_check_for_several_seeds() {
             "{what}: A must not suffer from B's outage"
         );
         assert_eq!(outcome(&report, "close", "A"), "closed", "{what}");
+        assert_drained(&report, &what);
+        // A's stall is measured at the drain and at the failover.
+        for fault in ["drain", "failover"] {
+            let a = impact(&report, fault, "A");
+            assert!(a["stall_ms"].as_f64().unwrap() > 0.0, "{what}: {a}");
+        }
 
         // B gave up with operations failed, A closed with operations
         // failed: both checks exist and held.
@@ -169,7 +240,7 @@ fn the_whole_schedule_passes_every_check_for_several_seeds() {
         // C, manual: held at least once, each hold decided after the
         // quorum and resumed after the decision, no attempt while held,
         // every message delivered; the checks that say so exist and held.
-        assert_eq!(checks.len(), 17, "{what}");
+        assert_eq!(checks.len(), 22, "{what}");
         for name in [
             "C held",
             "C no attempt while held",
@@ -206,6 +277,7 @@ fn the_whole_schedule_passes_every_check_for_several_seeds() {
         let svg = std::fs::read_to_string(&svg).expect("svg written");
         assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
         assert!(svg.contains("failover") && svg.contains("B gave up"));
+        assert!(svg.contains("drain: unplug initiator soft0"));
         assert!(svg.contains("session C"));
     }
 }
@@ -238,6 +310,71 @@ fn the_manual_session_is_shown_held_then_resumed_on_the_applications_decision() 
 }
 
 #[test]
+fn the_planned_drain_is_shown_with_its_stall_next_to_the_failovers() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = demo(
+        &["--faults", "drain,failover", "--duration", "3"],
+        &dir.path().join("drain.svg"),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    let find = |s: &str| {
+        stdout
+            .find(s)
+            .unwrap_or_else(|| panic!("{s:?} not shown:\n{stdout}"))
+    };
+    let drain = find("drain initiator soft0: moving A, C (each to its other path); blocked B");
+    let blocked = find(
+        "B blocked: it has one path only, and a drain cannot move a session with no other path",
+    );
+    let quiescing = find("A/initiator: quiescing for a planned drain");
+    let c_quiescing = find("C/initiator: quiescing for a planned drain");
+    let drained = find("initiator soft0 drained");
+    let unplug = find("unplug initiator soft0");
+    let stall = find("A: stall ");
+    let failover = find("FAULT failover");
+    let compared = find("(the planned drain's: ");
+    assert!(
+        drain < blocked && blocked < quiescing.max(c_quiescing),
+        "{stdout}"
+    );
+    assert!(
+        drained < unplug && stall < failover && failover < compared,
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("A's stall (the longest gap between its successful completions"),
+        "{stdout}"
+    );
+    let line = stdout
+        .lines()
+        .find(|l| l.contains("A's stall ("))
+        .expect("stall line");
+    assert!(
+        line.contains("planned drain ") && line.contains("unplanned failover "),
+        "{line}"
+    );
+    assert!(
+        stdout.contains("moved by a planned drain to soft1 with no hold"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("Planned drain of initiator soft0"),
+        "{stdout}"
+    );
+    // No hold of C in the drain: its first hold is the failover's.
+    assert!(
+        !stdout.contains("C/initiator: awaiting decision")
+            || find("C/initiator: awaiting decision") > failover,
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("Result: PASS, all 20 checks held"),
+        "{stdout}"
+    );
+}
+
+#[test]
 fn one_fault_alone() {
     let dir = tempfile::tempdir().unwrap();
     let out = demo(
@@ -264,16 +401,16 @@ fn the_same_seed_replays_the_same_run() {
         "--seed",
         "11",
         "--faults",
-        "flap,close",
+        "drain,flap,close",
         "--duration",
-        "2",
+        "3",
         "--json",
     ];
     let mut runs: Vec<Value> = (0..2)
         .map(|i| {
             let out = demo(&args, &dir.path().join(format!("{i}.svg")));
             let r = json_report(&out);
-            assert_all_passed(&r, &out, "flap,close");
+            assert_all_passed(&r, &out, "drain,flap,close");
             r
         })
         .collect();

@@ -1,6 +1,7 @@
 //! The driver: the demo's state while it runs (the simulation, the
-//! workloads of A and B, session C's application, the fault windows, the timeline markers and the
-//! problems found), its creation, the dated output lines and the intro.
+//! workloads of A and B, session C's application, the fault windows, A's
+//! stall watch, the planned drain, the timeline markers and the problems
+//! found), its creation, the dated output lines and the intro.
 
 use std::io::{self, Write};
 use std::time::Duration;
@@ -10,6 +11,7 @@ use relink_fabric::{DeviceId, Guid, Timestamp};
 use relink_sim::sim::{Sim, INITIATOR, TARGET};
 use relink_sim::workload::{self, secs, Problem, Workload};
 
+use super::drain::{DrainState, StallWatch};
 use super::faults::{Planned, Side, Timing};
 use super::manual::{self, Manual};
 use super::report::Marker;
@@ -58,6 +60,10 @@ pub(super) struct Driver<'o> {
     /// side (`[i][side]`), as seen when its outputs were last taken: an
     /// ended session is reaped at the next poll after that.
     pub(super) last_seen: [[Option<(State, Counters)>; 2]; 2],
+    /// A's stall, watched in the open fault's window (see [`super::drain`]).
+    pub(super) watch: Option<StallWatch>,
+    /// The planned drain, once it started (see [`super::drain`]).
+    pub(super) planned: Option<DrainState>,
 }
 
 impl<'o> Driver<'o> {
@@ -93,6 +99,8 @@ impl<'o> Driver<'o> {
             attributing: true,
             target_data,
             last_seen: [[None; 2]; 2],
+            watch: None,
+            planned: None,
         }
     }
 

@@ -1,11 +1,14 @@
 //! Session events: taken from both hosts, dated and printed in the order
 //! they happened, and accounted to the open fault window (losses,
-//! resumes, downtime, replays, duplicates, give-up, close); session C's
-//! go to its application ([`super::manual`]).
+//! resumes, downtime, replays, duplicates, give-up, close, planned moves,
+//! drains blocked); session C's go to its application ([`super::manual`]).
+//! The initiators' events also feed A's stall watch and the planned
+//! drain's record ([`super::drain`]), which look at the session after
+//! every drain of events.
 
 use std::io;
 
-use relink::SessionEvent;
+use relink::{Plan, SessionEvent};
 use relink_fabric::Timestamp;
 use relink_sim::sim::{INITIATOR, TARGET};
 use relink_sim::workload::Problem;
@@ -16,6 +19,14 @@ use super::report::{self, Marker, MarkerKind};
 
 /// Session C's index in the batch of events (after A and B).
 const C: usize = 2;
+
+/// A planned outage, in words.
+pub(super) fn plan_name(p: Plan) -> &'static str {
+    match p {
+        Plan::Drain => "drain",
+        Plan::Suspend => "suspend",
+    }
+}
 
 impl Driver<'_> {
     /// Take every event, completion and delivery; print and account.
@@ -61,6 +72,9 @@ impl Driver<'_> {
         }
         batch.sort_by_key(|(at, ..)| *at);
         for (at, i, side, ev) in batch {
+            if side == Side::Initiator {
+                self.note_planned(i, at, &ev);
+            }
             if i == C {
                 self.c_events(at, side, ev)?;
             } else {
@@ -73,7 +87,8 @@ impl Driver<'_> {
             s.drain_deliveries(self.sim.node(TARGET));
         }
         self.remember();
-        self.c_decide()
+        self.c_decide()?;
+        self.planned_tick()
     }
 
     fn on_event(
@@ -204,6 +219,30 @@ impl Driver<'_> {
                     }
                 }
                 self.say_at(at, format!("  {who}: closed"))?;
+            }
+            SessionEvent::Quiescing { plan } => {
+                if initiator {
+                    if let Some(a) = self.acc(i) {
+                        a.planned += u64::from(plan == Plan::Drain);
+                    }
+                    self.say_at(
+                        at,
+                        format!("  {who}: quiescing for a planned {}: posts nothing new until nothing is in flight", plan_name(plan)),
+                    )?;
+                } else if self.verbose {
+                    self.say_at(at, format!("  {who}: quiescing ({})", plan_name(plan)))?;
+                }
+            }
+            SessionEvent::DrainBlocked => {
+                if initiator {
+                    if let Some(a) = self.acc(i) {
+                        a.blocked = true;
+                    }
+                }
+                self.say_at(
+                    at,
+                    format!("  {who}: drain blocked: no other present path, it stays on the drained device"),
+                )?;
             }
             other => {
                 if self.verbose {

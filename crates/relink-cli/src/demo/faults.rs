@@ -4,8 +4,14 @@
 //! the driver plays at fixed virtual times. Which device a step hits is
 //! decided when the fault starts: most faults hit *the device carrying
 //! session A* at that moment (so that A is always the one hurt), the
-//! unplug and the long outage hit the initiator's `soft0`, the only device
-//! session B can use.
+//! planned drain, the unplug and the long outage hit the initiator's
+//! `soft0`, the only device session B can use.
+//!
+//! The planned drain is the one fault that is not a fault: maintenance of
+//! the initiator's `soft0`, announced with [`relink::Node::drain`] (see
+//! [`super::drain`]). Its unplug waits until the device carries only what
+//! cannot move, so it is played when the drain finished, not at a fixed
+//! time.
 
 use std::fmt;
 use std::time::Duration;
@@ -19,6 +25,10 @@ use relink_sim::workload::mix;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, ValueEnum, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum FaultKind {
+    /// Planned maintenance of the initiator's soft0: `drain` (A and C move
+    /// to soft1, B has no other path and stays), unplug once only B is
+    /// left on it, re-plug after a while.
+    Drain,
     /// Reset of the initiator's device carrying A (fatal error, the same
     /// device back at once).
     ResetInitiator,
@@ -44,7 +54,8 @@ pub enum FaultKind {
 
 impl FaultKind {
     /// Every fault, in running order.
-    pub const ALL: [FaultKind; 8] = [
+    pub const ALL: [FaultKind; 9] = [
+        FaultKind::Drain,
         FaultKind::ResetInitiator,
         FaultKind::ResetTarget,
         FaultKind::UnplugReplug,
@@ -58,6 +69,7 @@ impl FaultKind {
     /// The name used on the command line and in reports.
     pub fn name(self) -> &'static str {
         match self {
+            FaultKind::Drain => "drain",
             FaultKind::ResetInitiator => "reset-initiator",
             FaultKind::ResetTarget => "reset-target",
             FaultKind::UnplugReplug => "unplug-replug",
@@ -77,7 +89,7 @@ impl FaultKind {
             | FaultKind::Failover
             | FaultKind::Flap => DeviceSel::CarryingA(Side::Initiator),
             FaultKind::ResetTarget => DeviceSel::CarryingA(Side::Target),
-            FaultKind::UnplugReplug | FaultKind::Outage => {
+            FaultKind::Drain | FaultKind::UnplugReplug | FaultKind::Outage => {
                 DeviceSel::Named(Side::Initiator, PRIMARY)
             }
             FaultKind::Close => DeviceSel::None,
@@ -87,6 +99,11 @@ impl FaultKind {
     /// The steps, as offsets from the fault's start.
     pub fn steps(self, timing: &Timing) -> Vec<(Duration, Step)> {
         match self {
+            // The unplug comes when the drain finished (see `super::drain`).
+            FaultKind::Drain => vec![
+                (Duration::ZERO, Step::Drain),
+                (timing.maintenance, Step::Return),
+            ],
             FaultKind::ResetInitiator | FaultKind::ResetTarget => {
                 vec![(Duration::ZERO, Step::Reset)]
             }
@@ -122,6 +139,10 @@ impl FaultKind {
     pub fn describe(self, device: &str, timing: &Timing) -> String {
         let ms = |d: Duration| d.as_millis();
         match self {
+            FaultKind::Drain => format!(
+                "planned maintenance of {device}: drain it (its sessions move to another path, nothing in flight), unplug it once it carries only what cannot move, re-plug it {} ms after the drain",
+                ms(timing.maintenance)
+            ),
             FaultKind::ResetInitiator => {
                 format!("reset of {device} (the device carrying A): fatal error, the device returns at once")
             }
@@ -160,6 +181,9 @@ impl FaultKind {
         use Expect::*;
         const EITHER: &[Expect] = &[Resumed, Unaffected];
         match self {
+            // B has no other path: blocked, lost with the device, back
+            // with it.
+            FaultKind::Drain => (&[Moved], &[Resumed]),
             FaultKind::ResetInitiator | FaultKind::ResetTarget => (&[Resumed], EITHER),
             FaultKind::UnplugReplug => (EITHER, &[Resumed]),
             FaultKind::Replace => (&[ResumedNewGuid], EITHER),
@@ -225,6 +249,12 @@ pub enum Step {
     Replace,
     /// `Node::close` of session A.
     CloseA,
+    /// `Node::drain` of the device (its unplug follows once it carries
+    /// only the sessions that cannot move).
+    Drain,
+    /// The drained device re-plugged after its maintenance, and undrained
+    /// if it is still on the drain list.
+    Return,
 }
 
 impl Step {
@@ -236,6 +266,8 @@ impl Step {
             Step::Readd => "re-plug",
             Step::Replace => "replace",
             Step::CloseA => "close A",
+            Step::Drain => "drain",
+            Step::Return => "re-plug",
         }
     }
 }
@@ -252,6 +284,8 @@ pub enum Expect {
     ResumedNewGuid,
     /// Resumed on another device (its other path).
     FailedOver,
+    /// Moved to another device by a planned drain: no loss.
+    Moved,
     /// Gave up (deadline), its operations failed.
     GaveUp,
     /// Closed by the admin.
@@ -270,6 +304,7 @@ impl Expect {
             Expect::Resumed => "resumed",
             Expect::ResumedNewGuid => "resumed (new GUID)",
             Expect::FailedOver => "failed over",
+            Expect::Moved => "moved (planned)",
             Expect::GaveUp => "gave up",
             Expect::Closed => "closed",
             Expect::Ended => "(ended before)",
@@ -301,6 +336,9 @@ pub struct Timing {
     pub flap_period: Duration,
     /// The long outage (longer than `b_give_up`).
     pub outage: Duration,
+    /// From the drain to the drained device's return (shorter than
+    /// `b_give_up`: B, which cannot move, is lost with it and recovers).
+    pub maintenance: Duration,
     /// Traffic before the first fault.
     pub lead_in: Duration,
     /// Least quiet time after a fault's last step.
@@ -317,6 +355,7 @@ impl Default for Timing {
             flaps: 4,
             flap_period: Duration::from_millis(30),
             outage: b_give_up + Duration::from_secs(1),
+            maintenance: Duration::from_millis(400),
             lead_in: Duration::from_millis(400),
             settle: Duration::from_millis(400),
         }
@@ -393,7 +432,8 @@ mod tests {
     fn the_full_plan_fits_the_default_duration_in_order() {
         let t = Timing::default();
         let p = plan(&FaultKind::ALL, Duration::from_secs(10), &t, 7).unwrap();
-        assert_eq!(p.len(), 8);
+        assert_eq!(p.len(), 9);
+        assert_eq!(p[0].kind, FaultKind::Drain);
         assert!(p.windows(2).all(|w| w[0].at + w[0].kind.span(&t) < w[1].at));
         assert_eq!(p.last().unwrap().kind, FaultKind::Close);
         assert_eq!(p.last().unwrap().at, Duration::from_secs(10));
@@ -408,8 +448,9 @@ mod tests {
     }
 
     #[test]
-    fn the_outage_outlasts_b() {
+    fn the_outage_outlasts_b_and_the_maintenance_does_not() {
         let t = Timing::default();
         assert!(t.outage > t.b_give_up);
+        assert!(t.maintenance < t.b_give_up);
     }
 }

@@ -1,6 +1,8 @@
 //! Fault application: a fault's first step opens its window (the device
-//! it hits is resolved then), every step is injected into the soft fabric
-//! or, for the admin close, played on session A.
+//! it hits is resolved then, and A's stall is watched if it carries A),
+//! every step is injected into the soft fabric or, for the admin close,
+//! played on session A, or for the planned drain on the initiator's node
+//! (see [`super::drain`]).
 
 use std::collections::BTreeSet;
 use std::io;
@@ -70,6 +72,7 @@ impl Driver<'_> {
                 closed: false,
             });
             self.c_fault_started(dev.as_ref());
+            self.watch_stall(i, dev.as_ref());
             self.markers.push(Marker {
                 at_s: self.rel(self.sim.now()),
                 label: kind.to_string(),
@@ -111,6 +114,8 @@ impl Driver<'_> {
                 fabric.inject(Fault::Replace(host(&self.sim, side), d, None));
             }
             (Step::CloseA, _) => self.close_a()?,
+            (Step::Drain, Some((side, d))) => self.start_drain(i, side, &d)?,
+            (Step::Return, Some(_)) => self.end_maintenance()?,
             (step, None) => {
                 self.problems.push(Problem {
                     at: self.rel(self.sim.now()),

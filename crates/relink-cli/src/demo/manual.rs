@@ -15,10 +15,15 @@
 //! there is none yet, it waits for one). The session then recovers as an
 //! automatic one does, replays what was not confirmed and resumes.
 //!
+//! A planned drain of C's device is no loss: C quiesces and moves to its
+//! other path at once, with no hold and nothing for the application to
+//! decide (the drain itself is the decision); the application records the
+//! move apart from its holds.
+//!
 //! Everything the application sees goes into a [`ManualReport`]: the
 //! holds, the attempt counter and attempt events while held, the
-//! decisions and the resumes; its checks and the workload's message and
-//! completion checks verify C at the end. The driver calls in where it
+//! decisions and the resumes, the planned moves; its checks and the
+//! workload's message and completion checks verify C at the end. The driver calls in where it
 //! takes events ([`Driver::c_take_events`], then [`Driver::c_events`] for
 //! each in the dated batch), after every drain ([`Driver::c_decide`]),
 //! when a fault starts ([`Driver::c_fault_started`]), for the progress
@@ -30,14 +35,15 @@
 use std::io;
 use std::time::Duration;
 
-use relink::{Candidate, SessionEvent, SessionHandle};
+use relink::{Candidate, Plan, SessionEvent, SessionHandle};
 use relink_fabric::Timestamp;
 use relink_sim::sim::{INITIATOR, TARGET};
 use relink_sim::workload::{self, mix, Check, Problem, Window, Workload};
 
 use super::driver::Driver;
-use super::faults::Side;
-use super::manual_report::{Hit, Hold, ManualReport};
+use super::events::plan_name;
+use super::faults::{FaultKind, Side};
+use super::manual_report::{Hit, Hold, ManualReport, Move};
 use super::report::{self, SessionSummary};
 
 /// C's name in the output.
@@ -93,6 +99,9 @@ pub(super) struct Manual {
     home: Option<String>,
     /// Successful completions at the last progress line.
     progress_seen: usize,
+    /// A planned drain is moving C (its `Quiescing` came, its `Resumed`
+    /// not yet): that resume is no decision's.
+    moving: bool,
 }
 
 impl Manual {
@@ -114,7 +123,13 @@ impl Manual {
                 .and_then(|i| i.device)
                 .map(|d| d.id.name),
             progress_seen: 0,
+            moving: false,
         }
+    }
+
+    /// Holds so far.
+    pub(super) fn holds(&self) -> usize {
+        self.report.holds.len()
     }
 
     /// The open hold (held and not yet resumed), if any.
@@ -185,7 +200,19 @@ impl Driver<'_> {
             SessionEvent::DeviceLost { cause } => {
                 self.say_at(at, format!("  {who}: transport lost ({cause})"))?;
             }
+            SessionEvent::Quiescing { plan } if initiator => {
+                self.c.moving = plan == Plan::Drain;
+                self.say_at(
+                    at,
+                    format!(
+                        "  {who}: quiescing for a planned {}: a planned move, nothing for the application to decide",
+                        plan_name(plan)
+                    ),
+                )?;
+            }
             SessionEvent::AwaitingDecision { cause, candidates } if initiator => {
+                // A loss, during a planned move too: the move is off.
+                self.c.moving = false;
                 let shown = describe(&candidates);
                 let list = if shown.is_empty() {
                     "none yet".to_string()
@@ -264,11 +291,26 @@ impl Driver<'_> {
                 let on = device.as_ref().map(|d| d.name.clone());
                 if initiator {
                     self.c.home.clone_from(&on);
+                    let moving = std::mem::take(&mut self.c.moving);
                     match self.c.open_hold() {
                         Some(h) if h.decided_at_s.is_some() => {
                             h.resumed_at_s = Some(t);
                             h.resumed_on = on.clone();
                             h.downtime_ms = downtime.as_secs_f64() * 1e3;
+                        }
+                        None if moving => {
+                            let fault = self
+                                .windows
+                                .last()
+                                .filter(|w| !w.closed && self.attributing)
+                                .map(|w| w.kind);
+                            self.c.report.moves.push(Move {
+                                at_s: t,
+                                fault,
+                                to: on.clone(),
+                                downtime_ms: downtime.as_secs_f64() * 1e3,
+                                replayed,
+                            });
                         }
                         _ => self.c.report.resumed_undecided_s.push(t),
                     }
@@ -433,6 +475,7 @@ impl Driver<'_> {
                 window,
                 device: format!("{side} {name}"),
                 held: false,
+                planned: w.kind == FaultKind::Drain,
             });
         }
     }

@@ -1,6 +1,7 @@
 //! What session C's application saw, as the report keeps it: each hold
-//! (cause, candidates, votes, decision, resume), the faults that hit C's
-//! device; the checks made of it; its table in the text report.
+//! (cause, candidates, votes, decision, resume), each planned move (a
+//! drain: no hold), the faults that hit C's device; the checks made of it;
+//! its table in the text report.
 //!
 //! The checks read only this log, so each can be shown to fail on a log
 //! that breaks it (see the tests below).
@@ -26,6 +27,9 @@ pub struct ManualReport {
     /// Each time the session was held for the application's decision, in
     /// order.
     pub holds: Vec<Hold>,
+    /// Each time a planned drain moved the session to another path (no
+    /// hold, no decision), in order.
+    pub moves: Vec<Move>,
     /// The faults that hit C's device (at either end) when they started.
     pub hits: Vec<Hit>,
     /// Virtual seconds of every `Resumed` event of C's initiator that came
@@ -78,6 +82,22 @@ pub struct Hold {
     pub downtime_ms: f64,
 }
 
+/// A planned move of session C: a drain of its device moved it to another
+/// path, with no hold.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Move {
+    /// Virtual seconds of the `Resumed` event that ended it.
+    pub at_s: f64,
+    /// The fault whose window it happened in.
+    pub fault: Option<FaultKind>,
+    /// The device it resumed on.
+    pub to: Option<String>,
+    /// The downtime the `Resumed` event reported.
+    pub downtime_ms: f64,
+    /// Operations the resume replayed (0 expected: nothing was in flight).
+    pub replayed: u64,
+}
+
 /// A fault that hit the device carrying C when it started.
 #[derive(Debug, Clone, Serialize)]
 pub struct Hit {
@@ -89,6 +109,9 @@ pub struct Hit {
     pub device: String,
     /// Whether C was held in that fault's window.
     pub held: bool,
+    /// The fault is a planned drain: C moves without a hold (the drain's
+    /// own checks verify it), so it is not one that must hold C.
+    pub planned: bool,
 }
 
 /// `n` of `one` (or of `many`), in words: `1 hold`, `3 holds`.
@@ -117,8 +140,9 @@ impl ManualReport {
 
     fn check_held(&self) -> Check {
         let name = "C held";
-        let missed: Vec<String> = self
-            .hits
+        let hits: Vec<&Hit> = self.hits.iter().filter(|h| !h.planned).collect();
+        let planned = self.hits.len() - hits.len();
+        let missed: Vec<String> = hits
             .iter()
             .filter(|h| !h.held)
             .map(|h| format!("{} ({})", h.fault, h.device))
@@ -134,8 +158,11 @@ impl ManualReport {
             );
         }
         if self.holds.is_empty() {
-            let ok = self.hits.is_empty();
-            let detail = if ok {
+            let ok = hits.is_empty();
+            let detail = if ok && planned > 0 {
+                "never held: only a planned drain hit the device carrying C (it moves without a hold)"
+                    .to_string()
+            } else if ok {
                 "never held: no fault hit the device carrying C".to_string()
             } else {
                 "never held".to_string()
@@ -154,16 +181,23 @@ impl ManualReport {
             1 => "once".to_string(),
             n => format!("{n} times"),
         };
-        let faults = match self.hits.len() {
+        let faults = match hits.len() {
             0 => "though no fault hit the device carrying it".to_string(),
             1 => "in the 1 fault that hit its device".to_string(),
             n => format!("in each of the {n} faults that hit its device"),
+        };
+        let planned = match planned {
+            0 => String::new(),
+            n => format!(
+                " ({} left out: a drain moves C without a hold)",
+                n_of(n, "planned drain", "planned drains")
+            ),
         };
         check(
             name,
             true,
             format!(
-                "held {times} for the application's decision ({}), {faults}",
+                "held {times} for the application's decision ({}), {faults}{planned}",
                 causes.join(", ")
             ),
         )
@@ -265,6 +299,17 @@ impl ManualReport {
             "Session C (manual recovery: held after each loss until a quorum of {} of its application's {} replicas agrees)",
             self.quorum, self.replicas
         )?;
+        for m in &self.moves {
+            writeln!(
+                out,
+                "  {:.3} s  moved by a planned {} to {} with no hold: downtime {}, {} replayed",
+                m.at_s,
+                m.fault.map_or("drain".into(), |f| f.to_string()),
+                m.to.as_deref().unwrap_or("?"),
+                ms(m.downtime_ms),
+                count(m.replayed)
+            )?;
+        }
         if self.holds.is_empty() {
             writeln!(out, "  never held")?;
             return Ok(());
@@ -336,11 +381,13 @@ mod tests {
                 downtime_ms: 50.0,
                 ..Hold::default()
             }],
+            moves: Vec::new(),
             hits: vec![Hit {
                 fault: FaultKind::ResetInitiator,
                 window: 0,
                 device: "initiator soft0".into(),
                 held: true,
+                planned: false,
             }],
             resumed_undecided_s: Vec::new(),
             final_state: "established".into(),
@@ -369,6 +416,32 @@ mod tests {
         let mut r = good();
         r.holds.clear();
         assert!(failed(&r).contains(&"C held".to_string()));
+    }
+
+    #[test]
+    fn a_planned_drain_of_cs_device_need_not_hold_c() {
+        let drain = Hit {
+            fault: FaultKind::Drain,
+            window: 1,
+            device: "initiator soft0".into(),
+            held: false,
+            planned: true,
+        };
+        let mut r = good();
+        r.hits.push(drain.clone());
+        assert!(failed(&r).is_empty(), "{:?}", r.checks());
+        // The drain alone: never held, and rightly so.
+        let mut r = good();
+        r.holds.clear();
+        r.hits = vec![drain.clone()];
+        assert!(failed(&r).is_empty(), "{:?}", r.checks());
+        // The same fault unplanned must hold C.
+        let mut r = good();
+        r.hits.push(Hit {
+            planned: false,
+            ..drain
+        });
+        assert_eq!(failed(&r), ["C held"]);
     }
 
     #[test]

@@ -8,10 +8,16 @@
 //! carries messages, and its application decides when it recovers: after
 //! a loss C is held until a quorum of the application's replicas agrees
 //! (see [`manual`]). A schedule of faults (see [`faults`]) hits the
-//! devices while the workload runs; the demo prints what happens as it
-//! happens, then a table of what each fault did to A and B, C's holds and
-//! decisions, and the end-to-end verification (17 checks with every
-//! fault), and draws the throughput timeline as an SVG.
+//! devices while the workload runs, led by a planned one: maintenance of
+//! the initiator's soft0, announced with `Node::drain` (see [`drain`]): A
+//! and C move to soft1 with nothing in flight — no replay, no
+//! `Indeterminate` outcome, no loss, C not held — while B, which has no
+//! other path, is blocked, lost with the device and recovers as after an
+//! unplanned fault. The demo prints what happens as it happens (A's stall
+//! after every fault on its device, the drain's next to the unplanned
+//! failover's), then a table of what each fault did to A and B, C's holds
+//! and decisions, the drain's record, and the end-to-end verification (22
+//! checks with every fault), and draws the throughput timeline as an SVG.
 //!
 //! Everything runs on the simulation's virtual clock, single-threaded:
 //! the same `--seed` gives the same run, event for event (the report's
@@ -24,18 +30,23 @@
 //! order a run goes through it:
 //!
 //! - [`world`]: the two hosts, their devices and the three sessions.
-//! - [`faults`]: the fault catalogue, each fault's steps, what it may do
-//!   to each session, and the schedule.
+//! - [`faults`]: the fault catalogue (the planned drain among it), each
+//!   fault's steps, what it may do to each session, and the schedule.
 //! - [`driver`]: the driver's state, its dated output lines, the intro.
 //! - [`run_loop`]: the loop over virtual time (steps, ticks, progress
 //!   lines), the tail and the final drain.
 //! - [`inject`]: a fault's steps applied to the fabric; the admin close.
+//! - [`drain`]: the planned drain on the initiator's node (the call, the
+//!   unplug once only the blocked sessions are left, the return, its
+//!   record) and A's stall around the faults on its device.
 //! - [`events`]: session events taken, dated, printed and accounted.
 //! - [`manual`]: session C's application: its holds printed, the quorum
 //!   vote, the decision (`resume_on`), what it saw recorded.
 //! - [`window`]: what each fault's window saw, classified into an outcome.
 //! - [`verify`]: `--sabotage`, the end-to-end checks, the report assembly.
 //! - [`manual_report`]: session C's record in the report, its checks and
+//!   its table.
+//! - [`drain_report`]: the drain's record in the report, its checks and
 //!   its table.
 //! - [`report`]: the report's types, its text table and JSON.
 //! - [`svg`]: the throughput timeline drawn as an SVG.
@@ -47,6 +58,8 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context as _};
 use clap::Args;
 
+mod drain;
+mod drain_report;
 mod driver;
 mod events;
 mod faults;
@@ -70,8 +83,8 @@ pub struct DemoArgs {
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Faults to inject, as a comma list; they always run in this order:
-    /// reset-initiator, reset-target, unplug-replug, replace, failover,
-    /// flap, outage, close.
+    /// drain (planned maintenance), reset-initiator, reset-target,
+    /// unplug-replug, replace, failover, flap, outage, close.
     #[arg(
         long,
         value_enum,

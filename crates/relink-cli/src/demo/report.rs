@@ -1,7 +1,7 @@
-//! The demo's report: what each fault did to sessions A and B, session
-//! C's holds and decisions, the end-to-end checks, counters and the
-//! throughput timeline; rendered as a text table
-//! or serialized as JSON.
+//! The demo's report: what each fault did to sessions A and B (A's stall
+//! among it), session C's holds and decisions, the planned drain, the
+//! end-to-end checks, counters and the throughput timeline; rendered as a
+//! text table or serialized as JSON.
 
 use std::collections::BTreeMap;
 use std::io::{self, Write};
@@ -9,6 +9,7 @@ use std::io::{self, Write};
 use relink::Counters;
 use serde::Serialize;
 
+use super::drain_report::DrainLog;
 use super::faults::{Expect, FaultKind};
 use super::manual_report::ManualReport;
 use relink_sim::workload::{Check, Class, Problem, Tally};
@@ -31,6 +32,8 @@ pub struct Report {
     /// Session C's manual recovery: each hold and the application's
     /// decision.
     pub manual: ManualReport,
+    /// The planned drain, if the schedule has one.
+    pub drain: Option<DrainLog>,
     /// Per session: final state, outcomes and counters.
     pub sessions: Vec<SessionSummary>,
     /// Problems seen while running (each also fails a check).
@@ -86,6 +89,10 @@ pub struct Impact {
     pub max_downtime_ms: f64,
     /// Operations replayed by the initiator.
     pub replayed: u64,
+    /// A only, when the fault hit its device and it resumed: the longest
+    /// gap between its successful completions from the fault's start to
+    /// its first completion after its first resume, in milliseconds.
+    pub stall_ms: Option<f64>,
     /// Duplicate messages the target dropped.
     pub deduplicated: u64,
     /// The initiator's device before the fault.
@@ -206,6 +213,15 @@ pub fn ms(v: f64) -> String {
     }
 }
 
+/// A stall (given in milliseconds): microseconds under a millisecond.
+pub fn stall(v: f64) -> String {
+    if v > 0.0 && v < 1.0 {
+        format!("{:.0} µs", v * 1e3)
+    } else {
+        ms(v)
+    }
+}
+
 /// Thousands separated by spaces.
 pub fn count(v: u64) -> String {
     let s = v.to_string();
@@ -248,8 +264,41 @@ pub(super) fn table(out: &mut dyn Write, header: &[&str], rows: &[Vec<String>]) 
 }
 
 impl Report {
-    /// The human-readable report: fault table, session C's holds, checks,
-    /// summary.
+    /// A's stall in the planned drain next to the unplanned failover's
+    /// (each when the schedule has it).
+    fn render_stalls(&self, out: &mut dyn Write) -> io::Result<()> {
+        let a = |kind: FaultKind| {
+            self.faults
+                .iter()
+                .filter(|f| f.fault == kind)
+                .flat_map(|f| &f.sessions)
+                .find(|s| s.session == "A")
+        };
+        let mut parts = Vec::new();
+        for (kind, what) in [
+            (FaultKind::Drain, "planned drain"),
+            (FaultKind::Failover, "unplanned failover"),
+        ] {
+            if let Some((v, s)) = a(kind).and_then(|s| Some((s.stall_ms?, s))) {
+                parts.push(format!(
+                    "{what} {} ({} replayed)",
+                    stall(v),
+                    count(s.replayed)
+                ));
+            }
+        }
+        if parts.is_empty() {
+            return Ok(());
+        }
+        writeln!(
+            out,
+            "  A's stall (the longest gap between its successful completions, from the fault to its first completion after its resume): {}",
+            parts.join(", ")
+        )
+    }
+
+    /// The human-readable report: fault table and A's stalls, session C's
+    /// holds, the planned drain, checks, summary.
     pub fn render(&self, out: &mut dyn Write) -> io::Result<()> {
         writeln!(out)?;
         writeln!(
@@ -305,6 +354,7 @@ impl Report {
                     s.session.to_string(),
                     s.outcome.text().to_string(),
                     downtime,
+                    s.stall_ms.map_or("-".into(), stall),
                     if s.resumes == 0 {
                         "-".into()
                     } else {
@@ -330,6 +380,7 @@ impl Report {
                 "sess",
                 "outcome",
                 "downtime",
+                "stall",
                 "replayed",
                 "dedup",
                 "initiator device",
@@ -338,8 +389,12 @@ impl Report {
             ],
             &rows,
         )?;
+        self.render_stalls(out)?;
 
         self.manual.render(out)?;
+        if let Some(d) = &self.drain {
+            d.render(out)?;
+        }
 
         writeln!(out)?;
         writeln!(out, "Sessions")?;

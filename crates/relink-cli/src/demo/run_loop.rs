@@ -1,6 +1,8 @@
 //! The run loop: the fault schedule's steps played at their virtual
-//! times, the workload topped up every tick, a progress line every
-//! second; then the tail, the drain of pending operations and the stop.
+//! times, the workload topped up every tick (a millisecond, a microsecond
+//! around a fault on A's device: see [`super::drain`]), a progress line
+//! every second; then the tail, the drain of pending operations and the
+//! stop.
 
 use std::io;
 use std::time::Duration;
@@ -8,6 +10,7 @@ use std::time::Duration;
 use relink_fabric::Timestamp;
 use relink_sim::sim::INITIATOR;
 
+use super::drain::FINE_TICK;
 use super::driver::{Driver, NAMES};
 use super::faults::{Planned, Side, Step};
 use super::report;
@@ -53,9 +56,12 @@ impl Driver<'_> {
                 break;
             }
             self.top_up();
-            // Ticks fall on whole milliseconds of the workload's time.
-            let ticks = now.saturating_since(t0).as_nanos() / TICK.as_nanos() + 1;
-            let mut until = (t0 + TICK * u32::try_from(ticks).unwrap_or(u32::MAX)).min(end);
+            // Ticks fall on whole milliseconds of the workload's time, or
+            // microseconds while A's stall is watched or a drain is under
+            // way.
+            let tick = if self.fine_ticks() { FINE_TICK } else { TICK };
+            let ticks = now.saturating_since(t0).as_nanos() / tick.as_nanos() + 1;
+            let mut until = (t0 + tick * u32::try_from(ticks).unwrap_or(u32::MAX)).min(end);
             if let Some(s) = steps.get(next) {
                 until = until.min(s.0);
             }

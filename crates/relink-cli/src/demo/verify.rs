@@ -1,6 +1,7 @@
 //! The end: the `--sabotage` self-test, the end-to-end verification (the
-//! workload's checks, session C's manual recovery, fault outcomes, final
-//! states, problems) and the assembly of the [`Report`].
+//! workload's checks, session C's manual recovery, the planned drain,
+//! fault outcomes, final states, problems) and the assembly of the
+//! [`Report`].
 
 use std::time::Duration;
 
@@ -86,6 +87,12 @@ impl Driver<'_> {
         // application's decision, messages, completions.
         let (manual, c_checks, c_summary) = self.c_finish();
         checks.extend(c_checks);
+        // The planned drain: moves, no replay, no Indeterminate, no loss,
+        // C not held.
+        let drain = self.planned.as_ref().map(|d| d.log.clone());
+        if let Some(d) = &drain {
+            checks.extend(d.checks());
+        }
         let bad_faults: Vec<String> = rows
             .iter()
             .filter(|r| !r.ok)
@@ -186,6 +193,7 @@ impl Driver<'_> {
             faults: rows,
             checks,
             manual,
+            drain,
             sessions,
             problems,
             throughput: Throughput {

@@ -1,6 +1,7 @@
 //! Fault windows: what each session went through from one fault's start
 //! to the next one's, and the outcome that is classified as (resumed,
-//! failed over, gave up, ...) against what the fault allows.
+//! failed over, moved by a planned drain, gave up, ...) against what the
+//! fault allows.
 
 use std::time::Duration;
 
@@ -24,6 +25,14 @@ pub(super) struct Acc {
     /// Duplicates the target dropped during the window.
     pub(super) deduplicated: u64,
     pub(super) gave_up: bool,
+    /// `Quiescing { plan: Drain }` events (initiator side): planned moves.
+    pub(super) planned: u64,
+    /// A drain found no other path for the session (`DrainBlocked`).
+    pub(super) blocked: bool,
+    /// The longest gap between the session's successful completions from
+    /// the fault's start to its first completion after its first resume
+    /// (A, when the fault hit its device; see [`super::drain`]).
+    pub(super) stall: Option<Duration>,
     pub(super) closed: bool,
     /// The session was already gone or terminal when the fault started.
     pub(super) ended_before: bool,
@@ -74,6 +83,11 @@ impl Driver<'_> {
             w.acc[i].state_after = state;
         }
         w.closed = true;
+        let window = self.windows.len() - 1;
+        self.close_drain(window);
+        if self.watch.as_ref().is_some_and(|w| w.window() == window) {
+            self.watch = None;
+        }
     }
 
     pub(super) fn acc(&mut self, i: usize) -> Option<&mut Acc> {
@@ -100,7 +114,11 @@ impl Driver<'_> {
         } else if a.state_after != Some(State::Established) || a.resumes == 0 {
             Expect::StillDown
         } else if name(&a.device_before) != name(&a.device_after) {
-            Expect::FailedOver
+            if a.planned > 0 && a.losses == 0 {
+                Expect::Moved
+            } else {
+                Expect::FailedOver
+            }
         } else if a.guid_before != a.guid_after {
             Expect::ResumedNewGuid
         } else {
@@ -123,6 +141,10 @@ impl Driver<'_> {
                 note = format!("{} pending operations ended", p.len());
             }
         }
+        if a.blocked {
+            let sep = if note.is_empty() { "" } else { "; " };
+            note = format!("{note}{sep}drain blocked: one path");
+        }
         if a.losses > 1 {
             let sep = if note.is_empty() { "" } else { "; " };
             note = format!("{note}{sep}{} losses", a.losses);
@@ -137,6 +159,7 @@ impl Driver<'_> {
             downtime_ms: a.downtime.as_secs_f64() * 1e3,
             max_downtime_ms: a.max_downtime.as_secs_f64() * 1e3,
             replayed: a.replayed,
+            stall_ms: a.stall.map(|s| s.as_secs_f64() * 1e3),
             deduplicated: a.deduplicated,
             device_before: name(&a.device_before),
             device_after: if matches!(outcome, Expect::Closed | Expect::GaveUp | Expect::Ended) {

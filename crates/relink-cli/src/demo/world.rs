@@ -38,6 +38,10 @@ pub const ADDRS: [(&str, &str); 2] = [
 /// The devices, in subnet order.
 pub const DEVICES: [&str; 2] = ["soft0", "soft1"];
 
+/// How many paths sessions A, B and C have: path `i` goes through
+/// subnet `i` (soft0, then soft1).
+pub const PATHS: [usize; 3] = [2, 1, 2];
+
 /// The policy of session A: defaults, with attempts that time out and back
 /// off on the scale of the demo.
 pub fn policy_a() -> Policy {
@@ -161,7 +165,12 @@ pub fn build(seed: u64, give_up: Duration) -> anyhow::Result<World> {
         .listen(peer(0, PORT_B)?, target_opts(policy_b(give_up), Vec::new()))
         .context("listen for B")?;
 
-    let paths_a = vec![path(0, PORT_A)?, path(1, PORT_A)?];
+    let paths = |n: usize, port| {
+        (0..n)
+            .map(|i| path(i, port))
+            .collect::<anyhow::Result<Vec<_>>>()
+    };
+    let paths_a = paths(PATHS[0], PORT_A)?;
     let a = sim
         .node(INITIATOR)
         .connect(
@@ -171,14 +180,14 @@ pub fn build(seed: u64, give_up: Duration) -> anyhow::Result<World> {
         .context("connect A")?;
     let ta = wait_established(&mut sim, a, "A")?;
 
-    let paths_b = vec![path(0, PORT_B)?];
+    let paths_b = paths(PATHS[1], PORT_B)?;
     let b = sim
         .node(INITIATOR)
         .connect(paths_b, target_opts(policy_b(give_up), Vec::new()))
         .context("connect B")?;
     let tb = wait_established(&mut sim, b, "B")?;
 
-    let paths_c = vec![path(0, PORT_C)?, path(1, PORT_C)?];
+    let paths_c = paths(PATHS[2], PORT_C)?;
     let c = sim
         .node(INITIATOR)
         .connect(paths_c, target_opts(policy_c(), Vec::new()))
