@@ -350,6 +350,9 @@ typedef struct {
   uint64_t planned;
 } relink_counters;
 
+// A shared receive queue of a node (`relink_shared_receive_new`).
+typedef uint64_t relink_shared_receive;
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -888,6 +891,56 @@ relink_status relink_session_set_recovery(relink_node *node,
                                           relink_session session,
                                           int64_t give_up_ms,
                                           int32_t manual);
+
+// Make a shared receive queue on `node` holding `depth` receives of
+// messages up to `max_message` bytes, for the sessions whose options name
+// it (`relink_options_set_shared_receive`). Each such session reserves
+// its receive slots (`relink_options_set_recv_slots`, 64 by default) out
+// of the depth for as long as it lives: a connect past the depth fails
+// with `RELINK_ERR_SESSION`, and a listener refuses the incoming session
+// as busy (the peer retries). One queue is built on each device that
+// carries one of its sessions, and rebuilt after every recovery.
+// Stores the queue in `*out`. `RELINK_ERR_OPTIONS` names a value out of
+// range (depth 9..=65536, max_message 8..=16 MiB).
+//
+// # Safety
+// `node` is a live node; `out` valid for a write.
+relink_status relink_shared_receive_new(relink_node *node,
+                                        uint32_t depth,
+                                        uint32_t max_message,
+                                        relink_shared_receive *out);
+
+// Remove a shared receive queue no session or listener uses any more
+// (`RELINK_ERR_SESSION` while one does; `RELINK_ERR_OPTIONS` for an
+// unknown one).
+//
+// # Safety
+// `node` is a live node.
+relink_status relink_shared_receive_free(relink_node *node, relink_shared_receive queue);
+
+// Sessions made with these options receive through `queue` (`use_it`
+// non-zero), or through receives of their own (`use_it` 0, the default).
+// The queue is checked when the options are used (`relink_connect`,
+// `relink_listen`).
+//
+// # Safety
+// `options` is live options.
+relink_status relink_options_set_shared_receive(relink_options *options,
+                                                relink_shared_receive queue,
+                                                int32_t use_it);
+
+// Expose the region `id` (added with `relink_options_add_region`,
+// advertised, with at least one `RELINK_ACCESS_REMOTE_*` right) through a
+// type 2 memory window (`window` non-zero) that relink binds on the
+// session's connection before each advertisement and invalidates at its
+// end: the region's own registration then grants the peer nothing.
+// `RELINK_ERR_OPTIONS` if no region has that id or it cannot be windowed.
+//
+// # Safety
+// `options` is live options.
+relink_status relink_options_set_region_window(relink_options *options,
+                                               uint32_t id,
+                                               int32_t window);
 
 // Add soft device `name` owning `cidr` (e.g. `"127.0.0.2/8"`) to the
 // directory `dir` (NULL: the default directory).

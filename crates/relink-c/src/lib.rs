@@ -54,6 +54,7 @@ mod ops;
 mod options;
 mod output;
 mod session;
+mod shared;
 mod soft_device;
 mod status;
 
@@ -62,5 +63,6 @@ pub use ops::*;
 pub use options::*;
 pub use output::*;
 pub use session::*;
+pub use shared::*;
 pub use soft_device::*;
 pub use status::{relink_last_error, relink_status, relink_status_name};

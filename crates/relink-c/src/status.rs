@@ -99,6 +99,7 @@ impl From<relink_rs::ConnectError> for Fail {
         let status = match &e {
             E::NoPath => RELINK_ERR_ARGUMENT,
             E::Options(_) => RELINK_ERR_OPTIONS,
+            E::SharedReceive(s) => Fail::from(s.clone()).status,
             _ => RELINK_ERR_PROVIDER,
         };
         Fail::new(status, chain(&e))
@@ -110,6 +111,7 @@ impl From<relink_rs::ListenError> for Fail {
         use relink_rs::ListenError as E;
         let status = match &e {
             E::Options(_) => RELINK_ERR_OPTIONS,
+            E::SharedReceive(s) => Fail::from(s.clone()).status,
             E::NoPort(_) => RELINK_ERR_ARGUMENT,
             E::AddrInUse(_) => RELINK_ERR_ADDR_IN_USE,
             _ => RELINK_ERR_PROVIDER,
@@ -144,6 +146,17 @@ impl From<relink_rs::ResumeError> for Fail {
             relink_rs::ResumeError::NoSession(_) => RELINK_ERR_NO_SESSION,
             relink_rs::ResumeError::NoSuchPath { .. } => RELINK_ERR_ARGUMENT,
             _ => RELINK_ERR_SESSION,
+        };
+        Fail::new(status, chain(&e))
+    }
+}
+
+impl From<relink_rs::SharedReceiveError> for Fail {
+    fn from(e: relink_rs::SharedReceiveError) -> Fail {
+        use relink_rs::SharedReceiveError as E;
+        let status = match &e {
+            E::Full { .. } | E::InUse => RELINK_ERR_SESSION,
+            _ => RELINK_ERR_OPTIONS,
         };
         Fail::new(status, chain(&e))
     }

@@ -235,3 +235,16 @@ fn planned_outages_from_c() {
     let out = run(&mut Command::new(exe), "planned");
     assert!(out.contains("planned: ok"), "{out}");
 }
+
+/// `tests/c/shared.c`: a shared receive queue and a memory window from C —
+/// two sessions on one queue and WRITEs through a windowed region, across
+/// a reset; a queue too small refuses a third session.
+#[test]
+fn shared_receive_and_window_from_c() {
+    let exe = build(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/shared.c"),
+        "shared",
+    );
+    let out = run(&mut Command::new(exe), "shared");
+    assert!(out.contains("shared: ok"), "{out}");
+}
