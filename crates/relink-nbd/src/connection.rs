@@ -179,9 +179,8 @@ where
             Ok(c) => c,
             Err(rej) => {
                 tracing::debug!(cookie = header.cookie, %rej, "nbd request rejected");
-                if let Err(e) = discard(&mut r, u64::from(header.payload_len())).await {
-                    break Err(e.into());
-                }
+                // The reply goes out before a refused write's payload is
+                // read: that payload is dropped as it arrives, never held.
                 let out = Outgoing {
                     header: SimpleReply {
                         error: rej.nbd_errno(),
@@ -191,6 +190,9 @@ where
                 };
                 if tx.send(out).await.is_err() {
                     break Ok(());
+                }
+                if let Err(e) = discard(&mut r, u64::from(header.payload_len())).await {
+                    break Err(e.into());
                 }
                 continue;
             }
