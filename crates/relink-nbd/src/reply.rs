@@ -1,0 +1,119 @@
+//! Server messages: simple replies in transmission, option replies in the
+//! handshake.
+
+use crate::consts::*;
+use crate::error::ProtocolError;
+
+/// Length of a simple reply header (a read's data follows it).
+pub const SIMPLE_REPLY_LEN: usize = 16;
+
+/// A simple reply's header: the cookie of its request and an NBD error
+/// number (0 for success).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SimpleReply {
+    /// NBD error number; 0 is success.
+    pub error: u32,
+    /// The request's cookie.
+    pub cookie: u64,
+}
+
+impl SimpleReply {
+    /// The header's wire form.
+    #[must_use]
+    pub fn encode(&self) -> [u8; SIMPLE_REPLY_LEN] {
+        let mut b = [0u8; SIMPLE_REPLY_LEN];
+        b[0..4].copy_from_slice(&SIMPLE_REPLY_MAGIC.to_be_bytes());
+        b[4..8].copy_from_slice(&self.error.to_be_bytes());
+        b[8..16].copy_from_slice(&self.cookie.to_be_bytes());
+        b
+    }
+
+    /// Parses the first [`SIMPLE_REPLY_LEN`] bytes of `buf` (a client's view;
+    /// used by tests and tools).
+    ///
+    /// # Errors
+    /// [`ProtocolError::Truncated`] if `buf` is shorter;
+    /// [`ProtocolError::BadMagic`] for another magic.
+    pub fn parse(buf: &[u8]) -> Result<Self, ProtocolError> {
+        if buf.len() < SIMPLE_REPLY_LEN {
+            return Err(ProtocolError::Truncated {
+                what: "simple reply",
+                need: SIMPLE_REPLY_LEN,
+                have: buf.len(),
+            });
+        }
+        let magic = u32::from_be_bytes(buf[0..4].try_into().expect("4 bytes"));
+        if magic != SIMPLE_REPLY_MAGIC {
+            return Err(ProtocolError::BadMagic {
+                what: "simple reply",
+                found: u64::from(magic),
+            });
+        }
+        Ok(SimpleReply {
+            error: u32::from_be_bytes(buf[4..8].try_into().expect("4 bytes")),
+            cookie: u64::from_be_bytes(buf[8..16].try_into().expect("8 bytes")),
+        })
+    }
+}
+
+/// Appends one option reply (`magic, option, type, length, data`) to `out`.
+pub fn push_option_reply(out: &mut Vec<u8>, option: u32, reply_type: u32, data: &[u8]) {
+    out.extend_from_slice(&OPTION_REPLY_MAGIC.to_be_bytes());
+    out.extend_from_slice(&option.to_be_bytes());
+    out.extend_from_slice(&reply_type.to_be_bytes());
+    let len = u32::try_from(data.len()).expect("option reply data fits u32");
+    out.extend_from_slice(&len.to_be_bytes());
+    out.extend_from_slice(data);
+}
+
+/// An option reply as a client parses it (tests and tools).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OptionReply {
+    /// The option it answers.
+    pub option: u32,
+    /// `NBD_REP_*`.
+    pub reply_type: u32,
+    /// Its data.
+    pub data: Vec<u8>,
+}
+
+impl OptionReply {
+    /// Parses one option reply at the start of `buf`; returns it and the
+    /// bytes it took.
+    ///
+    /// # Errors
+    /// [`ProtocolError::Truncated`] if `buf` holds less than the whole reply;
+    /// [`ProtocolError::BadMagic`] for another magic.
+    pub fn parse(buf: &[u8]) -> Result<(Self, usize), ProtocolError> {
+        let trunc = |need| ProtocolError::Truncated {
+            what: "option reply",
+            need,
+            have: buf.len(),
+        };
+        if buf.len() < 20 {
+            return Err(trunc(20));
+        }
+        let magic = u64::from_be_bytes(buf[0..8].try_into().expect("8 bytes"));
+        if magic != OPTION_REPLY_MAGIC {
+            return Err(ProtocolError::BadMagic {
+                what: "option reply",
+                found: magic,
+            });
+        }
+        let option = u32::from_be_bytes(buf[8..12].try_into().expect("4 bytes"));
+        let reply_type = u32::from_be_bytes(buf[12..16].try_into().expect("4 bytes"));
+        let len = u32::from_be_bytes(buf[16..20].try_into().expect("4 bytes")) as usize;
+        let end = 20usize.checked_add(len).ok_or_else(|| trunc(usize::MAX))?;
+        if buf.len() < end {
+            return Err(trunc(end));
+        }
+        Ok((
+            OptionReply {
+                option,
+                reply_type,
+                data: buf[20..end].to_vec(),
+            },
+            end,
+        ))
+    }
+}

@@ -1,0 +1,69 @@
+//! Feeds arbitrary bytes to relink-nbd's sans-IO parsers: the client flags,
+//! an option (header, then its data through `parse_option` and the
+//! `Negotiator`), and a transmission request header through `check`.
+//!
+//! Beyond "never panics", checks that a parsed header re-encodes to the same
+//! bytes, that every option except `NBD_OPT_EXPORT_NAME` gets a whole number
+//! of well-formed replies, and that a checked command lies inside the export.
+
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use relink_nbd::consts::*;
+use relink_nbd::handshake::{
+    parse_client_flags, parse_option, ClientFlags, Negotiator, OptionHeader, OPTION_HEADER_LEN,
+};
+use relink_nbd::reply::OptionReply;
+use relink_nbd::request::{check, Command, RequestHeader, REQUEST_HEADER_LEN};
+use relink_nbd::{ExportFlags, ExportInfo};
+
+const SIZE: u64 = 1 << 30;
+const MAX: u32 = 32 << 20;
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&selector, data)) = data.split_first() else {
+        return;
+    };
+    let _ = parse_client_flags(data);
+    let exports = vec![ExportInfo {
+        name: "disk".into(),
+        description: "fuzz".into(),
+        size: SIZE,
+        flags: if selector & 1 == 0 {
+            ExportFlags::read_write()
+        } else {
+            ExportFlags::read_only()
+        },
+    }];
+
+    if let Ok(h) = OptionHeader::parse(data) {
+        assert_eq!(&h.encode()[..], &data[..OPTION_HEADER_LEN]);
+        let body = &data[OPTION_HEADER_LEN..];
+        let _ = parse_option(h.option, body);
+        let n = Negotiator::new(exports.clone(), MAX, ClientFlags::default());
+        let out = n.handle(h, body);
+        if h.option != NBD_OPT_EXPORT_NAME {
+            let mut rest = &out.reply[..];
+            while !rest.is_empty() {
+                let (r, used) = OptionReply::parse(rest).expect("well-formed reply");
+                assert_eq!(r.option, h.option);
+                rest = &rest[used..];
+            }
+        }
+    }
+    // the same bytes as option data of each option kind
+    let _ = parse_option(u32::from(selector >> 1), data);
+
+    if let Ok(h) = RequestHeader::parse(data) {
+        assert_eq!(&h.encode()[..], &data[..REQUEST_HEADER_LEN]);
+        match check(&h, &exports[0], MAX) {
+            Ok(Command::Read { offset, len }) | Ok(Command::Write { offset, len, .. }) => {
+                assert!(len <= MAX && offset + u64::from(len) <= SIZE);
+            }
+            Ok(Command::Trim { offset, len, .. }) | Ok(Command::WriteZeroes { offset, len, .. }) => {
+                assert!(offset + u64::from(len) <= SIZE);
+            }
+            _ => {}
+        }
+    }
+});
