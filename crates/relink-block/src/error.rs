@@ -118,15 +118,23 @@ pub enum BlockError {
     /// The session ended before the response came.
     #[error("the session ended ({0:?}) before the response came")]
     SessionEnded(SessionEnd),
+    /// The session's `fast_io_fail_tmo` passed in an outage: the command
+    /// fails while the session keeps recovering (for a caller that
+    /// retries elsewhere). It may still reach the target and take effect
+    /// once the session is back (its slot stays reserved until then).
+    #[error("fast_io_fail_tmo passed while the session recovers")]
+    FastFail,
 }
 
 impl BlockError {
     /// The errno a block front end reports for it: the target error's
-    /// ([`TargetError::errno`]), `ENOTCONN` for an ended session.
+    /// ([`TargetError::errno`]), `ENOTCONN` for an ended session,
+    /// `ENOLINK` for a fast failure.
     pub fn errno(self) -> i32 {
         match self {
             BlockError::Target(e) => e.errno(),
             BlockError::SessionEnded(_) => libc::ENOTCONN,
+            BlockError::FastFail => libc::ENOLINK,
         }
     }
 }

@@ -3,7 +3,10 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use relink::{BufferToken, ConnectError, Node, Output, Path, SessionEvent, SessionHandle, State};
+use relink::{
+    BufferToken, Completion, ConnectError, Node, OpError, OpId, Outcome, Output, Path,
+    SessionEvent, SessionHandle, State, Timestamp,
+};
 
 use crate::config::{ConfigError, InitiatorConfig, DATA_REGION};
 use crate::error::{BlockError, SessionEnd};
@@ -150,6 +153,13 @@ pub type BlockCompletion = (Tag, Result<BlockReply, BlockError>);
 /// [`BlockError::SessionEnded`]: it may or may not have taken effect
 /// (an unflushed write may be on the volume). Connect a new engine and
 /// resubmit what is needed.
+///
+/// With a `fast_io_fail_tmo` in the policy, the commands outstanding
+/// when it passes in an outage complete with [`BlockError::FastFail`]
+/// (and new ones fail at once) while the session keeps recovering; a
+/// command whose message may still be delivered keeps its slot until its
+/// reply comes ([`InitiatorEngine::quarantined`]), so a late transfer
+/// never lands in a reused slot.
 #[derive(Debug)]
 pub struct InitiatorEngine {
     session: SessionHandle,
@@ -158,9 +168,18 @@ pub struct InitiatorEngine {
     free: Vec<u32>,
     queued: VecDeque<(Tag, BlockOp)>,
     outstanding: HashMap<Tag, Pending>,
+    /// Each outstanding command's message until its send completes.
+    sends: HashMap<OpId, Tag>,
+    /// Slots of fast-failed commands that may still reach the target:
+    /// reserved until their reply comes.
+    quarantined: HashMap<Tag, u32>,
     completions: VecDeque<BlockCompletion>,
     events: VecDeque<InitiatorEvent>,
     ended: Option<SessionEnd>,
+    /// When the session lost its transport, while it is down.
+    down_since: Option<Timestamp>,
+    /// Whether this outage's `fast_io_fail_tmo` passed.
+    fast_failed: bool,
 }
 
 impl InitiatorEngine {
@@ -184,9 +203,13 @@ impl InitiatorEngine {
             next_tag: 1,
             queued: VecDeque::new(),
             outstanding: HashMap::new(),
+            sends: HashMap::new(),
+            quarantined: HashMap::new(),
             completions: VecDeque::new(),
             events: VecDeque::new(),
             ended: None,
+            down_since: None,
+            fast_failed: false,
         })
     }
 
@@ -200,6 +223,12 @@ impl InitiatorEngine {
         self.outstanding.len()
     }
 
+    /// Slots held by fast-failed commands that may still reach the target
+    /// ([`BlockError::FastFail`]): each is released when its reply comes.
+    pub fn quarantined(&self) -> usize {
+        self.quarantined.len()
+    }
+
     /// Commands waiting in the engine for a free slot.
     pub fn queued(&self) -> usize {
         self.queued.len()
@@ -211,7 +240,9 @@ impl InitiatorEngine {
     }
 
     /// Submit `op`: it is sent at once if a slot is free (a WRITE's data
-    /// copied into the slot), else queued until one is. Returns its tag,
+    /// copied into the slot), else queued until one is; in an outage whose
+    /// `fast_io_fail_tmo` passed ([`InitiatorEngine::handle_timeout`]) it
+    /// completes with [`BlockError::FastFail`] at once. Returns its tag,
     /// which completes exactly once ([`InitiatorEngine::poll_completion`]).
     ///
     /// # Errors
@@ -235,6 +266,10 @@ impl InitiatorEngine {
         }
         let tag = Tag(self.next_tag);
         self.next_tag += 1;
+        if self.fast_failed {
+            self.completions.push_back((tag, Err(BlockError::FastFail)));
+            return Ok(tag);
+        }
         self.queued.push_back((tag, op));
         self.pump(node);
         Ok(tag)
@@ -300,11 +335,52 @@ impl InitiatorEngine {
         }
         match output {
             Output::Delivery { payload, .. } => self.on_reply(node, &payload),
-            Output::Event { event, .. } => self.on_event(&event),
-            // A command's send completed: its reply is what counts.
+            Output::Event { event, .. } => self.on_event(node, &event),
+            Output::Completion { completion, .. } => self.on_sent(node, completion),
             _ => {}
         }
         None
+    }
+
+    /// A command's message completed. Success: its reply is what counts.
+    /// A failure while the session lives is relink's fast failure
+    /// (`fast_io_fail_tmo`): the command completes `FastFail` now; its
+    /// slot is free again if the message never left (`Failed`), and
+    /// reserved until the reply if it may still be delivered
+    /// (`Indeterminate`). A failure because the session ended is left to
+    /// the end event.
+    fn on_sent(&mut self, node: &mut Node, c: Completion) {
+        let Some(tag) = self.sends.remove(&c.op) else {
+            return;
+        };
+        if c.outcome == Outcome::Failed(OpError::FastFail) {
+            // Never left, never delivered: a fast-failed command's slot
+            // is free again.
+            if let Some(slot) = self.quarantined.remove(&tag) {
+                self.free.push(slot);
+                self.pump(node);
+                return;
+            }
+        }
+        if c.outcome.is_success()
+            || matches!(
+                node.state(self.session),
+                None | Some(State::Failed | State::Closed)
+            )
+        {
+            return;
+        }
+        let Some(p) = self.outstanding.remove(&tag) else {
+            return;
+        };
+        match c.outcome {
+            Outcome::Failed(OpError::FastFail) => self.free.push(p.slot),
+            _ => {
+                self.quarantined.insert(tag, p.slot);
+            }
+        }
+        self.completions.push_back((tag, Err(BlockError::FastFail)));
+        self.pump(node);
     }
 
     fn on_reply(&mut self, node: &mut Node, payload: &[u8]) {
@@ -317,7 +393,13 @@ impl InitiatorEngine {
             }
         };
         let Some(p) = self.outstanding.remove(&reply.tag) else {
-            self.events.push_back(InitiatorEvent::UnknownTag(reply.tag));
+            if let Some(slot) = self.quarantined.remove(&reply.tag) {
+                // A fast-failed command reached the target after all.
+                self.free.push(slot);
+                self.pump(node);
+            } else {
+                self.events.push_back(InitiatorEvent::UnknownTag(reply.tag));
+            }
             return;
         };
         let result = match reply.status {
@@ -340,7 +422,57 @@ impl InitiatorEngine {
         self.pump(node);
     }
 
-    fn on_event(&mut self, event: &SessionEvent) {
+    /// When [`InitiatorEngine::handle_timeout`] has work: the session's
+    /// `fast_io_fail_tmo` after the start of an outage under way. `None`
+    /// with no such policy, while the session is up, or once that work is
+    /// done for this outage. It changes with [`InitiatorEngine::handle`]
+    /// (a loss, a resume): read it after handing over the outputs, and
+    /// wake the loop by the earlier of it and [`Node::next_deadline`].
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Timestamp> {
+        let tmo = self.config.policy.fast_io_fail_tmo?;
+        match (self.down_since, self.fast_failed, self.ended) {
+            (Some(since), false, None) => Some(since + tmo),
+            _ => None,
+        }
+    }
+
+    /// Act on [`InitiatorEngine::poll_timeout`] if it passed
+    /// ([`Node::now`]); does nothing otherwise. Call it after every poll
+    /// round. When it passed, every outstanding and queued command
+    /// completes with [`BlockError::FastFail`] (relink fails the messages
+    /// it still holds in the same way, so commands submitted until the
+    /// session is back fail at once too); the slot of a command the
+    /// target may have received stays reserved until its reply comes
+    /// ([`InitiatorEngine::quarantined`]).
+    pub fn handle_timeout(&mut self, node: &mut Node) {
+        match self.poll_timeout() {
+            Some(at) if at <= node.now() => {}
+            _ => return,
+        }
+        self.fast_failed = true;
+        let mut tags: Vec<(Tag, Pending)> = self.outstanding.drain().collect();
+        tags.sort_by_key(|(tag, _)| *tag);
+        for (tag, p) in tags {
+            self.quarantined.insert(tag, p.slot);
+            self.completions.push_back((tag, Err(BlockError::FastFail)));
+        }
+        for (tag, _) in self.queued.drain(..) {
+            self.completions.push_back((tag, Err(BlockError::FastFail)));
+        }
+    }
+
+    fn on_event(&mut self, node: &Node, event: &SessionEvent) {
+        match event {
+            SessionEvent::DeviceLost { .. } | SessionEvent::AwaitingDecision { .. } => {
+                self.down_since.get_or_insert_with(|| node.now());
+            }
+            SessionEvent::Resumed { .. } => {
+                self.down_since = None;
+                self.fast_failed = false;
+            }
+            _ => {}
+        }
         let end = match event {
             SessionEvent::GaveUp => SessionEnd::GaveUp,
             SessionEvent::PeerLost { .. } => SessionEnd::PeerLost,

@@ -68,6 +68,9 @@ pub struct TargetStats {
     pub peak_waiting: usize,
     /// Messages that were not commands.
     pub bad_commands: u64,
+    /// Replies sent again after a resume (they failed without leaving:
+    /// `fast_io_fail_tmo`).
+    pub replies_resent: u64,
 }
 
 /// A command moving data, between its staging slot's allocation and its
@@ -87,6 +90,11 @@ struct Conn {
     waiting: VecDeque<Command>,
     /// The one-sided operation of each command holding a slot.
     transfers: HashMap<OpId, Transfer>,
+    /// Each reply's message until it completes.
+    replies: HashMap<OpId, Vec<u8>>,
+    /// Replies that failed without leaving (`fast_io_fail_tmo` in an
+    /// outage): sent again once the session resumes.
+    unsent: Vec<Vec<u8>>,
 }
 
 /// Serves one volume over relink sessions: commands arrive as messages,
@@ -120,16 +128,23 @@ struct Conn {
 ///
 /// # Recoveries
 ///
-/// The engine resends nothing. relink replays the target's unacknowledged
-/// RDMA READs and WRITEs on the new connection, translating the
-/// initiator's buffer tokens through its new advertisements; a replay is
-/// harmless because both are idempotent here: a READ command's WRITE puts
-/// the same staged bytes into a buffer the initiator leaves alone until
-/// the reply, and a WRITE command's READ fetches bytes the initiator
-/// leaves alone until the reply. So relink never reports them
-/// `Indeterminate` (that is for atomics and messages): each completes
-/// `Success` or, if the session ends, `Failed`. Replies are messages:
-/// each is delivered exactly once.
+/// The engine resends nothing relink carries. relink replays the
+/// target's unacknowledged RDMA READs and WRITEs on the new connection,
+/// translating the initiator's buffer tokens through its new
+/// advertisements; a replay is harmless because both are idempotent
+/// here: a READ command's WRITE puts the same staged bytes into a buffer
+/// the initiator leaves alone until the reply, and a WRITE command's READ
+/// fetches bytes the initiator leaves alone until the reply. So relink
+/// never reports them `Indeterminate` (that is for atomics and
+/// messages): each completes `Success` or `Failed` (the session ended,
+/// or its `fast_io_fail_tmo` passed; the command is then answered
+/// `Transfer`). Replies are messages: each is delivered exactly once.
+///
+/// With a `fast_io_fail_tmo` in the policy, relink fails the replies
+/// that had not left when it passed (`Failed(FastFail)`: never
+/// delivered). The engine keeps those and sends them again when the
+/// session resumes, so the initiator's slots of the commands it
+/// fast-failed are released.
 #[derive(Debug)]
 pub struct TargetEngine {
     volume: Volume,
@@ -202,6 +217,8 @@ impl TargetEngine {
                     free: (0..u32::from(self.config.queue_depth)).rev().collect(),
                     waiting: VecDeque::new(),
                     transfers: HashMap::new(),
+                    replies: HashMap::new(),
+                    unsent: Vec::new(),
                 };
                 self.conns.insert(a.session, conn);
                 self.events.push_back(TargetEvent::Connected(a.session));
@@ -221,7 +238,7 @@ impl TargetEngine {
                 None
             }
             Output::Event { session, event } if self.conns.contains_key(&session) => {
-                self.on_event(session, &event);
+                self.on_event(node, session, &event);
                 None
             }
             other if self.ended.contains(&other.session()) => None,
@@ -237,12 +254,20 @@ impl TargetEngine {
     }
 
     fn reply(&mut self, node: &mut Node, s: SessionHandle, tag: Tag, status: ReplyStatus) {
-        let bytes = Reply { tag, status }.encode();
         self.stats.replies += 1;
-        if let Err(e) = node.send(s, &bytes) {
+        self.send_reply(node, s, Reply { tag, status }.encode());
+    }
+
+    fn send_reply(&mut self, node: &mut Node, s: SessionHandle, bytes: Vec<u8>) {
+        match node.send(s, &bytes) {
+            Ok(op) => {
+                if let Some(conn) = self.conns.get_mut(&s) {
+                    conn.replies.insert(op, bytes);
+                }
+            }
             // The session ended: its end event follows and the initiator
             // fails the command itself.
-            tracing::debug!(session = s.0, %e, "reply not sent");
+            Err(e) => tracing::debug!(session = s.0, %e, "reply not sent"),
         }
     }
 
@@ -268,8 +293,10 @@ impl TargetEngine {
             Opcode::Read | Opcode::Write => {
                 let conn = self.conns.get_mut(&s).expect("a served session");
                 conn.waiting.push_back(cmd);
-                self.stats.peak_waiting = self.stats.peak_waiting.max(conn.waiting.len());
                 self.start(node, s);
+                if let Some(conn) = self.conns.get(&s) {
+                    self.stats.peak_waiting = self.stats.peak_waiting.max(conn.waiting.len());
+                }
                 return;
             }
             Opcode::Identify => Ok(Some(VolumeInfo {
@@ -354,7 +381,14 @@ impl TargetEngine {
     fn on_completion(&mut self, node: &mut Node, s: SessionHandle, c: Completion) {
         let conn = self.conns.get_mut(&s).expect("a served session");
         let Some(t) = conn.transfers.remove(&c.op) else {
-            return; // a reply's completion: nothing to do
+            // A reply's completion. One that failed never left (a fast
+            // failure in an outage, or the session's end): it goes again
+            // once the session resumes. An `Indeterminate` one is
+            // delivered at most once by relink's replay.
+            if let (Some(bytes), Outcome::Failed(_)) = (conn.replies.remove(&c.op), c.outcome) {
+                conn.unsent.push(bytes);
+            }
+            return;
         };
         self.stats.in_flight -= 1;
         let status = match c.outcome {
@@ -397,8 +431,20 @@ impl TargetEngine {
         self.volume.write(t.cmd.offset, data, t.cmd.fua)
     }
 
-    fn on_event(&mut self, s: SessionHandle, event: &SessionEvent) {
+    fn on_event(&mut self, node: &mut Node, s: SessionHandle, event: &SessionEvent) {
         let end = match event {
+            SessionEvent::Resumed { .. } => {
+                let unsent = self
+                    .conns
+                    .get_mut(&s)
+                    .map(|c| std::mem::take(&mut c.unsent))
+                    .unwrap_or_default();
+                for bytes in unsent {
+                    self.stats.replies_resent += 1;
+                    self.send_reply(node, s, bytes);
+                }
+                return;
+            }
             SessionEvent::GaveUp => SessionEnd::GaveUp,
             SessionEvent::PeerLost { .. } => SessionEnd::PeerLost,
             SessionEvent::Disconnected => SessionEnd::Closed,

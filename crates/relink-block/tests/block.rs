@@ -69,7 +69,9 @@ fn mixed_commands_complete_once_with_the_right_bytes_without_faults() {
     let mut t = Traffic::new(5);
     t.run(&mut w, 40, DEPTH, |_, _| {});
     t.finish(&mut w);
-    assert!(w.target.stats().peak_in_flight >= 16);
+    let stats = w.target.stats();
+    assert!(stats.peak_in_flight >= 16, "{stats:?}");
+    assert_eq!(stats.peak_waiting, 0, "{stats:?}");
 }
 
 #[test]
@@ -451,4 +453,67 @@ fn a_restarted_target_fails_what_was_outstanding_and_a_new_session_carries_on() 
     t.model = image;
     t.finish(&mut w);
     assert_eq!(w.call(BlockOp::Flush), Ok(BlockReply::Done));
+}
+
+#[test]
+fn a_fast_fail_fails_outstanding_commands_and_their_slots_come_back_after_the_recovery() {
+    let policy = Policy::builder()
+        .fast_io_fail_tmo(Some(Duration::from_millis(5)))
+        .ctrl_loss_tmo(Some(Duration::from_secs(30)))
+        .build()
+        .expect("policy");
+    let mut w = World::new(Setup {
+        seed: 41,
+        policy,
+        ..Setup::default()
+    });
+    let mut t = Traffic::new(41);
+    t.run(&mut w, 10, DEPTH, |_, _| {});
+    t.fill(&mut w, DEPTH);
+    assert!(w.init.outstanding() >= 16);
+    inject(&w, INITIATOR, |h| Fault::Remove(h, "soft0".into()));
+    let failed = w.run_until(Duration::from_secs(1), |w| {
+        w.init.outstanding() == 0 && w.init.queued() == 0
+    });
+    assert!(failed, "outstanding commands never fast-failed");
+    // While the session is down, a new command fails fast too.
+    let late = w.submit(BlockOp::Flush);
+    w.run_until(Duration::from_millis(5), |w| w.done.contains_key(&late));
+    assert_eq!(w.done.remove(&late), Some(Err(BlockError::FastFail)));
+    let mut fast = 0;
+    for (tag, r) in w.done.drain() {
+        t.expect.remove(&tag).expect("completed once");
+        if let Err(e) = r {
+            assert_eq!(e, BlockError::FastFail);
+            assert_eq!(e.errno(), 67, "ENOLINK");
+            fast += 1;
+        }
+    }
+    assert!(fast >= 16, "{fast} fast-failed");
+    assert!(t.expect.is_empty(), "every command completed");
+    assert_eq!(w.init.ended(), None, "the session keeps recovering");
+    // The device comes back: the session resumes, every slot is free
+    // again, and the volume is served as before.
+    inject(&w, INITIATOR, |h| Fault::Readd(h, "soft0".into()));
+    let back = w.run_until(Duration::from_secs(5), |w| w.init.quarantined() == 0);
+    assert!(back, "{} slots still quarantined", w.init.quarantined());
+    assert!(
+        w.target.stats().replies_resent >= 1,
+        "replies that never left went again"
+    );
+    let image: Vec<u8> = (0..BLOCK * BLOCKS)
+        .map(|i| (i / 512) as u8 ^ 0x5a)
+        .collect();
+    let mut t = Traffic::new(42);
+    for (i, chunk) in image.chunks(MAX_IO as usize).enumerate() {
+        let op = BlockOp::Write {
+            offset: (i * MAX_IO as usize) as u64,
+            data: chunk.to_vec(),
+            fua: true,
+        };
+        t.expect.insert(w.submit(op), common::Expect::Done);
+    }
+    t.model = image;
+    t.run(&mut w, 20, DEPTH, |_, _| {});
+    t.finish(&mut w);
 }

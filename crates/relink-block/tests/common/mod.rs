@@ -120,6 +120,7 @@ impl World {
                 let node = self.sim.node(INITIATOR);
                 let _ = self.init.handle(node, out);
             }
+            self.init.handle_timeout(self.sim.node(INITIATOR));
             while let Some((tag, result)) = self.init.poll_completion() {
                 let again = self.done.insert(tag, result);
                 assert!(again.is_none(), "{tag:?} completed twice");
