@@ -485,6 +485,8 @@ impl InitiatorEngine {
             return;
         }
         self.ended = Some(end);
+        self.sends.clear();
+        self.quarantined.clear();
         let failed = BlockError::SessionEnded(end);
         let mut tags: Vec<Tag> = self.outstanding.drain().map(|(tag, _)| tag).collect();
         tags.sort();

@@ -28,15 +28,54 @@
 //! 2. in the node's loop, after every [`Node::poll`] or [`Node::wait`],
 //!    take [`Node::poll_output`] until `None` and hand each item to the
 //!    engine's `handle`, which returns what is not its own;
-//! 3. take the engine's outputs until `None`:
+//! 3. at the initiator, [`InitiatorEngine::handle_timeout`] (it acts only
+//!    once a `fast_io_fail_tmo` passed in an outage);
+//! 4. take the engine's outputs until `None`:
 //!    [`InitiatorEngine::poll_completion`] and `poll_event`;
 //!    [`TargetEngine::poll_event`];
-//! 4. [`InitiatorEngine::submit`] whenever the application has a command
-//!    (also while the session recovers: it goes once the session is up).
+//! 5. [`InitiatorEngine::submit`] whenever the application has a command
+//!    (also while the session recovers: it goes once the session is up);
+//! 6. sleep until the earlier of [`Node::next_deadline`] and
+//!    [`InitiatorEngine::poll_timeout`].
 //!
 //! The engines submit through the node as they go (replies, transfers,
 //! commands); what they submit goes out at the node's next poll, so
 //! [`Node::next_deadline`] must be read after the outputs were handled.
+//!
+//! ```
+//! use std::time::Duration;
+//! use relink::Path;
+//! use relink_block::{BlockOp, BlockReply, InitiatorConfig, InitiatorEngine, TargetConfig, TargetEngine, Volume};
+//! use relink_sim::{Sim, INITIATOR, TARGET};
+//!
+//! let file = tempfile::tempfile()?;
+//! file.set_len(1 << 20)?;
+//! let mut sim = Sim::new(7);
+//! let addr = sim.target_addr(4420);
+//! let volume = Volume::new(file, false)?;
+//! let mut target = TargetEngine::listen(sim.node(TARGET), addr, volume, TargetConfig::default())?;
+//! let paths = vec![Path { local: None, peer: addr }];
+//! let mut init = InitiatorEngine::connect(sim.node(INITIATOR), paths, InitiatorConfig::default())?;
+//! let write = init.submit(sim.node(INITIATOR), BlockOp::Write { offset: 4096, data: vec![7; 512], fua: true })?;
+//! let read = init.submit(sim.node(INITIATOR), BlockOp::Read { offset: 4096, len: 512 })?;
+//! let mut done = Vec::new();
+//! while done.len() < 2 {
+//!     sim.run_for(Duration::from_micros(50)); // polls both nodes
+//!     while let Some(out) = sim.node(TARGET).poll_output() {
+//!         let _not_ours = target.handle(sim.node(TARGET), out);
+//!     }
+//!     while let Some(out) = sim.node(INITIATOR).poll_output() {
+//!         let _not_ours = init.handle(sim.node(INITIATOR), out);
+//!     }
+//!     init.handle_timeout(sim.node(INITIATOR));
+//!     done.extend(std::iter::from_fn(|| init.poll_completion()));
+//! }
+//! // The WRITE was submitted first but the two are not ordered: a caller
+//! // that needs the READ to see the WRITE waits for the WRITE first.
+//! assert!(done.contains(&(write, Ok(BlockReply::Done))));
+//! assert!(done.iter().any(|(tag, r)| *tag == read && r.is_ok()));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 //!
 //! # The contract
 //!
@@ -44,7 +83,10 @@
 //!   reply's result, or with [`BlockError::SessionEnded`] when the
 //!   session ends first (give-up deadline, the target restarted, closed).
 //!   Then connect a new engine and resubmit: what ended that way may or
-//!   may not have taken effect.
+//!   may not have taken effect. With a `fast_io_fail_tmo` in the policy,
+//!   what is outstanding when it passes in an outage completes with
+//!   [`BlockError::FastFail`] (may or may not take effect) while the
+//!   session keeps recovering.
 //! - **Across a recovery nothing is resent by the engines.** relink
 //!   delivers every command and reply once, in order, and replays the
 //!   target's unacknowledged RDMA READs and WRITEs, which are idempotent
