@@ -1,0 +1,519 @@
+//! The block service end to end on the deterministic simulator: mixed
+//! commands with a queue depth, every command completing exactly once
+//! with the right result and the volume's file equal to a model of the
+//! writes — across device resets on either side, a replacement and a
+//! failover to a second device pair, all in the middle of traffic; typed
+//! errors for bad commands; garbage from either peer breaks nothing; a
+//! give-up or a restarted target fails what is outstanding, never hangs.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Setup, Traffic, World, BLOCK, BLOCKS, MAX_IO, PORT};
+use relink::{BufferToken, Path, Policy, RegionId};
+use relink_block::wire::{Command, Opcode, Tag, WireError};
+use relink_block::{
+    BlockError, BlockOp, BlockReply, InitiatorConfig, InitiatorEngine, InitiatorEvent, SessionEnd,
+    SubmitError, TargetConfig, TargetEngine, TargetError, TargetEvent, Volume, DATA_REGION,
+};
+use relink_sim::{INITIATOR, TARGET};
+use relink_soft::Fault;
+
+const DEPTH: usize = 24;
+
+/// Traffic, `fault` at round 20 with at least 16 commands in flight,
+/// more traffic, then everything drained and checked. Returns the world.
+fn under_traffic(setup: Setup, fault: impl Fn(&mut World)) -> World {
+    let seed = setup.seed;
+    let mut w = World::new(setup);
+    let mut t = Traffic::new(seed);
+    let mut in_flight_at_fault = 0;
+    t.run(&mut w, 60, DEPTH, |r, w| {
+        if r == 20 {
+            in_flight_at_fault = w.init.outstanding();
+            fault(w);
+        }
+    });
+    t.finish(&mut w);
+    assert!(
+        in_flight_at_fault >= 16,
+        "only {in_flight_at_fault} in flight at the fault"
+    );
+    let [reads, writes, flushes, zeroes] = t.counts;
+    assert!(
+        reads > 50 && writes > 50 && flushes > 5 && zeroes > 5,
+        "{:?}",
+        t.counts
+    );
+    let s = w.init.session();
+    let losses = w.sim.node(INITIATOR).counters(s).expect("session").losses;
+    assert!(losses >= 1, "the fault was a loss");
+    let ic = w.sim.node(INITIATOR).counters(s).expect("session");
+    let ts = w.target.sessions()[0];
+    let tc = w.sim.node(TARGET).counters(ts).expect("session");
+    assert!(ic.resumes >= 1 && tc.resumes >= 1);
+    assert!(ic.adverts_sent >= 2, "the data region advertised again");
+    assert!(ic.replayed + tc.replayed >= 1, "something was in flight");
+    assert_eq!(w.init.ended(), None);
+    w
+}
+
+fn inject(w: &World, host: usize, fault: impl Fn(relink_soft::HostIdx) -> Fault) {
+    w.sim.fabric().inject(fault(w.sim.host(host).index()));
+}
+
+#[test]
+fn mixed_commands_complete_once_with_the_right_bytes_without_faults() {
+    let mut w = World::new(Setup::default());
+    let mut t = Traffic::new(5);
+    t.run(&mut w, 40, DEPTH, |_, _| {});
+    t.finish(&mut w);
+    let stats = w.target.stats();
+    assert!(stats.peak_in_flight >= 16, "{stats:?}");
+    assert_eq!(stats.peak_waiting, 0, "{stats:?}");
+}
+
+#[test]
+fn an_initiator_device_reset_mid_traffic_loses_and_repeats_nothing() {
+    under_traffic(
+        Setup {
+            seed: 11,
+            ..Setup::default()
+        },
+        |w| inject(w, INITIATOR, |h| Fault::Reset(h, "soft0".into())),
+    );
+}
+
+#[test]
+fn a_target_device_reset_mid_traffic_loses_and_repeats_nothing() {
+    under_traffic(
+        Setup {
+            seed: 12,
+            ..Setup::default()
+        },
+        |w| inject(w, TARGET, |h| Fault::Reset(h, "soft0".into())),
+    );
+}
+
+#[test]
+fn a_device_replacement_mid_traffic_loses_and_repeats_nothing() {
+    under_traffic(
+        Setup {
+            seed: 13,
+            ..Setup::default()
+        },
+        |w| inject(w, TARGET, |h| Fault::Replace(h, "soft0".into(), None)),
+    );
+}
+
+#[test]
+fn a_failover_to_the_second_device_pair_mid_traffic_loses_and_repeats_nothing() {
+    let mut w = under_traffic(
+        Setup {
+            seed: 14,
+            two_pairs: true,
+            ..Setup::default()
+        },
+        |w| inject(w, INITIATOR, |h| Fault::Remove(h, "soft0".into())),
+    );
+    let s = w.init.session();
+    assert_eq!(w.sim.node(INITIATOR).device(s).expect("up").name, "soft1");
+}
+
+#[test]
+fn commands_beyond_the_targets_queue_depth_wait_for_a_staging_slot() {
+    let w = under_traffic(
+        Setup {
+            seed: 15,
+            target_qd: 4,
+            ..Setup::default()
+        },
+        |w| inject(w, TARGET, |h| Fault::Reset(h, "soft0".into())),
+    );
+    let stats = w.target.stats();
+    assert!(stats.peak_in_flight <= 4, "{stats:?}");
+    assert!(stats.peak_waiting > 0, "{stats:?}");
+    assert_eq!(stats.in_flight, 0);
+}
+
+#[test]
+fn identify_describes_the_volume_and_bad_ranges_get_typed_errors() {
+    let mut w = World::new(Setup::default());
+    let Ok(BlockReply::Volume(v)) = w.call(BlockOp::Identify) else {
+        panic!("identify")
+    };
+    assert_eq!(v.size, BLOCK * BLOCKS);
+    assert_eq!((v.block_size, v.max_io, v.read_only), (512, MAX_IO, false));
+    let size = BLOCK * BLOCKS;
+    let bad = [
+        (
+            BlockOp::Read {
+                offset: size,
+                len: 512,
+            },
+            TargetError::OutOfRange,
+        ),
+        (
+            BlockOp::Read {
+                offset: size - 512,
+                len: 1024,
+            },
+            TargetError::OutOfRange,
+        ),
+        (
+            BlockOp::Read {
+                offset: u64::MAX - 511,
+                len: 512,
+            },
+            TargetError::OutOfRange,
+        ),
+        (
+            BlockOp::WriteZeroes {
+                offset: 0,
+                len: (size + 512) as u32,
+                fua: false,
+            },
+            TargetError::OutOfRange,
+        ),
+        (
+            BlockOp::Read {
+                offset: 100,
+                len: 512,
+            },
+            TargetError::Invalid,
+        ),
+        (BlockOp::Read { offset: 0, len: 0 }, TargetError::Invalid),
+        (
+            BlockOp::Write {
+                offset: 0,
+                data: vec![1; 100],
+                fua: false,
+            },
+            TargetError::Invalid,
+        ),
+    ];
+    assert_eq!(
+        BlockError::Target(TargetError::OutOfRange).errno(),
+        22,
+        "EINVAL"
+    );
+    for (op, want) in bad {
+        assert_eq!(w.call(op.clone()), Err(BlockError::Target(want)), "{op:?}");
+    }
+    let too_large = w.init.submit(
+        w.sim.node(INITIATOR),
+        BlockOp::Read {
+            offset: 0,
+            len: MAX_IO + 512,
+        },
+    );
+    assert_eq!(
+        too_large,
+        Err(SubmitError::TooLarge {
+            len: (MAX_IO + 512) as usize,
+            max: MAX_IO
+        })
+    );
+    // The volume is untouched and still served.
+    assert_eq!(
+        w.call(BlockOp::Write {
+            offset: 512,
+            data: vec![7; 512],
+            fua: true
+        }),
+        Ok(BlockReply::Done)
+    );
+    assert_eq!(
+        w.call(BlockOp::Read {
+            offset: 512,
+            len: 512
+        }),
+        Ok(BlockReply::Data(vec![7; 512]))
+    );
+    assert_eq!(
+        w.call(BlockOp::Trim {
+            offset: 512,
+            len: 512
+        }),
+        Ok(BlockReply::Done)
+    );
+    assert_eq!(
+        w.call(BlockOp::Read {
+            offset: 512,
+            len: 512
+        }),
+        Ok(BlockReply::Data(vec![0; 512]))
+    );
+    assert_eq!(w.call(BlockOp::Flush), Ok(BlockReply::Done));
+}
+
+#[test]
+fn a_read_only_volume_refuses_writes_and_serves_reads() {
+    let mut w = World::new(Setup {
+        read_only: true,
+        ..Setup::default()
+    });
+    std::fs::write(w.file.path(), vec![9u8; (BLOCK * BLOCKS) as usize]).expect("fill");
+    let Ok(BlockReply::Volume(v)) = w.call(BlockOp::Identify) else {
+        panic!("identify")
+    };
+    assert!(v.read_only);
+    for op in [
+        BlockOp::Write {
+            offset: 0,
+            data: vec![1; 512],
+            fua: false,
+        },
+        BlockOp::WriteZeroes {
+            offset: 0,
+            len: 512,
+            fua: true,
+        },
+        BlockOp::Trim {
+            offset: 0,
+            len: 512,
+        },
+    ] {
+        let got = w.call(op);
+        assert_eq!(got, Err(BlockError::Target(TargetError::ReadOnly)));
+        assert_eq!(got.unwrap_err().errno(), 1, "EPERM");
+    }
+    assert_eq!(w.call(BlockOp::Flush), Ok(BlockReply::Done));
+    assert_eq!(
+        w.call(BlockOp::Read {
+            offset: 1024,
+            len: 1024
+        }),
+        Ok(BlockReply::Data(vec![9; 1024]))
+    );
+    assert!(w.file_bytes().iter().all(|b| *b == 9));
+}
+
+#[test]
+fn garbage_from_either_peer_gets_a_typed_error_and_breaks_nothing() {
+    let mut w = World::new(Setup::default());
+    assert!(matches!(
+        w.call(BlockOp::Identify),
+        Ok(BlockReply::Volume(_))
+    ));
+    let s = w.init.session();
+    let t = w.target.sessions()[0];
+    // Too short to carry a tag: reported, not answered.
+    w.sim.node(INITIATOR).send(s, b"garbage!").expect("send");
+    // A tag, then an unknown opcode: answered BadCommand under that tag.
+    let mut cmd = Command {
+        tag: Tag(1_000_000),
+        opcode: Opcode::Read,
+        fua: false,
+        offset: 0,
+        len: 512,
+        buffer: BufferToken {
+            region: DATA_REGION,
+            offset: 0,
+        },
+    }
+    .encode();
+    cmd[1] = 0x42;
+    w.sim.node(INITIATOR).send(s, &cmd).expect("send");
+    // A valid READ whose buffer is outside what the initiator advertised:
+    // the transfer fails, the command is answered, the session goes on.
+    let stray = Command {
+        tag: Tag(1_000_001),
+        opcode: Opcode::Read,
+        fua: false,
+        offset: 0,
+        len: 512,
+        buffer: BufferToken {
+            region: RegionId(77),
+            offset: 0,
+        },
+    };
+    w.sim
+        .node(INITIATOR)
+        .send(s, &stray.encode())
+        .expect("send");
+    // The target sends garbage: dropped and reported by the initiator.
+    w.sim.node(TARGET).send(t, &[1, 0x99, 0, 0]).expect("send");
+    w.run_until(Duration::from_millis(50), |w| w.init_events.len() >= 3);
+    assert_eq!(
+        w.target_events[1..],
+        [
+            TargetEvent::BadCommand {
+                session: t,
+                error: WireError::Version(b'g')
+            },
+            TargetEvent::BadCommand {
+                session: t,
+                error: WireError::UnknownOpcode(0x42)
+            },
+        ]
+    );
+    let mut events = w.init_events.clone();
+    events.sort_by_key(|e| format!("{e:?}"));
+    assert_eq!(
+        events,
+        [
+            InitiatorEvent::BadReply(WireError::UnknownReplyKind(0x99)),
+            InitiatorEvent::UnknownTag(Tag(1_000_000)),
+            InitiatorEvent::UnknownTag(Tag(1_000_001)),
+        ]
+    );
+    assert_eq!(w.target.stats().bad_commands, 2);
+    // Traffic goes on.
+    let mut traffic = Traffic::new(9);
+    traffic.run(&mut w, 20, DEPTH, |_, _| {});
+    traffic.finish(&mut w);
+}
+
+#[test]
+fn a_give_up_fails_every_outstanding_command_and_never_hangs() {
+    let policy = Policy::builder()
+        .ctrl_loss_tmo(Some(Duration::from_millis(200)))
+        .build()
+        .expect("policy");
+    let mut w = World::new(Setup {
+        seed: 21,
+        policy,
+        ..Setup::default()
+    });
+    let mut t = Traffic::new(21);
+    t.run(&mut w, 10, DEPTH, |_, _| {});
+    t.fill(&mut w, 40);
+    let waiting = w.init.outstanding() + w.init.queued();
+    assert!(waiting >= 16);
+    // The target's only device goes for good.
+    inject(&w, TARGET, |h| Fault::Remove(h, "soft0".into()));
+    let ended = w.run_until(Duration::from_secs(5), |w| w.init.ended().is_some());
+    assert!(ended, "the session never gave up");
+    assert_eq!(w.init.ended(), Some(SessionEnd::GaveUp));
+    assert_eq!((w.init.outstanding(), w.init.queued()), (0, 0));
+    let failed = w.done.values().filter(|r| r.is_err()).count();
+    assert!(failed >= 1, "nothing failed");
+    for (tag, r) in w.done.drain() {
+        assert!(t.expect.remove(&tag).is_some(), "{tag:?} completed once");
+        if let Err(e) = r {
+            assert_eq!(e, BlockError::SessionEnded(SessionEnd::GaveUp));
+            assert_eq!(e.errno(), 107, "ENOTCONN");
+        }
+    }
+    assert!(t.expect.is_empty(), "every command completed");
+    assert!(w
+        .init_events
+        .contains(&InitiatorEvent::Ended(SessionEnd::GaveUp)));
+    assert_eq!(
+        w.init.submit(w.sim.node(INITIATOR), BlockOp::Flush),
+        Err(SubmitError::Ended(SessionEnd::GaveUp))
+    );
+}
+
+#[test]
+fn a_restarted_target_fails_what_was_outstanding_and_a_new_session_carries_on() {
+    let mut w = World::new(Setup {
+        seed: 31,
+        ..Setup::default()
+    });
+    let mut t = Traffic::new(31);
+    t.run(&mut w, 10, DEPTH, |_, _| {});
+    t.fill(&mut w, DEPTH);
+    assert!(w.init.outstanding() >= 16);
+    // The target's process restarts: a new node, a new engine, the same file.
+    w.sim.restart(TARGET);
+    let addr = w.sim.target_addr(PORT);
+    let volume = Volume::open(w.file.path(), false).expect("volume");
+    let cfg = TargetConfig::default().max_io(MAX_IO);
+    w.target = TargetEngine::listen(w.sim.node(TARGET), addr, volume, cfg).expect("listen");
+    let ended = w.run_until(Duration::from_secs(5), |w| w.init.ended().is_some());
+    assert!(ended, "the initiator never noticed");
+    assert_eq!(w.init.ended(), Some(SessionEnd::PeerLost));
+    for (tag, r) in w.done.drain() {
+        t.expect.remove(&tag).expect("completed once");
+        if let Err(e) = r {
+            assert_eq!(e, BlockError::SessionEnded(SessionEnd::PeerLost));
+        }
+    }
+    assert!(t.expect.is_empty(), "every command completed");
+    // A new session; the volume holds what was acknowledged (the model of
+    // unacknowledged writes is unknown: write everything again).
+    let paths = vec![Path {
+        local: None,
+        peer: addr,
+    }];
+    let cfg = InitiatorConfig::default().max_io(MAX_IO);
+    w.init = InitiatorEngine::connect(w.sim.node(INITIATOR), paths, cfg).expect("connect");
+    let image: Vec<u8> = (0..BLOCK * BLOCKS).map(|i| (i / 512) as u8).collect();
+    for (i, chunk) in image.chunks(MAX_IO as usize).enumerate() {
+        let op = BlockOp::Write {
+            offset: (i * MAX_IO as usize) as u64,
+            data: chunk.to_vec(),
+            fua: false,
+        };
+        t.expect.insert(w.submit(op), common::Expect::Done);
+    }
+    t.model = image;
+    t.finish(&mut w);
+    assert_eq!(w.call(BlockOp::Flush), Ok(BlockReply::Done));
+}
+
+#[test]
+fn a_fast_fail_fails_outstanding_commands_and_their_slots_come_back_after_the_recovery() {
+    let policy = Policy::builder()
+        .fast_io_fail_tmo(Some(Duration::from_millis(5)))
+        .ctrl_loss_tmo(Some(Duration::from_secs(30)))
+        .build()
+        .expect("policy");
+    let mut w = World::new(Setup {
+        seed: 41,
+        policy,
+        ..Setup::default()
+    });
+    let mut t = Traffic::new(41);
+    t.run(&mut w, 10, DEPTH, |_, _| {});
+    t.fill(&mut w, DEPTH);
+    assert!(w.init.outstanding() >= 16);
+    inject(&w, INITIATOR, |h| Fault::Remove(h, "soft0".into()));
+    let failed = w.run_until(Duration::from_secs(1), |w| {
+        w.init.outstanding() == 0 && w.init.queued() == 0
+    });
+    assert!(failed, "outstanding commands never fast-failed");
+    // While the session is down, a new command fails fast too.
+    let late = w.submit(BlockOp::Flush);
+    w.run_until(Duration::from_millis(5), |w| w.done.contains_key(&late));
+    assert_eq!(w.done.remove(&late), Some(Err(BlockError::FastFail)));
+    let mut fast = 0;
+    for (tag, r) in w.done.drain() {
+        t.expect.remove(&tag).expect("completed once");
+        if let Err(e) = r {
+            assert_eq!(e, BlockError::FastFail);
+            assert_eq!(e.errno(), 67, "ENOLINK");
+            fast += 1;
+        }
+    }
+    assert!(fast >= 16, "{fast} fast-failed");
+    assert!(t.expect.is_empty(), "every command completed");
+    assert_eq!(w.init.ended(), None, "the session keeps recovering");
+    // The device comes back: the session resumes, every slot is free
+    // again, and the volume is served as before.
+    inject(&w, INITIATOR, |h| Fault::Readd(h, "soft0".into()));
+    let back = w.run_until(Duration::from_secs(5), |w| w.init.quarantined() == 0);
+    assert!(back, "{} slots still quarantined", w.init.quarantined());
+    assert!(
+        w.target.stats().replies_resent >= 1,
+        "replies that never left went again"
+    );
+    let image: Vec<u8> = (0..BLOCK * BLOCKS)
+        .map(|i| (i / 512) as u8 ^ 0x5a)
+        .collect();
+    let mut t = Traffic::new(42);
+    for (i, chunk) in image.chunks(MAX_IO as usize).enumerate() {
+        let op = BlockOp::Write {
+            offset: (i * MAX_IO as usize) as u64,
+            data: chunk.to_vec(),
+            fua: true,
+        };
+        t.expect.insert(w.submit(op), common::Expect::Done);
+    }
+    t.model = image;
+    t.run(&mut w, 20, DEPTH, |_, _| {});
+    t.finish(&mut w);
+}
