@@ -203,18 +203,27 @@ fi
 NOTE="$(awk '$1==65536{print $4" MB/s avg"}' /tmp/bw.cli)"
 endstep $rc
 
+sbw_port_free() { ! grep -q ':4854 00000000:0000 0A' /proc/net/tcp; }
 step sanity ib_send_bw_64B_rxe0_rxe1   # perftest RC SEND of 64 B: the message-rate reference
-ib_send_bw -d rxe1 -x "$g1" -s 64 -n 5000 -p 18516 > /tmp/sbw.srv 2>&1 & spid=$!
-wait_for 15 grep -q ':4854 00000000:0000 0A' /proc/net/tcp || echo "  (server not listening on 18516 after 15 s)"
-timeout 60 ib_send_bw -d rxe0 -x "$g0" -s 64 -n 5000 -p 18516 10.10.0.2 > /tmp/sbw.cli 2>&1; rc=$?
-wait_for 10 gone $spid || { echo "  server still running 10 s after the client"; kill $spid 2>/dev/null; rc=1; }
-wait $spid 2>/dev/null || rc=1
-if [ $rc = 0 ]; then
-  grep -vE '^ *-+$|^\*|^ *$' /tmp/sbw.cli | tail -2 | sed 's/^/  cli| /'
-else
-  echo "  client rc=$rc"; sed 's/^/  cli| /' /tmp/sbw.cli; sed 's/^/  srv| /' /tmp/sbw.srv
-fi
+# perftest's own end-of-test exchange (over its TCP socket) fails now and
+# then on a loaded TCG guest ("Couldn't read remote address"): a failed run
+# is shown whole and run once more; the note says when it took two.
+for try in 1 2; do
+  ib_send_bw -d rxe1 -x "$g1" -s 64 -n 5000 -p 18516 > /tmp/sbw.srv 2>&1 & spid=$!
+  wait_for 15 grep -q ':4854 00000000:0000 0A' /proc/net/tcp || echo "  (server not listening on 18516 after 15 s)"
+  timeout 60 ib_send_bw -d rxe0 -x "$g0" -s 64 -n 5000 -p 18516 10.10.0.2 > /tmp/sbw.cli 2>&1; rc=$?
+  wait_for 10 gone $spid || { echo "  server still running 10 s after the client"; kill $spid 2>/dev/null; rc=1; }
+  wait $spid 2>/dev/null || rc=1
+  if [ $rc = 0 ]; then
+    grep -vE '^ *-+$|^\*|^ *$' /tmp/sbw.cli | tail -2 | sed 's/^/  cli| /'
+    break
+  fi
+  echo "  try $try: client rc=$rc"; sed 's/^/  cli| /' /tmp/sbw.cli; sed 's/^/  srv| /' /tmp/sbw.srv
+  # Let the listening socket go before the second try.
+  wait_for 5 sbw_port_free || true
+done
 NOTE="$(awk '$1==64{print $4" MB/s avg, "$5" Mpps"}' /tmp/sbw.cli)"
+[ $rc = 0 ] && [ $try = 2 ] && NOTE="$NOTE (second try)"
 endstep $rc
 fi
 
