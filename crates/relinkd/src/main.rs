@@ -21,7 +21,7 @@ fn main() -> ExitCode {
     match relinkd::run(&config) {
         Ok(summary) => {
             println!(
-                "relinkd stopped: {} sessions closed cleanly{}",
+                "relinkd stopped: sessions closed cleanly: {}{}",
                 summary.clean_sessions,
                 if summary.timed_out {
                     ", shutdown timed out"
