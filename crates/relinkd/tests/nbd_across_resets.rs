@@ -3,8 +3,9 @@
 //! on an NBD Unix socket from soft host `a` (127.0.0.1) — while
 //! `qemu-img convert` writes a random 64 MiB image through the socket:
 //! the target's soft device is reset, then the initiator's. qemu-img
-//! sees no error, both daemons exit 0 on SIGTERM, and the target file is
-//! the image byte for byte (`qemu-img compare`).
+//! sees no error, reading the volume back through the socket gives the
+//! image, both daemons exit 0 on SIGTERM, and the target file is the
+//! image byte for byte (`qemu-img compare`).
 //!
 //! Needs `qemu-img` (qemu-utils); without it the test prints
 //! `SKIPPED: ...` and returns.
@@ -324,6 +325,21 @@ fn qemu_img_writes_through_relinkd_across_device_resets() {
         init.transcript()
     );
     println!("qemu-img convert was running at the target's and the initiator's reset: {running:?}");
+
+    // Read it all back through relinkd: the NBD reads, split at max_io.
+    let cmp = Command::new("qemu-img")
+        .args(["compare", "-f", "raw", "-F", "raw"])
+        .arg(&source)
+        .arg(&url)
+        .output()
+        .expect("run qemu-img compare through NBD");
+    assert!(
+        cmp.status.success(),
+        "the volume read through relinkd differs from the image: {}\n{}\n{}",
+        String::from_utf8_lossy(&cmp.stdout),
+        String::from_utf8_lossy(&cmp.stderr),
+        init.transcript()
+    );
 
     // For whoever reads the test's output: what the daemons saw.
     println!("{}\n{}", target.transcript(), init.transcript());
