@@ -11,7 +11,11 @@
 //!
 //! relink keeps the sessions through device resets, replacements and
 //! failovers: NBD clients see the outage as latency, not as errors, up
-//! to the connection's `give_up_secs`.
+//! to the connection's `give_up_secs`. When a session ends (the target
+//! restarted or closed, or the give-up deadline passed), the requests
+//! under way fail (`ESHUTDOWN`) and the initiator connects a new session;
+//! it serves requests again once the target's IDENTIFY shows the same
+//! volume (size and read-only flag).
 //!
 //! # Structure
 //!

@@ -232,6 +232,9 @@ impl Daemon {
 
 /// One initiator connection on the node thread.
 struct Conn {
+    config: ConnectConfig,
+    /// The volume the NBD clients were told of (after the first IDENTIFY).
+    announced: Option<VolumeInfo>,
     name: String,
     engine: InitiatorEngine,
     bridge: Bridge,
@@ -268,6 +271,8 @@ impl Conn {
             .submit(node, BlockOp::Identify)
             .map_err(|e| fail(e.to_string()))?;
         Ok(Conn {
+            config: c.clone(),
+            announced: None,
             name: c.name.clone(),
             engine,
             bridge: Bridge::default(),
@@ -322,8 +327,29 @@ impl Run {
                     continue;
                 }
                 c.identify = None;
+                if let Some(before) = c.announced {
+                    // A new session after the last one ended: go on only
+                    // with the same volume.
+                    match result {
+                        Ok(BlockReply::Volume(info))
+                            if info.size == before.size && info.read_only == before.read_only =>
+                        {
+                            c.max_io = c.max_io.min(info.max_io);
+                            println!("connect {} reconnected", c.name);
+                        }
+                        other => {
+                            eprintln!(
+                                "relinkd: connect {}: the new session's volume is not the one served ({other:?}); requests fail until a session with it",
+                                c.name
+                            );
+                            c.identify = Some(tag);
+                        }
+                    }
+                    continue;
+                }
                 let result = match result {
                     Ok(BlockReply::Volume(info)) => {
+                        c.announced = Some(info);
                         c.max_io = c.max_io.min(info.max_io);
                         println!(
                             "connect {} ready: {} bytes, block size {}, max_io {}{}",
@@ -348,6 +374,29 @@ impl Run {
         busy
     }
 
+    /// Connect a new session for every connection whose session ended
+    /// after its volume was announced (the target restarted, gave up,
+    /// closed): requests fail `ESHUTDOWN` until its IDENTIFY confirms the
+    /// same volume.
+    fn reconnect(&mut self) -> bool {
+        let mut busy = false;
+        for c in &mut self.connects {
+            if c.announced.is_none() || c.engine.ended().is_none() {
+                continue;
+            }
+            match Conn::connect(&mut self.node, &c.config) {
+                Ok(mut new) => {
+                    new.announced = c.announced;
+                    eprintln!("relinkd: connect {}: reconnecting", c.name);
+                    *c = new;
+                    busy = true;
+                }
+                Err(e) => eprintln!("relinkd: {e}"),
+            }
+        }
+        busy
+    }
+
     fn run(mut self) -> Summary {
         let mut stop_by = None;
         loop {
@@ -357,6 +406,9 @@ impl Run {
                 self.route(out);
             }
             busy |= self.engines();
+            if stop_by.is_none() {
+                busy |= self.reconnect();
+            }
             while let Ok((i, req)) = self.requests.try_recv() {
                 busy = true;
                 match self.connects.get_mut(i) {

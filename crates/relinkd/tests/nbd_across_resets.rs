@@ -7,6 +7,9 @@
 //! image, both daemons exit 0 on SIGTERM, and the target file is the
 //! image byte for byte (`qemu-img compare`).
 //!
+//! A second test restarts the target between two copies: the initiator
+//! connects a new session and serves the same volume again.
+//!
 //! Needs `qemu-img` (qemu-utils); without it the test prints
 //! `SKIPPED: ...` and returns.
 
@@ -193,13 +196,28 @@ fn same_prefix(a: &Path, b: &Path, len: usize) -> bool {
     matches!((read(a), read(b)), (Ok(x), Ok(y)) if x == y)
 }
 
-#[test]
-fn qemu_img_writes_through_relinkd_across_device_resets() {
-    if let Err(why) = qemu_img() {
-        println!("SKIPPED: qemu_img_writes_through_relinkd_across_device_resets: {why}");
-        return;
-    }
-    let root = std::env::temp_dir().join(format!("relinkd-e2e-{}", std::process::id()));
+/// The two soft hosts, a random image of `size` bytes, an empty volume
+/// of that size and both daemons' configuration files.
+struct Setup {
+    root: Root,
+    reg_a: Registry,
+    reg_b: Registry,
+    source: PathBuf,
+    volume: PathBuf,
+    socket: PathBuf,
+    target_conf: PathBuf,
+    init_conf: PathBuf,
+}
+
+fn random_image(path: &Path, size: u64, seed: u64) {
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let mut data = vec![0u8; size as usize];
+    rng.fill_bytes(&mut data);
+    std::fs::write(path, &data).unwrap();
+}
+
+fn setup(name: &str, size: u64) -> Setup {
+    let root = std::env::temp_dir().join(format!("relinkd-e2e-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
     std::fs::create_dir_all(&root).unwrap();
     let root = Root(root);
@@ -217,15 +235,11 @@ fn qemu_img_writes_through_relinkd_across_device_resets() {
 
     // The image to write, and the target's volume.
     let source = root.0.join("source.img");
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(12);
-    let mut data = vec![0u8; SIZE as usize];
-    rng.fill_bytes(&mut data);
-    std::fs::write(&source, &data).unwrap();
-    drop(data);
+    random_image(&source, size, 12);
     let volume = root.0.join("volume.img");
     std::fs::File::create(&volume)
         .unwrap()
-        .set_len(SIZE)
+        .set_len(size)
         .unwrap();
 
     let addr = format!("127.0.0.2:{}", free_port());
@@ -247,6 +261,34 @@ fn qemu_img_writes_through_relinkd_across_device_resets() {
     )
     .unwrap();
 
+    Setup {
+        root,
+        reg_a,
+        reg_b,
+        source,
+        volume,
+        socket,
+        target_conf,
+        init_conf,
+    }
+}
+
+#[test]
+fn qemu_img_writes_through_relinkd_across_device_resets() {
+    if let Err(why) = qemu_img() {
+        println!("SKIPPED: qemu_img_writes_through_relinkd_across_device_resets: {why}");
+        return;
+    }
+    let Setup {
+        root: _root,
+        reg_a,
+        reg_b,
+        source,
+        volume,
+        socket,
+        target_conf,
+        init_conf,
+    } = setup("resets", SIZE);
     let mut target = Daemon::start("target", &target_conf);
     target.expect_line("export disk listening");
     let mut init = Daemon::start("initiator", &init_conf);
@@ -360,5 +402,76 @@ fn qemu_img_writes_through_relinkd_across_device_resets() {
         "the volume differs from the image: {}\n{}",
         String::from_utf8_lossy(&cmp.stdout),
         String::from_utf8_lossy(&cmp.stderr)
+    );
+}
+
+/// `qemu-img convert` of `image` into the NBD export at `url`.
+#[track_caller]
+fn convert(image: &Path, url: &str, daemons: &[&Daemon]) {
+    let out = Command::new("qemu-img")
+        .args(["convert", "-n", "-f", "raw", "-O", "raw"])
+        .arg(image)
+        .arg(url)
+        .output()
+        .expect("run qemu-img convert");
+    let t: Vec<String> = daemons.iter().map(|d| d.transcript()).collect();
+    assert!(
+        out.status.success(),
+        "qemu-img convert failed: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        t.join("\n")
+    );
+}
+
+#[test]
+fn the_initiator_reconnects_when_the_target_restarts() {
+    if let Err(why) = qemu_img() {
+        println!("SKIPPED: the_initiator_reconnects_when_the_target_restarts: {why}");
+        return;
+    }
+    const SMALL: u64 = 8 << 20;
+    let s = setup("restart", SMALL);
+    let url = format!("nbd+unix:///disk?socket={}", s.socket.display());
+    let mut target = Daemon::start("target", &s.target_conf);
+    target.expect_line("export disk listening");
+    let mut init = Daemon::start("initiator", &s.init_conf);
+    init.expect_line("connect disk serving nbd");
+    convert(&s.source, &url, &[&target, &init]);
+
+    // The target stops (its goodbye ends the session) and comes back.
+    let st = target.terminate();
+    assert!(st.success(), "target exit: {st}\n{}", target.transcript());
+    let mut target = Daemon::start("target", &s.target_conf);
+    target.expect_line("export disk listening");
+    init.expect_line("connect disk reconnected");
+
+    let second = s.root.0.join("second.img");
+    random_image(&second, SMALL, 13);
+    convert(&second, &url, &[&target, &init]);
+    let cmp = Command::new("qemu-img")
+        .args(["compare", "-f", "raw", "-F", "raw"])
+        .arg(&second)
+        .arg(&url)
+        .output()
+        .expect("run qemu-img compare through NBD");
+    assert!(
+        cmp.status.success(),
+        "the volume differs after the reconnection: {}\n{}",
+        String::from_utf8_lossy(&cmp.stdout),
+        init.transcript()
+    );
+    let st = init.terminate();
+    assert!(st.success(), "initiator exit: {st}\n{}", init.transcript());
+    let st = target.terminate();
+    assert!(st.success(), "target exit: {st}\n{}", target.transcript());
+    let cmp = Command::new("qemu-img")
+        .args(["compare", "-f", "raw", "-F", "raw"])
+        .arg(&second)
+        .arg(&s.volume)
+        .status()
+        .expect("run qemu-img compare");
+    assert!(
+        cmp.success(),
+        "the volume file differs from the second image"
     );
 }
