@@ -1,0 +1,399 @@
+//! The configuration file: TOML, read by [`Config::load`] or
+//! [`Config::parse`], checked as a whole before anything starts.
+//!
+//! ```toml
+//! [backend]
+//! soft_dir = "/run/relink/soft"      # the soft device registry
+//!
+//! [[export]]                         # target role: serve a file
+//! name = "disk0"
+//! listen = "10.0.0.2:7471"
+//! file = "/srv/disk0.img"
+//! read_only = false
+//!
+//! [[connect]]                        # initiator role: an NBD front end
+//! name = "disk0"
+//! targets = ["10.0.0.2:7471", "10.0.1.2:7471"]
+//! nbd_socket = "/run/relinkd/disk0.sock"
+//! nbd_tcp = "127.0.0.1:10809"        # optional
+//! give_up_secs = 600                 # optional
+//! ```
+
+use std::collections::HashSet;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// A configuration that cannot be used: the file, the key and what is
+/// wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The file cannot be read.
+    #[error("{file}: cannot read: {reason}")]
+    Read {
+        /// The file.
+        file: PathBuf,
+        /// The OS's reason.
+        reason: String,
+    },
+    /// The file is not valid TOML, or has a key of the wrong type or an
+    /// unknown key (the parser's message names it).
+    #[error("{file}: {reason}")]
+    Syntax {
+        /// The file.
+        file: PathBuf,
+        /// The parser's message.
+        reason: String,
+    },
+    /// A value is out of place: `key` is its path (`connect[0].targets[1]`).
+    #[error("{file}: {key}: {reason}")]
+    Invalid {
+        /// The file.
+        file: PathBuf,
+        /// The key, with the index of its table.
+        key: String,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+/// Which fabric the daemon's node runs on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Backend {
+    /// The soft fabric over TCP, with the host's soft device registry in
+    /// this directory (the one `relink soft-device` manages).
+    Soft {
+        /// The registry directory.
+        dir: PathBuf,
+    },
+}
+
+/// One volume served to initiators (the target role).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExportConfig {
+    /// Its name (unique among exports; for messages).
+    pub name: String,
+    /// The address of a local device to listen on.
+    pub listen: SocketAddr,
+    /// The file holding the volume.
+    pub file: PathBuf,
+    /// Whether writes are refused.
+    pub read_only: bool,
+}
+
+/// One remote volume offered to local NBD clients (the initiator role).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConnectConfig {
+    /// Its name: the NBD export name clients ask for (unique among
+    /// connections).
+    pub name: String,
+    /// The target's addresses, tried in order (several paths).
+    pub targets: Vec<SocketAddr>,
+    /// The NBD Unix socket to serve on.
+    pub nbd_socket: PathBuf,
+    /// An NBD TCP address to serve on as well.
+    pub nbd_tcp: Option<SocketAddr>,
+    /// How long the session keeps recovering after a loss before it gives
+    /// up (then requests fail); `None`: relink's default policy.
+    pub give_up: Option<Duration>,
+}
+
+/// A checked configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// The fabric.
+    pub backend: Backend,
+    /// The target role's volumes.
+    pub exports: Vec<ExportConfig>,
+    /// The initiator role's connections.
+    pub connects: Vec<ConnectConfig>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    backend: Option<RawBackend>,
+    #[serde(default)]
+    export: Vec<RawExport>,
+    #[serde(default)]
+    connect: Vec<RawConnect>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawBackend {
+    kind: Option<String>,
+    soft_dir: Option<PathBuf>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawExport {
+    name: String,
+    listen: String,
+    file: PathBuf,
+    #[serde(default)]
+    read_only: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConnect {
+    name: String,
+    targets: Vec<String>,
+    nbd_socket: PathBuf,
+    nbd_tcp: Option<String>,
+    give_up_secs: Option<u64>,
+}
+
+impl Config {
+    /// Read and check the file at `path`.
+    ///
+    /// # Errors
+    /// [`ConfigError`] naming the file, and the key when a value is wrong.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Read {
+            file: path.to_path_buf(),
+            reason: e.to_string(),
+        })?;
+        Config::parse(path, &text)
+    }
+
+    /// Check `text`, the contents of `file` (named in errors).
+    ///
+    /// # Errors
+    /// [`ConfigError`] naming the file, and the key when a value is wrong.
+    pub fn parse(file: &Path, text: &str) -> Result<Config, ConfigError> {
+        let raw: RawFile = toml::from_str(text).map_err(|e| ConfigError::Syntax {
+            file: file.to_path_buf(),
+            reason: e.to_string().trim_end().replace('\n', " "),
+        })?;
+        let bad = |key: String, reason: &str| ConfigError::Invalid {
+            file: file.to_path_buf(),
+            key,
+            reason: reason.to_string(),
+        };
+        let backend = match raw.backend {
+            None => Backend::Soft {
+                dir: relink_soft::Registry::default_dir(),
+            },
+            Some(b) => {
+                match b.kind.as_deref() {
+                    None | Some("soft") => {}
+                    Some("rdma-core") => {
+                        return Err(bad(
+                            "backend.kind".into(),
+                            "the rdma-core backend is not supported yet; use \"soft\"",
+                        ))
+                    }
+                    Some(_) => return Err(bad("backend.kind".into(), "must be \"soft\"")),
+                }
+                let dir = b
+                    .soft_dir
+                    .unwrap_or_else(relink_soft::Registry::default_dir);
+                if dir.as_os_str().is_empty() {
+                    return Err(bad("backend.soft_dir".into(), "must not be empty"));
+                }
+                Backend::Soft { dir }
+            }
+        };
+        let addr = |key: String, s: &str| -> Result<SocketAddr, ConfigError> {
+            s.parse()
+                .map_err(|_| bad(key, &format!("{s:?} is not an IP:PORT address")))
+        };
+        let name_ok = |key: String, name: &str, seen: &mut HashSet<String>| {
+            if name.is_empty() || name.len() > 4096 || name.contains('\0') {
+                return Err(bad(key, "must be 1 to 4096 bytes, without NUL"));
+            }
+            if !seen.insert(name.to_string()) {
+                return Err(bad(key, &format!("{name:?} is used twice")));
+            }
+            Ok(())
+        };
+        let mut seen = HashSet::new();
+        let mut exports = Vec::new();
+        for (i, e) in raw.export.into_iter().enumerate() {
+            name_ok(format!("export[{i}].name"), &e.name, &mut seen)?;
+            let listen = addr(format!("export[{i}].listen"), &e.listen)?;
+            if e.file.as_os_str().is_empty() {
+                return Err(bad(format!("export[{i}].file"), "must not be empty"));
+            }
+            exports.push(ExportConfig {
+                name: e.name,
+                listen,
+                file: e.file,
+                read_only: e.read_only,
+            });
+        }
+        let mut seen = HashSet::new();
+        let mut connects = Vec::new();
+        for (i, c) in raw.connect.into_iter().enumerate() {
+            name_ok(format!("connect[{i}].name"), &c.name, &mut seen)?;
+            if c.targets.is_empty() {
+                return Err(bad(
+                    format!("connect[{i}].targets"),
+                    "needs at least one address",
+                ));
+            }
+            let targets = c
+                .targets
+                .iter()
+                .enumerate()
+                .map(|(j, t)| addr(format!("connect[{i}].targets[{j}]"), t))
+                .collect::<Result<Vec<_>, _>>()?;
+            if c.nbd_socket.as_os_str().is_empty() {
+                return Err(bad(format!("connect[{i}].nbd_socket"), "must not be empty"));
+            }
+            let nbd_tcp = c
+                .nbd_tcp
+                .as_deref()
+                .map(|t| addr(format!("connect[{i}].nbd_tcp"), t))
+                .transpose()?;
+            let give_up = match c.give_up_secs {
+                Some(0) => {
+                    return Err(bad(
+                        format!("connect[{i}].give_up_secs"),
+                        "must be at least 1",
+                    ))
+                }
+                s => s.map(Duration::from_secs),
+            };
+            connects.push(ConnectConfig {
+                name: c.name,
+                targets,
+                nbd_socket: c.nbd_socket,
+                nbd_tcp,
+                give_up,
+            });
+        }
+        let mut sockets = HashSet::new();
+        for (i, c) in connects.iter().enumerate() {
+            if !sockets.insert(c.nbd_socket.clone()) {
+                return Err(bad(
+                    format!("connect[{i}].nbd_socket"),
+                    "is used by another connection",
+                ));
+            }
+        }
+        if exports.is_empty() && connects.is_empty() {
+            return Err(bad(
+                "export, connect".into(),
+                "nothing to do: give at least one [[export]] or [[connect]]",
+            ));
+        }
+        Ok(Config {
+            backend,
+            exports,
+            connects,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        Config::parse(Path::new("/etc/relinkd.toml"), text)
+    }
+
+    fn invalid(text: &str) -> (String, String) {
+        match parse(text) {
+            Err(ConfigError::Invalid { file, key, reason }) => {
+                assert_eq!(file, Path::new("/etc/relinkd.toml"));
+                (key, reason)
+            }
+            other => panic!("expected an invalid value, got {other:?}"),
+        }
+    }
+
+    const BOTH: &str = r#"
+        [backend]
+        soft_dir = "/run/soft"
+        [[export]]
+        name = "d0"
+        listen = "10.0.0.2:7471"
+        file = "/srv/d0.img"
+        [[connect]]
+        name = "r0"
+        targets = ["10.0.0.2:7471", "10.0.1.2:7471"]
+        nbd_socket = "/run/r0.sock"
+        nbd_tcp = "127.0.0.1:10809"
+        give_up_secs = 30
+    "#;
+
+    #[test]
+    fn both_roles_parse() {
+        let c = parse(BOTH).unwrap();
+        assert_eq!(
+            c.backend,
+            Backend::Soft {
+                dir: "/run/soft".into()
+            }
+        );
+        assert_eq!(c.exports.len(), 1);
+        assert!(!c.exports[0].read_only);
+        assert_eq!(c.exports[0].listen, "10.0.0.2:7471".parse().unwrap());
+        assert_eq!(c.connects[0].targets.len(), 2);
+        assert_eq!(
+            c.connects[0].nbd_tcp,
+            Some("127.0.0.1:10809".parse().unwrap())
+        );
+        assert_eq!(c.connects[0].give_up, Some(Duration::from_secs(30)));
+    }
+
+    #[test]
+    fn rdma_core_backend_is_refused_by_key() {
+        let (key, reason) = invalid("[backend]\nkind = \"rdma-core\"\n");
+        assert_eq!(key, "backend.kind");
+        assert!(reason.contains("rdma-core"), "{reason}");
+    }
+
+    #[test]
+    fn bad_values_name_their_key() {
+        let base = BOTH.replace("10.0.1.2:7471", "nowhere");
+        assert_eq!(invalid(&base).0, "connect[0].targets[1]");
+        let zero = BOTH.replace("give_up_secs = 30", "give_up_secs = 0");
+        assert_eq!(invalid(&zero).0, "connect[0].give_up_secs");
+        let listen = BOTH.replace("10.0.0.2:7471\"\n        file", "x\"\n        file");
+        assert_eq!(invalid(&listen).0, "export[0].listen");
+        let twice =
+            format!("{BOTH}\n[[export]]\nname = \"d0\"\nlisten = \"10.0.0.2:1\"\nfile = \"/x\"\n");
+        let (key, reason) = invalid(&twice);
+        assert_eq!(key, "export[1].name");
+        assert!(reason.contains("twice"), "{reason}");
+        let none = BOTH.replace("[\"10.0.0.2:7471\", \"10.0.1.2:7471\"]", "[]");
+        assert_eq!(invalid(&none).0, "connect[0].targets");
+        assert_eq!(
+            invalid("[backend]\nsoft_dir = \"/x\"\n").0,
+            "export, connect"
+        );
+    }
+
+    #[test]
+    fn unknown_keys_and_types_are_syntax_errors_naming_the_key() {
+        let e = parse(
+            &BOTH
+                .replace("read_only", "x")
+                .replace("give_up_secs", "give_up"),
+        )
+        .unwrap_err();
+        let text = e.to_string();
+        assert!(text.starts_with("/etc/relinkd.toml: "), "{text}");
+        assert!(text.contains("give_up"), "{text}");
+        let e = parse("[[export]]\nname = 1\n").unwrap_err();
+        assert!(matches!(e, ConfigError::Syntax { .. }), "{e:?}");
+    }
+
+    #[test]
+    fn load_names_a_missing_file() {
+        let e = Config::load(Path::new("/nonexistent/relinkd.toml")).unwrap_err();
+        assert!(e
+            .to_string()
+            .starts_with("/nonexistent/relinkd.toml: cannot read"));
+    }
+}

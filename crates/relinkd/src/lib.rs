@@ -1,0 +1,45 @@
+//! # relinkd — the relink block daemon
+//!
+//! One process holds either role or both:
+//!
+//! - **target** (`[[export]]`): serves a file as a block volume to the
+//!   initiators' relink sessions ([`relink_block::TargetEngine`]);
+//! - **initiator** (`[[connect]]`): connects one session to a target over
+//!   one or more paths ([`relink_block::InitiatorEngine`]) and offers the
+//!   volume to unmodified clients (`qemu-img`, `nbd-client`, ...) on an
+//!   NBD Unix socket and optionally TCP ([`relink_nbd`]).
+//!
+//! relink keeps the sessions through device resets, replacements and
+//! failovers: NBD clients see the outage as latency, not as errors, up
+//! to the connection's `give_up_secs`. When a session ends (the target
+//! restarted or closed, or the give-up deadline passed), the requests
+//! under way fail (`ESHUTDOWN`) and the initiator connects a new session;
+//! it serves requests again once the target's IDENTIFY shows the same
+//! volume (size and read-only flag).
+//!
+//! # Structure
+//!
+//! | part | where |
+//! |---|---|
+//! | the configuration file | [`Config`] (TOML; errors name the file and the key) |
+//! | the node thread: the node, the engines, the wake-ups | [`Daemon`], [`DaemonHandle`] |
+//! | NBD requests as block commands (split at `max_io`, errno mapping) | [`Bridge`], [`nbd_error`] |
+//! | the process: NBD servers on tokio, signals | [`run`] |
+//!
+//! On SIGTERM or SIGINT the daemon lets NBD requests under way finish,
+//! refuses new ones (`ESHUTDOWN`), closes every session with a goodbye,
+//! syncs the exports' files and exits 0.
+//!
+//! The backend is the soft fabric over TCP (`[backend] soft_dir`, the
+//! registry `relink soft-device` manages); `kind = "rdma-core"` is
+//! refused for now.
+
+mod bridge;
+mod config;
+mod node_loop;
+mod serve;
+
+pub use bridge::{nbd_error, Bridge};
+pub use config::{Backend, Config, ConfigError, ConnectConfig, ExportConfig};
+pub use node_loop::{Daemon, DaemonHandle, Ready, StartError, Summary};
+pub use serve::{run, RunError};

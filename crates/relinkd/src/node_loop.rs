@@ -1,0 +1,482 @@
+//! The node thread: it owns the relink [`Node`] and every block engine,
+//! takes NBD requests from the tokio side, and sleeps on the node's
+//! readiness fd and a wake-up eventfd until the earlier of the node's and
+//! the engines' deadlines.
+
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::Duration;
+
+use relink_block::{
+    BlockOp, BlockReply, InitiatorConfig, InitiatorEngine, Node, Output, Path, Policy, Tag,
+    TargetConfig, TargetEngine, Volume, VolumeInfo,
+};
+use relink_nbd::BlockRequest;
+use rustix::event::{EventfdFlags, PollFd, PollFlags};
+
+use crate::bridge::Bridge;
+use crate::config::{Config, ConnectConfig};
+
+/// How long a stopping daemon lets NBD requests under way finish.
+const DRAIN: Duration = Duration::from_secs(30);
+/// How long [`Node::shutdown`] may take (the goodbyes).
+const SHUTDOWN: Duration = Duration::from_secs(5);
+
+/// Why the daemon did not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StartError {
+    /// The soft device registry cannot be opened.
+    #[error("backend.soft_dir {dir}: {reason}")]
+    Backend {
+        /// The directory.
+        dir: std::path::PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// An export's file cannot be opened.
+    #[error("export {name}: file {file}: {reason}")]
+    File {
+        /// The export.
+        name: String,
+        /// Its file.
+        file: std::path::PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// An export cannot listen.
+    #[error("export {name}: listen {addr}: {reason}")]
+    Listen {
+        /// The export.
+        name: String,
+        /// Its address.
+        addr: std::net::SocketAddr,
+        /// Why.
+        reason: String,
+    },
+    /// A connection cannot be made.
+    #[error("connect {name}: {reason}")]
+    Connect {
+        /// The connection.
+        name: String,
+        /// Why.
+        reason: String,
+    },
+    /// The wake-up eventfd cannot be made.
+    #[error("eventfd: {0}")]
+    Wake(std::io::Error),
+    /// The node thread cannot be started.
+    #[error("node thread: {0}")]
+    Thread(std::io::Error),
+}
+
+/// A connection's volume became usable (its IDENTIFY completed), or its
+/// session ended first.
+#[derive(Debug, Clone)]
+pub struct Ready {
+    /// The connection's index in [`Config::connects`].
+    pub connect: usize,
+    /// The target's volume, or why there is none.
+    pub result: Result<VolumeInfo, String>,
+}
+
+/// What the node thread shares with the rest of the process.
+struct Control {
+    wake: OwnedFd,
+    stop: AtomicBool,
+}
+
+impl Control {
+    fn notify(&self) {
+        // A full counter still wakes the reader: the error is moot.
+        let _ = rustix::io::write(&self.wake, &1u64.to_ne_bytes());
+    }
+}
+
+/// A handle for the tokio side: hand NBD requests to the node thread, or
+/// stop it.
+#[derive(Clone)]
+pub struct DaemonHandle {
+    control: Arc<Control>,
+    requests: mpsc::Sender<(usize, BlockRequest)>,
+}
+
+impl DaemonHandle {
+    /// Hand `req` for connection `connect` to the node thread. After the
+    /// thread ended, it is answered `ESHUTDOWN`.
+    pub fn submit(&self, connect: usize, req: BlockRequest) {
+        if let Err(mpsc::SendError((_, req))) = self.requests.send((connect, req)) {
+            let _ = req.reply.send(Err(relink_nbd::BlockError::ShuttingDown));
+            return;
+        }
+        self.control.notify();
+    }
+
+    /// Ask the node thread to stop: NBD requests under way finish (for
+    /// up to 30 s), new ones are refused `ESHUTDOWN`, the sessions close
+    /// with goodbyes and the exports' files are synced.
+    pub fn stop(&self) {
+        self.control.stop.store(true, Ordering::SeqCst);
+        self.control.notify();
+    }
+}
+
+/// What the node thread did when it ended.
+#[derive(Debug, Clone, Default)]
+pub struct Summary {
+    /// Sessions that closed with nothing pending at the shutdown.
+    pub clean_sessions: usize,
+    /// Whether the shutdown ran out of time.
+    pub timed_out: bool,
+    /// Exports whose file could not be synced, with why.
+    pub sync_failures: Vec<String>,
+}
+
+/// The running node thread.
+pub struct Daemon {
+    handle: DaemonHandle,
+    thread: std::thread::JoinHandle<Summary>,
+    ready: tokio::sync::mpsc::UnboundedReceiver<Ready>,
+}
+
+impl Daemon {
+    /// Open the backend, listen for every export and connect every
+    /// connection (their IDENTIFY goes out at once), then run the node
+    /// thread.
+    ///
+    /// # Errors
+    /// [`StartError`] naming the export or connection that cannot start.
+    pub fn start(config: &Config) -> Result<Daemon, StartError> {
+        let crate::config::Backend::Soft { dir } = &config.backend;
+        let provider = relink_soft::TcpHost::open(dir).map_err(|e| StartError::Backend {
+            dir: dir.clone(),
+            reason: e.to_string(),
+        })?;
+        let mut node = Node::new(Arc::new(provider));
+        let mut targets = Vec::new();
+        for e in &config.exports {
+            let volume = Volume::open(&e.file, e.read_only).map_err(|err| StartError::File {
+                name: e.name.clone(),
+                file: e.file.clone(),
+                reason: err.to_string(),
+            })?;
+            let size = volume.size();
+            let engine = TargetEngine::listen(&mut node, e.listen, volume, TargetConfig::default())
+                .map_err(|err| StartError::Listen {
+                    name: e.name.clone(),
+                    addr: e.listen,
+                    reason: err.to_string(),
+                })?;
+            println!(
+                "export {} listening on {} ({size} bytes from {}{})",
+                e.name,
+                e.listen,
+                e.file.display(),
+                if e.read_only { ", read-only" } else { "" }
+            );
+            targets.push((e.name.clone(), engine));
+        }
+        let mut connects = Vec::new();
+        for c in &config.connects {
+            connects.push(Conn::connect(&mut node, c)?);
+        }
+        let wake = rustix::event::eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)
+            .map_err(|e| StartError::Wake(e.into()))?;
+        let control = Arc::new(Control {
+            wake,
+            stop: AtomicBool::new(false),
+        });
+        let (tx, rx) = mpsc::channel();
+        let (ready_tx, ready) = tokio::sync::mpsc::unbounded_channel();
+        let run = Run {
+            node,
+            targets,
+            connects,
+            control: control.clone(),
+            requests: rx,
+            ready: ready_tx,
+        };
+        let thread = std::thread::Builder::new()
+            .name("relinkd-node".into())
+            .spawn(move || run.run())
+            .map_err(StartError::Thread)?;
+        Ok(Daemon {
+            handle: DaemonHandle {
+                control,
+                requests: tx,
+            },
+            thread,
+            ready,
+        })
+    }
+
+    /// The handle for the tokio side.
+    #[must_use]
+    pub fn handle(&self) -> DaemonHandle {
+        self.handle.clone()
+    }
+
+    /// The next connection that became ready (or failed to); `None` once
+    /// the node thread ended.
+    pub async fn next_ready(&mut self) -> Option<Ready> {
+        self.ready.recv().await
+    }
+
+    /// Wait for the node thread to end (after [`DaemonHandle::stop`]).
+    #[must_use]
+    pub fn join(self) -> Summary {
+        self.thread.join().unwrap_or_default()
+    }
+}
+
+/// One initiator connection on the node thread.
+struct Conn {
+    config: ConnectConfig,
+    /// The volume the NBD clients were told of (after the first IDENTIFY).
+    announced: Option<VolumeInfo>,
+    name: String,
+    engine: InitiatorEngine,
+    bridge: Bridge,
+    /// IDENTIFY's tag until it completed.
+    identify: Option<Tag>,
+    /// The longest command (the smaller of both sides' `max_io`).
+    max_io: u32,
+}
+
+impl Conn {
+    fn connect(node: &mut Node, c: &ConnectConfig) -> Result<Conn, StartError> {
+        let fail = |reason: String| StartError::Connect {
+            name: c.name.clone(),
+            reason,
+        };
+        let mut config = InitiatorConfig::default();
+        if let Some(give_up) = c.give_up {
+            config = config.policy(
+                Policy::builder()
+                    .ctrl_loss_tmo(Some(give_up))
+                    .build()
+                    .map_err(|e| fail(e.to_string()))?,
+            );
+        }
+        let max_io = config.max_io;
+        let paths = c
+            .targets
+            .iter()
+            .map(|&peer| Path { local: None, peer })
+            .collect();
+        let mut engine =
+            InitiatorEngine::connect(node, paths, config).map_err(|e| fail(e.to_string()))?;
+        let identify = engine
+            .submit(node, BlockOp::Identify)
+            .map_err(|e| fail(e.to_string()))?;
+        Ok(Conn {
+            config: c.clone(),
+            announced: None,
+            name: c.name.clone(),
+            engine,
+            bridge: Bridge::default(),
+            identify: Some(identify),
+            max_io,
+        })
+    }
+}
+
+struct Run {
+    node: Node,
+    targets: Vec<(String, TargetEngine)>,
+    connects: Vec<Conn>,
+    control: Arc<Control>,
+    requests: mpsc::Receiver<(usize, BlockRequest)>,
+    ready: tokio::sync::mpsc::UnboundedSender<Ready>,
+}
+
+impl Run {
+    fn route(&mut self, mut out: Output) {
+        if let Output::Event { session, event } = &out {
+            eprintln!("relinkd: session {session:?}: {event:?}");
+        }
+        for (_, t) in &mut self.targets {
+            match t.handle(&mut self.node, out) {
+                Some(o) => out = o,
+                None => return,
+            }
+        }
+        for c in &mut self.connects {
+            match c.engine.handle(&mut self.node, out) {
+                Some(o) => out = o,
+                None => return,
+            }
+        }
+    }
+
+    /// The engines' outputs; true when there were any.
+    fn engines(&mut self) -> bool {
+        let mut busy = false;
+        for (name, t) in &mut self.targets {
+            while let Some(ev) = t.poll_event() {
+                busy = true;
+                eprintln!("relinkd: export {name}: {ev:?}");
+            }
+        }
+        for (i, c) in self.connects.iter_mut().enumerate() {
+            c.engine.handle_timeout(&mut self.node);
+            for (tag, result) in c.bridge.complete(&mut c.engine) {
+                busy = true;
+                if Some(tag) != c.identify {
+                    continue;
+                }
+                c.identify = None;
+                if let Some(before) = c.announced {
+                    // A new session after the last one ended: go on only
+                    // with the same volume.
+                    match result {
+                        Ok(BlockReply::Volume(info))
+                            if info.size == before.size && info.read_only == before.read_only =>
+                        {
+                            c.max_io = c.max_io.min(info.max_io);
+                            println!("connect {} reconnected", c.name);
+                        }
+                        other => {
+                            eprintln!(
+                                "relinkd: connect {}: the new session's volume is not the one served ({other:?}); requests fail until a session with it",
+                                c.name
+                            );
+                            c.identify = Some(tag);
+                        }
+                    }
+                    continue;
+                }
+                let result = match result {
+                    Ok(BlockReply::Volume(info)) => {
+                        c.announced = Some(info);
+                        c.max_io = c.max_io.min(info.max_io);
+                        println!(
+                            "connect {} ready: {} bytes, block size {}, max_io {}{}",
+                            c.name,
+                            info.size,
+                            info.block_size,
+                            c.max_io,
+                            if info.read_only { ", read-only" } else { "" }
+                        );
+                        Ok(info)
+                    }
+                    Ok(other) => Err(format!("IDENTIFY answered {other:?}")),
+                    Err(e) => Err(format!("IDENTIFY failed: {e}")),
+                };
+                let _ = self.ready.send(Ready { connect: i, result });
+            }
+            while let Some(ev) = c.engine.poll_event() {
+                busy = true;
+                eprintln!("relinkd: connect {}: {ev:?}", c.name);
+            }
+        }
+        busy
+    }
+
+    /// Connect a new session for every connection whose session ended
+    /// after its volume was announced (the target restarted, gave up,
+    /// closed): requests fail `ESHUTDOWN` until its IDENTIFY confirms the
+    /// same volume.
+    fn reconnect(&mut self) -> bool {
+        let mut busy = false;
+        for c in &mut self.connects {
+            if c.announced.is_none() || c.engine.ended().is_none() {
+                continue;
+            }
+            match Conn::connect(&mut self.node, &c.config) {
+                Ok(mut new) => {
+                    new.announced = c.announced;
+                    eprintln!("relinkd: connect {}: reconnecting", c.name);
+                    *c = new;
+                    busy = true;
+                }
+                Err(e) => eprintln!("relinkd: {e}"),
+            }
+        }
+        busy
+    }
+
+    fn run(mut self) -> Summary {
+        let mut stop_by = None;
+        loop {
+            let mut busy = self.node.poll();
+            while let Some(out) = self.node.poll_output() {
+                busy = true;
+                self.route(out);
+            }
+            busy |= self.engines();
+            if stop_by.is_none() {
+                busy |= self.reconnect();
+            }
+            while let Ok((i, req)) = self.requests.try_recv() {
+                busy = true;
+                match self.connects.get_mut(i) {
+                    Some(c) if stop_by.is_none() && c.identify.is_none() => {
+                        c.bridge
+                            .submit(&mut self.node, &mut c.engine, c.max_io, req);
+                    }
+                    _ => {
+                        let _ = req.reply.send(Err(relink_nbd::BlockError::ShuttingDown));
+                    }
+                }
+            }
+            if stop_by.is_none() && self.control.stop.load(Ordering::SeqCst) {
+                stop_by = Some(self.node.now() + DRAIN);
+            }
+            if let Some(by) = stop_by {
+                let drained = self.connects.iter().all(|c| c.bridge.in_progress() == 0);
+                if drained || self.node.now() >= by {
+                    break;
+                }
+            }
+            if busy {
+                continue;
+            }
+            self.sleep();
+        }
+        let s = self.node.shutdown(SHUTDOWN);
+        let mut summary = Summary {
+            clean_sessions: s.clean,
+            timed_out: s.timed_out,
+            sync_failures: Vec::new(),
+        };
+        for (name, t) in &self.targets {
+            if let Err(e) = t.volume().flush() {
+                summary.sync_failures.push(format!("export {name}: {e}"));
+            }
+        }
+        summary
+    }
+
+    /// Sleep until the node's fd or the wake-up fd is readable, or the
+    /// earlier of the node's and the engines' deadlines.
+    fn sleep(&mut self) {
+        let now = self.node.now();
+        let deadline = self
+            .connects
+            .iter()
+            .filter_map(|c| c.engine.poll_timeout())
+            .chain(self.node.next_deadline())
+            .min();
+        let timeout = deadline.map(|d| d.saturating_since(now));
+        let Some(node_fd) = self.node.event_fd() else {
+            // No readiness fd: a short bounded wait keeps NBD requests
+            // moving.
+            let cap = Duration::from_millis(1);
+            let _ = self.node.wait_for(timeout.map_or(cap, |t| t.min(cap)));
+            return;
+        };
+        let mut fds = [
+            PollFd::new(&node_fd, PollFlags::IN),
+            PollFd::new(&self.control.wake, PollFlags::IN),
+        ];
+        let ts = timeout.map(|t| rustix::event::Timespec {
+            tv_sec: t.as_secs() as i64,
+            tv_nsec: i64::from(t.subsec_nanos()),
+        });
+        let _ = rustix::event::poll(&mut fds, ts.as_ref());
+        let mut buf = [0u8; 8];
+        let _ = rustix::io::read(self.control.wake.as_fd(), &mut buf);
+    }
+}

@@ -1,0 +1,477 @@
+//! Two relinkd processes on the soft TCP fabric — a target serving a
+//! 64 MiB file from soft host `b` (127.0.0.2) and an initiator offering it
+//! on an NBD Unix socket from soft host `a` (127.0.0.1) — while
+//! `qemu-img convert` writes a random 64 MiB image through the socket:
+//! the target's soft device is reset, then the initiator's. qemu-img
+//! sees no error, reading the volume back through the socket gives the
+//! image, both daemons exit 0 on SIGTERM, and the target file is the
+//! image byte for byte (`qemu-img compare`).
+//!
+//! A second test restarts the target between two copies: the initiator
+//! connects a new session and serves the same volume again.
+//!
+//! Needs `qemu-img` (qemu-utils); without it the test prints
+//! `SKIPPED: ...` and returns.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use rand::RngCore;
+use rand::SeedableRng;
+use relink_soft::Registry;
+
+/// How long any one step may take. Nothing here measures time: these
+/// only keep a hang from lasting forever on a slow, shared machine.
+const STEP: Duration = Duration::from_secs(120);
+const SIZE: u64 = 64 << 20;
+
+/// A running relinkd with its stdout and stderr lines collected; killed on
+/// drop unless it exited.
+struct Daemon {
+    what: &'static str,
+    child: Child,
+    out: Arc<Mutex<Vec<String>>>,
+    err: Arc<Mutex<Vec<String>>>,
+    status: Option<ExitStatus>,
+}
+
+fn collect(pipe: impl Read + Send + 'static) -> Arc<Mutex<Vec<String>>> {
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let sink = lines.clone();
+    thread::spawn(move || {
+        for line in BufReader::new(pipe).lines() {
+            let Ok(line) = line else { break };
+            sink.lock().unwrap().push(line);
+        }
+    });
+    lines
+}
+
+impl Daemon {
+    fn start(what: &'static str, config: &Path) -> Daemon {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_relinkd"))
+            .arg(config)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn the {what}: {e}"));
+        let out = collect(child.stdout.take().unwrap());
+        let err = collect(child.stderr.take().unwrap());
+        Daemon {
+            what,
+            child,
+            out,
+            err,
+            status: None,
+        }
+    }
+
+    fn transcript(&self) -> String {
+        format!(
+            "--- {} stdout:\n{}\n--- {} stderr:\n{}",
+            self.what,
+            self.out.lock().unwrap().join("\n"),
+            self.what,
+            self.err.lock().unwrap().join("\n")
+        )
+    }
+
+    fn stderr_has(&self, needle: &str) -> bool {
+        self.err.lock().unwrap().iter().any(|l| l.contains(needle))
+    }
+
+    /// Waits until a stdout line contains `needle`, or panics.
+    #[track_caller]
+    fn expect_line(&mut self, needle: &str) {
+        let deadline = Instant::now() + STEP;
+        loop {
+            if self.out.lock().unwrap().iter().any(|l| l.contains(needle)) {
+                return;
+            }
+            if let Some(s) = self.child.try_wait().unwrap() {
+                self.status = Some(s);
+                thread::sleep(Duration::from_millis(100));
+                panic!(
+                    "the {} exited ({s}) before {needle:?}\n{}",
+                    self.what,
+                    self.transcript()
+                );
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the {} did not print {needle:?}\n{}",
+                self.what,
+                self.transcript()
+            );
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// SIGTERM, then the exit status.
+    #[track_caller]
+    fn terminate(&mut self) -> ExitStatus {
+        let ok = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(ok.success(), "kill -TERM the {}", self.what);
+        let deadline = Instant::now() + STEP;
+        loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                self.status = Some(s);
+                thread::sleep(Duration::from_millis(100));
+                return s;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the {} did not exit on SIGTERM\n{}",
+                self.what,
+                self.transcript()
+            );
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if self.status.is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// A temporary directory, removed on drop.
+struct Root(PathBuf);
+
+impl Drop for Root {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn qemu_img() -> Result<(), String> {
+    match Command::new("qemu-img").arg("--version").output() {
+        Ok(o) if o.status.success() => Ok(()),
+        Ok(o) => Err(format!("qemu-img --version exited {}", o.status)),
+        Err(e) => Err(format!("qemu-img not runnable ({e}); install qemu-utils")),
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.2:0")
+        .and_then(|l| l.local_addr())
+        .expect("bind a free port on 127.0.0.2")
+        .port()
+}
+
+/// Waits until `f()`, or panics with `what` and the transcripts.
+#[track_caller]
+fn wait_for(what: &str, daemons: &[&Daemon], f: impl Fn() -> bool) {
+    let deadline = Instant::now() + STEP;
+    while !f() {
+        if Instant::now() >= deadline {
+            let t: Vec<String> = daemons.iter().map(|d| d.transcript()).collect();
+            panic!("{what} did not happen\n{}", t.join("\n"));
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Whether the first `len` bytes of `a` and `b` are equal.
+fn same_prefix(a: &Path, b: &Path, len: usize) -> bool {
+    let read = |p: &Path| {
+        let mut buf = vec![0; len];
+        std::fs::File::open(p)
+            .and_then(|mut f| f.read_exact(&mut buf))
+            .map(|()| buf)
+    };
+    matches!((read(a), read(b)), (Ok(x), Ok(y)) if x == y)
+}
+
+/// The two soft hosts, a random image of `size` bytes, an empty volume
+/// of that size and both daemons' configuration files.
+struct Setup {
+    root: Root,
+    reg_a: Registry,
+    reg_b: Registry,
+    source: PathBuf,
+    volume: PathBuf,
+    socket: PathBuf,
+    target_conf: PathBuf,
+    init_conf: PathBuf,
+}
+
+fn random_image(path: &Path, size: u64, seed: u64) {
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let mut data = vec![0u8; size as usize];
+    rng.fill_bytes(&mut data);
+    std::fs::write(path, &data).unwrap();
+}
+
+fn setup(name: &str, size: u64) -> Setup {
+    let root = std::env::temp_dir().join(format!("relinkd-e2e-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(&root).unwrap();
+    let root = Root(root);
+    let (dir_a, dir_b) = (root.0.join("a"), root.0.join("b"));
+    let (reg_a, reg_b) = (
+        Registry::open(&dir_a).unwrap(),
+        Registry::open(&dir_b).unwrap(),
+    );
+    reg_a
+        .add("soft0", vec!["127.0.0.1/8".parse().unwrap()], None, None)
+        .unwrap();
+    reg_b
+        .add("soft0", vec!["127.0.0.2/8".parse().unwrap()], None, None)
+        .unwrap();
+
+    // The image to write, and the target's volume.
+    let source = root.0.join("source.img");
+    random_image(&source, size, 12);
+    let volume = root.0.join("volume.img");
+    std::fs::File::create(&volume)
+        .unwrap()
+        .set_len(size)
+        .unwrap();
+
+    let addr = format!("127.0.0.2:{}", free_port());
+    let target_conf = root.0.join("target.toml");
+    let mut f = std::fs::File::create(&target_conf).unwrap();
+    write!(
+        f,
+        "[backend]\nsoft_dir = {:?}\n\n[[export]]\nname = \"disk\"\nlisten = \"{addr}\"\nfile = {:?}\n",
+        dir_b, volume
+    )
+    .unwrap();
+    let socket = root.0.join("nbd.sock");
+    let init_conf = root.0.join("initiator.toml");
+    let mut f = std::fs::File::create(&init_conf).unwrap();
+    write!(
+        f,
+        "[backend]\nsoft_dir = {:?}\n\n[[connect]]\nname = \"disk\"\ntargets = [\"{addr}\"]\nnbd_socket = {:?}\ngive_up_secs = 300\n",
+        dir_a, socket
+    )
+    .unwrap();
+
+    Setup {
+        root,
+        reg_a,
+        reg_b,
+        source,
+        volume,
+        socket,
+        target_conf,
+        init_conf,
+    }
+}
+
+#[test]
+fn qemu_img_writes_through_relinkd_across_device_resets() {
+    if let Err(why) = qemu_img() {
+        println!("SKIPPED: qemu_img_writes_through_relinkd_across_device_resets: {why}");
+        return;
+    }
+    let Setup {
+        root: _root,
+        reg_a,
+        reg_b,
+        source,
+        volume,
+        socket,
+        target_conf,
+        init_conf,
+    } = setup("resets", SIZE);
+    let mut target = Daemon::start("target", &target_conf);
+    target.expect_line("export disk listening");
+    let mut init = Daemon::start("initiator", &init_conf);
+    init.expect_line("connect disk ready: 67108864 bytes");
+    init.expect_line("connect disk serving nbd");
+
+    let url = format!("nbd+unix:///disk?socket={}", socket.display());
+    let mut convert = Command::new("qemu-img")
+        .args(["convert", "-n", "-f", "raw", "-O", "raw"])
+        .arg(&source)
+        .arg(&url)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn qemu-img convert");
+
+    // Once the first MiB arrived, reset the target's device; once the
+    // initiator resumed, reset its own.
+    wait_for("the first MiB on the volume", &[&target, &init], || {
+        same_prefix(&source, &volume, 1 << 20)
+    });
+    let mut running = Vec::new();
+    running.push(convert.try_wait().unwrap().is_none());
+    reg_b.reset("soft0").expect("reset b/soft0");
+    wait_for(
+        "the initiator's resume after the target's reset",
+        &[&target, &init],
+        || init.stderr_has("Resumed"),
+    );
+    running.push(convert.try_wait().unwrap().is_none());
+    reg_a.reset("soft0").expect("reset a/soft0");
+    wait_for("the initiator's second resume", &[&target, &init], || {
+        init.err
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|l| l.contains("Resumed"))
+            .count()
+            >= 2
+    });
+
+    let deadline = Instant::now() + STEP * 2;
+    let status = loop {
+        if let Some(s) = convert.try_wait().unwrap() {
+            break s;
+        }
+        if Instant::now() >= deadline {
+            let _ = convert.kill();
+            panic!(
+                "qemu-img convert did not finish\n{}\n{}",
+                target.transcript(),
+                init.transcript()
+            );
+        }
+        thread::sleep(Duration::from_millis(50));
+    };
+    let out = convert.wait_with_output().unwrap();
+    assert!(
+        status.success(),
+        "qemu-img convert failed: {status}\n{}\n{}\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+        target.transcript(),
+        init.transcript()
+    );
+    let losses = init
+        .err
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|l| l.contains("DeviceLost"))
+        .count();
+    assert!(
+        losses >= 2,
+        "the initiator saw {losses} losses\n{}",
+        init.transcript()
+    );
+    println!("qemu-img convert was running at the target's and the initiator's reset: {running:?}");
+
+    // Read it all back through relinkd: the NBD reads, split at max_io.
+    let cmp = Command::new("qemu-img")
+        .args(["compare", "-f", "raw", "-F", "raw"])
+        .arg(&source)
+        .arg(&url)
+        .output()
+        .expect("run qemu-img compare through NBD");
+    assert!(
+        cmp.status.success(),
+        "the volume read through relinkd differs from the image: {}\n{}\n{}",
+        String::from_utf8_lossy(&cmp.stdout),
+        String::from_utf8_lossy(&cmp.stderr),
+        init.transcript()
+    );
+
+    // For whoever reads the test's output: what the daemons saw.
+    println!("{}\n{}", target.transcript(), init.transcript());
+    let s = init.terminate();
+    assert!(s.success(), "initiator exit: {s}\n{}", init.transcript());
+    assert!(!socket.exists(), "the NBD socket is removed at exit");
+    let s = target.terminate();
+    assert!(s.success(), "target exit: {s}\n{}", target.transcript());
+
+    let cmp = Command::new("qemu-img")
+        .args(["compare", "-f", "raw", "-F", "raw"])
+        .arg(&source)
+        .arg(&volume)
+        .output()
+        .expect("run qemu-img compare");
+    assert!(
+        cmp.status.success(),
+        "the volume differs from the image: {}\n{}",
+        String::from_utf8_lossy(&cmp.stdout),
+        String::from_utf8_lossy(&cmp.stderr)
+    );
+}
+
+/// `qemu-img convert` of `image` into the NBD export at `url`.
+#[track_caller]
+fn convert(image: &Path, url: &str, daemons: &[&Daemon]) {
+    let out = Command::new("qemu-img")
+        .args(["convert", "-n", "-f", "raw", "-O", "raw"])
+        .arg(image)
+        .arg(url)
+        .output()
+        .expect("run qemu-img convert");
+    let t: Vec<String> = daemons.iter().map(|d| d.transcript()).collect();
+    assert!(
+        out.status.success(),
+        "qemu-img convert failed: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        t.join("\n")
+    );
+}
+
+#[test]
+fn the_initiator_reconnects_when_the_target_restarts() {
+    if let Err(why) = qemu_img() {
+        println!("SKIPPED: the_initiator_reconnects_when_the_target_restarts: {why}");
+        return;
+    }
+    const SMALL: u64 = 8 << 20;
+    let s = setup("restart", SMALL);
+    let url = format!("nbd+unix:///disk?socket={}", s.socket.display());
+    let mut target = Daemon::start("target", &s.target_conf);
+    target.expect_line("export disk listening");
+    let mut init = Daemon::start("initiator", &s.init_conf);
+    init.expect_line("connect disk serving nbd");
+    convert(&s.source, &url, &[&target, &init]);
+
+    // The target stops (its goodbye ends the session) and comes back.
+    let st = target.terminate();
+    assert!(st.success(), "target exit: {st}\n{}", target.transcript());
+    let mut target = Daemon::start("target", &s.target_conf);
+    target.expect_line("export disk listening");
+    init.expect_line("connect disk reconnected");
+
+    let second = s.root.0.join("second.img");
+    random_image(&second, SMALL, 13);
+    convert(&second, &url, &[&target, &init]);
+    let cmp = Command::new("qemu-img")
+        .args(["compare", "-f", "raw", "-F", "raw"])
+        .arg(&second)
+        .arg(&url)
+        .output()
+        .expect("run qemu-img compare through NBD");
+    assert!(
+        cmp.status.success(),
+        "the volume differs after the reconnection: {}\n{}",
+        String::from_utf8_lossy(&cmp.stdout),
+        init.transcript()
+    );
+    let st = init.terminate();
+    assert!(st.success(), "initiator exit: {st}\n{}", init.transcript());
+    let st = target.terminate();
+    assert!(st.success(), "target exit: {st}\n{}", target.transcript());
+    let cmp = Command::new("qemu-img")
+        .args(["compare", "-f", "raw", "-F", "raw"])
+        .arg(&second)
+        .arg(&s.volume)
+        .status()
+        .expect("run qemu-img compare");
+    assert!(
+        cmp.success(),
+        "the volume file differs from the second image"
+    );
+}
