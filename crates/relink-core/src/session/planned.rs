@@ -102,8 +102,8 @@ impl Session {
         &self.draining
     }
 
-    /// Move the session off `device` before it goes: the device is not
-    /// used by this session's attempts from now on, and an established
+    /// Move the session off `device` before it goes: no attempt of this
+    /// session takes the device while it is drained, and an established
     /// session it carries moves to another path — an initiator picks a
     /// present path on another device; a target asks its initiator to
     /// move (`MoveRequest`) off the target's address. Returns whether a
@@ -371,12 +371,7 @@ impl Session {
 
     /// The transport goes on purpose: forget it without counting a loss.
     fn planned_down(&mut self) {
-        self.journal.transport_down();
-        self.one_sided_inflight.clear();
-        self.current_device = None;
-        self.timers.stop(TimerKind::KeepaliveSend);
-        self.timers.stop(TimerKind::KeepaliveDeadline);
-        self.timers.stop(TimerKind::ConnectTimeout);
+        self.forget_transport();
         self.timers.stop(TimerKind::AckDelay);
     }
 

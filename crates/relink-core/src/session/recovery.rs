@@ -95,8 +95,6 @@ impl Session {
         self.events.push_back(SessionEvent::DeviceLost { cause });
         self.actions
             .push_back(Action::TearDown { epoch: self.epoch });
-        self.journal.transport_down();
-        self.one_sided_inflight.clear();
         if cause == DownCause::CmDeviceRemoval {
             // rdma_cm says the device is going away; the device list may
             // still show it for a while (its removal waits for its users).
@@ -106,10 +104,7 @@ impl Session {
                 self.devices.retain(|d| d.id != gone);
             }
         }
-        self.current_device = None;
-        self.timers.stop(TimerKind::KeepaliveSend);
-        self.timers.stop(TimerKind::KeepaliveDeadline);
-        self.timers.stop(TimerKind::ConnectTimeout);
+        self.forget_transport();
         self.start_outage(now);
         self.go(State::Recovering, Cause::TransportDown(cause), now);
         self.attempt = 0;
@@ -131,6 +126,17 @@ impl Session {
             self.path_index = (self.path_index + 1) % self.cfg.paths.len();
         }
         self.schedule_attempt(now);
+    }
+
+    /// The transport is gone, by loss or by plan: what was posted on it
+    /// waits for replay, and its device and its timers go with it.
+    pub(super) fn forget_transport(&mut self) {
+        self.journal.transport_down();
+        self.one_sided_inflight.clear();
+        self.current_device = None;
+        self.timers.stop(TimerKind::KeepaliveSend);
+        self.timers.stop(TimerKind::KeepaliveDeadline);
+        self.timers.stop(TimerKind::ConnectTimeout);
     }
 
     /// Arm the backoff for the next attempt (initiator only), or hold the
