@@ -18,6 +18,13 @@
 //! nbd_tcp = "127.0.0.1:10809"        # optional
 //! give_up_secs = 600                 # optional
 //! ```
+//!
+//! A top-level `conf_dir = "/etc/relinkd/conf.d"` (relative paths are
+//! taken from the file's directory) adds the `[[export]]` and
+//! `[[connect]]` tables of every `*.toml` file in that directory, in name
+//! order; those files hold nothing else. Names and NBD sockets are unique
+//! across all the files. [`Config::load`] reads them all; `relink reload`
+//! and SIGHUP read them again and apply the difference.
 
 use std::collections::HashSet;
 use std::net::SocketAddr;
@@ -111,12 +118,17 @@ pub struct Config {
     pub exports: Vec<ExportConfig>,
     /// The initiator role's connections.
     pub connects: Vec<ConnectConfig>,
+    /// The directory of further `*.toml` files of exports and
+    /// connections, as given (resolved against the file's directory by
+    /// [`Config::load`]).
+    pub conf_dir: Option<PathBuf>,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawFile {
     backend: Option<RawBackend>,
+    conf_dir: Option<PathBuf>,
     #[serde(default)]
     export: Vec<RawExport>,
     #[serde(default)]
@@ -160,7 +172,8 @@ impl Config {
             file: path.to_path_buf(),
             reason: e.to_string(),
         })?;
-        Config::parse(path, &text)
+        let config = Config::parse(path, &text)?;
+        crate::conf_dir::merge(path, config)
     }
 
     /// Check `text`, the contents of `file` (named in errors).
@@ -279,16 +292,22 @@ impl Config {
                 ));
             }
         }
-        if exports.is_empty() && connects.is_empty() {
+        if let Some(dir) = &raw.conf_dir {
+            if dir.as_os_str().is_empty() {
+                return Err(bad("conf_dir".into(), "must not be empty"));
+            }
+        }
+        if exports.is_empty() && connects.is_empty() && raw.conf_dir.is_none() {
             return Err(bad(
                 "export, connect".into(),
-                "nothing to do: give at least one [[export]] or [[connect]]",
+                "nothing to do: give at least one [[export]] or [[connect]], or a conf_dir",
             ));
         }
         Ok(Config {
             backend,
             exports,
             connects,
+            conf_dir: raw.conf_dir,
         })
     }
 }

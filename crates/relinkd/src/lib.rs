@@ -35,11 +35,14 @@
 //! refused for now.
 
 mod bridge;
+mod conf_dir;
 mod config;
 mod node_loop;
+mod reload;
 mod serve;
 
 pub use bridge::{nbd_error, Bridge};
 pub use config::{Backend, Config, ConfigError, ConnectConfig, ExportConfig};
 pub use node_loop::{Daemon, DaemonHandle, Ready, StartError, Summary};
+pub use reload::{ConfigChange, ReloadError};
 pub use serve::{run, RunError};
