@@ -285,6 +285,9 @@ fn sessions_on_one_shared_receive_queue_deliver_exactly_once_in_order_across_res
     for side in [INITIATOR, TARGET] {
         let q = w.queue[side];
         assert_eq!(w.sim.node(side).shared_receive_usage(q).unwrap().devices, 1);
+        let f = w.sim.node(side).footprint();
+        assert_eq!((f.shared_receive_queues, f.shared_receive_srqs), (1, 1));
+        assert!(f.shared_receive_memory_bytes > 0, "{f:?}");
     }
 
     // Closing every session frees every queue and its reservations.
@@ -304,7 +307,14 @@ fn sessions_on_one_shared_receive_queue_deliver_exactly_once_in_order_across_res
     let qi = w.queue[INITIATOR];
     let usage = w.sim.node(INITIATOR).shared_receive_usage(qi).unwrap();
     assert_eq!((usage.reserved, usage.devices), (0, 0));
+    let f = w.sim.node(INITIATOR).footprint();
+    assert_eq!(
+        (f.shared_receive_srqs, f.shared_receive_memory_bytes),
+        (0, 0),
+        "{f:?}"
+    );
     assert_eq!(w.sim.node(INITIATOR).remove_shared_receive(qi), Ok(()));
+    assert_eq!(w.sim.node(INITIATOR).footprint().shared_receive_queues, 0);
 }
 
 #[test]

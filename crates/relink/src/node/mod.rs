@@ -421,6 +421,8 @@ impl Node {
     /// sessions reaped, a node that opens and closes sessions stays the
     /// same size).
     pub fn footprint(&self) -> Footprint {
+        let (shared_receive_queues, shared_receive_srqs, shared_receive_memory_bytes) =
+            self.shared_receive_footprint();
         Footprint {
             sessions: self.sessions.len(),
             session_ids: self.by_id.len(),
@@ -434,6 +436,9 @@ impl Node {
             ready: self.ready.len(),
             closing: self.closing.len(),
             session_memory_bytes: self.sessions.values().map(Slot::own_memory_bytes).sum(),
+            shared_receive_queues,
+            shared_receive_srqs,
+            shared_receive_memory_bytes,
         }
     }
 

@@ -344,4 +344,12 @@ pub struct Footprint {
     /// application's, [`RegionOptions::with_memory`]). What the sessions
     /// hold besides is ordinary heap.
     pub session_memory_bytes: usize,
+    /// Shared receive queues ([`Node::create_shared_receive`](super::Node::create_shared_receive)).
+    pub shared_receive_queues: usize,
+    /// Their SRQs on devices: one per device context a session of the
+    /// queue is on (none left once no transport uses the device).
+    pub shared_receive_srqs: usize,
+    /// Bytes of host memory those SRQs' receive slots hold (registered on
+    /// their devices; not part of `session_memory_bytes`).
+    pub shared_receive_memory_bytes: usize,
 }

@@ -403,6 +403,21 @@ impl Node {
         })
     }
 
+    /// The shared receive queues' share of [`Node::footprint`]: the queues,
+    /// their SRQs on devices, and the bytes of those SRQs' receive slots.
+    pub(super) fn shared_receive_footprint(&self) -> (usize, usize, usize) {
+        let mut srqs = 0;
+        let mut bytes = 0;
+        for pool in self.shared.values() {
+            let devices = pool.devices.lock().unwrap_or_else(|e| e.into_inner());
+            for d in devices.values().filter_map(Weak::upgrade) {
+                srqs += 1;
+                bytes += d.memory.len();
+            }
+        }
+        (self.shared.len(), srqs, bytes)
+    }
+
     /// Check that sessions of `opts` may use their shared receive queue,
     /// if they name one: it exists, it takes their messages, and one
     /// session's `recv_slots` fit in its depth.
