@@ -168,7 +168,11 @@ fn qemu_img_copies_256_mib_while_either_hosts_device_is_reset_replugged_and_repl
     let socket = root.0.join("nbd.sock");
     let (t_conf, i_conf) = (root.0.join("target.toml"), root.0.join("init.toml"));
     config(&t_conf, &t.soft_dir, &export("disk", &t.addr, &volume));
-    config(&i_conf, &i.soft_dir, &connect("disk", &t.addr, &socket, 300));
+    config(
+        &i_conf,
+        &i.soft_dir,
+        &connect("disk", &t.addr, &socket, 300),
+    );
 
     let mut target = t.relinkd("target", &t_conf);
     target.expect_line("export disk listening");
@@ -213,7 +217,10 @@ fn qemu_img_copies_256_mib_while_either_hosts_device_is_reset_replugged_and_repl
             disturb(&i, what, &mut init, I_GUID, &[&target]);
         }
         init.expect_count("Resumed", n + 1, &[&target]);
-        println!("host {side} {what:?}: resumed (qemu-img still copying: {})", during_copy[n]);
+        println!(
+            "host {side} {what:?}: resumed (qemu-img still copying: {})",
+            during_copy[n]
+        );
     }
 
     let deadline = Instant::now() + STEP * 3;
@@ -245,7 +252,12 @@ fn qemu_img_copies_256_mib_while_either_hosts_device_is_reset_replugged_and_repl
     let (lost_t, lost_i) = (target.count("DeviceLost"), init.count("DeviceLost"));
     let resumed = init.count("Resumed");
     assert!(resumed >= 6, "{}", transcripts(&[&target, &init]));
-    assert_eq!(init.count("reconnecting"), 0, "a session ended\n{}", init.transcript());
+    assert_eq!(
+        init.count("reconnecting"),
+        0,
+        "a session ended\n{}",
+        init.transcript()
+    );
     println!(
         "recoveries: initiator resumed {resumed} times; device losses seen by the target {lost_t}, by the initiator {lost_i}; qemu-img copying at each step: {during_copy:?}"
     );
@@ -300,12 +312,13 @@ fn an_outage_past_the_give_up_deadline_fails_io_while_another_volume_keeps_servi
     init.expect_line("connect disk0 serving nbd");
     init.expect_line("connect disk1 serving nbd");
     let (url0, url1) = (url("disk0", &sock0), url("disk1", &sock1));
-    let all = [&target, &init];
-    let (ok, text) = qemu_io(&url0, &["write -P 0x11 0 64k", "flush"], &all);
+    let (ok, text) = qemu_io(&url0, &["write -P 0x11 0 64k", "flush"], &[&target, &init]);
     assert!(ok, "disk0 before the outage: {text}");
 
     // Device gone on the target for longer than disk0's 2 s deadline.
     t.soft_device(&["remove", "soft0"]);
+    init.expect_count("DeviceLost", 1, &[&target]);
+    let all = [&target, &init];
     let (ok, text) = qemu_io(&url0, &["read -P 0x11 0 64k"], &all);
     assert!(
         !ok,
@@ -322,7 +335,25 @@ fn an_outage_past_the_give_up_deadline_fails_io_while_another_volume_keeps_servi
         &["write -P 0x22 0 1M", "flush", "read -P 0x22 0 1M"],
         &all,
     );
-    assert!(ok, "disk1 during disk0's outage: {text}\n{}", transcripts(&all));
+    assert!(
+        ok,
+        "disk1 during disk0's outage: {text}\n{}",
+        transcripts(&all)
+    );
+
+    // The device comes back: the target listens on it again and the
+    // initiator's new session serves disk0 with its data.
+    let addr0 = format!("{}/24", t.addr);
+    t.soft_device(&["add", "soft0", "--addr", &addr0, "--guid", T_GUID]);
+    init.expect_count("connect disk0 reconnected", 1, &[&target]);
+    let all = [&target, &init];
+    let (ok, text) = qemu_io(&url0, &["read -P 0x11 0 64k"], &all);
+    assert!(
+        ok,
+        "disk0 after its device came back: {text}\n{}",
+        transcripts(&all)
+    );
+    println!("{}", transcripts(&all));
 
     let s = init.terminate();
     assert!(s.success(), "initiator exit: {s}\n{}", init.transcript());
@@ -349,7 +380,11 @@ fn a_target_killed_and_restarted_gets_a_new_session_and_flushed_writes_survive()
     let socket = root.0.join("nbd.sock");
     let (t_conf, i_conf) = (root.0.join("target.toml"), root.0.join("init.toml"));
     config(&t_conf, &t.soft_dir, &export("disk", &t.addr, &volume));
-    config(&i_conf, &i.soft_dir, &connect("disk", &t.addr, &socket, 300));
+    config(
+        &i_conf,
+        &i.soft_dir,
+        &connect("disk", &t.addr, &socket, 300),
+    );
     let mut target = t.relinkd("target", &t_conf);
     target.expect_line("export disk listening");
     let mut init = i.relinkd("initiator", &i_conf);
@@ -370,8 +405,12 @@ fn a_target_killed_and_restarted_gets_a_new_session_and_flushed_writes_survive()
     let mut target = t.relinkd("target (restarted)", &t_conf);
     target.expect_line("export disk listening");
     init.expect_count("connect disk reconnected", 1, &[&target]);
+    // The new incarnation refuses the old session's resume: the
+    // initiator connects a new session.
     assert!(
-        init.count("reconnecting") >= 1 && init.count("Resumed") == 0,
+        init.count("UnknownSession") >= 1
+            && init.count("reconnecting") >= 1
+            && init.count("Resumed") == 0,
         "the initiator must connect a new session, not resume\n{}",
         init.transcript()
     );
@@ -388,6 +427,7 @@ fn a_target_killed_and_restarted_gets_a_new_session_and_flushed_writes_survive()
         "flushed writes after the restart: {text}\n{}",
         transcripts(&[&target, &init])
     );
+    println!("{}", transcripts(&[&target, &init]));
     let s = init.terminate();
     assert!(s.success(), "initiator exit: {s}\n{}", init.transcript());
     let s = target.terminate();
@@ -395,6 +435,8 @@ fn a_target_killed_and_restarted_gets_a_new_session_and_flushed_writes_survive()
     let data = std::fs::read(&volume).unwrap();
     assert!(data[..1 << 20].iter().all(|&b| b == 0x5a));
     assert!(data[1 << 20..2 << 20].iter().all(|&b| b == 0xa5));
-    assert!(data[7 << 20..(7 << 20) + (64 << 10)].iter().all(|&b| b == 0x3c));
+    assert!(data[7 << 20..(7 << 20) + (64 << 10)]
+        .iter()
+        .all(|&b| b == 0x3c));
     println!("netns SIGKILL test: {:?}", started.elapsed());
 }

@@ -124,7 +124,10 @@ impl Host {
 
     /// Starts `relinkd CONFIG` inside the namespace.
     pub fn relinkd(&self, what: &'static str, config: &Path) -> Daemon {
-        Daemon::start(what, self.ns.command(env!("CARGO_BIN_EXE_relinkd")).arg(config))
+        Daemon::start(
+            what,
+            self.ns.command(env!("CARGO_BIN_EXE_relinkd")).arg(config),
+        )
     }
 }
 
@@ -189,7 +192,14 @@ pub fn two_hosts(tag: &str) -> Result<TwoHosts, String> {
             soft_dir,
             relink: relink.clone(),
         };
-        h.soft_device(&["add", "soft0", "--addr", &format!("{addr}/24"), "--guid", guid]);
+        h.soft_device(&[
+            "add",
+            "soft0",
+            "--addr",
+            &format!("{addr}/24"),
+            "--guid",
+            guid,
+        ]);
         h
     };
     let net = 10 + n;
