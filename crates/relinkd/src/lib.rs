@@ -26,6 +26,10 @@
 //! | NBD requests as block commands (split at `max_io`, errno mapping) | [`Bridge`], [`nbd_error`] |
 //! | the process: NBD servers on tokio, signals | [`run`] |
 //!
+//! Under a service manager (`$NOTIFY_SOCKET`, systemd's `Type=notify`)
+//! the daemon sends `READY=1` once every export listens and every NBD
+//! socket is bound, and `STOPPING=1` when it shuts down.
+//!
 //! On SIGTERM or SIGINT the daemon lets NBD requests under way finish,
 //! refuses new ones (`ESHUTDOWN`), closes every session with a goodbye,
 //! syncs the exports' files and exits 0.
@@ -38,6 +42,7 @@ mod bridge;
 mod conf_dir;
 mod config;
 mod node_loop;
+mod notify;
 mod reload;
 mod serve;
 

@@ -56,6 +56,7 @@ pub fn run(config: &Config) -> Result<Summary, RunError> {
     let handle = daemon.handle();
     let mut sockets = Vec::new();
     let served = rt.block_on(serve(config, &mut daemon, &handle, &mut sockets));
+    crate::notify::tell("STOPPING=1");
     handle.stop();
     let summary = daemon.join();
     for s in sockets {
@@ -73,7 +74,14 @@ async fn serve(
     let mut term = signal(SignalKind::terminate()).map_err(RunError::Runtime)?;
     let mut int = signal(SignalKind::interrupt()).map_err(RunError::Runtime)?;
     let mut waiting = config.connects.len();
+    let mut told_ready = false;
     loop {
+        if waiting == 0 && !told_ready {
+            // Every export listens (`Daemon::start`) and every NBD socket
+            // is bound: tell the service manager (`Type=notify`).
+            crate::notify::tell("READY=1");
+            told_ready = true;
+        }
         let ready = tokio::select! {
             _ = term.recv() => return Ok(()),
             _ = int.recv() => return Ok(()),

@@ -1,0 +1,442 @@
+//! Two hosts in network namespaces joined by a veth pair, each with its
+//! own soft device registry (devices added, reset, removed and replaced
+//! with the `relink soft-device` CLI inside the namespace): the target
+//! relinkd runs in one, the initiator relinkd in the other, and qemu
+//! clients in the root namespace use the initiator's NBD Unix socket.
+//!
+//! - `qemu-img convert` writes a 256 MiB random image while the soft
+//!   device of either host is reset, unplugged and replugged, and
+//!   replaced: qemu-img sees no error and the volume matches the image
+//!   byte for byte, through NBD and as the target's file;
+//! - an outage longer than a connection's give-up deadline fails its
+//!   I/O (never hangs) while a second volume keeps being served;
+//! - the target killed with SIGKILL and restarted: the initiator
+//!   connects a new session (not a resume) and flushed writes are intact.
+//!
+//! Needs root, `ip` (iproute2), qemu-img and qemu-io (qemu-utils) and the
+//! `relink` CLI built next to relinkd; without them each test prints
+//! `SKIPPED: ...` and returns.
+
+mod netns_hosts;
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use netns_hosts::{run_bounded, two_hosts, Daemon, Host, TwoHosts, I_GUID, PORT, STEP, T_GUID};
+use rand::{RngCore, SeedableRng};
+
+fn random_image(path: &Path, size: u64, seed: u64) {
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let mut data = vec![0u8; size as usize];
+    rng.fill_bytes(&mut data);
+    std::fs::write(path, &data).unwrap();
+}
+
+fn empty_volume(path: &Path, size: u64) {
+    std::fs::File::create(path).unwrap().set_len(size).unwrap();
+}
+
+/// Writes a relinkd configuration file.
+fn config(path: &Path, soft_dir: &Path, body: &str) {
+    let mut f = std::fs::File::create(path).unwrap();
+    write!(f, "[backend]\nsoft_dir = {soft_dir:?}\n\n{body}").unwrap();
+}
+
+fn export(name: &str, addr: &str, file: &Path) -> String {
+    format!("[[export]]\nname = \"{name}\"\nlisten = \"{addr}:{PORT}\"\nfile = {file:?}\n\n")
+}
+
+fn connect(name: &str, addr: &str, socket: &Path, give_up_secs: u64) -> String {
+    format!(
+        "[[connect]]\nname = \"{name}\"\ntargets = [\"{addr}:{PORT}\"]\nnbd_socket = {socket:?}\ngive_up_secs = {give_up_secs}\n\n"
+    )
+}
+
+fn url(name: &str, socket: &Path) -> String {
+    format!("nbd+unix:///{name}?socket={}", socket.display())
+}
+
+fn transcripts(daemons: &[&Daemon]) -> String {
+    daemons
+        .iter()
+        .map(|d| d.transcript())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Whether the first `len` bytes of `a` and `b` are equal.
+fn same_prefix(a: &Path, b: &Path, len: usize) -> bool {
+    let read = |p: &Path| {
+        let mut buf = vec![0; len];
+        std::fs::File::open(p)
+            .and_then(|mut f| f.read_exact(&mut buf))
+            .map(|()| buf)
+    };
+    matches!((read(a), read(b)), (Ok(x), Ok(y)) if x == y)
+}
+
+/// `qemu-img compare` of the image with `other` (a file or an NBD URL).
+#[track_caller]
+fn compare(image: &Path, other: &str, daemons: &[&Daemon]) {
+    let out = run_bounded(
+        Command::new("qemu-img")
+            .args(["compare", "-f", "raw", "-F", "raw"])
+            .arg(image)
+            .arg(other),
+    )
+    .unwrap_or_else(|| panic!("qemu-img compare hung\n{}", transcripts(daemons)));
+    assert!(
+        out.status.success(),
+        "{other} differs from the image: {}{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+        transcripts(daemons)
+    );
+}
+
+/// `qemu-io -f raw URL -c ...`: whether it succeeded, and its output.
+#[track_caller]
+fn qemu_io(url: &str, commands: &[&str], daemons: &[&Daemon]) -> (bool, String) {
+    let mut c = Command::new("qemu-io");
+    c.args(["-f", "raw"]);
+    for cmd in commands {
+        c.args(["-c", cmd]);
+    }
+    let out = run_bounded(c.arg(url)).unwrap_or_else(|| {
+        panic!(
+            "qemu-io {commands:?} hung (no answer within {STEP:?})\n{}",
+            transcripts(daemons)
+        )
+    });
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // qemu-io reports a failed command as "... failed: <error>".
+    let ok = out.status.success() && !text.contains("failed");
+    (ok, text)
+}
+
+/// One disturbance of a host's soft device.
+#[derive(Debug, Clone, Copy)]
+enum Disturb {
+    Reset,
+    Replug,
+    Replace,
+}
+
+/// Disturbs `host`'s `soft0`; for a replug, waits until `daemon` (the
+/// host's relinkd) saw its device go before plugging it back with the
+/// same GUID.
+fn disturb(host: &Host, what: Disturb, daemon: &mut Daemon, guid: &str, others: &[&Daemon]) {
+    match what {
+        Disturb::Reset => {
+            host.soft_device(&["reset", "soft0"]);
+        }
+        Disturb::Replug => {
+            let lost = daemon.count("DeviceLost");
+            host.soft_device(&["remove", "soft0"]);
+            daemon.expect_count("DeviceLost", lost + 1, others);
+            let addr = format!("{}/24", host.addr);
+            host.soft_device(&["add", "soft0", "--addr", &addr, "--guid", guid]);
+        }
+        Disturb::Replace => {
+            host.soft_device(&["replace", "soft0"]);
+        }
+    }
+}
+
+#[test]
+fn qemu_img_copies_256_mib_while_either_hosts_device_is_reset_replugged_and_replaced() {
+    let started = Instant::now();
+    const SIZE: u64 = 256 << 20;
+    let TwoHosts { root, t, i } = match two_hosts("copy") {
+        Ok(h) => h,
+        Err(why) => {
+            println!("SKIPPED: netns copy test: {why}");
+            return;
+        }
+    };
+    let source = root.0.join("source.img");
+    random_image(&source, SIZE, 2026);
+    let volume = root.0.join("volume.img");
+    empty_volume(&volume, SIZE);
+    let socket = root.0.join("nbd.sock");
+    let (t_conf, i_conf) = (root.0.join("target.toml"), root.0.join("init.toml"));
+    config(&t_conf, &t.soft_dir, &export("disk", &t.addr, &volume));
+    config(
+        &i_conf,
+        &i.soft_dir,
+        &connect("disk", &t.addr, &socket, 300),
+    );
+
+    let mut target = t.relinkd("target", &t_conf);
+    target.expect_line("export disk listening");
+    let mut init = i.relinkd("initiator", &i_conf);
+    init.expect_line("connect disk ready: 268435456 bytes");
+    init.expect_line("connect disk serving nbd");
+
+    let url = url("disk", &socket);
+    let mut convert = Command::new("qemu-img")
+        .args(["convert", "-n", "-f", "raw", "-O", "raw"])
+        .arg(&source)
+        .arg(&url)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn qemu-img convert");
+    let first = Instant::now() + STEP;
+    while !same_prefix(&source, &volume, 1 << 20) {
+        assert!(
+            Instant::now() < first,
+            "the first MiB never arrived\n{}",
+            transcripts(&[&target, &init])
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
+
+    // One after the other; each waits for the initiator's resume.
+    let steps = [
+        ("T", Disturb::Reset),
+        ("I", Disturb::Reset),
+        ("T", Disturb::Replug),
+        ("I", Disturb::Replug),
+        ("T", Disturb::Replace),
+        ("I", Disturb::Replace),
+    ];
+    let mut during_copy = Vec::new();
+    for (n, (side, what)) in steps.into_iter().enumerate() {
+        during_copy.push(convert.try_wait().unwrap().is_none());
+        if side == "T" {
+            disturb(&t, what, &mut target, T_GUID, &[&init]);
+        } else {
+            disturb(&i, what, &mut init, I_GUID, &[&target]);
+        }
+        init.expect_count("Resumed", n + 1, &[&target]);
+        println!(
+            "host {side} {what:?}: resumed (qemu-img still copying: {})",
+            during_copy[n]
+        );
+    }
+
+    let deadline = Instant::now() + STEP * 3;
+    let status = loop {
+        if let Some(s) = convert.try_wait().unwrap() {
+            break s;
+        }
+        if Instant::now() >= deadline {
+            let _ = convert.kill();
+            panic!(
+                "qemu-img convert did not finish\n{}",
+                transcripts(&[&target, &init])
+            );
+        }
+        thread::sleep(Duration::from_millis(50));
+    };
+    let out = convert.wait_with_output().unwrap();
+    assert!(
+        status.success(),
+        "qemu-img convert failed: {status}\n{}{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+        transcripts(&[&target, &init])
+    );
+    let copy_time = started.elapsed();
+    compare(&source, &url, &[&target, &init]);
+
+    // The recoveries, as the daemons logged them.
+    let (lost_t, lost_i) = (target.count("DeviceLost"), init.count("DeviceLost"));
+    let resumed = init.count("Resumed");
+    assert!(resumed >= 6, "{}", transcripts(&[&target, &init]));
+    assert_eq!(
+        init.count("reconnecting"),
+        0,
+        "a session ended\n{}",
+        init.transcript()
+    );
+    println!(
+        "recoveries: initiator resumed {resumed} times; device losses seen by the target {lost_t}, by the initiator {lost_i}; qemu-img copying at each step: {during_copy:?}"
+    );
+
+    let s = init.terminate();
+    assert!(s.success(), "initiator exit: {s}\n{}", init.transcript());
+    assert!(!socket.exists(), "the NBD socket is removed at exit");
+    let s = target.terminate();
+    assert!(s.success(), "target exit: {s}\n{}", target.transcript());
+    compare(&source, volume.to_str().unwrap(), &[]);
+    println!(
+        "netns copy test: 256 MiB copied in {copy_time:?}, whole test {:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn an_outage_past_the_give_up_deadline_fails_io_while_another_volume_keeps_serving() {
+    let started = Instant::now();
+    const SIZE: u64 = 4 << 20;
+    let TwoHosts { root, t, i } = match two_hosts("giveup") {
+        Ok(h) => h,
+        Err(why) => {
+            println!("SKIPPED: netns give-up test: {why}");
+            return;
+        }
+    };
+    // A second target address on host T, owned by a second device that
+    // stays up.
+    let addr1 = format!("{}.3", t.addr.rsplit_once('.').unwrap().0);
+    t.ns.ip(&["addr", "add", &format!("{addr1}/24"), "dev", "veth0"]);
+    t.soft_device(&["add", "soft1", "--addr", &format!("{addr1}/24")]);
+    let (vol0, vol1) = (root.0.join("vol0.img"), root.0.join("vol1.img"));
+    empty_volume(&vol0, SIZE);
+    empty_volume(&vol1, SIZE);
+    let (sock0, sock1): (PathBuf, PathBuf) = (root.0.join("nbd0.sock"), root.0.join("nbd1.sock"));
+    let (t_conf, i_conf) = (root.0.join("target.toml"), root.0.join("init.toml"));
+    config(
+        &t_conf,
+        &t.soft_dir,
+        &(export("disk0", &t.addr, &vol0) + &export("disk1", &addr1, &vol1)),
+    );
+    config(
+        &i_conf,
+        &i.soft_dir,
+        &(connect("disk0", &t.addr, &sock0, 2) + &connect("disk1", &addr1, &sock1, 300)),
+    );
+    let mut target = t.relinkd("target", &t_conf);
+    target.expect_line("export disk0 listening");
+    target.expect_line("export disk1 listening");
+    let mut init = i.relinkd("initiator", &i_conf);
+    init.expect_line("connect disk0 serving nbd");
+    init.expect_line("connect disk1 serving nbd");
+    let (url0, url1) = (url("disk0", &sock0), url("disk1", &sock1));
+    let (ok, text) = qemu_io(&url0, &["write -P 0x11 0 64k", "flush"], &[&target, &init]);
+    assert!(ok, "disk0 before the outage: {text}");
+
+    // Device gone on the target for longer than disk0's 2 s deadline.
+    t.soft_device(&["remove", "soft0"]);
+    init.expect_count("DeviceLost", 1, &[&target]);
+    let all = [&target, &init];
+    let (ok, text) = qemu_io(&url0, &["read -P 0x11 0 64k"], &all);
+    assert!(
+        !ok,
+        "a read past the give-up deadline succeeded: {text}\n{}",
+        transcripts(&all)
+    );
+    println!("disk0 during the outage (qemu-io): {}", text.trim());
+    init.expect_count("GaveUp", 1, &[&target]);
+    let all = [&target, &init];
+
+    // disk1, on the device that stays, serves reads and writes.
+    let (ok, text) = qemu_io(
+        &url1,
+        &["write -P 0x22 0 1M", "flush", "read -P 0x22 0 1M"],
+        &all,
+    );
+    assert!(
+        ok,
+        "disk1 during disk0's outage: {text}\n{}",
+        transcripts(&all)
+    );
+
+    // The device comes back: the target listens on it again and the
+    // initiator's new session serves disk0 with its data.
+    let addr0 = format!("{}/24", t.addr);
+    t.soft_device(&["add", "soft0", "--addr", &addr0, "--guid", T_GUID]);
+    init.expect_count("connect disk0 reconnected", 1, &[&target]);
+    let all = [&target, &init];
+    let (ok, text) = qemu_io(&url0, &["read -P 0x11 0 64k"], &all);
+    assert!(
+        ok,
+        "disk0 after its device came back: {text}\n{}",
+        transcripts(&all)
+    );
+    println!("{}", transcripts(&all));
+
+    let s = init.terminate();
+    assert!(s.success(), "initiator exit: {s}\n{}", init.transcript());
+    let s = target.terminate();
+    assert!(s.success(), "target exit: {s}\n{}", target.transcript());
+    let data = std::fs::read(&vol1).unwrap();
+    assert!(data[..1 << 20].iter().all(|&b| b == 0x22));
+    println!("netns give-up test: {:?}", started.elapsed());
+}
+
+#[test]
+fn a_target_killed_and_restarted_gets_a_new_session_and_flushed_writes_survive() {
+    let started = Instant::now();
+    const SIZE: u64 = 8 << 20;
+    let TwoHosts { root, t, i } = match two_hosts("kill") {
+        Ok(h) => h,
+        Err(why) => {
+            println!("SKIPPED: netns SIGKILL test: {why}");
+            return;
+        }
+    };
+    let volume = root.0.join("volume.img");
+    empty_volume(&volume, SIZE);
+    let socket = root.0.join("nbd.sock");
+    let (t_conf, i_conf) = (root.0.join("target.toml"), root.0.join("init.toml"));
+    config(&t_conf, &t.soft_dir, &export("disk", &t.addr, &volume));
+    config(
+        &i_conf,
+        &i.soft_dir,
+        &connect("disk", &t.addr, &socket, 300),
+    );
+    let mut target = t.relinkd("target", &t_conf);
+    target.expect_line("export disk listening");
+    let mut init = i.relinkd("initiator", &i_conf);
+    init.expect_line("connect disk serving nbd");
+    let url = url("disk", &socket);
+
+    let writes = [
+        "write -P 0x5a 0 1M",
+        "write -P 0xa5 1M 1M",
+        "write -P 0x3c 7M 64k",
+        "flush",
+    ];
+    let (ok, text) = qemu_io(&url, &writes, &[&target, &init]);
+    assert!(ok, "writes before the kill: {text}");
+
+    let s = target.kill9();
+    assert!(!s.success(), "SIGKILL: {s}");
+    let mut target = t.relinkd("target (restarted)", &t_conf);
+    target.expect_line("export disk listening");
+    init.expect_count("connect disk reconnected", 1, &[&target]);
+    // The new incarnation refuses the old session's resume: the
+    // initiator connects a new session.
+    assert!(
+        init.count("UnknownSession") >= 1
+            && init.count("reconnecting") >= 1
+            && init.count("Resumed") == 0,
+        "the initiator must connect a new session, not resume\n{}",
+        init.transcript()
+    );
+
+    let reads = [
+        "read -P 0x5a 0 1M",
+        "read -P 0xa5 1M 1M",
+        "read -P 0x3c 7M 64k",
+        "read -P 0 2M 5M",
+    ];
+    let (ok, text) = qemu_io(&url, &reads, &[&target, &init]);
+    assert!(
+        ok && !text.contains("verification failed"),
+        "flushed writes after the restart: {text}\n{}",
+        transcripts(&[&target, &init])
+    );
+    println!("{}", transcripts(&[&target, &init]));
+    let s = init.terminate();
+    assert!(s.success(), "initiator exit: {s}\n{}", init.transcript());
+    let s = target.terminate();
+    assert!(s.success(), "target exit: {s}\n{}", target.transcript());
+    let data = std::fs::read(&volume).unwrap();
+    assert!(data[..1 << 20].iter().all(|&b| b == 0x5a));
+    assert!(data[1 << 20..2 << 20].iter().all(|&b| b == 0xa5));
+    assert!(data[7 << 20..(7 << 20) + (64 << 10)]
+        .iter()
+        .all(|&b| b == 0x3c));
+    println!("netns SIGKILL test: {:?}", started.elapsed());
+}

@@ -1,0 +1,376 @@
+//! Two hosts in network namespaces for the relinkd tests: namespaces,
+//! a veth pair between them, each host's soft device registry managed
+//! with the `relink soft-device` CLI inside its namespace, and relinkd
+//! processes started there with their output collected.
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// How long any one step may take. Nothing here measures time: this
+/// only keeps a hang from lasting forever on a slow, shared machine.
+pub const STEP: Duration = Duration::from_secs(120);
+
+/// The port every export listens on (each namespace has its own).
+pub const PORT: u16 = 7471;
+
+/// The GUID of the target host's first `soft0`.
+pub const T_GUID: &str = "0x0231000000000002";
+/// The GUID of the initiator host's first `soft0`.
+pub const I_GUID: &str = "0x0231000000000001";
+
+/// A network namespace, deleted on drop (with the veth end inside it).
+pub struct Netns {
+    /// Its name (`ip netns` name).
+    pub name: String,
+}
+
+impl Netns {
+    fn add(name: String) -> Result<Netns, String> {
+        let out = Command::new("ip")
+            .args(["netns", "add", &name])
+            .output()
+            .map_err(|e| format!("ip not runnable ({e}); install iproute2"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "ip netns add {name} failed (needs root): {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        Ok(Netns { name })
+    }
+
+    /// `ip netns exec NAME program`.
+    pub fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.name]).arg(program);
+        c
+    }
+
+    /// `ip -n NAME ARGS`, which must succeed.
+    #[track_caller]
+    pub fn ip(&self, args: &[&str]) {
+        let out = Command::new("ip")
+            .args(["-n", &self.name])
+            .args(args)
+            .output()
+            .expect("run ip");
+        assert!(
+            out.status.success(),
+            "ip -n {} {args:?}: {}",
+            self.name,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .output();
+    }
+}
+
+/// A temporary directory, removed on drop.
+pub struct Root(pub PathBuf);
+
+impl Drop for Root {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// One host: its namespace, its veth address and its soft device
+/// registry directory.
+pub struct Host {
+    /// `T` or `I`, for messages.
+    pub what: &'static str,
+    /// The namespace.
+    pub ns: Netns,
+    /// The address on the veth end (no prefix).
+    pub addr: String,
+    /// The soft device registry directory.
+    pub soft_dir: PathBuf,
+    relink: PathBuf,
+}
+
+impl Host {
+    /// `relink soft-device --dir DIR ARGS` inside the namespace; its
+    /// stdout.
+    #[track_caller]
+    pub fn soft_device(&self, args: &[&str]) -> String {
+        let out = self
+            .ns
+            .command(&self.relink)
+            .arg("soft-device")
+            .arg("--dir")
+            .arg(&self.soft_dir)
+            .args(args)
+            .output()
+            .expect("run relink soft-device");
+        assert!(
+            out.status.success(),
+            "relink soft-device {args:?} on host {}: {}",
+            self.what,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Starts `relinkd CONFIG` inside the namespace.
+    pub fn relinkd(&self, what: &'static str, config: &Path) -> Daemon {
+        Daemon::start(
+            what,
+            self.ns.command(env!("CARGO_BIN_EXE_relinkd")).arg(config),
+        )
+    }
+}
+
+/// The two hosts (target `t`, initiator `i`) joined by a veth pair in
+/// 10.231.N.0/24, each with soft device `soft0` owning its address, and
+/// a scratch directory. Declared in this order, the daemons a test
+/// starts later drop (are killed) before the namespaces are deleted.
+pub struct TwoHosts {
+    /// The scratch directory.
+    pub root: Root,
+    /// The target's host (10.231.N.2).
+    pub t: Host,
+    /// The initiator's host (10.231.N.1).
+    pub i: Host,
+}
+
+fn runnable(program: &str, arg: &str) -> Result<(), String> {
+    match Command::new(program).arg(arg).output() {
+        Ok(o) if o.status.success() => Ok(()),
+        Ok(o) => Err(format!("{program} {arg} exited {}", o.status)),
+        Err(e) => Err(format!("{program} not runnable ({e})")),
+    }
+}
+
+/// The two hosts, or why they cannot be made here (no root, no `ip`, no
+/// qemu-img / qemu-io, no `relink` binary next to relinkd's).
+pub fn two_hosts(tag: &str) -> Result<TwoHosts, String> {
+    static NEXT: AtomicU32 = AtomicU32::new(1);
+    runnable("ip", "-V").map_err(|e| format!("{e}; install iproute2"))?;
+    runnable("qemu-img", "--version").map_err(|e| format!("{e}; install qemu-utils"))?;
+    runnable("qemu-io", "--version").map_err(|e| format!("{e}; install qemu-utils"))?;
+    let relinkd = PathBuf::from(env!("CARGO_BIN_EXE_relinkd"));
+    let relink = relinkd.with_file_name("relink");
+    if !relink.exists() {
+        return Err(format!(
+            "no relink CLI at {} (build it: cargo build -p relink-cli with the same profile)",
+            relink.display()
+        ));
+    }
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let pid = std::process::id();
+    let root = std::env::temp_dir().join(format!("relinkd-netns-{tag}-{pid}"));
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(&root).map_err(|e| format!("{}: {e}", root.display()))?;
+    let root = Root(root);
+    let t_ns = Netns::add(format!("relinkd-{pid}-{n}-t"))?;
+    let i_ns = Netns::add(format!("relinkd-{pid}-{n}-i"))?;
+    // The pair is made inside T with its peer in I: no name in the root
+    // namespace, so parallel tests cannot clash.
+    t_ns.ip(&[
+        "link", "add", "veth0", "type", "veth", "peer", "name", "veth0", "netns", &i_ns.name,
+    ]);
+    let host = |what, ns: Netns, addr: String, guid: &str| {
+        ns.ip(&["link", "set", "lo", "up"]);
+        ns.ip(&["addr", "add", &format!("{addr}/24"), "dev", "veth0"]);
+        ns.ip(&["link", "set", "veth0", "up"]);
+        let soft_dir = root.0.join(format!("soft-{what}"));
+        let h = Host {
+            what,
+            ns,
+            addr: addr.clone(),
+            soft_dir,
+            relink: relink.clone(),
+        };
+        h.soft_device(&[
+            "add",
+            "soft0",
+            "--addr",
+            &format!("{addr}/24"),
+            "--guid",
+            guid,
+        ]);
+        h
+    };
+    let net = 10 + n;
+    let t = host("T", t_ns, format!("10.231.{net}.2"), T_GUID);
+    let i = host("I", i_ns, format!("10.231.{net}.1"), I_GUID);
+    Ok(TwoHosts { root, t, i })
+}
+
+/// A running relinkd with its stdout and stderr lines collected; killed
+/// on drop unless it exited.
+pub struct Daemon {
+    /// What it is, for messages.
+    pub what: &'static str,
+    child: Child,
+    out: Arc<Mutex<Vec<String>>>,
+    err: Arc<Mutex<Vec<String>>>,
+    status: Option<ExitStatus>,
+}
+
+fn collect(pipe: impl Read + Send + 'static) -> Arc<Mutex<Vec<String>>> {
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let sink = lines.clone();
+    thread::spawn(move || {
+        for line in BufReader::new(pipe).lines() {
+            let Ok(line) = line else { break };
+            sink.lock().unwrap().push(line);
+        }
+    });
+    lines
+}
+
+impl Daemon {
+    fn start(what: &'static str, command: &mut Command) -> Daemon {
+        // `ip netns exec` execs the program: the child is relinkd itself.
+        let mut child = command
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn the {what}: {e}"));
+        let out = collect(child.stdout.take().unwrap());
+        let err = collect(child.stderr.take().unwrap());
+        Daemon {
+            what,
+            child,
+            out,
+            err,
+            status: None,
+        }
+    }
+
+    /// Its output so far.
+    pub fn transcript(&self) -> String {
+        format!(
+            "--- {} stdout:\n{}\n--- {} stderr:\n{}",
+            self.what,
+            self.out.lock().unwrap().join("\n"),
+            self.what,
+            self.err.lock().unwrap().join("\n")
+        )
+    }
+
+    /// How many stdout or stderr lines contain `needle`.
+    pub fn count(&self, needle: &str) -> usize {
+        let n = |v: &Arc<Mutex<Vec<String>>>| {
+            v.lock()
+                .unwrap()
+                .iter()
+                .filter(|l| l.contains(needle))
+                .count()
+        };
+        n(&self.out) + n(&self.err)
+    }
+
+    /// Waits until `needle` is in at least `n` lines, or panics.
+    #[track_caller]
+    pub fn expect_count(&mut self, needle: &str, n: usize, others: &[&Daemon]) {
+        let deadline = Instant::now() + STEP;
+        while self.count(needle) < n {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                self.status = Some(s);
+                thread::sleep(Duration::from_millis(100));
+                panic!(
+                    "the {} exited ({s}) before {n} lines with {needle:?}\n{}",
+                    self.what,
+                    self.transcript()
+                );
+            }
+            if Instant::now() >= deadline {
+                let t: Vec<String> = others.iter().map(|d| d.transcript()).collect();
+                panic!(
+                    "the {} did not print {n} lines with {needle:?}\n{}\n{}",
+                    self.what,
+                    self.transcript(),
+                    t.join("\n")
+                );
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Waits until a line contains `needle`, or panics.
+    #[track_caller]
+    pub fn expect_line(&mut self, needle: &str) {
+        self.expect_count(needle, 1, &[]);
+    }
+
+    fn signal(&mut self, sig: &str) -> ExitStatus {
+        let ok = Command::new("kill")
+            .args([sig, &self.child.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(ok.success(), "kill {sig} the {}", self.what);
+        let deadline = Instant::now() + STEP;
+        loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                self.status = Some(s);
+                thread::sleep(Duration::from_millis(100));
+                return s;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the {} did not exit on {sig}\n{}",
+                self.what,
+                self.transcript()
+            );
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// SIGTERM, then the exit status.
+    #[track_caller]
+    pub fn terminate(&mut self) -> ExitStatus {
+        self.signal("-TERM")
+    }
+
+    /// SIGKILL, then the exit status.
+    #[track_caller]
+    pub fn kill9(&mut self) -> ExitStatus {
+        self.signal("-KILL")
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if self.status.is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Runs `command` to its end, killing it if it runs longer than
+/// [`STEP`]: `None` then (it hung).
+pub fn run_bounded(command: &mut Command) -> Option<Output> {
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let deadline = Instant::now() + STEP;
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            return Some(child.wait_with_output().unwrap());
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+}
