@@ -25,11 +25,14 @@
 #      capi:     librelink with the verbs provider (scripts/install-c.sh
 #                --verbs) and examples/c/ping_pong.c built against it with
 #                the system C compiler and pkg-config
+#      relinkd:  the relinkd binary with `--features rdma` (the rdma-core
+#                backend) and the host's qemu-img, for an NBD copy through
+#                two daemons on rxe across device delete/add and replacement
 # 3. per kernel: packs an initramfs (tests/vm/build-initramfs.sh) and boots it
 #    under qemu; the guest (tests/vm/guest/run.sh) sets up rxe0/rxe1 and runs
 #    the groups:
-#      6.12  sanity,devwatch,verbs,bench,sessions,example,capi  watcher backend expected: rdma-netlink
-#      6.1   sanity,devwatch,verbs,sessions,example,capi        watcher backend expected: uevent
+#      6.12  sanity,devwatch,verbs,bench,sessions,example,capi,relinkd  watcher backend expected: rdma-netlink
+#      6.1   sanity,devwatch,verbs,sessions,example,capi,relinkd        watcher backend expected: uevent
 # 4. prints one summary table; exit 0 only if every step of every VM passed.
 #
 # If the tier cannot run here at all (packages cannot be installed, the
@@ -38,7 +41,7 @@
 #
 # Options / environment:
 #   --kernels LIST   RELINK_VM_KERNELS   which kernels (6.12, 6.1; default both)
-#   --groups LIST    RELINK_VM_GROUPS    override the groups (sanity,devwatch,verbs,bench,sessions,example,capi)
+#   --groups LIST    RELINK_VM_GROUPS    override the groups (sanity,devwatch,verbs,bench,sessions,example,capi,relinkd)
 #   --accel A        RELINK_VM_ACCEL     tcg (default) or kvm (real VMX/SVM only)
 #   --verbose        RELINK_VM_VERBOSE=1 stream the whole serial console
 #   RELINK_VM_CACHE     download/unpack cache (default target/vm/cache)
@@ -90,8 +93,8 @@ T0=$(now)
 groups_for() { # kernel series -> groups
   if [ -n "$GROUPS_OVERRIDE" ]; then echo "$GROUPS_OVERRIDE"; return; fi
   case $1 in
-    6.12) echo sanity,devwatch,verbs,bench,sessions,example,capi ;;
-    *) echo sanity,devwatch,verbs,sessions,example,capi ;;
+    6.12) echo sanity,devwatch,verbs,bench,sessions,example,capi,relinkd ;;
+    *) echo sanity,devwatch,verbs,sessions,example,capi,relinkd ;;
   esac
 }
 expect_for() { case $1 in 6.12) echo rdma-netlink ;; *) echo uevent ;; esac; }
@@ -244,6 +247,23 @@ if needs capi; then
     SKIPS+=("capi|c_ping_pong_rxe|building librelink --verbs or ping_pong.c failed: $why")
   else
     BINS+=(-x "$CAPI/ping_pong:c-ping-pong")
+  fi
+fi
+
+if needs relinkd; then
+  banner "building relinkd with the rdma-core backend (--features rdma) and packing the host's qemu-img"
+  if ! "$CARGO" build -p relinkd --features rdma --release --bin relinkd \
+        --message-format=json-render-diagnostics > "$OUTDIR/relinkd.json" 2> "$OUTDIR/relinkd-build.log"; then
+    why=$(grep -m1 -E '^error' "$OUTDIR/relinkd-build.log" || tail -1 "$OUTDIR/relinkd-build.log")
+    tail -30 "$OUTDIR/relinkd-build.log" | sed 's/^/  | /'
+    SKIPS+=("relinkd|nbd_copy_across_resets|building relinkd with --features rdma failed: $why")
+  elif ! QEMU_IMG=$(command -v qemu-img); then
+    SKIPS+=("relinkd|nbd_copy_across_resets|no qemu-img on the host (qemu-utils)")
+  else
+    while IFS='|' read -r kind name exe dir; do
+      [ "$kind" = bin ] && [ "$name" = relinkd ] && BINS+=(-x "$exe:relinkd")
+    done < <(artifacts < "$OUTDIR/relinkd.json")
+    BINS+=(-x "$QEMU_IMG:qemu-img")
   fi
 fi
 

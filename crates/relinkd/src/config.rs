@@ -3,7 +3,9 @@
 //!
 //! ```toml
 //! [backend]
-//! soft_dir = "/run/relink/soft"      # the soft device registry
+//! kind = "soft"                      # or "rdma-core" (the `rdma` feature)
+//! soft_dir = "/run/relink/soft"      # soft: the soft device registry
+//! # source = "10.0.0.1"              # rdma-core: source of connections
 //!
 //! [[export]]                         # target role: serve a file
 //! name = "disk0"
@@ -27,7 +29,7 @@
 //! and SIGHUP read them again and apply the difference.
 
 use std::collections::HashSet;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -76,6 +78,14 @@ pub enum Backend {
     Soft {
         /// The registry directory.
         dir: PathBuf,
+    },
+    /// The host's RDMA devices through rdma-core (libibverbs and
+    /// librdmacm); only in a binary built with the `rdma` feature.
+    RdmaCore {
+        /// The source address of the initiator's connections (`source`;
+        /// it picks the local device); `None`: the kernel's routing picks
+        /// it.
+        source: Option<IpAddr>,
     },
 }
 
@@ -140,6 +150,7 @@ struct RawFile {
 struct RawBackend {
     kind: Option<String>,
     soft_dir: Option<PathBuf>,
+    source: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -194,25 +205,53 @@ impl Config {
             None => Backend::Soft {
                 dir: relink_soft::Registry::default_dir(),
             },
-            Some(b) => {
-                match b.kind.as_deref() {
-                    None | Some("soft") => {}
-                    Some("rdma-core") => {
+            Some(b) => match b.kind.as_deref() {
+                None | Some("soft") => {
+                    if b.source.is_some() {
+                        return Err(bad(
+                            "backend.source".into(),
+                            "applies to kind = \"rdma-core\" only",
+                        ));
+                    }
+                    let dir = b
+                        .soft_dir
+                        .unwrap_or_else(relink_soft::Registry::default_dir);
+                    if dir.as_os_str().is_empty() {
+                        return Err(bad("backend.soft_dir".into(), "must not be empty"));
+                    }
+                    Backend::Soft { dir }
+                }
+                Some("rdma-core") => {
+                    if !relink_verbs::BUILT_WITH_RDMA {
                         return Err(bad(
                             "backend.kind".into(),
-                            "the rdma-core backend is not supported yet; use \"soft\"",
-                        ))
+                            "\"rdma-core\": this relinkd was built without rdma-core support (build it with the `rdma` cargo feature)",
+                        ));
                     }
-                    Some(_) => return Err(bad("backend.kind".into(), "must be \"soft\"")),
+                    if b.soft_dir.is_some() {
+                        return Err(bad(
+                            "backend.soft_dir".into(),
+                            "applies to kind = \"soft\" only",
+                        ));
+                    }
+                    let source = match b.source.as_deref() {
+                        None => None,
+                        Some(s) => Some(s.parse::<IpAddr>().map_err(|_| {
+                            bad(
+                                "backend.source".into(),
+                                &format!("{s:?} is not an IP address"),
+                            )
+                        })?),
+                    };
+                    Backend::RdmaCore { source }
                 }
-                let dir = b
-                    .soft_dir
-                    .unwrap_or_else(relink_soft::Registry::default_dir);
-                if dir.as_os_str().is_empty() {
-                    return Err(bad("backend.soft_dir".into(), "must not be empty"));
+                Some(_) => {
+                    return Err(bad(
+                        "backend.kind".into(),
+                        "must be \"soft\" or \"rdma-core\"",
+                    ))
                 }
-                Backend::Soft { dir }
-            }
+            },
         };
         let addr = |key: String, s: &str| -> Result<SocketAddr, ConfigError> {
             s.parse()
@@ -365,9 +404,50 @@ mod tests {
         assert_eq!(c.connects[0].give_up, Some(Duration::from_secs(30)));
     }
 
+    #[cfg(not(feature = "rdma"))]
     #[test]
-    fn rdma_core_backend_is_refused_by_key() {
-        let (key, reason) = invalid("[backend]\nkind = \"rdma-core\"\n");
+    fn rdma_core_backend_is_refused_without_the_feature() {
+        let (key, reason) =
+            invalid(&BOTH.replace("soft_dir = \"/run/soft\"", "kind = \"rdma-core\""));
+        assert_eq!(key, "backend.kind");
+        assert!(
+            reason.contains("built without rdma-core support"),
+            "{reason}"
+        );
+    }
+
+    #[cfg(feature = "rdma")]
+    #[test]
+    fn rdma_core_backend_parses_with_its_source() {
+        let text = BOTH.replace("soft_dir = \"/run/soft\"", "kind = \"rdma-core\"");
+        assert_eq!(
+            parse(&text).unwrap().backend,
+            Backend::RdmaCore { source: None }
+        );
+        let with = text.replace(
+            "kind = \"rdma-core\"",
+            "kind = \"rdma-core\"\nsource = \"10.0.0.1\"",
+        );
+        assert_eq!(
+            parse(&with).unwrap().backend,
+            Backend::RdmaCore {
+                source: Some("10.0.0.1".parse().unwrap())
+            }
+        );
+        let bad = with.replace("10.0.0.1", "nowhere");
+        assert_eq!(invalid(&bad).0, "backend.source");
+        let soft = text.replace(
+            "kind = \"rdma-core\"",
+            "kind = \"rdma-core\"\nsoft_dir = \"/x\"",
+        );
+        assert_eq!(invalid(&soft).0, "backend.soft_dir");
+    }
+
+    #[test]
+    fn backend_keys_of_the_other_kind_and_unknown_kinds_are_refused() {
+        let src = BOTH.replace("soft_dir = \"/run/soft\"", "source = \"10.0.0.1\"");
+        assert_eq!(invalid(&src).0, "backend.source");
+        let (key, reason) = invalid(&BOTH.replace("soft_dir = \"/run/soft\"", "kind = \"ib\""));
         assert_eq!(key, "backend.kind");
         assert!(reason.contains("rdma-core"), "{reason}");
     }

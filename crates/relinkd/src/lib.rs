@@ -34,10 +34,21 @@
 //! refuses new ones (`ESHUTDOWN`), closes every session with a goodbye,
 //! syncs the exports' files and exits 0.
 //!
-//! The backend is the soft fabric over TCP (`[backend] soft_dir`, the
-//! registry `relink soft-device` manages); `kind = "rdma-core"` is
-//! refused for now.
+//! # Backends
+//!
+//! | `[backend] kind` | fabric | keys |
+//! |---|---|---|
+//! | `"soft"` (the default) | the soft fabric over TCP ([`relink_soft::TcpHost`]) | `soft_dir`: the registry `relink soft-device` manages |
+//! | `"rdma-core"` | the host's RDMA devices through libibverbs and librdmacm ([`relink_verbs::VerbsProvider`]) | `source`: the initiator's source address (picks the local device; default: by route) |
+//!
+//! `"rdma-core"` needs a binary built with the `rdma` cargo feature (it
+//! links rdma-core, so it is off by default and the default binary runs
+//! on hosts without it); a binary without it refuses the key at load. An
+//! rdma-core daemon should start with `RDMAV_ALLOW_DISASSOC_DESTROY=1` in
+//! its environment (the `relinkd` binary sets it before any thread starts
+//! when it is unset; see [`relink_verbs::init_environment`]).
 
+mod backend;
 mod bridge;
 mod conf_dir;
 mod config;

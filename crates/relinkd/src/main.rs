@@ -18,6 +18,12 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if matches!(config.backend, relinkd::Backend::RdmaCore { .. }) {
+        // Still the only thread: destroys on a lost device then succeed.
+        if let Err(e) = relink_verbs::init_environment() {
+            eprintln!("relinkd: warning: {e}");
+        }
+    }
     match relinkd::run(&config) {
         Ok(summary) => {
             println!(

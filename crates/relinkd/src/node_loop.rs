@@ -35,6 +35,12 @@ pub enum StartError {
         /// Why.
         reason: String,
     },
+    /// rdma-core cannot start (`kind = "rdma-core"`).
+    #[error("backend rdma-core: {reason}")]
+    RdmaCore {
+        /// Why.
+        reason: String,
+    },
     /// An export's file cannot be opened.
     #[error("export {name}: file {file}: {reason}")]
     File {
@@ -148,12 +154,7 @@ impl Daemon {
     /// # Errors
     /// [`StartError`] naming the export or connection that cannot start.
     pub fn start(config: &Config) -> Result<Daemon, StartError> {
-        let crate::config::Backend::Soft { dir } = &config.backend;
-        let provider = relink_soft::TcpHost::open(dir).map_err(|e| StartError::Backend {
-            dir: dir.clone(),
-            reason: e.to_string(),
-        })?;
-        let mut node = Node::new(Arc::new(provider));
+        let mut node = Node::new(crate::backend::open(&config.backend)?);
         let mut targets = Vec::new();
         for e in &config.exports {
             let volume = Volume::open(&e.file, e.read_only).map_err(|err| StartError::File {

@@ -23,6 +23,10 @@
 #     example   relink-verbs's verbs_write example as two processes: the
 #               server on rxe1 (10.10.0.2), the client on rxe0 (10.10.0.1);
 #               both must exit 0
+#     relinkd   two relinkd daemons on rdma-core (the target on rxe1, the
+#               initiator on rxe0); qemu-img writes an image through the
+#               initiator's NBD socket across rdma link delete/add of either
+#               side and a replacement device (rxe2 on veth1); read back
 #
 # Test binaries come from /vm/tests.list, one per line:
 #   group|name|/vm/bin/<binary>|<working dir>|<args>
@@ -436,6 +440,97 @@ if [ -x /vm/bin/verbs-example-write ]; then
 else
   echo "  !!! /vm/bin/verbs-example-write not packed"; rc=1
 fi
+endstep $rc
+fi
+
+############################################################################
+if want relinkd; then
+# Two relinkd processes on rdma-core: the target exports a file on
+# 10.10.0.2 (rxe1), the initiator (source 10.10.0.1: rxe0) serves it on an
+# NBD socket. qemu-img writes a random image through the socket (one
+# request at a time, rate limited so the device events land inside the
+# copy) while the target's device is deleted and added, then the
+# initiator's, then the target's is replaced by rxe2 on the same netdev;
+# the image is read back through NBD and from the target's file. The note
+# gives each event's stall (the longest gap between qemu-img's progress
+# reports, one per 2 MiB request, ~0.5 s apart without an event, in the
+# two after the event) and the longest gap without an event.
+step relinkd nbd_copy_across_resets
+rc=0
+RD=/tmp/relinkd; rm -rf $RD; mkdir -p $RD
+MB=32 RATE=4
+if [ -x /vm/bin/relinkd ] && [ -x /vm/bin/qemu-img ]; then
+  dd if=/dev/urandom of=$RD/src.img bs=1M count=$MB 2>/dev/null
+  dd if=/dev/zero of=$RD/disk0.img bs=1M count=$MB 2>/dev/null
+  printf '[backend]\nkind = "rdma-core"\n[[export]]\nname = "disk0"\nlisten = "10.10.0.2:7471"\nfile = "%s"\n' \
+    $RD/disk0.img > $RD/target.toml
+  printf '[backend]\nkind = "rdma-core"\nsource = "10.10.0.1"\n[[connect]]\nname = "disk0"\ntargets = ["10.10.0.2:7471"]\nnbd_socket = "%s"\ngive_up_secs = 60\n' \
+    $RD/disk0.sock > $RD/initiator.toml
+  /vm/bin/relinkd $RD/target.toml > $RD/target.log 2>&1 & tpid=$!
+  wait_listen 10.10.0.2 7471 || rc=1
+  /vm/bin/relinkd $RD/initiator.toml > $RD/initiator.log 2>&1 & ipid=$!
+  wait_for 20 grep -q '^connect disk0 ready' $RD/initiator.log || { echo "  !!! the initiator is not ready after 20 s"; rc=1; }
+  URL="nbd+unix:///disk0?socket=$RD/disk0.sock"
+  # each progress report (\r-terminated) with the guest's uptime before it
+  ( qemu-img convert -p -n -m 1 -r ${RATE}M -f raw -O raw $RD/src.img "$URL"; echo $? > $RD/qemu.rc ) 2>&1 |
+    awk 'BEGIN{RS="\r"} {getline u < "/proc/uptime"; close("/proc/uptime"); split(u, a, " "); gsub(/\n/, " "); print a[1], $0; fflush()}' \
+    > $RD/progress & qpid=$!
+  pct() { tail -1 $RD/progress 2>/dev/null | sed -n 's/.*(\([0-9]*\)\.[0-9]*\/100%).*/\1/p'; }
+  at() { p_=$(pct); [ -n "$p_" ] && [ "$p_" -ge "$1" ]; }
+  event() { # event <percent> <label> <commands...>: once the copy is past <percent>
+    # (the label is one word: it names the event in the note)
+    p=$1; l=$2; shift 2
+    if ! wait_for 120 at "$p"; then echo "  !!! the copy did not reach $p% within 120 s (before: $l)"; rc=1; return; fi
+    if [ -s $RD/qemu.rc ]; then echo "  !!! the copy ended before: $l"; rc=1; return; fi
+    echo "$(ts) EVENT $l" >> $RD/events
+    echo "  at $(pct)%: $l"
+    "$@" || rc=1
+  }
+  del_add() { tx timeout 10 rdma link delete "$1" && sleep 1 && tx rdma link add "$2" type rxe netdev "$3"; }
+  event 15 target_rxe1_delete_add del_add rxe1 rxe1 veth1
+  event 45 initiator_rxe0_delete_add del_add rxe0 rxe0 veth0
+  event 75 target_rxe1_replaced_by_rxe2 del_add rxe1 rxe2 veth1
+  wait_for 180 gone $qpid || { echo "  !!! qemu-img convert still runs after 180 s"; kill $qpid 2>/dev/null; rc=1; }
+  wait $qpid 2>/dev/null
+  qrc=$(cat $RD/qemu.rc 2>/dev/null); echo "  qemu-img convert rc=${qrc:-none}"
+  [ "$qrc" = 0 ] || rc=1
+  # each event's stall: the longer of the two gaps between progress
+  # reports after it (the request under way at the event may still
+  # complete, the next one waits for the recovery); and the longest gap
+  # without an event (a repeated report, qemu-img's last, is not progress)
+  stall=$(cat $RD/events $RD/progress 2>/dev/null | sort -n | awk '
+    function flush() { out = out sep ev " " sprintf("%.2fs", cur); sep = ", "; ev = ""; cur = 0; n = 0 }
+    $2 == "EVENT" {if (ev != "") flush(); ev = $3; n = 2; next}
+    $2 ~ /^\(/ && $2 != last {
+      if (prev != "") {
+        g = $1 - prev
+        if (n > 0) { if (g > cur) cur = g; n--; if (n == 0) flush() }
+        else if (g > other) other = g
+      }
+      prev = $1; last = $2
+    }
+    END{if (ev != "") flush(); printf "stalls: %s; longest gap without an event %.2fs", out, other}')
+  echo "  $stall"
+  echo "  progress reports:"; tr '\n' ' ' < $RD/progress | fold -w 150 | sed 's/^/  | /'; echo
+  tx timeout 60 qemu-img compare -f raw -F raw $RD/src.img "$URL" || { echo "  !!! read back through NBD differs"; rc=1; }
+  kill -TERM $ipid; wait_for 40 gone $ipid || { echo "  !!! the initiator still runs 40 s after SIGTERM"; kill -9 $ipid; rc=1; }
+  wait $ipid; irc=$?
+  kill -TERM $tpid; wait_for 40 gone $tpid || { echo "  !!! the target still runs 40 s after SIGTERM"; kill -9 $tpid; rc=1; }
+  wait $tpid; trc=$?
+  echo "  initiator rc=$irc, target rc=$trc"
+  [ $irc = 0 ] && [ $trc = 0 ] || rc=1
+  cmp $RD/src.img $RD/disk0.img || { echo "  !!! the target's file differs from the image"; rc=1; }
+  sed 's/^/  initiator| /' $RD/initiator.log | tail -25
+  sed 's/^/  target| /' $RD/target.log | tail -15
+  NOTE="$MB MiB at $RATE MiB/s; $stall"
+  [ $rc = 0 ] || NOTE="FAILED; $NOTE"
+else
+  echo "  !!! /vm/bin/relinkd or /vm/bin/qemu-img not packed"; rc=1
+fi
+# rxe1 back on veth1 for the steps after this one
+[ -d /sys/class/infiniband/rxe2 ] && tx timeout 10 rdma link delete rxe2
+[ -d /sys/class/infiniband/rxe1 ] || tx rdma link add rxe1 type rxe netdev veth1 || rc=1
+[ -d /sys/class/infiniband/rxe0 ] || tx rdma link add rxe0 type rxe netdev veth0 || rc=1
 endstep $rc
 fi
 
