@@ -1,5 +1,5 @@
-//! Feeds an arbitrary byte stream to relink-nbd's handshake as a client
-//! would send it: client flags, then options (header and data) one after
+//! Feeds an arbitrary script of options to relink-nbd's handshake as a client
+//! would send them: client flags, then options (header and data) one after
 //! another through the `Negotiator`, until one enters transmission or
 //! closes, or the bytes run out.
 //!
@@ -15,7 +15,7 @@ use libfuzzer_sys::fuzz_target;
 use relink_nbd::consts::*;
 use relink_nbd::handshake::{
     parse_client_flags, parse_option, Negotiator, Next, OptionHeader, OptionRequest,
-    CLIENT_FLAGS_LEN, MAX_OPTION_LEN, OPTION_HEADER_LEN,
+    CLIENT_FLAGS_LEN, MAX_OPTION_LEN,
 };
 use relink_nbd::reply::OptionReply;
 use relink_nbd::{BlockSizes, ExportFlags, ExportInfo};
@@ -41,23 +41,52 @@ fn exports() -> Vec<ExportInfo> {
     ]
 }
 
+/// The options the negotiator knows, and two it does not.
+const OPTIONS: [u32; 8] = [
+    NBD_OPT_EXPORT_NAME,
+    NBD_OPT_ABORT,
+    NBD_OPT_LIST,
+    NBD_OPT_INFO,
+    NBD_OPT_GO,
+    NBD_OPT_STARTTLS,
+    NBD_OPT_STRUCTURED_REPLY,
+    0x4242,
+];
+
+// The input is not wire bytes but a script of options, so that the fuzzer
+// spends its time in option data rather than in finding `IHAVEOPT`: a
+// byte for the client flags (its top bit: take the next 4 bytes as raw
+// flags instead), then per option a selector byte (an index into
+// `OPTIONS`), a 16-bit data length (clipped to what is left) and the data.
 fuzz_target!(|data: &[u8]| {
-    let Ok(client) = parse_client_flags(data) else {
+    let Some((&first, mut rest)) = data.split_first() else {
+        return;
+    };
+    let flags = if first & 0x80 != 0 {
+        let Some(raw) = rest.get(..CLIENT_FLAGS_LEN) else {
+            return;
+        };
+        rest = &rest[CLIENT_FLAGS_LEN..];
+        raw.to_vec()
+    } else {
+        u32::from(first & 3).to_be_bytes().to_vec()
+    };
+    let Ok(client) = parse_client_flags(&flags) else {
         return;
     };
     let exports = exports();
     let n = Negotiator::new(exports.clone(), MAX, client);
-    let mut rest = &data[CLIENT_FLAGS_LEN..];
-    while rest.len() >= OPTION_HEADER_LEN {
-        let Ok(h) = OptionHeader::parse(rest) else {
-            return;
-        };
-        rest = &rest[OPTION_HEADER_LEN..];
-        if h.len > MAX_OPTION_LEN || h.len as usize > rest.len() {
-            return;
-        }
-        let (body, after) = rest.split_at(h.len as usize);
+    while rest.len() >= 3 {
+        let option = OPTIONS[usize::from(rest[0]) % OPTIONS.len()];
+        let len = usize::from(u16::from_be_bytes([rest[1], rest[2]])).min(rest.len() - 3);
+        let (body, after) = rest[3..].split_at(len);
         rest = after;
+        let h = OptionHeader {
+            option,
+            len: len as u32,
+        };
+        assert!(h.len <= MAX_OPTION_LEN);
+        assert_eq!(OptionHeader::parse(&h.encode()).expect("round trip"), h);
         let out = n.handle(h, body);
         if h.option != NBD_OPT_EXPORT_NAME {
             let mut r = &out.reply[..];

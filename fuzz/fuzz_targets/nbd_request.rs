@@ -67,7 +67,8 @@ fuzz_target!(|data: &[u8]| {
                 assert!(len <= b.maximum && offset + u64::from(len) <= SIZE);
                 assert!(offset % u64::from(b.minimum) == 0 && len % b.minimum == 0);
             }
-            Ok(Command::Trim { offset, len, .. }) | Ok(Command::WriteZeroes { offset, len, .. }) => {
+            Ok(Command::Trim { offset, len, .. })
+            | Ok(Command::WriteZeroes { offset, len, .. }) => {
                 let min = exports[0].block_sizes.minimum;
                 assert!(offset + u64::from(len) <= SIZE);
                 assert!(offset % u64::from(min) == 0 && len % min == 0);
