@@ -22,6 +22,9 @@
 //!    one export (queue depth 4 each), idle; CPU time (user + system) of
 //!    the initiator and the target from `/proc/<pid>/stat`.
 //!
+//! `RELINK_BENCH_NBD_MAX_IO=<bytes>` sets `max_io` of both daemons (default
+//! relink-block's, 128 KiB), for a look at how the split size matters.
+//!
 //! Prints a table and `RESULT nbd ...` lines. Needs `qemu-img` (qemu-utils);
 //! without it it prints `SKIPPED` and returns. Run without `--bench` (as
 //! `cargo test --benches` does) it makes a quick run.
@@ -325,12 +328,17 @@ fn run(p: &Plan, root: &Path, quick: bool) {
     for f in [&volume, &baseline] {
         std::fs::File::create(f).unwrap().set_len(p.size).unwrap();
     }
+    let max_io = std::env::var("RELINK_BENCH_NBD_MAX_IO")
+        .ok()
+        .filter(|v| !v.is_empty())
+        .map(|v| format!("max_io = {v}\n"))
+        .unwrap_or_default();
     let addr = format!("127.0.0.2:{}", free_port());
     let target_conf = root.join("target.toml");
     write_file(
         &target_conf,
         &format!(
-            "[backend]\nsoft_dir = {dir_b:?}\n\n[[export]]\nname = \"disk\"\nlisten = \"{addr}\"\nfile = {volume:?}\n"
+            "[backend]\nsoft_dir = {dir_b:?}\n\n[[export]]\nname = \"disk\"\nlisten = \"{addr}\"\nfile = {volume:?}\n{max_io}"
         ),
     );
     let socket = root.join("relinkd.sock");
@@ -338,7 +346,7 @@ fn run(p: &Plan, root: &Path, quick: bool) {
     write_file(
         &init_conf,
         &format!(
-            "[backend]\nsoft_dir = {dir_a:?}\n\n[[connect]]\nname = \"disk\"\ntargets = [\"{addr}\"]\nnbd_socket = {socket:?}\ngive_up_secs = 300\n"
+            "[backend]\nsoft_dir = {dir_a:?}\n\n[[connect]]\nname = \"disk\"\ntargets = [\"{addr}\"]\nnbd_socket = {socket:?}\ngive_up_secs = 300\n{max_io}"
         ),
     );
     let mut target = Proc::relinkd(&target_conf);
@@ -348,11 +356,16 @@ fn run(p: &Plan, root: &Path, quick: bool) {
     let relinkd_url = format!("nbd+unix:///disk?socket={}", socket.display());
 
     println!(
-        "nbd bench ({}): {} MiB volume, writes {} x 1 MiB, reads {} x 4 KiB, queue depth 16",
+        "nbd bench ({}): {} MiB volume, writes {} x 1 MiB, reads {} x 4 KiB, queue depth 16{}",
         if quick { "quick" } else { "full" },
         p.size >> 20,
         p.write_count,
-        p.read_count
+        p.read_count,
+        if max_io.is_empty() {
+            String::new()
+        } else {
+            format!(", {}", max_io.trim())
+        }
     );
     let mut rows: Vec<(String, Option<(f64, f64)>)> = Vec::new();
     let relinkd = throughput(p, &relinkd_url, &["-f", "raw"]);
