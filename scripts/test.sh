@@ -16,6 +16,7 @@ cargo test --workspace --release
 step "benchmarks still run (quick mode; figures come from the full runs in docs/BENCHMARKS.md)"
 RELINK_BENCH_QUICK=1 cargo bench -p relink-bench
 RELINK_BENCH_QUICK=1 cargo bench -p relink-c --bench c_vs_rust
+RELINK_BENCH_QUICK=1 cargo bench -p relinkd --bench nbd
 
 step "real RDMA tier (rdma-core on Soft-RoCE in a VM: tests/vm/run.sh)"
 if [ "${RELINK_SKIP_VM:-0}" = 1 ]; then

@@ -15,7 +15,7 @@ use relink_nbd::handshake::{
 };
 use relink_nbd::reply::OptionReply;
 use relink_nbd::request::{check, Command, RequestHeader, REQUEST_HEADER_LEN};
-use relink_nbd::{ExportFlags, ExportInfo};
+use relink_nbd::{BlockSizes, ExportFlags, ExportInfo};
 
 const SIZE: u64 = 1 << 30;
 const MAX: u32 = 32 << 20;
@@ -33,6 +33,11 @@ fuzz_target!(|data: &[u8]| {
             ExportFlags::read_write()
         } else {
             ExportFlags::read_only()
+        },
+        block_sizes: if selector & 2 == 0 {
+            BlockSizes::default()
+        } else {
+            BlockSizes::new(512, 4096, 128 * 1024)
         },
     }];
 
@@ -58,10 +63,15 @@ fuzz_target!(|data: &[u8]| {
         assert_eq!(&h.encode()[..], &data[..REQUEST_HEADER_LEN]);
         match check(&h, &exports[0], MAX) {
             Ok(Command::Read { offset, len }) | Ok(Command::Write { offset, len, .. }) => {
-                assert!(len <= MAX && offset + u64::from(len) <= SIZE);
+                let b = exports[0].block_sizes.effective(MAX);
+                assert!(len <= b.maximum && offset + u64::from(len) <= SIZE);
+                assert!(offset % u64::from(b.minimum) == 0 && len % b.minimum == 0);
             }
-            Ok(Command::Trim { offset, len, .. }) | Ok(Command::WriteZeroes { offset, len, .. }) => {
+            Ok(Command::Trim { offset, len, .. })
+            | Ok(Command::WriteZeroes { offset, len, .. }) => {
+                let min = exports[0].block_sizes.minimum;
                 assert!(offset + u64::from(len) <= SIZE);
+                assert!(offset % u64::from(min) == 0 && len % min == 0);
             }
             _ => {}
         }

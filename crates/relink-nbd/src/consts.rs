@@ -55,6 +55,9 @@ pub const NBD_REP_ERR_POLICY: u32 = NBD_REP_FLAG_ERROR | 2;
 pub const NBD_REP_ERR_INVALID: u32 = NBD_REP_FLAG_ERROR | 3;
 /// Option reply: no export of that name.
 pub const NBD_REP_ERR_UNKNOWN: u32 = NBD_REP_FLAG_ERROR | 6;
+/// Option reply: the export has block size constraints and the client did
+/// not request `NBD_INFO_BLOCK_SIZE`.
+pub const NBD_REP_ERR_BLOCK_SIZE_REQD: u32 = NBD_REP_FLAG_ERROR | 8;
 
 /// Information type: size and transmission flags.
 pub const NBD_INFO_EXPORT: u16 = 0;

@@ -128,4 +128,14 @@ pub enum ConfigError {
     /// A limit of zero (queue depth, payload).
     #[error("{0} must be at least 1")]
     ZeroLimit(&'static str),
+    /// An export's block sizes that cannot be advertised.
+    #[error("export {name:?}: block sizes {sizes}: {reason}")]
+    BadBlockSizes {
+        /// The export.
+        name: String,
+        /// The sizes, `minimum/preferred/maximum`.
+        sizes: String,
+        /// What is wrong.
+        reason: &'static str,
+    },
 }

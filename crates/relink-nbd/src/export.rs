@@ -110,6 +110,74 @@ impl ExportFlags {
     }
 }
 
+/// An export's block size constraints (`NBD_INFO_BLOCK_SIZE`): offsets and
+/// lengths are multiples of `minimum`, `preferred` is the size that avoids
+/// read-modify-write, and reads and writes are at most `maximum` bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockSizes {
+    /// Offsets and lengths of every request are multiples of it (a power of
+    /// two, 1 to 64 KiB); unaligned requests get `EINVAL`.
+    pub minimum: u32,
+    /// The size clients should use (a power of two, at least `minimum`).
+    pub preferred: u32,
+    /// The longest read or write (a multiple of `minimum`, at least
+    /// `preferred`); the server's `max_payload` caps it.
+    pub maximum: u32,
+}
+
+impl Default for BlockSizes {
+    /// No constraint: `1 / 4096 / u32::MAX` (the server's `max_payload`
+    /// is the maximum then).
+    fn default() -> Self {
+        BlockSizes {
+            minimum: 1,
+            preferred: 4096,
+            maximum: u32::MAX,
+        }
+    }
+}
+
+impl BlockSizes {
+    /// Constraints of `minimum / preferred / maximum` bytes (checked by
+    /// [`crate::Server::new`]).
+    #[must_use]
+    pub fn new(minimum: u32, preferred: u32, maximum: u32) -> Self {
+        BlockSizes {
+            minimum,
+            preferred,
+            maximum,
+        }
+    }
+
+    /// The sizes advertised under a server maximum payload of
+    /// `max_payload`: `maximum` capped to it.
+    #[must_use]
+    pub fn effective(&self, max_payload: u32) -> BlockSizes {
+        BlockSizes {
+            maximum: self.maximum.min(max_payload),
+            ..*self
+        }
+    }
+
+    /// What is wrong with these sizes under `max_payload`, if anything.
+    #[must_use]
+    pub fn problem(&self, max_payload: u32) -> Option<&'static str> {
+        let e = self.effective(max_payload);
+        if !e.minimum.is_power_of_two() || e.minimum > 64 * 1024 {
+            return Some("minimum must be a power of two from 1 to 65536");
+        }
+        if !e.preferred.is_power_of_two() || e.preferred < e.minimum {
+            return Some("preferred must be a power of two, at least minimum");
+        }
+        if e.maximum < e.preferred || e.maximum % e.minimum != 0 {
+            return Some(
+                "maximum (capped to max_payload) must be a multiple of minimum, at least preferred",
+            );
+        }
+        None
+    }
+}
+
 /// What the handshake needs to know of an export: no channel, so the
 /// sans-IO handshake can use it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -122,6 +190,8 @@ pub struct ExportInfo {
     pub size: u64,
     /// What it allows.
     pub flags: ExportFlags,
+    /// Its block size constraints.
+    pub block_sizes: BlockSizes,
 }
 
 /// One export: its description and the channel of its backend.
@@ -150,9 +220,17 @@ impl Export {
                 description: String::new(),
                 size,
                 flags,
+                block_sizes: BlockSizes::default(),
             },
             requests,
         }
+    }
+
+    /// Sets the block size constraints (default [`BlockSizes::default`]).
+    #[must_use]
+    pub fn with_block_sizes(mut self, block_sizes: BlockSizes) -> Self {
+        self.info.block_sizes = block_sizes;
+        self
     }
 
     /// Sets the description `NBD_OPT_LIST` shows.

@@ -242,8 +242,8 @@ pub struct Negotiator {
 }
 
 impl Negotiator {
-    /// A negotiator for `exports`, advertising `max_payload` as the maximum
-    /// block size, for a client that sent `client`.
+    /// A negotiator for `exports`, capping their maximum block size to
+    /// `max_payload`, for a client that sent `client`.
     #[must_use]
     pub fn new(exports: Vec<ExportInfo>, max_payload: u32, client: ClientFlags) -> Self {
         Negotiator {
@@ -265,7 +265,9 @@ impl Negotiator {
 
     /// The reply to option `header` with its `data`, and what follows.
     /// Malformed data gets `NBD_REP_ERR_INVALID`, an unknown name
-    /// `NBD_REP_ERR_UNKNOWN`, options other than EXPORT_NAME, ABORT, LIST,
+    /// `NBD_REP_ERR_UNKNOWN`, a `NBD_OPT_GO` that does not request
+    /// `NBD_INFO_BLOCK_SIZE` for an export whose minimum block size exceeds
+    /// 1 `NBD_REP_ERR_BLOCK_SIZE_REQD`, options other than EXPORT_NAME, ABORT, LIST,
     /// INFO and GO `NBD_REP_ERR_UNSUP`; all of those continue the handshake.
     #[must_use]
     pub fn handle(&self, header: OptionHeader, data: &[u8]) -> OptionOutcome {
@@ -318,6 +320,19 @@ impl Negotiator {
                 Next::Continue
             }
             OptionRequest::Info { go, name, requests } => match self.lookup(&name) {
+                Some(i)
+                    if go
+                        && self.exports[i].block_sizes.minimum > 1
+                        && !requests.contains(&NBD_INFO_BLOCK_SIZE) =>
+                {
+                    push_option_reply(
+                        &mut reply,
+                        option,
+                        NBD_REP_ERR_BLOCK_SIZE_REQD,
+                        b"the export has a minimum block size: request NBD_INFO_BLOCK_SIZE",
+                    );
+                    Next::Continue
+                }
                 Some(i) => {
                     self.push_info(&mut reply, option, &self.exports[i], &requests);
                     push_option_reply(&mut reply, option, NBD_REP_ACK, &[]);
@@ -340,8 +355,9 @@ impl Negotiator {
         OptionOutcome { reply, next }
     }
 
-    /// `NBD_INFO_EXPORT` and `NBD_INFO_BLOCK_SIZE` always; the name and
-    /// description when requested.
+    /// `NBD_INFO_EXPORT` and `NBD_INFO_BLOCK_SIZE` always (the spec lets a
+    /// server send the sizes unasked); the name and description when
+    /// requested.
     fn push_info(&self, out: &mut Vec<u8>, option: u32, e: &ExportInfo, requests: &[u16]) {
         let mut d = Vec::new();
         d.extend_from_slice(&NBD_INFO_EXPORT.to_be_bytes());
@@ -349,10 +365,11 @@ impl Negotiator {
         d.extend_from_slice(&e.flags.transmission_flags().to_be_bytes());
         push_option_reply(out, option, NBD_REP_INFO, &d);
         d.clear();
+        let sizes = e.block_sizes.effective(self.max_payload);
         d.extend_from_slice(&NBD_INFO_BLOCK_SIZE.to_be_bytes());
-        d.extend_from_slice(&1u32.to_be_bytes());
-        d.extend_from_slice(&4096u32.to_be_bytes());
-        d.extend_from_slice(&self.max_payload.to_be_bytes());
+        d.extend_from_slice(&sizes.minimum.to_be_bytes());
+        d.extend_from_slice(&sizes.preferred.to_be_bytes());
+        d.extend_from_slice(&sizes.maximum.to_be_bytes());
         push_option_reply(out, option, NBD_REP_INFO, &d);
         if requests.contains(&NBD_INFO_NAME) {
             d.clear();

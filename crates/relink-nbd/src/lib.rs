@@ -8,8 +8,10 @@
 //!   [`consts`]): parsers and encoders over byte slices, each checking every
 //!   length before it reads. The handshake is fixed newstyle with
 //!   `NO_ZEROES`; it answers `NBD_OPT_GO`, `NBD_OPT_INFO` (export size and
-//!   flags, block sizes `1 / 4096 / max_payload`, name and description on
-//!   request), `NBD_OPT_EXPORT_NAME`, `NBD_OPT_LIST` and `NBD_OPT_ABORT`;
+//!   flags, the export's [`BlockSizes`] with the maximum capped to
+//!   `max_payload`, name and description on request; a `NBD_OPT_GO` that
+//!   does not request block sizes for an export whose minimum exceeds 1
+//!   gets `NBD_REP_ERR_BLOCK_SIZE_REQD`), `NBD_OPT_EXPORT_NAME`, `NBD_OPT_LIST` and `NBD_OPT_ABORT`;
 //!   every other option gets `NBD_REP_ERR_UNSUP`, so only simple replies are
 //!   ever sent. Transmission takes `READ`, `WRITE`, `FLUSH`, `TRIM`,
 //!   `WRITE_ZEROES` (with `NO_HOLE`) and `DISC`, with `FUA`.
@@ -32,9 +34,11 @@
 //! - A well-formed request the export cannot take gets an NBD error reply
 //!   and the connection continues ([`request::Rejection`]): `EINVAL` for an
 //!   unknown command or flag, an operation the export does not offer, a
-//!   read or write longer than [`ServerConfig::max_payload`] (its payload is
-//!   read and dropped in 64 KiB pieces, never buffered whole) or a read
-//!   outside the export; `ENOSPC` for a write, trim or zeroing past the end;
+//!   read or write longer than the export's maximum block size (at most
+//!   [`ServerConfig::max_payload`]; its payload is read and dropped in 64
+//!   KiB pieces, never buffered whole), an offset or length that is not a
+//!   multiple of the export's minimum block size, or a read outside the
+//!   export; `ENOSPC` for a write, trim or zeroing past the end;
 //!   `EPERM` for any modification of a read-only export.
 //! - A backend failure is a [`BlockError`], sent as its errno
 //!   ([`BlockError::nbd_errno`]).
@@ -85,6 +89,6 @@ pub mod request;
 mod server;
 
 pub use error::{BlockError, ConfigError, ProtocolError};
-pub use export::{BlockOp, BlockReply, BlockRequest, Export, ExportFlags, ExportInfo};
+pub use export::{BlockOp, BlockReply, BlockRequest, BlockSizes, Export, ExportFlags, ExportInfo};
 pub use file::{spawn_file_export, FileStore};
 pub use server::{Server, ServerConfig};

@@ -159,6 +159,17 @@ pub enum Rejection {
         /// Byte count.
         len: u32,
     },
+    /// An offset or length that is not a multiple of the export's minimum
+    /// block size (`EINVAL`).
+    #[error("range {offset}+{len} not aligned to the minimum block size {minimum}")]
+    Unaligned {
+        /// Byte offset.
+        offset: u64,
+        /// Byte count.
+        len: u32,
+        /// The export's minimum block size.
+        minimum: u32,
+    },
     /// A write, trim or zeroing past the end (`ENOSPC`).
     #[error("write {offset}+{len} past the end of the export")]
     PastEnd {
@@ -181,7 +192,8 @@ impl Rejection {
     }
 }
 
-/// Checks `header` against `export` and the server's `max_payload`.
+/// Checks `header` against `export` and the server's `max_payload` (which
+/// caps the export's maximum block size).
 ///
 /// Returns the [`Command`] to run, or the [`Rejection`] to answer with. Either
 /// way the caller still consumes [`RequestHeader::payload_len`] bytes.
@@ -189,7 +201,8 @@ impl Rejection {
 /// # Errors
 /// The [`Rejection`]: unknown command or flags, an operation the export does
 /// not offer, a modification of a read-only export, an oversize read or
-/// write, a range outside the export.
+/// write, an offset or length not aligned to the minimum block size, a
+/// range outside the export.
 pub fn check(
     header: &RequestHeader,
     export: &ExportInfo,
@@ -217,6 +230,8 @@ pub fn check(
     if fua && modifies && !f.fua {
         return Err(Rejection::BadFlags(header.flags));
     }
+    let sizes = export.block_sizes.effective(max_payload);
+    let max_payload = sizes.maximum;
     let (offset, len) = (header.offset, header.len);
     let in_range = offset
         .checked_add(u64::from(len))
@@ -234,6 +249,14 @@ pub fn check(
             })
         }
         _ => {}
+    }
+    let min = u64::from(sizes.minimum.max(1));
+    if header.kind != NBD_CMD_FLUSH && (offset % min != 0 || u64::from(len) % min != 0) {
+        return Err(Rejection::Unaligned {
+            offset,
+            len,
+            minimum: sizes.minimum,
+        });
     }
     if !in_range {
         return Err(if header.kind == NBD_CMD_READ {

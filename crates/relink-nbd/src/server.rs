@@ -84,7 +84,8 @@ impl Server {
     ///
     /// # Errors
     /// [`ConfigError`] for no exports, duplicate names, names that are not
-    /// NBD strings, or a zero limit.
+    /// NBD strings, a zero limit, or block sizes that break the protocol's
+    /// rules ([`crate::BlockSizes::problem`]).
     pub fn new(exports: Vec<Export>, config: ServerConfig) -> Result<Self, ConfigError> {
         if exports.is_empty() {
             return Err(ConfigError::NoExports);
@@ -102,6 +103,14 @@ impl Server {
             }
             if exports[..i].iter().any(|o| &o.info.name == n) {
                 return Err(ConfigError::DuplicateExport(n.clone()));
+            }
+            let b = e.info.block_sizes;
+            if let Some(reason) = b.problem(config.max_payload) {
+                return Err(ConfigError::BadBlockSizes {
+                    name: n.clone(),
+                    sizes: format!("{}/{}/{}", b.minimum, b.preferred, b.maximum),
+                    reason,
+                });
             }
         }
         let infos = exports.iter().map(|e| e.info.clone()).collect();

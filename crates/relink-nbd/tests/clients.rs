@@ -228,3 +228,49 @@ fn read_only_export_is_readable_and_refuses_writes() {
         assert!(image.iter().all(|&b| b == 0), "read-only {name} changed");
     }
 }
+
+#[test]
+fn block_sizes_show_in_nbdinfo_and_qemu_io_writes_unaligned_by_read_modify_write() {
+    let test = "block_sizes_show_in_nbdinfo_and_qemu_io_writes_unaligned_by_read_modify_write";
+    let (Some(nbdinfo), Some(qemu_io)) = (tool(test, "nbdinfo"), tool(test, "qemu-io")) else {
+        return;
+    };
+    let fx = Fixture::start(&[Spec::sectors("sect", 4 * MIB)], ServerConfig::default());
+    let uri = fx.unix_uri("sect");
+    let info = run_ok(&nbdinfo, &["--json", &uri]);
+    for size in [
+        "\"block_size_minimum\": 512",
+        "\"block_size_preferred\": 4096",
+        "\"block_size_maximum\": 65536",
+    ] {
+        assert!(info.contains(size), "missing {size} in {info}");
+    }
+    // qemu honours the minimum: the unaligned write becomes a read of the
+    // sector, then a write of it, and every request the server sees is
+    // aligned (an unaligned one would fail with EINVAL).
+    let out = run_ok(
+        &qemu_io,
+        &[
+            "-f",
+            "raw",
+            "-c",
+            "write -P 0x11 0 4k",
+            "-c",
+            "write -P 0x22 1 100",
+            "-c",
+            "read -P 0x11 0 1",
+            "-c",
+            "read -P 0x22 1 100",
+            "-c",
+            "read -P 0x11 101 3995",
+            "-c",
+            "read -P 0x22 3 1",
+            &uri,
+        ],
+    );
+    assert!(!out.contains("Pattern verification failed"), "{out}");
+    let image = std::fs::read(fx.image("sect")).expect("image");
+    assert_eq!(image[0], 0x11);
+    assert!(image[1..101].iter().all(|&b| b == 0x22));
+    assert!(image[101..4096].iter().all(|&b| b == 0x11));
+}

@@ -27,6 +27,7 @@ fn export(size: u64, flags: ExportFlags) -> ExportInfo {
         description: String::new(),
         size,
         flags,
+        block_sizes: Default::default(),
     }
 }
 

@@ -10,8 +10,8 @@ use relink_nbd::handshake::OptionHeader;
 use relink_nbd::reply::{OptionReply, SimpleReply};
 use relink_nbd::request::RequestHeader;
 use relink_nbd::{
-    spawn_file_export, BlockOp, BlockReply, BlockRequest, Export, ExportFlags, FileStore, Server,
-    ServerConfig,
+    spawn_file_export, BlockOp, BlockReply, BlockRequest, BlockSizes, Export, ExportFlags,
+    FileStore, Server, ServerConfig,
 };
 use tokio::runtime::Runtime;
 use tokio::sync::mpsc;
@@ -495,4 +495,130 @@ fn handshake_options_errors_and_list() {
     };
     s.write_all(&h.encode()).expect("header");
     assert_closed(&mut s);
+}
+
+/// An export named "sect" of `SIZE` bytes with 512 / 4096 / 64 KiB block
+/// sizes, on a file.
+fn sector_export(dir: &std::path::Path) -> Export {
+    let path = dir.join("sect");
+    std::fs::File::create(&path)
+        .and_then(|f| f.set_len(SIZE))
+        .expect("image");
+    let store = FileStore::open(&path, false).expect("open");
+    spawn_file_export("sect", store)
+        .expect("export")
+        .with_block_sizes(BlockSizes::new(512, 4096, 64 * 1024))
+}
+
+#[test]
+fn block_sizes_are_advertised_and_unaligned_requests_get_einval() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rig = rig(ServerConfig::default(), || vec![sector_export(dir.path())]);
+    let mut s = rig.connect();
+    s.write_all(&(NBD_FLAG_C_FIXED_NEWSTYLE | NBD_FLAG_C_NO_ZEROES).to_be_bytes())
+        .expect("flags");
+    // GO without asking for the block sizes: the client is told to ask.
+    send_option(&mut s, NBD_OPT_GO, &go_data("sect", &[]));
+    assert_eq!(
+        read_option_reply(&mut s).reply_type,
+        NBD_REP_ERR_BLOCK_SIZE_REQD
+    );
+    // GO asking for them: they are sent, then transmission.
+    send_option(&mut s, NBD_OPT_GO, &go_data("sect", &[NBD_INFO_BLOCK_SIZE]));
+    let mut sizes = None;
+    loop {
+        let r = read_option_reply(&mut s);
+        match r.reply_type {
+            NBD_REP_INFO if r.data[0..2] == NBD_INFO_BLOCK_SIZE.to_be_bytes() => {
+                let n = |i: usize| u32::from_be_bytes(r.data[i..i + 4].try_into().expect("4"));
+                sizes = Some((n(2), n(6), n(10)));
+            }
+            NBD_REP_INFO => {}
+            NBD_REP_ACK => break,
+            other => panic!("unexpected reply {other:#x}"),
+        }
+    }
+    assert_eq!(sizes, Some((512, 4096, 64 * 1024)));
+    // Unaligned offsets and lengths: EINVAL, and the connection goes on.
+    for (cookie, offset, len) in [(1, 1, 512), (2, 0, 100), (3, 512, 513)] {
+        request(&mut s, NBD_CMD_READ, 0, cookie, offset, len);
+        let r = reply(&mut s);
+        assert_eq!((r.cookie, r.error), (cookie, NBD_EINVAL));
+    }
+    // An unaligned write's payload is consumed: the stream stays in step.
+    request(&mut s, NBD_CMD_WRITE, 0, 4, 0, 100);
+    s.write_all(&[7u8; 100]).expect("payload");
+    assert_eq!(reply(&mut s).error, NBD_EINVAL);
+    request(&mut s, NBD_CMD_TRIM, 0, 5, 100, 512);
+    assert_eq!(reply(&mut s).error, NBD_EINVAL);
+    // Longer than the export's maximum: EINVAL.
+    request(&mut s, NBD_CMD_READ, 0, 6, 0, 128 * 1024);
+    assert_eq!(reply(&mut s).error, NBD_EINVAL);
+    // Aligned requests work.
+    request(&mut s, NBD_CMD_WRITE, 0, 7, 512, 1024);
+    s.write_all(&[9u8; 1024]).expect("payload");
+    assert_eq!(reply(&mut s).error, 0);
+    request(&mut s, NBD_CMD_READ, 0, 8, 512, 1024);
+    let r = reply(&mut s);
+    assert_eq!((r.cookie, r.error), (8, 0));
+    let mut data = vec![0u8; 1024];
+    s.read_exact(&mut data).expect("data");
+    assert_eq!(data, vec![9u8; 1024]);
+}
+
+#[test]
+fn block_sizes_that_break_the_protocol_are_refused() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime");
+    let _guard = rt.enter();
+    let (tx, _rx) = mpsc::channel(1);
+    for (min, pref, max) in [(3, 4096, 8192), (512, 256, 8192), (512, 4096, 1000)] {
+        let e = Export::new("x", SIZE, ExportFlags::read_write(), tx.clone())
+            .with_block_sizes(BlockSizes::new(min, pref, max));
+        let err = Server::new(vec![e], ServerConfig::default()).expect_err("refused");
+        assert!(
+            matches!(err, relink_nbd::ConfigError::BadBlockSizes { .. }),
+            "{err:?}"
+        );
+    }
+}
+
+#[test]
+fn garbage_in_a_handshake_ends_that_connection_and_others_go_on() {
+    let rig = rig(ServerConfig::default(), Vec::new);
+    let (mut good, _) = rig.go("disk");
+    // Garbage as client flags.
+    let mut a = rig.connect();
+    a.write_all(&[0xab; 64]).expect("garbage");
+    assert_closed(&mut a);
+    // Valid flags, then garbage where an option header belongs.
+    let mut b = rig.connect();
+    b.write_all(&NBD_FLAG_C_FIXED_NEWSTYLE.to_be_bytes())
+        .expect("flags");
+    b.write_all(b"this is not an NBD option header")
+        .expect("garbage");
+    assert_closed(&mut b);
+    // An option announcing a huge length: closed unread.
+    let mut c = rig.connect();
+    c.write_all(&NBD_FLAG_C_FIXED_NEWSTYLE.to_be_bytes())
+        .expect("flags");
+    c.write_all(
+        &OptionHeader {
+            option: NBD_OPT_GO,
+            len: u32::MAX,
+        }
+        .encode(),
+    )
+    .expect("header");
+    assert_closed(&mut c);
+    // The first client is still served.
+    request(&mut good, NBD_CMD_WRITE, 0, 1, 4096, 512);
+    good.write_all(&[5u8; 512]).expect("payload");
+    assert_eq!(reply(&mut good).error, 0);
+    request(&mut good, NBD_CMD_READ, 0, 2, 4096, 512);
+    assert_eq!(reply(&mut good).error, 0);
+    let mut data = vec![0u8; 512];
+    good.read_exact(&mut data).expect("data");
+    assert_eq!(data, vec![5u8; 512]);
 }

@@ -12,6 +12,8 @@
 //! listen = "10.0.0.2:7471"
 //! file = "/srv/disk0.img"
 //! read_only = false
+//! queue_depth = 32                   # optional: commands worked on at once per session
+//! max_io = 131072                    # optional: the longest read or write, bytes
 //!
 //! [[connect]]                        # initiator role: an NBD front end
 //! name = "disk0"
@@ -19,7 +21,14 @@
 //! nbd_socket = "/run/relinkd/disk0.sock"
 //! nbd_tcp = "127.0.0.1:10809"        # optional
 //! give_up_secs = 600                 # optional
+//! queue_depth = 32                   # optional: commands outstanding at once
+//! max_io = 131072                    # optional: the longest command, bytes
 //! ```
+//!
+//! `queue_depth` is 1 to 1024 and `max_io` a multiple of 4096 from 4096
+//! to 16 MiB; both default to relink-block's engine defaults (32 and 128
+//! KiB). A connection's NBD maximum block size is the smaller of its own
+//! and the target's `max_io`.
 //!
 //! A top-level `conf_dir = "/etc/relinkd/conf.d"` (relative paths are
 //! taken from the file's directory) adds the `[[export]]` and
@@ -100,6 +109,10 @@ pub struct ExportConfig {
     pub file: PathBuf,
     /// Whether writes are refused.
     pub read_only: bool,
+    /// Commands moving data the target works on at once per session.
+    pub queue_depth: u16,
+    /// The longest READ or WRITE, bytes.
+    pub max_io: u32,
 }
 
 /// One remote volume offered to local NBD clients (the initiator role).
@@ -117,6 +130,10 @@ pub struct ConnectConfig {
     /// How long the session keeps recovering after a loss before it gives
     /// up (then requests fail); `None`: relink's default policy.
     pub give_up: Option<Duration>,
+    /// Commands outstanding at once on the session.
+    pub queue_depth: u16,
+    /// The longest command, bytes (the target's may be smaller).
+    pub max_io: u32,
 }
 
 /// A checked configuration.
@@ -161,6 +178,8 @@ struct RawExport {
     file: PathBuf,
     #[serde(default)]
     read_only: bool,
+    queue_depth: Option<u64>,
+    max_io: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -171,6 +190,39 @@ struct RawConnect {
     nbd_socket: PathBuf,
     nbd_tcp: Option<String>,
     give_up_secs: Option<u64>,
+    queue_depth: Option<u64>,
+    max_io: Option<u64>,
+}
+
+/// The longest `max_io` accepted.
+const MAX_IO_LIMIT: u64 = 16 << 20;
+/// The deepest `queue_depth` accepted.
+const QUEUE_DEPTH_LIMIT: u64 = 1024;
+
+/// `queue_depth` and `max_io` of the table at `key` (`export[0]`), or
+/// relink-block's defaults; `Err((key, reason))` for a value out of range.
+fn engine_settings(
+    key: &str,
+    queue_depth: Option<u64>,
+    max_io: Option<u64>,
+) -> Result<(u16, u32), (String, &'static str)> {
+    let defaults = relink_block::InitiatorConfig::default();
+    let depth = match queue_depth {
+        None => defaults.queue_depth,
+        Some(n @ 1..=QUEUE_DEPTH_LIMIT) => n as u16,
+        Some(_) => return Err((format!("{key}.queue_depth"), "must be 1 to 1024")),
+    };
+    let io = match max_io {
+        None => defaults.max_io,
+        Some(n) if (4096..=MAX_IO_LIMIT).contains(&n) && n % 4096 == 0 => n as u32,
+        Some(_) => {
+            return Err((
+                format!("{key}.max_io"),
+                "must be a multiple of 4096 from 4096 to 16777216",
+            ))
+        }
+    };
+    Ok((depth, io))
 }
 
 impl Config {
@@ -274,11 +326,16 @@ impl Config {
             if e.file.as_os_str().is_empty() {
                 return Err(bad(format!("export[{i}].file"), "must not be empty"));
             }
+            let (queue_depth, max_io) =
+                engine_settings(&format!("export[{i}]"), e.queue_depth, e.max_io)
+                    .map_err(|(key, reason)| bad(key, reason))?;
             exports.push(ExportConfig {
                 name: e.name,
                 listen,
                 file: e.file,
                 read_only: e.read_only,
+                queue_depth,
+                max_io,
             });
         }
         let mut seen = HashSet::new();
@@ -314,12 +371,17 @@ impl Config {
                 }
                 s => s.map(Duration::from_secs),
             };
+            let (queue_depth, max_io) =
+                engine_settings(&format!("connect[{i}]"), c.queue_depth, c.max_io)
+                    .map_err(|(key, reason)| bad(key, reason))?;
             connects.push(ConnectConfig {
                 name: c.name,
                 targets,
                 nbd_socket: c.nbd_socket,
                 nbd_tcp,
                 give_up,
+                queue_depth,
+                max_io,
             });
         }
         let mut sockets = HashSet::new();
@@ -486,6 +548,54 @@ mod tests {
         assert!(text.contains("give_up"), "{text}");
         let e = parse("[[export]]\nname = 1\n").unwrap_err();
         assert!(matches!(e, ConfigError::Syntax { .. }), "{e:?}");
+    }
+
+    #[test]
+    fn engine_settings_default_and_are_checked_by_key() {
+        let c = parse(BOTH).unwrap();
+        let d = relink_block::InitiatorConfig::default();
+        assert_eq!(
+            (c.connects[0].queue_depth, c.connects[0].max_io),
+            (d.queue_depth, d.max_io)
+        );
+        assert_eq!(
+            (c.exports[0].queue_depth, c.exports[0].max_io),
+            (32, 131072)
+        );
+        let set = BOTH
+            .replace(
+                "file = \"/srv/d0.img\"",
+                "file = \"/srv/d0.img\"\nqueue_depth = 8\nmax_io = 65536",
+            )
+            .replace(
+                "give_up_secs = 30",
+                "give_up_secs = 30\nqueue_depth = 1024\nmax_io = 4096",
+            );
+        let c = parse(&set).unwrap();
+        assert_eq!((c.exports[0].queue_depth, c.exports[0].max_io), (8, 65536));
+        assert_eq!(
+            (c.connects[0].queue_depth, c.connects[0].max_io),
+            (1024, 4096)
+        );
+        for (add, key) in [
+            ("queue_depth = 0", "connect[0].queue_depth"),
+            ("queue_depth = 1025", "connect[0].queue_depth"),
+            ("max_io = 1000", "connect[0].max_io"),
+            ("max_io = 0", "connect[0].max_io"),
+            ("max_io = 33554432", "connect[0].max_io"),
+        ] {
+            let text = BOTH.replace("give_up_secs = 30", &format!("give_up_secs = 30\n{add}"));
+            assert_eq!(invalid(&text).0, key, "{add}");
+        }
+        let text = BOTH.replace(
+            "file = \"/srv/d0.img\"",
+            "file = \"/srv/d0.img\"\nmax_io = 6000",
+        );
+        let (key, reason) = invalid(&text);
+        assert_eq!(key, "export[0].max_io");
+        assert!(reason.contains("4096"), "{reason}");
+        let negative = BOTH.replace("give_up_secs = 30", "give_up_secs = 30\nqueue_depth = -1");
+        assert!(matches!(parse(&negative), Err(ConfigError::Syntax { .. })));
     }
 
     #[test]

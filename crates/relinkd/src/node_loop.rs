@@ -163,12 +163,19 @@ impl Daemon {
                 reason: err.to_string(),
             })?;
             let size = volume.size();
-            let engine = TargetEngine::listen(&mut node, e.listen, volume, TargetConfig::default())
-                .map_err(|err| StartError::Listen {
-                    name: e.name.clone(),
-                    addr: e.listen,
-                    reason: err.to_string(),
-                })?;
+            let engine = TargetEngine::listen(
+                &mut node,
+                e.listen,
+                volume,
+                TargetConfig::default()
+                    .queue_depth(e.queue_depth)
+                    .max_io(e.max_io),
+            )
+            .map_err(|err| StartError::Listen {
+                name: e.name.clone(),
+                addr: e.listen,
+                reason: err.to_string(),
+            })?;
             println!(
                 "export {} listening on {} ({size} bytes from {}{})",
                 e.name,
@@ -251,7 +258,9 @@ impl Conn {
             name: c.name.clone(),
             reason,
         };
-        let mut config = InitiatorConfig::default();
+        let mut config = InitiatorConfig::default()
+            .queue_depth(c.queue_depth)
+            .max_io(c.max_io);
         if let Some(give_up) = c.give_up {
             config = config.policy(
                 Policy::builder()

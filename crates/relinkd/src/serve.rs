@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use relink_nbd::{Export, ExportFlags, Server, ServerConfig};
+use relink_nbd::{BlockSizes, Export, ExportFlags, Server, ServerConfig};
 use tokio::signal::unix::{signal, SignalKind};
 
 use crate::config::Config;
@@ -109,7 +109,15 @@ async fn serve(
                 h.submit(index, req);
             }
         });
+        // The block service takes whole blocks: clients are told so, and
+        // the longest request is the smaller of both sides' max_io.
+        let sizes = BlockSizes::new(
+            info.block_size,
+            info.block_size.max(4096),
+            info.max_io.min(c.max_io),
+        );
         let export = Export::new(c.name.clone(), info.size, flags, tx)
+            .with_block_sizes(sizes)
             .with_description(format!("relink volume from {:?}", c.targets));
         let nbd_err = |what: String, e: &dyn std::fmt::Display| RunError::Nbd {
             name: c.name.clone(),

@@ -16,6 +16,8 @@ pub struct Spec {
     /// Advertise a writable export over a read-only store, so writes reach
     /// the backend and fail there (`EPERM` from the backend).
     pub backend_refuses: bool,
+    /// Block sizes to advertise (minimum, preferred, maximum).
+    pub block_sizes: Option<(u32, u32, u32)>,
 }
 
 impl Spec {
@@ -25,6 +27,14 @@ impl Spec {
             size,
             read_only: false,
             backend_refuses: false,
+            block_sizes: None,
+        }
+    }
+    /// A writable export of 512-byte sectors: 512 / 4096 / 64 KiB.
+    pub fn sectors(name: &'static str, size: u64) -> Spec {
+        Spec {
+            block_sizes: Some((512, 4096, 64 * 1024)),
+            ..Spec::rw(name, size)
         }
     }
     pub fn ro(name: &'static str, size: u64) -> Spec {
@@ -33,6 +43,7 @@ impl Spec {
             size,
             read_only: true,
             backend_refuses: false,
+            block_sizes: None,
         }
     }
     pub fn refusing(name: &'static str, size: u64) -> Spec {
@@ -41,6 +52,7 @@ impl Spec {
             size,
             read_only: true,
             backend_refuses: true,
+            block_sizes: None,
         }
     }
 }
@@ -74,6 +86,9 @@ impl Fixture {
                 let mut export = spawn_file_export(s.name, store).expect("export");
                 if s.backend_refuses {
                     export.info.flags = relink_nbd::ExportFlags::read_write();
+                }
+                if let Some((min, pref, max)) = s.block_sizes {
+                    export = export.with_block_sizes(relink_nbd::BlockSizes::new(min, pref, max));
                 }
                 exports.push(export);
             }

@@ -1,0 +1,511 @@
+//! relinkd next to `nbdkit file` and the local file, measured in one run
+//! on this machine: two relinkd processes (a target serving a file from
+//! soft host `b`, 127.0.0.2, and an initiator offering it on an NBD Unix
+//! socket from soft host `a`, 127.0.0.1, on the soft TCP fabric).
+//!
+//! ```text
+//! cargo bench -p relinkd --bench nbd                          # full run
+//! RELINK_BENCH_QUICK=1 cargo bench -p relinkd --bench nbd     # quick run
+//! ```
+//!
+//! 1. **Throughput**: `qemu-img bench` with 1 MiB sequential writes and
+//!    4 KiB reads at a pseudo-random stride (a step of 7919 blocks modulo
+//!    the image: every read lands on a different, far-away block), both at
+//!    queue depth 16, against the relinkd socket, `nbdkit file` on a Unix
+//!    socket (SKIPPED when nbdkit is missing) and the local file. Ratios
+//!    are relinkd / nbdkit and relinkd / file.
+//! 2. **Stall**: a writer on the relinkd socket (one 4 KiB write at a
+//!    time, each timed) while the target's soft device is reset, then the
+//!    initiator's device is replaced; the longest request is the longest
+//!    stall a client sees.
+//! 3. **Idle CPU**: a third relinkd with 100 `[[connect]]` entries to the
+//!    one export (queue depth 4 each), idle; CPU time (user + system) of
+//!    the initiator and the target from `/proc/<pid>/stat`.
+//!
+//! `RELINK_BENCH_NBD_MAX_IO=<bytes>` sets `max_io` of both daemons (default
+//! relink-block's, 128 KiB), for a look at how the split size matters.
+//!
+//! Prints a table and `RESULT nbd ...` lines. Needs `qemu-img` (qemu-utils);
+//! without it it prints `SKIPPED` and returns. Run without `--bench` (as
+//! `cargo test --benches` does) it makes a quick run.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use relink_nbd::consts::*;
+use relink_nbd::handshake::OptionHeader;
+use relink_nbd::reply::{OptionReply, SimpleReply};
+use relink_nbd::request::RequestHeader;
+use relink_soft::Registry;
+
+/// How long any one setup step may take.
+const STEP: Duration = Duration::from_secs(120);
+/// Idle connections of the CPU phase.
+const IDLE_CONNECTIONS: usize = 100;
+
+struct Plan {
+    size: u64,
+    write_count: u32,
+    read_count: u32,
+    idle: Duration,
+}
+
+fn plan(quick: bool) -> Plan {
+    if quick {
+        Plan {
+            size: 64 << 20,
+            write_count: 64,
+            read_count: 4000,
+            idle: Duration::from_secs(2),
+        }
+    } else {
+        Plan {
+            size: 512 << 20,
+            write_count: 1024,
+            read_count: 100_000,
+            idle: Duration::from_secs(10),
+        }
+    }
+}
+
+/// A child process with its output lines collected; killed on drop.
+struct Proc {
+    child: Child,
+    out: Arc<Mutex<Vec<String>>>,
+    err: Arc<Mutex<Vec<String>>>,
+}
+
+fn collect(pipe: impl Read + Send + 'static) -> Arc<Mutex<Vec<String>>> {
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let sink = lines.clone();
+    thread::spawn(move || {
+        for line in BufReader::new(pipe).lines() {
+            let Ok(line) = line else { break };
+            sink.lock().unwrap().push(line);
+        }
+    });
+    lines
+}
+
+impl Proc {
+    fn start(cmd: &mut Command) -> Proc {
+        let mut child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"));
+        let out = collect(child.stdout.take().unwrap());
+        let err = collect(child.stderr.take().unwrap());
+        Proc { child, out, err }
+    }
+
+    fn relinkd(config: &Path) -> Proc {
+        Proc::start(Command::new(env!("CARGO_BIN_EXE_relinkd")).arg(config))
+    }
+
+    fn count(&self, needle: &str, err: bool) -> usize {
+        let lines = if err { &self.err } else { &self.out };
+        lines
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|l| l.contains(needle))
+            .count()
+    }
+
+    fn wait_lines(&mut self, needle: &str, n: usize, err: bool) {
+        let deadline = Instant::now() + STEP;
+        while self.count(needle, err) < n {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                panic!(
+                    "exited ({s}) before {needle:?}: {:?} {:?}",
+                    self.out.lock().unwrap(),
+                    self.err.lock().unwrap()
+                );
+            }
+            assert!(Instant::now() < deadline, "no {needle:?} in time");
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// CPU seconds (user + system) from `/proc/<pid>/stat`.
+    fn cpu_s(&self) -> f64 {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id()))
+            .expect("read /proc/<pid>/stat");
+        let after = &stat[stat.rfind(')').expect("comm") + 2..];
+        let f: Vec<&str> = after.split(' ').collect();
+        // Fields 14 and 15 (utime, stime) are 12 and 13 after the comm.
+        let ticks: u64 = f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap();
+        let hz = clk_tck();
+        ticks as f64 / hz
+    }
+}
+
+fn clk_tck() -> f64 {
+    let out = Command::new("getconf").arg("CLK_TCK").output();
+    out.ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(100.0)
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn runs(cmd: &str) -> bool {
+    Command::new(cmd)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.2:0")
+        .and_then(|l| l.local_addr())
+        .expect("bind a free port on 127.0.0.2")
+        .port()
+}
+
+/// One `qemu-img bench` run: seconds, from its "Run completed in" line.
+fn qemu_bench(args: &[&str], target: &str) -> f64 {
+    let out = Command::new("qemu-img")
+        .arg("bench")
+        .args(args)
+        .arg(target)
+        .output()
+        .expect("run qemu-img bench");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "qemu-img bench {args:?} {target}: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text.lines()
+        .find_map(|l| l.strip_prefix("Run completed in "))
+        .and_then(|l| l.split(' ').next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no time in {text}"))
+}
+
+/// MiB/s of 1 MiB sequential writes and reads/s of 4 KiB strided reads,
+/// each at queue depth 16.
+fn throughput(p: &Plan, target: &str, fmt_args: &[&str]) -> (f64, f64) {
+    let wc = p.write_count.to_string();
+    let mut a = fmt_args.to_vec();
+    a.extend(["-w", "-c", &wc, "-d", "16", "-s", "1M"]);
+    let write_s = qemu_bench(&a, target);
+    let rc = p.read_count.to_string();
+    let step = (7919u64 * 4096).to_string();
+    let mut a = fmt_args.to_vec();
+    a.extend(["-c", &rc, "-d", "16", "-s", "4K", "-S", &step]);
+    let read_s = qemu_bench(&a, target);
+    (
+        f64::from(p.write_count) / write_s,
+        f64::from(p.read_count) / read_s,
+    )
+}
+
+/// A minimal NBD client: GO on `name` asking for block sizes.
+fn nbd_connect(socket: &Path, name: &str) -> UnixStream {
+    let mut s = UnixStream::connect(socket).expect("connect to the NBD socket");
+    s.set_read_timeout(Some(STEP)).unwrap();
+    let mut greeting = [0u8; 18];
+    s.read_exact(&mut greeting).expect("greeting");
+    s.write_all(&(NBD_FLAG_C_FIXED_NEWSTYLE | NBD_FLAG_C_NO_ZEROES).to_be_bytes())
+        .unwrap();
+    let mut d = (name.len() as u32).to_be_bytes().to_vec();
+    d.extend_from_slice(name.as_bytes());
+    d.extend_from_slice(&1u16.to_be_bytes());
+    d.extend_from_slice(&NBD_INFO_BLOCK_SIZE.to_be_bytes());
+    let h = OptionHeader {
+        option: NBD_OPT_GO,
+        len: d.len() as u32,
+    };
+    s.write_all(&h.encode()).unwrap();
+    s.write_all(&d).unwrap();
+    loop {
+        let mut head = [0u8; 20];
+        s.read_exact(&mut head).expect("option reply");
+        let len = u32::from_be_bytes(head[16..20].try_into().unwrap()) as usize;
+        let mut all = head.to_vec();
+        all.resize(20 + len, 0);
+        s.read_exact(&mut all[20..]).unwrap();
+        let r = OptionReply::parse(&all).expect("option reply").0;
+        match r.reply_type {
+            NBD_REP_ACK => return s,
+            NBD_REP_INFO => {}
+            other => panic!("GO answered {other:#x}"),
+        }
+    }
+}
+
+/// Timed 4 KiB writes, one at a time, until `stop`: (start offset from
+/// `t0`, duration) of each.
+fn writer(socket: PathBuf, stop: Arc<AtomicBool>, t0: Instant) -> Vec<(Duration, Duration)> {
+    let mut s = nbd_connect(&socket, "disk");
+    let data = vec![0x5au8; 4096];
+    let mut times = Vec::new();
+    let mut cookie = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        let start = Instant::now();
+        let h = RequestHeader {
+            flags: 0,
+            kind: NBD_CMD_WRITE,
+            cookie,
+            offset: (cookie % 4096) * 4096,
+            len: 4096,
+        };
+        s.write_all(&h.encode()).unwrap();
+        s.write_all(&data).unwrap();
+        let mut b = [0u8; 16];
+        s.read_exact(&mut b).expect("write reply");
+        let r = SimpleReply::parse(&b).expect("simple reply");
+        assert_eq!(r.error, 0, "a write failed during the stall phase");
+        times.push((start - t0, start.elapsed()));
+        cookie += 1;
+    }
+    times
+}
+
+fn write_file(path: &Path, text: &str) {
+    std::fs::File::create(path)
+        .and_then(|mut f| f.write_all(text.as_bytes()))
+        .unwrap();
+}
+
+fn main() {
+    let quick = std::env::var("RELINK_BENCH_QUICK").is_ok_and(|v| !v.is_empty() && v != "0")
+        || !std::env::args().any(|a| a == "--bench");
+    if !runs("qemu-img") {
+        println!("SKIPPED: nbd: qemu-img not runnable (install qemu-utils)");
+        return;
+    }
+    let p = plan(quick);
+    let root = std::env::temp_dir().join(format!("relinkd-bench-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(&root).unwrap();
+    let result = std::panic::catch_unwind(|| run(&p, &root, quick));
+    let _ = std::fs::remove_dir_all(&root);
+    if let Err(e) = result {
+        std::panic::resume_unwind(e);
+    }
+}
+
+fn run(p: &Plan, root: &Path, quick: bool) {
+    let (dir_a, dir_b) = (root.join("a"), root.join("b"));
+    let reg_a = Registry::open(&dir_a).unwrap();
+    let reg_b = Registry::open(&dir_b).unwrap();
+    reg_a
+        .add("soft0", vec!["127.0.0.1/8".parse().unwrap()], None, None)
+        .unwrap();
+    reg_b
+        .add("soft0", vec!["127.0.0.2/8".parse().unwrap()], None, None)
+        .unwrap();
+    let volume = root.join("volume.img");
+    let baseline = root.join("baseline.img");
+    for f in [&volume, &baseline] {
+        std::fs::File::create(f).unwrap().set_len(p.size).unwrap();
+    }
+    let max_io = std::env::var("RELINK_BENCH_NBD_MAX_IO")
+        .ok()
+        .filter(|v| !v.is_empty())
+        .map(|v| format!("max_io = {v}\n"))
+        .unwrap_or_default();
+    let addr = format!("127.0.0.2:{}", free_port());
+    let target_conf = root.join("target.toml");
+    write_file(
+        &target_conf,
+        &format!(
+            "[backend]\nsoft_dir = {dir_b:?}\n\n[[export]]\nname = \"disk\"\nlisten = \"{addr}\"\nfile = {volume:?}\n{max_io}"
+        ),
+    );
+    let socket = root.join("relinkd.sock");
+    let init_conf = root.join("initiator.toml");
+    write_file(
+        &init_conf,
+        &format!(
+            "[backend]\nsoft_dir = {dir_a:?}\n\n[[connect]]\nname = \"disk\"\ntargets = [\"{addr}\"]\nnbd_socket = {socket:?}\ngive_up_secs = 300\n{max_io}"
+        ),
+    );
+    let mut target = Proc::relinkd(&target_conf);
+    target.wait_lines("export disk listening", 1, false);
+    let mut init = Proc::relinkd(&init_conf);
+    init.wait_lines("connect disk serving nbd", 1, false);
+    let relinkd_url = format!("nbd+unix:///disk?socket={}", socket.display());
+
+    println!(
+        "nbd bench ({}): {} MiB volume, writes {} x 1 MiB, reads {} x 4 KiB, queue depth 16{}",
+        if quick { "quick" } else { "full" },
+        p.size >> 20,
+        p.write_count,
+        p.read_count,
+        if max_io.is_empty() {
+            String::new()
+        } else {
+            format!(", {}", max_io.trim())
+        }
+    );
+    let mut rows: Vec<(String, Option<(f64, f64)>)> = Vec::new();
+    let relinkd = throughput(p, &relinkd_url, &["-f", "raw"]);
+    rows.push(("relinkd (soft TCP, NBD unix)".into(), Some(relinkd)));
+    let nbdkit = if runs("nbdkit") {
+        let ksock = root.join("nbdkit.sock");
+        let mut kit = Proc::start(
+            Command::new("nbdkit")
+                .args(["-f", "-U"])
+                .arg(&ksock)
+                .arg("file")
+                .arg(format!("file={}", baseline.display())),
+        );
+        let deadline = Instant::now() + STEP;
+        while !ksock.exists() {
+            assert!(Instant::now() < deadline, "nbdkit did not start");
+            if let Ok(Some(s)) = kit.child.try_wait() {
+                panic!("nbdkit exited {s}: {:?}", kit.err.lock().unwrap());
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+        let url = format!("nbd+unix:///?socket={}", ksock.display());
+        Some(throughput(p, &url, &["-f", "raw"]))
+    } else {
+        println!("SKIPPED: nbdkit baseline: nbdkit not runnable (apt-get install nbdkit)");
+        None
+    };
+    rows.push(("nbdkit file (NBD unix)".into(), nbdkit));
+    let file = throughput(p, baseline.to_str().unwrap(), &["-f", "raw"]);
+    rows.push(("local file".into(), Some(file)));
+
+    println!("\n| path | seq write 1 MiB, MiB/s | 4 KiB reads/s |\n|---|---|---|");
+    for (name, v) in &rows {
+        match v {
+            Some((w, r)) => println!("| {name} | {w:.0} | {r:.0} |"),
+            None => println!("| {name} | SKIPPED | SKIPPED |"),
+        }
+    }
+    if let Some((kw, kr)) = nbdkit {
+        println!(
+            "relinkd / nbdkit: writes {:.2}, reads {:.2}",
+            relinkd.0 / kw,
+            relinkd.1 / kr
+        );
+        println!(
+            "RESULT nbd relinkd_over_nbdkit write={:.3} read={:.3}",
+            relinkd.0 / kw,
+            relinkd.1 / kr
+        );
+    }
+    println!(
+        "relinkd / file: writes {:.2}, reads {:.2}",
+        relinkd.0 / file.0,
+        relinkd.1 / file.1
+    );
+    println!(
+        "RESULT nbd relinkd write_mib_s={:.1} read_iops={:.0} over_file_write={:.3} over_file_read={:.3}",
+        relinkd.0,
+        relinkd.1,
+        relinkd.0 / file.0,
+        relinkd.1 / file.1
+    );
+
+    // The stall a client sees across a reset and a replacement.
+    let stop = Arc::new(AtomicBool::new(false));
+    let t0 = Instant::now();
+    let w = {
+        let (socket, stop) = (socket.clone(), stop.clone());
+        thread::spawn(move || writer(socket, stop, t0))
+    };
+    let settle = Duration::from_millis(if quick { 300 } else { 1000 });
+    thread::sleep(settle);
+    let resumed = init.count("Resumed", true);
+    let reset_at = t0.elapsed();
+    reg_b.reset("soft0").expect("reset b/soft0");
+    init.wait_lines("Resumed", resumed + 1, true);
+    thread::sleep(settle);
+    let replace_at = t0.elapsed();
+    reg_a.replace("soft0", None).expect("replace a/soft0");
+    init.wait_lines("Resumed", resumed + 2, true);
+    thread::sleep(settle);
+    stop.store(true, Ordering::Relaxed);
+    let times = w.join().expect("writer");
+    let longest = |from: Duration, to: Duration| {
+        times
+            .iter()
+            .filter(|(at, d)| *at + *d >= from && *at < to)
+            .map(|(_, d)| *d)
+            .max()
+            .unwrap_or_default()
+    };
+    let mut plain: Vec<Duration> = times
+        .iter()
+        .filter(|(at, _)| *at < reset_at)
+        .map(|(_, d)| *d)
+        .collect();
+    plain.sort();
+    let median = plain.get(plain.len() / 2).copied().unwrap_or_default();
+    let reset_stall = longest(reset_at, replace_at);
+    let replace_stall = longest(replace_at, Duration::MAX);
+    println!(
+        "\nstall: {} timed 4 KiB writes; median before {:.3} ms; longest across the target's reset {:.1} ms, across the initiator's replacement {:.1} ms",
+        times.len(),
+        median.as_secs_f64() * 1e3,
+        reset_stall.as_secs_f64() * 1e3,
+        replace_stall.as_secs_f64() * 1e3
+    );
+    println!(
+        "RESULT nbd stall_ms reset={:.1} replace={:.1} median_write_ms={:.3}",
+        reset_stall.as_secs_f64() * 1e3,
+        replace_stall.as_secs_f64() * 1e3,
+        median.as_secs_f64() * 1e3
+    );
+    drop(init);
+
+    // Idle CPU with 100 connections to the one export.
+    let idle_conf = root.join("idle.toml");
+    let mut text = format!("[backend]\nsoft_dir = {dir_a:?}\n");
+    for i in 0..IDLE_CONNECTIONS {
+        let s = root.join(format!("idle{i}.sock"));
+        text.push_str(&format!(
+            "\n[[connect]]\nname = \"disk{i}\"\ntargets = [\"{addr}\"]\nnbd_socket = {s:?}\nqueue_depth = 4\n"
+        ));
+    }
+    write_file(&idle_conf, &text);
+    let mut idle = Proc::relinkd(&idle_conf);
+    idle.wait_lines("serving nbd", IDLE_CONNECTIONS, false);
+    thread::sleep(Duration::from_secs(1));
+    let (i0, t0c, w0) = (idle.cpu_s(), target.cpu_s(), Instant::now());
+    thread::sleep(p.idle);
+    let wall = w0.elapsed().as_secs_f64();
+    let (i1, t1c) = (idle.cpu_s(), target.cpu_s());
+    println!(
+        "\nidle: {IDLE_CONNECTIONS} connections for {wall:.1} s: initiator {:.4} CPU-s/s, target {:.4} CPU-s/s",
+        (i1 - i0) / wall,
+        (t1c - t0c) / wall
+    );
+    println!(
+        "RESULT nbd idle_cpu connections={IDLE_CONNECTIONS} initiator={:.4} target={:.4}",
+        (i1 - i0) / wall,
+        (t1c - t0c) / wall
+    );
+}
