@@ -17,6 +17,10 @@
 //! nbd_socket = "/run/relinkd/disk0.sock"
 //! nbd_tcp = "127.0.0.1:10809"        # optional
 //! give_up_secs = 600                 # optional
+//!
+//! [control]                          # optional
+//! socket = "/run/relinkd/control.sock"
+//! metrics_listen = "127.0.0.1:9477"  # optional: GET /metrics over HTTP
 //! ```
 
 use std::collections::HashSet;
@@ -102,6 +106,34 @@ pub struct ConnectConfig {
     pub give_up: Option<Duration>,
 }
 
+/// The control plane: the control socket (`relink status`, ...) and an
+/// optional HTTP listener for Prometheus.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ControlConfig {
+    /// The control socket (default [`ControlConfig::DEFAULT_SOCKET`]).
+    pub socket: PathBuf,
+    /// Whether the file names the socket: a configured socket that cannot
+    /// listen stops the daemon; the default one is skipped with a message.
+    pub configured: bool,
+    /// Where `GET /metrics` is served, if anywhere.
+    pub metrics_listen: Option<SocketAddr>,
+}
+
+impl ControlConfig {
+    /// The control socket's default path.
+    pub const DEFAULT_SOCKET: &'static str = "/run/relinkd/control.sock";
+}
+
+impl Default for ControlConfig {
+    fn default() -> ControlConfig {
+        ControlConfig {
+            socket: PathBuf::from(ControlConfig::DEFAULT_SOCKET),
+            configured: false,
+            metrics_listen: None,
+        }
+    }
+}
+
 /// A checked configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
@@ -111,6 +143,8 @@ pub struct Config {
     pub exports: Vec<ExportConfig>,
     /// The initiator role's connections.
     pub connects: Vec<ConnectConfig>,
+    /// The control plane.
+    pub control: ControlConfig,
 }
 
 #[derive(Deserialize)]
@@ -121,6 +155,14 @@ struct RawFile {
     export: Vec<RawExport>,
     #[serde(default)]
     connect: Vec<RawConnect>,
+    control: Option<RawControl>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawControl {
+    socket: Option<PathBuf>,
+    metrics_listen: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -285,10 +327,26 @@ impl Config {
                 "nothing to do: give at least one [[export]] or [[connect]]",
             ));
         }
+        let mut control = ControlConfig::default();
+        if let Some(c) = raw.control {
+            if let Some(socket) = c.socket {
+                if socket.as_os_str().is_empty() {
+                    return Err(bad("control.socket".into(), "must not be empty"));
+                }
+                control.socket = socket;
+                control.configured = true;
+            }
+            control.metrics_listen = c
+                .metrics_listen
+                .as_deref()
+                .map(|m| addr("control.metrics_listen".into(), m))
+                .transpose()?;
+        }
         Ok(Config {
             backend,
             exports,
             connects,
+            control,
         })
     }
 }
@@ -344,6 +402,23 @@ mod tests {
             Some("127.0.0.1:10809".parse().unwrap())
         );
         assert_eq!(c.connects[0].give_up, Some(Duration::from_secs(30)));
+        assert_eq!(c.control, ControlConfig::default());
+    }
+
+    #[test]
+    fn the_control_section_parses() {
+        let c = parse(&format!(
+            "{BOTH}\n[control]\nsocket = \"/tmp/c.sock\"\nmetrics_listen = \"127.0.0.1:9477\"\n"
+        ))
+        .unwrap();
+        assert_eq!(c.control.socket, Path::new("/tmp/c.sock"));
+        assert!(c.control.configured);
+        assert_eq!(
+            c.control.metrics_listen,
+            Some("127.0.0.1:9477".parse().unwrap())
+        );
+        let bad = format!("{BOTH}\n[control]\nmetrics_listen = \"x\"\n");
+        assert_eq!(invalid(&bad).0, "control.metrics_listen");
     }
 
     #[test]

@@ -35,11 +35,14 @@
 //! refused for now.
 
 mod bridge;
+mod commands;
 mod config;
+mod connection;
+pub mod control;
 mod node_loop;
 mod serve;
 
 pub use bridge::{nbd_error, Bridge};
-pub use config::{Backend, Config, ConfigError, ConnectConfig, ExportConfig};
+pub use config::{Backend, Config, ConfigError, ConnectConfig, ControlConfig, ExportConfig};
 pub use node_loop::{Daemon, DaemonHandle, Ready, StartError, Summary};
 pub use serve::{run, RunError};
