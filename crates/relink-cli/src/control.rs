@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 
-use anyhow::{anyhow, bail, Context as _};
+use anyhow::{anyhow, bail};
 use clap::{Args, Subcommand};
 use relinkd::control::protocol::{
     AckResult, Command, DevicesResult, DrainResult, EventRecord, Limit, MetricsResult, Mode, Never,
@@ -174,10 +174,29 @@ impl Client {
         })
     }
 
+    /// Send `command`. A daemon that refuses the client answers one
+    /// error and closes, maybe before the request is written: that answer
+    /// is what [`Client::next`] reads then.
     fn send(&mut self, command: Command) -> anyhow::Result<()> {
-        self.writer
+        if let Err(e) = self
+            .writer
             .write_all(Request::new(command).to_line().as_bytes())
-            .with_context(|| format!("relinkd at {}", self.path.display()))
+        {
+            // Not an io::Error in the chain: a closed socket is no closed
+            // stdout (which `main` takes for a reader that left).
+            let refused = self.next().ok().flatten();
+            match refused {
+                Some(r) => {
+                    let e = r
+                        .into_result::<serde_json::Value>()
+                        .err()
+                        .map_or_else(|| e.to_string(), |c| c.message);
+                    bail!("{e}");
+                }
+                None => bail!("relinkd at {}: {e}", self.path.display()),
+            }
+        }
+        Ok(())
     }
 
     /// The next response line; `None` once the daemon closed.
@@ -186,7 +205,7 @@ impl Client {
         let n = self
             .reader
             .read_line(&mut line)
-            .with_context(|| format!("relinkd at {}", self.path.display()))?;
+            .map_err(|e| anyhow!("relinkd at {}: {e}", self.path.display()))?;
         if n == 0 {
             return Ok(None);
         }
