@@ -25,6 +25,20 @@
 //! | the node thread: the node, the engines, the wake-ups | [`Daemon`], [`DaemonHandle`] |
 //! | NBD requests as block commands (split at `max_io`, errno mapping) | [`Bridge`], [`nbd_error`] |
 //! | the process: NBD servers on tokio, signals | [`run`] |
+//! | the control socket: its protocol, its server, the metrics | [`control`], [`DaemonHandle::command`] |
+//!
+//! # Control
+//!
+//! A running daemon is driven over its control socket (`[control]
+//! socket`, default `/run/relinkd/control.sock`, mode 0600; only the
+//! daemon's uid and root are served): newline-delimited JSON requests
+//! ([`control::protocol`]) for `status`, `devices`, `connect`,
+//! `disconnect`, `policy_get` / `policy_set`, `hold`, `resume`, `drain`,
+//! `undrain`, `events` (a stream) and `metrics` (Prometheus text, also
+//! over HTTP with `[control] metrics_listen`). The `relink` CLI speaks
+//! it. Connections are added and removed by name while the daemon runs,
+//! exports too ([`DaemonHandle::add_export`],
+//! [`DaemonHandle::remove_export`]).
 //!
 //! On SIGTERM or SIGINT the daemon lets NBD requests under way finish,
 //! refuses new ones (`ESHUTDOWN`), closes every session with a goodbye,
