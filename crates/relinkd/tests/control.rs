@@ -10,6 +10,7 @@
 
 mod common;
 
+use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output};
@@ -26,6 +27,8 @@ use relinkd::control::protocol::{
 const SIZE: u64 = 8 << 20;
 
 struct Hosts {
+    /// The initiator's HTTP metrics address.
+    metrics: String,
     root: Root,
     _reg_a: Registry,
     reg_b: Registry,
@@ -75,11 +78,12 @@ fn hosts(name: &str, give_up_secs: u64, a_devices: usize) -> Hosts {
     .unwrap();
     let nbd = root.0.join("nbd.sock");
     let ctl = root.0.join("ctl").join("a.ctl");
+    let metrics = format!("127.0.0.1:{}", free_port("127.0.0.1"));
     let init_conf = root.0.join("initiator.toml");
     std::fs::write(
         &init_conf,
         format!(
-            "[backend]\nsoft_dir = {dir_a:?}\n[control]\nsocket = {ctl:?}\n[[connect]]\nname = \"disk\"\ntargets = [\"{addr}\"]\nnbd_socket = {nbd:?}\ngive_up_secs = {give_up_secs}\n"
+            "[backend]\nsoft_dir = {dir_a:?}\n[control]\nsocket = {ctl:?}\nmetrics_listen = \"{metrics}\"\n[[connect]]\nname = \"disk\"\ntargets = [\"{addr}\"]\nnbd_socket = {nbd:?}\ngive_up_secs = {give_up_secs}\n"
         ),
     )
     .unwrap();
@@ -88,6 +92,7 @@ fn hosts(name: &str, give_up_secs: u64, a_devices: usize) -> Hosts {
     let mut init = Daemon::start("initiator", &init_conf);
     init.expect_line("connect disk serving nbd");
     Hosts {
+        metrics,
         root,
         _reg_a: reg_a,
         reg_b,
@@ -287,9 +292,20 @@ fn the_control_socket_answers_refuses_clearly_and_shows_a_recovery() {
     assert!(m
         .text
         .contains("# TYPE relinkd_connection_recoveries_total counter"));
-    // The target's side counts its session's recovery too.
+    // The same over HTTP.
+    let mut http = std::net::TcpStream::connect(&h.metrics).expect("connect to metrics_listen");
+    http.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+    let mut page = String::new();
+    http.read_to_string(&mut page).unwrap();
+    assert!(page.starts_with("HTTP/1.0 200 OK\r\n"), "{page}");
+    assert!(
+        page.contains("relinkd_connection_recoveries_total{connection=\"disk\"}"),
+        "{page}"
+    );
+    // The target's side shows its export's session.
     let t = status(&h.root.0.join("b.ctl"));
     assert_eq!(t.exports.len(), 1);
+    assert_eq!(t.exports[0].sessions.len(), 1, "{t:?}");
     h.stop();
 }
 
