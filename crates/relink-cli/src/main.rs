@@ -12,6 +12,10 @@
 //!   their port up or down.
 //! - `perf`: a bandwidth test (`ib_send_bw` / `ib_write_bw` style) between a
 //!   server and a client process on the soft TCP fabric.
+//! - `status`, `devices`, `connect`, `disconnect`, `policy get|set`,
+//!   `hold`, `resume`, `drain`, `undrain`, `events --follow`, `metrics`:
+//!   the control of a running relinkd over its control socket (`--socket`,
+//!   `$RELINK_CONTROL`; `--json` for the result as JSON).
 //!
 //! Errors are printed as `relink: error: ...` with their causes, and the
 //! exit status is 1 (2 for usage errors, from clap).
@@ -21,6 +25,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod control;
 mod demo;
 mod perf;
 mod soft_device;
@@ -47,6 +52,8 @@ enum Command {
     /// Measure send/write bandwidth between a server and a client on the
     /// soft TCP fabric (like perftest's ib_send_bw / ib_write_bw).
     Perf(perf::PerfArgs),
+    #[command(flatten)]
+    Control(control::ControlCommand),
 }
 
 fn run(cli: Cli, out: &mut dyn Write) -> anyhow::Result<()> {
@@ -54,6 +61,7 @@ fn run(cli: Cli, out: &mut dyn Write) -> anyhow::Result<()> {
         Command::Demo(args) => demo::run(args, out),
         Command::SoftDevice(args) => soft_device::run(args, out),
         Command::Perf(args) => perf::run(args, out),
+        Command::Control(c) => control::run(c, out),
     }
 }
 

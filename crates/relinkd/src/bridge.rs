@@ -30,6 +30,8 @@ struct Job {
     parts_left: usize,
     /// A read's bytes, filled in as its parts complete.
     data: Option<Vec<u8>>,
+    /// A write's length.
+    written: u64,
     error: Option<nbd::BlockError>,
 }
 
@@ -41,6 +43,10 @@ pub struct Bridge {
     jobs: HashMap<u64, Job>,
     /// A command's job and where its bytes go in a read's buffer.
     parts: HashMap<Tag, (u64, usize)>,
+    /// Bytes of the reads answered.
+    bytes_read: u64,
+    /// Bytes of the writes answered.
+    bytes_written: u64,
 }
 
 impl Bridge {
@@ -48,6 +54,27 @@ impl Bridge {
     #[must_use]
     pub fn in_progress(&self) -> usize {
         self.jobs.len()
+    }
+
+    /// Bytes of the reads answered with their data.
+    #[must_use]
+    pub fn bytes_read(&self) -> u64 {
+        self.bytes_read
+    }
+
+    /// Bytes of the writes answered done.
+    #[must_use]
+    pub fn bytes_written(&self) -> u64 {
+        self.bytes_written
+    }
+
+    /// Answer every request in progress with `error` at once (the
+    /// connection goes); their commands' completions are ignored.
+    pub fn fail_all(&mut self, error: &nbd::BlockError) {
+        self.parts.clear();
+        for (_, job) in self.jobs.drain() {
+            let _ = job.reply.send(Err(error.clone()));
+        }
     }
 
     /// Submit `req` to `engine` in parts of at most `max_io` bytes. A
@@ -62,6 +89,7 @@ impl Bridge {
         let step = max_io.max(1) as usize;
         let mut ops: Vec<(BlockOp, usize)> = Vec::new();
         let mut data = None;
+        let mut written = 0;
         match req.op {
             nbd::BlockOp::Read { offset, len } => {
                 data = Some(vec![0; len as usize]);
@@ -79,6 +107,7 @@ impl Bridge {
                 }
             }
             nbd::BlockOp::Write { offset, data, fua } => {
+                written = data.len() as u64;
                 for (i, chunk) in data.chunks(step).enumerate() {
                     ops.push((
                         BlockOp::Write {
@@ -106,6 +135,7 @@ impl Bridge {
             reply: req.reply,
             parts_left: 0,
             data,
+            written,
             error: None,
         };
         for (op, at) in ops {
@@ -126,7 +156,7 @@ impl Bridge {
             }
         }
         if job.parts_left == 0 {
-            finish(job);
+            self.finish(job);
         } else {
             self.jobs.insert(id, job);
         }
@@ -163,7 +193,7 @@ impl Bridge {
             job.parts_left -= 1;
             if job.parts_left == 0 {
                 if let Some(job) = self.jobs.remove(&id) {
-                    finish(job);
+                    self.finish(job);
                 }
             }
         }
@@ -171,14 +201,22 @@ impl Bridge {
     }
 }
 
-fn finish(job: Job) {
-    let result = match (job.error, job.data) {
-        (Some(e), _) => Err(e),
-        (None, Some(data)) => Ok(nbd::BlockReply::Data(data)),
-        (None, None) => Ok(nbd::BlockReply::Done),
-    };
-    // The client may be gone: nothing to answer then.
-    let _ = job.reply.send(result);
+impl Bridge {
+    fn finish(&mut self, job: Job) {
+        let result = match (job.error, job.data) {
+            (Some(e), _) => Err(e),
+            (None, Some(data)) => {
+                self.bytes_read += data.len() as u64;
+                Ok(nbd::BlockReply::Data(data))
+            }
+            (None, None) => {
+                self.bytes_written += job.written;
+                Ok(nbd::BlockReply::Done)
+            }
+        };
+        // The client may be gone: nothing to answer then.
+        let _ = job.reply.send(result);
+    }
 }
 
 #[cfg(test)]

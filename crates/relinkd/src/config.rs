@@ -23,6 +23,10 @@
 //! give_up_secs = 600                 # optional
 //! queue_depth = 32                   # optional: commands outstanding at once
 //! max_io = 131072                    # optional: the longest command, bytes
+//!
+//! [control]                          # optional
+//! socket = "/run/relinkd/control.sock"
+//! metrics_listen = "127.0.0.1:9477"  # optional: GET /metrics over HTTP
 //! ```
 //!
 //! `queue_depth` is 1 to 1024 and `max_io` a multiple of 4096 from 4096
@@ -136,6 +140,34 @@ pub struct ConnectConfig {
     pub max_io: u32,
 }
 
+/// The control plane: the control socket (`relink status`, ...) and an
+/// optional HTTP listener for Prometheus.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ControlConfig {
+    /// The control socket (default [`ControlConfig::DEFAULT_SOCKET`]).
+    pub socket: PathBuf,
+    /// Whether the file names the socket: a configured socket that cannot
+    /// listen stops the daemon; the default one is skipped with a message.
+    pub configured: bool,
+    /// Where `GET /metrics` is served, if anywhere.
+    pub metrics_listen: Option<SocketAddr>,
+}
+
+impl ControlConfig {
+    /// The control socket's default path.
+    pub const DEFAULT_SOCKET: &'static str = "/run/relinkd/control.sock";
+}
+
+impl Default for ControlConfig {
+    fn default() -> ControlConfig {
+        ControlConfig {
+            socket: PathBuf::from(ControlConfig::DEFAULT_SOCKET),
+            configured: false,
+            metrics_listen: None,
+        }
+    }
+}
+
 /// A checked configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
@@ -149,6 +181,8 @@ pub struct Config {
     /// connections, as given (resolved against the file's directory by
     /// [`Config::load`]).
     pub conf_dir: Option<PathBuf>,
+    /// The control plane.
+    pub control: ControlConfig,
 }
 
 #[derive(Deserialize)]
@@ -160,6 +194,14 @@ struct RawFile {
     export: Vec<RawExport>,
     #[serde(default)]
     connect: Vec<RawConnect>,
+    control: Option<RawControl>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawControl {
+    socket: Option<PathBuf>,
+    metrics_listen: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -201,7 +243,7 @@ const QUEUE_DEPTH_LIMIT: u64 = 1024;
 
 /// `queue_depth` and `max_io` of the table at `key` (`export[0]`), or
 /// relink-block's defaults; `Err((key, reason))` for a value out of range.
-fn engine_settings(
+pub(crate) fn engine_settings(
     key: &str,
     queue_depth: Option<u64>,
     max_io: Option<u64>,
@@ -404,11 +446,27 @@ impl Config {
                 "nothing to do: give at least one [[export]] or [[connect]], or a conf_dir",
             ));
         }
+        let mut control = ControlConfig::default();
+        if let Some(c) = raw.control {
+            if let Some(socket) = c.socket {
+                if socket.as_os_str().is_empty() {
+                    return Err(bad("control.socket".into(), "must not be empty"));
+                }
+                control.socket = socket;
+                control.configured = true;
+            }
+            control.metrics_listen = c
+                .metrics_listen
+                .as_deref()
+                .map(|m| addr("control.metrics_listen".into(), m))
+                .transpose()?;
+        }
         Ok(Config {
             backend,
             exports,
             connects,
             conf_dir: raw.conf_dir,
+            control,
         })
     }
 }
@@ -464,6 +522,23 @@ mod tests {
             Some("127.0.0.1:10809".parse().unwrap())
         );
         assert_eq!(c.connects[0].give_up, Some(Duration::from_secs(30)));
+        assert_eq!(c.control, ControlConfig::default());
+    }
+
+    #[test]
+    fn the_control_section_parses() {
+        let c = parse(&format!(
+            "{BOTH}\n[control]\nsocket = \"/tmp/c.sock\"\nmetrics_listen = \"127.0.0.1:9477\"\n"
+        ))
+        .unwrap();
+        assert_eq!(c.control.socket, Path::new("/tmp/c.sock"));
+        assert!(c.control.configured);
+        assert_eq!(
+            c.control.metrics_listen,
+            Some("127.0.0.1:9477".parse().unwrap())
+        );
+        let bad = format!("{BOTH}\n[control]\nmetrics_listen = \"x\"\n");
+        assert_eq!(invalid(&bad).0, "control.metrics_listen");
     }
 
     #[cfg(not(feature = "rdma"))]

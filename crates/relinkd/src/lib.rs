@@ -25,6 +25,20 @@
 //! | the node thread: the node, the engines, the wake-ups | [`Daemon`], [`DaemonHandle`] |
 //! | NBD requests as block commands (split at `max_io`, errno mapping) | [`Bridge`], [`nbd_error`] |
 //! | the process: NBD servers on tokio, signals | [`run`] |
+//! | the control socket: its protocol, its server, the metrics | [`control`], [`DaemonHandle::command`] |
+//!
+//! # Control
+//!
+//! A running daemon is driven over its control socket (`[control]
+//! socket`, default `/run/relinkd/control.sock`, mode 0600; only the
+//! daemon's uid and root are served): newline-delimited JSON requests
+//! ([`control::protocol`]) for `status`, `devices`, `connect`,
+//! `disconnect`, `policy_get` / `policy_set`, `hold`, `resume`, `drain`,
+//! `undrain`, `events` (a stream) and `metrics` (Prometheus text, also
+//! over HTTP with `[control] metrics_listen`). The `relink` CLI speaks
+//! it. Connections are added and removed by name while the daemon runs,
+//! exports too ([`DaemonHandle::add_export`],
+//! [`DaemonHandle::remove_export`]).
 //!
 //! Under a service manager (`$NOTIFY_SOCKET`, systemd's `Type=notify`)
 //! the daemon sends `READY=1` once every export listens and every NBD
@@ -50,15 +64,18 @@
 
 mod backend;
 mod bridge;
+mod commands;
 mod conf_dir;
 mod config;
+mod connection;
+pub mod control;
 mod node_loop;
 mod notify;
 mod reload;
 mod serve;
 
 pub use bridge::{nbd_error, Bridge};
-pub use config::{Backend, Config, ConfigError, ConnectConfig, ExportConfig};
+pub use config::{Backend, Config, ConfigError, ConnectConfig, ControlConfig, ExportConfig};
 pub use node_loop::{Daemon, DaemonHandle, Ready, StartError, Summary};
 pub use reload::{ConfigChange, ReloadError};
 pub use serve::{run, RunError};

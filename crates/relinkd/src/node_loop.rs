@@ -1,5 +1,6 @@
 //! The node thread: it owns the relink [`Node`] and every block engine,
-//! takes NBD requests from the tokio side, and sleeps on the node's
+//! takes NBD requests and control commands ([`crate::commands`]) from
+//! the tokio side, and sleeps on the node's
 //! readiness fd and a wake-up eventfd until the earlier of the node's and
 //! the engines' deadlines.
 
@@ -8,15 +9,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
-use relink_block::{
-    BlockOp, BlockReply, InitiatorConfig, InitiatorEngine, Node, Output, Path, Policy, Tag,
-    TargetConfig, TargetEngine, Volume, VolumeInfo,
-};
+use relink_block::{BlockReply, Node, Output, TargetConfig, TargetEngine, Volume, VolumeInfo};
 use relink_nbd::BlockRequest;
 use rustix::event::{EventfdFlags, PollFd, PollFlags};
 
-use crate::bridge::Bridge;
-use crate::config::{Config, ConnectConfig};
+use crate::commands::Admin;
+use crate::config::{Config, ConnectConfig, ExportConfig};
+use crate::connection::Conn;
+use crate::control::protocol::{Command, ControlError, ErrorKind, EventRecord, StatusResult};
 
 /// How long a stopping daemon lets NBD requests under way finish.
 const DRAIN: Duration = Duration::from_secs(30);
@@ -81,14 +81,16 @@ pub enum StartError {
 /// session ended first.
 #[derive(Debug, Clone)]
 pub struct Ready {
-    /// The connection's index in [`Config::connects`].
-    pub connect: usize,
+    /// The connection's id: what [`DaemonHandle::submit`] takes.
+    pub id: u64,
+    /// The connection's configuration (its name, its NBD sockets).
+    pub config: ConnectConfig,
     /// The target's volume, or why there is none.
     pub result: Result<VolumeInfo, String>,
 }
 
 /// What the node thread shares with the rest of the process.
-struct Control {
+pub(crate) struct Control {
     wake: OwnedFd,
     stop: AtomicBool,
 }
@@ -100,23 +102,90 @@ impl Control {
     }
 }
 
-/// A handle for the tokio side: hand NBD requests to the node thread, or
-/// stop it.
+/// A handle for the tokio side: hand NBD requests and control commands to
+/// the node thread, or stop it.
 #[derive(Clone)]
 pub struct DaemonHandle {
     control: Arc<Control>,
-    requests: mpsc::Sender<(usize, BlockRequest)>,
+    requests: mpsc::Sender<(u64, BlockRequest)>,
+    admin: mpsc::Sender<Admin>,
 }
 
 impl DaemonHandle {
-    /// Hand `req` for connection `connect` to the node thread. After the
-    /// thread ended, it is answered `ESHUTDOWN`.
-    pub fn submit(&self, connect: usize, req: BlockRequest) {
-        if let Err(mpsc::SendError((_, req))) = self.requests.send((connect, req)) {
+    /// Hand `req` for connection `id` ([`Ready::id`]) to the node thread.
+    /// After the thread ended, or once the connection is gone, it is
+    /// answered `ESHUTDOWN`.
+    pub fn submit(&self, id: u64, req: BlockRequest) {
+        if let Err(mpsc::SendError((_, req))) = self.requests.send((id, req)) {
             let _ = req.reply.send(Err(relink_nbd::BlockError::ShuttingDown));
             return;
         }
         self.control.notify();
+    }
+
+    fn send_admin(&self, a: Admin) -> bool {
+        let sent = self.admin.send(a).is_ok();
+        self.control.notify();
+        sent
+    }
+
+    /// Run a control command on the node thread and wait for its result
+    /// (the command's typed result as JSON). `events` and `metrics` are
+    /// served by the control socket ([`DaemonHandle::subscribe`],
+    /// [`DaemonHandle::status`]), not here.
+    ///
+    /// # Errors
+    /// The command's [`ControlError`]; [`ErrorKind::Failed`] once the node
+    /// thread ended.
+    pub async fn command(&self, command: Command) -> Result<serde_json::Value, ControlError> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        if !self.send_admin(Admin::Command(command, tx)) {
+            return Err(stopped());
+        }
+        rx.await.unwrap_or_else(|_| Err(stopped()))
+    }
+
+    /// The exports and connections with their sessions.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Failed`] once the node thread ended.
+    pub async fn status(&self) -> Result<StatusResult, ControlError> {
+        let v = self.command(Command::Status {}).await?;
+        serde_json::from_value(v).map_err(|e| ControlError::new(ErrorKind::Failed, e.to_string()))
+    }
+
+    /// Every session event and engine event from now on, until the
+    /// receiver is dropped.
+    #[must_use]
+    pub fn subscribe(&self) -> tokio::sync::mpsc::UnboundedReceiver<EventRecord> {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        self.send_admin(Admin::Subscribe(tx));
+        rx
+    }
+
+    /// Serve another export (the target role) by name.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Exists`] for a name in use, [`ErrorKind::Failed`] if
+    /// its file cannot be opened or its address cannot listen.
+    pub async fn add_export(&self, export: ExportConfig) -> Result<(), ControlError> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        if !self.send_admin(Admin::AddExport(export, tx)) {
+            return Err(stopped());
+        }
+        rx.await.unwrap_or_else(|_| Err(stopped()))
+    }
+
+    /// Stop serving an export: its listener and its sessions close.
+    ///
+    /// # Errors
+    /// [`ErrorKind::NotFound`] for an unknown name.
+    pub async fn remove_export(&self, name: &str) -> Result<(), ControlError> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        if !self.send_admin(Admin::RemoveExport(name.to_string(), tx)) {
+            return Err(stopped());
+        }
+        rx.await.unwrap_or_else(|_| Err(stopped()))
     }
 
     /// Ask the node thread to stop: NBD requests under way finish (for
@@ -126,6 +195,10 @@ impl DaemonHandle {
         self.control.stop.store(true, Ordering::SeqCst);
         self.control.notify();
     }
+}
+
+fn stopped() -> ControlError {
+    ControlError::new(ErrorKind::Failed, "relinkd is stopping")
 }
 
 /// What the node thread did when it ended.
@@ -157,37 +230,15 @@ impl Daemon {
         let mut node = Node::new(crate::backend::open(&config.backend)?);
         let mut targets = Vec::new();
         for e in &config.exports {
-            let volume = Volume::open(&e.file, e.read_only).map_err(|err| StartError::File {
-                name: e.name.clone(),
-                file: e.file.clone(),
-                reason: err.to_string(),
-            })?;
-            let size = volume.size();
-            let engine = TargetEngine::listen(
-                &mut node,
-                e.listen,
-                volume,
-                TargetConfig::default()
-                    .queue_depth(e.queue_depth)
-                    .max_io(e.max_io),
-            )
-            .map_err(|err| StartError::Listen {
-                name: e.name.clone(),
-                addr: e.listen,
-                reason: err.to_string(),
-            })?;
-            println!(
-                "export {} listening on {} ({size} bytes from {}{})",
-                e.name,
-                e.listen,
-                e.file.display(),
-                if e.read_only { ", read-only" } else { "" }
-            );
-            targets.push((e.name.clone(), engine));
+            targets.push(Export::listen(&mut node, e)?);
         }
         let mut connects = Vec::new();
-        for c in &config.connects {
-            connects.push(Conn::connect(&mut node, c)?);
+        for (id, c) in (0u64..).zip(&config.connects) {
+            let policy = Conn::initial_policy(c).map_err(|reason| StartError::Connect {
+                name: c.name.clone(),
+                reason,
+            })?;
+            connects.push(Conn::connect(&mut node, id, c, policy)?);
         }
         let wake = rustix::event::eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)
             .map_err(|e| StartError::Wake(e.into()))?;
@@ -196,14 +247,18 @@ impl Daemon {
             stop: AtomicBool::new(false),
         });
         let (tx, rx) = mpsc::channel();
+        let (admin_tx, admin_rx) = mpsc::channel();
         let (ready_tx, ready) = tokio::sync::mpsc::unbounded_channel();
         let run = Run {
             node,
             targets,
+            next_id: connects.len() as u64,
             connects,
             control: control.clone(),
             requests: rx,
+            admin: admin_rx,
             ready: ready_tx,
+            subscribers: Vec::new(),
         };
         let thread = std::thread::Builder::new()
             .name("relinkd-node".into())
@@ -213,6 +268,7 @@ impl Daemon {
             handle: DaemonHandle {
                 control,
                 requests: tx,
+                admin: admin_tx,
             },
             thread,
             ready,
@@ -238,76 +294,82 @@ impl Daemon {
     }
 }
 
-/// One initiator connection on the node thread.
-struct Conn {
-    config: ConnectConfig,
-    /// The volume the NBD clients were told of (after the first IDENTIFY).
-    announced: Option<VolumeInfo>,
-    name: String,
-    engine: InitiatorEngine,
-    bridge: Bridge,
-    /// IDENTIFY's tag until it completed.
-    identify: Option<Tag>,
-    /// The longest command (the smaller of both sides' `max_io`).
-    max_io: u32,
+/// One export on the node thread.
+pub(crate) struct Export {
+    pub(crate) config: ExportConfig,
+    pub(crate) engine: TargetEngine,
 }
 
-impl Conn {
-    fn connect(node: &mut Node, c: &ConnectConfig) -> Result<Conn, StartError> {
-        let fail = |reason: String| StartError::Connect {
-            name: c.name.clone(),
-            reason,
-        };
-        let mut config = InitiatorConfig::default()
-            .queue_depth(c.queue_depth)
-            .max_io(c.max_io);
-        if let Some(give_up) = c.give_up {
-            config = config.policy(
-                Policy::builder()
-                    .ctrl_loss_tmo(Some(give_up))
-                    .build()
-                    .map_err(|e| fail(e.to_string()))?,
-            );
-        }
-        let max_io = config.max_io;
-        let paths = c
-            .targets
-            .iter()
-            .map(|&peer| Path { local: None, peer })
-            .collect();
-        let mut engine =
-            InitiatorEngine::connect(node, paths, config).map_err(|e| fail(e.to_string()))?;
-        let identify = engine
-            .submit(node, BlockOp::Identify)
-            .map_err(|e| fail(e.to_string()))?;
-        Ok(Conn {
-            config: c.clone(),
-            announced: None,
-            name: c.name.clone(),
+impl Export {
+    /// Open the export's file and listen on its address.
+    pub(crate) fn listen(node: &mut Node, e: &ExportConfig) -> Result<Export, StartError> {
+        let volume = Volume::open(&e.file, e.read_only).map_err(|err| StartError::File {
+            name: e.name.clone(),
+            file: e.file.clone(),
+            reason: err.to_string(),
+        })?;
+        let size = volume.size();
+        let config = TargetConfig::default()
+            .queue_depth(e.queue_depth)
+            .max_io(e.max_io);
+        let engine = TargetEngine::listen(node, e.listen, volume, config).map_err(|err| {
+            StartError::Listen {
+                name: e.name.clone(),
+                addr: e.listen,
+                reason: err.to_string(),
+            }
+        })?;
+        println!(
+            "export {} listening on {} ({size} bytes from {}{})",
+            e.name,
+            e.listen,
+            e.file.display(),
+            if e.read_only { ", read-only" } else { "" }
+        );
+        Ok(Export {
+            config: e.clone(),
             engine,
-            bridge: Bridge::default(),
-            identify: Some(identify),
-            max_io,
         })
     }
 }
 
-struct Run {
-    node: Node,
-    targets: Vec<(String, TargetEngine)>,
-    connects: Vec<Conn>,
+pub(crate) struct Run {
+    pub(crate) node: Node,
+    pub(crate) targets: Vec<Export>,
+    pub(crate) connects: Vec<Conn>,
+    /// The id of the next connection.
+    pub(crate) next_id: u64,
     control: Arc<Control>,
-    requests: mpsc::Receiver<(usize, BlockRequest)>,
+    requests: mpsc::Receiver<(u64, BlockRequest)>,
+    admin: mpsc::Receiver<Admin>,
     ready: tokio::sync::mpsc::UnboundedSender<Ready>,
+    pub(crate) subscribers: Vec<tokio::sync::mpsc::UnboundedSender<EventRecord>>,
 }
-
 impl Run {
     fn route(&mut self, mut out: Output) {
         if let Output::Event { session, event } = &out {
             eprintln!("relinkd: session {session:?}: {event:?}");
+            let now = self.node.now();
+            let source = if let Some(c) = self
+                .connects
+                .iter_mut()
+                .find(|c| c.engine.session() == *session)
+            {
+                c.on_event(now, event);
+                format!("connect {}", c.name())
+            } else if let Some(e) = self
+                .targets
+                .iter()
+                .find(|e| e.engine.sessions().contains(session))
+            {
+                format!("export {}", e.config.name)
+            } else {
+                "node".into()
+            };
+            self.publish(source, "session", format!("{session:?}: {event:?}"));
         }
-        for (_, t) in &mut self.targets {
-            match t.handle(&mut self.node, out) {
+        for t in &mut self.targets {
+            match t.engine.handle(&mut self.node, out) {
                 Some(o) => out = o,
                 None => return,
             }
@@ -320,16 +382,31 @@ impl Run {
         }
     }
 
+    /// Hand an event to every `events --follow` client still there.
+    pub(crate) fn publish(&mut self, source: String, kind: &str, event: String) {
+        if self.subscribers.is_empty() {
+            return;
+        }
+        let record = EventRecord {
+            source,
+            kind: kind.into(),
+            event,
+        };
+        self.subscribers.retain(|s| s.send(record.clone()).is_ok());
+    }
+
     /// The engines' outputs; true when there were any.
     fn engines(&mut self) -> bool {
         let mut busy = false;
-        for (name, t) in &mut self.targets {
-            while let Some(ev) = t.poll_event() {
+        let mut events = Vec::new();
+        for t in &mut self.targets {
+            while let Some(ev) = t.engine.poll_event() {
                 busy = true;
-                eprintln!("relinkd: export {name}: {ev:?}");
+                eprintln!("relinkd: export {}: {ev:?}", t.config.name);
+                events.push((format!("export {}", t.config.name), format!("{ev:?}")));
             }
         }
-        for (i, c) in self.connects.iter_mut().enumerate() {
+        for c in &mut self.connects {
             c.engine.handle_timeout(&mut self.node);
             for (tag, result) in c.bridge.complete(&mut c.engine) {
                 busy = true;
@@ -345,12 +422,12 @@ impl Run {
                             if info.size == before.size && info.read_only == before.read_only =>
                         {
                             c.max_io = c.max_io.min(info.max_io);
-                            println!("connect {} reconnected", c.name);
+                            println!("connect {} reconnected", c.name());
                         }
                         other => {
                             eprintln!(
                                 "relinkd: connect {}: the new session's volume is not the one served ({other:?}); requests fail until a session with it",
-                                c.name
+                                c.name()
                             );
                             c.identify = Some(tag);
                         }
@@ -363,7 +440,7 @@ impl Run {
                         c.max_io = c.max_io.min(info.max_io);
                         println!(
                             "connect {} ready: {} bytes, block size {}, max_io {}{}",
-                            c.name,
+                            c.name(),
                             info.size,
                             info.block_size,
                             c.max_io,
@@ -374,12 +451,20 @@ impl Run {
                     Ok(other) => Err(format!("IDENTIFY answered {other:?}")),
                     Err(e) => Err(format!("IDENTIFY failed: {e}")),
                 };
-                let _ = self.ready.send(Ready { connect: i, result });
+                let _ = self.ready.send(Ready {
+                    id: c.id,
+                    config: c.config.clone(),
+                    result,
+                });
             }
             while let Some(ev) = c.engine.poll_event() {
                 busy = true;
-                eprintln!("relinkd: connect {}: {ev:?}", c.name);
+                eprintln!("relinkd: connect {}: {ev:?}", c.name());
+                events.push((format!("connect {}", c.name()), format!("{ev:?}")));
             }
+        }
+        for (source, ev) in events {
+            self.publish(source, "engine", ev);
         }
         busy
     }
@@ -394,10 +479,10 @@ impl Run {
             if c.announced.is_none() || c.engine.ended().is_none() {
                 continue;
             }
-            match Conn::connect(&mut self.node, &c.config) {
+            match Conn::connect(&mut self.node, c.id, &c.config, c.policy.clone()) {
                 Ok(mut new) => {
                     new.announced = c.announced;
-                    eprintln!("relinkd: connect {}: reconnecting", c.name);
+                    eprintln!("relinkd: connect {}: reconnecting", c.name());
                     *c = new;
                     busy = true;
                 }
@@ -419,9 +504,13 @@ impl Run {
             if stop_by.is_none() {
                 busy |= self.reconnect();
             }
-            while let Ok((i, req)) = self.requests.try_recv() {
+            while let Ok(a) = self.admin.try_recv() {
                 busy = true;
-                match self.connects.get_mut(i) {
+                self.admin(a, stop_by.is_some());
+            }
+            while let Ok((id, req)) = self.requests.try_recv() {
+                busy = true;
+                match self.connects.iter_mut().find(|c| c.id == id) {
                     Some(c) if stop_by.is_none() && c.identify.is_none() => {
                         c.bridge
                             .submit(&mut self.node, &mut c.engine, c.max_io, req);
@@ -451,9 +540,11 @@ impl Run {
             timed_out: s.timed_out,
             sync_failures: Vec::new(),
         };
-        for (name, t) in &self.targets {
-            if let Err(e) = t.volume().flush() {
-                summary.sync_failures.push(format!("export {name}: {e}"));
+        for t in &self.targets {
+            if let Err(e) = t.engine.volume().flush() {
+                summary
+                    .sync_failures
+                    .push(format!("export {}: {e}", t.config.name));
             }
         }
         summary

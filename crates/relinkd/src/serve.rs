@@ -1,14 +1,18 @@
-//! The process: the node thread ([`Daemon`]) and, on a tokio runtime,
-//! an NBD server per connection once its volume is known, until SIGTERM
-//! or SIGINT.
+//! The process: the node thread ([`Daemon`]), the control socket and, on
+//! a tokio runtime, an NBD server per connection once its volume is known
+//! (the configured ones and those added at runtime), until SIGTERM or
+//! SIGINT.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 
 use relink_nbd::{BlockSizes, Export, ExportFlags, Server, ServerConfig};
 use tokio::signal::unix::{signal, SignalKind};
+use tokio::task::JoinHandle;
 
 use crate::config::Config;
-use crate::node_loop::{Daemon, DaemonHandle, StartError, Summary};
+use crate::node_loop::{Daemon, DaemonHandle, Ready, StartError, Summary};
 
 /// Why the daemon stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -35,9 +39,37 @@ pub enum RunError {
         /// Why.
         reason: String,
     },
+    /// The control socket or the metrics listener cannot listen.
+    #[error("control {what}: {reason}")]
+    Control {
+        /// Which one, with its address.
+        what: String,
+        /// Why.
+        reason: String,
+    },
     /// The runtime or the signal handlers cannot be set up.
     #[error("runtime: {0}")]
     Runtime(std::io::Error),
+}
+
+/// The NBD servers of one connection.
+pub(crate) struct ServedNbd {
+    tasks: Vec<JoinHandle<()>>,
+    socket: PathBuf,
+}
+
+/// The connections served over NBD, by name.
+pub(crate) type Served = Arc<Mutex<HashMap<String, ServedNbd>>>;
+
+/// Stop serving connection `name` over NBD and remove its socket.
+pub(crate) fn unserve(served: &Served, name: &str) {
+    let gone = served.lock().map(|mut m| m.remove(name)).ok().flatten();
+    if let Some(s) = gone {
+        for t in s.tasks {
+            t.abort();
+        }
+        let _ = std::fs::remove_file(&s.socket);
+    }
 }
 
 /// Run the daemon of `config` until SIGTERM or SIGINT; then close the
@@ -54,29 +86,88 @@ pub fn run(config: &Config) -> Result<Summary, RunError> {
         .map_err(RunError::Runtime)?;
     let mut daemon = Daemon::start(config)?;
     let handle = daemon.handle();
-    let mut sockets = Vec::new();
-    let served = rt.block_on(serve(config, &mut daemon, &handle, &mut sockets));
+    let served: Served = Arc::default();
+    let mut control_socket = None;
+    let result = rt.block_on(async {
+        control_socket = control(config, &handle, &served)?;
+        serve(config, &mut daemon, &handle, &served).await
+    });
     crate::notify::tell("STOPPING=1");
     handle.stop();
     let summary = daemon.join();
-    for s in sockets {
-        let _ = std::fs::remove_file(s);
+    if let Ok(mut m) = served.lock() {
+        for (_, s) in m.drain() {
+            let _ = std::fs::remove_file(s.socket);
+        }
     }
-    served.map(|()| summary)
+    if let Some(path) = control_socket {
+        let _ = std::fs::remove_file(path);
+    }
+    result.map(|()| summary)
+}
+
+/// Start the control socket and the metrics listener; the control
+/// socket's path once it listens. The default path that cannot listen
+/// (another relinkd has it, no permission) leaves the daemon without a
+/// control socket, with a message; a configured one is an error.
+fn control(
+    config: &Config,
+    handle: &DaemonHandle,
+    served: &Served,
+) -> Result<Option<PathBuf>, RunError> {
+    let path = &config.control.socket;
+    let socket = match crate::control::server::bind(path) {
+        Ok(listener) => {
+            tokio::spawn(crate::control::server::serve(
+                listener,
+                handle.clone(),
+                served.clone(),
+            ));
+            println!("control socket {}", path.display());
+            Some(path.clone())
+        }
+        Err(e) if !config.control.configured => {
+            eprintln!(
+                "relinkd: control socket {}: {e}; running without a control socket",
+                path.display()
+            );
+            None
+        }
+        Err(e) => {
+            return Err(RunError::Control {
+                what: format!("socket {}", path.display()),
+                reason: e.to_string(),
+            })
+        }
+    };
+    if let Some(addr) = config.control.metrics_listen {
+        let std = std::net::TcpListener::bind(addr)
+            .and_then(|l| l.set_nonblocking(true).map(|()| l))
+            .and_then(tokio::net::TcpListener::from_std)
+            .map_err(|e| RunError::Control {
+                what: format!("metrics_listen {addr}"),
+                reason: e.to_string(),
+            })?;
+        tokio::spawn(crate::control::server::serve_metrics(std, handle.clone()));
+        println!("metrics on http://{addr}/metrics");
+    }
+    Ok(socket)
 }
 
 async fn serve(
     config: &Config,
     daemon: &mut Daemon,
     handle: &DaemonHandle,
-    sockets: &mut Vec<PathBuf>,
+    served: &Served,
 ) -> Result<(), RunError> {
     let mut term = signal(SignalKind::terminate()).map_err(RunError::Runtime)?;
     let mut int = signal(SignalKind::interrupt()).map_err(RunError::Runtime)?;
-    let mut waiting = config.connects.len();
+    // The configured connections not served yet.
+    let mut waiting: std::collections::HashSet<&str> =
+        config.connects.iter().map(|c| c.name.as_str()).collect();
     let mut told_ready = false;
     loop {
-        if waiting == 0 && !told_ready {
+        if waiting.is_empty() && !told_ready {
             // Every export listens (`Daemon::start`) and every NBD socket
             // is bound: tell the service manager (`Type=notify`).
             crate::notify::tell("READY=1");
@@ -85,78 +176,113 @@ async fn serve(
         let ready = tokio::select! {
             _ = term.recv() => return Ok(()),
             _ = int.recv() => return Ok(()),
-            r = daemon.next_ready(), if waiting > 0 => r,
+            r = daemon.next_ready() => r,
         };
         let Some(ready) = ready else {
             return Ok(());
         };
-        waiting -= 1;
-        let c = &config.connects[ready.connect];
-        let info = ready.result.map_err(|reason| RunError::Identify {
-            name: c.name.clone(),
-            reason,
-        })?;
-        let flags = if info.read_only {
-            ExportFlags::read_only()
-        } else {
-            ExportFlags::read_write().with_multi_conn(true)
-        };
-        let (tx, mut rx) = tokio::sync::mpsc::channel(256);
-        let h = handle.clone();
-        let index = ready.connect;
-        tokio::spawn(async move {
-            while let Some(req) = rx.recv().await {
-                h.submit(index, req);
-            }
-        });
-        // The block service takes whole blocks: clients are told so, and
-        // the longest request is the smaller of both sides' max_io.
-        let sizes = BlockSizes::new(
-            info.block_size,
-            info.block_size.max(4096),
-            info.max_io.min(c.max_io),
-        );
-        let export = Export::new(c.name.clone(), info.size, flags, tx)
-            .with_block_sizes(sizes)
-            .with_description(format!("relink volume from {:?}", c.targets));
-        let nbd_err = |what: String, e: &dyn std::fmt::Display| RunError::Nbd {
-            name: c.name.clone(),
-            what,
-            reason: e.to_string(),
-        };
-        let server = std::sync::Arc::new(
-            Server::new(vec![export], ServerConfig::default())
-                .map_err(|e| nbd_err("export".into(), &e))?,
-        );
-        let path = &c.nbd_socket;
-        if std::fs::symlink_metadata(path).is_ok_and(|m| {
-            use std::os::unix::fs::FileTypeExt;
-            m.file_type().is_socket()
-        }) {
-            let _ = std::fs::remove_file(path);
+        // A connection of the configuration that cannot start stops the
+        // daemon; one added at runtime is reported and left to its
+        // administrator.
+        let initial = waiting.remove(ready.config.name.as_str());
+        match serve_one(ready, handle, served).await {
+            Ok(()) => {}
+            Err(e) if initial => return Err(e),
+            Err(e) => eprintln!("relinkd: {e}"),
         }
-        let unix = tokio::net::UnixListener::bind(path)
-            .map_err(|e| nbd_err(format!("nbd_socket {}", path.display()), &e))?;
-        sockets.push(path.clone());
-        let s = server.clone();
-        tokio::spawn(async move {
-            if let Err(e) = s.serve_unix(unix).await {
-                eprintln!("relinkd: nbd unix socket: {e}");
-            }
-        });
-        let mut shown = format!("unix {}", path.display());
-        if let Some(addr) = c.nbd_tcp {
-            let tcp = tokio::net::TcpListener::bind(addr)
-                .await
-                .map_err(|e| nbd_err(format!("nbd_tcp {addr}"), &e))?;
-            let s = server.clone();
-            tokio::spawn(async move {
-                if let Err(e) = s.serve_tcp(tcp).await {
-                    eprintln!("relinkd: nbd tcp: {e}");
-                }
-            });
-            shown.push_str(&format!(" and tcp {addr}"));
-        }
-        println!("connect {} serving nbd on {shown}", c.name);
     }
+}
+
+/// Serve one ready connection's volume on its NBD sockets.
+async fn serve_one(ready: Ready, handle: &DaemonHandle, served: &Served) -> Result<(), RunError> {
+    let c = &ready.config;
+    let info = ready.result.map_err(|reason| RunError::Identify {
+        name: c.name.clone(),
+        reason,
+    })?;
+    let flags = if info.read_only {
+        ExportFlags::read_only()
+    } else {
+        ExportFlags::read_write().with_multi_conn(true)
+    };
+    let (tx, mut rx) = tokio::sync::mpsc::channel(256);
+    let h = handle.clone();
+    let id = ready.id;
+    let mut tasks = vec![tokio::spawn(async move {
+        while let Some(req) = rx.recv().await {
+            h.submit(id, req);
+        }
+    })];
+    // The block service takes whole blocks: clients are told so, and the
+    // longest request is the smaller of both sides' max_io.
+    let sizes = BlockSizes::new(
+        info.block_size,
+        info.block_size.max(4096),
+        info.max_io.min(c.max_io),
+    );
+    let export = Export::new(c.name.clone(), info.size, flags, tx)
+        .with_block_sizes(sizes)
+        .with_description(format!("relink volume from {:?}", c.targets));
+    let nbd_err = |what: String, e: &dyn std::fmt::Display| RunError::Nbd {
+        name: c.name.clone(),
+        what,
+        reason: e.to_string(),
+    };
+    let abort = |tasks: Vec<JoinHandle<()>>| tasks.into_iter().for_each(|t| t.abort());
+    let server = match Server::new(vec![export], ServerConfig::default()) {
+        Ok(s) => Arc::new(s),
+        Err(e) => {
+            abort(tasks);
+            return Err(nbd_err("export".into(), &e));
+        }
+    };
+    let path = &c.nbd_socket;
+    if std::fs::symlink_metadata(path).is_ok_and(|m| {
+        use std::os::unix::fs::FileTypeExt;
+        m.file_type().is_socket()
+    }) {
+        let _ = std::fs::remove_file(path);
+    }
+    let unix = match tokio::net::UnixListener::bind(path) {
+        Ok(u) => u,
+        Err(e) => {
+            abort(tasks);
+            return Err(nbd_err(format!("nbd_socket {}", path.display()), &e));
+        }
+    };
+    let s = server.clone();
+    tasks.push(tokio::spawn(async move {
+        if let Err(e) = s.serve_unix(unix).await {
+            eprintln!("relinkd: nbd unix socket: {e}");
+        }
+    }));
+    let mut shown = format!("unix {}", path.display());
+    if let Some(addr) = c.nbd_tcp {
+        let tcp = match tokio::net::TcpListener::bind(addr).await {
+            Ok(t) => t,
+            Err(e) => {
+                abort(tasks);
+                let _ = std::fs::remove_file(path);
+                return Err(nbd_err(format!("nbd_tcp {addr}"), &e));
+            }
+        };
+        let s = server.clone();
+        tasks.push(tokio::spawn(async move {
+            if let Err(e) = s.serve_tcp(tcp).await {
+                eprintln!("relinkd: nbd tcp: {e}");
+            }
+        }));
+        shown.push_str(&format!(" and tcp {addr}"));
+    }
+    if let Ok(mut m) = served.lock() {
+        m.insert(
+            c.name.clone(),
+            ServedNbd {
+                tasks,
+                socket: path.clone(),
+            },
+        );
+    }
+    println!("connect {} serving nbd on {shown}", c.name);
+    Ok(())
 }

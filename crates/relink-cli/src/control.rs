@@ -1,0 +1,541 @@
+//! The commands that talk to a running relinkd over its control socket
+//! (`relinkd::control::protocol`): `status`, `devices`, `connect`,
+//! `disconnect`, `policy get|set`, `hold`, `resume`, `drain`, `undrain`,
+//! `events --follow`, `metrics`.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::SocketAddr;
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+
+use anyhow::{anyhow, bail};
+use clap::{Args, Subcommand};
+use relinkd::control::protocol::{
+    AckResult, Command, DevicesResult, DrainResult, EventRecord, Limit, MetricsResult, Mode, Never,
+    PolicyResult, Request, Response, StatusResult,
+};
+
+/// Where the daemon is and how to print.
+#[derive(Debug, Args)]
+pub struct Opts {
+    /// The control socket [default: $RELINK_CONTROL, else
+    /// /run/relinkd/control.sock].
+    #[arg(long, value_name = "PATH")]
+    socket: Option<PathBuf>,
+    /// Print the result as JSON instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+/// The control commands (each with --socket and --json).
+#[derive(Debug, Subcommand)]
+pub enum ControlCommand {
+    /// Show the exports and connections of a running relinkd: state,
+    /// epoch, recoveries, downtime, bytes, requests in flight.
+    Status {
+        #[command(flatten)]
+        opts: Opts,
+    },
+    /// List the devices relinkd's backend sees.
+    Devices {
+        #[command(flatten)]
+        opts: Opts,
+    },
+    /// Add a connection to a running relinkd: a session to the target
+    /// and, once the volume is known, an NBD socket.
+    Connect {
+        #[command(flatten)]
+        opts: Opts,
+        /// Its name (the NBD export name).
+        name: String,
+        /// A target address IP:PORT (repeat for several paths).
+        #[arg(long = "target", value_name = "IP:PORT", required = true)]
+        targets: Vec<SocketAddr>,
+        /// The NBD Unix socket to serve on.
+        #[arg(long, value_name = "PATH")]
+        nbd_socket: PathBuf,
+        /// An NBD TCP address to serve on as well.
+        #[arg(long, value_name = "IP:PORT")]
+        nbd_tcp: Option<SocketAddr>,
+        /// Give up this long after a loss.
+        #[arg(long, value_name = "SECS")]
+        give_up_secs: Option<u64>,
+        /// Commands outstanding at once (1 to 1024; default 32).
+        #[arg(long, value_name = "N")]
+        queue_depth: Option<u64>,
+        /// The longest command, bytes (a multiple of 4096 up to 16 MiB;
+        /// default 131072).
+        #[arg(long, value_name = "BYTES")]
+        max_io: Option<u64>,
+    },
+    /// Remove a connection: recovery stops, its NBD requests fail at
+    /// once, its NBD socket is removed.
+    Disconnect {
+        #[command(flatten)]
+        opts: Opts,
+        /// The connection.
+        name: String,
+    },
+    /// Show or change a connection's live recovery policy.
+    Policy {
+        #[command(subcommand)]
+        action: PolicyAction,
+    },
+    /// Manual recovery: the connection's session holds on its next loss
+    /// (at once if it is recovering) until `relink resume`.
+    Hold {
+        #[command(flatten)]
+        opts: Opts,
+        /// The connection.
+        name: String,
+    },
+    /// Let a held session recover.
+    Resume {
+        #[command(flatten)]
+        opts: Opts,
+        /// The connection.
+        name: String,
+        /// The path to take: an index in the connection's targets.
+        #[arg(long, value_name = "I")]
+        path: Option<usize>,
+    },
+    /// Move every session off a device (planned maintenance).
+    Drain {
+        #[command(flatten)]
+        opts: Opts,
+        /// The device's name.
+        device: String,
+    },
+    /// Let sessions take a drained device again.
+    Undrain {
+        #[command(flatten)]
+        opts: Opts,
+        /// The device's name.
+        device: String,
+    },
+    /// Print session and engine events as they happen.
+    Events {
+        #[command(flatten)]
+        opts: Opts,
+        /// Keep printing until interrupted (required: there is no event
+        /// history).
+        #[arg(long, required = true)]
+        follow: bool,
+    },
+    /// Print the Prometheus metrics.
+    Metrics {
+        #[command(flatten)]
+        opts: Opts,
+    },
+}
+
+/// `relink policy get|set`.
+#[derive(Debug, Subcommand)]
+pub enum PolicyAction {
+    /// Show a connection's policy.
+    Get {
+        #[command(flatten)]
+        opts: Opts,
+        /// The connection.
+        name: String,
+    },
+    /// Change a connection's policy on its live session, e.g.
+    /// `give_up_secs=none mode=manual`.
+    Set {
+        #[command(flatten)]
+        opts: Opts,
+        /// The connection.
+        name: String,
+        /// give_up_secs=N|none, fast_fail_secs=N|none,
+        /// mode=manual|automatic.
+        #[arg(value_name = "KEY=VALUE", required = true)]
+        settings: Vec<String>,
+    },
+}
+
+/// The socket to use.
+fn socket(opts: &Opts) -> PathBuf {
+    opts.socket
+        .clone()
+        .or_else(|| std::env::var_os("RELINK_CONTROL").map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from(relinkd::ControlConfig::DEFAULT_SOCKET))
+}
+
+/// A connection to the daemon.
+struct Client {
+    path: PathBuf,
+    reader: BufReader<UnixStream>,
+    writer: UnixStream,
+}
+
+impl Client {
+    fn open(opts: &Opts) -> anyhow::Result<Client> {
+        let path = socket(opts);
+        let writer = UnixStream::connect(&path)
+            .map_err(|e| anyhow!("cannot reach relinkd at {}: {e}", path.display()))?;
+        let reader = BufReader::new(writer.try_clone()?);
+        Ok(Client {
+            path,
+            reader,
+            writer,
+        })
+    }
+
+    /// Send `command`. A daemon that refuses the client answers one
+    /// error and closes, maybe before the request is written: that answer
+    /// is what [`Client::next`] reads then.
+    fn send(&mut self, command: Command) -> anyhow::Result<()> {
+        if let Err(e) = self
+            .writer
+            .write_all(Request::new(command).to_line().as_bytes())
+        {
+            // Not an io::Error in the chain: a closed socket is no closed
+            // stdout (which `main` takes for a reader that left).
+            let refused = self.next().ok().flatten();
+            match refused {
+                Some(r) => {
+                    let e = r
+                        .into_result::<serde_json::Value>()
+                        .err()
+                        .map_or_else(|| e.to_string(), |c| c.message);
+                    bail!("{e}");
+                }
+                None => bail!("relinkd at {}: {e}", self.path.display()),
+            }
+        }
+        Ok(())
+    }
+
+    /// The next response line; `None` once the daemon closed.
+    fn next(&mut self) -> anyhow::Result<Option<Response>> {
+        let mut line = String::new();
+        let n = self
+            .reader
+            .read_line(&mut line)
+            .map_err(|e| anyhow!("relinkd at {}: {e}", self.path.display()))?;
+        if n == 0 {
+            return Ok(None);
+        }
+        serde_json::from_str(line.trim_end())
+            .map(Some)
+            .map_err(|e| anyhow!("relinkd answered a line that is not a response: {e}"))
+    }
+
+    /// Send `command` and take its typed result.
+    fn call<T: serde::de::DeserializeOwned>(&mut self, command: Command) -> anyhow::Result<T> {
+        self.send(command)?;
+        let r = self
+            .next()?
+            .ok_or_else(|| anyhow!("relinkd at {} closed the connection", self.path.display()))?;
+        r.into_result::<T>().map_err(|e| anyhow!("{}", e.message))
+    }
+}
+
+fn limit(key: &str, v: &str) -> anyhow::Result<Limit> {
+    if v == "none" {
+        return Ok(Limit::Off(Never::None));
+    }
+    match v.parse::<u64>() {
+        Ok(n) if n > 0 => Ok(Limit::Secs(n)),
+        _ => bail!("{key}={v}: give a number of seconds (at least 1) or none"),
+    }
+}
+
+fn policy_set(name: String, settings: &[String]) -> anyhow::Result<Command> {
+    let (mut give_up_secs, mut fast_fail_secs, mut mode) = (None, None, None);
+    for s in settings {
+        let Some((k, v)) = s.split_once('=') else {
+            bail!("{s:?}: expected KEY=VALUE");
+        };
+        match k {
+            "give_up_secs" => give_up_secs = Some(limit(k, v)?),
+            "fast_fail_secs" => fast_fail_secs = Some(limit(k, v)?),
+            "mode" => {
+                mode = Some(match v {
+                    "manual" => Mode::Manual,
+                    "automatic" => Mode::Automatic,
+                    _ => bail!("mode={v}: give manual or automatic"),
+                })
+            }
+            _ => bail!("unknown setting {k:?} (give_up_secs, fast_fail_secs, mode)"),
+        }
+    }
+    Ok(Command::PolicySet {
+        name,
+        give_up_secs,
+        fast_fail_secs,
+        mode,
+    })
+}
+
+fn print_json(out: &mut dyn Write, v: &impl serde::Serialize) -> anyhow::Result<()> {
+    serde_json::to_writer_pretty(&mut *out, v)?;
+    writeln!(out)?;
+    Ok(())
+}
+
+fn secs(s: Option<u64>) -> String {
+    s.map_or_else(|| "none".into(), |s| format!("{s}s"))
+}
+
+/// Run one control command.
+pub fn run(command: ControlCommand, out: &mut dyn Write) -> anyhow::Result<()> {
+    use ControlCommand as C;
+    match command {
+        C::Status { opts } => {
+            let r: StatusResult = Client::open(&opts)?.call(Command::Status {})?;
+            if opts.json {
+                return print_json(out, &r);
+            }
+            print_status(out, &r)
+        }
+        C::Devices { opts } => {
+            let r: DevicesResult = Client::open(&opts)?.call(Command::Devices {})?;
+            if opts.json {
+                return print_json(out, &r);
+            }
+            writeln!(
+                out,
+                "{:<12} {:<20} {:<7} {:<9} ADDRESSES",
+                "NAME", "GUID", "PORT", "DRAINING"
+            )?;
+            for d in r.devices {
+                writeln!(
+                    out,
+                    "{:<12} {:<20} {:<7} {:<9} {}",
+                    d.name,
+                    d.guid,
+                    d.port,
+                    if d.draining { "yes" } else { "no" },
+                    d.addresses.join(",")
+                )?;
+            }
+            Ok(())
+        }
+        C::Connect {
+            opts,
+            name,
+            targets,
+            nbd_socket,
+            nbd_tcp,
+            give_up_secs,
+            queue_depth,
+            max_io,
+        } => ack(
+            out,
+            &opts,
+            Command::Connect {
+                name,
+                targets,
+                nbd_socket,
+                nbd_tcp,
+                give_up_secs,
+                queue_depth,
+                max_io,
+            },
+        ),
+        C::Disconnect { opts, name } => ack(out, &opts, Command::Disconnect { name }),
+        C::Policy { action } => {
+            let (opts, command) = match action {
+                PolicyAction::Get { opts, name } => (opts, Command::PolicyGet { name }),
+                PolicyAction::Set {
+                    opts,
+                    name,
+                    settings,
+                } => {
+                    let c = policy_set(name, &settings)?;
+                    (opts, c)
+                }
+            };
+            let r: PolicyResult = Client::open(&opts)?.call(command)?;
+            if opts.json {
+                return print_json(out, &r);
+            }
+            writeln!(
+                out,
+                "{}: give_up_secs={} fast_fail_secs={} mode={}",
+                r.name,
+                secs(r.give_up_secs),
+                secs(r.fast_fail_secs),
+                match r.mode {
+                    Mode::Manual => "manual",
+                    Mode::Automatic => "automatic",
+                }
+            )?;
+            Ok(())
+        }
+        C::Hold { opts, name } => ack(out, &opts, Command::Hold { name }),
+        C::Resume { opts, name, path } => ack(out, &opts, Command::Resume { name, path }),
+        C::Drain { opts, device } => {
+            let r: DrainResult = Client::open(&opts)?.call(Command::Drain { device })?;
+            if opts.json {
+                return print_json(out, &r);
+            }
+            writeln!(
+                out,
+                "device {}: moving: {}; blocked (no other path): {}",
+                r.device,
+                list(&r.moving),
+                list(&r.blocked)
+            )?;
+            Ok(())
+        }
+        C::Undrain { opts, device } => ack(out, &opts, Command::Undrain { device }),
+        C::Events { opts, follow } => {
+            let mut c = Client::open(&opts)?;
+            let _: AckResult = c.call(Command::Events { follow })?;
+            out.flush()?;
+            while let Some(r) = c.next()? {
+                let ev: EventRecord = r.into_result().map_err(|e| anyhow!("{}", e.message))?;
+                if opts.json {
+                    serde_json::to_writer(&mut *out, &ev)?;
+                    writeln!(out)?;
+                } else {
+                    writeln!(out, "{} {}: {}", ev.source, ev.kind, ev.event)?;
+                }
+                out.flush()?;
+            }
+            Ok(())
+        }
+        C::Metrics { opts } => {
+            let r: MetricsResult = Client::open(&opts)?.call(Command::Metrics {})?;
+            if opts.json {
+                return print_json(out, &r);
+            }
+            write!(out, "{}", r.text)?;
+            Ok(())
+        }
+    }
+}
+
+fn list(v: &[String]) -> String {
+    if v.is_empty() {
+        "none".into()
+    } else {
+        v.join(", ")
+    }
+}
+
+fn ack(out: &mut dyn Write, opts: &Opts, command: Command) -> anyhow::Result<()> {
+    let r: AckResult = Client::open(opts)?.call(command)?;
+    if opts.json {
+        return print_json(out, &r);
+    }
+    writeln!(out, "{}", r.message)?;
+    Ok(())
+}
+
+fn print_status(out: &mut dyn Write, r: &StatusResult) -> anyhow::Result<()> {
+    if !r.exports.is_empty() {
+        writeln!(
+            out,
+            "{:<12} {:<22} {:<14} {:>5} {:>10} {:>10}",
+            "EXPORT", "LISTEN", "SESSION", "EPOCH", "RECOVERIES", "DOWNTIME"
+        )?;
+        for e in &r.exports {
+            if e.sessions.is_empty() {
+                writeln!(out, "{:<12} {:<22} -", e.name, e.listen)?;
+            }
+            for s in &e.sessions {
+                writeln!(
+                    out,
+                    "{:<12} {:<22} {:<14} {:>5} {:>10} {:>9.3}s",
+                    e.name, e.listen, s.state, s.epoch, s.recoveries, s.downtime_secs
+                )?;
+            }
+        }
+    }
+    if !r.connections.is_empty() {
+        if !r.exports.is_empty() {
+            writeln!(out)?;
+        }
+        writeln!(
+            out,
+            "{:<12} {:<12} {:<14} {:>5} {:>10} {:>6} {:>10} {:>8} {:>6} {:>12} {:>12} TARGETS",
+            "CONNECTION",
+            "STATE",
+            "SESSION",
+            "EPOCH",
+            "RECOVERIES",
+            "LOSSES",
+            "DOWNTIME",
+            "REPLAYED",
+            "INFLT",
+            "READ",
+            "WRITTEN"
+        )?;
+        for c in &r.connections {
+            let s = &c.session;
+            let targets: Vec<String> = c.targets.iter().map(ToString::to_string).collect();
+            writeln!(
+                out,
+                "{:<12} {:<12} {:<14} {:>5} {:>10} {:>6} {:>9.3}s {:>8} {:>6} {:>12} {:>12} {}",
+                c.name,
+                c.state,
+                s.state,
+                s.epoch,
+                s.recoveries,
+                s.losses,
+                s.downtime_secs,
+                s.replayed,
+                c.in_flight,
+                c.bytes_read,
+                c.bytes_written,
+                targets.join(",")
+            )?;
+            if !c.last_outages_secs.is_empty() {
+                let o: Vec<String> = c
+                    .last_outages_secs
+                    .iter()
+                    .map(|s| format!("{s:.3}s"))
+                    .collect();
+                writeln!(out, "{:<12} last outages: {}", "", o.join(" "))?;
+            }
+        }
+    }
+    if r.exports.is_empty() && r.connections.is_empty() {
+        writeln!(out, "no exports, no connections")?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn policy_settings_parse_and_bad_ones_are_named() {
+        let c = policy_set(
+            "d".into(),
+            &["give_up_secs=none".into(), "mode=manual".into()],
+        )
+        .unwrap();
+        assert_eq!(
+            c,
+            Command::PolicySet {
+                name: "d".into(),
+                give_up_secs: Some(Limit::Off(Never::None)),
+                fast_fail_secs: None,
+                mode: Some(Mode::Manual),
+            }
+        );
+        let e = policy_set("d".into(), &["speed=3".into()]).unwrap_err();
+        assert!(e.to_string().contains("speed"), "{e}");
+        let e = policy_set("d".into(), &["give_up_secs=0".into()]).unwrap_err();
+        assert!(e.to_string().contains("give_up_secs"), "{e}");
+    }
+
+    #[test]
+    fn a_daemon_not_running_is_named() {
+        let opts = Opts {
+            socket: Some("/nonexistent/relinkd.sock".into()),
+            json: false,
+        };
+        let e = run(ControlCommand::Status { opts }, &mut Vec::new()).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("cannot reach relinkd at /nonexistent/relinkd.sock: "),
+            "{e}"
+        );
+    }
+}

@@ -1,0 +1,231 @@
+//! Helpers of the relinkd end-to-end tests: relinkd processes with their
+//! output collected, soft hosts, temporary directories, the control
+//! socket's client side.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use relinkd::control::protocol::{self, Response, StatusResult};
+
+/// How long any one step may take. Nothing here measures time: these
+/// only keep a hang from lasting forever on a slow, shared machine.
+pub const STEP: Duration = Duration::from_secs(120);
+
+/// A running relinkd with its stdout and stderr lines collected; killed on
+/// drop unless it exited.
+pub struct Daemon {
+    pub what: &'static str,
+    pub child: Child,
+    pub out: Arc<Mutex<Vec<String>>>,
+    pub err: Arc<Mutex<Vec<String>>>,
+    pub status: Option<ExitStatus>,
+}
+
+fn collect(pipe: impl Read + Send + 'static) -> Arc<Mutex<Vec<String>>> {
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let sink = lines.clone();
+    thread::spawn(move || {
+        for line in BufReader::new(pipe).lines() {
+            let Ok(line) = line else { break };
+            sink.lock().unwrap().push(line);
+        }
+    });
+    lines
+}
+
+impl Daemon {
+    pub fn start(what: &'static str, config: &Path) -> Daemon {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_relinkd"))
+            .arg(config)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn the {what}: {e}"));
+        let out = collect(child.stdout.take().unwrap());
+        let err = collect(child.stderr.take().unwrap());
+        Daemon {
+            what,
+            child,
+            out,
+            err,
+            status: None,
+        }
+    }
+
+    pub fn transcript(&self) -> String {
+        format!(
+            "--- {} stdout:\n{}\n--- {} stderr:\n{}",
+            self.what,
+            self.out.lock().unwrap().join("\n"),
+            self.what,
+            self.err.lock().unwrap().join("\n")
+        )
+    }
+
+    /// Waits until a stdout line contains `needle`, or panics.
+    #[track_caller]
+    pub fn expect_line(&mut self, needle: &str) {
+        let deadline = Instant::now() + STEP;
+        loop {
+            if self.out.lock().unwrap().iter().any(|l| l.contains(needle)) {
+                return;
+            }
+            if let Some(s) = self.child.try_wait().unwrap() {
+                self.status = Some(s);
+                thread::sleep(Duration::from_millis(100));
+                panic!(
+                    "the {} exited ({s}) before {needle:?}\n{}",
+                    self.what,
+                    self.transcript()
+                );
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the {} did not print {needle:?}\n{}",
+                self.what,
+                self.transcript()
+            );
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// SIGTERM, then the exit status.
+    #[track_caller]
+    pub fn terminate(&mut self) -> ExitStatus {
+        let ok = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(ok.success(), "kill -TERM the {}", self.what);
+        let deadline = Instant::now() + STEP;
+        loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                self.status = Some(s);
+                thread::sleep(Duration::from_millis(100));
+                return s;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the {} did not exit on SIGTERM\n{}",
+                self.what,
+                self.transcript()
+            );
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if self.status.is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// A temporary directory, removed on drop.
+pub struct Root(pub PathBuf);
+
+impl Root {
+    pub fn new(name: &str) -> Root {
+        let root = std::env::temp_dir().join(format!("relinkd-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(&root).unwrap();
+        Root(root)
+    }
+}
+
+impl Drop for Root {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Why a tool cannot be used, if it cannot.
+pub fn tool(name: &str) -> Result<(), String> {
+    match Command::new(name).arg("--version").output() {
+        Ok(o) if o.status.success() => Ok(()),
+        Ok(o) => Err(format!("{name} --version exited {}", o.status)),
+        Err(e) => Err(format!("{name} not runnable ({e}); install qemu-utils")),
+    }
+}
+
+pub fn free_port(ip: &str) -> u16 {
+    TcpListener::bind(format!("{ip}:0"))
+        .and_then(|l| l.local_addr())
+        .expect("bind a free port")
+        .port()
+}
+
+/// Waits until `f()`, or panics with `what` and the transcripts.
+#[track_caller]
+pub fn wait_for(what: &str, daemons: &[&Daemon], mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + STEP;
+    while !f() {
+        if Instant::now() >= deadline {
+            let t: Vec<String> = daemons.iter().map(|d| d.transcript()).collect();
+            panic!("{what} did not happen\n{}", t.join("\n"));
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Send raw request lines to the control socket at `sock` on one
+/// connection; the response lines.
+pub fn raw(sock: &Path, lines: &[&str]) -> Vec<String> {
+    let s = UnixStream::connect(sock).expect("connect to the control socket");
+    let mut w = s.try_clone().unwrap();
+    let mut r = BufReader::new(s);
+    let mut out = Vec::new();
+    for l in lines {
+        w.write_all(l.as_bytes()).unwrap();
+        w.write_all(b"\n").unwrap();
+        let mut line = String::new();
+        r.read_line(&mut line).unwrap();
+        out.push(line.trim_end().to_string());
+    }
+    out
+}
+
+/// Run `command` on the control socket at `sock`: its response.
+pub fn call(sock: &Path, command: protocol::Command) -> Response {
+    let line = protocol::Request::new(command).to_line();
+    let got = raw(sock, &[line.trim_end()]);
+    serde_json::from_str(&got[0]).unwrap_or_else(|e| panic!("response {:?}: {e}", got[0]))
+}
+
+/// `status` on the control socket at `sock`.
+pub fn status(sock: &Path) -> StatusResult {
+    call(sock, protocol::Command::Status {})
+        .into_result()
+        .expect("status")
+}
+
+/// The `relink` binary next to relinkd (built by a workspace build).
+pub fn relink_bin() -> Option<PathBuf> {
+    let p = Path::new(env!("CARGO_BIN_EXE_relinkd")).with_file_name("relink");
+    p.exists().then_some(p)
+}
+
+/// A `qemu-io` of `commands` on the NBD export `name` at `socket`.
+pub fn qemu_io(socket: &Path, name: &str, commands: &[&str]) -> Command {
+    let mut c = Command::new("qemu-io");
+    c.args(["-f", "raw"]);
+    for cmd in commands {
+        c.args(["-c", cmd]);
+    }
+    c.arg(format!("nbd+unix:///{name}?socket={}", socket.display()))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c
+}
