@@ -12,7 +12,7 @@ use anyhow::{anyhow, bail};
 use clap::{Args, Subcommand};
 use relinkd::control::protocol::{
     AckResult, Command, DevicesResult, DrainResult, EventRecord, Limit, MetricsResult, Mode, Never,
-    PolicyResult, Request, Response, StatusResult,
+    PolicyResult, ReloadResult, Request, Response, StatusResult,
 };
 
 /// Where the daemon is and how to print.
@@ -124,6 +124,13 @@ pub enum ControlCommand {
     },
     /// Print the Prometheus metrics.
     Metrics {
+        #[command(flatten)]
+        opts: Opts,
+    },
+    /// Read the configuration file and its conf_dir again and apply the
+    /// difference (as SIGHUP does): new entries start, removed ones are
+    /// disconnected, changed ones are made again.
+    Reload {
         #[command(flatten)]
         opts: Opts,
     },
@@ -403,6 +410,19 @@ pub fn run(command: ControlCommand, out: &mut dyn Write) -> anyhow::Result<()> {
                 return print_json(out, &r);
             }
             write!(out, "{}", r.text)?;
+            Ok(())
+        }
+        C::Reload { opts } => {
+            let r: ReloadResult = Client::open(&opts)?.call(Command::Reload {})?;
+            if opts.json {
+                return print_json(out, &r);
+            }
+            writeln!(out, "removed: {}", list(&r.removed))?;
+            writeln!(out, "added: {}", list(&r.added))?;
+            if !r.failed.is_empty() {
+                writeln!(out, "failed: {}", r.failed.join("; "))?;
+                anyhow::bail!("{} entries could not be applied", r.failed.len());
+            }
             Ok(())
         }
     }

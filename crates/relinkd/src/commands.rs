@@ -148,9 +148,9 @@ impl Run {
                 self.node.undrain(&id);
                 json(ack(format!("device {device}: undrained")))
             }
-            Command::Events { .. } | Command::Metrics {} => Err(err(
+            Command::Events { .. } | Command::Metrics {} | Command::Reload {} => Err(err(
                 ErrorKind::Invalid,
-                "events and metrics are served by the control socket",
+                "events, metrics and reload are served by the control socket",
             )),
         }
     }

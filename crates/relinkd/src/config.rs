@@ -183,6 +183,9 @@ pub struct Config {
     pub conf_dir: Option<PathBuf>,
     /// The control plane.
     pub control: ControlConfig,
+    /// The file [`Config::load`] read (`None` from [`Config::parse`]): what
+    /// a reload reads again.
+    pub file: Option<PathBuf>,
 }
 
 #[derive(Deserialize)]
@@ -277,7 +280,8 @@ impl Config {
             file: path.to_path_buf(),
             reason: e.to_string(),
         })?;
-        let config = Config::parse(path, &text)?;
+        let mut config = Config::parse(path, &text)?;
+        config.file = Some(path.to_path_buf());
         crate::conf_dir::merge(path, config)
     }
 
@@ -467,6 +471,7 @@ impl Config {
             connects,
             conf_dir: raw.conf_dir,
             control,
+            file: None,
         })
     }
 }

@@ -1,7 +1,17 @@
-//! What a reload changes: the difference between the running
-//! configuration and the one read again, entry by entry (by name).
+//! A reload (`relink reload`, SIGHUP): the configuration file and its
+//! `conf_dir` read again, the difference from the configuration in force
+//! computed entry by entry (by name) and applied through the node thread.
+//!
+//! The difference is taken from the configuration last loaded, not from
+//! the live set: a connection added or removed with `relink connect` /
+//! `relink disconnect` stays as it is unless the files change that name.
 
-use crate::config::{Backend, Config, ConnectConfig, ExportConfig};
+use std::sync::Mutex;
+
+use crate::config::{Backend, Config, ConnectConfig, ControlConfig, ExportConfig};
+use crate::control::protocol::{Command, ControlError, ErrorKind, ReloadResult};
+use crate::node_loop::DaemonHandle;
+use crate::serve::{unserve, Served};
 
 /// The changes that take a running daemon from one configuration to
 /// another: an entry whose settings changed is removed and added again
@@ -43,6 +53,15 @@ pub enum ReloadError {
         /// The running daemon's backend.
         running: Backend,
     },
+    /// The `[control]` table differs: the socket and the metrics listener
+    /// are set up once, at start.
+    #[error(
+        "control: differs from the running daemon's ({running:?}); restart relinkd to change it"
+    )]
+    Control {
+        /// The running daemon's control settings.
+        running: ControlConfig,
+    },
 }
 
 impl Config {
@@ -54,6 +73,11 @@ impl Config {
         if self.backend != new.backend {
             return Err(ReloadError::Backend {
                 running: self.backend.clone(),
+            });
+        }
+        if self.control != new.control {
+            return Err(ReloadError::Control {
+                running: self.control.clone(),
             });
         }
         let mut change = ConfigChange::default();
@@ -78,6 +102,110 @@ impl Config {
             }
         }
         Ok(change)
+    }
+}
+
+/// The configuration in force, which a reload replaces.
+pub(crate) struct Reloader {
+    running: Mutex<Config>,
+}
+
+impl Reloader {
+    pub(crate) fn new(config: Config) -> Reloader {
+        Reloader {
+            running: Mutex::new(config),
+        }
+    }
+
+    /// Read the configuration again and apply the difference: removals
+    /// first (connections as by an admin disconnect, then exports), then
+    /// the new exports and connections. An entry that cannot be added is
+    /// reported in [`ReloadResult::failed`] and left out of the
+    /// configuration in force, so the next reload tries it again.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Invalid`] when the files are wrong (the message names
+    /// the file and the key) or change what only a restart can; nothing is
+    /// applied then.
+    pub(crate) async fn reload(
+        &self,
+        handle: &DaemonHandle,
+        served: &Served,
+    ) -> Result<ReloadResult, ControlError> {
+        let invalid =
+            |e: &dyn std::fmt::Display| ControlError::new(ErrorKind::Invalid, e.to_string());
+        let old = self
+            .running
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let Some(file) = old.file.clone() else {
+            return Err(invalid(&"the configuration was not read from a file"));
+        };
+        let mut new = Config::load(&file).map_err(|e| invalid(&e))?;
+        let change = old.changes_to(&new).map_err(|e| invalid(&e))?;
+        let mut result = ReloadResult::default();
+        let gone = |e: &ControlError| e.kind == ErrorKind::NotFound;
+        for name in &change.remove_connects {
+            match handle
+                .command(Command::Disconnect { name: name.clone() })
+                .await
+            {
+                Ok(_) => unserve(served, name),
+                Err(e) if gone(&e) => {}
+                Err(e) => {
+                    result.failed.push(format!("connect {name}: {}", e.message));
+                    continue;
+                }
+            }
+            result.removed.push(format!("connect {name}"));
+        }
+        for name in &change.remove_exports {
+            match handle.remove_export(name).await {
+                Ok(()) => {}
+                Err(e) if gone(&e) => {}
+                Err(e) => {
+                    result.failed.push(format!("export {name}: {}", e.message));
+                    continue;
+                }
+            }
+            result.removed.push(format!("export {name}"));
+        }
+        for e in change.add_exports {
+            let name = e.name.clone();
+            match handle.add_export(e).await {
+                Ok(()) => result.added.push(format!("export {name}")),
+                Err(err) => {
+                    result
+                        .failed
+                        .push(format!("export {name}: {}", err.message));
+                    new.exports.retain(|x| x.name != name);
+                }
+            }
+        }
+        for c in change.add_connects {
+            let name = c.name.clone();
+            let command = Command::Connect {
+                name: c.name,
+                targets: c.targets,
+                nbd_socket: c.nbd_socket,
+                nbd_tcp: c.nbd_tcp,
+                give_up_secs: c.give_up.map(|d| d.as_secs()),
+                queue_depth: Some(u64::from(c.queue_depth)),
+                max_io: Some(u64::from(c.max_io)),
+            };
+            match handle.command(command).await {
+                Ok(_) => result.added.push(format!("connect {name}")),
+                Err(err) => {
+                    result
+                        .failed
+                        .push(format!("connect {name}: {}", err.message));
+                    new.connects.retain(|x| x.name != name);
+                }
+            }
+        }
+        *self.running.lock().unwrap_or_else(|e| e.into_inner()) = new;
+        Ok(result)
     }
 }
 

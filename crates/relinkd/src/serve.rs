@@ -13,6 +13,7 @@ use tokio::task::JoinHandle;
 
 use crate::config::Config;
 use crate::node_loop::{Daemon, DaemonHandle, Ready, StartError, Summary};
+use crate::reload::Reloader;
 
 /// Why the daemon stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -87,10 +88,11 @@ pub fn run(config: &Config) -> Result<Summary, RunError> {
     let mut daemon = Daemon::start(config)?;
     let handle = daemon.handle();
     let served: Served = Arc::default();
+    let reloader = Arc::new(Reloader::new(config.clone()));
     let mut control_socket = None;
     let result = rt.block_on(async {
-        control_socket = control(config, &handle, &served)?;
-        serve(config, &mut daemon, &handle, &served).await
+        control_socket = control(config, &handle, &served, &reloader)?;
+        serve(config, &mut daemon, &handle, &served, &reloader).await
     });
     crate::notify::tell("STOPPING=1");
     handle.stop();
@@ -114,6 +116,7 @@ fn control(
     config: &Config,
     handle: &DaemonHandle,
     served: &Served,
+    reloader: &Arc<Reloader>,
 ) -> Result<Option<PathBuf>, RunError> {
     let path = &config.control.socket;
     let socket = match crate::control::server::bind(path) {
@@ -122,6 +125,7 @@ fn control(
                 listener,
                 handle.clone(),
                 served.clone(),
+                reloader.clone(),
             ));
             println!("control socket {}", path.display());
             Some(path.clone())
@@ -159,9 +163,11 @@ async fn serve(
     daemon: &mut Daemon,
     handle: &DaemonHandle,
     served: &Served,
+    reloader: &Arc<Reloader>,
 ) -> Result<(), RunError> {
     let mut term = signal(SignalKind::terminate()).map_err(RunError::Runtime)?;
     let mut int = signal(SignalKind::interrupt()).map_err(RunError::Runtime)?;
+    let mut hup = signal(SignalKind::hangup()).map_err(RunError::Runtime)?;
     // The configured connections not served yet.
     let mut waiting: std::collections::HashSet<&str> =
         config.connects.iter().map(|c| c.name.as_str()).collect();
@@ -176,6 +182,16 @@ async fn serve(
         let ready = tokio::select! {
             _ = term.recv() => return Ok(()),
             _ = int.recv() => return Ok(()),
+            _ = hup.recv() => {
+                let (h, s, r) = (handle.clone(), served.clone(), reloader.clone());
+                tokio::spawn(async move {
+                    match r.reload(&h, &s).await {
+                        Ok(result) => crate::control::server::log_reload(&result),
+                        Err(e) => eprintln!("relinkd: reload refused: {}", e.message),
+                    }
+                });
+                continue;
+            }
             r = daemon.next_ready() => r,
         };
         let Some(ready) = ready else {

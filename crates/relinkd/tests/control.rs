@@ -21,7 +21,7 @@ use common::{call, free_port, qemu_io, raw, status, tool, wait_for, Daemon, Root
 use relink_soft::Registry;
 use relinkd::control::protocol::{
     self, AckResult, Command as Ctl, DrainResult, ErrorKind, Limit, MetricsResult, Never,
-    PolicyResult, Response,
+    PolicyResult, ReloadResult, Response,
 };
 
 const SIZE: u64 = 8 << 20;
@@ -80,10 +80,11 @@ fn hosts(name: &str, give_up_secs: u64, a_devices: usize) -> Hosts {
     let ctl = root.0.join("ctl").join("a.ctl");
     let metrics = format!("127.0.0.1:{}", free_port("127.0.0.1"));
     let init_conf = root.0.join("initiator.toml");
+    std::fs::create_dir(root.0.join("conf.d")).unwrap();
     std::fs::write(
         &init_conf,
         format!(
-            "[backend]\nsoft_dir = {dir_a:?}\n[control]\nsocket = {ctl:?}\nmetrics_listen = \"{metrics}\"\n[[connect]]\nname = \"disk\"\ntargets = [\"{addr}\"]\nnbd_socket = {nbd:?}\ngive_up_secs = {give_up_secs}\n"
+            "conf_dir = \"conf.d\"\n[backend]\nsoft_dir = {dir_a:?}\n[control]\nsocket = {ctl:?}\nmetrics_listen = \"{metrics}\"\n[[connect]]\nname = \"disk\"\ntargets = [\"{addr}\"]\nnbd_socket = {nbd:?}\ngive_up_secs = {give_up_secs}\n"
         ),
     )
     .unwrap();
@@ -498,9 +499,17 @@ fn drain_moves_the_session_to_the_second_device_without_io_errors() {
         text(&o),
         h.transcripts()
     );
-    // The paths name no local address: the route may take the drained
-    // device again (and the session moves again), so where the session
-    // settles is not checked here.
+    // The path names no local address: relink binds the attempt to the
+    // device it chose, so the session settles on the other one.
+    h.wait("the session on the other device", || {
+        h.conn("disk").is_some_and(|c| {
+            c.session.state == "Established" && c.session.device.as_ref() != Some(&first)
+        })
+    });
+    run_io(&h, &h.nbd, "disk", &["read -P 0x1f 0 1M"]);
+    let c = h.conn("disk").unwrap();
+    assert_ne!(c.session.device.as_ref(), Some(&first), "{c:?}");
+    assert_eq!(c.session.state, "Established", "{c:?}");
     let _: AckResult = h.ok(Ctl::Undrain { device: first });
     assert_eq!(draining(&h), [false, false]);
     h.wait("the session established", || {
@@ -508,5 +517,64 @@ fn drain_moves_the_session_to_the_second_device_without_io_errors() {
             .is_some_and(|c| c.session.state == "Established")
     });
     run_io(&h, &h.nbd, "disk", &["read -P 0x1f 0 1M"]);
+    h.stop();
+}
+
+#[test]
+fn reload_and_sighup_apply_the_conf_dir() {
+    if let Err(why) = tool("qemu-io") {
+        println!("SKIPPED: reload_and_sighup_apply_the_conf_dir: {why}");
+        return;
+    }
+    let mut h = hosts("reload", 300, 1);
+    let dir = h.root.0.join("conf.d");
+    let nbd2 = h.root.0.join("nbd2.sock");
+    std::fs::write(
+        dir.join("10-disk2.toml"),
+        format!(
+            "[[connect]]\nname = \"disk2\"\ntargets = [\"{}\"]\nnbd_socket = {nbd2:?}\nqueue_depth = 8\n",
+            h.addr
+        ),
+    )
+    .unwrap();
+    let r: ReloadResult = h.ok(Ctl::Reload {});
+    assert_eq!(r.added, ["connect disk2"], "{r:?}");
+    assert!(r.removed.is_empty() && r.failed.is_empty(), "{r:?}");
+    h.init.expect_line("connect disk2 serving nbd");
+    run_io(&h, &nbd2, "disk2", &["write -P 0x5a 0 64k", "flush"]);
+    run_io(&h, &h.nbd, "disk", &["read -P 0x5a 0 64k"]);
+
+    // A wrong file is refused with its name and key; nothing changes.
+    std::fs::write(
+        dir.join("20-bad.toml"),
+        "[[connect]]\nname = \"bad\"\ntargets = [\"nowhere\"]\nnbd_socket = \"/x\"\n",
+    )
+    .unwrap();
+    let e = call(&h.ctl, Ctl::Reload {})
+        .into_result::<ReloadResult>()
+        .unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Invalid);
+    assert!(
+        e.message.contains("20-bad.toml") && e.message.contains("connect[0].targets[0]"),
+        "{}",
+        e.message
+    );
+    assert!(h.conn("disk2").is_some());
+
+    // Both files gone, then SIGHUP: disk2 is disconnected and its socket
+    // removed; disk keeps serving.
+    std::fs::remove_file(dir.join("20-bad.toml")).unwrap();
+    std::fs::remove_file(dir.join("10-disk2.toml")).unwrap();
+    let pid = h.init.child.id().to_string();
+    let s = std::process::Command::new("kill")
+        .args(["-HUP", &pid])
+        .status()
+        .unwrap();
+    assert!(s.success());
+    h.wait("disk2 removed by SIGHUP", || {
+        h.conn("disk2").is_none() && !nbd2.exists()
+    });
+    h.init.expect_line("reload: removed [connect disk2]");
+    run_io(&h, &h.nbd, "disk", &["read -P 0x5a 0 64k"]);
     h.stop();
 }

@@ -45,6 +45,26 @@ impl Session {
         })
     }
 
+    /// Path `i` as an attempt takes it. A path that names no local address
+    /// is bound, while some device is drained, to the address of the
+    /// device [`Session::device_for_path`] chose: the route alone could
+    /// pick the drained device again when several reach the peer.
+    pub(super) fn attempt_path(&self, i: usize) -> Path {
+        let p = self.cfg.paths[i];
+        if p.local.is_some() || self.draining.is_empty() {
+            return p;
+        }
+        let peer = p.peer.ip();
+        let local = self.device_for_path(i).and_then(|d| {
+            d.addrs
+                .iter()
+                .find(|n| n.contains(peer))
+                .or_else(|| d.addrs.iter().find(|n| n.addr.is_ipv4() == peer.is_ipv4()))
+                .map(|n| n.addr)
+        });
+        Path { local, ..p }
+    }
+
     /// Whether `id` is the device carrying the current transport.
     fn is_current_device(&self, id: &DeviceId) -> bool {
         self.current_device.as_ref().is_some_and(|d| d.id == *id)

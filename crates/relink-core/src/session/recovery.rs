@@ -69,7 +69,7 @@ impl Session {
         let pd = self.resume_private_data();
         self.actions.push_back(Action::Connect {
             epoch: self.epoch,
-            path: self.cfg.paths[pick],
+            path: self.attempt_path(pick),
             private_data: pd,
         });
         self.timers
@@ -196,7 +196,7 @@ impl Session {
         let pd = self.resume_private_data();
         self.actions.push_back(Action::Connect {
             epoch: self.epoch,
-            path: self.cfg.paths[pick],
+            path: self.attempt_path(pick),
             private_data: pd,
         });
         self.timers

@@ -37,6 +37,7 @@ pub const COMMANDS: &[&str] = &[
     "undrain",
     "events",
     "metrics",
+    "reload",
 ];
 
 /// A time limit of a policy: seconds, or `"none"` (no limit).
@@ -172,6 +173,9 @@ pub enum Command {
     },
     /// Prometheus text exposition: [`MetricsResult`].
     Metrics {},
+    /// Read the configuration file and its `conf_dir` again and apply the
+    /// difference (as SIGHUP does): [`ReloadResult`].
+    Reload {},
 }
 
 impl Command {
@@ -191,6 +195,7 @@ impl Command {
             Command::Undrain { .. } => "undrain",
             Command::Events { .. } => "events",
             Command::Metrics {} => "metrics",
+            Command::Reload {} => "reload",
         }
     }
 }
@@ -548,6 +553,19 @@ pub struct AckResult {
     pub message: String,
 }
 
+/// `reload`'s result: the entries added and removed (`"export NAME"`,
+/// `"connect NAME"`; a changed entry is removed and added), and those
+/// that could not be applied, with why (a reload tries them again).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReloadResult {
+    /// Entries removed.
+    pub removed: Vec<String>,
+    /// Entries added.
+    pub added: Vec<String>,
+    /// Entries that could not be added, each with its error.
+    pub failed: Vec<String>,
+}
+
 /// `metrics`' result.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MetricsResult {
@@ -600,6 +618,7 @@ mod tests {
             },
             Command::Events { follow: true },
             Command::Metrics {},
+            Command::Reload {},
         ];
         for c in cmds {
             let line = Request::new(c.clone()).to_line();

@@ -5,15 +5,18 @@
 
 use std::io;
 use std::path::Path;
+use std::sync::Arc;
 
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, UnixListener, UnixStream};
 
 use super::metrics;
 use super::protocol::{
-    parse_request, AckResult, Command, ControlError, ErrorKind, MetricsResult, Response, MAX_LINE,
+    parse_request, AckResult, Command, ControlError, ErrorKind, MetricsResult, ReloadResult,
+    Response, MAX_LINE,
 };
 use crate::node_loop::DaemonHandle;
+use crate::reload::Reloader;
 use crate::serve::Served;
 
 /// Listen on `path`: its directory is made if missing, a stale socket
@@ -45,7 +48,12 @@ pub(crate) fn bind(path: &Path) -> io::Result<UnixListener> {
 }
 
 /// Serve control clients on `listener` until the task is dropped.
-pub(crate) async fn serve(listener: UnixListener, handle: DaemonHandle, served: Served) {
+pub(crate) async fn serve(
+    listener: UnixListener,
+    handle: DaemonHandle,
+    served: Served,
+    reloader: Arc<Reloader>,
+) {
     let own = rustix::process::getuid().as_raw();
     loop {
         let stream = match listener.accept().await {
@@ -56,9 +64,9 @@ pub(crate) async fn serve(listener: UnixListener, handle: DaemonHandle, served: 
                 continue;
             }
         };
-        let (h, s) = (handle.clone(), served.clone());
+        let (h, s, r) = (handle.clone(), served.clone(), reloader.clone());
         tokio::spawn(async move {
-            if let Err(e) = client(stream, own, h, s).await {
+            if let Err(e) = client(stream, own, h, s, r).await {
                 if e.kind() != io::ErrorKind::BrokenPipe {
                     eprintln!("relinkd: control client: {e}");
                 }
@@ -72,6 +80,7 @@ async fn client(
     own: u32,
     handle: DaemonHandle,
     served: Served,
+    reloader: Arc<Reloader>,
 ) -> io::Result<()> {
     let uid = stream.peer_cred()?.uid();
     let (r, mut w) = stream.into_split();
@@ -132,9 +141,31 @@ async fn client(
                 }
                 respond(r)
             }
+            Command::Reload {} => match reloader.reload(&handle, &served).await {
+                Ok(r) => {
+                    log_reload(&r);
+                    Response::ok(&r)
+                }
+                Err(e) => {
+                    eprintln!("relinkd: reload refused: {}", e.message);
+                    Response::err(e)
+                }
+            },
             other => respond(handle.command(other).await),
         };
         w.write_all(response.to_line().as_bytes()).await?;
+    }
+}
+
+/// Log what a reload did.
+pub(crate) fn log_reload(r: &ReloadResult) {
+    println!(
+        "reload: removed [{}], added [{}]",
+        r.removed.join(", "),
+        r.added.join(", ")
+    );
+    for f in &r.failed {
+        eprintln!("relinkd: reload: {f}");
     }
 }
 
