@@ -94,7 +94,7 @@ impl Run {
                 }
                 let (queue_depth, max_io) =
                     crate::config::engine_settings("connect", queue_depth, max_io).map_err(
-                        |(key, reason)| err(ErrorKind::Invalid, &format!("{key} {reason}")),
+                        |(key, reason)| err(ErrorKind::Invalid, format!("{key} {reason}")),
                     )?;
                 let c = ConnectConfig {
                     name,
