@@ -13,177 +13,20 @@
 //! Needs `qemu-img` (qemu-utils); without it the test prints
 //! `SKIPPED: ...` and returns.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
+mod common;
+
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::{free_port, tool, wait_for, Daemon, Root, STEP};
 use rand::RngCore;
 use rand::SeedableRng;
 use relink_soft::Registry;
 
-/// How long any one step may take. Nothing here measures time: these
-/// only keep a hang from lasting forever on a slow, shared machine.
-const STEP: Duration = Duration::from_secs(120);
 const SIZE: u64 = 64 << 20;
-
-/// A running relinkd with its stdout and stderr lines collected; killed on
-/// drop unless it exited.
-struct Daemon {
-    what: &'static str,
-    child: Child,
-    out: Arc<Mutex<Vec<String>>>,
-    err: Arc<Mutex<Vec<String>>>,
-    status: Option<ExitStatus>,
-}
-
-fn collect(pipe: impl Read + Send + 'static) -> Arc<Mutex<Vec<String>>> {
-    let lines = Arc::new(Mutex::new(Vec::new()));
-    let sink = lines.clone();
-    thread::spawn(move || {
-        for line in BufReader::new(pipe).lines() {
-            let Ok(line) = line else { break };
-            sink.lock().unwrap().push(line);
-        }
-    });
-    lines
-}
-
-impl Daemon {
-    fn start(what: &'static str, config: &Path) -> Daemon {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_relinkd"))
-            .arg(config)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("spawn the {what}: {e}"));
-        let out = collect(child.stdout.take().unwrap());
-        let err = collect(child.stderr.take().unwrap());
-        Daemon {
-            what,
-            child,
-            out,
-            err,
-            status: None,
-        }
-    }
-
-    fn transcript(&self) -> String {
-        format!(
-            "--- {} stdout:\n{}\n--- {} stderr:\n{}",
-            self.what,
-            self.out.lock().unwrap().join("\n"),
-            self.what,
-            self.err.lock().unwrap().join("\n")
-        )
-    }
-
-    fn stderr_has(&self, needle: &str) -> bool {
-        self.err.lock().unwrap().iter().any(|l| l.contains(needle))
-    }
-
-    /// Waits until a stdout line contains `needle`, or panics.
-    #[track_caller]
-    fn expect_line(&mut self, needle: &str) {
-        let deadline = Instant::now() + STEP;
-        loop {
-            if self.out.lock().unwrap().iter().any(|l| l.contains(needle)) {
-                return;
-            }
-            if let Some(s) = self.child.try_wait().unwrap() {
-                self.status = Some(s);
-                thread::sleep(Duration::from_millis(100));
-                panic!(
-                    "the {} exited ({s}) before {needle:?}\n{}",
-                    self.what,
-                    self.transcript()
-                );
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the {} did not print {needle:?}\n{}",
-                self.what,
-                self.transcript()
-            );
-            thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// SIGTERM, then the exit status.
-    #[track_caller]
-    fn terminate(&mut self) -> ExitStatus {
-        let ok = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()
-            .expect("run kill");
-        assert!(ok.success(), "kill -TERM the {}", self.what);
-        let deadline = Instant::now() + STEP;
-        loop {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                self.status = Some(s);
-                thread::sleep(Duration::from_millis(100));
-                return s;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the {} did not exit on SIGTERM\n{}",
-                self.what,
-                self.transcript()
-            );
-            thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if self.status.is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
-/// A temporary directory, removed on drop.
-struct Root(PathBuf);
-
-impl Drop for Root {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn qemu_img() -> Result<(), String> {
-    match Command::new("qemu-img").arg("--version").output() {
-        Ok(o) if o.status.success() => Ok(()),
-        Ok(o) => Err(format!("qemu-img --version exited {}", o.status)),
-        Err(e) => Err(format!("qemu-img not runnable ({e}); install qemu-utils")),
-    }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.2:0")
-        .and_then(|l| l.local_addr())
-        .expect("bind a free port on 127.0.0.2")
-        .port()
-}
-
-/// Waits until `f()`, or panics with `what` and the transcripts.
-#[track_caller]
-fn wait_for(what: &str, daemons: &[&Daemon], f: impl Fn() -> bool) {
-    let deadline = Instant::now() + STEP;
-    while !f() {
-        if Instant::now() >= deadline {
-            let t: Vec<String> = daemons.iter().map(|d| d.transcript()).collect();
-            panic!("{what} did not happen\n{}", t.join("\n"));
-        }
-        thread::sleep(Duration::from_millis(20));
-    }
-}
 
 /// Whether the first `len` bytes of `a` and `b` are equal.
 fn same_prefix(a: &Path, b: &Path, len: usize) -> bool {
@@ -217,10 +60,7 @@ fn random_image(path: &Path, size: u64, seed: u64) {
 }
 
 fn setup(name: &str, size: u64) -> Setup {
-    let root = std::env::temp_dir().join(format!("relinkd-e2e-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&root);
-    std::fs::create_dir_all(&root).unwrap();
-    let root = Root(root);
+    let root = Root::new(&format!("e2e-{name}"));
     let (dir_a, dir_b) = (root.0.join("a"), root.0.join("b"));
     let (reg_a, reg_b) = (
         Registry::open(&dir_a).unwrap(),
@@ -242,7 +82,7 @@ fn setup(name: &str, size: u64) -> Setup {
         .set_len(size)
         .unwrap();
 
-    let addr = format!("127.0.0.2:{}", free_port());
+    let addr = format!("127.0.0.2:{}", free_port("127.0.0.2"));
     let target_conf = root.0.join("target.toml");
     let mut f = std::fs::File::create(&target_conf).unwrap();
     write!(
@@ -275,7 +115,7 @@ fn setup(name: &str, size: u64) -> Setup {
 
 #[test]
 fn qemu_img_writes_through_relinkd_across_device_resets() {
-    if let Err(why) = qemu_img() {
+    if let Err(why) = tool("qemu-img") {
         println!("SKIPPED: qemu_img_writes_through_relinkd_across_device_resets: {why}");
         return;
     }
@@ -425,7 +265,7 @@ fn convert(image: &Path, url: &str, daemons: &[&Daemon]) {
 
 #[test]
 fn the_initiator_reconnects_when_the_target_restarts() {
-    if let Err(why) = qemu_img() {
+    if let Err(why) = tool("qemu-img") {
         println!("SKIPPED: the_initiator_reconnects_when_the_target_restarts: {why}");
         return;
     }

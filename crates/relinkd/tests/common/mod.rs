@@ -73,6 +73,11 @@ impl Daemon {
 
     /// Waits until a stdout line contains `needle`, or panics.
     #[track_caller]
+    /// Whether a line of its stderr contains `needle`.
+    pub fn stderr_has(&self, needle: &str) -> bool {
+        self.err.lock().unwrap().iter().any(|l| l.contains(needle))
+    }
+
     pub fn expect_line(&mut self, needle: &str) {
         let deadline = Instant::now() + STEP;
         loop {
