@@ -196,3 +196,60 @@ fn a_token_the_peer_never_advertised_fails_alone() {
         Err(e) => panic!("the scenario failed: {e}"),
     }
 }
+
+/// Where an outage's time went: after a reset of each side's device, the
+/// session's last recovery names every phase in order — on the initiator
+/// the device coming back, address and route resolution, the resources,
+/// the CM connection, the resync and the first completion; on the target
+/// the accepted connection's phases (it resolves nothing).
+#[test]
+fn the_last_recovery_records_each_phase_in_order() {
+    let (mut sim, s, t) = Sim::with_session(44);
+    assert_eq!(sim.node(0).session_info(s).unwrap().last_recovery, None);
+    let traffic = |sim: &mut Sim, n: u32| {
+        for i in 0..n {
+            sim.node(0).send(s, &i.to_be_bytes()).unwrap();
+        }
+        sim.run_for(Duration::from_millis(500));
+        while sim.node(1).poll_delivery(t).is_some() {}
+        while sim.node(0).poll_completion(s).is_some() {}
+    };
+    traffic(&mut sim, 10);
+    sim.fabric()
+        .inject(Fault::Reset(sim.host(0).index(), "soft0".into()));
+    traffic(&mut sim, 10);
+    let tl = sim.node(0).session_info(s).unwrap().last_recovery.unwrap();
+    let phases = [
+        Some(tl.lost),
+        tl.device_visible,
+        tl.attempt,
+        tl.addr_resolved,
+        tl.route_resolved,
+        tl.resources,
+        tl.connected,
+        tl.resynced,
+        tl.first_completion,
+    ];
+    assert!(phases.iter().all(Option::is_some), "{tl:?}");
+    assert!(phases.windows(2).all(|w| w[0] <= w[1]), "in order: {tl:?}");
+    let target = sim.node(1).session_info(t).unwrap().last_recovery.unwrap();
+    assert_eq!((target.addr_resolved, target.route_resolved), (None, None));
+    let accepted = [
+        Some(target.lost),
+        target.attempt,
+        target.resources,
+        target.connected,
+        target.resynced,
+    ];
+    assert!(accepted.iter().all(Option::is_some), "{target:?}");
+    assert!(accepted.windows(2).all(|w| w[0] <= w[1]), "{target:?}");
+
+    // The target's device now: the initiator saw no device come.
+    sim.fabric()
+        .inject(Fault::Reset(sim.host(1).index(), "soft0".into()));
+    traffic(&mut sim, 10);
+    let tl2 = sim.node(0).session_info(s).unwrap().last_recovery.unwrap();
+    assert!(tl2.lost > tl.first_completion.unwrap(), "{tl2:?}");
+    assert_eq!(tl2.device_visible, None, "{tl2:?}");
+    assert!(tl2.first_completion.is_some(), "{tl2:?}");
+}

@@ -315,6 +315,8 @@ pub struct Session {
     events: VecDeque<SessionEvent>,
     /// For [`Session::poll_completion`].
     completions: VecDeque<Completion>,
+    /// Completions the application took ([`Session::poll_completion`]).
+    completions_taken: u64,
     /// For [`Session::poll_delivery`]: sequence number and payload.
     deliveries: VecDeque<(Seq, Vec<u8>)>,
 }
@@ -364,6 +366,7 @@ impl Session {
             actions: VecDeque::new(),
             events: VecDeque::new(),
             completions: VecDeque::new(),
+            completions_taken: 0,
             deliveries: VecDeque::new(),
             keepalive_nonce: 0,
             pending_peer_delivered: Seq(0),
@@ -416,6 +419,7 @@ impl Session {
     pub fn counters(&self) -> Counters {
         Counters {
             deduplicated: self.inbox.duplicates(),
+            completed: self.completions_taken + self.completions.len() as u64,
             ..self.counters
         }
     }

@@ -252,6 +252,9 @@ pub struct Counters {
     /// Planned outages taken (drains and suspends): connections taken down
     /// on purpose with nothing in flight, not counted in `losses`.
     pub planned: u64,
+    /// Operations completed (each once, whatever its outcome), taken by the
+    /// application or waiting for it.
+    pub completed: u64,
 }
 
 impl Session {
@@ -275,7 +278,9 @@ impl Session {
     /// were settled); `None` when none waits.
     #[must_use]
     pub fn poll_completion(&mut self) -> Option<Completion> {
-        self.completions.pop_front()
+        let c = self.completions.pop_front();
+        self.completions_taken += u64::from(c.is_some());
+        c
     }
 
     /// Next delivered message for the application and its sequence number

@@ -7,9 +7,11 @@ use std::collections::BTreeMap;
 
 use relink_core::reason::{AttemptFailure, CmCall, ProviderFailure};
 use relink_core::session::Action;
+use relink_core::state::State;
 use relink_fabric::{CmId, CqId, Provider};
 
 use super::cm::{CmOwner, Phase};
+use super::timeline::RecoveryTimeline;
 use super::transport::Transport;
 use super::Node;
 
@@ -52,6 +54,11 @@ impl Node {
             self.perform(key, action);
         }
         let slot = self.sessions.get_mut(&key).expect("present");
+        if let Some(tl) = slot.timeline.as_mut().filter(|tl| !tl.complete()) {
+            if slot.core.state() == State::Established {
+                tl.established(self.provider.now(), slot.core.counters().completed);
+            }
+        }
         // A CQ built since the last call: poll (and so arm) it.
         if let Some(t) = slot.transport.as_mut().filter(|t| !t.cq_indexed) {
             if let Some(cq) = t.cq {
@@ -97,6 +104,9 @@ impl Node {
         match action {
             Action::TearDown { epoch } => {
                 if let Some(t) = slot.transport.take_if(|t| t.epoch == epoch) {
+                    if t.connected {
+                        slot.timeline = Some(RecoveryTimeline::new(p.now()));
+                    }
                     retire_transport(p, t, &mut self.cm, &mut self.cq_owner);
                 }
                 slot.backlog.clear();
@@ -121,6 +131,9 @@ impl Node {
                     }
                 };
                 slot.transport = Some(Transport::new(epoch, Some(id), slot.spec.send_slots));
+                if let Some(tl) = slot.timeline.as_mut() {
+                    tl.attempt(p.now());
+                }
                 slot.connect_data = private_data;
                 slot.path = Some(path);
                 let timeout = slot.opts.policy.connect_timeout;
@@ -156,6 +169,9 @@ impl Node {
                     retire_transport(p, old, &mut self.cm, &mut self.cq_owner);
                 }
                 let mut t = Transport::new(epoch, Some(req.cm), slot.spec.send_slots);
+                if let Some(tl) = slot.timeline.as_mut() {
+                    tl.attempt(p.now());
+                }
                 let device = p
                     .cm_device(req.cm)
                     .and_then(|d| p.devices().into_iter().find(|x| x.id == d));
@@ -169,6 +185,9 @@ impl Node {
                     ),
                     None => Err(AttemptFailure::DeviceLost),
                 };
+                if let (Ok(()), Some(tl)) = (&built, slot.timeline.as_mut()) {
+                    tl.resources = Some(p.now());
+                }
                 let accepted = built.and_then(|()| {
                     p.cm_accept(req.cm, t.qp.expect("built"), &private_data)
                         .map_err(|error| {

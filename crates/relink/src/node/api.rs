@@ -374,7 +374,8 @@ impl Node {
     /// (never made, or reaped: [`Node::sessions`]).
     #[must_use]
     pub fn session_info(&self, s: SessionHandle) -> Option<SessionInfo> {
-        let core = &self.sessions.get(&s.0)?.core;
+        let slot = self.sessions.get(&s.0)?;
+        let core = &slot.core;
         Some(SessionInfo {
             id: core.id(),
             role: core.role(),
@@ -390,6 +391,7 @@ impl Node {
             awaiting_decision: core.awaiting_decision(),
             planned: core.planned(),
             counters: core.counters(),
+            last_recovery: slot.timeline,
         })
     }
 

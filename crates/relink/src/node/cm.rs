@@ -179,6 +179,9 @@ impl Node {
         let cm_failed = |call, error| AttemptFailure::Provider(ProviderFailure::Cm { call, error });
         match (phase, kind) {
             (Phase::Resolving, CmEventKind::AddrResolved) => {
+                if let Some(tl) = slot.timeline.as_mut() {
+                    tl.addr_resolved = Some(now);
+                }
                 if let Err(e) = p.cm_resolve_route(id, Duration::from_secs(2)) {
                     slot.core
                         .handle_attempt_failed(epoch, cm_failed(CmCall::ResolveRoute, e), now);
@@ -187,6 +190,9 @@ impl Node {
                 }
             }
             (Phase::Routing, CmEventKind::RouteResolved) => {
+                if let Some(tl) = slot.timeline.as_mut() {
+                    tl.route_resolved = Some(now);
+                }
                 let device = p
                     .cm_device(id)
                     .and_then(|d| p.devices().into_iter().find(|x| x.id == d));
@@ -202,6 +208,9 @@ impl Node {
                     slot.core.handle_attempt_failed(epoch, e, now);
                     self.run_actions(key);
                     return;
+                }
+                if let Some(tl) = slot.timeline.as_mut() {
+                    tl.resources = Some(p.now());
                 }
                 let qp = t.qp.expect("built");
                 let params = ConnParams::default();
@@ -222,6 +231,9 @@ impl Node {
                     return;
                 }
                 let keys = t.local_keys();
+                if let Some(tl) = slot.timeline.as_mut() {
+                    tl.connected = Some(now);
+                }
                 slot.core
                     .handle_connected(epoch, device, &private_data, keys, now);
                 self.set_phase(id, key, epoch, Phase::Up);
@@ -238,6 +250,9 @@ impl Node {
                     return;
                 }
                 let keys = t.local_keys();
+                if let Some(tl) = slot.timeline.as_mut() {
+                    tl.connected = Some(now);
+                }
                 slot.core.handle_accepted(epoch, device, keys, now);
                 self.set_phase(id, key, epoch, Phase::Up);
                 // What arrived before this event waits in the CQ.

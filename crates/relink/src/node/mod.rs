@@ -25,6 +25,7 @@
 //! | `transport.rs` | one epoch's provider objects, built from the core's plan and torn down with destroy calls only |
 //! | `wr.rs` | the `wr_id` encoding and `WrBatch`, the work requests reused from one post to the next |
 //! | `shared_receive.rs` | shared receive queues: their options, the sessions' reservations (the credit rule), one SRQ per device context in use |
+//! | `timeline.rs` | the phases of a session's last outage, as the node drives it |
 //! | `windows.rs` | type 2 memory windows of regions: allocated with a transport, bound before the advertisement, invalidated at a close, freed at the teardown |
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -55,6 +56,7 @@ mod poll;
 mod regions;
 mod shared_receive;
 mod shutdown;
+mod timeline;
 mod transport;
 mod wait;
 mod windows;
@@ -74,6 +76,7 @@ pub use shared_receive::{
     SharedReceiveHandle, SharedReceiveOptions, SharedReceiveOptionsBuilder, SharedReceiveUsage,
 };
 pub use shutdown::ShutdownSummary;
+pub use timeline::RecoveryTimeline;
 
 use actions::retire_transport;
 use backlog::Pending;
@@ -107,6 +110,8 @@ struct Slot {
     /// Its share of its shared receive queue, if it is on one (its
     /// transports hold it too).
     shared: Option<Arc<Reservation>>,
+    /// The phases of its last outage.
+    timeline: Option<RecoveryTimeline>,
 }
 
 impl Slot {
@@ -544,6 +549,7 @@ impl Node {
                 path: None,
                 deadline: None,
                 shared,
+                timeline: None,
             },
         );
         Ok(key)

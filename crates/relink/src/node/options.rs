@@ -304,6 +304,9 @@ pub struct SessionInfo {
     pub planned: Option<Plan>,
     /// The session's counters.
     pub counters: Counters,
+    /// The phases of its last outage (the one under way while it is out);
+    /// `None` before the first.
+    pub last_recovery: Option<super::RecoveryTimeline>,
 }
 
 /// How many entries the tables of a [`Node`](super::Node) hold

@@ -130,7 +130,11 @@ impl Node {
                     // back under its name is a new device.
                     self.draining.retain(|d| *d != de.device.id);
                 }
+                let added = de.kind == DeviceEventKind::Added;
                 for slot in self.sessions.values_mut() {
+                    if let Some(tl) = slot.timeline.as_mut().filter(|tl| added && tl.out()) {
+                        tl.device_visible = Some(now);
+                    }
                     slot.core.handle_device_event(&de, now);
                 }
                 if matches!(
