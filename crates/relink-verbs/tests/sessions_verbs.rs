@@ -763,13 +763,17 @@ fn unplug_replug_cycles() {
         .unwrap_or(20);
     let (listen, paths) = main_pair(&env, port());
     let mut d = Duo::start(env.clone(), listen, paths);
+    let mut samples = Vec::new();
     for i in 0..cycles {
         d.pump(Duration::from_millis(300));
         d.delete(&env.init.device);
         d.pump(Duration::from_millis(200));
         d.add(&env.init.device, &env.init.netdev);
         d.wait_resumed(&format!("cycle {}", i + 1));
+        let info = d.a.session_info(d.s).expect("the session");
+        samples.extend(info.last_recovery.as_ref().and_then(phases::of));
     }
+    d.notes.push(phases::note(&samples));
     d.pump(Duration::from_millis(300));
     d.finish("unplug_replug_cycles");
 }
@@ -786,3 +790,7 @@ mod shared_receive;
 // unplanned failover's.
 #[path = "sessions_verbs/planned.rs"]
 mod planned;
+
+// The phases of each recovery, from the library's timeline.
+#[path = "sessions_verbs/phases.rs"]
+mod phases;
