@@ -16,8 +16,10 @@
 //!    are relinkd / nbdkit and relinkd / file.
 //! 2. **Stall**: a writer on the relinkd socket (one 4 KiB write at a
 //!    time, each timed) while the target's soft device is reset, then the
-//!    initiator's device is replaced; the longest request is the longest
-//!    stall a client sees.
+//!    initiator's device is replaced, then (a second device added to host
+//!    `a`, 127.0.0.3) the device the session is on is drained through the
+//!    initiator's control socket; the longest request after each event is
+//!    the longest stall a client sees.
 //! 3. **Idle CPU**: a third relinkd with 100 `[[connect]]` entries to the
 //!    one export (queue depth 4 each), idle; CPU time (user + system) of
 //!    the initiator and the target from `/proc/<pid>/stat`.
@@ -44,6 +46,7 @@ use relink_nbd::handshake::OptionHeader;
 use relink_nbd::reply::{OptionReply, SimpleReply};
 use relink_nbd::request::RequestHeader;
 use relink_soft::Registry;
+use relinkd::control::protocol::{self, ConnectionStatus, DrainResult, Response, StatusResult};
 
 /// How long any one setup step may take.
 const STEP: Duration = Duration::from_secs(120);
@@ -289,6 +292,37 @@ fn writer(socket: PathBuf, stop: Arc<AtomicBool>, t0: Instant) -> Vec<(Duration,
     times
 }
 
+/// Runs `command` on the control socket at `socket`: its typed result.
+fn control<T: serde::de::DeserializeOwned>(socket: &Path, command: protocol::Command) -> T {
+    let what = format!("{command:?}");
+    let mut s = UnixStream::connect(socket).expect("connect to the control socket");
+    s.set_read_timeout(Some(STEP)).unwrap();
+    s.write_all(protocol::Request::new(command).to_line().as_bytes())
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(s).read_line(&mut line).expect("a response");
+    let r: Response = serde_json::from_str(line.trim_end()).expect("a response line");
+    r.into_result().unwrap_or_else(|e| panic!("{what}: {e}"))
+}
+
+/// The connection `disk` of the daemon with control socket `socket`.
+fn disk(socket: &Path) -> ConnectionStatus {
+    let st: StatusResult = control(socket, protocol::Command::Status {});
+    st.connections
+        .into_iter()
+        .find(|c| c.name == "disk")
+        .expect("connection disk")
+}
+
+/// Waits until `f()` (bounded by [`STEP`]).
+fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + STEP;
+    while !f() {
+        assert!(Instant::now() < deadline, "{what} did not happen in time");
+        thread::sleep(Duration::from_millis(5));
+    }
+}
+
 fn write_file(path: &Path, text: &str) {
     std::fs::File::create(path)
         .and_then(|mut f| f.write_all(text.as_bytes()))
@@ -342,11 +376,12 @@ fn run(p: &Plan, root: &Path, quick: bool) {
         ),
     );
     let socket = root.join("relinkd.sock");
+    let ctl = root.join("initiator.ctl");
     let init_conf = root.join("initiator.toml");
     write_file(
         &init_conf,
         &format!(
-            "[backend]\nsoft_dir = {dir_a:?}\n\n[[connect]]\nname = \"disk\"\ntargets = [\"{addr}\"]\nnbd_socket = {socket:?}\ngive_up_secs = 300\n{max_io}"
+            "[backend]\nsoft_dir = {dir_a:?}\n[control]\nsocket = {ctl:?}\n\n[[connect]]\nname = \"disk\"\ntargets = [\"{addr}\"]\nnbd_socket = {socket:?}\ngive_up_secs = 300\n{max_io}"
         ),
     );
     let mut target = Proc::relinkd(&target_conf);
@@ -429,7 +464,7 @@ fn run(p: &Plan, root: &Path, quick: bool) {
         relinkd.1 / file.1
     );
 
-    // The stall a client sees across a reset and a replacement.
+    // The stall a client sees across a reset, a replacement and a drain.
     let stop = Arc::new(AtomicBool::new(false));
     let t0 = Instant::now();
     let w = {
@@ -446,6 +481,31 @@ fn run(p: &Plan, root: &Path, quick: bool) {
     let replace_at = t0.elapsed();
     reg_a.replace("soft0", None).expect("replace a/soft0");
     init.wait_lines("Resumed", resumed + 2, true);
+    thread::sleep(settle);
+    // A second device on host `a`, then a drain of the session's device:
+    // the session moves to the other one.
+    let added_at = t0.elapsed();
+    reg_a
+        .add("soft1", vec!["127.0.0.3/8".parse().unwrap()], None, None)
+        .expect("add a/soft1");
+    wait_until("the initiator sees two devices", || {
+        let d: protocol::DevicesResult = control(&ctl, protocol::Command::Devices {});
+        d.devices.len() == 2
+    });
+    thread::sleep(settle);
+    let first = disk(&ctl).session.device.expect("the session's device");
+    let drain_at = t0.elapsed();
+    let r: DrainResult = control(
+        &ctl,
+        protocol::Command::Drain {
+            device: first.clone(),
+        },
+    );
+    assert_eq!(r.moving, ["disk"], "drain {first}: {r:?}");
+    wait_until("the session established on the other device", || {
+        let c = disk(&ctl);
+        c.session.state == "Established" && c.session.device.is_some_and(|d| d != first)
+    });
     thread::sleep(settle);
     stop.store(true, Ordering::Relaxed);
     let times = w.join().expect("writer");
@@ -465,18 +525,21 @@ fn run(p: &Plan, root: &Path, quick: bool) {
     plain.sort();
     let median = plain.get(plain.len() / 2).copied().unwrap_or_default();
     let reset_stall = longest(reset_at, replace_at);
-    let replace_stall = longest(replace_at, Duration::MAX);
+    let replace_stall = longest(replace_at, added_at);
+    let drain_stall = longest(drain_at, Duration::MAX);
     println!(
-        "\nstall: {} timed 4 KiB writes; median before {:.3} ms; longest across the target's reset {:.1} ms, across the initiator's replacement {:.1} ms",
+        "\nstall: {} timed 4 KiB writes; median before {:.3} ms; longest across the target's reset {:.1} ms, across the initiator's replacement {:.1} ms, across the drain of the initiator's device {:.1} ms",
         times.len(),
         median.as_secs_f64() * 1e3,
         reset_stall.as_secs_f64() * 1e3,
-        replace_stall.as_secs_f64() * 1e3
+        replace_stall.as_secs_f64() * 1e3,
+        drain_stall.as_secs_f64() * 1e3
     );
     println!(
-        "RESULT nbd stall_ms reset={:.1} replace={:.1} median_write_ms={:.3}",
+        "RESULT nbd stall_ms reset={:.1} replace={:.1} drain={:.1} median_write_ms={:.3}",
         reset_stall.as_secs_f64() * 1e3,
         replace_stall.as_secs_f64() * 1e3,
+        drain_stall.as_secs_f64() * 1e3,
         median.as_secs_f64() * 1e3
     );
     drop(init);

@@ -7,7 +7,10 @@
 //! - `qemu-img convert` writes a 256 MiB random image while the soft
 //!   device of either host is reset, unplugged and replugged, and
 //!   replaced: qemu-img sees no error and the volume matches the image
-//!   byte for byte, through NBD and as the target's file;
+//!   byte for byte, through NBD and as the target's file; then what an
+//!   operator sees on the control sockets: the initiator's `status` and
+//!   Prometheus `metrics` count a loss and a recovery for every fault,
+//!   the target's `status` shows the one export session, established;
 //! - an outage longer than a connection's give-up deadline fails its
 //!   I/O (never hangs) while a second volume keeps being served;
 //! - the target killed with SIGKILL and restarted: the initiator
@@ -25,8 +28,11 @@ use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use netns_hosts::{run_bounded, two_hosts, Daemon, Host, TwoHosts, I_GUID, PORT, STEP, T_GUID};
+use netns_hosts::{
+    control, run_bounded, two_hosts, Daemon, Host, TwoHosts, I_GUID, PORT, STEP, T_GUID,
+};
 use rand::{RngCore, SeedableRng};
+use relinkd::control::protocol::{Command as Ctl, MetricsResult, StatusResult};
 
 fn random_image(path: &Path, size: u64, seed: u64) {
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
@@ -43,6 +49,20 @@ fn empty_volume(path: &Path, size: u64) {
 fn config(path: &Path, soft_dir: &Path, body: &str) {
     let mut f = std::fs::File::create(path).unwrap();
     write!(f, "[backend]\nsoft_dir = {soft_dir:?}\n\n{body}").unwrap();
+}
+
+/// A `[control]` table with its socket at `socket`.
+fn control_socket(socket: &Path) -> String {
+    format!("[control]\nsocket = {socket:?}\n\n")
+}
+
+/// The value of the Prometheus sample `name` (with its labels) in `text`.
+#[track_caller]
+fn sample(text: &str, name: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no sample {name} in\n{text}"))
 }
 
 fn export(name: &str, addr: &str, file: &Path) -> String {
@@ -167,16 +187,23 @@ fn qemu_img_copies_256_mib_while_either_hosts_device_is_reset_replugged_and_repl
     empty_volume(&volume, SIZE);
     let socket = root.0.join("nbd.sock");
     let (t_conf, i_conf) = (root.0.join("target.toml"), root.0.join("init.toml"));
-    config(&t_conf, &t.soft_dir, &export("disk", &t.addr, &volume));
+    let (t_ctl, i_ctl) = (root.0.join("target.ctl"), root.0.join("init.ctl"));
+    config(
+        &t_conf,
+        &t.soft_dir,
+        &(control_socket(&t_ctl) + &export("disk", &t.addr, &volume)),
+    );
     config(
         &i_conf,
         &i.soft_dir,
-        &connect("disk", &t.addr, &socket, 300),
+        &(control_socket(&i_ctl) + &connect("disk", &t.addr, &socket, 300)),
     );
 
     let mut target = t.relinkd("target", &t_conf);
     target.expect_line("export disk listening");
+    target.expect_line("control socket");
     let mut init = i.relinkd("initiator", &i_conf);
+    init.expect_line("control socket");
     init.expect_line("connect disk ready: 268435456 bytes");
     init.expect_line("connect disk serving nbd");
 
@@ -262,9 +289,93 @@ fn qemu_img_copies_256_mib_while_either_hosts_device_is_reset_replugged_and_repl
         "recoveries: initiator resumed {resumed} times; device losses seen by the target {lost_t}, by the initiator {lost_i}; qemu-img copying at each step: {during_copy:?}"
     );
 
+    // What an operator sees. Every fault, on either host, takes the
+    // initiator's transport: its session counts a loss (`losses`, one
+    // per `DeviceLost` event it logged) and, once resumed, a recovery
+    // (`recoveries`, one per `Resumed`); a loss that comes while the
+    // session is already recovering is not counted again, so there are
+    // at least six of each, and the counters match the events logged.
+    let all = [&target, &init];
+    let st: StatusResult = control(&i_ctl, Ctl::Status {});
+    assert_eq!(st.connections.len(), 1, "{st:?}");
+    let c = &st.connections[0];
+    let why = || format!("{c:?}\n{}", transcripts(&all));
+    assert_eq!(c.name, "disk", "{}", why());
+    assert_eq!(c.state, "ready", "{}", why());
+    assert_eq!(c.session.state, "Established", "{}", why());
+    assert_eq!(c.session.recoveries, resumed as u64, "{}", why());
+    assert_eq!(c.session.losses, lost_i as u64, "{}", why());
+    assert!(c.session.recoveries >= 6, "{}", why());
+    assert!(c.session.losses >= c.session.recoveries, "{}", why());
+    assert!(c.session.downtime_secs > 0.0, "{}", why());
+    assert!(c.bytes_written >= SIZE, "{}", why());
+    assert!(!c.last_outages_secs.is_empty(), "{}", why());
+    let m: MetricsResult = control(&i_ctl, Ctl::Metrics {});
+    let conn = |family: &str| {
+        sample(
+            &m.text,
+            &format!("relinkd_connection_{family}{{connection=\"disk\"}}"),
+        )
+    };
+    assert_eq!(conn("established"), 1.0, "{}", m.text);
+    assert_eq!(conn("ready"), 1.0, "{}", m.text);
+    assert_eq!(
+        conn("recoveries_total"),
+        c.session.recoveries as f64,
+        "{}",
+        m.text
+    );
+    assert_eq!(conn("losses_total"), c.session.losses as f64, "{}", m.text);
+    assert_eq!(
+        conn("attempts_total"),
+        c.session.attempts as f64,
+        "{}",
+        m.text
+    );
+    assert!(conn("bytes_written_total") >= SIZE as f64, "{}", m.text);
+    assert!(conn("downtime_seconds_total") > 0.0, "{}", m.text);
+    // The target's side: the export with the initiator's one session
+    // (resumed every time, never a second one), established.
+    let ts: StatusResult = control(&t_ctl, Ctl::Status {});
+    assert_eq!(ts.exports.len(), 1, "{ts:?}");
+    let e = &ts.exports[0];
+    assert_eq!(e.name, "disk", "{ts:?}");
+    assert_eq!(e.sessions.len(), 1, "{ts:?}\n{}", transcripts(&all));
+    assert_eq!(e.sessions[0].state, "Established", "{ts:?}");
+    // Each of the initiator's resumes is one the target's half accepted.
+    assert_eq!(
+        e.sessions[0].recoveries,
+        c.session.recoveries,
+        "{ts:?}\n{}",
+        transcripts(&all)
+    );
+    let tm: MetricsResult = control(&t_ctl, Ctl::Metrics {});
+    assert_eq!(
+        sample(
+            &tm.text,
+            "relinkd_export_session_established{export=\"disk\",session=\"0\"}"
+        ),
+        1.0,
+        "{}",
+        tm.text
+    );
+    println!(
+        "initiator status: session {} epoch {}, {} attempts, {} losses, {} recoveries, {:.3} s down, {} replayed; last outages {:?} s",
+        c.session.state,
+        c.session.epoch,
+        c.session.attempts,
+        c.session.losses,
+        c.session.recoveries,
+        c.session.downtime_secs,
+        c.session.replayed,
+        c.last_outages_secs
+    );
+    println!("target status: export session {:?}", e.sessions[0]);
+
     let s = init.terminate();
     assert!(s.success(), "initiator exit: {s}\n{}", init.transcript());
     assert!(!socket.exists(), "the NBD socket is removed at exit");
+    assert!(!i_ctl.exists(), "the control socket is removed at exit");
     let s = target.terminate();
     assert!(s.success(), "target exit: {s}\n{}", target.transcript());
     compare(&source, volume.to_str().unwrap(), &[]);

@@ -3,13 +3,16 @@
 //! with the `relink soft-device` CLI inside its namespace, and relinkd
 //! processes started there with their output collected.
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
+
+use relinkd::control::protocol::{self, Response};
 
 /// How long any one step may take. Nothing here measures time: this
 /// only keeps a hang from lasting forever on a slow, shared machine.
@@ -373,4 +376,23 @@ pub fn run_bounded(command: &mut Command) -> Option<Output> {
         }
         thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// Runs `command` on the control socket at `socket` (a file, reachable
+/// from any namespace): its typed result, or a panic with the error.
+#[track_caller]
+pub fn control<T: serde::de::DeserializeOwned>(socket: &Path, command: protocol::Command) -> T {
+    let what = format!("{command:?}");
+    let mut s = UnixStream::connect(socket)
+        .unwrap_or_else(|e| panic!("connect to {}: {e}", socket.display()));
+    s.set_read_timeout(Some(STEP)).unwrap();
+    s.write_all(protocol::Request::new(command).to_line().as_bytes())
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(s)
+        .read_line(&mut line)
+        .unwrap_or_else(|e| panic!("{what}: no response: {e}"));
+    let r: Response =
+        serde_json::from_str(line.trim_end()).unwrap_or_else(|e| panic!("response {line:?}: {e}"));
+    r.into_result().unwrap_or_else(|e| panic!("{what}: {e}"))
 }
