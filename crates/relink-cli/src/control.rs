@@ -12,7 +12,7 @@ use anyhow::{anyhow, bail};
 use clap::{Args, Subcommand};
 use relinkd::control::protocol::{
     AckResult, Command, DevicesResult, DrainResult, EventRecord, Limit, MetricsResult, Mode, Never,
-    PolicyResult, ReloadResult, Request, Response, StatusResult,
+    PolicyResult, RecoveryPhases, ReloadResult, Request, Response, StatusResult,
 };
 
 /// Where the daemon is and how to print.
@@ -511,12 +511,34 @@ fn print_status(out: &mut dyn Write, r: &StatusResult) -> anyhow::Result<()> {
                     .collect();
                 writeln!(out, "{:<12} last outages: {}", "", o.join(" "))?;
             }
+            if let Some(p) = &s.last_recovery {
+                writeln!(out, "{:<12} last recovery: {}", "", phases(p))?;
+            }
         }
     }
     if r.exports.is_empty() && r.connections.is_empty() {
         writeln!(out, "no exports, no connections")?;
     }
     Ok(())
+}
+
+/// `total 12.3 ms: device 5.0, attempt 0.1, ...` (the phases reached).
+fn phases(p: &RecoveryPhases) -> String {
+    let named = [
+        ("device", p.device_ms),
+        ("attempt", p.attempt_ms),
+        ("addr", p.addr_ms),
+        ("route", p.route_ms),
+        ("resources", p.resources_ms),
+        ("connect", p.connect_ms),
+        ("resync", p.resync_ms),
+        ("first completion", p.first_completion_ms),
+    ];
+    let parts: Vec<String> = named
+        .iter()
+        .filter_map(|(n, v)| v.map(|v| format!("{n} {v:.2}")))
+        .collect();
+    format!("total {:.2} ms: {}", p.total_ms, parts.join(", "))
 }
 
 #[cfg(test)]

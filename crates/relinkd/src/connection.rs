@@ -12,7 +12,7 @@ use relink_block::{
 
 use crate::bridge::Bridge;
 use crate::config::ConnectConfig;
-use crate::control::protocol::{ConnectionStatus, SessionStatus};
+use crate::control::protocol::{ConnectionStatus, RecoveryPhases, SessionStatus};
 use crate::node_loop::StartError;
 
 /// How many outages a connection remembers for `status`.
@@ -167,5 +167,31 @@ pub(crate) fn session_status(node: &Node, s: relink::SessionHandle) -> SessionSt
         downtime_secs: c.downtime_ns as f64 / 1e9,
         replayed: c.replayed,
         device: info.device.map(|d| d.id.name),
+        last_recovery: info.last_recovery.as_ref().map(phases),
     }
+}
+
+/// The phases of `tl` in milliseconds, each from the end of the one before.
+fn phases(tl: &relink::RecoveryTimeline) -> RecoveryPhases {
+    let mut from = tl.lost;
+    let mut step = |end: Option<Timestamp>| {
+        end.map(|e| {
+            let ms = e.saturating_since(from).as_secs_f64() * 1e3;
+            from = e;
+            ms
+        })
+    };
+    let mut p = RecoveryPhases {
+        device_ms: step(tl.device_visible),
+        attempt_ms: step(tl.attempt),
+        addr_ms: step(tl.addr_resolved),
+        route_ms: step(tl.route_resolved),
+        resources_ms: step(tl.resources),
+        connect_ms: step(tl.connected),
+        resync_ms: step(tl.resynced),
+        first_completion_ms: step(tl.first_completion),
+        total_ms: 0.0,
+    };
+    p.total_ms = from.saturating_since(tl.lost).as_secs_f64() * 1e3;
+    p
 }

@@ -310,6 +310,16 @@ fn qemu_img_copies_256_mib_while_either_hosts_device_is_reset_replugged_and_repl
     assert!(c.session.downtime_secs > 0.0, "{}", why());
     assert!(c.bytes_written >= SIZE, "{}", why());
     assert!(!c.last_outages_secs.is_empty(), "{}", why());
+    // Where the last outage's time went: every phase up to the first
+    // completion after it (the initiator resolves; the last fault is its
+    // own device's replacement, so a device came).
+    let p = c.session.last_recovery.as_ref().expect("the last recovery");
+    assert!(
+        p.device_ms.is_some() && p.addr_ms.is_some() && p.first_completion_ms.is_some(),
+        "{p:?}\n{}",
+        why()
+    );
+    println!("last recovery of the initiator: {p:?}");
     let m: MetricsResult = control(&i_ctl, Ctl::Metrics {});
     let conn = |family: &str| {
         sample(

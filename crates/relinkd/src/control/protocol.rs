@@ -451,6 +451,35 @@ pub struct SessionStatus {
     pub replayed: u64,
     /// The device carrying it, if any.
     pub device: Option<String>,
+    /// Where the last outage's time went; `None` before the first.
+    #[serde(default)]
+    pub last_recovery: Option<RecoveryPhases>,
+}
+
+/// The phases of a session's last outage, in milliseconds, each from the
+/// end of the phase before (relink's `RecoveryTimeline`); `None` for a
+/// phase not reached (or, for `device` and the resolutions, not taken: no
+/// device came, or the session is the target's).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RecoveryPhases {
+    /// From the loss until a device came.
+    pub device_ms: Option<f64>,
+    /// Until the attempt that succeeded began.
+    pub attempt_ms: Option<f64>,
+    /// Address resolution (initiator).
+    pub addr_ms: Option<f64>,
+    /// Route resolution (initiator).
+    pub route_ms: Option<f64>,
+    /// Creating the connection's resources.
+    pub resources_ms: Option<f64>,
+    /// The CM connection.
+    pub connect_ms: Option<f64>,
+    /// The resync (journals, region advertisements).
+    pub resync_ms: Option<f64>,
+    /// Until the first operation completed.
+    pub first_completion_ms: Option<f64>,
+    /// From the loss to the last phase reached.
+    pub total_ms: f64,
 }
 
 /// One export (the target role).
