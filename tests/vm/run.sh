@@ -27,7 +27,9 @@
 #                the system C compiler and pkg-config
 #      relinkd:  the relinkd binary with `--features rdma` (the rdma-core
 #                backend) and the host's qemu-img, for an NBD copy through
-#                two daemons on rxe across device delete/add and replacement
+#                two daemons on rxe across device delete/add and replacement,
+#                and the host's nbdkit with its file plugin (when installed)
+#                for the NBD throughput step's baseline
 # 3. per kernel: packs an initramfs (tests/vm/build-initramfs.sh) and boots it
 #    under qemu; the guest (tests/vm/guest/run.sh) sets up rxe0/rxe1 and runs
 #    the groups:
@@ -256,14 +258,27 @@ if needs relinkd; then
         --message-format=json-render-diagnostics > "$OUTDIR/relinkd.json" 2> "$OUTDIR/relinkd-build.log"; then
     why=$(grep -m1 -E '^error' "$OUTDIR/relinkd-build.log" || tail -1 "$OUTDIR/relinkd-build.log")
     tail -30 "$OUTDIR/relinkd-build.log" | sed 's/^/  | /'
-    SKIPS+=("relinkd|nbd_copy_across_resets|building relinkd with --features rdma failed: $why")
+    for st in nbd_copy_across_resets nbd_throughput; do
+      SKIPS+=("relinkd|$st|building relinkd with --features rdma failed: $why")
+    done
   elif ! QEMU_IMG=$(command -v qemu-img); then
-    SKIPS+=("relinkd|nbd_copy_across_resets|no qemu-img on the host (qemu-utils)")
+    for st in nbd_copy_across_resets nbd_throughput; do
+      SKIPS+=("relinkd|$st|no qemu-img on the host (qemu-utils)")
+    done
   else
     while IFS='|' read -r kind name exe dir; do
       [ "$kind" = bin ] && [ "$name" = relinkd ] && BINS+=(-x "$exe:relinkd")
     done < <(artifacts < "$OUTDIR/relinkd.json")
     BINS+=(-x "$QEMU_IMG:qemu-img")
+    # nbdkit and its file plugin (at the host's path, where nbdkit looks
+    # for it): the baseline of relinkd/nbd_throughput
+    KIT_PLUGIN=/usr/lib/x86_64-linux-gnu/nbdkit/plugins/nbdkit-file-plugin.so
+    if NBDKIT=$(command -v nbdkit) && [ -f "$KIT_PLUGIN" ]; then
+      BINS+=(-x "$NBDKIT:nbdkit")
+      FILES+=(-f "$KIT_PLUGIN:$KIT_PLUGIN")
+    else
+      echo "SKIPPED: relinkd/nbd_throughput's nbdkit baseline: no nbdkit or $KIT_PLUGIN on the host (apt-get install nbdkit)"
+    fi
   fi
 fi
 
@@ -274,7 +289,7 @@ case $ACCEL in
   kvm) ACC=(-accel kvm -cpu host,-arch-capabilities) ;;
   *) echo "run.sh: --accel tcg|kvm" >&2; exit 2 ;;
 esac
-FILTER='^(=== STEP .* end |=== SUMMARY|RELINK_VM_(BOOTED|EXIT|WATCHDOG)|SKIPPED|.*!!!|.*panicked|Kernel panic|.*(BUG:|Oops))'
+FILTER='^(=== STEP .* end |RESULT relinkd_nbd_rxe |=== SUMMARY|RELINK_VM_(BOOTED|EXIT|WATCHDOG)|SKIPPED|.*!!!|.*panicked|Kernel panic|.*(BUG:|Oops))'
 RESULTS=$OUTDIR/results.txt
 : > "$RESULTS"
 VMLINES=()

@@ -26,7 +26,9 @@
 #     relinkd   two relinkd daemons on rdma-core (the target on rxe1, the
 #               initiator on rxe0); qemu-img writes an image through the
 #               initiator's NBD socket across rdma link delete/add of either
-#               side and a replacement device (rxe2 on veth1); read back
+#               side and a replacement device (rxe2 on veth1); read back;
+#               then NBD throughput through a fresh pair next to
+#               `nbdkit file` and the local file (qemu-img bench)
 #
 # Test binaries come from /vm/tests.list, one per line:
 #   group|name|/vm/bin/<binary>|<working dir>|<args>
@@ -531,6 +533,78 @@ fi
 [ -d /sys/class/infiniband/rxe2 ] && tx timeout 10 rdma link delete rxe2
 [ -d /sys/class/infiniband/rxe1 ] || tx rdma link add rxe1 type rxe netdev veth1 || rc=1
 [ -d /sys/class/infiniband/rxe0 ] || tx rdma link add rxe0 type rxe netdev veth0 || rc=1
+endstep $rc
+
+# relinkd's NBD throughput on rxe, next to `nbdkit file` and the local file
+# (the soft fabric's crates/relinkd/benches/nbd.rs with the same qemu-img
+# bench parameters): a fresh target (rxe1) and initiator (rxe0) pair on a
+# 64 MiB file; `qemu-img bench` writes WN x 1 MiB sequentially and reads
+# RN x 4 KiB at a stride of 7919 blocks (modulo the image), both at queue
+# depth 16, against (a) the initiator's NBD socket, (b) `nbdkit file` on a
+# Unix socket over a file of the same size (SKIPPED when not packed), (c)
+# the local file. One "RESULT relinkd_nbd_rxe ..." line; the note repeats it.
+step relinkd nbd_throughput
+rc=0
+RT=/tmp/relinkd-tp; rm -rf $RT; mkdir -p $RT
+SIZE=64 WN=64 RN=2000 STRIDE=$((7919 * 4096))
+KIT_PLUGIN=/usr/lib/x86_64-linux-gnu/nbdkit/plugins/nbdkit-file-plugin.so
+qb() { # qb <target> <qemu-img bench args...>: the run's seconds
+  t_=$1; shift
+  o_=$(timeout 120 qemu-img bench -f raw "$@" "$t_" 2>&1); r_=$?
+  s_=$(echo "$o_" | sed -n 's/^Run completed in \([0-9.]*\) seconds.*/\1/p')
+  if [ $r_ != 0 ] || [ -z "$s_" ]; then echo "  !!! qemu-img bench $* $t_ (rc=$r_): $o_" >&2; return 1; fi
+  echo "$s_"
+}
+nbd_tp() { # nbd_tp <label> <target>: "<MiB/s of writes> <reads/s>", each run logged
+  ws=$(qb "$2" -w -c $WN -d 16 -s 1M) || return 1
+  rs=$(qb "$2" -c $RN -d 16 -s 4K -S $STRIDE) || return 1
+  echo "  $1: $WN x 1 MiB writes in ${ws}s, $RN x 4 KiB reads in ${rs}s" >&2
+  awk -v w=$WN -v ws=$ws -v r=$RN -v rs=$rs 'BEGIN{printf "%.1f %.0f", w / ws, r / rs}'
+}
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN{if (a == "-" || b == "-" || b + 0 == 0) print "-"; else printf "%.2f", a / b}'; }
+if [ -x /vm/bin/relinkd ] && [ -x /vm/bin/qemu-img ]; then
+  for f in volume kit local; do dd if=/dev/zero of=$RT/$f.img bs=1M count=0 seek=$SIZE 2>/dev/null; done
+  printf '[backend]\nkind = "rdma-core"\n[[export]]\nname = "disk"\nlisten = "10.10.0.2:7472"\nfile = "%s"\n' \
+    $RT/volume.img > $RT/target.toml
+  printf '[backend]\nkind = "rdma-core"\nsource = "10.10.0.1"\n[[connect]]\nname = "disk"\ntargets = ["10.10.0.2:7472"]\nnbd_socket = "%s"\ngive_up_secs = 60\n' \
+    $RT/disk.sock > $RT/initiator.toml
+  /vm/bin/relinkd $RT/target.toml > $RT/target.log 2>&1 & tpid=$!
+  wait_listen 10.10.0.2 7472 || rc=1
+  /vm/bin/relinkd $RT/initiator.toml > $RT/initiator.log 2>&1 & ipid=$!
+  wait_for 20 grep -q '^connect disk ready' $RT/initiator.log || { echo "  !!! the initiator is not ready after 20 s"; rc=1; }
+  c0="$(cnt rxe0) $(cnt rxe1)"
+  R=$(nbd_tp relinkd "nbd+unix:///disk?socket=$RT/disk.sock") || { R=; rc=1; }
+  echo "  rxe0/rxe1 sent/rcvd packets before: $c0, after: $(cnt rxe0) $(cnt rxe1)"
+  K=
+  if [ -x /vm/bin/nbdkit ] && [ -f $KIT_PLUGIN ]; then
+    nbdkit -f -U $RT/kit.sock file file=$RT/kit.img > $RT/nbdkit.log 2>&1 & kpid=$!
+    if wait_for 20 test -S $RT/kit.sock; then
+      K=$(nbd_tp nbdkit "nbd+unix:///?socket=$RT/kit.sock") || { K=; rc=1; }
+    else
+      echo "  !!! nbdkit did not listen within 20 s: $(cat $RT/nbdkit.log)"; rc=1
+    fi
+    kill -TERM $kpid 2>/dev/null; wait $kpid 2>/dev/null
+  else
+    echo "  SKIPPED: nbdkit baseline: /vm/bin/nbdkit or $KIT_PLUGIN not packed (apt-get install nbdkit on the host)"
+  fi
+  L=$(nbd_tp local $RT/local.img) || { L=; rc=1; }
+  kill -TERM $ipid; wait_for 40 gone $ipid || { echo "  !!! the initiator still runs 40 s after SIGTERM"; kill -9 $ipid; rc=1; }
+  wait $ipid; irc=$?
+  kill -TERM $tpid; wait_for 40 gone $tpid || { echo "  !!! the target still runs 40 s after SIGTERM"; kill -9 $tpid; rc=1; }
+  wait $tpid; trc=$?
+  echo "  initiator rc=$irc, target rc=$trc"
+  [ $irc = 0 ] && [ $trc = 0 ] || rc=1
+  set -- ${R:-- -} ${K:-- -} ${L:-- -}
+  RES="writes MiB/s relinkd $1 nbdkit $3 local $5; 4K reads/s relinkd $2 nbdkit $4 local $6;"
+  RES="$RES relinkd/nbdkit $(ratio "$1" "$3") $(ratio "$2" "$4"); relinkd/local $(ratio "$1" "$5") $(ratio "$2" "$6")"
+  echo "RESULT relinkd_nbd_rxe kernel=$KV $WN x 1M writes, $RN x 4K reads, qd 16: $RES"
+  [ $rc = 0 ] || { sed 's/^/  initiator| /' $RT/initiator.log | tail -15; sed 's/^/  target| /' $RT/target.log | tail -10; }
+  NOTE="$RES"
+  [ $rc = 0 ] || NOTE="FAILED; $NOTE"
+else
+  echo "  !!! /vm/bin/relinkd or /vm/bin/qemu-img not packed"; rc=1
+fi
+rm -rf $RT
 endstep $rc
 fi
 
