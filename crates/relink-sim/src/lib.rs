@@ -12,6 +12,8 @@
 //!   [`Workload`] submits messages, WRITEs, READs and FETCH_ADDs on a
 //!   session and accounts for every byte and every completion; its
 //!   `check_*` functions check the replay contract end to end.
+//! - [`seeds`]: [`run_seeds`], a randomized suite run over many seeds
+//!   on every core, a failing seed named with the command that replays it.
 //! - [`tcp`]: [`TcpHosts`], the same two hosts over real TCP in one
 //!   process (two soft device directories on loopback), for tests and
 //!   benchmarks that need real time.
@@ -33,10 +35,12 @@
 //! assert_eq!(sim.node(INITIATOR).state(s), Some(State::Established));
 //! ```
 
+pub mod seeds;
 pub mod sim;
 pub mod tcp;
 pub mod workload;
 
+pub use seeds::run_seeds;
 pub use sim::{Sim, INITIATOR, TARGET};
 pub use tcp::TcpHosts;
 pub use workload::Workload;

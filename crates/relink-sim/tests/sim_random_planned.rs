@@ -264,48 +264,5 @@ fn run_seed(seed: u64) -> Result<(), String> {
 
 #[test]
 fn random_planned_and_unplanned_schedules() {
-    if let Ok(one) = std::env::var("RELINK_SIM_SEED") {
-        let seed: u64 = one.parse().expect("RELINK_SIM_SEED must be a number");
-        if let Err(e) = run_seed(seed) {
-            panic!("seed {seed} failed:\n  {e}");
-        }
-        return;
-    }
-    let n: u64 = std::env::var("RELINK_SIM_PLANNED_SEEDS")
-        .ok()
-        .map(|s| {
-            s.parse()
-                .expect("RELINK_SIM_PLANNED_SEEDS must be a number")
-        })
-        .unwrap_or(2000);
-    let threads = std::thread::available_parallelism()
-        .map_or(2, |n| n.get())
-        .min(8) as u64;
-    let failures: Vec<(u64, String)> = std::thread::scope(|sc| {
-        let handles: Vec<_> = (0..threads)
-            .map(|t| {
-                sc.spawn(move || {
-                    (0..n)
-                        .filter(|s| s % threads == t)
-                        .filter_map(|seed| run_seed(seed).err().map(|e| (seed, e)))
-                        .collect::<Vec<_>>()
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().expect("thread"))
-            .collect()
-    });
-    if !failures.is_empty() {
-        let mut msg = format!(
-            "{} of {n} seeds failed; replay one with RELINK_SIM_SEED=<seed>\n",
-            failures.len()
-        );
-        for (seed, e) in failures.iter().take(5) {
-            msg += &format!("seed {seed}:\n  {e}\n");
-        }
-        panic!("{msg}");
-    }
-    eprintln!("{n} seeds passed");
+    relink_sim::run_seeds("RELINK_SIM_PLANNED_SEEDS", 2000, run_seed);
 }
