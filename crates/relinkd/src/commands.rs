@@ -299,7 +299,7 @@ impl Run {
             let _ = self.node.close(s);
         }
         if let Err(e) = t.engine.volume().flush() {
-            eprintln!("relinkd: export {name}: sync: {e}");
+            tracing::error!(export = %name, error = %e, "sync failed");
         }
         println!("export {name} removed");
         Ok(())
@@ -334,7 +334,7 @@ impl Run {
         c.policy = p.clone();
         if let Err(e) = self.node.set_policy(session, p) {
             // The session ended: the next one takes the policy.
-            eprintln!("relinkd: connect {name}: policy of the session: {e}");
+            tracing::error!(connect = %name, error = %e, "cannot read the session's policy");
         }
         self.policy(name)
     }

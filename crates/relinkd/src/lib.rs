@@ -44,6 +44,12 @@
 //! the daemon sends `READY=1` once every export listens and every NBD
 //! socket is bound, and `STOPPING=1` when it shuts down.
 //!
+//! Logs are `tracing` events on stderr (the relink library's among them):
+//! `RELINKD_LOG` filters them (`info` by default, `relink=debug` for the
+//! library's detail) and `RELINKD_LOG_FORMAT=json` writes one JSON object
+//! per line. Stdout carries the daemon's progress lines (`export ...
+//! listening`, `connect ... serving nbd`, `reload: ...`).
+//!
 //! On SIGTERM or SIGINT the daemon lets NBD requests under way finish,
 //! refuses new ones (`ESHUTDOWN`), closes every session with a goodbye,
 //! syncs the exports' files and exits 0.

@@ -4,7 +4,26 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+/// Logs go to stderr through `tracing`: `RELINKD_LOG` filters them
+/// (`info` by default; e.g. `relinkd=debug,relink=debug`), and
+/// `RELINKD_LOG_FORMAT=json` writes one JSON object per line.
+fn init_logs() {
+    use std::io::IsTerminal;
+    let filter = tracing_subscriber::EnvFilter::try_from_env("RELINKD_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal());
+    if std::env::var("RELINKD_LOG_FORMAT").is_ok_and(|f| f == "json") {
+        logs.json().init();
+    } else {
+        logs.init();
+    }
+}
+
 fn main() -> ExitCode {
+    init_logs();
     let mut args = std::env::args_os().skip(1);
     let (Some(path), None) = (args.next(), args.next()) else {
         eprintln!("usage: relinkd CONFIG.toml");

@@ -348,7 +348,7 @@ pub(crate) struct Run {
 impl Run {
     fn route(&mut self, mut out: Output) {
         if let Output::Event { session, event } = &out {
-            eprintln!("relinkd: session {session:?}: {event:?}");
+            tracing::info!(session = session.0, ?event, "session event");
             let now = self.node.now();
             let source = if let Some(c) = self
                 .connects
@@ -402,7 +402,7 @@ impl Run {
         for t in &mut self.targets {
             while let Some(ev) = t.engine.poll_event() {
                 busy = true;
-                eprintln!("relinkd: export {}: {ev:?}", t.config.name);
+                tracing::info!(export = %t.config.name, event = ?ev, "export event");
                 events.push((format!("export {}", t.config.name), format!("{ev:?}")));
             }
         }
@@ -425,9 +425,10 @@ impl Run {
                             println!("connect {} reconnected", c.name());
                         }
                         other => {
-                            eprintln!(
-                                "relinkd: connect {}: the new session's volume is not the one served ({other:?}); requests fail until a session with it",
-                                c.name()
+                            tracing::error!(
+                                connect = %c.name(),
+                                identify = ?other,
+                                "the new session's volume is not the one served; requests fail until a session with it"
                             );
                             c.identify = Some(tag);
                         }
@@ -459,7 +460,7 @@ impl Run {
             }
             while let Some(ev) = c.engine.poll_event() {
                 busy = true;
-                eprintln!("relinkd: connect {}: {ev:?}", c.name());
+                tracing::info!(connect = %c.name(), event = ?ev, "connection event");
                 events.push((format!("connect {}", c.name()), format!("{ev:?}")));
             }
         }
@@ -482,11 +483,11 @@ impl Run {
             match Conn::connect(&mut self.node, c.id, &c.config, c.policy.clone()) {
                 Ok(mut new) => {
                     new.announced = c.announced;
-                    eprintln!("relinkd: connect {}: reconnecting", c.name());
+                    tracing::warn!(connect = %c.name(), "the session ended: reconnecting");
                     *c = new;
                     busy = true;
                 }
-                Err(e) => eprintln!("relinkd: {e}"),
+                Err(e) => tracing::error!("{e}"),
             }
         }
         busy

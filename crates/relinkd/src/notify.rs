@@ -34,6 +34,6 @@ pub(crate) fn notify(state: &str) -> std::io::Result<bool> {
 /// whether or not its manager hears it).
 pub(crate) fn tell(state: &str) {
     if let Err(e) = notify(state) {
-        eprintln!("relinkd: NOTIFY_SOCKET: cannot send {state}: {e}");
+        tracing::warn!(state, error = %e, "NOTIFY_SOCKET: cannot send");
     }
 }

@@ -131,9 +131,10 @@ fn control(
             Some(path.clone())
         }
         Err(e) if !config.control.configured => {
-            eprintln!(
-                "relinkd: control socket {}: {e}; running without a control socket",
-                path.display()
+            tracing::warn!(
+                socket = %path.display(),
+                error = %e,
+                "running without a control socket"
             );
             None
         }
@@ -187,7 +188,7 @@ async fn serve(
                 tokio::spawn(async move {
                     match r.reload(&h, &s).await {
                         Ok(result) => crate::control::server::log_reload(&result),
-                        Err(e) => eprintln!("relinkd: reload refused: {}", e.message),
+                        Err(e) => tracing::error!(reason = %e.message, "reload refused"),
                     }
                 });
                 continue;
@@ -204,7 +205,7 @@ async fn serve(
         match serve_one(ready, handle, served).await {
             Ok(()) => {}
             Err(e) if initial => return Err(e),
-            Err(e) => eprintln!("relinkd: {e}"),
+            Err(e) => tracing::error!("{e}"),
         }
     }
 }
@@ -269,7 +270,7 @@ async fn serve_one(ready: Ready, handle: &DaemonHandle, served: &Served) -> Resu
     let s = server.clone();
     tasks.push(tokio::spawn(async move {
         if let Err(e) = s.serve_unix(unix).await {
-            eprintln!("relinkd: nbd unix socket: {e}");
+            tracing::error!(error = %e, "nbd unix socket");
         }
     }));
     let mut shown = format!("unix {}", path.display());
@@ -285,7 +286,7 @@ async fn serve_one(ready: Ready, handle: &DaemonHandle, served: &Served) -> Resu
         let s = server.clone();
         tasks.push(tokio::spawn(async move {
             if let Err(e) = s.serve_tcp(tcp).await {
-                eprintln!("relinkd: nbd tcp: {e}");
+                tracing::error!(error = %e, "nbd tcp");
             }
         }));
         shown.push_str(&format!(" and tcp {addr}"));

@@ -59,7 +59,7 @@ pub(crate) async fn serve(
         let stream = match listener.accept().await {
             Ok((s, _)) => s,
             Err(e) => {
-                eprintln!("relinkd: control socket: accept: {e}");
+                tracing::warn!(error = %e, "control socket: accept failed");
                 tokio::time::sleep(std::time::Duration::from_millis(100)).await;
                 continue;
             }
@@ -68,7 +68,7 @@ pub(crate) async fn serve(
         tokio::spawn(async move {
             if let Err(e) = client(stream, own, h, s, r).await {
                 if e.kind() != io::ErrorKind::BrokenPipe {
-                    eprintln!("relinkd: control client: {e}");
+                    tracing::warn!(error = %e, "control client");
                 }
             }
         });
@@ -147,7 +147,7 @@ async fn client(
                     Response::ok(&r)
                 }
                 Err(e) => {
-                    eprintln!("relinkd: reload refused: {}", e.message);
+                    tracing::error!(reason = %e.message, "reload refused");
                     Response::err(e)
                 }
             },
@@ -165,7 +165,7 @@ pub(crate) fn log_reload(r: &ReloadResult) {
         r.added.join(", ")
     );
     for f in &r.failed {
-        eprintln!("relinkd: reload: {f}");
+        tracing::error!(entry = %f, "reload: an entry could not be applied");
     }
 }
 
