@@ -26,7 +26,7 @@ fn json_logs_are_one_object_per_line() {
         ),
     )
     .unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_relinkd"))
+    let child = Command::new(env!("CARGO_BIN_EXE_relinkd"))
         .arg(&config)
         .env("RELINKD_LOG_FORMAT", "json")
         .env("RELINKD_LOG", "info")
