@@ -12,6 +12,7 @@
 //! listen = "10.0.0.2:7471"
 //! file = "/srv/disk0.img"
 //! read_only = false
+//! allow = ["10.0.0.1", "10.0.1.0/24"]  # optional: the initiators that may connect
 //! queue_depth = 32                   # optional: commands worked on at once per session
 //! max_io = 131072                    # optional: the longest read or write, bytes
 //!
@@ -117,6 +118,20 @@ pub struct ExportConfig {
     pub queue_depth: u16,
     /// The longest READ or WRITE, bytes.
     pub max_io: u32,
+    /// The initiators that may connect: addresses or subnets
+    /// (`"10.0.0.1"`, `"10.0.1.0/24"`); `None`: every one. An initiator
+    /// whose first connection comes from elsewhere is closed at once.
+    pub allow: Option<Vec<relink::IpNet>>,
+}
+
+impl ExportConfig {
+    /// Whether an initiator at `ip` may connect to this export.
+    #[must_use]
+    pub fn allows(&self, ip: IpAddr) -> bool {
+        self.allow
+            .as_ref()
+            .is_none_or(|nets| nets.iter().any(|n| n.contains(ip)))
+    }
 }
 
 /// One remote volume offered to local NBD clients (the initiator role).
@@ -225,6 +240,7 @@ struct RawExport {
     read_only: bool,
     queue_depth: Option<u64>,
     max_io: Option<u64>,
+    allow: Option<Vec<String>>,
 }
 
 #[derive(Deserialize)]
@@ -375,6 +391,25 @@ impl Config {
             let (queue_depth, max_io) =
                 engine_settings(&format!("export[{i}]"), e.queue_depth, e.max_io)
                     .map_err(|(key, reason)| bad(key, reason))?;
+            let allow = match e.allow {
+                None => None,
+                Some(list) if list.is_empty() => {
+                    return Err(bad(
+                        format!("export[{i}].allow"),
+                        "lists no initiator (leave it out to allow every one)",
+                    ))
+                }
+                Some(list) => Some(
+                    list.iter()
+                        .enumerate()
+                        .map(|(j, a)| {
+                            a.parse::<relink::IpNet>().map_err(|why| {
+                                bad(format!("export[{i}].allow[{j}]"), &format!("{a:?}: {why}"))
+                            })
+                        })
+                        .collect::<Result<Vec<_>, _>>()?,
+                ),
+            };
             exports.push(ExportConfig {
                 name: e.name,
                 listen,
@@ -382,6 +417,7 @@ impl Config {
                 read_only: e.read_only,
                 queue_depth,
                 max_io,
+                allow,
             });
         }
         let mut seen = HashSet::new();
@@ -676,6 +712,24 @@ mod tests {
         assert!(reason.contains("4096"), "{reason}");
         let negative = BOTH.replace("give_up_secs = 30", "give_up_secs = 30\nqueue_depth = -1");
         assert!(matches!(parse(&negative), Err(ConfigError::Syntax { .. })));
+    }
+
+    #[test]
+    fn an_allow_list_takes_addresses_and_subnets_and_names_a_bad_entry() {
+        let allowed = BOTH.replace(
+            "file = \"/srv/d0.img\"",
+            "file = \"/srv/d0.img\"\nallow = [\"10.0.0.1\", \"10.0.1.0/24\"]",
+        );
+        let e = &parse(&allowed).unwrap().exports[0];
+        assert!(e.allows("10.0.0.1".parse().unwrap()));
+        assert!(e.allows("10.0.1.77".parse().unwrap()));
+        assert!(!e.allows("10.0.0.2".parse().unwrap()));
+        assert!(parse(BOTH).unwrap().exports[0].allows("192.0.2.1".parse().unwrap()));
+        let (key, reason) = invalid(&allowed.replace("10.0.1.0/24", "10.0.1.0/99"));
+        assert_eq!(key, "export[0].allow[1]");
+        assert!(reason.contains("prefix"), "{reason}");
+        let (key, _) = invalid(&allowed.replace("[\"10.0.0.1\", \"10.0.1.0/24\"]", "[]"));
+        assert_eq!(key, "export[0].allow");
     }
 
     #[test]

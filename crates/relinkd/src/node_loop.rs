@@ -347,6 +347,22 @@ pub(crate) struct Run {
 }
 impl Run {
     fn route(&mut self, mut out: Output) {
+        if let Output::Accepted(a) = &out {
+            let refused = self
+                .targets
+                .iter()
+                .find(|t| t.engine.listener() == a.listener)
+                .filter(|t| !t.config.allows(a.peer.ip()));
+            if let Some(t) = refused {
+                tracing::warn!(
+                    export = %t.config.name,
+                    initiator = %a.peer,
+                    "an initiator the export's allow list leaves out: closed"
+                );
+                let _ = self.node.close(a.session);
+                return;
+            }
+        }
         if let Output::Event { session, event } = &out {
             tracing::info!(session = session.0, ?event, "session event");
             let now = self.node.now();
