@@ -794,3 +794,7 @@ mod planned;
 // The phases of each recovery, from the library's timeline.
 #[path = "sessions_verbs/phases.rs"]
 mod phases;
+
+// The same phases without relink: the raw floor.
+#[path = "sessions_verbs/floor.rs"]
+mod floor;
