@@ -71,7 +71,8 @@ ln -sf ../bin/busybox "$STAGE/usr/sbin/modprobe"   # the kernel's request_module
 
 # --- rdma-core userspace + iproute2 (replaces busybox's ip) --------------------------
 TOOLS="/usr/bin/ip /usr/bin/rdma /usr/bin/ibv_devices /usr/bin/ibv_devinfo /usr/bin/ibv_rc_pingpong
- /usr/bin/rping /usr/bin/udaddy /usr/bin/ib_send_bw /usr/bin/ib_write_bw /usr/bin/ib_write_lat"
+ /usr/bin/rping /usr/bin/udaddy /usr/bin/ib_send_bw /usr/bin/ib_write_bw /usr/bin/ib_write_lat
+ /usr/bin/ib_send_lat"
 for t in $TOOLS; do
   h=$t; [ -e "$h" ] || h=$(command -v "$(basename "$t")" || true)
   [ -n "$h" ] && [ -e "$h" ] || { echo "build-initramfs: missing $t (run tests/vm/setup.sh)" >&2; exit 1; }

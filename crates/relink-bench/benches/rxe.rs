@@ -1,11 +1,14 @@
 //! relink over real RDMA (Soft-RoCE, rxe) next to raw verbs on the same
-//! devices, in one run: 64-byte SENDs (message rate) and 64 KiB RDMA WRITEs
-//! (throughput), each measured on the raw provider (relink-bench's
-//! `SendLoop` / `WriteLoop` on a [`VerbsRig`]) and through a relink session
-//! (`RelinkSendLoop` / `RelinkWriteLoop` on a `ThreadPair` of two more
-//! `VerbsProvider`s on the same two devices), their timed repetitions
-//! interleaved so both see the same machine state, and the ratio
-//! relink / raw (median of the ratios of neighbouring repetitions).
+//! devices, in one run: 64-byte SENDs (message rate), 64 KiB RDMA WRITEs
+//! (throughput) and ping-pong round trips of 8 B and 4 KiB messages
+//! (latency), each measured on the raw provider (relink-bench's
+//! `SendLoop` / `WriteLoop` / `PingPongLoop` on a [`VerbsRig`]) and through
+//! a relink session (`RelinkSendLoop` / `RelinkWriteLoop` /
+//! `RelinkPingPong` on a `ThreadPair` of two more `VerbsProvider`s on the
+//! same two devices), their timed repetitions interleaved so both see the
+//! same machine state, and the ratio relink / raw (throughput: median of
+//! the ratios of neighbouring repetitions; latency: p50 over p50 of every
+//! round trip of the timed repetitions).
 //!
 //! ```text
 //! RELINK_VERBS_INITIATOR=rxe0@10.10.0.1 RELINK_VERBS_TARGET=rxe1@10.10.0.2 \
@@ -21,13 +24,17 @@
 //!   the first CM port used (default 18515; the run takes four from it).
 //! - `RELINK_BENCH_QUICK=1`: a short run (~10 s on rxe in a TCG VM) that
 //!   proves it runs; by default ~30–40 s there.
-//! - `RELINK_BENCH_ONLY=send` or `=write`: one of the two workloads.
+//! - `RELINK_BENCH_ONLY=send`, `=write` or `=pingpong`: those workloads
+//!   only (series `rxe-send64`, `rxe-write64k`, `rxe-pingpong8`,
+//!   `rxe-pingpong4096`).
 //! - `RELINK_TESTKIT_FAIL_ON_SKIP=1`: a skip fails (exit 1).
 //! - `RELINK_LOG`: tracing filter (default `warn`).
 //!
-//! Prints the rows (medians, spread), a table of ratios, one
-//! `RESULT rxe send64 ...` and one `RESULT rxe write64k ...` line, and last
-//! `RELINK_VM_NOTE: send ratio X, write ratio Y`; writes
+//! Prints the rows (medians, spread), a table of ratios, a table of round
+//! trips, one `RESULT rxe send64 ...`, `RESULT rxe write64k ...`,
+//! `RESULT rxe pingpong8 ...` and `RESULT rxe pingpong4096 ...` line, and
+//! last `RELINK_VM_NOTE: send ratio X, write ratio Y, rtt p50 ratio 8 B Z,
+//! 4 KiB W`; writes
 //! `<target>/relink-bench/rxe.json` when it can. Without the `rdma`
 //! feature, the variables or the devices it prints `SKIPPED: <why>` and
 //! exits 0.
@@ -37,6 +44,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use relink_bench::latency::{latency_table, ping_pong, Latency};
 use relink_bench::overhead::{ratio_table, send_overhead, write_overhead, Ratio};
 use relink_bench::{
     quick_from_env, selected, LoopSpec, Metric, Plan, Report, ThreadPair, Workload,
@@ -122,6 +130,24 @@ fn result_line(r: &Ratio, quick: bool) -> String {
     )
 }
 
+/// The machine-readable line of one ping-pong series.
+fn latency_line(l: &Latency, quick: bool) -> String {
+    format!(
+        "RESULT rxe pingpong{size} raw_p50_us={rp50:.1} relink_p50_us={lp50:.1} \
+         raw_p99_us={rp99:.1} relink_p99_us={lp99:.1} ratio_p50={r50:.3} ratio_p99={r99:.3} \
+         samples={n} quick={quick}",
+        size = l.size,
+        rp50 = l.raw.p50_us,
+        lp50 = l.relink.p50_us,
+        rp99 = l.raw.p99_us,
+        lp99 = l.relink.p99_us,
+        r50 = l.ratio_p50,
+        r99 = l.ratio_p99,
+        n = l.relink.samples,
+        quick = u8::from(quick),
+    )
+}
+
 /// The loud skip (or, with `RELINK_TESTKIT_FAIL_ON_SKIP=1`, a failure).
 fn skip(why: &str) -> ! {
     let fail = std::env::var(FAIL_ON_SKIP_ENV).is_ok_and(|v| v == "1");
@@ -192,11 +218,22 @@ fn main() {
             &mut report,
         ));
     }
+    let mut latencies = Vec::new();
+    for size in [8, 4096] {
+        if selected(&format!("rxe-pingpong{size}")) {
+            let rig = rig.take().unwrap_or_else(rig_or_skip);
+            let pair = |spec: &LoopSpec, w| relink_pair(&rig, spec, w);
+            // The raw target on a thread of its own, as the relink pair's.
+            latencies.push(ping_pong(&rig, true, pair, size, &plan, &mut report));
+        }
+    }
     drop(rig);
 
     print!("{}", report.table());
     print!("{}", ratio_table(&ratios));
+    print!("{}", latency_table(&latencies));
     report.set_extra("ratios", &ratios);
+    report.set_extra("latency", &latencies);
     match report.write_json() {
         Ok(path) => println!("wrote {}", path.display()),
         Err(e) => eprintln!("rxe: JSON report not written ({e}); the RESULT lines have it all"),
@@ -204,6 +241,15 @@ fn main() {
     for r in &ratios {
         println!("{}", result_line(r, quick));
     }
+    for l in &latencies {
+        println!("{}", latency_line(l, quick));
+    }
+    let rtt_of = |size: usize| {
+        latencies
+            .iter()
+            .find(|l| l.size == size)
+            .map_or_else(|| "n/a".to_string(), |l| format!("{:.3}", l.ratio_p50))
+    };
     let ratio_of = |name: &str| {
         ratios
             .iter()
@@ -212,8 +258,10 @@ fn main() {
     };
     eprintln!("rxe: whole run {:.1?}", started.elapsed());
     println!(
-        "RELINK_VM_NOTE: send ratio {}, write ratio {}",
+        "RELINK_VM_NOTE: send ratio {}, write ratio {}, rtt p50 ratio 8 B {}, 4 KiB {}",
         ratio_of("send64"),
-        ratio_of("write64k")
+        ratio_of("write64k"),
+        rtt_of(8),
+        rtt_of(4096)
     );
 }

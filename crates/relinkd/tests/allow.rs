@@ -5,10 +5,7 @@
 
 mod common;
 
-use std::thread;
-use std::time::{Duration, Instant};
-
-use common::{free_port, Daemon, Root, STEP};
+use common::{free_port, Daemon, Root};
 use relink_soft::Registry;
 
 /// A target with exports `open` (allow 127.0.0.1/32) and `closed`
@@ -70,21 +67,7 @@ fn an_initiator_the_allow_list_names_is_served() {
 #[test]
 fn an_initiator_the_allow_list_leaves_out_is_closed() {
     let (mut target, mut init, _root) = run("closed");
-    let deadline = Instant::now() + STEP;
-    let status = loop {
-        if let Some(s) = init.child.try_wait().unwrap() {
-            init.status = Some(s);
-            break s;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the initiator kept running\n{}\n{}",
-            init.transcript(),
-            target.transcript()
-        );
-        thread::sleep(Duration::from_millis(20));
-    };
-    thread::sleep(Duration::from_millis(100));
+    let status = init.wait_exit(&[&target]);
     assert!(!status.success(), "{}", init.transcript());
     let t = init.transcript();
     assert!(

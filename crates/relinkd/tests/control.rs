@@ -565,7 +565,7 @@ fn reload_and_sighup_apply_the_conf_dir() {
     // removed; disk keeps serving.
     std::fs::remove_file(dir.join("20-bad.toml")).unwrap();
     std::fs::remove_file(dir.join("10-disk2.toml")).unwrap();
-    let pid = h.init.child.id().to_string();
+    let pid = h.init.pid().to_string();
     let s = std::process::Command::new("kill")
         .args(["-HUP", &pid])
         .status()

@@ -161,13 +161,7 @@ fn qemu_img_writes_through_relinkd_across_device_resets() {
     running.push(convert.try_wait().unwrap().is_none());
     reg_a.reset("soft0").expect("reset a/soft0");
     wait_for("the initiator's second resume", &[&target, &init], || {
-        init.err
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|l| l.contains("Resumed"))
-            .count()
-            >= 2
+        init.stderr_count("Resumed") >= 2
     });
 
     let deadline = Instant::now() + STEP * 2;
@@ -194,13 +188,7 @@ fn qemu_img_writes_through_relinkd_across_device_resets() {
         target.transcript(),
         init.transcript()
     );
-    let losses = init
-        .err
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|l| l.contains("DeviceLost"))
-        .count();
+    let losses = init.stderr_count("DeviceLost");
     assert!(
         losses >= 2,
         "the initiator saw {losses} losses\n{}",

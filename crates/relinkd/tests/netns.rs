@@ -20,6 +20,7 @@
 //! `relink` CLI built next to relinkd; without them each test prints
 //! `SKIPPED: ...` and returns.
 
+mod common;
 mod netns_hosts;
 
 use std::io::{Read, Write};
@@ -28,9 +29,8 @@ use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use netns_hosts::{
-    control, run_bounded, two_hosts, Daemon, Host, TwoHosts, I_GUID, PORT, STEP, T_GUID,
-};
+use common::{run_bounded, Daemon, STEP};
+use netns_hosts::{control, two_hosts, Host, TwoHosts, I_GUID, PORT, T_GUID};
 use rand::{RngCore, SeedableRng};
 use relinkd::control::protocol::{Command as Ctl, MetricsResult, StatusResult};
 

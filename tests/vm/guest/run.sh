@@ -231,6 +231,32 @@ done
 NOTE="$(awk '$1==64{print $4" MB/s avg, "$5" Mpps"}' /tmp/sbw.cli)"
 [ $rc = 0 ] && [ $try = 2 ] && NOTE="$NOTE (second try)"
 endstep $rc
+
+slat_port_free() { ! grep -q ':4855 00000000:0000 0A' /proc/net/tcp; }
+# perftest RC SEND ping-pong, 8 B and 4 KiB: the latency reference next to
+# the bench group's rxe-pingpong series. ib_send_lat reports half a round
+# trip (its t_typical is the median of round trip / 2); the note gives the
+# round trip (2 x t_typical) to compare with the bench's round trips.
+for size in 8 4096; do
+step sanity ib_send_lat_${size}B_rxe0_rxe1
+for try in 1 2; do
+  ib_send_lat -d rxe1 -x "$g1" -s $size -n 2000 -p 18517 > /tmp/slat.srv 2>&1 & spid=$!
+  wait_for 15 grep -q ':4855 00000000:0000 0A' /proc/net/tcp || echo "  (server not listening on 18517 after 15 s)"
+  timeout 60 ib_send_lat -d rxe0 -x "$g0" -s $size -n 2000 -p 18517 10.10.0.2 > /tmp/slat.cli 2>&1; rc=$?
+  wait_for 10 gone $spid || { echo "  server still running 10 s after the client"; kill $spid 2>/dev/null; rc=1; }
+  wait $spid 2>/dev/null || rc=1
+  if [ $rc = 0 ]; then
+    grep -vE '^ *-+$|^\*|^ *$' /tmp/slat.cli | tail -2 | sed 's/^/  cli| /'
+    break
+  fi
+  echo "  try $try: client rc=$rc"; sed 's/^/  cli| /' /tmp/slat.cli; sed 's/^/  srv| /' /tmp/slat.srv
+  wait_for 5 slat_port_free || true
+done
+NOTE="$(awk -v s=$size '$1==s{printf "rtt p50 %.1f us, p99 %.1f us (2 x t_typical %s, 2 x 99%% %s)", 2*$5, 2*$8, $5, $8}' /tmp/slat.cli)"
+echo "RESULT perftest ib_send_lat size=$size kernel=$KV $NOTE"
+[ $rc = 0 ] && [ $try = 2 ] && NOTE="$NOTE (second try)"
+endstep $rc
+done
 fi
 
 ############################################################################

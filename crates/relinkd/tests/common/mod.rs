@@ -8,7 +8,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -22,11 +22,12 @@ pub const STEP: Duration = Duration::from_secs(120);
 /// A running relinkd with its stdout and stderr lines collected; killed on
 /// drop unless it exited.
 pub struct Daemon {
+    /// What it is, for messages.
     pub what: &'static str,
-    pub child: Child,
-    pub out: Arc<Mutex<Vec<String>>>,
-    pub err: Arc<Mutex<Vec<String>>>,
-    pub status: Option<ExitStatus>,
+    child: Child,
+    out: Arc<Mutex<Vec<String>>>,
+    err: Arc<Mutex<Vec<String>>>,
+    status: Option<ExitStatus>,
 }
 
 fn collect(pipe: impl Read + Send + 'static) -> Arc<Mutex<Vec<String>>> {
@@ -41,10 +42,28 @@ fn collect(pipe: impl Read + Send + 'static) -> Arc<Mutex<Vec<String>>> {
     lines
 }
 
+fn count_in(lines: &Arc<Mutex<Vec<String>>>, needle: &str) -> usize {
+    lines
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|l| l.contains(needle))
+        .count()
+}
+
 impl Daemon {
+    /// Starts `relinkd CONFIG`.
     pub fn start(what: &'static str, config: &Path) -> Daemon {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_relinkd"))
-            .arg(config)
+        Daemon::spawn(
+            what,
+            Command::new(env!("CARGO_BIN_EXE_relinkd")).arg(config),
+        )
+    }
+
+    /// Starts `command` (relinkd itself, or a program that execs it, as
+    /// `ip netns exec` does) with its output collected.
+    pub fn spawn(what: &'static str, command: &mut Command) -> Daemon {
+        let mut child = command
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -61,6 +80,7 @@ impl Daemon {
         }
     }
 
+    /// Its output so far.
     pub fn transcript(&self) -> String {
         format!(
             "--- {} stdout:\n{}\n--- {} stderr:\n{}",
@@ -71,31 +91,108 @@ impl Daemon {
         )
     }
 
-    /// Waits until a stdout line contains `needle`, or panics.
-    #[track_caller]
     /// Whether a line of its stderr contains `needle`.
     pub fn stderr_has(&self, needle: &str) -> bool {
-        self.err.lock().unwrap().iter().any(|l| l.contains(needle))
+        self.stderr_count(needle) > 0
     }
 
+    /// How many stderr lines (logs, the library's events among them)
+    /// contain `needle`.
+    pub fn stderr_count(&self, needle: &str) -> usize {
+        count_in(&self.err, needle)
+    }
+
+    /// How many stdout or stderr lines contain `needle`.
+    pub fn count(&self, needle: &str) -> usize {
+        count_in(&self.out, needle) + count_in(&self.err, needle)
+    }
+
+    /// Waits until a stdout line contains `needle` (the progress lines),
+    /// or panics.
+    #[track_caller]
     pub fn expect_line(&mut self, needle: &str) {
+        self.wait_until(&format!("a stdout line with {needle:?}"), &[], |d| {
+            count_in(&d.out, needle) > 0
+        });
+    }
+
+    /// Waits until `needle` is in at least `n` stdout or stderr lines (the
+    /// library's events are logged on stderr), or panics with the
+    /// transcripts of this daemon and of `others`.
+    #[track_caller]
+    pub fn expect_count(&mut self, needle: &str, n: usize, others: &[&Daemon]) {
+        self.wait_until(&format!("{n} lines with {needle:?}"), others, |d| {
+            d.count(needle) >= n
+        });
+    }
+
+    #[track_caller]
+    fn wait_until(&mut self, what: &str, others: &[&Daemon], done: impl Fn(&Daemon) -> bool) {
         let deadline = Instant::now() + STEP;
-        loop {
-            if self.out.lock().unwrap().iter().any(|l| l.contains(needle)) {
-                return;
-            }
+        while !done(self) {
             if let Some(s) = self.child.try_wait().unwrap() {
                 self.status = Some(s);
                 thread::sleep(Duration::from_millis(100));
                 panic!(
-                    "the {} exited ({s}) before {needle:?}\n{}",
+                    "the {} exited ({s}) before {what}\n{}",
                     self.what,
                     self.transcript()
                 );
             }
+            if Instant::now() >= deadline {
+                let t: Vec<String> = others.iter().map(|d| d.transcript()).collect();
+                panic!(
+                    "the {} did not print {what}\n{}\n{}",
+                    self.what,
+                    self.transcript(),
+                    t.join("\n")
+                );
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Waits until it exits on its own, or panics with the transcripts of
+    /// this daemon and of `others`.
+    #[track_caller]
+    pub fn wait_exit(&mut self, others: &[&Daemon]) -> ExitStatus {
+        let deadline = Instant::now() + STEP;
+        loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                self.status = Some(s);
+                thread::sleep(Duration::from_millis(100));
+                return s;
+            }
+            if Instant::now() >= deadline {
+                let t: Vec<String> = others.iter().map(|d| d.transcript()).collect();
+                panic!(
+                    "the {} kept running\n{}\n{}",
+                    self.what,
+                    self.transcript(),
+                    t.join("\n")
+                );
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    #[track_caller]
+    fn signal(&mut self, sig: &str) -> ExitStatus {
+        let ok = Command::new("kill")
+            .args([sig, &self.child.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(ok.success(), "kill {sig} the {}", self.what);
+        let deadline = Instant::now() + STEP;
+        loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                self.status = Some(s);
+                thread::sleep(Duration::from_millis(100));
+                return s;
+            }
             assert!(
                 Instant::now() < deadline,
-                "the {} did not print {needle:?}\n{}",
+                "the {} did not exit on {sig}\n{}",
                 self.what,
                 self.transcript()
             );
@@ -106,26 +203,18 @@ impl Daemon {
     /// SIGTERM, then the exit status.
     #[track_caller]
     pub fn terminate(&mut self) -> ExitStatus {
-        let ok = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()
-            .expect("run kill");
-        assert!(ok.success(), "kill -TERM the {}", self.what);
-        let deadline = Instant::now() + STEP;
-        loop {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                self.status = Some(s);
-                thread::sleep(Duration::from_millis(100));
-                return s;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the {} did not exit on SIGTERM\n{}",
-                self.what,
-                self.transcript()
-            );
-            thread::sleep(Duration::from_millis(20));
-        }
+        self.signal("-TERM")
+    }
+
+    /// SIGKILL, then the exit status.
+    #[track_caller]
+    pub fn kill9(&mut self) -> ExitStatus {
+        self.signal("-KILL")
+    }
+
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 }
 
@@ -233,4 +322,27 @@ pub fn qemu_io(socket: &Path, name: &str, commands: &[&str]) -> Command {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     c
+}
+
+/// Runs `command` to its end, killing it if it runs longer than
+/// [`STEP`]: `None` then (it hung).
+pub fn run_bounded(command: &mut Command) -> Option<Output> {
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let deadline = Instant::now() + STEP;
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            return Some(child.wait_with_output().unwrap());
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
 }

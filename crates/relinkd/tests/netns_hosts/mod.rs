@@ -3,20 +3,15 @@
 //! with the `relink soft-device` CLI inside its namespace, and relinkd
 //! processes started there with their output collected.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
-use std::thread;
-use std::time::{Duration, Instant};
 
 use relinkd::control::protocol::{self, Response};
 
-/// How long any one step may take. Nothing here measures time: this
-/// only keeps a hang from lasting forever on a slow, shared machine.
-pub const STEP: Duration = Duration::from_secs(120);
+use crate::common::{Daemon, Root, STEP};
 
 /// The port every export listens on (each namespace has its own).
 pub const PORT: u16 = 7471;
@@ -79,15 +74,6 @@ impl Drop for Netns {
     }
 }
 
-/// A temporary directory, removed on drop.
-pub struct Root(pub PathBuf);
-
-impl Drop for Root {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// One host: its namespace, its veth address and its soft device
 /// registry directory.
 pub struct Host {
@@ -127,7 +113,7 @@ impl Host {
 
     /// Starts `relinkd CONFIG` inside the namespace.
     pub fn relinkd(&self, what: &'static str, config: &Path) -> Daemon {
-        Daemon::start(
+        Daemon::spawn(
             what,
             self.ns.command(env!("CARGO_BIN_EXE_relinkd")).arg(config),
         )
@@ -209,173 +195,6 @@ pub fn two_hosts(tag: &str) -> Result<TwoHosts, String> {
     let t = host("T", t_ns, format!("10.231.{net}.2"), T_GUID);
     let i = host("I", i_ns, format!("10.231.{net}.1"), I_GUID);
     Ok(TwoHosts { root, t, i })
-}
-
-/// A running relinkd with its stdout and stderr lines collected; killed
-/// on drop unless it exited.
-pub struct Daemon {
-    /// What it is, for messages.
-    pub what: &'static str,
-    child: Child,
-    out: Arc<Mutex<Vec<String>>>,
-    err: Arc<Mutex<Vec<String>>>,
-    status: Option<ExitStatus>,
-}
-
-fn collect(pipe: impl Read + Send + 'static) -> Arc<Mutex<Vec<String>>> {
-    let lines = Arc::new(Mutex::new(Vec::new()));
-    let sink = lines.clone();
-    thread::spawn(move || {
-        for line in BufReader::new(pipe).lines() {
-            let Ok(line) = line else { break };
-            sink.lock().unwrap().push(line);
-        }
-    });
-    lines
-}
-
-impl Daemon {
-    fn start(what: &'static str, command: &mut Command) -> Daemon {
-        // `ip netns exec` execs the program: the child is relinkd itself.
-        let mut child = command
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("spawn the {what}: {e}"));
-        let out = collect(child.stdout.take().unwrap());
-        let err = collect(child.stderr.take().unwrap());
-        Daemon {
-            what,
-            child,
-            out,
-            err,
-            status: None,
-        }
-    }
-
-    /// Its output so far.
-    pub fn transcript(&self) -> String {
-        format!(
-            "--- {} stdout:\n{}\n--- {} stderr:\n{}",
-            self.what,
-            self.out.lock().unwrap().join("\n"),
-            self.what,
-            self.err.lock().unwrap().join("\n")
-        )
-    }
-
-    /// How many stdout or stderr lines contain `needle`.
-    pub fn count(&self, needle: &str) -> usize {
-        let n = |v: &Arc<Mutex<Vec<String>>>| {
-            v.lock()
-                .unwrap()
-                .iter()
-                .filter(|l| l.contains(needle))
-                .count()
-        };
-        n(&self.out) + n(&self.err)
-    }
-
-    /// Waits until `needle` is in at least `n` lines, or panics.
-    #[track_caller]
-    pub fn expect_count(&mut self, needle: &str, n: usize, others: &[&Daemon]) {
-        let deadline = Instant::now() + STEP;
-        while self.count(needle) < n {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                self.status = Some(s);
-                thread::sleep(Duration::from_millis(100));
-                panic!(
-                    "the {} exited ({s}) before {n} lines with {needle:?}\n{}",
-                    self.what,
-                    self.transcript()
-                );
-            }
-            if Instant::now() >= deadline {
-                let t: Vec<String> = others.iter().map(|d| d.transcript()).collect();
-                panic!(
-                    "the {} did not print {n} lines with {needle:?}\n{}\n{}",
-                    self.what,
-                    self.transcript(),
-                    t.join("\n")
-                );
-            }
-            thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// Waits until a line contains `needle`, or panics.
-    #[track_caller]
-    pub fn expect_line(&mut self, needle: &str) {
-        self.expect_count(needle, 1, &[]);
-    }
-
-    fn signal(&mut self, sig: &str) -> ExitStatus {
-        let ok = Command::new("kill")
-            .args([sig, &self.child.id().to_string()])
-            .status()
-            .expect("run kill");
-        assert!(ok.success(), "kill {sig} the {}", self.what);
-        let deadline = Instant::now() + STEP;
-        loop {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                self.status = Some(s);
-                thread::sleep(Duration::from_millis(100));
-                return s;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the {} did not exit on {sig}\n{}",
-                self.what,
-                self.transcript()
-            );
-            thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// SIGTERM, then the exit status.
-    #[track_caller]
-    pub fn terminate(&mut self) -> ExitStatus {
-        self.signal("-TERM")
-    }
-
-    /// SIGKILL, then the exit status.
-    #[track_caller]
-    pub fn kill9(&mut self) -> ExitStatus {
-        self.signal("-KILL")
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if self.status.is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
-/// Runs `command` to its end, killing it if it runs longer than
-/// [`STEP`]: `None` then (it hung).
-pub fn run_bounded(command: &mut Command) -> Option<Output> {
-    let mut child = command
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    let deadline = Instant::now() + STEP;
-    loop {
-        if child.try_wait().unwrap().is_some() {
-            return Some(child.wait_with_output().unwrap());
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            return None;
-        }
-        thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// Runs `command` on the control socket at `socket` (a file, reachable
