@@ -51,6 +51,7 @@
 //! | `session/datapath.rs` | [`Session::submit`], posting within the peer's credits, send and receive completions, acks and control messages |
 
 use std::collections::{BTreeSet, VecDeque};
+use std::time::Duration;
 
 use relink_fabric::{DeviceId, DeviceInfo, Guid, Timestamp};
 
@@ -212,6 +213,19 @@ pub struct Session {
     /// retry delay is `refused_backoff`, doubling); 0 after any other
     /// failure, a loss, or an establishment.
     refusals: u32,
+    /// The peer may be away: the last attempt of this outage got no answer
+    /// at all (it timed out before the connection was up, or the peer was
+    /// unreachable), or the transport was lost on the peer's side. The
+    /// next attempt is a probe (`probe_interval`, `probe_timeout`). False
+    /// after any other failure, a local loss, or an establishment.
+    silent: bool,
+    /// When the current attempt started (the request's connection time is
+    /// measured from it).
+    attempt_started: Option<Timestamp>,
+    /// The longest an attempt of this session took to connect (from its
+    /// start until the CM established it): what a probe's timeout is
+    /// scaled by. `None` until the first connection.
+    slowest_connect: Option<Duration>,
     /// `fast_io_fail_tmo` passed in this outage: every operation submitted
     /// fails at once until the session is established again.
     fast_failing: bool,
@@ -373,6 +387,9 @@ impl Session {
             replaying: 0,
             one_sided_inflight: BTreeSet::new(),
             refusals: 0,
+            silent: false,
+            attempt_started: None,
+            slowest_connect: None,
             spare: SpareBuffers::default(),
             delivery_spare: SpareBuffers::default(),
         })
@@ -463,8 +480,14 @@ impl Session {
     /// Move to `to` and report the transition. An illegal one is a bug in
     /// the core: asserted in debug builds, logged in release builds.
     fn go(&mut self, to: State, cause: Cause, now: Timestamp) {
+        let from = self.state();
         match self.machine.go(to, cause, now) {
             Ok(t) => {
+                if matches!(from, State::Connecting | State::Reconnecting)
+                    && matches!(to, State::Resyncing | State::Established)
+                {
+                    self.note_connected(now);
+                }
                 if to != State::Recovering {
                     self.held = false;
                 }

@@ -4,7 +4,7 @@
 //! continues in [`resync`](super::resync); a close is in
 //! [`closing`](super::closing).
 
-use relink_fabric::Timestamp;
+use relink_fabric::{Timestamp, WcStatus};
 
 use super::{Action, Role, Session, SessionError, SessionEvent};
 use crate::ids::Epoch;
@@ -65,6 +65,7 @@ impl Session {
         self.path_index = pick;
         self.epoch = self.epoch.next();
         self.attempt = 1;
+        self.attempt_started = Some(now);
         self.counters.attempts += 1;
         let pd = self.resume_private_data();
         self.actions.push_back(Action::Connect {
@@ -125,6 +126,15 @@ impl Session {
         if !local && !self.cfg.paths.is_empty() {
             self.path_index = (self.path_index + 1) % self.cfg.paths.len();
         }
+        // The peer gone silent (its CM's disconnect, no acknowledgement,
+        // no keepalive) may be its device going away: the first attempt is
+        // a probe. Any other loss gets the full attempt timeout.
+        self.silent = matches!(
+            cause,
+            DownCause::CmDisconnected
+                | DownCause::KeepaliveTimeout
+                | DownCause::Completion(WcStatus::RetryExcErr)
+        );
         self.schedule_attempt(now);
     }
 
@@ -152,6 +162,11 @@ impl Session {
         let mut delay = self.cfg.policy.backoff(self.attempt, r);
         if self.refusals > 0 {
             delay = delay.min(self.cfg.policy.refused_delay(self.refusals, r));
+        }
+        if self.probing() {
+            if let Some(probe) = self.cfg.policy.probe_delay(r) {
+                delay = delay.min(probe);
+            }
         }
         self.timers.set(TimerKind::Backoff, now + delay);
     }
@@ -187,6 +202,7 @@ impl Session {
         };
         self.path_index = pick;
         self.attempt += 1;
+        self.attempt_started = Some(now);
         self.counters.attempts += 1;
         self.epoch = self.epoch.next();
         self.go(State::Reconnecting, Cause::Attempt(self.attempt), now);
@@ -206,13 +222,36 @@ impl Session {
     /// When the connection being made now must be up (CM and in-band
     /// handshake): an initiator's attempt gets
     /// [`Policy::attempt_timeout`](crate::policy::Policy::attempt_timeout)
-    /// of its number in the outage, a target the whole `connect_timeout`.
+    /// of its number in the outage, or, as a probe,
+    /// [`Policy::probe_attempt_timeout`](crate::policy::Policy::probe_attempt_timeout);
+    /// a target the whole `connect_timeout`.
     pub(super) fn connect_deadline(&self, now: Timestamp) -> Timestamp {
         let p = &self.cfg.policy;
-        now + match self.cfg.role {
-            Role::Initiator => p.attempt_timeout(self.attempt.max(1)),
-            Role::Target => p.connect_timeout,
+        let n = self.attempt.max(1);
+        now + match (self.cfg.role, self.slowest_connect) {
+            (Role::Initiator, Some(slowest)) if self.probing() => {
+                p.probe_attempt_timeout(n, slowest)
+            }
+            (Role::Initiator, _) => p.attempt_timeout(n),
+            (Role::Target, _) => p.connect_timeout,
         }
+    }
+
+    /// Whether the next attempt is a probe: the peer was silent at the
+    /// last one, probes are on, and the session has connected before (so
+    /// its connection time is known).
+    fn probing(&self) -> bool {
+        self.silent && self.cfg.policy.probe_interval.is_some() && self.slowest_connect.is_some()
+    }
+
+    /// The CM established the current attempt's connection: its time
+    /// counts toward the slowest connection (what probes are scaled by).
+    pub(super) fn note_connected(&mut self, now: Timestamp) {
+        if let Some(start) = self.attempt_started.take() {
+            let took = now - start;
+            self.slowest_connect = Some(self.slowest_connect.map_or(took, |s| s.max(took)));
+        }
+        self.silent = false;
     }
 
     /// Arm the give-up deadline of a session never established
@@ -259,6 +298,9 @@ impl Session {
             return;
         }
         tracing::debug!(session = %self.cfg.id, attempt = self.attempt, %why, "attempt failed");
+        // No answer at all: the peer (or its device) is away, and the next
+        // attempt is a probe.
+        self.silent = matches!(why, AttemptFailure::Timeout | AttemptFailure::Unreachable);
         self.actions
             .push_back(Action::TearDown { epoch: self.epoch });
         self.timers.stop(TimerKind::ConnectTimeout);
