@@ -1,9 +1,10 @@
 //! A peer-side outage across two processes on the TCP soft fabric: the
 //! target's device removed and added back after D (0.1 s, 0.5 s, 2 s), N
-//! cycles each, one session with steady traffic
+//! cycles each, steady traffic on one session
 //! ([`relink_bench::peer_outage`]); for each policy, the stall past the
 //! device's return (the longest gap between completions minus D) and the
-//! connection requests sent to the absent peer per second of outage.
+//! connection requests sent to the absent peer per second of outage, with
+//! one session and with eight (the node lets one of them probe).
 //!
 //! ```text
 //! cargo bench -p relink-bench --bench peer_outage                       # 0.1, 0.5, 2 s; 5 cycles each
@@ -11,9 +12,10 @@
 //! RELINK_BENCH_ONLY=no-probe cargo bench -p relink-bench --bench peer_outage
 //! ```
 //!
-//! Series (policies): `default`, and `no-probe` (the default without
-//! probing: attempt timeouts from 500 ms doubling to 3 s, the schedule
-//! before probes). Prints a table and `RESULT peer_outage ...` lines;
+//! Series: `no-probe` (the default policy without probes: the backoff from
+//! 20 ms and attempt timeouts from 500 ms, both doubling; the schedule
+//! before probes) and `default`, each with 1 and 8 sessions
+//! (`no-probe-x8`, `default-x8`). Prints a table and `RESULT peer_outage ...` lines;
 //! writes `target/relink-bench/peer_outage.json`. Run without `--bench`
 //! (as `cargo test --benches` does) it makes a quick run.
 
@@ -37,12 +39,17 @@ struct OutageReport {
 }
 
 /// The policies compared, by name.
-fn policies() -> Vec<(&'static str, Policy)> {
+fn policies() -> Vec<(&'static str, Policy, usize)> {
     let no_probe = Policy::builder()
         .probe_interval(None)
         .build()
         .expect("valid policy");
-    vec![("no-probe", no_probe), ("default", Policy::default())]
+    vec![
+        ("no-probe", no_probe.clone(), 1),
+        ("default", Policy::default(), 1),
+        ("no-probe-x8", no_probe, 8),
+        ("default-x8", Policy::default(), 8),
+    ]
 }
 
 fn ms(s: f64) -> String {
@@ -75,11 +82,11 @@ fn main() {
         if quick { " (quick)" } else { "" }
     );
     let mut series = Vec::new();
-    for (name, policy) in policies() {
+    for (name, policy, n) in policies() {
         if !selected(name) {
             continue;
         }
-        let s = run(&tcp::this_exe(), name, policy, &outages, cycles);
+        let s = run(&tcp::this_exe(), name, policy, n, &outages, cycles);
         for x in &s {
             eprintln!(
                 "  {name} D={:.1}s: past return median {} ms",
@@ -94,6 +101,7 @@ fn main() {
         .map(|s| {
             vec![
                 s.policy.clone(),
+                s.sessions.to_string(),
                 format!("{:.1}", s.outage_s),
                 s.cycles.len().to_string(),
                 ms(s.median(|c| c.stall_s)),
@@ -116,7 +124,8 @@ fn main() {
         "{}",
         text_table(
             &[
-                "policy",
+                "series",
+                "sessions",
                 "D s",
                 "cycles",
                 "stall ms",
@@ -130,13 +139,14 @@ fn main() {
     );
     println!(
         "stall: longest gap between completions (median); past return: stall minus the time \
-         the device was away (median, max); requests/s away: connection requests the initiator \
-         sent while the device was away, per second of outage"
+         the device was away (median, max), of the session with traffic; requests/s away: \
+         connection requests all sessions sent while the device was away, per second of outage"
     );
     for s in &series {
         println!(
-            "RESULT peer_outage policy={} outage_s={:.1} cycles={} stall_ms={} past_return_ms={} max_past_return_ms={} requests_per_s={:.1}",
+            "RESULT peer_outage series={} sessions={} outage_s={:.1} cycles={} stall_ms={} past_return_ms={} max_past_return_ms={} requests_per_s={:.1}",
             s.policy,
+            s.sessions,
             s.outage_s,
             s.cycles.len(),
             ms(s.median(|c| c.stall_s)),

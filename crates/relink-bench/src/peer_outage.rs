@@ -5,18 +5,18 @@
 //!
 //! [`run`] starts the target's process (a bench binary given
 //! [`SERVE_ARG`](crate::scale::tcp::SERVE_ARG), which runs
-//! [`scale::tcp::serve`](crate::scale::tcp::serve)), connects one session
+//! [`scale::tcp::serve`](crate::scale::tcp::serve)), connects `n` sessions
 //! with the policy under test and keeps [`WINDOW`] messages of
-//! [`MESSAGE_LEN`] bytes in flight. Each cycle lets the traffic run, removes
+//! [`MESSAGE_LEN`] bytes in flight on the first (the others are idle). Each cycle lets the traffic run, removes
 //! the target's `soft0` through the target's registry (as `relink
 //! soft-device --dir <target> remove soft0` does; the target's host sees it
 //! at its next scan, every 20 ms), waits `D`, adds the device back with the
 //! same address and waits until the session resumed and carried traffic
-//! again. A cycle's **stall** is the longest gap between two completions of
-//! the session's messages; the figure is the stall minus `D` (the time
-//! past the device's return). The **requests** of a cycle are the attempts
-//! the initiator started between the removal and the re-add (each sends
-//! one connection request; `SessionEvent::Recovering`).
+//! again (all `n` sessions). A cycle's **stall** is the longest gap between
+//! two completions of the first session's messages; the figure is the stall
+//! minus `D` (the time past the device's return). The **requests** of a
+//! cycle are the attempts all sessions started between the removal and the
+//! re-add (each sends one connection request; `SessionEvent::Recovering`).
 
 use std::net::SocketAddr;
 use std::path::Path as FsPath;
@@ -51,8 +51,8 @@ pub struct Cycle {
     pub stall_s: f64,
     /// `stall_s - outage_s`: the stall past the device's return.
     pub past_return_s: f64,
-    /// Attempts (connection requests) the initiator started while the
-    /// device was away.
+    /// Attempts (connection requests) the initiator's sessions started
+    /// while the device was away.
     pub requests: u64,
 }
 
@@ -61,6 +61,8 @@ pub struct Cycle {
 pub struct OutageSeries {
     /// The policy's name in the report.
     pub policy: String,
+    /// Sessions to the target (traffic on the first).
+    pub sessions: usize,
     /// The outage asked for, seconds.
     pub outage_s: f64,
     /// Each cycle.
@@ -113,7 +115,11 @@ impl Client {
         let _ = self.node.wait_for(TICK);
         while let Some(out) = self.node.poll_output() {
             match out {
-                Output::Completion { completion, .. } => {
+                Output::Completion {
+                    session,
+                    completion,
+                } => {
+                    assert_eq!(session, self.session, "only the first session sends");
                     assert!(
                         completion.outcome.is_success(),
                         "a message failed: {completion:?}"
@@ -152,10 +158,11 @@ impl Client {
 }
 
 /// `cycles` outages of the target's device of each length in `outages`,
-/// with one session of policy `policy` (named `name` in the report) from
+/// with `n` sessions of policy `policy` (named `name` in the report) from
 /// this process to a target in a process of its own (`exe`
-/// [`SERVE_ARG`](crate::scale::tcp::SERVE_ARG)); one series per outage
-/// length. The target's count of deliveries is checked at the end.
+/// [`SERVE_ARG`](crate::scale::tcp::SERVE_ARG)), traffic on the first;
+/// one series per outage length. The target's count of deliveries is
+/// checked at the end.
 ///
 /// # Panics
 /// If the target cannot be started, the session cannot be set up or ends,
@@ -164,18 +171,24 @@ pub fn run(
     exe: &FsPath,
     name: &str,
     policy: Policy,
+    n: usize,
     outages: &[Duration],
     cycles: usize,
 ) -> Vec<OutageSeries> {
+    assert!(n >= 1, "at least one session");
     let hosts = TcpHosts::new("peer-outage");
     let target = Target::start(exe, &hosts.dir(TARGET));
     let mut node = Node::new(hosts.host(INITIATOR));
     let peer = SocketAddr::new(hosts.addr(TARGET), PORT);
     let mut options: SessionOptions = scale_options();
     options.policy = policy;
-    let session = node
-        .connect(vec![Path { local: None, peer }], options)
-        .expect("connect");
+    let all: Vec<SessionHandle> = (0..n)
+        .map(|_| {
+            node.connect(vec![Path { local: None, peer }], options.clone())
+                .expect("connect")
+        })
+        .collect();
+    let session = all[0];
     let mut payload = [0u8; MESSAGE_LEN];
     stamp_bytes(&mut payload, 0);
     let mut c = Client {
@@ -190,7 +203,10 @@ pub fn run(
         resumed: 0,
     };
     let limit = Instant::now() + LIMIT;
-    while c.node.state(session) != Some(State::Established) {
+    while all
+        .iter()
+        .any(|s| c.node.state(*s) != Some(State::Established))
+    {
         assert!(Instant::now() < limit, "connect: not within {LIMIT:?}");
         let _ = c.node.wait_for(TICK);
         while c.node.poll_output().is_some() {}
@@ -203,6 +219,7 @@ pub fn run(
     for &outage in outages {
         let mut series = OutageSeries {
             policy: name.into(),
+            sessions: n,
             outage_s: outage.as_secs_f64(),
             cycles: Vec::with_capacity(cycles),
         };
@@ -218,7 +235,7 @@ pub fn run(
             registry
                 .add("soft0", vec![addr], None, None)
                 .expect("add the target's soft0 back");
-            c.until("resume", |c| c.resumed > resumed);
+            c.until("resume", |c| c.resumed >= resumed + n);
             c.run_for(SETTLE);
             let stall = c
                 .completions

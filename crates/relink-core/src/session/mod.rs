@@ -44,6 +44,7 @@
 //! | `session/output.rs` | what a session hands out: [`Action`], [`SessionEvent`], [`Counters`], and the `poll_*` calls |
 //! | `session/paths.rs` | [`Path`]; the devices present and which of them can carry which path |
 //! | `session/recovery.rs` | the first connect, losing the transport, attempts and their backoff, the timers, give-up |
+//! | `session/probe.rs` | probes of a silent peer: which attempts are probes, the connection time they are scaled by, and the driver's gate (one probe per peer address) |
 //! | `session/decision.rs` | manual recovery (held for the application's decision, [`Session::resume`], [`Candidate`]) and [`Session::set_policy`] |
 //! | `session/planned.rs` | planned outages: a drain ([`Session::drain_device`]) and a suspend ([`Session::suspend`]), the quiesce handshake that takes the connection down with nothing in flight |
 //! | `session/closing.rs` | the admin close, the graceful close (pending operations finish first, up to a deadline), the peer's goodbye |
@@ -74,6 +75,7 @@ mod decision;
 mod output;
 mod paths;
 mod planned;
+mod probe;
 mod recovery;
 mod resync;
 
@@ -226,6 +228,9 @@ pub struct Session {
     /// start until the CM established it): what a probe's timeout is
     /// scaled by. `None` until the first connection.
     slowest_connect: Option<Duration>,
+    /// The driver holds this session's probes: another session of the
+    /// node probes the same peer address ([`Session::hold_probes`]).
+    probe_held: bool,
     /// `fast_io_fail_tmo` passed in this outage: every operation submitted
     /// fails at once until the session is established again.
     fast_failing: bool,
@@ -390,6 +395,7 @@ impl Session {
             silent: false,
             attempt_started: None,
             slowest_connect: None,
+            probe_held: false,
             spare: SpareBuffers::default(),
             delivery_spare: SpareBuffers::default(),
         })

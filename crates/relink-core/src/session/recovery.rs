@@ -174,7 +174,11 @@ impl Session {
     /// Start an attempt if a device can carry one; otherwise keep waiting
     /// (a device-add event will call again).
     pub(super) fn try_attempt(&mut self, now: Timestamp) {
-        if self.state() != State::Recovering || self.cfg.role != Role::Initiator || self.held {
+        if self.state() != State::Recovering
+            || self.cfg.role != Role::Initiator
+            || self.held
+            || self.probe_waits()
+        {
             return;
         }
         let viable = self.viable_paths();
@@ -235,23 +239,6 @@ impl Session {
             (Role::Initiator, _) => p.attempt_timeout(n),
             (Role::Target, _) => p.connect_timeout,
         }
-    }
-
-    /// Whether the next attempt is a probe: the peer was silent at the
-    /// last one, probes are on, and the session has connected before (so
-    /// its connection time is known).
-    fn probing(&self) -> bool {
-        self.silent && self.cfg.policy.probe_interval.is_some() && self.slowest_connect.is_some()
-    }
-
-    /// The CM established the current attempt's connection: its time
-    /// counts toward the slowest connection (what probes are scaled by).
-    pub(super) fn note_connected(&mut self, now: Timestamp) {
-        if let Some(start) = self.attempt_started.take() {
-            let took = now - start;
-            self.slowest_connect = Some(self.slowest_connect.map_or(took, |s| s.max(took)));
-        }
-        self.silent = false;
     }
 
     /// Arm the give-up deadline of a session never established

@@ -53,6 +53,7 @@ mod options;
 mod output;
 mod planned;
 mod poll;
+mod probes;
 mod regions;
 mod shared_receive;
 mod shutdown;
@@ -311,6 +312,8 @@ pub struct Node {
     dirty: BTreeSet<u64>,
     /// Every session's next timer, ordered: `poll` visits only the due ones.
     deadlines: BTreeSet<(Timestamp, u64)>,
+    /// The one session probing each silent peer address (`probes.rs`).
+    probers: BTreeMap<SocketAddr, u64>,
     /// Sessions with work requests waiting to be posted.
     pending_drain: BTreeSet<u64>,
     /// The set `poll` works through while `dirty` or `pending_drain`
@@ -390,6 +393,7 @@ impl Node {
             cq_owner: BTreeMap::new(),
             dirty: BTreeSet::new(),
             deadlines: BTreeSet::new(),
+            probers: BTreeMap::new(),
             pending_drain: BTreeSet::new(),
             round: BTreeSet::new(),
             due: Vec::new(),
@@ -518,6 +522,7 @@ impl Node {
         }
         self.dirty.remove(&key);
         self.pending_drain.remove(&key);
+        self.release_probes_of(key);
         self.ready.remove(key);
         self.accepted.retain(|a| a.session.0 != key);
     }
