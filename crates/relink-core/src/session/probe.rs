@@ -42,11 +42,13 @@ impl Session {
     }
 
     /// The peer address this initiator probes: `Some` while it recovers
-    /// and its attempts are probes (the peer is silent), with the address
-    /// of the path of its current or next attempt; `None` otherwise.
+    /// on its own and its attempts are probes (the peer is silent), with
+    /// the address of the path of its current or next attempt; `None`
+    /// otherwise (a session held for the application's decision makes no
+    /// attempt, so it probes nothing).
     pub fn probe_peer(&self) -> Option<SocketAddr> {
         let recovering = matches!(self.state(), State::Recovering | State::Reconnecting);
-        if self.cfg.role != Role::Initiator || !recovering || !self.probing() {
+        if self.cfg.role != Role::Initiator || !recovering || self.held || !self.probing() {
             return None;
         }
         self.cfg.paths.get(self.path_index).map(|p| p.peer)
