@@ -17,8 +17,9 @@ use relink_core::state::State;
 /// The target's device away for `away`: how many requests the initiator
 /// sent meanwhile, and how long after the device's return the initiator
 /// was established again.
-fn outage(policy: Policy, away: Duration) -> (usize, Duration) {
+fn outage(policy: Policy, away: Duration, unreachable: bool) -> (usize, Duration) {
     let mut p = Pair::connected(Setup::with_policy(policy));
+    p.absent_unreachable = unreachable;
     p.remove_device(Who::Tgt);
     let before = p.requests_seen.len();
     p.advance(away);
@@ -42,7 +43,7 @@ fn a_peer_whose_device_returns_is_found_within_a_probe_period() {
     let cycle = policy.probe_timeout + interval / 2;
     for ms in [100, 500, 2_000, 20_000] {
         let away = Duration::from_millis(ms);
-        let (requests, past) = outage(policy.clone(), away);
+        let (requests, past) = outage(policy.clone(), away, false);
         assert!(
             past <= bound,
             "away {away:?}: established {past:?} after the device's return (bound {bound:?})"
@@ -56,6 +57,37 @@ fn a_peer_whose_device_returns_is_found_within_a_probe_period() {
 }
 
 #[test]
+fn a_peer_whose_host_refuses_at_once_is_probed_at_the_interval() {
+    // The TCP soft fabric: the absent device's host refuses the request
+    // (`Unreachable`) at once. Probes come every half to one interval,
+    // not after the growing backoff.
+    let policy = Policy::default();
+    let interval = policy.probe_interval.expect("probes are on by default");
+    for ms in [100, 2_000] {
+        let away = Duration::from_millis(ms);
+        let (requests, past) = outage(policy.clone(), away, true);
+        assert!(
+            past <= interval + Duration::from_millis(1),
+            "away {away:?}: established {past:?} after the device's return"
+        );
+        let most = (away.as_nanos() / (interval / 2).as_nanos()) as usize + 1;
+        let least = (away.as_nanos() / interval.as_nanos()) as usize;
+        assert!(
+            (least..=most).contains(&requests),
+            "away {away:?}: {requests} requests (between {least} and {most})"
+        );
+    }
+    // Without probes the backoff doubles: few requests, a long wait.
+    let off = Policy::builder()
+        .probe_interval(None)
+        .build()
+        .expect("valid policy");
+    let (requests, past) = outage(off, Duration::from_secs(2), true);
+    assert!(requests <= 8, "{requests} requests");
+    assert!(past > interval, "established {past:?} after the return");
+}
+
+#[test]
 fn without_probes_the_initiator_waits_out_growing_attempts() {
     let policy = Policy::builder()
         .probe_interval(None)
@@ -63,7 +95,7 @@ fn without_probes_the_initiator_waits_out_growing_attempts() {
         .expect("valid policy");
     // Away 0.6 s: the second attempt (1 s) went out while the device was
     // still away, and nothing answers it.
-    let (requests, past) = outage(policy.clone(), Duration::from_millis(600));
+    let (requests, past) = outage(policy.clone(), Duration::from_millis(600), false);
     assert_eq!(requests, 2, "attempts of 500 ms, then 1 s");
     assert!(
         past > policy.initial_connect_timeout,
