@@ -20,6 +20,7 @@
 //! | `wait.rs` | sleeping between poll rounds: `wait` (until something happens), `event_fd` (for the application's event loop), `run_until` |
 //! | `cm.rs` | connection management: who owns a CM id, where a session's attempt is, listeners, connect requests |
 //! | `actions.rs` | performing a core's actions against the provider, and indexing what the session waits for next |
+//! | `probes.rs` | one probe per silent peer address: the session that probes it, the others' probes held until it is answered |
 //! | `backlog.rs` | work requests a core asks for: queued per session, posted in batches, every 16th signaled |
 //! | `completions.rs` | draining a session's CQ: send completions retired in RC order, receives copied out and reposted |
 //! | `transport.rs` | one epoch's provider objects, built from the core's plan and torn down with destroy calls only |
