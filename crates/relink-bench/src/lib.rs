@@ -27,6 +27,9 @@
 //! - [`recovery`]: recovery latency of one session over repeated device
 //!   faults, and the time a thousand sessions take to resume after one
 //!   reset, on virtual and wall-clock time.
+//! - [`peer_outage`]: the stall past the return of a peer's device removed
+//!   and added back, and the requests sent to the absent peer, across two
+//!   processes over TCP.
 //! - [`drain`]: the stall an application sees when its session leaves a
 //!   device, a planned drain next to an unplanned failover.
 //! - [`scale`]: ten thousand sessions through one device reset on the
@@ -62,6 +65,7 @@ pub mod latency;
 pub mod loops;
 pub mod memory;
 pub mod overhead;
+pub mod peer_outage;
 pub mod recovery;
 pub mod report;
 pub mod scale;

@@ -117,6 +117,8 @@ pub struct PolicyError {
 /// | `keepalive` | 5 s | probe an idle connection; silence for two periods = peer gone |
 /// | `initial_connect_timeout` | 500 ms | how long the first attempt of an outage may take, doubling per attempt |
 /// | `connect_timeout` | 3 s | cap of an attempt's time; a target's accepted connection gets all of it |
+/// | `probe_interval` | 50 ms | while the peer is silent (its device may be away), the longest delay before the next attempt, a *probe*, never longer than the backoff; `None` = no probes |
+/// | `probe_timeout` | 50 ms | how long a probe may take at least (4× the session's slowest connection if longer), never longer than the attempt timeout |
 /// | `ack_delay` | 50 µs | longest a receiver holds back an acknowledgement when it has nothing to send |
 /// | `device_match` | any | `any` / `same_guid` / an allow-list |
 /// | `failback` | off | move back to the first path when its device returns |
@@ -164,6 +166,20 @@ pub struct Policy {
     /// after the peer's device is back, the doubling keeps a slow or loaded
     /// peer from being flooded with requests.
     pub initial_connect_timeout: Duration,
+    /// While the peer is *silent* — the last attempt got no answer at all
+    /// (it timed out before the connection was up, or the CM reported the
+    /// peer unreachable): the longest delay before the next attempt (a
+    /// *probe*; with equal jitter, so between half of it and all of it).
+    /// The initiator cannot see the peer's device return; probes at this
+    /// period find it within about one period. Only a session that was
+    /// established probes (its connection time is known); `None`: no
+    /// probes, the plain backoff and attempt timeouts only.
+    pub probe_interval: Option<Duration>,
+    /// The least time a probe may take: its timeout is the larger of this
+    /// and four times the slowest connection the session made (so a peer
+    /// that was slow to answer before is not cut short), never longer than
+    /// [`Policy::attempt_timeout`] of its number.
+    pub probe_timeout: Duration,
     /// How long a receiver may hold back the acknowledgement of delivered
     /// messages when it has nothing to send (a sender's message completes
     /// when the peer confirms delivery).
@@ -193,6 +209,8 @@ impl Default for Policy {
             keepalive: Some(Duration::from_secs(5)),
             connect_timeout: Duration::from_secs(3),
             initial_connect_timeout: Duration::from_millis(500),
+            probe_interval: Some(Duration::from_millis(50)),
+            probe_timeout: Duration::from_millis(50),
             ack_delay: Duration::from_micros(50),
             device_match: DeviceMatch::Any,
             failback: false,
@@ -224,6 +242,7 @@ impl Policy {
     /// `initial_backoff` (> 0 and ≤ `reconnect_delay`), `refused_backoff`
     /// (> 0 and ≤ `initial_backoff`), `connect_timeout` (> 0),
     /// `initial_connect_timeout` (> 0 and ≤ `connect_timeout`),
+    /// `probe_interval` (> 0 or off), `probe_timeout` (> 0),
     /// `ack_delay` (> 0 and ≤ 1 s), `keepalive` (≥ 1 ms or off),
     /// `first_connect_tmo` (> 0 or never), `fast_io_fail_tmo` (≤
     /// `ctrl_loss_tmo`), `device_match` (an allow-list names a device).
@@ -248,6 +267,12 @@ impl Policy {
                 "initial_connect_timeout",
                 "must be > 0 and <= connect_timeout",
             );
+        }
+        if self.probe_interval.is_some_and(|i| i.is_zero()) {
+            return err("probe_interval", "must be > 0 (or off)");
+        }
+        if self.probe_timeout.is_zero() {
+            return err("probe_timeout", "must be > 0");
         }
         if self.ack_delay.is_zero() || self.ack_delay > Duration::from_secs(1) {
             return err("ack_delay", "must be > 0 and <= 1 s");
@@ -304,6 +329,24 @@ impl Policy {
         doubled(self.initial_connect_timeout, attempt, self.connect_timeout)
     }
 
+    /// Delay before a probe (the next attempt while the peer is silent):
+    /// `probe_interval` with equal jitter; `None` when probes are off.
+    /// The caller takes the smaller of this and [`Policy::backoff`] (so an
+    /// interval above `reconnect_delay` changes nothing).
+    pub fn probe_delay(&self, random: u64) -> Option<Duration> {
+        self.probe_interval.map(|i| equal_jitter(i, random))
+    }
+
+    /// How long probe `attempt` of an outage may take, for a session whose
+    /// slowest connection took `slowest`: the larger of `probe_timeout`
+    /// and four times `slowest`, at most [`Policy::attempt_timeout`] of
+    /// `attempt`.
+    pub fn probe_attempt_timeout(&self, attempt: u32, slowest: Duration) -> Duration {
+        self.probe_timeout
+            .max(slowest.saturating_mul(4))
+            .min(self.attempt_timeout(attempt))
+    }
+
     /// How long silence on the connection may last before the peer is
     /// declared gone.
     pub fn keepalive_deadline(&self) -> Option<Duration> {
@@ -356,6 +399,11 @@ impl PolicyBuilder {
         /// [`Policy::initial_connect_timeout`]: time of the first attempt
         /// of an outage.
         initial_connect_timeout: Duration;
+        /// [`Policy::probe_interval`]: longest delay before a probe while
+        /// the peer is silent (`None`: no probes).
+        probe_interval: Option<Duration>;
+        /// [`Policy::probe_timeout`]: least time a probe may take.
+        probe_timeout: Duration;
         /// [`Policy::ack_delay`]: longest hold-back of an acknowledgement.
         ack_delay: Duration;
         /// [`Policy::device_match`]: which devices may take over.
@@ -467,6 +515,8 @@ mod tests {
             .keepalive(None)
             .connect_timeout(Duration::from_secs(2))
             .initial_connect_timeout(Duration::from_millis(100))
+            .probe_interval(None)
+            .probe_timeout(Duration::from_millis(7))
             .ack_delay(Duration::from_micros(10))
             .device_match(DeviceMatch::SameGuid)
             .failback(true)
@@ -485,6 +535,8 @@ mod tests {
         assert_eq!(p.keepalive, None);
         assert_eq!(p.connect_timeout, Duration::from_secs(2));
         assert_eq!(p.initial_connect_timeout, Duration::from_millis(100));
+        assert_eq!(p.probe_interval, None);
+        assert_eq!(p.probe_timeout, Duration::from_millis(7));
         assert_eq!(p.ack_delay, Duration::from_micros(10));
         assert_eq!(p.device_match, DeviceMatch::SameGuid);
         assert!(p.failback && p.replay_atomics);
@@ -494,6 +546,41 @@ mod tests {
             .build()
             .unwrap_err();
         assert_eq!(e.key, "initial_backoff");
+        let e = Policy::builder()
+            .probe_interval(Some(Duration::ZERO))
+            .build()
+            .unwrap_err();
+        assert_eq!(e.key, "probe_interval");
+        let e = Policy::builder()
+            .probe_timeout(Duration::ZERO)
+            .build()
+            .unwrap_err();
+        assert_eq!(e.key, "probe_timeout");
+    }
+
+    #[test]
+    fn probes_are_short_and_bounded() {
+        let p = Policy::default();
+        for r in [0, 1, u64::MAX, 0xdead_beef] {
+            let d = p.probe_delay(r).expect("on by default");
+            assert!(d >= Duration::from_millis(25) && d <= Duration::from_millis(50));
+        }
+        assert_eq!(
+            p.probe_attempt_timeout(3, Duration::from_millis(1)),
+            p.probe_timeout
+        );
+        // A peer that took 100 ms to answer gets 400 ms ...
+        assert_eq!(
+            p.probe_attempt_timeout(3, Duration::from_millis(100)),
+            Duration::from_millis(400)
+        );
+        // ... but never more than the attempt's own timeout.
+        assert_eq!(
+            p.probe_attempt_timeout(1, Duration::from_secs(1)),
+            p.attempt_timeout(1)
+        );
+        let off = Policy::builder().probe_interval(None).build().unwrap();
+        assert_eq!(off.probe_delay(7), None);
     }
 
     #[test]

@@ -59,7 +59,7 @@ pub enum AttemptFailure {
     Refused(RefuseReason),
     /// The attempt did not finish (connection and in-band handshake)
     /// within its timeout (`initial_connect_timeout`, doubling per attempt
-    /// up to `connect_timeout`).
+    /// up to `connect_timeout`; a probe of a silent peer: `probe_timeout`).
     #[error("timed out")]
     Timeout,
     /// The device the attempt resolved to went away during it

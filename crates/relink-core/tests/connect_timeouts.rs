@@ -10,7 +10,9 @@
 //! - attempts that get no answer (the peer's device is gone: its address
 //!   answers nothing) time out after `initial_connect_timeout`, doubling up
 //!   to `connect_timeout`, so that the initiator tries again soon after the
-//!   peer's device is back (on rxe it waited out 3 s);
+//!   peer's device is back (on rxe it waited out 3 s) — for a session never
+//!   established; one that was established probes instead
+//!   (`tests/peer_outage.rs`);
 //! - attempts the peer's CM refuses for want of a listener (its device is
 //!   back, its application is re-listening) are retried after
 //!   `refused_backoff` (1 ms), doubling, not after the backoff (10–20 ms).

@@ -84,13 +84,13 @@ pub fn serve(dir: &FsPath, stdin: impl Read + Send + 'static) {
 }
 
 /// The target's process; killed on drop unless it ended.
-struct Target {
+pub(crate) struct Target {
     child: Child,
 }
 
 impl Target {
     /// Start `exe SERVE_ARG dir` and wait for its `listening` line.
-    fn start(exe: &FsPath, dir: &FsPath) -> Target {
+    pub(crate) fn start(exe: &FsPath, dir: &FsPath) -> Target {
         let mut child = Command::new(exe)
             .arg(SERVE_ARG)
             .arg(dir)
@@ -107,7 +107,7 @@ impl Target {
 
     /// Close its standard input and wait for it to end: how many messages
     /// it was delivered.
-    fn finish(mut self) -> u64 {
+    pub(crate) fn finish(mut self) -> u64 {
         drop(self.child.stdin.take());
         let mut rest = String::new();
         if let Some(out) = self.child.stdout.as_mut() {

@@ -44,6 +44,7 @@
 //! | `session/output.rs` | what a session hands out: [`Action`], [`SessionEvent`], [`Counters`], and the `poll_*` calls |
 //! | `session/paths.rs` | [`Path`]; the devices present and which of them can carry which path |
 //! | `session/recovery.rs` | the first connect, losing the transport, attempts and their backoff, the timers, give-up |
+//! | `session/probe.rs` | probes of a silent peer: which attempts are probes, the connection time they are scaled by, and the driver's gate (one probe per peer address) |
 //! | `session/decision.rs` | manual recovery (held for the application's decision, [`Session::resume`], [`Candidate`]) and [`Session::set_policy`] |
 //! | `session/planned.rs` | planned outages: a drain ([`Session::drain_device`]) and a suspend ([`Session::suspend`]), the quiesce handshake that takes the connection down with nothing in flight |
 //! | `session/closing.rs` | the admin close, the graceful close (pending operations finish first, up to a deadline), the peer's goodbye |
@@ -51,6 +52,7 @@
 //! | `session/datapath.rs` | [`Session::submit`], posting within the peer's credits, send and receive completions, acks and control messages |
 
 use std::collections::{BTreeSet, VecDeque};
+use std::time::Duration;
 
 use relink_fabric::{DeviceId, DeviceInfo, Guid, Timestamp};
 
@@ -73,6 +75,7 @@ mod decision;
 mod output;
 mod paths;
 mod planned;
+mod probe;
 mod recovery;
 mod resync;
 
@@ -212,6 +215,22 @@ pub struct Session {
     /// retry delay is `refused_backoff`, doubling); 0 after any other
     /// failure, a loss, or an establishment.
     refusals: u32,
+    /// The peer may be away: the last attempt of this outage got no answer
+    /// at all (it timed out before the connection was up, or the peer was
+    /// unreachable), or the transport was lost on the peer's side. The
+    /// next attempt is a probe (`probe_interval`, `probe_timeout`). False
+    /// after any other failure, a local loss, or an establishment.
+    silent: bool,
+    /// When the current attempt started (the request's connection time is
+    /// measured from it).
+    attempt_started: Option<Timestamp>,
+    /// The longest an attempt of this session took to connect (from its
+    /// start until the CM established it): what a probe's timeout is
+    /// scaled by. `None` until the first connection.
+    slowest_connect: Option<Duration>,
+    /// The driver holds this session's probes: another session of the
+    /// node probes the same peer address ([`Session::hold_probes`]).
+    probe_held: bool,
     /// `fast_io_fail_tmo` passed in this outage: every operation submitted
     /// fails at once until the session is established again.
     fast_failing: bool,
@@ -373,6 +392,10 @@ impl Session {
             replaying: 0,
             one_sided_inflight: BTreeSet::new(),
             refusals: 0,
+            silent: false,
+            attempt_started: None,
+            slowest_connect: None,
+            probe_held: false,
             spare: SpareBuffers::default(),
             delivery_spare: SpareBuffers::default(),
         })
@@ -463,8 +486,14 @@ impl Session {
     /// Move to `to` and report the transition. An illegal one is a bug in
     /// the core: asserted in debug builds, logged in release builds.
     fn go(&mut self, to: State, cause: Cause, now: Timestamp) {
+        let from = self.state();
         match self.machine.go(to, cause, now) {
             Ok(t) => {
+                if matches!(from, State::Connecting | State::Reconnecting)
+                    && matches!(to, State::Resyncing | State::Established)
+                {
+                    self.note_connected(now);
+                }
                 if to != State::Recovering {
                     self.held = false;
                 }

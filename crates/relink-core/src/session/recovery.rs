@@ -4,7 +4,7 @@
 //! continues in [`resync`](super::resync); a close is in
 //! [`closing`](super::closing).
 
-use relink_fabric::Timestamp;
+use relink_fabric::{Timestamp, WcStatus};
 
 use super::{Action, Role, Session, SessionError, SessionEvent};
 use crate::ids::Epoch;
@@ -65,6 +65,7 @@ impl Session {
         self.path_index = pick;
         self.epoch = self.epoch.next();
         self.attempt = 1;
+        self.attempt_started = Some(now);
         self.counters.attempts += 1;
         let pd = self.resume_private_data();
         self.actions.push_back(Action::Connect {
@@ -125,6 +126,15 @@ impl Session {
         if !local && !self.cfg.paths.is_empty() {
             self.path_index = (self.path_index + 1) % self.cfg.paths.len();
         }
+        // The peer gone silent (its CM's disconnect, no acknowledgement,
+        // no keepalive) may be its device going away: the first attempt is
+        // a probe. Any other loss gets the full attempt timeout.
+        self.silent = matches!(
+            cause,
+            DownCause::CmDisconnected
+                | DownCause::KeepaliveTimeout
+                | DownCause::Completion(WcStatus::RetryExcErr)
+        );
         self.schedule_attempt(now);
     }
 
@@ -153,13 +163,22 @@ impl Session {
         if self.refusals > 0 {
             delay = delay.min(self.cfg.policy.refused_delay(self.refusals, r));
         }
+        if self.probing() {
+            if let Some(probe) = self.cfg.policy.probe_delay(r) {
+                delay = delay.min(probe);
+            }
+        }
         self.timers.set(TimerKind::Backoff, now + delay);
     }
 
     /// Start an attempt if a device can carry one; otherwise keep waiting
     /// (a device-add event will call again).
     pub(super) fn try_attempt(&mut self, now: Timestamp) {
-        if self.state() != State::Recovering || self.cfg.role != Role::Initiator || self.held {
+        if self.state() != State::Recovering
+            || self.cfg.role != Role::Initiator
+            || self.held
+            || self.probe_waits()
+        {
             return;
         }
         let viable = self.viable_paths();
@@ -187,6 +206,7 @@ impl Session {
         };
         self.path_index = pick;
         self.attempt += 1;
+        self.attempt_started = Some(now);
         self.counters.attempts += 1;
         self.epoch = self.epoch.next();
         self.go(State::Reconnecting, Cause::Attempt(self.attempt), now);
@@ -206,12 +226,18 @@ impl Session {
     /// When the connection being made now must be up (CM and in-band
     /// handshake): an initiator's attempt gets
     /// [`Policy::attempt_timeout`](crate::policy::Policy::attempt_timeout)
-    /// of its number in the outage, a target the whole `connect_timeout`.
+    /// of its number in the outage, or, as a probe,
+    /// [`Policy::probe_attempt_timeout`](crate::policy::Policy::probe_attempt_timeout);
+    /// a target the whole `connect_timeout`.
     pub(super) fn connect_deadline(&self, now: Timestamp) -> Timestamp {
         let p = &self.cfg.policy;
-        now + match self.cfg.role {
-            Role::Initiator => p.attempt_timeout(self.attempt.max(1)),
-            Role::Target => p.connect_timeout,
+        let n = self.attempt.max(1);
+        now + match (self.cfg.role, self.slowest_connect) {
+            (Role::Initiator, Some(slowest)) if self.probing() => {
+                p.probe_attempt_timeout(n, slowest)
+            }
+            (Role::Initiator, _) => p.attempt_timeout(n),
+            (Role::Target, _) => p.connect_timeout,
         }
     }
 
@@ -259,6 +285,9 @@ impl Session {
             return;
         }
         tracing::debug!(session = %self.cfg.id, attempt = self.attempt, %why, "attempt failed");
+        // No answer at all: the peer (or its device) is away, and the next
+        // attempt is a probe.
+        self.silent = matches!(why, AttemptFailure::Timeout | AttemptFailure::Unreachable);
         self.actions
             .push_back(Action::TearDown { epoch: self.epoch });
         self.timers.stop(TimerKind::ConnectTimeout);

@@ -87,7 +87,15 @@ impl Pair {
                         now,
                     );
                 } else if !self.end(Who::Tgt).device_present {
-                    // Nothing answers at the peer's address.
+                    // Nothing answers at the peer's address, or its host
+                    // refuses at once (the TCP soft fabric).
+                    if self.absent_unreachable {
+                        self.session(who).handle_attempt_failed(
+                            epoch,
+                            AttemptFailure::Unreachable,
+                            now,
+                        );
+                    }
                 } else if self.forged.is_none() && !self.listening {
                     self.session(who).handle_rejected(epoch, &[], now);
                 } else {

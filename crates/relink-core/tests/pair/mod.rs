@@ -261,6 +261,10 @@ pub struct Pair {
     pub hold_cm: bool,
     /// Answer the next request with this instead of the target.
     pub forged: Option<Forged>,
+    /// A request to the target while its device is away fails at once as
+    /// `Unreachable` (its host refuses, as on the TCP soft fabric) instead
+    /// of getting no answer.
+    pub absent_unreachable: bool,
     /// Every connection request the initiator sent (its private data).
     pub requests_seen: Vec<Vec<u8>>,
     /// One-sided requests posted with an rkey that is not the peer's key of
@@ -364,6 +368,7 @@ impl Pair {
             next_token: 1,
             listening: true,
             forged: None,
+            absent_unreachable: false,
             requests_seen: Vec::new(),
             stale_keys: Vec::new(),
         }

@@ -94,6 +94,7 @@ impl Node {
                 self.deadlines.insert((t, key));
             }
         }
+        self.coordinate_probes(key);
     }
 
     /// Carry out one action of the core (not a work request: those join

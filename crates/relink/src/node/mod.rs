@@ -20,6 +20,7 @@
 //! | `wait.rs` | sleeping between poll rounds: `wait` (until something happens), `event_fd` (for the application's event loop), `run_until` |
 //! | `cm.rs` | connection management: who owns a CM id, where a session's attempt is, listeners, connect requests |
 //! | `actions.rs` | performing a core's actions against the provider, and indexing what the session waits for next |
+//! | `probes.rs` | one probe per silent peer address: the session that probes it, the others' probes held until it is answered |
 //! | `backlog.rs` | work requests a core asks for: queued per session, posted in batches, every 16th signaled |
 //! | `completions.rs` | draining a session's CQ: send completions retired in RC order, receives copied out and reposted |
 //! | `transport.rs` | one epoch's provider objects, built from the core's plan and torn down with destroy calls only |
@@ -53,6 +54,7 @@ mod options;
 mod output;
 mod planned;
 mod poll;
+mod probes;
 mod regions;
 mod shared_receive;
 mod shutdown;
@@ -311,6 +313,8 @@ pub struct Node {
     dirty: BTreeSet<u64>,
     /// Every session's next timer, ordered: `poll` visits only the due ones.
     deadlines: BTreeSet<(Timestamp, u64)>,
+    /// The one session probing each silent peer address (`probes.rs`).
+    probers: BTreeMap<SocketAddr, u64>,
     /// Sessions with work requests waiting to be posted.
     pending_drain: BTreeSet<u64>,
     /// The set `poll` works through while `dirty` or `pending_drain`
@@ -390,6 +394,7 @@ impl Node {
             cq_owner: BTreeMap::new(),
             dirty: BTreeSet::new(),
             deadlines: BTreeSet::new(),
+            probers: BTreeMap::new(),
             pending_drain: BTreeSet::new(),
             round: BTreeSet::new(),
             due: Vec::new(),
@@ -518,6 +523,7 @@ impl Node {
         }
         self.dirty.remove(&key);
         self.pending_drain.remove(&key);
+        self.release_probes_of(key);
         self.ready.remove(key);
         self.accepted.retain(|a| a.session.0 != key);
     }
