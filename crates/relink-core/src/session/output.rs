@@ -75,7 +75,8 @@ pub enum Action {
         /// CM private data (≤ 148 bytes).
         private_data: Vec<u8>,
     },
-    /// Post a SEND of `bytes` (an encoded message). `op` is the
+    /// Post a SEND of `bytes` (an encoded message: a control message, an
+    /// application message goes as [`Action::SendMessage`]). `op` is the
     /// application operation it carries, if any; its completion is
     /// reported with [`Session::handle_send_completion`].
     Send {
