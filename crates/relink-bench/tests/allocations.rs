@@ -1,5 +1,6 @@
 //! relink's own message path allocates nothing in steady traffic: once
-//! warm, `Node::send` (the journal's copy, the encoded message) and
+//! warm, `Node::send` (the journal's copy; the node copies it and the
+//! header straight into a send slot when it posts) and
 //! `Node::poll_delivery_into` (the delivered copy) reuse the allocations of
 //! earlier messages. Counted by a counting global allocator around those
 //! calls only (the fabric's own allocations, inside `Node::poll`, are not

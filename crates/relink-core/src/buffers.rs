@@ -7,7 +7,7 @@
 /// for contents they fit without much waste, so a message never holds more
 /// than about twice its size.
 ///
-/// The session keeps one for encoded messages (handed back by the driver
+/// The session keeps one for encoded control messages (handed back by the driver
 /// with [`Session::recycle`](crate::session::Session::recycle)) and one for
 /// delivered messages (handed back by the application with
 /// [`Session::poll_delivery_into`](crate::session::Session::poll_delivery_into)),

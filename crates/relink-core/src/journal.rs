@@ -262,6 +262,15 @@ impl Journal {
         self.spare.take(len)
     }
 
+    /// The payload of message `op`; `None` if `op` is not a message in
+    /// the journal.
+    pub fn message_payload(&self, op: OpId) -> Option<&[u8]> {
+        match &self.entries[self.find(op)?].kind {
+            OpKind::Message { payload } => Some(payload),
+            _ => None,
+        }
+    }
+
     /// The first operation not yet posted on the current transport, in
     /// submission order: a new one or a replay. Post it, then call
     /// [`Journal::mark_posted`].

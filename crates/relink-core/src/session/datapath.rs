@@ -96,17 +96,25 @@ impl Session {
                     if seq.0.saturating_sub(self.peer_delivered.0) > credits {
                         break; // wait for the peer to deliver
                     }
-                    let mut bytes = self.spare.take(wire::HEADER_LEN + payload.len());
                     let ack = self.inbox.last_delivered();
-                    // Payload sizes are checked at submit.
-                    let _ =
-                        wire::encode_message(wire::MsgKind::Data, seq, ack, payload, &mut bytes);
+                    // The header only: the driver copies the payload from
+                    // the journal into the send buffer itself
+                    // (`message_payload`). Payload sizes are checked at
+                    // submit, sequence numbers start at 1.
+                    let header = wire::MsgHeader {
+                        kind: wire::MsgKind::Data,
+                        seq,
+                        ack,
+                        len: payload.len() as u32,
+                    }
+                    .to_bytes()
+                    .expect("a valid data header");
                     self.last_ack_sent = ack;
                     self.timers.stop(TimerKind::AckDelay);
-                    Action::Send {
+                    Action::SendMessage {
                         epoch: self.epoch,
-                        op: Some(op),
-                        bytes,
+                        op,
+                        header,
                     }
                 }
                 OpKind::Write { local, remote } | OpKind::Read { local, remote } => {

@@ -12,6 +12,7 @@ use crate::ids::{Epoch, OpId, Seq};
 use crate::op::{Completion, LocalRange};
 use crate::reason::{AttemptFailure, PeerLostReason};
 use crate::state::{DownCause, Transition};
+use crate::wire;
 
 /// One-sided operation kinds as posted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,7 +75,8 @@ pub enum Action {
         /// CM private data (≤ 148 bytes).
         private_data: Vec<u8>,
     },
-    /// Post a SEND of `bytes` (an encoded message). `op` is the
+    /// Post a SEND of `bytes` (an encoded message: a control message, an
+    /// application message goes as [`Action::SendMessage`]). `op` is the
     /// application operation it carries, if any; its completion is
     /// reported with [`Session::handle_send_completion`].
     Send {
@@ -87,6 +89,19 @@ pub enum Action {
         /// The encoded message, header and payload; hand the buffer back
         /// with [`Session::recycle`] once posted.
         bytes: Vec<u8>,
+    },
+    /// Post a SEND of an application message: `header` (the encoded
+    /// message header) followed by the payload of `op` as the journal
+    /// keeps it ([`Session::message_payload`]). Copying both into the send
+    /// buffer is the message's one copy on the way out; `op`'s completion
+    /// is reported with [`Session::handle_send_completion`].
+    SendMessage {
+        /// The transport to post on.
+        epoch: Epoch,
+        /// The message's operation.
+        op: OpId,
+        /// The encoded header ([`wire::HEADER_LEN`] bytes).
+        header: [u8; wire::HEADER_LEN],
     },
     /// Post a one-sided operation.
     OneSided {
@@ -264,6 +279,16 @@ impl Session {
     #[must_use]
     pub fn poll_action(&mut self) -> Option<Action> {
         self.actions.pop_front()
+    }
+
+    /// The payload of message `op` as the journal keeps it until the peer
+    /// confirms delivery: what follows the header of its
+    /// [`Action::SendMessage`]. `None` if `op` is not a message in the
+    /// journal (it completed or failed since the action was handed out:
+    /// nothing is to be posted for it then).
+    #[must_use]
+    pub fn message_payload(&self, op: OpId) -> Option<&[u8]> {
+        self.journal.message_payload(op)
     }
 
     /// Hand back the bytes of a performed [`Action::Send`] (once they are

@@ -41,6 +41,25 @@ impl Pair {
             .and_then(|s| s.poll_action())
         {
             any = true;
+            // A message goes out as its header and the payload the
+            // journal keeps, one buffer, as a node copies them into its
+            // send slot; the record shows the bytes posted.
+            let a = match a {
+                Action::SendMessage { epoch, op, header } => {
+                    let session = self.end(who).session.as_ref().expect("a session");
+                    let payload = session
+                        .message_payload(op)
+                        .expect("a message in the journal");
+                    let mut bytes = header.to_vec();
+                    bytes.extend_from_slice(payload);
+                    Action::Send {
+                        epoch,
+                        op: Some(op),
+                        bytes,
+                    }
+                }
+                a => a,
+            };
             self.end_mut(who).actions.push(a.clone());
             self.perform_one(who, a);
             self.collect(who);
@@ -144,6 +163,7 @@ impl Pair {
                 }
             }
             Action::Send { epoch, op, bytes } => self.post(who, epoch, op, Wr::Send(bytes)),
+            Action::SendMessage { .. } => unreachable!("assembled in perform"),
             Action::OneSided {
                 epoch,
                 op,

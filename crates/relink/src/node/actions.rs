@@ -10,6 +10,7 @@ use relink_core::session::Action;
 use relink_core::state::State;
 use relink_fabric::{CmId, CqId, Provider};
 
+use super::backlog::encode_messages;
 use super::cm::{CmOwner, Phase};
 use super::timeline::RecoveryTimeline;
 use super::transport::Transport;
@@ -217,7 +218,7 @@ impl Node {
                 request,
                 private_data,
             } => self.reject(request, &private_data),
-            Action::Send { .. } | Action::OneSided { .. } => {
+            Action::Send { .. } | Action::SendMessage { .. } | Action::OneSided { .. } => {
                 unreachable!("work requests go to the backlog in Slot::next_action")
             }
             Action::Disconnect { epoch } => {
@@ -226,6 +227,8 @@ impl Node {
                 // transport.
                 if let Some(t) = slot.transport.take_if(|t| t.epoch == epoch) {
                     let mut backlog = std::mem::take(&mut slot.backlog);
+                    // It leaves the session: messages take their payloads.
+                    encode_messages(&mut backlog, &slot.core);
                     // The windows' invalidations follow the goodbye.
                     t.queue_invalidations(&mut backlog);
                     let memory = slot.memory.clone();

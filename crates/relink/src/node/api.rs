@@ -437,10 +437,7 @@ impl Node {
     /// (and not reaped yet) does nothing; a failed one moves to `Closed`.
     pub fn close(&mut self, s: SessionHandle) -> Result<(), CloseError> {
         let now = self.now();
-        self.slot(s)
-            .ok_or(CloseError::NoSession(s))?
-            .core
-            .close(now);
+        self.slot(s).ok_or(CloseError::NoSession(s))?.close(now);
         self.run_actions(s.0);
         Ok(())
     }

@@ -1,14 +1,17 @@
 //! Work requests a session's core asks for (messages and one-sided
 //! operations): queued in the session's backlog, then posted in one call
 //! per session and poll round, in order, while send slots last, with every
-//! [`SIGNAL_EVERY`]th request and the last of each batch signaled.
+//! [`SIGNAL_EVERY`]th request and the last of each batch signaled. An
+//! application message is copied once on its way out: its header and the
+//! payload the journal keeps go straight into its send slot.
 
 use std::collections::VecDeque;
 
 use relink_core::session::{Action, OneSided};
 use relink_core::state::DownCause;
-use relink_core::OpId;
-use relink_fabric::{Memory, MrInfo, SendOp, SendWr, Sge};
+use relink_core::wire::HEADER_LEN;
+use relink_core::{OpId, Session};
+use relink_fabric::{Memory, MrInfo, SendOp, SendWr, Sge, Timestamp};
 
 use super::transport::Transport;
 use super::wr::{WrBatch, TAG_ONE_SIDED, TAG_SEND};
@@ -16,7 +19,17 @@ use super::{Node, Slot};
 
 /// A work request the core asked for, not yet posted.
 pub(super) enum Pending {
-    /// A message: its bytes go into a free send slot when it is posted.
+    /// An application message: its header and then its payload, read from
+    /// the session's journal, go into a free send slot when it is posted.
+    Message {
+        /// The message's operation.
+        op: OpId,
+        /// Its encoded header.
+        header: [u8; HEADER_LEN],
+    },
+    /// A message of encoded bytes (a control message, or an application
+    /// message handed over with its payload): its bytes go into a free
+    /// send slot when it is posted.
     Send {
         /// The application operation it carries; `None` for relink's
         /// control messages.
@@ -52,7 +65,70 @@ pub(super) enum Pending {
 /// request that is never posted.
 pub(super) const SIGNAL_EVERY: u32 = 16;
 
+/// Where [`fill_batch`] reads the payloads of application messages and
+/// hands back the bytes of encoded ones: the session's core.
+pub(super) trait Payloads {
+    /// The payload of message `op`; `None` once it left the journal.
+    fn payload(&self, op: OpId) -> Option<&[u8]>;
+    /// The bytes of a message copied into its slot, for reuse.
+    fn recycle(&mut self, bytes: Vec<u8>);
+}
+
+impl Payloads for Session {
+    fn payload(&self, op: OpId) -> Option<&[u8]> {
+        self.message_payload(op)
+    }
+
+    fn recycle(&mut self, bytes: Vec<u8>) {
+        Session::recycle(self, bytes);
+    }
+}
+
+/// A backlog without its session (a closing transport takes one with
+/// every message encoded, [`encode_messages`]): no payload to read, the
+/// bytes of sent messages are dropped.
+pub(super) struct Detached;
+
+impl Payloads for Detached {
+    fn payload(&self, _op: OpId) -> Option<&[u8]> {
+        None
+    }
+
+    fn recycle(&mut self, _bytes: Vec<u8>) {}
+}
+
+/// Turn every [`Pending::Message`] of `backlog` into a [`Pending::Send`]
+/// of its encoded bytes, its payload read from `core`: for a backlog that
+/// leaves its session (a closing transport's). A message that left the
+/// journal meanwhile (completed) is dropped: there is nothing to send.
+pub(super) fn encode_messages(backlog: &mut VecDeque<Pending>, core: &Session) {
+    backlog.retain_mut(|p| {
+        let Pending::Message { op, header } = *p else {
+            return true;
+        };
+        let Some(payload) = core.message_payload(op) else {
+            return false;
+        };
+        let mut bytes = Vec::with_capacity(HEADER_LEN + payload.len());
+        bytes.extend_from_slice(&header);
+        bytes.extend_from_slice(payload);
+        *p = Pending::Send {
+            op: Some(op),
+            bytes,
+        };
+        true
+    });
+}
+
 impl Slot {
+    /// Close the core ([`Session::close`]) with the messages of its
+    /// backlog encoded first: the close ends their operations and empties
+    /// the journal, and they still leave, ahead of the goodbye.
+    pub(super) fn close(&mut self, now: Timestamp) {
+        encode_messages(&mut self.backlog, &self.core);
+        self.core.close(now);
+    }
+
     /// The core's next action that needs the node: the work requests it
     /// asks for before that only join the backlog.
     pub(super) fn next_action(&mut self) -> Option<Action> {
@@ -69,6 +145,11 @@ impl Slot {
     /// action is returned.
     fn queue(&mut self, action: Action) -> Option<Action> {
         match action {
+            Action::SendMessage { epoch, op, header } => {
+                if self.transport.as_ref().is_some_and(|t| t.epoch == epoch) {
+                    self.backlog.push_back(Pending::Message { op, header });
+                }
+            }
             Action::Send { epoch, op, bytes } => {
                 if self.transport.as_ref().is_some_and(|t| t.epoch == epoch) {
                     self.backlog.push_back(Pending::Send { op, bytes });
@@ -140,7 +221,7 @@ impl Node {
             mr,
             size,
             batch,
-            |bytes| slot.core.recycle(bytes),
+            &mut slot.core,
         );
         if batch.is_empty() {
             return false;
@@ -160,8 +241,11 @@ impl Node {
 /// Move requests from the front of `backlog` into `batch`, in order, until
 /// the backlog is empty or a message finds no free send slot of `t` (the
 /// requests behind it wait too). A message is copied into its slot of
-/// `send` (registered as `mr`, slots of `slot_size` bytes) and its bytes
-/// are handed to `recycle`; every request's wr_id joins `t.posted`.
+/// `send` (registered as `mr`, slots of `slot_size` bytes): its header and
+/// the payload `core` keeps, or its encoded bytes, which then go back to
+/// `core`. An application message whose payload left the journal (it
+/// completed meanwhile) is not posted. Every posted request's wr_id joins
+/// `t.posted`.
 pub(super) fn fill_batch(
     backlog: &mut VecDeque<Pending>,
     t: &mut Transport,
@@ -169,13 +253,31 @@ pub(super) fn fill_batch(
     mr: MrInfo,
     slot_size: u32,
     batch: &mut WrBatch<SendWr>,
-    mut recycle: impl FnMut(Vec<u8>),
+    core: &mut impl Payloads,
 ) {
     while let Some(front) = backlog.front() {
-        if matches!(front, Pending::Send { .. }) && t.free_slots.is_empty() {
+        if matches!(front, Pending::Send { .. } | Pending::Message { .. })
+            && t.free_slots.is_empty()
+        {
             break;
         }
         let (wr_id, op, sge) = match backlog.pop_front().expect("front") {
+            Pending::Message { op, header } => {
+                let Some(payload) = core.payload(op) else {
+                    continue;
+                };
+                let s = t.free_slots.pop().expect("checked");
+                let off = s as usize * slot_size as usize;
+                let _ = send.write(off, &header);
+                let _ = send.write(off + HEADER_LEN, payload);
+                t.slot_op[s as usize] = Some(op);
+                let sge = Sge {
+                    addr: mr.addr + off as u64,
+                    length: (HEADER_LEN + payload.len()) as u32,
+                    lkey: mr.lkey,
+                };
+                (TAG_SEND | u64::from(s), SendOp::Send, sge)
+            }
             Pending::Send { op, bytes } => {
                 let s = t.free_slots.pop().expect("checked");
                 let off = u64::from(s) * u64::from(slot_size);
@@ -186,7 +288,7 @@ pub(super) fn fill_batch(
                     length: bytes.len() as u32,
                     lkey: mr.lkey,
                 };
-                recycle(bytes);
+                core.recycle(bytes);
                 (TAG_SEND | u64::from(s), SendOp::Send, sge)
             }
             Pending::OneSided { wr_id, op, sge } => (wr_id, op, sge),
@@ -246,6 +348,30 @@ mod tests {
         }
     }
 
+    /// A core's journal, as far as `fill_batch` reads it.
+    #[derive(Default)]
+    struct Core {
+        payloads: Vec<(OpId, Vec<u8>)>,
+        recycled: Vec<Vec<u8>>,
+    }
+
+    impl Payloads for Core {
+        fn payload(&self, op: OpId) -> Option<&[u8]> {
+            self.payloads
+                .iter()
+                .find(|(o, _)| *o == op)
+                .map(|(_, p)| p.as_slice())
+        }
+
+        fn recycle(&mut self, bytes: Vec<u8>) {
+            self.recycled.push(bytes);
+        }
+    }
+
+    fn header(b: u8) -> [u8; HEADER_LEN] {
+        [b; HEADER_LEN]
+    }
+
     fn write(op: u64) -> Pending {
         Pending::OneSided {
             wr_id: TAG_ONE_SIDED | op,
@@ -277,7 +403,7 @@ mod tests {
             write(10),
         ]);
         let mut batch = WrBatch::default();
-        let mut recycled = Vec::new();
+        let mut core = Core::default();
         fill_batch(
             &mut backlog,
             &mut t,
@@ -285,7 +411,7 @@ mod tests {
             send_mr(),
             SLOT,
             &mut batch,
-            |b| recycled.push(b),
+            &mut core,
         );
 
         let posted: Vec<u64> = batch.as_slice().iter().map(|w| w.wr_id).collect();
@@ -316,7 +442,7 @@ mod tests {
         assert_eq!(sge(1).addr, 0x5000, "a one-sided request keeps its SGE");
         assert!(matches!(wrs[0].op, SendOp::Send));
         assert!(matches!(wrs[1].op, SendOp::Write { .. }));
-        assert_eq!(recycled, [b"one".to_vec(), b"two".to_vec()]);
+        assert_eq!(core.recycled, [b"one".to_vec(), b"two".to_vec()]);
 
         // A completion frees a slot: the next batch goes on from there.
         assert_eq!(t.retire(TAG_SEND), Some(OpId(1)));
@@ -328,12 +454,58 @@ mod tests {
             send_mr(),
             SLOT,
             &mut batch,
-            drop,
+            &mut Detached,
         );
         let posted: Vec<u64> = batch.as_slice().iter().map(|w| w.wr_id).collect();
         assert_eq!(posted, [TAG_SEND, TAG_ONE_SIDED | 10]);
         assert!(backlog.is_empty());
         assert_eq!(send.read_vec(0, 5).unwrap(), b"three");
+    }
+
+    #[test]
+    fn an_application_message_is_its_header_and_the_journals_payload() {
+        let mut t = Transport::new(Epoch(1), None, 2);
+        let send = Memory::new(Arc::new(HeapMemory::new(0x1000, 2 * SLOT as usize)));
+        let mut core = Core::default();
+        core.payloads.push((OpId(5), b"payload".to_vec()));
+        // Op 4 left the journal (completed) before it was posted.
+        let mut backlog = VecDeque::from([
+            Pending::Message {
+                op: OpId(4),
+                header: header(0xee),
+            },
+            Pending::Message {
+                op: OpId(5),
+                header: header(0xab),
+            },
+        ]);
+        let mut batch = WrBatch::default();
+        fill_batch(
+            &mut backlog,
+            &mut t,
+            &send,
+            send_mr(),
+            SLOT,
+            &mut batch,
+            &mut core,
+        );
+        let wrs = batch.as_slice();
+        assert_eq!(
+            wrs.len(),
+            1,
+            "a message gone from the journal is not posted"
+        );
+        assert_eq!(t.posted, [TAG_SEND], "in the first free slot");
+        assert_eq!(t.slot_op, [Some(OpId(5)), None]);
+        let len = HEADER_LEN + 7;
+        assert_eq!(
+            (wrs[0].sgl[0].addr, wrs[0].sgl[0].length),
+            (0x1000, len as u32)
+        );
+        let mut expected = header(0xab).to_vec();
+        expected.extend_from_slice(b"payload");
+        assert_eq!(send.read_vec(0, len).unwrap(), expected);
+        assert!(core.recycled.is_empty(), "the journal keeps the payload");
     }
 
     fn batch_of(n: usize) -> Vec<SendWr> {

@@ -33,7 +33,7 @@ use relink_core::SessionId;
 use relink_fabric::{CmEventKind, DeviceId, Timestamp, WcStatus};
 
 use super::actions::retire_transport;
-use super::backlog::{fill_batch, mark_signaled, Pending};
+use super::backlog::{fill_batch, mark_signaled, Detached, Pending};
 use super::cm::CmOwner;
 use super::completions::retire_through;
 use super::transport::{SessionMemory, Transport};
@@ -156,7 +156,7 @@ impl Node {
                 mr,
                 c.slot_size,
                 batch,
-                drop,
+                &mut Detached,
             );
             if !batch.is_empty() {
                 mark_signaled(batch.as_mut_slice(), &mut t.unsignaled);

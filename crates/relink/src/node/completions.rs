@@ -12,11 +12,14 @@ use super::transport::Transport;
 use super::wr::{TAG_LOCAL, TAG_MASK, TAG_ONE_SIDED, TAG_RECV, TAG_SEND};
 use super::Node;
 
+/// Completions taken from a CQ in one round at most.
+const BATCH: usize = 64;
+
 impl Node {
-    /// Drain up to a batch of completions of a session. An empty CQ is
-    /// armed (and checked once more, for a completion that raced the
-    /// arming); a non-empty one stays dirty for the next round. Returns
-    /// whether there were completions.
+    /// Drain up to a batch of completions of a session. A CQ found empty,
+    /// or drained by this batch, is armed (and checked once more, for a
+    /// completion that raced the arming); one that filled the batch stays
+    /// dirty for the next round. Returns whether there were completions.
     pub(super) fn poll_cq(&mut self, key: u64) -> bool {
         if self.is_closing(key) {
             return self.poll_closing_cq(key);
@@ -55,13 +58,24 @@ impl Node {
         }
         let Some(cq) = t.cq else { return false };
         self.wcs.clear();
-        if p.poll_cq(cq, 64, &mut self.wcs).unwrap_or(0) == 0 {
+        let n = p.poll_cq(cq, BATCH, &mut self.wcs).unwrap_or(0);
+        if n == 0 {
             let _ = p.req_notify_cq(cq, false);
-            if p.poll_cq(cq, 64, &mut self.wcs).unwrap_or(0) == 0 {
+            if p.poll_cq(cq, BATCH, &mut self.wcs).unwrap_or(0) == 0 {
                 return false;
             }
+            self.dirty.insert(key);
+        } else if n < BATCH {
+            // Drained: armed now rather than found empty next round; what
+            // came before the arming is taken with this batch.
+            let _ = p.req_notify_cq(cq, false);
+            let room = BATCH - n;
+            if p.poll_cq(cq, room, &mut self.wcs).unwrap_or(0) == room {
+                self.dirty.insert(key);
+            }
+        } else {
+            self.dirty.insert(key);
         }
-        self.dirty.insert(key);
         let now = p.now();
         let epoch = t.epoch;
         self.recv_batch.clear();

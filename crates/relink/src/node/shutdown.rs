@@ -145,7 +145,7 @@ impl Node {
                 continue;
             };
             if !slot.core.state().is_terminal() {
-                slot.core.close(now);
+                slot.close(now);
                 self.run_actions(k);
             }
             let pending = self.sessions.get(&k).map_or(0, |s| s.core.ended_pending());
@@ -185,7 +185,7 @@ impl Node {
             .collect();
         for k in live {
             if let Some(slot) = self.sessions.get_mut(&k) {
-                slot.core.close(now);
+                slot.close(now);
             }
             self.run_actions(k);
         }
