@@ -230,6 +230,9 @@ impl Session {
             }
             return;
         }
+        // The standby goes: the plan moves or parks the session on its
+        // own terms; a new one follows the resync.
+        self.drop_standby(false, now);
         self.planned = Some(Planned {
             plan,
             path,
@@ -271,6 +274,7 @@ impl Session {
         if self.planned.is_none() {
             self.events.push_back(SessionEvent::Quiescing { plan });
         }
+        self.drop_standby(false, now);
         self.planned = Some(Planned {
             plan,
             path: None,

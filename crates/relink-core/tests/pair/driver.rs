@@ -154,6 +154,11 @@ impl Pair {
                     },
                 );
             }
+            Action::ConnectStandby { .. }
+            | Action::AcceptStandby { .. }
+            | Action::Promote { .. } => {
+                panic!("the pair has one transport per end: its policies keep the standby off")
+            }
             Action::Disconnect { epoch } => {
                 // The node disconnects once what was posted before (the
                 // goodbye) has completed.
@@ -266,6 +271,8 @@ impl Pair {
                 }
                 _ => refuse(self, RefuseReason::UnknownSession),
             },
+            // One transport per end: no standby.
+            Ok(ConnectData::Standby(_)) => refuse(self, RefuseReason::Busy),
             Err(_) => refuse(self, RefuseReason::UnsupportedVersion),
         }
     }

@@ -37,6 +37,9 @@ impl Node {
     /// [`poll_cq`](Self::poll_cq); `before_loss`: drop flush errors (see
     /// [`drain_cq_before_loss`](Self::drain_cq_before_loss)).
     fn poll_cq_as(&mut self, key: u64, before_loss: bool) -> bool {
+        // Completions on the standby: the peer promoted it, and so does
+        // this end; they are the (new) current transport's first ones.
+        let promoted = !before_loss && self.standby_promoted_by_peer(key);
         let p = &*self.provider;
         let Some(slot) = self.sessions.get_mut(&key) else {
             return false;
@@ -44,21 +47,23 @@ impl Node {
         let Some(t) = slot.transport.as_mut() else {
             return false;
         };
-        if !t.connected {
-            // Nothing is read before the CM reports the connection up: the
-            // peer's first messages (its advertisements, sent at its own
-            // establishment) may come before ours is reported — on rxe a
-            // target's RTU can trail them — and the core, not yet told,
-            // would drop them. They wait in the CQ; the establishment
-            // marks the CQ for the next look.
-            return false;
-        }
-        let Some(cq) = t.cq else { return false };
-        self.wcs.clear();
-        if p.poll_cq(cq, 64, &mut self.wcs).unwrap_or(0) == 0 {
-            let _ = p.req_notify_cq(cq, false);
-            if p.poll_cq(cq, 64, &mut self.wcs).unwrap_or(0) == 0 {
+        if !promoted {
+            if !t.connected {
+                // Nothing is read before the CM reports the connection up: the
+                // peer's first messages (its advertisements, sent at its own
+                // establishment) may come before ours is reported — on rxe a
+                // target's RTU can trail them — and the core, not yet told,
+                // would drop them. They wait in the CQ; the establishment
+                // marks the CQ for the next look.
                 return false;
+            }
+            let Some(cq) = t.cq else { return false };
+            self.wcs.clear();
+            if p.poll_cq(cq, 64, &mut self.wcs).unwrap_or(0) == 0 {
+                let _ = p.req_notify_cq(cq, false);
+                if p.poll_cq(cq, 64, &mut self.wcs).unwrap_or(0) == 0 {
+                    return false;
+                }
             }
         }
         self.dirty.insert(key);
@@ -96,7 +101,7 @@ impl Node {
                     }
                     let (recv, size) = match shared {
                         Some(d) => (&d.memory, d.slot_size),
-                        None => (&slot.memory.recv, slot.spec.slot_size),
+                        None => (slot.memory.recv_of(t.recv_alt), slot.spec.slot_size),
                     };
                     let bytes = copy_out(recv, s, size, wc.byte_len, &mut self.recv_buf);
                     if let (Some(mr), None) = (t.recv_mr, shared) {
