@@ -368,3 +368,86 @@ fn closing_with_a_standby_up_frees_everything() {
     // target's listener, the devices.
     assert_eq!(with, closed(false));
 }
+
+#[test]
+fn a_silent_target_side_loss_promotes_the_standby() {
+    // The target's device dies without telling the initiator: the
+    // target's node sees its device go, promotes, and its Promote on the
+    // standby moves the initiator too.
+    let mut rig = Rig::new(47, true);
+    let attempts = rig.counters(INITIATOR).attempts;
+    let (msgs, atomics) = rig.traffic(0..100);
+    rig.sim.run_for(Duration::from_micros(20));
+    let th = rig.sim.host(TARGET).index();
+    rig.sim
+        .fabric()
+        .inject(Fault::SilentRemove(th, "soft0".into()));
+    let done = rig.complete(msgs.len() + atomics.len());
+    assert!(done
+        .iter()
+        .filter(|(op, _)| msgs.contains(op))
+        .all(|(_, o)| matches!(o, Outcome::Success { .. })));
+    rig.sim.run_for(Duration::from_millis(1));
+    assert_eq!(rig.delivered(), (0..100).collect::<Vec<u32>>());
+    assert_eq!(rig.device(INITIATOR), "soft1");
+    let c = rig.counters(INITIATOR);
+    assert_eq!((c.failovers, c.attempts), (1, attempts));
+    rig.take_events();
+    assert!(rig.ini_events.iter().any(|e| matches!(
+        e,
+        SessionEvent::DeviceLost {
+            cause: relink::DownCause::PeerFailover
+        }
+    )));
+}
+
+#[test]
+fn a_drain_tears_the_standby_down_and_a_new_one_follows() {
+    let mut rig = Rig::new(48, true);
+    let old = rig.sim.node(INITIATOR).device(rig.ini).expect("connected");
+    let report = rig.sim.node(INITIATOR).drain(&old);
+    assert_eq!(report.moving, vec![rig.ini]);
+    let (msgs, atomics) = rig.traffic(0..40);
+    let done = rig.complete(msgs.len() + atomics.len());
+    assert!(done
+        .iter()
+        .all(|(_, o)| *o == Outcome::Success { replayed: false }));
+    rig.sim.run_for(Duration::from_millis(1));
+    rig.take_events();
+    assert_eq!(rig.device(INITIATOR), "soft1");
+    assert!(rig.ini_events.contains(&SessionEvent::StandbyLost));
+    assert_eq!(rig.counters(INITIATOR).planned, 1);
+    // The drained device carries nothing, not even a standby: none until
+    // it is undrained.
+    assert_eq!(rig.standbys_up(), (1, 1));
+    rig.sim.node(INITIATOR).undrain(&old);
+    rig.sim.run_for(Duration::from_millis(5));
+    rig.take_events();
+    assert_eq!(rig.standbys_up().0, 2);
+    assert_eq!(rig.last_standby_device(INITIATOR).as_deref(), Some("soft0"));
+    assert_eq!(rig.delivered(), (0..40).collect::<Vec<u32>>());
+}
+
+#[test]
+fn a_suspended_session_has_no_standby_until_it_resumes() {
+    let mut rig = Rig::new(49, true);
+    rig.sim.node(INITIATOR).suspend(rig.ini).expect("suspend");
+    rig.sim.run_for(Duration::from_millis(5));
+    assert_eq!(
+        rig.sim.node(INITIATOR).state(rig.ini),
+        Some(State::Suspended)
+    );
+    rig.take_events();
+    assert!(rig.ini_events.contains(&SessionEvent::StandbyLost));
+    assert!(rig.tgt_events.contains(&SessionEvent::StandbyLost));
+    rig.sim.node(INITIATOR).resume(rig.ini).expect("resume");
+    rig.sim.run_for(Duration::from_millis(5));
+    assert_eq!(
+        rig.sim.node(INITIATOR).state(rig.ini),
+        Some(State::Established)
+    );
+    rig.take_events();
+    assert_eq!(rig.standbys_up(), (2, 2));
+    rig.lose_device_under_traffic(INITIATOR, "soft0");
+    assert_eq!(rig.counters(INITIATOR).failovers, 1);
+}

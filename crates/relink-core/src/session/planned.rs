@@ -134,6 +134,8 @@ impl Session {
         } else if self.state() == State::Recovering && self.cfg.role == Role::Initiator {
             self.timers.set(TimerKind::Backoff, now);
         }
+        // It may carry a standby again.
+        self.maybe_build_standby(now);
     }
 
     /// Start a drain of the current device if it is being drained and the
