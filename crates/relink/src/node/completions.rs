@@ -37,13 +37,20 @@ impl Node {
     /// [`poll_cq`](Self::poll_cq); `before_loss`: drop flush errors (see
     /// [`drain_cq_before_loss`](Self::drain_cq_before_loss)).
     fn poll_cq_as(&mut self, key: u64, before_loss: bool) -> bool {
-        // Completions on the standby: the peer promoted it, and so does
-        // this end; they are the (new) current transport's first ones.
-        let promoted = !before_loss && self.standby_promoted_by_peer(key);
-        let p = &*self.provider;
-        let Some(slot) = self.sessions.get_mut(&key) else {
+        let Some(mut slot) = self.sessions.get_mut(&key) else {
             return false;
         };
+        // Completions on the standby: the peer promoted it, and so does
+        // this end; they are the (new) current transport's first ones.
+        let mut promoted = false;
+        if slot.standby_ready && !before_loss {
+            promoted = self.standby_promoted_by_peer(key);
+            let Some(s) = self.sessions.get_mut(&key) else {
+                return false;
+            };
+            slot = s;
+        }
+        let p = &*self.provider;
         let Some(t) = slot.transport.as_mut() else {
             return false;
         };

@@ -185,8 +185,8 @@ impl Node {
         self.dirty.insert(key);
     }
 
-    /// Before a poll round reads session `key`'s CQ: if its standby's CQ
-    /// signalled and holds completions, the peer promoted the standby. The
+    /// Before a poll round reads session `key`'s CQ, when its standby's CQ
+    /// signalled (`standby_ready`): if it holds completions, the peer promoted the standby. The
     /// core is told (it promotes the standby here too) and the node
     /// performs that; the completions are left in the node's buffer for
     /// the round, which reads them as the current transport's. Returns
