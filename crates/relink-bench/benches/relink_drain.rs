@@ -1,9 +1,11 @@
 //! The stall an application sees when its session leaves a device, on the
 //! in-process soft fabric: a planned drain (`Node::drain`, then the device
 //! removed with nothing on it) next to an unplanned failover (the device
-//! removed under the session), in the same run, on virtual and wall-clock
-//! time, with the replays and `Indeterminate` outcomes each leaves the
-//! application (see `relink_bench::drain`).
+//! removed under the session), without and with a standby connection
+//! (`Policy::standby`), in the same run, on virtual and wall-clock time,
+//! with the replays and `Indeterminate` outcomes each leaves the
+//! application, and the stall in raw round trips of the fabric (see
+//! `relink_bench::drain`).
 //!
 //! ```text
 //! cargo bench -p relink-bench --bench relink_drain            # measure
@@ -35,11 +37,12 @@ fn main() {
         if quick { " (quick)" } else { "" }
     );
     let mut series = Vec::new();
-    for (i, how) in [Leave::Drain, Leave::Failover].into_iter().enumerate() {
+    let all = [Leave::Drain, Leave::Failover, Leave::StandbyFailover];
+    for (i, how) in all.into_iter().enumerate() {
         if !selected(how.name()) {
             continue;
         }
-        let mut b = DrainBench::new(300 + i as u64);
+        let mut b = DrainBench::new(300 + i as u64, how);
         series.push(b.cycles(how, cycles));
     }
     let rows: Vec<Vec<String>> = series
@@ -56,6 +59,7 @@ fn main() {
                     "{:.1} / {:.1} / {:.1}",
                     s.stall_virt_us.p50, s.stall_virt_us.p99, s.stall_virt_us.max
                 ),
+                format!("{:.1}", s.stall_p50_rtts),
                 format!("{:.1}", s.established_virt_us.p50),
                 format!(
                     "{:.0} / {:.0} / {:.0}",
@@ -64,6 +68,8 @@ fn main() {
                 s.replayed.to_string(),
                 s.indeterminate.to_string(),
                 s.failed.to_string(),
+                s.attempts.to_string(),
+                s.failovers.to_string(),
             ]
         })
         .collect();
@@ -79,11 +85,14 @@ fn main() {
                 "cycles",
                 "steady gap virt us mean/max",
                 "stall virt us p50/p99/max",
+                "stall p50 / RTT",
                 "to established virt us p50",
                 "stall wall us p50/p99/max",
                 "replayed",
                 "indeterminate",
                 "failed",
+                "attempts",
+                "standby failovers",
             ],
             &rows,
             &[0],
@@ -92,7 +101,9 @@ fn main() {
     println!(
         "stall: the longest gap between consecutive completions from the event (the drain call, \
          the removal) until 200 completions on the other device, counting successes only; steady \
-         gap: the mean and longest gap with no event"
+         gap: the mean and longest gap with no event; RTT: a raw round trip, the fabric's one-way \
+         latency x 2 = {:.1} us virtual",
+        relink_bench::drain::rtt()
     );
     let report = DrainReport {
         bench: "relink_drain",

@@ -12,23 +12,28 @@
 //!   nothing is on it, the device is removed and added back (maintenance)
 //!   and undrained;
 //! - [`Leave::Failover`]: the initiator's current device is removed under
-//!   traffic (the session fails over to the other pair), then added back.
+//!   traffic (the session fails over to the other pair), then added back;
+//! - [`Leave::StandbyFailover`]: the same with
+//!   [`Policy::standby`](relink::Policy::standby) on: the session switches
+//!   to its standby connection on the other pair, and builds a new standby
+//!   when the device is back.
 //!
 //! The stall of a cycle is the longest gap between two consecutive
 //! completions from the event (the drain call, the removal) until the
 //! session is established on the other device and has completed
 //! operations there. The cycle also counts what an application must deal
-//! with: operations replayed and `Indeterminate` outcomes.
+//! with: operations replayed and `Indeterminate` outcomes. The stalls are
+//! also given in round trips of the fabric ([`rtt`]).
 
 use std::time::{Duration, Instant};
 
 use relink::{
-    Access, BufferToken, LocalRange, Outcome, Path, RegionId, RegionOptions, SessionHandle,
+    Access, BufferToken, LocalRange, Outcome, Path, Policy, RegionId, RegionOptions, SessionHandle,
     SessionOptions, State,
 };
 use relink_fabric::Timestamp;
 use relink_sim::sim::{Sim, INITIATOR, TARGET};
-use relink_soft::Fault;
+use relink_soft::{Fault, LinkConfig};
 use serde::Serialize;
 
 use crate::recovery::{step_until, Dist};
@@ -48,6 +53,9 @@ pub enum Leave {
     Drain,
     /// The device is removed under the session (unplanned).
     Failover,
+    /// As [`Leave::Failover`], the session keeping a standby connection
+    /// ([`Policy::standby`](relink::Policy::standby)).
+    StandbyFailover,
 }
 
 impl Leave {
@@ -56,8 +64,16 @@ impl Leave {
         match self {
             Leave::Drain => "planned-drain",
             Leave::Failover => "unplanned-failover",
+            Leave::StandbyFailover => "standby-failover",
         }
     }
+}
+
+/// A raw round trip on the in-process fabric: twice its one-way latency
+/// ([`LinkConfig`]'s, which the simulation uses), what a SEND and its
+/// answer take with nothing else in the way. Virtual µs.
+pub fn rtt() -> f64 {
+    micros(LinkConfig::default().latency * 2)
 }
 
 /// One cycle's figures.
@@ -75,6 +91,10 @@ pub struct LeaveCycle {
     pub indeterminate: u64,
     /// Failed outcomes.
     pub failed: u64,
+    /// Connection attempts the initiator made.
+    pub attempts: u64,
+    /// Losses that switched to the standby.
+    pub failovers: u64,
 }
 
 /// A series of cycles, summarised.
@@ -96,6 +116,14 @@ pub struct LeaveSummary {
     pub indeterminate: u64,
     /// Failed outcomes over all cycles.
     pub failed: u64,
+    /// Connection attempts over all cycles.
+    pub attempts: u64,
+    /// Losses that switched to the standby over all cycles.
+    pub failovers: u64,
+    /// A raw round trip on the fabric ([`rtt`]), virtual µs.
+    pub rtt_virt_us: f64,
+    /// The median stall in round trips.
+    pub stall_p50_rtts: f64,
     /// Mean gap between completions under steady traffic (no event),
     /// virtual µs.
     pub steady_gap_virt_us: f64,
@@ -119,11 +147,13 @@ fn micros(d: Duration) -> f64 {
 
 impl DrainBench {
     /// Two device pairs (10.0.0.0/24 on `soft0`, 10.0.1.0/24 on `soft1`)
-    /// and one established session on the first.
+    /// and one established session on the first, with the policy `how`
+    /// needs (a standby for [`Leave::StandbyFailover`]).
     ///
     /// # Panics
-    /// If the session does not come up.
-    pub fn new(seed: u64) -> DrainBench {
+    /// If the session does not come up (with its standby, if it has one).
+    pub fn new(seed: u64, how: Leave) -> DrainBench {
+        let standby = how == Leave::StandbyFailover;
         let mut sim = Sim::new(seed);
         let ih = sim.host(INITIATOR).index();
         let th = sim.host(TARGET).index();
@@ -139,6 +169,7 @@ impl DrainBench {
             .build()
             .expect("options");
         let init_opts = SessionOptions::builder()
+            .policy(Policy::builder().standby(standby).build().expect("policy"))
             .region(RegionOptions::new(LOCAL, 4096, Access::LOCAL_WRITE))
             .build()
             .expect("options");
@@ -165,7 +196,9 @@ impl DrainBench {
         let mut tgt = None;
         let up = step_until(&mut sim, Duration::from_secs(1), |sim| {
             tgt = tgt.or_else(|| sim.node(TARGET).accept().map(|a| a.session));
-            tgt.is_some() && sim.node(INITIATOR).state(ini) == Some(State::Established)
+            tgt.is_some()
+                && sim.node(INITIATOR).state(ini) == Some(State::Established)
+                && (!standby || sim.node(INITIATOR).counters(ini).unwrap().standbys > 0)
         });
         assert!(up, "session not established");
         DrainBench {
@@ -276,19 +309,14 @@ impl DrainBench {
         // Steady first.
         let _ = self.traffic_until(Duration::from_millis(1), |_, n| n >= 200);
         let old = self.current();
-        let replayed0 = self
-            .sim
-            .node(INITIATOR)
-            .counters(self.ini)
-            .unwrap()
-            .replayed;
+        let c0 = self.sim.node(INITIATOR).counters(self.ini).unwrap();
         let (t0v, t0w) = (self.sim.now(), Instant::now());
         match how {
             Leave::Drain => {
                 let r = self.sim.node(INITIATOR).drain(&old);
                 assert_eq!(r.moving, vec![self.ini], "the session moves");
             }
-            Leave::Failover => self
+            Leave::Failover | Leave::StandbyFailover => self
                 .sim
                 .fabric()
                 .inject(Fault::Remove(ih, old.name.clone())),
@@ -334,20 +362,16 @@ impl DrainBench {
         let _ = self.traffic_until(Duration::from_micros(100), |_, _| false);
         self.sim.fabric().inject(Fault::Readd(ih, old.name.clone()));
         let _ = self.traffic_until(Duration::from_millis(1), |_, n| n >= 100);
-        let replayed = self
-            .sim
-            .node(INITIATOR)
-            .counters(self.ini)
-            .unwrap()
-            .replayed
-            - replayed0;
+        let c = self.sim.node(INITIATOR).counters(self.ini).unwrap();
         LeaveCycle {
             stall_virt_us: stall_v,
             stall_wall_us: stall_w,
             established_virt_us: micros(established.saturating_since(t0v)),
-            replayed,
+            replayed: c.replayed - c0.replayed,
             indeterminate,
             failed,
+            attempts: c.attempts - c0.attempts,
+            failovers: c.failovers - c0.failovers,
         }
     }
 
@@ -356,15 +380,20 @@ impl DrainBench {
         let (steady, longest) = self.steady_gap();
         let each: Vec<LeaveCycle> = (0..n).map(|_| self.cycle(how)).collect();
         let col = |f: fn(&LeaveCycle) -> f64| Dist::of(&each.iter().map(f).collect::<Vec<_>>());
+        let stall = col(|c| c.stall_virt_us);
         LeaveSummary {
             series: how.name(),
             cycles: n,
-            stall_virt_us: col(|c| c.stall_virt_us),
+            rtt_virt_us: rtt(),
+            stall_p50_rtts: stall.p50 / rtt(),
+            stall_virt_us: stall,
             stall_wall_us: col(|c| c.stall_wall_us),
             established_virt_us: col(|c| c.established_virt_us),
             replayed: each.iter().map(|c| c.replayed).sum(),
             indeterminate: each.iter().map(|c| c.indeterminate).sum(),
             failed: each.iter().map(|c| c.failed).sum(),
+            attempts: each.iter().map(|c| c.attempts).sum(),
+            failovers: each.iter().map(|c| c.failovers).sum(),
             steady_gap_virt_us: steady,
             steady_longest_virt_us: longest,
         }

@@ -124,6 +124,7 @@ pub struct PolicyError {
 /// | `failback` | off | move back to the first path when its device returns |
 /// | `replay_atomics` | off | replay unconfirmed atomics (at-least-once) instead of reporting them `Indeterminate` |
 /// | `recovery` | automatic | `automatic`: reconnect on its own; `manual`: after a loss, wait for the application's decision ([`RecoveryMode`]) |
+/// | `standby` | off | keep a second connection up on another path's device; a loss of the active one switches to it with no connection setup in the stall (costs a QP, a CQ, registrations and a receive area per session at both ends) |
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Policy {
@@ -195,6 +196,17 @@ pub struct Policy {
     /// relink ([`RecoveryMode::Automatic`]) or the application
     /// ([`RecoveryMode::Manual`]).
     pub recovery: RecoveryMode,
+    /// Keep a hot standby connection (initiator's choice; a target takes
+    /// the standby its initiator asks for): once established on one path,
+    /// the initiator connects a second transport on another path whose
+    /// device differs, both ends build and register everything on it and
+    /// post its receives, and it stays idle. When the active transport is
+    /// lost, either end promotes the standby: one in-band message each way
+    /// carries the delivered sequence numbers, and the journal is replayed
+    /// as after any recovery, with no connection setup in the stall. A new
+    /// standby is built once a device allows. Off by default: it doubles
+    /// a session's provider objects and receive memory at both ends.
+    pub standby: bool,
 }
 
 impl Default for Policy {
@@ -216,6 +228,7 @@ impl Default for Policy {
             failback: false,
             replay_atomics: false,
             recovery: RecoveryMode::Automatic,
+            standby: false,
         }
     }
 }
@@ -245,7 +258,9 @@ impl Policy {
     /// `probe_interval` (> 0 or off), `probe_timeout` (> 0),
     /// `ack_delay` (> 0 and ≤ 1 s), `keepalive` (≥ 1 ms or off),
     /// `first_connect_tmo` (> 0 or never), `fast_io_fail_tmo` (≤
-    /// `ctrl_loss_tmo`), `device_match` (an allow-list names a device).
+    /// `ctrl_loss_tmo`), `device_match` (an allow-list names a device),
+    /// `standby` (only with automatic `recovery`: a promotion is a
+    /// recovery relink decides).
     pub fn validate(&self) -> Result<(), PolicyError> {
         let err = |key, reason| Err(PolicyError { key, reason });
         if self.reconnect_delay.is_zero() {
@@ -297,6 +312,12 @@ impl Policy {
                     "an allow-list must name at least one device",
                 );
             }
+        }
+        if self.standby && self.recovery != RecoveryMode::Automatic {
+            return err(
+                "standby",
+                "needs automatic recovery (a promotion is a recovery relink decides)",
+            );
         }
         Ok(())
     }
@@ -417,6 +438,9 @@ impl PolicyBuilder {
         /// [`Policy::recovery`]: who decides when a session recovers after
         /// a loss.
         recovery: RecoveryMode;
+        /// [`Policy::standby`]: keep a hot standby connection on another
+        /// device.
+        standby: bool;
     }
 
     /// The policy, checked.
@@ -556,6 +580,15 @@ mod tests {
             .build()
             .unwrap_err();
         assert_eq!(e.key, "probe_timeout");
+        assert!(!Policy::default().standby);
+        let p = Policy::builder().standby(true).build().unwrap();
+        assert!(p.standby);
+        let e = p
+            .to_builder()
+            .recovery(RecoveryMode::Manual)
+            .build()
+            .unwrap_err();
+        assert_eq!(e.key, "standby");
     }
 
     #[test]

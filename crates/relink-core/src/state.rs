@@ -132,6 +132,9 @@ pub enum DownCause {
     /// Taken down on purpose once both ends were quiet: a drain moving the
     /// session to another path, or a suspend. Not a loss.
     Planned,
+    /// The peer promoted the standby connection (its message arrived
+    /// there): it lost the current one, or is about to notice.
+    PeerFailover,
 }
 
 impl fmt::Display for DownCause {
@@ -147,6 +150,7 @@ impl fmt::Display for DownCause {
             DownCause::KeepaliveTimeout => f.write_str("keepalive timeout"),
             DownCause::ResyncTimeout => f.write_str("resync timed out"),
             DownCause::Planned => f.write_str("planned (drain or suspend)"),
+            DownCause::PeerFailover => f.write_str("the peer moved to the standby connection"),
         }
     }
 }
@@ -178,6 +182,9 @@ pub enum Cause {
     /// A suspended session was resumed (by the application, or at the
     /// target by the initiator's resume).
     Resume,
+    /// The standby connection took over after a loss
+    /// ([`Policy::standby`](crate::policy::Policy::standby)): no attempt.
+    Promote,
 }
 
 impl fmt::Display for Cause {
@@ -194,6 +201,7 @@ impl fmt::Display for Cause {
             Cause::Disconnect => f.write_str("disconnect"),
             Cause::Suspend => f.write_str("suspend"),
             Cause::Resume => f.write_str("resume"),
+            Cause::Promote => f.write_str("standby promoted"),
         }
     }
 }

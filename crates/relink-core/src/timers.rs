@@ -26,11 +26,14 @@ pub enum TimerKind {
     /// A drain or suspend stops waiting for the peer's `Quiesced` and
     /// takes the connection down anyway.
     QuiesceDeadline,
+    /// The standby connection being made takes too long, or (with none)
+    /// the next try to make one.
+    Standby,
 }
 
 impl TimerKind {
     /// Every kind, in table order.
-    pub const ALL: [TimerKind; 9] = [
+    pub const ALL: [TimerKind; 10] = [
         TimerKind::Backoff,
         TimerKind::GiveUp,
         TimerKind::FastFail,
@@ -40,6 +43,7 @@ impl TimerKind {
         TimerKind::AckDelay,
         TimerKind::CloseDeadline,
         TimerKind::QuiesceDeadline,
+        TimerKind::Standby,
     ];
 
     fn index(self) -> usize {

@@ -267,7 +267,7 @@ impl Session {
 
     /// A receive completion of `epoch` with the bytes received.
     pub fn handle_received(&mut self, epoch: Epoch, bytes: &[u8], now: Timestamp) {
-        if epoch != self.epoch {
+        if epoch != self.epoch && !self.peer_promoted(epoch, now) {
             return;
         }
         if let Some(d) = self.cfg.policy.keepalive_deadline() {
@@ -282,6 +282,15 @@ impl Session {
                 return;
             }
         };
+        if let MsgBody::Promote {
+            epoch,
+            last_delivered,
+        } = body
+        {
+            // Before its header's ack: the journal resumes from it.
+            self.on_promote(epoch, last_delivered, now);
+            return;
+        }
         let credited = h.ack > self.peer_delivered;
         if credited {
             self.peer_delivered = h.ack;
@@ -319,12 +328,14 @@ impl Session {
             }
             MsgBody::AdvertDone { epoch } => {
                 if self.peer_keys.finish(epoch)
+                    && !self.promoting
                     && matches!(self.state(), State::Resyncing | State::Connecting)
                 {
                     self.finish_resync(now);
                 }
             }
-            MsgBody::Ack | MsgBody::KeepaliveReply { .. } => {}
+            // Handled above, before the ack.
+            MsgBody::Ack | MsgBody::KeepaliveReply { .. } | MsgBody::Promote { .. } => {}
             MsgBody::Close => {
                 // The peer closed on purpose: no recovery, our half ends too.
                 tracing::info!(session = %self.cfg.id, "peer closed the session");

@@ -220,6 +220,11 @@ impl Session {
                 self.timers.set(TimerKind::Backoff, now);
             }
         }
+        if old.standby && !self.cfg.policy.standby && self.cfg.role == Role::Initiator {
+            self.drop_standby(false, now);
+        } else if !old.standby {
+            self.maybe_build_standby(now);
+        }
         Ok(())
     }
 }

@@ -50,6 +50,7 @@
 //! | `session/closing.rs` | the admin close, the graceful close (pending operations finish first, up to a deadline), the peer's goodbye |
 //! | `session/resync.rs` | the resume handshake of both roles and the advertisement exchange that ends in `Established` |
 //! | `session/datapath.rs` | [`Session::submit`], posting within the peer's credits, send and receive completions, acks and control messages |
+//! | `session/standby.rs` | the hot standby ([`Policy::standby`](crate::policy::Policy::standby)): building it, its loss, its promotion when the current transport is lost |
 
 use std::collections::{BTreeSet, VecDeque};
 use std::time::Duration;
@@ -78,6 +79,7 @@ mod planned;
 mod probe;
 mod recovery;
 mod resync;
+mod standby;
 
 pub use decision::Candidate;
 pub use output::{Action, Counters, OneSided, SessionEvent};
@@ -276,6 +278,16 @@ pub struct Session {
     /// session resumes (on this path, if named) as soon as it is
     /// suspended.
     resume_when_suspended: Option<Option<usize>>,
+    /// The standby transport (`session/standby.rs`), being made or up.
+    standby: Option<standby::Standby>,
+    /// The highest epoch a standby took: every later transport's epoch is
+    /// above it.
+    standby_high: Epoch,
+    /// Standby connections that failed in a row (their retry backs off).
+    standby_failures: u32,
+    /// A promoted standby waits for the peer's `Promote` (what it
+    /// delivered) before the journal is replayed.
+    promoting: bool,
 
     // -- the peer -----------------------------------------------------------
     /// The secret that authenticates resumes: issued by the target in its
@@ -375,6 +387,10 @@ impl Session {
             draining: Vec::new(),
             suspend_after_loss: false,
             resume_when_suspended: None,
+            standby: None,
+            standby_high: Epoch(0),
+            standby_failures: 0,
+            promoting: false,
             held: false,
             decided: false,
             loss_cause: None,
@@ -496,6 +512,12 @@ impl Session {
                 }
                 if to != State::Recovering {
                     self.held = false;
+                }
+                if to != State::Resyncing {
+                    self.promoting = false;
+                }
+                if to.is_terminal() {
+                    self.drop_standby(false, now);
                 }
                 tracing::debug!(session = %self.cfg.id, from = %t.from, to = %t.to, cause = %t.cause, "transition");
                 self.events.push_back(SessionEvent::Transition(t));

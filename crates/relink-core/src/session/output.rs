@@ -131,6 +131,39 @@ pub enum Action {
         /// The transport to disconnect (the current one).
         epoch: Epoch,
     },
+    /// Initiator: as [`Action::Connect`], for a standby transport
+    /// ([`Policy::standby`](crate::policy::Policy::standby)): built and
+    /// connected next to the current one, which stays. Its receives land
+    /// in a receive area of their own (a message on one transport never
+    /// overwrites one of the other). Reported as for a connect, with its
+    /// epoch.
+    ConnectStandby {
+        /// The standby's epoch.
+        epoch: Epoch,
+        /// The path to use (another device than the current transport's).
+        path: Path,
+        /// CM private data (≤ 56 bytes).
+        private_data: Vec<u8>,
+    },
+    /// Target: as [`Action::Accept`], for a standby transport kept next
+    /// to the current one (its own receive area, as
+    /// [`Action::ConnectStandby`]).
+    AcceptStandby {
+        /// The standby's epoch.
+        epoch: Epoch,
+        /// The connection request to accept, as the driver named it.
+        request: RequestToken,
+        /// CM private data (≤ 196 bytes).
+        private_data: Vec<u8>,
+    },
+    /// The standby transport of `epoch` is the current one from now on
+    /// (the old one's [`Action::TearDown`] came first): work requests of
+    /// `epoch` go to it. Messages it received already are handed to the
+    /// core as usual.
+    Promote {
+        /// The standby's epoch.
+        epoch: Epoch,
+    },
 }
 
 /// What observers see. More kinds of events may come: a match needs a
@@ -238,6 +271,18 @@ pub enum SessionEvent {
     /// closed and said so). Never a device loss: a loss is
     /// [`SessionEvent::DeviceLost`] and recovery.
     Disconnected,
+    /// A standby connection is up on `device`
+    /// ([`Policy::standby`](crate::policy::Policy::standby)): a loss of
+    /// the current one switches to it.
+    StandbyUp {
+        /// The device carrying the standby.
+        device: DeviceId,
+    },
+    /// The standby connection is gone (its device or connection was
+    /// lost, or the session is closing, draining or suspending); the
+    /// current one is unaffected. A new one is built when a device
+    /// allows.
+    StandbyLost,
 }
 
 /// Counters, for observability. Read-only outside this crate (more may
@@ -270,6 +315,12 @@ pub struct Counters {
     /// Operations completed (each once, whatever its outcome), taken by the
     /// application or waiting for it.
     pub completed: u64,
+    /// Standby connections established
+    /// ([`Policy::standby`](crate::policy::Policy::standby)).
+    pub standbys: u64,
+    /// Losses that switched to the standby (with no connection attempt);
+    /// each is counted in `losses` and `resumes` too.
+    pub failovers: u64,
 }
 
 impl Session {

@@ -86,6 +86,8 @@ impl Session {
                     // A device-add cuts the backoff short.
                     self.timers.set(TimerKind::Backoff, now);
                 }
+                // It may carry a standby.
+                self.maybe_build_standby(now);
             }
             DeviceEventKind::Removed
             | DeviceEventKind::Fatal
@@ -107,6 +109,7 @@ impl Session {
                 if self.is_current_device(id) {
                     self.lose_transport(cause, now);
                 }
+                self.standby_device_lost(id, now);
                 self.refresh_candidates();
             }
         }
@@ -120,6 +123,11 @@ impl Session {
         if let Some(cur) = self.current_device.clone() {
             if !self.devices.iter().any(|d| d.id == cur.id) {
                 self.lose_transport(DownCause::DeviceRemoved, now);
+            }
+        }
+        if let Some(sb) = self.standby_device().cloned() {
+            if !self.devices.iter().any(|d| d.id == sb.id) {
+                self.standby_device_lost(&sb.id, now);
             }
         }
         self.refresh_candidates();

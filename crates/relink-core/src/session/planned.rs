@@ -134,6 +134,8 @@ impl Session {
         } else if self.state() == State::Recovering && self.cfg.role == Role::Initiator {
             self.timers.set(TimerKind::Backoff, now);
         }
+        // It may carry a standby again.
+        self.maybe_build_standby(now);
     }
 
     /// Start a drain of the current device if it is being drained and the
@@ -230,6 +232,9 @@ impl Session {
             }
             return;
         }
+        // The standby goes: the plan moves or parks the session on its
+        // own terms; a new one follows the resync.
+        self.drop_standby(false, now);
         self.planned = Some(Planned {
             plan,
             path,
@@ -271,6 +276,7 @@ impl Session {
         if self.planned.is_none() {
             self.events.push_back(SessionEvent::Quiescing { plan });
         }
+        self.drop_standby(false, now);
         self.planned = Some(Planned {
             plan,
             path: None,

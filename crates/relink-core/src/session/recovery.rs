@@ -63,7 +63,7 @@ impl Session {
             return Ok(());
         };
         self.path_index = pick;
-        self.epoch = self.epoch.next();
+        self.epoch = self.next_epoch();
         self.attempt = 1;
         self.attempt_started = Some(now);
         self.counters.attempts += 1;
@@ -88,6 +88,10 @@ impl Session {
             return;
         }
         if self.planned_loss(now) {
+            return;
+        }
+        // A standby up on another device takes over, with no attempt.
+        if self.promote_standby(cause, now) {
             return;
         }
         tracing::info!(session = %self.cfg.id, %cause, epoch = %self.epoch, "transport lost");
@@ -208,7 +212,7 @@ impl Session {
         self.attempt += 1;
         self.attempt_started = Some(now);
         self.counters.attempts += 1;
-        self.epoch = self.epoch.next();
+        self.epoch = self.next_epoch();
         self.go(State::Reconnecting, Cause::Attempt(self.attempt), now);
         self.events.push_back(SessionEvent::Recovering {
             attempt: self.attempt,
@@ -310,7 +314,10 @@ impl Session {
     /// accept (the transport's creation or the accept call failed). An
     /// input of another epoch is ignored.
     pub fn handle_attempt_failed(&mut self, epoch: Epoch, why: AttemptFailure, now: Timestamp) {
-        if epoch == self.epoch {
+        if self.is_standby_epoch(epoch) {
+            tracing::debug!(session = %self.cfg.id, %epoch, %why, "standby attempt failed");
+            self.drop_standby(true, now);
+        } else if epoch == self.epoch {
             self.attempt_failed(why, now);
         }
     }
@@ -318,6 +325,11 @@ impl Session {
     /// The transport of `epoch` went down (CM event, async event,
     /// completion error).
     pub fn handle_transport_down(&mut self, epoch: Epoch, cause: DownCause, now: Timestamp) {
+        if self.is_standby_epoch(epoch) {
+            tracing::info!(session = %self.cfg.id, %epoch, %cause, "standby lost");
+            self.drop_standby(true, now);
+            return;
+        }
         if epoch != self.epoch {
             return;
         }
@@ -375,6 +387,7 @@ impl Session {
                 }
                 TimerKind::CloseDeadline => self.close_deadline_passed(now),
                 TimerKind::QuiesceDeadline => self.quiesce_deadline_passed(now),
+                TimerKind::Standby => self.standby_timer(now),
             }
         }
         // Fast-failed operations may have emptied the journal of a

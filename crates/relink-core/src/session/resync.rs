@@ -81,6 +81,10 @@ impl Session {
         local: Vec<LocalKeys>,
         now: Timestamp,
     ) {
+        if self.is_standby_epoch(epoch) {
+            self.standby_connected(epoch, device, private_data, local, now);
+            return;
+        }
         if epoch != self.epoch || !matches!(self.state(), State::Connecting | State::Reconnecting) {
             return;
         }
@@ -139,6 +143,11 @@ impl Session {
     /// after the backoff. A refusal without relink's reply (the peer's CM
     /// answered: no listener) is retried after `refused_backoff`.
     pub fn handle_rejected(&mut self, epoch: Epoch, private_data: &[u8], now: Timestamp) {
+        if self.is_standby_epoch(epoch) {
+            tracing::debug!(session = %self.cfg.id, %epoch, "the peer refused the standby");
+            self.drop_standby(true, now);
+            return;
+        }
         if epoch != self.epoch {
             return;
         }
@@ -308,10 +317,13 @@ impl Session {
             refuse(self, wire::RefuseReason::BadAuthenticator);
             return;
         }
-        if resume.epoch <= self.epoch {
+        if resume.epoch < self.next_epoch() {
             refuse(self, wire::RefuseReason::StaleEpoch);
             return;
         }
+        // The initiator reconnects on its own: a standby it had is not
+        // used (its own side tore it down).
+        self.drop_standby(false, now);
         // The initiator reconnected: whatever we thought of the old
         // transport, it is gone (or it took it down as planned).
         if !matches!(self.state(), State::Recovering | State::Suspended) {
@@ -345,6 +357,10 @@ impl Session {
         local: Vec<LocalKeys>,
         now: Timestamp,
     ) {
+        if self.is_standby_epoch(epoch) {
+            self.standby_accepted(device, local);
+            return;
+        }
         if epoch != self.epoch || !matches!(self.state(), State::Connecting | State::Reconnecting) {
             return;
         }
@@ -389,7 +405,12 @@ impl Session {
         if !first {
             self.go(State::Resyncing, Cause::Accepted, now);
         }
-        // Advertise every advertised region for this epoch, then say done.
+        self.advertise(now);
+    }
+
+    /// Advertise every advertised region for the current epoch, then say
+    /// done; keepalives start.
+    pub(super) fn advertise(&mut self, now: Timestamp) {
         let adverts: Vec<wire::Advert> = self
             .cfg
             .spec
@@ -474,5 +495,6 @@ impl Session {
         // A plan asked for while the session was not established.
         self.send_quiesce(now);
         self.start_pending_drain(now);
+        self.maybe_build_standby(now);
     }
 }

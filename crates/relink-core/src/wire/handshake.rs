@@ -13,12 +13,14 @@ use crate::ids::{Epoch, Incarnation, Seq, SessionId};
 
 const TAG_HELLO: u8 = 0x01;
 const TAG_RESUME: u8 = 0x02;
+const TAG_STANDBY: u8 = 0x03;
 const TAG_WELCOME: u8 = 0x11;
 const TAG_RESUMED: u8 = 0x12;
 const TAG_REFUSED: u8 = 0x21;
 
 const LABEL_RESUME: &[u8] = b"resume";
 const LABEL_RESUMED: &[u8] = b"resumed";
+const LABEL_STANDBY: &[u8] = b"standby";
 
 /// Common prologue of the private-data decoders.
 fn private_data<'a>(
@@ -171,6 +173,31 @@ impl Resume {
         let (s, e, l) = Self::tag_input(self.session, self.epoch, self.last_delivered);
         auth::verify(secret, &[LABEL_RESUME, &s, &e, &l], &self.auth)
     }
+
+    /// A standby request ([`ConnectData::Standby`]): the same fields
+    /// under another label, so a recorded Resume is never taken for a
+    /// standby nor the reverse.
+    pub fn sign_standby(
+        secret: &SessionSecret,
+        session: SessionId,
+        epoch: Epoch,
+        last_delivered: Seq,
+    ) -> Resume {
+        let (s, e, l) = Self::tag_input(session, epoch, last_delivered);
+        Resume {
+            session,
+            epoch,
+            last_delivered,
+            auth: auth::authenticator(secret, &[LABEL_STANDBY, &s, &e, &l]),
+        }
+    }
+
+    /// Whether a standby request's `auth` was made under `secret` for
+    /// exactly these fields ([`Resume::sign_standby`]).
+    pub fn verify_standby(&self, secret: &SessionSecret) -> bool {
+        let (s, e, l) = Self::tag_input(self.session, self.epoch, self.last_delivered);
+        auth::verify(secret, &[LABEL_STANDBY, &s, &e, &l], &self.auth)
+    }
 }
 
 /// CONNECT private data: what the initiator asks for.
@@ -180,6 +207,11 @@ pub enum ConnectData {
     Hello(Hello),
     /// A reconnection of an existing session.
     Resume(Resume),
+    /// A standby connection of an established session
+    /// ([`Policy::standby`](crate::policy::Policy::standby)): the target
+    /// keeps it idle next to the current one and answers with a
+    /// [`Resumed`] of its epoch. Signed with [`Resume::sign_standby`].
+    Standby(Resume),
 }
 
 impl From<Hello> for ConnectData {
@@ -208,8 +240,12 @@ impl ConnectData {
                 out.push(h.connect_data.len);
                 out.extend_from_slice(h.connect_data.as_slice());
             }
-            ConnectData::Resume(r) => {
-                out.push(TAG_RESUME);
+            ConnectData::Resume(r) | ConnectData::Standby(r) => {
+                out.push(if matches!(self, ConnectData::Resume(_)) {
+                    TAG_RESUME
+                } else {
+                    TAG_STANDBY
+                });
                 put_u64(out, r.session.0);
                 put_u32(out, r.epoch.0);
                 put_u64(out, r.last_delivered.0);
@@ -245,12 +281,19 @@ impl ConnectData {
                     ConnectBytes::new(c.take(len, "connect data")?)?
                 },
             }),
-            TAG_RESUME => ConnectData::Resume(Resume {
-                session: c.session()?,
-                epoch: c.epoch()?,
-                last_delivered: c.seq("last_delivered")?,
-                auth: c.auth()?,
-            }),
+            tag @ (TAG_RESUME | TAG_STANDBY) => {
+                let r = Resume {
+                    session: c.session()?,
+                    epoch: c.epoch()?,
+                    last_delivered: c.seq("last_delivered")?,
+                    auth: c.auth()?,
+                };
+                if tag == TAG_RESUME {
+                    ConnectData::Resume(r)
+                } else {
+                    ConnectData::Standby(r)
+                }
+            }
             tag => {
                 return Err(WireError::UnknownTag {
                     what: "connect tag",

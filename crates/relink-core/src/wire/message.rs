@@ -36,11 +36,15 @@ pub enum MsgKind {
     /// The target asks the initiator to move the session off the target's
     /// device of the current path (a drain at the target; not sequenced).
     MoveRequest,
+    /// The sender promoted the standby connection this message arrives
+    /// on to the session's current one, and says what it delivered (not
+    /// sequenced).
+    Promote,
 }
 
 impl MsgKind {
     /// Every kind, in code order.
-    pub const ALL: [MsgKind; 10] = [
+    pub const ALL: [MsgKind; 11] = [
         MsgKind::Data,
         MsgKind::Advert,
         MsgKind::AdvertDone,
@@ -51,6 +55,7 @@ impl MsgKind {
         MsgKind::Quiesce,
         MsgKind::Quiesced,
         MsgKind::MoveRequest,
+        MsgKind::Promote,
     ];
 
     /// The kind's byte on the wire.
@@ -66,6 +71,7 @@ impl MsgKind {
             MsgKind::Quiesce => 8,
             MsgKind::Quiesced => 9,
             MsgKind::MoveRequest => 10,
+            MsgKind::Promote => 11,
         }
     }
 
@@ -278,6 +284,17 @@ pub enum MsgBody<'a> {
     Quiesced,
     /// The target asks the initiator to move off the target's device.
     MoveRequest,
+    /// The sender made the standby connection of `epoch` (the one this
+    /// message arrives on) the session's current one; `last_delivered` is
+    /// the highest sequence number it delivered from the receiver, what a
+    /// Resume or Resumed carries: the receiver replays its journal from
+    /// there.
+    Promote {
+        /// The promoted connection's epoch.
+        epoch: Epoch,
+        /// The sender's last delivered sequence number.
+        last_delivered: Seq,
+    },
 }
 
 /// Why a session is taken down on purpose ([`MsgBody::Quiesce`]).
@@ -323,6 +340,7 @@ impl<'a> MsgBody<'a> {
             MsgBody::Quiesce { .. } => MsgKind::Quiesce,
             MsgBody::Quiesced => MsgKind::Quiesced,
             MsgBody::MoveRequest => MsgKind::MoveRequest,
+            MsgBody::Promote { .. } => MsgKind::Promote,
         }
     }
 
@@ -369,6 +387,10 @@ impl<'a> MsgBody<'a> {
             }
             MsgKind::Quiesced => MsgBody::Quiesced,
             MsgKind::MoveRequest => MsgBody::MoveRequest,
+            MsgKind::Promote => MsgBody::Promote {
+                epoch: c.epoch()?,
+                last_delivered: c.seq("last_delivered")?,
+            },
         };
         c.finish("message payload")?;
         Ok(body)
@@ -382,6 +404,7 @@ impl<'a> MsgBody<'a> {
             MsgBody::AdvertDone { .. } => 4,
             MsgBody::Ack | MsgBody::Close | MsgBody::Quiesced | MsgBody::MoveRequest => 0,
             MsgBody::Quiesce { .. } => 1,
+            MsgBody::Promote { .. } => 12,
             MsgBody::Keepalive { .. } | MsgBody::KeepaliveReply { .. } => 8,
         }
     }
@@ -417,6 +440,13 @@ pub fn encode_body(
                     put_u64(out, *nonce)
                 }
                 MsgBody::Quiesce { purpose } => out.push(purpose.code()),
+                MsgBody::Promote {
+                    epoch,
+                    last_delivered,
+                } => {
+                    put_u32(out, epoch.0);
+                    put_u64(out, last_delivered.0);
+                }
                 _ => {}
             }
             Ok(())

@@ -14,6 +14,7 @@
 //! CONNECT private data (<= MAX_CONNECT_PRIVATE_DATA = 56 bytes)
 //! connect = version 0x01:u8 session epoch incarnation len:u8 data:[u8; len]  Hello    23 + len bytes
 //!         | version 0x02:u8 session epoch last_delivered:seq auth             Resume   38 bytes
+//!         | version 0x03:u8 session epoch last_delivered:seq auth             Standby  38 bytes
 //! data    = the initiator application's connect data, len <= MAX_CONNECT_DATA = 33
 //!           (56 less the 23 bytes of the rest of the Hello); a Resume carries none
 //!
@@ -29,7 +30,7 @@
 //! In-band message (one per SEND; HEADER_LEN = 22 bytes of header)
 //! message = version kind:u8 seq ack:seq len:u32 payload:[u8; len]   (len <= MAX_PAYLOAD_LEN)
 //! kind    = 1 Data | 2 Advert | 3 AdvertDone | 4 Ack | 5 Keepalive | 6 KeepaliveReply | 7 Close
-//!         | 8 Quiesce | 9 Quiesced | 10 MoveRequest
+//!         | 8 Quiesce | 9 Quiesced | 10 MoveRequest | 11 Promote
 //! payload of Data           = application bytes                     seq >= 1
 //!            Advert         = count:u16 advert[count]               seq = 0
 //!            AdvertDone     = epoch                                 seq = 0
@@ -40,6 +41,8 @@
 //!            Quiesce        = purpose:u8 (1 Move | 2 Suspend)       seq = 0
 //!            Quiesced       = (empty): nothing more is posted here  seq = 0
 //!            MoveRequest    = (empty): move off my device, please   seq = 0
+//!            Promote        = epoch last_delivered:seq: the standby this
+//!                             arrives on is the current connection    seq = 0
 //! advert  = epoch region:u32 addr:u64 len:u64 rkey:u32 access:u32      ADVERT_LEN = 32 bytes
 //! ```
 //!
@@ -47,7 +50,8 @@
 //! data handed to the wrong decoder fails with an unknown tag.
 //!
 //! `Resume.auth` is `authenticator(secret, [b"resume", session, epoch,
-//! last_delivered])` and `Resumed.auth` is `authenticator(secret,
+//! last_delivered])`, a Standby's the same under the label `b"standby"`,
+//! and `Resumed.auth` is `authenticator(secret,
 //! [b"resumed", session, epoch, last_delivered, incarnation])`, every id in
 //! its wire encoding; [`Resume::sign`] / [`Resume::verify`] and
 //! [`Resumed::sign`] / [`Resumed::verify`] compute and check them.

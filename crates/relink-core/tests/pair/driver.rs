@@ -182,6 +182,11 @@ impl Pair {
                     },
                 );
             }
+            Action::ConnectStandby { .. }
+            | Action::AcceptStandby { .. }
+            | Action::Promote { .. } => {
+                panic!("the pair has one transport per end: its policies keep the standby off")
+            }
             Action::Disconnect { epoch } => {
                 // The node disconnects once what was posted before (the
                 // goodbye) has completed.
@@ -294,6 +299,8 @@ impl Pair {
                 }
                 _ => refuse(self, RefuseReason::UnknownSession),
             },
+            // One transport per end: no standby.
+            Ok(ConnectData::Standby(_)) => refuse(self, RefuseReason::Busy),
             Err(_) => refuse(self, RefuseReason::UnsupportedVersion),
         }
     }

@@ -68,6 +68,13 @@ impl Node {
                 self.dirty.insert(key);
             }
         }
+        // A standby's CQ: indexed too, armed once it is connected.
+        if let Some(t) = slot.standby.as_mut().filter(|t| !t.cq_indexed) {
+            if let Some(cq) = t.cq {
+                t.cq_indexed = true;
+                self.cq_owner.insert(cq, key);
+            }
+        }
         if !slot.backlog.is_empty() {
             self.pending_drain.insert(key);
         }
@@ -104,6 +111,25 @@ impl Node {
         let p = &*self.provider;
         let slot = self.sessions.get_mut(&key).expect("present");
         match action {
+            Action::TearDown { epoch }
+                if slot.standby.as_ref().is_some_and(|t| t.epoch == epoch) =>
+            {
+                if let Some(t) = slot.standby.take() {
+                    retire_transport(p, t, &mut self.cm, &mut self.cq_owner);
+                }
+                slot.standby_ready = false;
+            }
+            Action::ConnectStandby {
+                epoch,
+                path,
+                private_data,
+            } => self.connect_standby(key, epoch, path, private_data),
+            Action::AcceptStandby {
+                epoch,
+                request,
+                private_data,
+            } => self.accept_standby(key, epoch, request, &private_data),
+            Action::Promote { epoch } => self.promote_standby(key, epoch),
             Action::TearDown { epoch } => {
                 if let Some(t) = slot.transport.take_if(|t| t.epoch == epoch) {
                     if t.connected {

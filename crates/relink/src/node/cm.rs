@@ -146,6 +146,10 @@ impl Node {
         kind: CmEventKind,
         now: Timestamp,
     ) {
+        if self.is_standby_cm(key, epoch, id) {
+            self.on_standby_cm(key, epoch, phase, id, kind, now);
+            return;
+        }
         let p = self.provider.clone();
         let Some(slot) = self.sessions.get_mut(&key) else {
             return;
@@ -299,7 +303,8 @@ impl Node {
     /// (`Session::handle_hello`: it restarts its first handshake, or is
     /// over and replaced by a new session, or refuses); a resume goes to
     /// the session it names (whose core accepts or rejects it); anything
-    /// else is refused.
+    /// else is refused; a standby request goes to the session it names,
+    /// as a resume.
     /// `addrs` are the initiator's address and the local one.
     fn on_connect_request(
         &mut self,
@@ -391,6 +396,15 @@ impl Node {
                     let slot = self.sessions.get_mut(&key).expect("indexed");
                     slot.core
                         .handle_resume_request(RequestToken(token), &r, now);
+                    self.run_actions(key);
+                }
+                None => refuse(self, wire::RefuseReason::UnknownSession),
+            },
+            Ok(wire::ConnectData::Standby(r)) => match self.by_id.get(&r.session).copied() {
+                Some(key) => {
+                    let slot = self.sessions.get_mut(&key).expect("indexed");
+                    slot.core
+                        .handle_standby_request(RequestToken(token), &r, now);
                     self.run_actions(key);
                 }
                 None => refuse(self, wire::RefuseReason::UnknownSession),

@@ -40,41 +40,55 @@ impl Node {
     /// [`poll_cq`](Self::poll_cq); `before_loss`: drop flush errors (see
     /// [`drain_cq_before_loss`](Self::drain_cq_before_loss)).
     fn poll_cq_as(&mut self, key: u64, before_loss: bool) -> bool {
-        let p = &*self.provider;
-        let Some(slot) = self.sessions.get_mut(&key) else {
+        let Some(mut slot) = self.sessions.get_mut(&key) else {
             return false;
         };
+        // Completions on the standby: the peer promoted it, and so does
+        // this end; they are the (new) current transport's first ones.
+        let mut promoted = false;
+        if slot.standby_ready && !before_loss {
+            promoted = self.standby_promoted_by_peer(key);
+            let Some(s) = self.sessions.get_mut(&key) else {
+                return false;
+            };
+            slot = s;
+        }
+        let p = &*self.provider;
         let Some(t) = slot.transport.as_mut() else {
             return false;
         };
-        if !t.connected {
-            // Nothing is read before the CM reports the connection up: the
-            // peer's first messages (its advertisements, sent at its own
-            // establishment) may come before ours is reported — on rxe a
-            // target's RTU can trail them — and the core, not yet told,
-            // would drop them. They wait in the CQ; the establishment
-            // marks the CQ for the next look.
-            return false;
-        }
-        let Some(cq) = t.cq else { return false };
-        self.wcs.clear();
-        let n = p.poll_cq(cq, BATCH, &mut self.wcs).unwrap_or(0);
-        if n == 0 {
-            let _ = p.req_notify_cq(cq, false);
-            if p.poll_cq(cq, BATCH, &mut self.wcs).unwrap_or(0) == 0 {
+        if promoted {
+            self.dirty.insert(key);
+        } else {
+            if !t.connected {
+                // Nothing is read before the CM reports the connection up: the
+                // peer's first messages (its advertisements, sent at its own
+                // establishment) may come before ours is reported — on rxe a
+                // target's RTU can trail them — and the core, not yet told,
+                // would drop them. They wait in the CQ; the establishment
+                // marks the CQ for the next look.
                 return false;
             }
-            self.dirty.insert(key);
-        } else if n < BATCH {
-            // Drained: armed now rather than found empty next round; what
-            // came before the arming is taken with this batch.
-            let _ = p.req_notify_cq(cq, false);
-            let room = BATCH - n;
-            if p.poll_cq(cq, room, &mut self.wcs).unwrap_or(0) == room {
+            let Some(cq) = t.cq else { return false };
+            self.wcs.clear();
+            let n = p.poll_cq(cq, BATCH, &mut self.wcs).unwrap_or(0);
+            if n == 0 {
+                let _ = p.req_notify_cq(cq, false);
+                if p.poll_cq(cq, BATCH, &mut self.wcs).unwrap_or(0) == 0 {
+                    return false;
+                }
+                self.dirty.insert(key);
+            } else if n < BATCH {
+                // Drained: armed now rather than found empty next round; what
+                // came before the arming is taken with this batch.
+                let _ = p.req_notify_cq(cq, false);
+                let room = BATCH - n;
+                if p.poll_cq(cq, room, &mut self.wcs).unwrap_or(0) == room {
+                    self.dirty.insert(key);
+                }
+            } else {
                 self.dirty.insert(key);
             }
-        } else {
-            self.dirty.insert(key);
         }
         let now = p.now();
         let epoch = t.epoch;
@@ -110,7 +124,7 @@ impl Node {
                     }
                     let (recv, size) = match shared {
                         Some(d) => (&d.memory, d.slot_size),
-                        None => (&slot.memory.recv, slot.spec.slot_size),
+                        None => (slot.memory.recv_of(t.recv_alt), slot.spec.slot_size),
                     };
                     let bytes = copy_out(recv, s, size, wc.byte_len, &mut self.recv_buf);
                     if let (Some(mr), None) = (t.recv_mr, shared) {

@@ -24,6 +24,7 @@
 //! | `backlog.rs` | work requests a core asks for: queued per session, posted in batches, every 16th signaled |
 //! | `completions.rs` | draining a session's CQ: send completions retired in RC order, receives copied out and reposted |
 //! | `transport.rs` | one epoch's provider objects, built from the core's plan and torn down with destroy calls only |
+//! | `standby.rs` | a session's standby transport: built next to the current one, its CM events, the peer's promotion seen in its CQ, the swap on the core's promotion |
 //! | `wr.rs` | the `wr_id` encoding and `WrBatch`, the work requests reused from one post to the next |
 //! | `shared_receive.rs` | shared receive queues: their options, the sessions' reservations (the credit rule), one SRQ per device context in use |
 //! | `timeline.rs` | the phases of a session's last outage, as the node drives it |
@@ -58,6 +59,7 @@ mod probes;
 mod regions;
 mod shared_receive;
 mod shutdown;
+mod standby;
 mod timeline;
 mod transport;
 mod wait;
@@ -114,6 +116,14 @@ struct Slot {
     shared: Option<Arc<Reservation>>,
     /// The phases of its last outage.
     timeline: Option<RecoveryTimeline>,
+    /// The standby transport (`Policy::standby`), being made or idle;
+    /// promoted to `transport` by the core's `Action::Promote`.
+    standby: Option<Transport>,
+    /// Connect private data and path of the standby being made.
+    standby_connect: (Vec<u8>, Option<Path>),
+    /// The standby's CQ signalled: look at it in the next poll round (a
+    /// completion there means the peer promoted it).
+    standby_ready: bool,
 }
 
 impl Slot {
@@ -128,7 +138,8 @@ impl Slot {
             .filter_map(|r| self.memory.regions.get(&r.id))
             .map(Memory::len)
             .sum();
-        self.memory.send.len() + self.memory.recv.len() + regions
+        let alt = self.memory.recv_alt.as_ref().map_or(0, Memory::len);
+        self.memory.send.len() + self.memory.recv.len() + alt + regions
     }
 }
 
@@ -485,10 +496,12 @@ impl Node {
     /// its transport gone, and the application told of it (not waiting in
     /// [`Node::accept`]).
     fn drained(&self, key: u64) -> bool {
-        self.sessions
-            .get(&key)
-            .is_some_and(|s| s.core.is_drained() && s.transport.is_none() && s.backlog.is_empty())
-            && !self.accepted.iter().any(|a| a.session.0 == key)
+        self.sessions.get(&key).is_some_and(|s| {
+            s.core.is_drained()
+                && s.transport.is_none()
+                && s.standby.is_none()
+                && s.backlog.is_empty()
+        }) && !self.accepted.iter().any(|a| a.session.0 == key)
     }
 
     /// Reap the ended sessions the application drained since the last
@@ -518,7 +531,10 @@ impl Node {
         if let Some(d) = slot.deadline.take() {
             self.deadlines.remove(&(d, key));
         }
-        if let Some(t) = slot.transport.take() {
+        for t in [slot.transport.take(), slot.standby.take()]
+            .into_iter()
+            .flatten()
+        {
             retire_transport(&*self.provider, t, &mut self.cm, &mut self.cq_owner);
         }
         self.dirty.remove(&key);
@@ -556,6 +572,9 @@ impl Node {
                 deadline: None,
                 shared,
                 timeline: None,
+                standby: None,
+                standby_connect: (Vec::new(), None),
+                standby_ready: false,
             },
         );
         Ok(key)

@@ -174,8 +174,10 @@ impl Node {
                         .get_or_insert_with(|| {
                             let mut map: BTreeMap<ContextId, Vec<u64>> = BTreeMap::new();
                             for (k, s) in sessions {
-                                if let Some(c) = s.transport.as_ref().and_then(|t| t.ctx) {
-                                    map.entry(c).or_default().push(*k);
+                                for t in [&s.transport, &s.standby] {
+                                    if let Some(c) = t.as_ref().and_then(|t| t.ctx) {
+                                        map.entry(c).or_default().push(*k);
+                                    }
                                 }
                             }
                             map
@@ -190,8 +192,12 @@ impl Node {
                         let Some(epoch) = self
                             .sessions
                             .get(&k)
-                            .and_then(|s| s.transport.as_ref())
-                            .filter(|t| t.ctx == Some(ctx))
+                            .and_then(|s| {
+                                [&s.transport, &s.standby]
+                                    .into_iter()
+                                    .flatten()
+                                    .find(|t| t.ctx == Some(ctx))
+                            })
                             .map(|t| t.epoch)
                         else {
                             continue;
@@ -207,8 +213,9 @@ impl Node {
             }
             Event::Cm(ce) => self.on_cm(ce.id, ce.kind, now),
             Event::CqReady(cq) => {
-                if let Some(k) = self.cq_owner.get(&cq) {
-                    self.dirty.insert(*k);
+                if let Some(k) = self.cq_owner.get(&cq).copied() {
+                    self.dirty.insert(k);
+                    self.note_standby_cq(k, cq);
                 }
             }
         }

@@ -211,6 +211,7 @@ impl Node {
         Ok(SessionMemory {
             send,
             recv,
+            recv_alt: None,
             regions,
         })
     }

@@ -205,7 +205,10 @@ impl Node {
         let cut = self.cut_closing();
         let p = &*self.provider;
         for slot in self.sessions.values_mut() {
-            if let Some(t) = slot.transport.take() {
+            for t in [slot.transport.take(), slot.standby.take()]
+                .into_iter()
+                .flatten()
+            {
                 retire_transport(p, t, &mut self.cm, &mut self.cq_owner);
             }
             slot.backlog.clear();

@@ -25,7 +25,22 @@ use super::wr::{WrBatch, TAG_MASK, TAG_ONE_SIDED, TAG_RECV, TAG_SEND};
 pub(super) struct SessionMemory {
     pub send: Memory,
     pub recv: Memory,
+    /// The second receive area, allocated with the session's first
+    /// standby: a standby and the current transport never share receive
+    /// slots (a message on one would overwrite one of the other), so a
+    /// transport takes the area the other one does not use.
+    pub recv_alt: Option<Memory>,
     pub regions: BTreeMap<RegionId, Memory>,
+}
+
+impl SessionMemory {
+    /// The receive area of a transport (`alt`: the second one).
+    pub fn recv_of(&self, alt: bool) -> &Memory {
+        match (&self.recv_alt, alt) {
+            (Some(m), true) => m,
+            _ => &self.recv,
+        }
+    }
 }
 
 /// Provider objects of one epoch.
@@ -58,6 +73,9 @@ pub(super) struct Transport {
     pub unsignaled: u32,
     /// The node maps `cq` to its session (set once per transport).
     pub cq_indexed: bool,
+    /// Its receives land in the session's second receive area
+    /// ([`SessionMemory::recv_alt`]).
+    pub recv_alt: bool,
 }
 
 impl Transport {
@@ -83,6 +101,7 @@ impl Transport {
             posted: std::collections::VecDeque::new(),
             unsignaled: 0,
             cq_indexed: false,
+            recv_alt: false,
         }
     }
 
@@ -144,11 +163,12 @@ impl Transport {
                     self.send_mr = Some(mr);
                 }
                 Step::RegisterRecvSlots { len } => {
+                    let recv = mem.recv_of(self.recv_alt);
                     let mr = p
                         .reg_mr(
                             self.pd.expect("pd"),
-                            &mem.recv,
-                            mem.recv.addr(),
+                            recv,
+                            recv.addr(),
                             len,
                             Access::LOCAL_WRITE,
                         )

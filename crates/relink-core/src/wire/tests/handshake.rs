@@ -314,7 +314,7 @@ fn refuse_reason_codes_are_pinned() {
         assert_eq!(RefuseReason::from_code(r.code()), Some(r));
     }
     let kinds: Vec<u8> = MsgKind::ALL.iter().map(|k| k.code()).collect();
-    assert_eq!(kinds, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+    assert_eq!(kinds, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
     for p in [QuiescePurpose::Move, QuiescePurpose::Suspend] {
         assert_eq!(QuiescePurpose::from_code(p.code()), Some(p));
     }
@@ -334,4 +334,23 @@ fn welcome_debug_hides_the_secret() {
     let shown = format!("{w:?}");
     assert!(!shown.contains("90"), "{shown}");
     assert!(shown.contains("redacted"));
+}
+
+#[test]
+fn a_standby_request_is_no_resume_and_round_trips() {
+    let s = secret(3);
+    let sb = Resume::sign_standby(&s, SessionId(0x1234), Epoch(9), Seq(5));
+    let resume = Resume::sign(&s, SessionId(0x1234), Epoch(9), Seq(5));
+    // Each authenticator holds only for its own kind of request.
+    assert!(sb.verify_standby(&s) && !sb.verify(&s));
+    assert!(resume.verify(&s) && !resume.verify_standby(&s));
+    assert!(!sb.verify_standby(&secret(4)));
+    let bytes = ConnectData::Standby(sb).to_vec();
+    assert_eq!(bytes.len(), 38);
+    assert_eq!(bytes[1], 0x03);
+    assert_eq!(ConnectData::decode(&bytes), Ok(ConnectData::Standby(sb)));
+    assert_eq!(
+        ConnectData::decode(&ConnectData::Resume(resume).to_vec()),
+        Ok(ConnectData::Resume(resume))
+    );
 }

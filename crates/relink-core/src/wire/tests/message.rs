@@ -117,10 +117,10 @@ fn message_errors_are_typed() {
         Err(WireError::UnsupportedVersion { found: 9 })
     );
     assert_eq!(
-        decode_message(&[1, 11]),
+        decode_message(&[1, 12]),
         Err(WireError::UnknownTag {
             what: "message kind",
-            tag: 11
+            tag: 12
         })
     );
     // A quiesce with a purpose no version defines.

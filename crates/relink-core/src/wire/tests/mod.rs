@@ -124,6 +124,10 @@ fn arb_message() -> impl Strategy<Value = (Seq, Seq, MsgBody<'static>)> {
             .prop_map(|purpose| MsgBody::Quiesce { purpose }),
         Just(MsgBody::Quiesced),
         Just(MsgBody::MoveRequest),
+        (any::<u32>(), any::<u64>()).prop_map(|(e, l)| MsgBody::Promote {
+            epoch: Epoch(e),
+            last_delivered: Seq(l),
+        }),
     ];
     (1..=u64::MAX, any::<u64>(), body).prop_map(|(seq, ack, body)| {
         let seq = if body.kind().is_sequenced() { seq } else { 0 };

@@ -1,0 +1,402 @@
+//! The hot standby ([`Policy::standby`](crate::policy::Policy::standby)):
+//! a second transport of an established session, on another device, kept
+//! idle next to the current one, and its promotion when the current one
+//! is lost.
+//!
+//! ```text
+//! initiator                                  target
+//! Established on path A
+//!   ConnectStandby(S) on path B ── Standby(S, signed) ──▶ Established?
+//!                               ◀── Resumed(S) ──────────  AcceptStandby(S)
+//!   StandbyUp                                            StandbyUp
+//!   ... idle: no message on S until a promotion ...
+//! loss of A (device, CM, completion, keepalive) — at either end:
+//!   TearDown(A), Promote(S)
+//!   Promote{S, last_delivered} ─────────────────────────▶ (a message on S:
+//!   adverts, AdvertDone                                    the peer moved)
+//!                               ◀── Promote{S, delivered}  TearDown(A), Promote(S)
+//!                               ◀── adverts, AdvertDone
+//!   journal replayed from the peer's last_delivered, Established on S
+//!   (a new standby is built once a device allows)
+//! ```
+//!
+//! A promotion is a recovery without the connection setup: the same
+//! state path (`Recovering`, `Reconnecting`, `Resyncing`, `Established`),
+//! the same journal replay from the peer's delivered sequence number (its
+//! `Promote` carries what a `Resume` or `Resumed` would), the same
+//! `Indeterminate` rules, the same [`SessionEvent::Resumed`]. A message on
+//! the standby means the peer promoted it, so both ends promote, each on
+//! its own detection or on the other's `Promote`, whichever comes first;
+//! each sends one `Promote`, and each applies the other's once.
+//!
+//! The standby carries nothing while idle (no keepalive: a message there
+//! is a promotion). Its loss is seen by its CM, device and async events;
+//! one that died silently is found at promotion, when the resync's connect
+//! timeout falls back to an ordinary recovery. A loss of the standby takes
+//! down only the standby. A drain, a suspend and the session's end tear it
+//! down; after a resync a new one is built.
+
+use relink_fabric::{DeviceId, DeviceInfo, Timestamp};
+
+use super::{Action, LocalKeys, RequestToken, Role, Session, SessionEvent};
+use crate::ids::{Epoch, Seq};
+use crate::state::{Cause, DownCause, State};
+use crate::timers::TimerKind;
+use crate::wire;
+
+/// The standby transport of a session.
+#[derive(Debug)]
+pub(super) struct Standby {
+    /// Its epoch: above the current one's.
+    pub epoch: Epoch,
+    /// The initiator's path it takes (`None` at a target).
+    pub path: Option<usize>,
+    /// Once established: its device and the keys of the regions the
+    /// driver registered there.
+    pub up: Option<(DeviceInfo, Vec<LocalKeys>)>,
+}
+
+impl Session {
+    /// The device carrying the standby connection, once it is up.
+    pub fn standby_device(&self) -> Option<&DeviceInfo> {
+        self.standby
+            .as_ref()
+            .and_then(|s| s.up.as_ref())
+            .map(|u| &u.0)
+    }
+
+    /// The epoch of the next transport: above the current one and every
+    /// standby's.
+    pub(super) fn next_epoch(&self) -> Epoch {
+        self.epoch.max(self.standby_high).next()
+    }
+
+    /// Whether `epoch` is the standby's.
+    pub(super) fn is_standby_epoch(&self, epoch: Epoch) -> bool {
+        self.standby.as_ref().is_some_and(|s| s.epoch == epoch)
+    }
+
+    /// Initiator: connect a standby if the policy asks for one, the session
+    /// is established with nothing planned, and a viable path goes through
+    /// another device (another peer address too, if one does, so a loss at
+    /// the target is covered as well).
+    pub(super) fn maybe_build_standby(&mut self, now: Timestamp) {
+        if !self.cfg.policy.standby
+            || self.cfg.role != Role::Initiator
+            || self.cfg.spec.shared_receive
+            || self.state() != State::Established
+            || self.standby.is_some()
+            || self.planned.is_some()
+            || self.closing.is_some()
+        {
+            return;
+        }
+        let (Some(cur), Some(secret)) = (self.current_device.as_ref(), self.secret.as_ref()) else {
+            return;
+        };
+        let cur_peer = self.cfg.paths[self.path_index].peer;
+        let others: Vec<usize> = self
+            .viable_paths()
+            .into_iter()
+            .filter(|&i| self.device_for_path(i).is_some_and(|d| d.id != cur.id))
+            .collect();
+        let pick = others
+            .iter()
+            .find(|&&i| self.cfg.paths[i].peer != cur_peer)
+            .or(others.first());
+        let Some(&pick) = pick else {
+            return;
+        };
+        let epoch = self.next_epoch();
+        let pd = wire::ConnectData::Standby(wire::Resume::sign_standby(
+            secret,
+            self.cfg.id,
+            epoch,
+            self.inbox.last_delivered(),
+        ))
+        .to_vec();
+        tracing::info!(session = %self.cfg.id, %epoch, path = pick, "connecting a standby");
+        self.standby_high = epoch;
+        self.standby = Some(Standby {
+            epoch,
+            path: Some(pick),
+            up: None,
+        });
+        self.actions.push_back(Action::ConnectStandby {
+            epoch,
+            path: self.attempt_path(pick),
+            private_data: pd,
+        });
+        self.timers
+            .set(TimerKind::Standby, now + self.cfg.policy.connect_timeout);
+    }
+
+    /// Tear the standby down (the current transport stays). `retry`: try
+    /// again after a backoff (its connection failed); otherwise a new one
+    /// is built when the session next allows.
+    pub(super) fn drop_standby(&mut self, retry: bool, now: Timestamp) {
+        let Some(sb) = self.standby.take() else {
+            return;
+        };
+        tracing::info!(session = %self.cfg.id, epoch = %sb.epoch, retry, "standby torn down");
+        self.actions.push_back(Action::TearDown { epoch: sb.epoch });
+        self.timers.stop(TimerKind::Standby);
+        if sb.up.is_some() {
+            self.events.push_back(SessionEvent::StandbyLost);
+        }
+        if retry && self.cfg.role == Role::Initiator && !self.state().is_terminal() {
+            self.standby_failures = self.standby_failures.saturating_add(1);
+            let r = self.jitter.next();
+            let delay = self.cfg.policy.backoff(self.standby_failures, r);
+            self.timers.set(TimerKind::Standby, now + delay);
+        }
+    }
+
+    /// The standby timer fired: a standby still connecting is abandoned
+    /// (and retried); with none, one is tried again.
+    pub(super) fn standby_timer(&mut self, now: Timestamp) {
+        match &self.standby {
+            Some(sb) if sb.up.is_none() => self.drop_standby(true, now),
+            Some(_) => {}
+            None => self.maybe_build_standby(now),
+        }
+    }
+
+    /// The standby is established on `device`.
+    fn standby_up(&mut self, device: DeviceInfo, local: Vec<LocalKeys>) {
+        let Some(sb) = self.standby.as_mut() else {
+            return;
+        };
+        tracing::info!(session = %self.cfg.id, epoch = %sb.epoch, device = %device.id, "standby up");
+        self.events.push_back(SessionEvent::StandbyUp {
+            device: device.id.clone(),
+        });
+        sb.up = Some((device, local));
+        self.timers.stop(TimerKind::Standby);
+        self.counters.standbys += 1;
+        self.standby_failures = 0;
+    }
+
+    /// Initiator: the standby's connection is established; `private_data`
+    /// is the target's accept data, a [`wire::Resumed`] of its epoch.
+    pub(super) fn standby_connected(
+        &mut self,
+        epoch: Epoch,
+        device: DeviceInfo,
+        private_data: &[u8],
+        local: Vec<LocalKeys>,
+        now: Timestamp,
+    ) {
+        let authentic = match (wire::AcceptData::decode(private_data), &self.secret) {
+            (Ok(wire::AcceptData::Resumed(r)), Some(secret)) => {
+                r.session == self.cfg.id
+                    && r.epoch == epoch
+                    && r.verify(secret)
+                    && self.peer_incarnation == Some(r.incarnation)
+            }
+            _ => false,
+        };
+        if !authentic {
+            tracing::warn!(session = %self.cfg.id, %epoch, "the standby's reply is not the peer's");
+            self.drop_standby(true, now);
+            return;
+        }
+        self.standby_up(device, local);
+    }
+
+    /// Target: the accepted standby's connection is established.
+    pub(super) fn standby_accepted(&mut self, device: DeviceInfo, local: Vec<LocalKeys>) {
+        self.standby_up(device, local);
+    }
+
+    /// Target: a standby request naming the id of `self`. Verifies it and
+    /// queues an [`Action::AcceptStandby`] (or an [`Action::Reject`]: the
+    /// session is not established, or is planning an outage, or is on a
+    /// shared receive queue — `Busy`, which the initiator retries).
+    pub fn handle_standby_request(
+        &mut self,
+        request: RequestToken,
+        standby: &wire::Resume,
+        now: Timestamp,
+    ) {
+        let refuse = |s: &mut Session, reason| {
+            s.actions.push_back(Action::Reject {
+                request,
+                private_data: wire::RejectData::Refused(wire::Refused { reason }).to_vec(),
+            });
+        };
+        let Some(secret) = self.secret.clone().filter(|_| !self.state().is_terminal()) else {
+            refuse(self, wire::RefuseReason::UnknownSession);
+            return;
+        };
+        if !standby.verify_standby(&secret) {
+            refuse(self, wire::RefuseReason::BadAuthenticator);
+            return;
+        }
+        if standby.epoch < self.next_epoch() {
+            refuse(self, wire::RefuseReason::StaleEpoch);
+            return;
+        }
+        if self.cfg.role != Role::Target
+            || self.state() != State::Established
+            || self.planned.is_some()
+            || self.closing.is_some()
+            || self.cfg.spec.shared_receive
+        {
+            refuse(self, wire::RefuseReason::Busy);
+            return;
+        }
+        // A newer standby replaces an older one (the initiator gave that
+        // one up).
+        self.drop_standby(false, now);
+        self.standby_high = standby.epoch;
+        self.standby = Some(Standby {
+            epoch: standby.epoch,
+            path: None,
+            up: None,
+        });
+        let reply = wire::Resumed::sign(
+            &secret,
+            self.cfg.id,
+            standby.epoch,
+            self.cfg.incarnation,
+            self.inbox.last_delivered(),
+        );
+        self.actions.push_back(Action::AcceptStandby {
+            epoch: standby.epoch,
+            request,
+            private_data: wire::AcceptData::Resumed(reply).to_vec(),
+        });
+        self.timers
+            .set(TimerKind::Standby, now + self.cfg.policy.connect_timeout);
+    }
+
+    /// A device left (or failed): a standby on it goes, and another is
+    /// tried at once on what remains.
+    pub(super) fn standby_device_lost(&mut self, id: &DeviceId, now: Timestamp) {
+        let on_it = self
+            .standby
+            .as_ref()
+            .and_then(|s| s.up.as_ref().map(|u| &u.0.id))
+            .is_some_and(|d| d == id);
+        if on_it {
+            self.drop_standby(false, now);
+            self.maybe_build_standby(now);
+        }
+    }
+
+    /// The current transport is lost (`cause`): switch to the standby if
+    /// one is up on another device. Returns whether it did; if it did not,
+    /// a standby still being made is torn down (the recovery that follows
+    /// builds the session anew).
+    pub(super) fn promote_standby(&mut self, cause: DownCause, now: Timestamp) -> bool {
+        let usable = self.state() == State::Established
+            && self.planned.is_none()
+            && self.standby.as_ref().is_some_and(|s| {
+                s.up.as_ref()
+                    .is_some_and(|(d, _)| self.current_device.as_ref().is_none_or(|c| c.id != d.id))
+            });
+        if !usable {
+            self.drop_standby(false, now);
+            return false;
+        }
+        let sb = self.standby.take().expect("checked");
+        let (device, local) = sb.up.expect("checked");
+        tracing::info!(session = %self.cfg.id, %cause, from = %self.epoch, to = %sb.epoch, device = %device.id, "transport lost: promoting the standby");
+        self.counters.losses += 1;
+        self.counters.failovers += 1;
+        self.loss_cause = Some(cause);
+        self.events.push_back(SessionEvent::DeviceLost { cause });
+        self.actions
+            .push_back(Action::TearDown { epoch: self.epoch });
+        if cause == DownCause::CmDeviceRemoval {
+            // As in an ordinary loss: the device is going away.
+            if let Some(gone) = self.current_device.as_ref().map(|d| d.id.clone()) {
+                self.devices.retain(|d| d.id != gone);
+            }
+        }
+        self.forget_transport();
+        self.timers.stop(TimerKind::Standby);
+        self.start_outage(now);
+        self.go(State::Recovering, Cause::TransportDown(cause), now);
+        self.attempt = 0;
+        self.refusals = 0;
+        if let Some(p) = sb.path {
+            self.path_index = p;
+        }
+        self.epoch = sb.epoch;
+        self.actions
+            .push_back(Action::Promote { epoch: self.epoch });
+        self.go(State::Reconnecting, Cause::Promote, now);
+        // The resync of a recovery, but the peer's delivered count comes
+        // in its Promote, not in a Resume or Resumed: the journal is
+        // resumed when it arrives (`on_promote`).
+        self.promoting = true;
+        self.timers.set(
+            TimerKind::ConnectTimeout,
+            now + self.cfg.policy.connect_timeout,
+        );
+        self.current_device = Some(device);
+        self.local_keys = local;
+        self.peer_keys.begin(self.epoch);
+        self.go(State::Resyncing, Cause::Accepted, now);
+        let (epoch, delivered) = (self.epoch, self.inbox.last_delivered());
+        self.send_control(|ack, out| {
+            wire::encode_body(
+                Seq(0),
+                ack,
+                &wire::MsgBody::Promote {
+                    epoch,
+                    last_delivered: delivered,
+                },
+                out,
+            )
+        });
+        self.advertise(now);
+        true
+    }
+
+    /// Something completed on the standby transport of `epoch` (a
+    /// driver that reads the standby's completion queue only to learn
+    /// this calls it before handing the completions on): nothing is sent
+    /// there until a promotion, so the peer promoted it. The standby is
+    /// promoted here too ([`Action::Promote`] follows the old transport's
+    /// [`Action::TearDown`]); its messages then go to
+    /// [`Session::handle_received`] with `epoch`. Nothing happens for an
+    /// epoch that is not an established standby's.
+    pub fn handle_standby_traffic(&mut self, epoch: Epoch, now: Timestamp) {
+        if epoch != self.epoch {
+            self.peer_promoted(epoch, now);
+        }
+    }
+
+    /// A message arrived on the standby of `epoch`: the peer promoted it.
+    /// Promote it here too (the current transport is given up). Returns
+    /// whether the message belongs to the (new) current epoch.
+    pub(super) fn peer_promoted(&mut self, epoch: Epoch, now: Timestamp) -> bool {
+        let up = self
+            .standby
+            .as_ref()
+            .is_some_and(|s| s.epoch == epoch && s.up.is_some());
+        up && self.promote_standby(DownCause::PeerFailover, now)
+    }
+
+    /// The peer's `Promote` on the promoted transport: replay from what it
+    /// delivered, as a resume does; the resync ends with its
+    /// advertisements.
+    pub(super) fn on_promote(&mut self, epoch: Epoch, last_delivered: Seq, now: Timestamp) {
+        if !self.promoting || epoch != self.epoch || self.state() != State::Resyncing {
+            return;
+        }
+        self.promoting = false;
+        let cs = self
+            .journal
+            .resume(last_delivered, self.cfg.policy.replay_atomics);
+        self.complete(cs);
+        self.replaying = self.journal.pending_replays() as u64;
+        self.peer_delivered = self.peer_delivered.max(last_delivered);
+        if self.peer_keys.is_complete() {
+            self.finish_resync(now);
+        }
+    }
+}

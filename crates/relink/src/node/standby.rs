@@ -1,0 +1,359 @@
+//! A session's standby transport (`Policy::standby`): built next to the
+//! current one on the core's `ConnectStandby` / `AcceptStandby`, driven
+//! through its CM events, watched for the peer's promotion (anything in
+//! its CQ), and swapped in as the current transport on the core's
+//! `Promote`. Its receives land in the session's second receive area
+//! (`SessionMemory::recv_alt`).
+
+use std::time::Duration;
+
+use relink_core::reason::{AttemptFailure, CmCall, ProviderFailure, TransportObject};
+use relink_core::session::{Path, RequestToken};
+use relink_core::state::DownCause;
+use relink_core::Epoch;
+use relink_fabric::{CmEventKind, CmId, ConnParams, CreateError, Timestamp};
+
+use super::actions::retire_transport;
+use super::cm::{CmOwner, Phase};
+use super::transport::Transport;
+use super::Node;
+
+impl Node {
+    /// The session's second receive area, allocated with its first
+    /// standby; `false` if it cannot be.
+    fn ensure_recv_alt(&mut self, key: u64) -> bool {
+        let p = self.provider.clone();
+        let slot = self.sessions.get_mut(&key).expect("present");
+        if slot.memory.recv_alt.is_some() {
+            return true;
+        }
+        let len = slot.spec.recv_slots as usize * slot.spec.slot_size as usize;
+        match p.alloc_memory(len) {
+            Ok(m) => {
+                slot.memory.recv_alt = Some(m);
+                true
+            }
+            Err(e) => {
+                tracing::warn!("no memory for a standby's receive slots: {e}");
+                false
+            }
+        }
+    }
+
+    /// A new standby transport of `epoch` for session `key`, replacing
+    /// one it had; its receives take the receive area the current
+    /// transport does not use.
+    fn new_standby(&mut self, key: u64, epoch: Epoch, cm: CmId) {
+        let p = self.provider.clone();
+        let slot = self.sessions.get_mut(&key).expect("present");
+        if let Some(old) = slot.standby.take() {
+            retire_transport(&*p, old, &mut self.cm, &mut self.cq_owner);
+        }
+        let mut t = Transport::new(epoch, Some(cm), slot.spec.send_slots);
+        t.recv_alt = !slot.transport.as_ref().is_some_and(|c| c.recv_alt);
+        slot.standby = Some(t);
+        slot.standby_ready = false;
+    }
+
+    /// The core's `ConnectStandby`: resolve `path`; the rest follows its
+    /// CM events ([`Node::on_standby_cm`]).
+    pub(super) fn connect_standby(
+        &mut self,
+        key: u64,
+        epoch: Epoch,
+        path: Path,
+        private_data: Vec<u8>,
+    ) {
+        let p = self.provider.clone();
+        let now = p.now();
+        if !self.ensure_recv_alt(key) {
+            let why = no_recv_area();
+            let slot = self.sessions.get_mut(&key).expect("present");
+            slot.core.handle_attempt_failed(epoch, why, now);
+            return;
+        }
+        let id = match p.cm_create_id() {
+            Ok(id) => id,
+            Err(error) => {
+                let why = ProviderFailure::Cm {
+                    call: CmCall::CreateId,
+                    error,
+                };
+                let slot = self.sessions.get_mut(&key).expect("present");
+                slot.core.handle_attempt_failed(epoch, why.into(), now);
+                return;
+            }
+        };
+        self.new_standby(key, epoch, id);
+        let slot = self.sessions.get_mut(&key).expect("present");
+        slot.standby_connect = (private_data, Some(path));
+        let timeout = slot.opts.policy.connect_timeout;
+        match p.cm_resolve_addr(id, path.local, path.peer, timeout) {
+            Ok(()) => {
+                self.cm.insert(
+                    id,
+                    CmOwner::Session {
+                        key,
+                        epoch,
+                        phase: Phase::Resolving,
+                    },
+                );
+            }
+            Err(error) => {
+                let why = ProviderFailure::Cm {
+                    call: CmCall::ResolveAddr,
+                    error,
+                };
+                slot.core.handle_attempt_failed(epoch, why.into(), now);
+            }
+        }
+    }
+
+    /// The core's `AcceptStandby`: build the standby on the request's
+    /// device and accept it.
+    pub(super) fn accept_standby(
+        &mut self,
+        key: u64,
+        epoch: Epoch,
+        request: RequestToken,
+        private_data: &[u8],
+    ) {
+        let p = self.provider.clone();
+        let now = p.now();
+        let Some(req) = self.pending.remove(&request.0) else {
+            return;
+        };
+        self.cm.insert(
+            req.cm,
+            CmOwner::Session {
+                key,
+                epoch,
+                phase: Phase::Accepting,
+            },
+        );
+        if !self.ensure_recv_alt(key) {
+            let _ = p.cm_reject(req.cm, &[]);
+            self.cm.remove(&req.cm);
+            let _ = p.cm_destroy_id(req.cm);
+            let slot = self.sessions.get_mut(&key).expect("present");
+            slot.core.handle_attempt_failed(epoch, no_recv_area(), now);
+            return;
+        }
+        self.new_standby(key, epoch, req.cm);
+        let slot = self.sessions.get_mut(&key).expect("present");
+        let t = slot.standby.as_mut().expect("just made");
+        let device = p
+            .cm_device(req.cm)
+            .and_then(|d| p.devices().into_iter().find(|x| x.id == d));
+        let built = match device {
+            Some(d) => t.build(&p, d, &slot.spec, &slot.memory, slot.shared.as_ref()),
+            None => Err(AttemptFailure::DeviceLost),
+        };
+        let accepted = built.and_then(|()| {
+            p.cm_accept(req.cm, t.qp.expect("built"), private_data)
+                .map_err(|error| {
+                    ProviderFailure::Cm {
+                        call: CmCall::Accept,
+                        error,
+                    }
+                    .into()
+                })
+        });
+        if let Err(e) = accepted {
+            tracing::warn!("standby accept failed: {e}");
+            slot.core.handle_attempt_failed(epoch, e, now);
+        }
+    }
+
+    /// The core's `Promote`: the standby of `epoch` becomes the current
+    /// transport. What it received already waits in its CQ, read in the
+    /// next poll round.
+    pub(super) fn promote_standby(&mut self, key: u64, epoch: Epoch) {
+        let p = self.provider.clone();
+        let slot = self.sessions.get_mut(&key).expect("present");
+        let Some(t) = slot.standby.take_if(|t| t.epoch == epoch) else {
+            return;
+        };
+        if let Some(old) = slot.transport.take() {
+            retire_transport(&*p, old, &mut self.cm, &mut self.cq_owner);
+        }
+        slot.transport = Some(t);
+        if let Some(path) = slot.standby_connect.1.take() {
+            slot.path = Some(path);
+        }
+        slot.standby_ready = false;
+        self.dirty.insert(key);
+    }
+
+    /// Before a poll round reads session `key`'s CQ, when its standby's CQ
+    /// signalled (`standby_ready`): if it holds completions, the peer promoted the standby. The
+    /// core is told (it promotes the standby here too) and the node
+    /// performs that; the completions are left in the node's buffer for
+    /// the round, which reads them as the current transport's. Returns
+    /// whether it did.
+    pub(super) fn standby_promoted_by_peer(&mut self, key: u64) -> bool {
+        let p = self.provider.clone();
+        let Some(slot) = self.sessions.get_mut(&key) else {
+            return false;
+        };
+        if !std::mem::take(&mut slot.standby_ready) {
+            return false;
+        }
+        let Some((cq, epoch)) = slot
+            .standby
+            .as_ref()
+            .filter(|t| t.connected)
+            .and_then(|t| Some((t.cq?, t.epoch)))
+        else {
+            return false;
+        };
+        self.wcs.clear();
+        if p.poll_cq(cq, 64, &mut self.wcs).unwrap_or(0) == 0 {
+            let _ = p.req_notify_cq(cq, false);
+            if p.poll_cq(cq, 64, &mut self.wcs).unwrap_or(0) == 0 {
+                return false;
+            }
+        }
+        tracing::debug!(session = %slot.core.id(), %epoch, "traffic on the standby: the peer promoted it");
+        slot.core.handle_standby_traffic(epoch, p.now());
+        let wcs = std::mem::take(&mut self.wcs);
+        self.run_actions(key);
+        self.wcs = wcs;
+        self.sessions
+            .get(&key)
+            .and_then(|s| s.transport.as_ref())
+            .is_some_and(|t| t.epoch == epoch)
+    }
+
+    /// Whether `cq` is session `key`'s standby's: then it is looked at in
+    /// the next round.
+    pub(super) fn note_standby_cq(&mut self, key: u64, cq: relink_fabric::CqId) {
+        if let Some(slot) = self.sessions.get_mut(&key) {
+            if slot.standby.as_ref().and_then(|t| t.cq) == Some(cq) {
+                slot.standby_ready = true;
+            }
+        }
+    }
+
+    /// Whether CM id `id` of epoch `epoch` is session `key`'s standby's.
+    pub(super) fn is_standby_cm(&self, key: u64, epoch: Epoch, id: CmId) -> bool {
+        self.sessions.get(&key).is_some_and(|s| {
+            s.standby
+                .as_ref()
+                .is_some_and(|t| t.epoch == epoch && t.cm == Some(id))
+        })
+    }
+
+    /// A CM event of session `key`'s standby: advance its connection, or
+    /// tell the core it failed or went down (which tears down only the
+    /// standby).
+    pub(super) fn on_standby_cm(
+        &mut self,
+        key: u64,
+        epoch: Epoch,
+        phase: Phase,
+        id: CmId,
+        kind: CmEventKind,
+        now: Timestamp,
+    ) {
+        let p = self.provider.clone();
+        let Some(slot) = self.sessions.get_mut(&key) else {
+            return;
+        };
+        let set = |node: &mut Node, phase| {
+            node.cm.insert(id, CmOwner::Session { key, epoch, phase });
+        };
+        let cm_failed = |call, error| AttemptFailure::Provider(ProviderFailure::Cm { call, error });
+        match (phase, kind) {
+            (Phase::Resolving, CmEventKind::AddrResolved) => {
+                if let Err(e) = p.cm_resolve_route(id, Duration::from_secs(2)) {
+                    slot.core
+                        .handle_attempt_failed(epoch, cm_failed(CmCall::ResolveRoute, e), now);
+                } else {
+                    set(self, Phase::Routing);
+                }
+            }
+            (Phase::Routing, CmEventKind::RouteResolved) => {
+                let device = p
+                    .cm_device(id)
+                    .and_then(|d| p.devices().into_iter().find(|x| x.id == d));
+                let t = slot.standby.as_mut().expect("checked");
+                let built = match device {
+                    Some(d) => t.build(&p, d, &slot.spec, &slot.memory, slot.shared.as_ref()),
+                    None => Err(AttemptFailure::DeviceLost),
+                };
+                let connected = built.and_then(|()| {
+                    let qp = t.qp.expect("built");
+                    p.cm_connect(id, qp, ConnParams::default(), &slot.standby_connect.0)
+                        .map_err(|e| cm_failed(CmCall::Connect, e))
+                });
+                match connected {
+                    Ok(()) => set(self, Phase::Connecting),
+                    Err(e) => slot.core.handle_attempt_failed(epoch, e, now),
+                }
+            }
+            (
+                phase @ (Phase::Connecting | Phase::Accepting),
+                CmEventKind::Established { private_data },
+            ) => {
+                let t = slot.standby.as_mut().expect("checked");
+                t.connected = true;
+                let device = t.device.clone().expect("built");
+                if let Err(e) = t.bind_windows(&*p) {
+                    slot.core.handle_attempt_failed(epoch, e, now);
+                } else {
+                    let keys = t.local_keys();
+                    if phase == Phase::Connecting {
+                        slot.core
+                            .handle_connected(epoch, device, &private_data, keys, now);
+                    } else {
+                        slot.core.handle_accepted(epoch, device, keys, now);
+                    }
+                    // Look at its CQ once (arming it): the peer may have
+                    // promoted it already.
+                    slot.standby_ready = true;
+                    self.dirty.insert(key);
+                    set(self, Phase::Up);
+                }
+            }
+            (_, CmEventKind::Rejected { private_data, .. }) => {
+                slot.core.handle_rejected(epoch, &private_data, now);
+            }
+            (Phase::Up, CmEventKind::Disconnected) => {
+                slot.core
+                    .handle_transport_down(epoch, DownCause::CmDisconnected, now);
+            }
+            (Phase::Up, CmEventKind::DeviceRemoval) => {
+                slot.core
+                    .handle_transport_down(epoch, DownCause::CmDeviceRemoval, now);
+            }
+            (Phase::Up, CmEventKind::AddrChange) => {
+                slot.core
+                    .handle_transport_down(epoch, DownCause::AddrChange, now);
+            }
+            (
+                Phase::Resolving | Phase::Routing | Phase::Connecting | Phase::Accepting,
+                CmEventKind::AddrError
+                | CmEventKind::RouteError
+                | CmEventKind::Unreachable
+                | CmEventKind::ConnectError
+                | CmEventKind::DeviceRemoval
+                | CmEventKind::Disconnected,
+            ) => {
+                slot.core
+                    .handle_attempt_failed(epoch, AttemptFailure::Disconnected, now);
+            }
+            (phase, kind) => tracing::debug!(?id, ?phase, ?kind, "standby CM event ignored"),
+        }
+        self.run_actions(key);
+    }
+}
+
+/// The standby's receive area could not be allocated.
+fn no_recv_area() -> AttemptFailure {
+    ProviderFailure::Create {
+        object: TransportObject::RecvSlots,
+        error: CreateError::Exhausted("memory for a standby's receive slots"),
+    }
+    .into()
+}

@@ -1,0 +1,453 @@
+//! The hot standby (`Policy::standby`) as an application relies on it: a
+//! session with two paths keeps a second connection up on the other
+//! device pair; when the current device is lost under traffic — at the
+//! initiator or at the target — the session continues on the standby with
+//! no connection attempt, each message delivered exactly once and in
+//! order, every operation completed once; a new standby comes up when a
+//! device allows; losing the standby's device leaves the session alone;
+//! closing a session with a standby up frees everything.
+
+use std::time::Duration;
+
+use relink::{
+    Access, BufferToken, Counters, LocalRange, OpId, Outcome, Path, Policy, RegionId,
+    RegionOptions, SessionEvent, SessionHandle, SessionOptions, State,
+};
+use relink_sim::sim::{Sim, INITIATOR, TARGET};
+use relink_soft::Fault;
+
+const PORT: u16 = 7471;
+const LOCAL: RegionId = RegionId(1);
+const COUNTERS: RegionId = RegionId(2);
+
+fn initiator_opts(standby: bool) -> SessionOptions {
+    SessionOptions::builder()
+        .policy(Policy::builder().standby(standby).build().expect("policy"))
+        .region(RegionOptions::new(LOCAL, 4096, Access::LOCAL_WRITE))
+        .build()
+        .expect("valid options")
+}
+
+fn target_opts() -> SessionOptions {
+    SessionOptions::builder()
+        .region(
+            RegionOptions::new(COUNTERS, 64, Access::LOCAL_WRITE | Access::REMOTE_ATOMIC)
+                .advertise(true),
+        )
+        .build()
+        .expect("valid options")
+}
+
+/// Two device pairs (`soft0`: 10.0.0.0/24, `soft1`: 10.0.1.0/24) and a
+/// session with a path through each, established on the first; with
+/// `standby`, its standby is up on the second at both ends.
+struct Rig {
+    sim: Sim,
+    ini: SessionHandle,
+    tgt: SessionHandle,
+    /// Every event so far, per end.
+    ini_events: Vec<SessionEvent>,
+    tgt_events: Vec<SessionEvent>,
+}
+
+impl Rig {
+    fn new(seed: u64, standby: bool) -> Rig {
+        let mut sim = Sim::new(seed);
+        let ih = sim.host(INITIATOR).index();
+        let th = sim.host(TARGET).index();
+        sim.fabric()
+            .add_device_with(ih, "soft1", vec!["10.0.1.1/24".parse().unwrap()], None);
+        sim.fabric()
+            .add_device_with(th, "soft1", vec!["10.0.1.2/24".parse().unwrap()], None);
+        sim.node(TARGET)
+            .listen("0.0.0.0:7471".parse().unwrap(), target_opts())
+            .expect("listen");
+        let paths = vec![
+            Path {
+                local: None,
+                peer: sim.target_addr(PORT),
+            },
+            Path {
+                local: None,
+                peer: "10.0.1.2:7471".parse().unwrap(),
+            },
+        ];
+        let ini = sim
+            .node(INITIATOR)
+            .connect(paths, initiator_opts(standby))
+            .expect("connect");
+        sim.run_for(Duration::from_millis(5));
+        assert_eq!(sim.node(INITIATOR).state(ini), Some(State::Established));
+        let tgt = sim.node(TARGET).accept().expect("accepted").session;
+        let mut rig = Rig {
+            sim,
+            ini,
+            tgt,
+            ini_events: Vec::new(),
+            tgt_events: Vec::new(),
+        };
+        rig.take_events();
+        rig
+    }
+
+    fn take_events(&mut self) {
+        while let Some(e) = self.sim.node(INITIATOR).poll_event(self.ini) {
+            self.ini_events.push(e);
+        }
+        while let Some(e) = self.sim.node(TARGET).poll_event(self.tgt) {
+            self.tgt_events.push(e);
+        }
+    }
+
+    fn counters(&mut self, host: usize) -> Counters {
+        let h = if host == INITIATOR {
+            self.ini
+        } else {
+            self.tgt
+        };
+        self.sim.node(host).counters(h).expect("a session")
+    }
+
+    fn device(&mut self, host: usize) -> String {
+        let h = if host == INITIATOR {
+            self.ini
+        } else {
+            self.tgt
+        };
+        self.sim.node(host).device(h).expect("connected").name
+    }
+
+    /// How many standbys came up so far at each end (their events).
+    fn standbys_up(&self) -> (usize, usize) {
+        let n = |ev: &[SessionEvent]| {
+            ev.iter()
+                .filter(|e| matches!(e, SessionEvent::StandbyUp { .. }))
+                .count()
+        };
+        (n(&self.ini_events), n(&self.tgt_events))
+    }
+
+    /// The device of the last standby that came up at `host`.
+    fn last_standby_device(&self, host: usize) -> Option<String> {
+        let ev = if host == INITIATOR {
+            &self.ini_events
+        } else {
+            &self.tgt_events
+        };
+        ev.iter().rev().find_map(|e| match e {
+            SessionEvent::StandbyUp { device } => Some(device.name.clone()),
+            _ => None,
+        })
+    }
+
+    /// Messages numbered `range` and a FETCH_ADD after every fourth.
+    fn traffic(&mut self, range: std::ops::Range<u32>) -> (Vec<OpId>, Vec<OpId>) {
+        let (mut msgs, mut atomics) = (Vec::new(), Vec::new());
+        for i in range {
+            let node = self.sim.node(INITIATOR);
+            msgs.push(node.send(self.ini, &i.to_be_bytes()).expect("send"));
+            if i % 4 == 3 {
+                let local = LocalRange {
+                    region: LOCAL,
+                    offset: u64::from(i % 64) * 8,
+                    len: 8,
+                };
+                let remote = BufferToken {
+                    region: COUNTERS,
+                    offset: 0,
+                };
+                atomics.push(
+                    node.fetch_add(self.ini, local, remote, 1)
+                        .expect("fetch_add"),
+                );
+            }
+        }
+        (msgs, atomics)
+    }
+
+    /// Run until every op in `ops` completed; each one's outcome.
+    fn complete(&mut self, ops: usize) -> Vec<(OpId, Outcome)> {
+        let mut done = Vec::new();
+        let ini = self.ini;
+        let all = self.sim.run_until_cond(Duration::from_millis(200), |sim| {
+            while let Some(c) = sim.node(INITIATOR).poll_completion(ini) {
+                done.push((c.op, c.outcome));
+            }
+            done.len() >= ops
+        });
+        assert!(all, "{} of {ops} operations completed", done.len());
+        done
+    }
+
+    fn delivered(&mut self) -> Vec<u32> {
+        let mut out = Vec::new();
+        while let Some((_, m)) = self.sim.node(TARGET).poll_delivery(self.tgt) {
+            out.push(u32::from_be_bytes(m.try_into().expect("4 bytes")));
+        }
+        out
+    }
+
+    /// Remove `host`'s device `name` under traffic of 200 messages (and
+    /// 50 FETCH_ADDs): every message completes once, successfully, and is
+    /// delivered once, in order; every FETCH_ADD completes once
+    /// (successfully, or `Indeterminate` if it was unconfirmed at the
+    /// loss, as after any recovery).
+    fn lose_device_under_traffic(&mut self, host: usize, name: &str) {
+        let (msgs, atomics) = self.traffic(0..200);
+        // Some in flight, some waiting.
+        self.sim.run_for(Duration::from_micros(20));
+        let h = self.sim.host(host).index();
+        self.sim.fabric().inject(Fault::Remove(h, name.into()));
+        let done = self.complete(msgs.len() + atomics.len());
+        let mut ids: Vec<OpId> = done.iter().map(|(op, _)| *op).collect();
+        ids.sort();
+        ids.dedup();
+        assert_eq!(ids.len(), done.len(), "each operation completes once");
+        for (op, outcome) in &done {
+            if msgs.contains(op) {
+                assert!(
+                    matches!(outcome, Outcome::Success { .. }),
+                    "{op:?}: {outcome:?}"
+                );
+            } else {
+                assert!(
+                    matches!(
+                        outcome,
+                        Outcome::Success { .. } | Outcome::Indeterminate { .. }
+                    ),
+                    "{op:?}: {outcome:?}"
+                );
+            }
+        }
+        self.sim.run_for(Duration::from_millis(1));
+        assert_eq!(self.delivered(), (0..200).collect::<Vec<u32>>());
+        self.take_events();
+    }
+}
+
+#[test]
+fn the_standby_takes_over_an_initiator_side_loss_with_no_attempt() {
+    let mut rig = Rig::new(41, true);
+    assert_eq!(rig.standbys_up(), (1, 1), "a standby at each end");
+    assert_eq!(rig.last_standby_device(INITIATOR).as_deref(), Some("soft1"));
+    assert_eq!(rig.device(INITIATOR), "soft0");
+    let attempts = rig.counters(INITIATOR).attempts;
+    let before = rig.ini_events.len();
+    rig.lose_device_under_traffic(INITIATOR, "soft0");
+    assert_eq!(rig.device(INITIATOR), "soft1");
+    assert_eq!(rig.device(TARGET), "soft1");
+    let c = rig.counters(INITIATOR);
+    assert_eq!(c.attempts, attempts, "no connection attempt in the stall");
+    assert_eq!((c.losses, c.failovers, c.resumes), (1, 1, 1));
+    assert_eq!(rig.counters(TARGET).failovers, 1);
+    let after = &rig.ini_events[before..];
+    assert!(after
+        .iter()
+        .any(|e| matches!(e, SessionEvent::DeviceLost { .. })));
+    assert!(after
+        .iter()
+        .any(|e| matches!(e, SessionEvent::Resumed { device: Some(d), .. } if d.name == "soft1")));
+    assert!(
+        !after
+            .iter()
+            .any(|e| matches!(e, SessionEvent::Recovering { .. })),
+        "{after:?}"
+    );
+}
+
+#[test]
+fn a_new_standby_comes_up_when_the_device_returns() {
+    let mut rig = Rig::new(42, true);
+    rig.lose_device_under_traffic(INITIATOR, "soft0");
+    // The only other device is gone: no standby for now.
+    assert_eq!(rig.standbys_up(), (1, 1));
+    let ih = rig.sim.host(INITIATOR).index();
+    rig.sim.fabric().inject(Fault::Readd(ih, "soft0".into()));
+    rig.sim.run_for(Duration::from_millis(5));
+    rig.take_events();
+    assert_eq!(rig.standbys_up(), (2, 2));
+    assert_eq!(rig.last_standby_device(INITIATOR).as_deref(), Some("soft0"));
+    assert_eq!(rig.counters(INITIATOR).standbys, 2);
+    // And it takes over in turn.
+    rig.lose_device_under_traffic(INITIATOR, "soft1");
+    assert_eq!(rig.device(INITIATOR), "soft0");
+    let c = rig.counters(INITIATOR);
+    assert_eq!((c.losses, c.failovers, c.attempts), (2, 2, 1));
+}
+
+#[test]
+fn losing_the_standby_device_leaves_the_session_alone() {
+    let mut rig = Rig::new(43, true);
+    let ih = rig.sim.host(INITIATOR).index();
+    rig.sim.fabric().inject(Fault::Remove(ih, "soft1".into()));
+    let (msgs, atomics) = rig.traffic(0..100);
+    let done = rig.complete(msgs.len() + atomics.len());
+    assert!(done
+        .iter()
+        .all(|(_, o)| *o == Outcome::Success { replayed: false }));
+    rig.take_events();
+    assert!(rig.ini_events.contains(&SessionEvent::StandbyLost));
+    assert!(!rig
+        .ini_events
+        .iter()
+        .any(|e| matches!(e, SessionEvent::DeviceLost { .. })));
+    assert_eq!(
+        rig.sim.node(INITIATOR).state(rig.ini),
+        Some(State::Established)
+    );
+    assert_eq!(rig.device(INITIATOR), "soft0");
+    let c = rig.counters(INITIATOR);
+    assert_eq!((c.losses, c.failovers, c.attempts), (0, 0, 1));
+    rig.sim.run_for(Duration::from_millis(1));
+    assert_eq!(rig.delivered(), (0..100).collect::<Vec<u32>>());
+    // The target's half of the standby goes too; a new one comes with
+    // the device.
+    rig.take_events();
+    assert!(rig.tgt_events.contains(&SessionEvent::StandbyLost));
+    rig.sim.fabric().inject(Fault::Readd(ih, "soft1".into()));
+    rig.sim.run_for(Duration::from_millis(5));
+    rig.take_events();
+    assert_eq!(rig.standbys_up(), (2, 2));
+}
+
+#[test]
+fn a_target_side_loss_promotes_the_standby_too() {
+    let mut rig = Rig::new(44, true);
+    let attempts = rig.counters(INITIATOR).attempts;
+    rig.lose_device_under_traffic(TARGET, "soft0");
+    assert_eq!(rig.device(TARGET), "soft1");
+    assert_eq!(rig.device(INITIATOR), "soft1");
+    assert_eq!(rig.counters(INITIATOR).attempts, attempts);
+    assert_eq!(rig.counters(TARGET).failovers, 1);
+    assert_eq!(rig.counters(INITIATOR).failovers, 1);
+}
+
+#[test]
+fn without_the_knob_a_loss_reconnects() {
+    let mut rig = Rig::new(45, false);
+    assert_eq!(rig.standbys_up(), (0, 0));
+    let attempts = rig.counters(INITIATOR).attempts;
+    rig.lose_device_under_traffic(INITIATOR, "soft0");
+    let c = rig.counters(INITIATOR);
+    assert_eq!(c.failovers, 0);
+    assert!(c.attempts > attempts);
+}
+
+/// Open a session (with or without a standby), run traffic, close it and
+/// drain both ends: the nodes' footprints and the provider objects left
+/// on both hosts.
+fn closed(standby: bool) -> (relink::Footprint, relink::Footprint, usize) {
+    let mut rig = Rig::new(46, standby);
+    assert_eq!(rig.standbys_up(), if standby { (1, 1) } else { (0, 0) });
+    let (msgs, atomics) = rig.traffic(0..20);
+    rig.complete(msgs.len() + atomics.len());
+    rig.sim.node(INITIATOR).close(rig.ini).expect("close");
+    let (ini, tgt) = (rig.ini, rig.tgt);
+    let closed = rig.sim.run_until_cond(Duration::from_millis(50), |sim| {
+        sim.node(TARGET).state(tgt) == Some(State::Closed)
+    });
+    assert!(closed);
+    while rig.sim.node(INITIATOR).poll_event(ini).is_some() {}
+    while rig.sim.node(TARGET).poll_event(tgt).is_some() {}
+    while rig.sim.node(TARGET).poll_delivery(tgt).is_some() {}
+    rig.sim.run_for(Duration::from_millis(5));
+    rig.sim.settle();
+    (
+        rig.sim.node(INITIATOR).footprint(),
+        rig.sim.node(TARGET).footprint(),
+        rig.sim.live_objects(),
+    )
+}
+
+#[test]
+fn closing_with_a_standby_up_frees_everything() {
+    let with = closed(true);
+    assert_eq!((with.0.sessions, with.0.cqs, with.0.cm_ids), (0, 0, 0));
+    assert_eq!((with.1.sessions, with.1.cqs), (0, 0));
+    // Nothing more left than by the same session without a standby: the
+    // target's listener, the devices.
+    assert_eq!(with, closed(false));
+}
+
+#[test]
+fn a_silent_target_side_loss_promotes_the_standby() {
+    // The target's device dies without telling the initiator: the
+    // target's node sees its device go, promotes, and its Promote on the
+    // standby moves the initiator too.
+    let mut rig = Rig::new(47, true);
+    let attempts = rig.counters(INITIATOR).attempts;
+    let (msgs, atomics) = rig.traffic(0..100);
+    rig.sim.run_for(Duration::from_micros(20));
+    let th = rig.sim.host(TARGET).index();
+    rig.sim
+        .fabric()
+        .inject(Fault::SilentRemove(th, "soft0".into()));
+    let done = rig.complete(msgs.len() + atomics.len());
+    assert!(done
+        .iter()
+        .filter(|(op, _)| msgs.contains(op))
+        .all(|(_, o)| matches!(o, Outcome::Success { .. })));
+    rig.sim.run_for(Duration::from_millis(1));
+    assert_eq!(rig.delivered(), (0..100).collect::<Vec<u32>>());
+    assert_eq!(rig.device(INITIATOR), "soft1");
+    let c = rig.counters(INITIATOR);
+    assert_eq!((c.failovers, c.attempts), (1, attempts));
+    rig.take_events();
+    assert!(rig.ini_events.iter().any(|e| matches!(
+        e,
+        SessionEvent::DeviceLost {
+            cause: relink::DownCause::PeerFailover
+        }
+    )));
+}
+
+#[test]
+fn a_drain_tears_the_standby_down_and_a_new_one_follows() {
+    let mut rig = Rig::new(48, true);
+    let old = rig.sim.node(INITIATOR).device(rig.ini).expect("connected");
+    let report = rig.sim.node(INITIATOR).drain(&old);
+    assert_eq!(report.moving, vec![rig.ini]);
+    let (msgs, atomics) = rig.traffic(0..40);
+    let done = rig.complete(msgs.len() + atomics.len());
+    assert!(done
+        .iter()
+        .all(|(_, o)| *o == Outcome::Success { replayed: false }));
+    rig.sim.run_for(Duration::from_millis(1));
+    rig.take_events();
+    assert_eq!(rig.device(INITIATOR), "soft1");
+    assert!(rig.ini_events.contains(&SessionEvent::StandbyLost));
+    assert_eq!(rig.counters(INITIATOR).planned, 1);
+    // The drained device carries nothing, not even a standby: none until
+    // it is undrained.
+    assert_eq!(rig.standbys_up(), (1, 1));
+    rig.sim.node(INITIATOR).undrain(&old);
+    rig.sim.run_for(Duration::from_millis(5));
+    rig.take_events();
+    assert_eq!(rig.standbys_up().0, 2);
+    assert_eq!(rig.last_standby_device(INITIATOR).as_deref(), Some("soft0"));
+    assert_eq!(rig.delivered(), (0..40).collect::<Vec<u32>>());
+}
+
+#[test]
+fn a_suspended_session_has_no_standby_until_it_resumes() {
+    let mut rig = Rig::new(49, true);
+    rig.sim.node(INITIATOR).suspend(rig.ini).expect("suspend");
+    rig.sim.run_for(Duration::from_millis(5));
+    assert_eq!(
+        rig.sim.node(INITIATOR).state(rig.ini),
+        Some(State::Suspended)
+    );
+    rig.take_events();
+    assert!(rig.ini_events.contains(&SessionEvent::StandbyLost));
+    assert!(rig.tgt_events.contains(&SessionEvent::StandbyLost));
+    rig.sim.node(INITIATOR).resume(rig.ini).expect("resume");
+    rig.sim.run_for(Duration::from_millis(5));
+    assert_eq!(
+        rig.sim.node(INITIATOR).state(rig.ini),
+        Some(State::Established)
+    );
+    rig.take_events();
+    assert_eq!(rig.standbys_up(), (2, 2));
+    rig.lose_device_under_traffic(INITIATOR, "soft0");
+    assert_eq!(rig.counters(INITIATOR).failovers, 1);
+}
