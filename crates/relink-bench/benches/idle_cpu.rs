@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 use relink::{Node, Path, SessionOptions, State};
 use relink_bench::loops::{process_cpu_time, thread_cpu_times, ThreadCpu};
 use relink_bench::quick_from_env;
-use relink_bench::report::{target_dir, text_table, write_json_in, Machine};
+use relink_bench::report::{text_table, write_report_or_exit, Machine};
 use relink_sim::{TcpHosts, INITIATOR, TARGET};
 use serde::Serialize;
 
@@ -326,11 +326,5 @@ fn main() {
         phases,
         ratio,
     };
-    match write_json_in(&target_dir().join("relink-bench"), report.bench, &report) {
-        Ok(path) => println!("wrote {}", path.display()),
-        Err(e) => {
-            eprintln!("idle_cpu: cannot write the JSON report: {e}");
-            std::process::exit(1);
-        }
-    }
+    write_report_or_exit(report.bench, &report);
 }

@@ -23,7 +23,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use relink_bench::peer_outage::{run, OutageSeries};
-use relink_bench::report::{target_dir, text_table, write_json_in, Machine};
+use relink_bench::report::{text_table, write_report_or_exit, Machine};
 use relink_bench::scale::tcp;
 use relink_bench::{quick_from_env, selected};
 use relink_core::policy::Policy;
@@ -161,11 +161,5 @@ fn main() {
         machine: Machine::current(),
         series,
     };
-    match write_json_in(&target_dir().join("relink-bench"), report.bench, &report) {
-        Ok(path) => println!("wrote {}", path.display()),
-        Err(e) => {
-            eprintln!("peer_outage: cannot write the JSON report: {e}");
-            std::process::exit(1);
-        }
-    }
+    write_report_or_exit(report.bench, &report);
 }

@@ -15,7 +15,7 @@
 //! Prints a table and writes `target/relink-bench/relink_drain.json`.
 
 use relink_bench::drain::{DrainBench, Leave, LeaveSummary};
-use relink_bench::report::{target_dir, text_table, write_json_in, Machine};
+use relink_bench::report::{text_table, write_report_or_exit, Machine};
 use relink_bench::{quick_from_env, selected};
 use serde::Serialize;
 
@@ -111,8 +111,5 @@ fn main() {
         machine: Machine::current(),
         series,
     };
-    match write_json_in(&target_dir().join("relink-bench"), report.bench, &report) {
-        Ok(p) => eprintln!("wrote {}", p.display()),
-        Err(e) => eprintln!("relink_drain: cannot write the JSON report: {e}"),
-    }
+    write_report_or_exit(report.bench, &report);
 }

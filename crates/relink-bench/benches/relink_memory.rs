@@ -18,7 +18,7 @@
 use std::alloc::System;
 
 use relink_bench::memory::{journal_memory, HeapCounter, MemSample, OpShape};
-use relink_bench::report::{target_dir, text_table, write_json_in, Machine};
+use relink_bench::report::{text_table, write_report_or_exit, Machine};
 use relink_bench::session::Workload;
 use relink_bench::{quick_from_env, selected};
 use relink_bench::{
@@ -211,11 +211,5 @@ fn main() {
         samples,
         traffic: flows,
     };
-    match write_json_in(&target_dir().join("relink-bench"), report.bench, &report) {
-        Ok(path) => println!("wrote {}", path.display()),
-        Err(e) => {
-            eprintln!("relink_memory: cannot write the JSON report: {e}");
-            std::process::exit(1);
-        }
-    }
+    write_report_or_exit(report.bench, &report);
 }

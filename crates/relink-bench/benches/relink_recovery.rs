@@ -23,7 +23,7 @@
 use std::time::{Duration, Instant};
 
 use relink_bench::recovery::{scale, CycleSummary, Dist, FaultPlan, RecoveryBench, ScaleResult};
-use relink_bench::report::{target_dir, text_table, write_json_in, Machine};
+use relink_bench::report::{text_table, write_report_or_exit, Machine};
 use relink_bench::{quick_from_env, selected};
 use serde::Serialize;
 
@@ -201,11 +201,5 @@ fn main() {
         cycles: summaries,
         scale: results,
     };
-    match write_json_in(&target_dir().join("relink-bench"), report.bench, &report) {
-        Ok(path) => println!("wrote {}", path.display()),
-        Err(e) => {
-            eprintln!("relink_recovery: cannot write the JSON report: {e}");
-            std::process::exit(1);
-        }
-    }
+    write_report_or_exit(report.bench, &report);
 }

@@ -27,7 +27,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use relink_bench::memory::HeapCounter;
-use relink_bench::report::{target_dir, text_table, write_json_in, Machine};
+use relink_bench::report::{text_table, write_report_or_exit, Machine};
 use relink_bench::scale::{fabric_heap, in_process, tcp, ScaleRun};
 use relink_bench::{quick_from_env, selected};
 use serde::Serialize;
@@ -197,11 +197,5 @@ fn main() {
         machine: Machine::current(),
         runs,
     };
-    match write_json_in(&target_dir().join("relink-bench"), report.bench, &report) {
-        Ok(path) => println!("wrote {}", path.display()),
-        Err(e) => {
-            eprintln!("scale: cannot write the JSON report: {e}");
-            std::process::exit(1);
-        }
-    }
+    write_report_or_exit(report.bench, &report);
 }

@@ -28,7 +28,7 @@
 use std::time::{Duration, Instant};
 
 use relink::{
-    Access, BufferToken, LocalRange, Outcome, Path, Policy, RegionId, RegionOptions, SessionHandle,
+    Access, BufferToken, LocalRange, Outcome, Policy, RegionId, RegionOptions, SessionHandle,
     SessionOptions, State,
 };
 use relink_fabric::Timestamp;
@@ -155,12 +155,7 @@ impl DrainBench {
     pub fn new(seed: u64, how: Leave) -> DrainBench {
         let standby = how == Leave::StandbyFailover;
         let mut sim = Sim::new(seed);
-        let ih = sim.host(INITIATOR).index();
-        let th = sim.host(TARGET).index();
-        sim.fabric()
-            .add_device_with(ih, "soft1", vec!["10.0.1.1/24".parse().unwrap()], None);
-        sim.fabric()
-            .add_device_with(th, "soft1", vec!["10.0.1.2/24".parse().unwrap()], None);
+        let paths = sim.two_paths(PORT);
         let target_opts = SessionOptions::builder()
             .region(
                 RegionOptions::new(COUNTER, 64, Access::LOCAL_WRITE | Access::REMOTE_ATOMIC)
@@ -179,16 +174,6 @@ impl DrainBench {
                 target_opts,
             )
             .expect("listen");
-        let paths = vec![
-            Path {
-                local: None,
-                peer: sim.target_addr(PORT),
-            },
-            Path {
-                local: None,
-                peer: std::net::SocketAddr::from(([10, 0, 1, 2], PORT)),
-            },
-        ];
         let ini = sim
             .node(INITIATOR)
             .connect(paths, init_opts)

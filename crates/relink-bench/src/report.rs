@@ -281,6 +281,18 @@ impl Report {
     }
 }
 
+/// Writes `value` as `<target>/relink-bench/<name>.json` and prints
+/// where; a bench that cannot write its report says why and exits 1.
+pub fn write_report_or_exit(name: &str, value: &impl Serialize) {
+    match write_json_in(&target_dir().join("relink-bench"), name, value) {
+        Ok(path) => println!("wrote {}", path.display()),
+        Err(e) => {
+            eprintln!("{name}: cannot write the JSON report: {e}");
+            std::process::exit(1);
+        }
+    }
+}
+
 /// Write `value` as pretty-printed JSON to `<dir>/<name>.json`, creating
 /// `dir`, and return the path.
 pub fn write_json_in(dir: &Path, name: &str, value: &impl Serialize) -> std::io::Result<PathBuf> {

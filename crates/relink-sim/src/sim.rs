@@ -159,6 +159,35 @@ impl Sim {
         SocketAddr::new(self.addr(TARGET), port)
     }
 
+    /// Adds a second device pair, `soft1` on the initiator's host
+    /// (10.0.1.1/24) and on the target's (10.0.1.2/24), and returns the two
+    /// paths of a session with one path through each pair: the target's
+    /// `soft0` address, then its `soft1` address, both on `port`, neither
+    /// naming a local address (the route picks the device).
+    pub fn two_paths(&mut self, port: u16) -> Vec<Path> {
+        let ih = self.host(INITIATOR).index();
+        let th = self.host(TARGET).index();
+        let second: IpNet = "10.0.1.2/24".parse().expect("an address");
+        self.fabric().add_device_with(
+            ih,
+            "soft1",
+            vec!["10.0.1.1/24".parse().expect("an address")],
+            None,
+        );
+        self.fabric()
+            .add_device_with(th, "soft1", vec![second], None);
+        vec![
+            Path {
+                local: None,
+                peer: self.target_addr(port),
+            },
+            Path {
+                local: None,
+                peer: SocketAddr::new(second.addr, port),
+            },
+        ]
+    }
+
     /// The fabric's virtual time now.
     pub fn now(&self) -> Timestamp {
         self.fabric.now()

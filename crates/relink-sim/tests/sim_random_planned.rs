@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use relink::{Path, Policy, State};
+use relink::{Policy, State};
 use relink_sim::sim::{Sim, INITIATOR, TARGET};
 use relink_sim::workload::{options, Workload, WINDOW_A};
 use relink_soft::Fault;
@@ -26,12 +26,7 @@ const DEVICES: [&str; 2] = ["soft0", "soft1"];
 /// Two device pairs and a session with a path over each.
 fn world(seed: u64) -> Result<(Sim, Workload), String> {
     let mut sim = Sim::new(seed);
-    let ih = sim.host(INITIATOR).index();
-    let th = sim.host(TARGET).index();
-    sim.fabric()
-        .add_device_with(ih, "soft1", vec!["10.0.1.1/24".parse().unwrap()], None);
-    sim.fabric()
-        .add_device_with(th, "soft1", vec!["10.0.1.2/24".parse().unwrap()], None);
+    let paths = sim.two_paths(PORT);
     let policy = Policy::builder()
         .keepalive(Some(Duration::from_millis(20)))
         .build()
@@ -42,16 +37,6 @@ fn world(seed: u64) -> Result<(Sim, Workload), String> {
             options(TARGET, policy.clone()),
         )
         .map_err(|e| e.to_string())?;
-    let paths = vec![
-        Path {
-            local: None,
-            peer: sim.target_addr(PORT),
-        },
-        Path {
-            local: None,
-            peer: "10.0.1.2:7471".parse().unwrap(),
-        },
-    ];
     let s = sim
         .node(INITIATOR)
         .connect(paths, options(INITIATOR, policy))

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use relink::{DeviceMatch, OpError, Path, Policy, SessionEvent, State};
+use relink::{DeviceMatch, OpError, Policy, SessionEvent, State};
 use relink_sim::sim::{Sim, INITIATOR, TARGET};
 use relink_sim::workload::{options, Workload, WINDOW_A};
 use relink_soft::Fault;
@@ -404,14 +404,8 @@ fn a_stranger_peer_fails_queued_ops() {
 fn failover_to_a_second_device_and_back() {
     let mut sim = Sim::new(15);
     // A second device pair on another subnet.
+    let paths = sim.two_paths(PORT);
     let ih = sim.host(INITIATOR).index();
-    let th = sim.host(TARGET).index();
-    sim.fabric()
-        .add_device_with(ih, "soft1", vec!["10.0.1.1/24".parse().unwrap()], None);
-    sim.fabric()
-        .add_device_with(th, "soft1", vec!["10.0.1.2/24".parse().unwrap()], None);
-    let a0 = sim.target_addr(PORT);
-    let a1 = "10.0.1.2:7471".parse().unwrap();
     sim.node(TARGET)
         .listen(
             "0.0.0.0:7471".parse().unwrap(),
@@ -420,19 +414,7 @@ fn failover_to_a_second_device_and_back() {
         .unwrap();
     let s = sim
         .node(INITIATOR)
-        .connect(
-            vec![
-                Path {
-                    local: None,
-                    peer: a0,
-                },
-                Path {
-                    local: None,
-                    peer: a1,
-                },
-            ],
-            options(INITIATOR, Policy::default()),
-        )
+        .connect(paths, options(INITIATOR, Policy::default()))
         .unwrap();
     sim.run_for(Duration::from_millis(2));
     let mut w = Workload::new("A", 15, WINDOW_A, sim.node(INITIATOR), s, None);

@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use relink::{
-    Access, BufferToken, DeviceId, LocalRange, OpId, Outcome, Path, Plan, Policy, RegionId,
+    Access, BufferToken, DeviceId, LocalRange, OpId, Outcome, Plan, Policy, RegionId,
     RegionOptions, ResumeError, SessionEvent, SessionHandle, SessionOptions, State, SuspendError,
 };
 use relink_sim::sim::{Sim, INITIATOR, TARGET};
@@ -57,25 +57,10 @@ fn one_path(seed: u64, policy: Policy) -> (Sim, SessionHandle, SessionHandle) {
 /// `soft1` of each (10.0.1.0/24); it starts on the first.
 fn two_paths(seed: u64) -> (Sim, SessionHandle, SessionHandle) {
     let mut sim = Sim::new(seed);
-    let ih = sim.host(INITIATOR).index();
-    let th = sim.host(TARGET).index();
-    sim.fabric()
-        .add_device_with(ih, "soft1", vec!["10.0.1.1/24".parse().unwrap()], None);
-    sim.fabric()
-        .add_device_with(th, "soft1", vec!["10.0.1.2/24".parse().unwrap()], None);
+    let paths = sim.two_paths(PORT);
     sim.node(TARGET)
         .listen("0.0.0.0:7471".parse().unwrap(), target_opts())
         .expect("listen");
-    let paths = vec![
-        Path {
-            local: None,
-            peer: sim.target_addr(PORT),
-        },
-        Path {
-            local: None,
-            peer: "10.0.1.2:7471".parse().unwrap(),
-        },
-    ];
     let s = sim
         .node(INITIATOR)
         .connect(paths, initiator_opts(Policy::default()))

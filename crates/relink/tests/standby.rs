@@ -10,8 +10,8 @@
 use std::time::Duration;
 
 use relink::{
-    Access, BufferToken, Counters, LocalRange, OpId, Outcome, Path, Policy, RegionId,
-    RegionOptions, SessionEvent, SessionHandle, SessionOptions, State,
+    Access, BufferToken, Counters, LocalRange, OpId, Outcome, Policy, RegionId, RegionOptions,
+    SessionEvent, SessionHandle, SessionOptions, State,
 };
 use relink_sim::sim::{Sim, INITIATOR, TARGET};
 use relink_soft::Fault;
@@ -53,25 +53,10 @@ struct Rig {
 impl Rig {
     fn new(seed: u64, standby: bool) -> Rig {
         let mut sim = Sim::new(seed);
-        let ih = sim.host(INITIATOR).index();
-        let th = sim.host(TARGET).index();
-        sim.fabric()
-            .add_device_with(ih, "soft1", vec!["10.0.1.1/24".parse().unwrap()], None);
-        sim.fabric()
-            .add_device_with(th, "soft1", vec!["10.0.1.2/24".parse().unwrap()], None);
+        let paths = sim.two_paths(PORT);
         sim.node(TARGET)
             .listen("0.0.0.0:7471".parse().unwrap(), target_opts())
             .expect("listen");
-        let paths = vec![
-            Path {
-                local: None,
-                peer: sim.target_addr(PORT),
-            },
-            Path {
-                local: None,
-                peer: "10.0.1.2:7471".parse().unwrap(),
-            },
-        ];
         let ini = sim
             .node(INITIATOR)
             .connect(paths, initiator_opts(standby))

@@ -65,24 +65,14 @@ impl World {
         let mut sim = Sim::new(setup.seed);
         let file = volume_file();
         let volume = Volume::open(file.path(), setup.read_only).expect("volume");
-        let mut paths = vec![Path {
-            local: None,
-            peer: sim.target_addr(PORT),
-        }];
-        let listen = if setup.two_pairs {
-            let ih = sim.host(INITIATOR).index();
-            let th = sim.host(TARGET).index();
-            sim.fabric()
-                .add_device_with(ih, "soft1", vec!["10.0.1.1/24".parse().unwrap()], None);
-            sim.fabric()
-                .add_device_with(th, "soft1", vec!["10.0.1.2/24".parse().unwrap()], None);
-            paths.push(Path {
-                local: None,
-                peer: "10.0.1.2:7471".parse().unwrap(),
-            });
-            "0.0.0.0:7471".parse().unwrap()
+        let (paths, listen) = if setup.two_pairs {
+            (sim.two_paths(PORT), "0.0.0.0:7471".parse().unwrap())
         } else {
-            sim.target_addr(PORT)
+            let one = Path {
+                local: None,
+                peer: sim.target_addr(PORT),
+            };
+            (vec![one], sim.target_addr(PORT))
         };
         let tcfg = TargetConfig::default()
             .queue_depth(setup.target_qd)

@@ -226,12 +226,12 @@ pub struct Session {
     /// When the current attempt started (the request's connection time is
     /// measured from it).
     attempt_started: Option<Timestamp>,
-    /// The longest an attempt of this session took to connect (from its
-    /// start until the CM established it): what a probe's timeout is
-    /// scaled by. `None` until the first connection.
+    /// The longest connection time of this session's attempts (from an
+    /// attempt's start until the CM establishes it): what a probe's
+    /// timeout is scaled by. `None` until the first connection.
     slowest_connect: Option<Duration>,
-    /// The driver holds this session's probes: another session of the
-    /// node probes the same peer address ([`Session::hold_probes`]).
+    /// Set while another session of the node probes the same peer
+    /// address: this session makes no probe ([`Session::hold_probes`]).
     probe_held: bool,
     /// `fast_io_fail_tmo` passed in this outage: every operation submitted
     /// fails at once until the session is established again.

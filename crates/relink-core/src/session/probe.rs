@@ -54,14 +54,14 @@ impl Session {
         self.cfg.paths.get(self.path_index).map(|p| p.peer)
     }
 
-    /// The driver holds (`true`) this session's probes, because another
-    /// session probes the same peer address, or lets them go (`false`):
-    /// a held session makes no probe (a probe under way finishes); let go,
-    /// it makes its next attempt at once.
+    /// Holds (`true`) or releases (`false`) this session's probes: the
+    /// driver holds them while another session probes the same peer
+    /// address. A held session starts no probe (one under way runs to its
+    /// end); a released one makes its next attempt at once.
     pub fn hold_probes(&mut self, hold: bool, now: Timestamp) {
-        let was = self.probe_held;
+        let held_before = self.probe_held;
         self.probe_held = hold;
-        if was && !hold {
+        if held_before && !hold {
             self.attempt_now(now);
         }
     }

@@ -78,6 +78,27 @@ impl Session {
         Ok(())
     }
 
+    /// What every loss of the current transport does, whether a recovery
+    /// or a standby follows: count it, tell the application, tear the
+    /// transport's epoch down and forget its device's keys.
+    pub(super) fn count_loss(&mut self, cause: DownCause) {
+        self.counters.losses += 1;
+        self.loss_cause = Some(cause);
+        self.events.push_back(SessionEvent::DeviceLost { cause });
+        self.actions
+            .push_back(Action::TearDown { epoch: self.epoch });
+        if cause == DownCause::CmDeviceRemoval {
+            // rdma_cm says the device is going away; the device list may
+            // still show it for a while (its removal waits for its users).
+            // Forget it now, so the next attempt takes a path it does not
+            // carry; its return is a device-add of a new registration.
+            if let Some(gone) = self.current_device.as_ref().map(|d| d.id.clone()) {
+                self.devices.retain(|d| d.id != gone);
+            }
+        }
+        self.forget_transport();
+    }
+
     /// The transport is gone: tear down, keep the session, start recovery.
     pub(super) fn lose_transport(&mut self, cause: DownCause, now: Timestamp) {
         let state = self.state();
@@ -95,21 +116,7 @@ impl Session {
             return;
         }
         tracing::info!(session = %self.cfg.id, %cause, epoch = %self.epoch, "transport lost");
-        self.counters.losses += 1;
-        self.loss_cause = Some(cause);
-        self.events.push_back(SessionEvent::DeviceLost { cause });
-        self.actions
-            .push_back(Action::TearDown { epoch: self.epoch });
-        if cause == DownCause::CmDeviceRemoval {
-            // rdma_cm says the device is going away; the device list may
-            // still show it for a while (its removal waits for its users).
-            // Forget it now, so the next attempt takes a path it does not
-            // carry; its return is a device-add of a new registration.
-            if let Some(gone) = self.current_device.as_ref().map(|d| d.id.clone()) {
-                self.devices.retain(|d| d.id != gone);
-            }
-        }
-        self.forget_transport();
+        self.count_loss(cause);
         self.start_outage(now);
         self.go(State::Recovering, Cause::TransportDown(cause), now);
         self.attempt = 0;

@@ -49,6 +49,20 @@ pub struct LocalKeys {
 }
 
 impl Session {
+    /// The target's answer to a Resume or a standby request for `epoch`:
+    /// a signed `Resumed` with what this end has delivered, as CM private
+    /// data.
+    pub(super) fn resumed_reply(&self, secret: &SessionSecret, epoch: Epoch) -> Vec<u8> {
+        let reply = wire::Resumed::sign(
+            secret,
+            self.cfg.id,
+            epoch,
+            self.cfg.incarnation,
+            self.inbox.last_delivered(),
+        );
+        wire::AcceptData::Resumed(reply).to_vec()
+    }
+
     /// The CONNECT private data of the next attempt: a Resume signed with
     /// the session secret once there is one, a Hello before.
     pub(super) fn resume_private_data(&self) -> Vec<u8> {
@@ -331,17 +345,10 @@ impl Session {
         }
         self.resumed_by_peer(now);
         self.epoch = resume.epoch;
-        let reply = wire::Resumed::sign(
-            &secret,
-            self.cfg.id,
-            self.epoch,
-            self.cfg.incarnation,
-            self.inbox.last_delivered(),
-        );
         self.actions.push_back(Action::Accept {
             epoch: self.epoch,
             request,
-            private_data: wire::AcceptData::Resumed(reply).to_vec(),
+            private_data: self.resumed_reply(&secret, self.epoch),
         });
         self.pending_peer_delivered = resume.last_delivered;
         self.go(State::Reconnecting, Cause::Attempt(1), now);

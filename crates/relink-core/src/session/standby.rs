@@ -255,17 +255,10 @@ impl Session {
             path: None,
             up: None,
         });
-        let reply = wire::Resumed::sign(
-            &secret,
-            self.cfg.id,
-            standby.epoch,
-            self.cfg.incarnation,
-            self.inbox.last_delivered(),
-        );
         self.actions.push_back(Action::AcceptStandby {
             epoch: standby.epoch,
             request,
-            private_data: wire::AcceptData::Resumed(reply).to_vec(),
+            private_data: self.resumed_reply(&secret, standby.epoch),
         });
         self.timers
             .set(TimerKind::Standby, now + self.cfg.policy.connect_timeout);
@@ -303,19 +296,8 @@ impl Session {
         let sb = self.standby.take().expect("checked");
         let (device, local) = sb.up.expect("checked");
         tracing::info!(session = %self.cfg.id, %cause, from = %self.epoch, to = %sb.epoch, device = %device.id, "transport lost: promoting the standby");
-        self.counters.losses += 1;
         self.counters.failovers += 1;
-        self.loss_cause = Some(cause);
-        self.events.push_back(SessionEvent::DeviceLost { cause });
-        self.actions
-            .push_back(Action::TearDown { epoch: self.epoch });
-        if cause == DownCause::CmDeviceRemoval {
-            // As in an ordinary loss: the device is going away.
-            if let Some(gone) = self.current_device.as_ref().map(|d| d.id.clone()) {
-                self.devices.retain(|d| d.id != gone);
-            }
-        }
-        self.forget_transport();
+        self.count_loss(cause);
         self.timers.stop(TimerKind::Standby);
         self.start_outage(now);
         self.go(State::Recovering, Cause::TransportDown(cause), now);

@@ -158,20 +158,13 @@ impl Resume {
         epoch: Epoch,
         last_delivered: Seq,
     ) -> Resume {
-        let (s, e, l) = Self::tag_input(session, epoch, last_delivered);
-        Resume {
-            session,
-            epoch,
-            last_delivered,
-            auth: auth::authenticator(secret, &[LABEL_RESUME, &s, &e, &l]),
-        }
+        Self::sign_as(LABEL_RESUME, secret, session, epoch, last_delivered)
     }
 
     /// Whether `auth` was made under `secret` for exactly these fields
     /// (constant-time comparison).
     pub fn verify(&self, secret: &SessionSecret) -> bool {
-        let (s, e, l) = Self::tag_input(self.session, self.epoch, self.last_delivered);
-        auth::verify(secret, &[LABEL_RESUME, &s, &e, &l], &self.auth)
+        self.verify_as(LABEL_RESUME, secret)
     }
 
     /// A standby request ([`ConnectData::Standby`]): the same fields
@@ -183,20 +176,34 @@ impl Resume {
         epoch: Epoch,
         last_delivered: Seq,
     ) -> Resume {
-        let (s, e, l) = Self::tag_input(session, epoch, last_delivered);
-        Resume {
-            session,
-            epoch,
-            last_delivered,
-            auth: auth::authenticator(secret, &[LABEL_STANDBY, &s, &e, &l]),
-        }
+        Self::sign_as(LABEL_STANDBY, secret, session, epoch, last_delivered)
     }
 
     /// Whether a standby request's `auth` was made under `secret` for
     /// exactly these fields ([`Resume::sign_standby`]).
     pub fn verify_standby(&self, secret: &SessionSecret) -> bool {
+        self.verify_as(LABEL_STANDBY, secret)
+    }
+
+    fn sign_as(
+        label: &[u8],
+        secret: &SessionSecret,
+        session: SessionId,
+        epoch: Epoch,
+        last_delivered: Seq,
+    ) -> Resume {
+        let (s, e, l) = Self::tag_input(session, epoch, last_delivered);
+        Resume {
+            session,
+            epoch,
+            last_delivered,
+            auth: auth::authenticator(secret, &[label, &s, &e, &l]),
+        }
+    }
+
+    fn verify_as(&self, label: &[u8], secret: &SessionSecret) -> bool {
         let (s, e, l) = Self::tag_input(self.session, self.epoch, self.last_delivered);
-        auth::verify(secret, &[LABEL_STANDBY, &s, &e, &l], &self.auth)
+        auth::verify(secret, &[label, &s, &e, &l], &self.auth)
     }
 }
 

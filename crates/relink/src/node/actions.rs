@@ -165,24 +165,8 @@ impl Node {
                 slot.connect_data = private_data;
                 slot.path = Some(path);
                 let timeout = slot.opts.policy.connect_timeout;
-                match p.cm_resolve_addr(id, path.local, path.peer, timeout) {
-                    Ok(()) => {
-                        self.cm.insert(
-                            id,
-                            CmOwner::Session {
-                                key,
-                                epoch,
-                                phase: Phase::Resolving,
-                            },
-                        );
-                    }
-                    Err(error) => {
-                        let why = ProviderFailure::Cm {
-                            call: CmCall::ResolveAddr,
-                            error,
-                        };
-                        slot.core.handle_attempt_failed(epoch, why.into(), p.now());
-                    }
+                if let Err(why) = start_resolve(p, &mut self.cm, key, epoch, id, path, timeout) {
+                    slot.core.handle_attempt_failed(epoch, why.into(), p.now());
                 }
             }
             Action::Accept {
@@ -264,4 +248,26 @@ impl Node {
             }
         }
     }
+}
+
+/// Starts resolving `path` on `id`, the CM id of attempt (or standby)
+/// `epoch` of session `key`, and files the id under that attempt; the
+/// provider's refusal as the failure the core is told of.
+pub(super) fn start_resolve(
+    p: &dyn Provider,
+    cm: &mut BTreeMap<CmId, CmOwner>,
+    key: u64,
+    epoch: relink_core::ids::Epoch,
+    id: CmId,
+    path: relink_core::session::Path,
+    timeout: std::time::Duration,
+) -> Result<(), ProviderFailure> {
+    p.cm_resolve_addr(id, path.local, path.peer, timeout)
+        .map_err(|error| ProviderFailure::Cm {
+            call: CmCall::ResolveAddr,
+            error,
+        })?;
+    let phase = Phase::Resolving;
+    cm.insert(id, CmOwner::Session { key, epoch, phase });
+    Ok(())
 }

@@ -35,7 +35,7 @@ use relink_fabric::{CmEventKind, DeviceId, Timestamp, WcStatus};
 use super::actions::retire_transport;
 use super::backlog::{fill_batch, mark_signaled, Detached, Pending};
 use super::cm::CmOwner;
-use super::completions::retire_through;
+use super::completions::{poll_or_arm, retire_through};
 use super::transport::{SessionMemory, Transport};
 use super::wr::{TAG_LOCAL, TAG_MASK, TAG_ONE_SIDED, TAG_SEND};
 use super::Node;
@@ -183,12 +183,8 @@ impl Node {
         let Some(cq) = c.transport.cq else {
             return false;
         };
-        self.wcs.clear();
-        if p.poll_cq(cq, 64, &mut self.wcs).unwrap_or(0) == 0 {
-            let _ = p.req_notify_cq(cq, false);
-            if p.poll_cq(cq, 64, &mut self.wcs).unwrap_or(0) == 0 {
-                return false;
-            }
+        if !poll_or_arm(p, cq, &mut self.wcs) {
+            return false;
         }
         self.dirty.insert(ck);
         let mut failed = false;

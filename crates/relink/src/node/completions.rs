@@ -6,7 +6,7 @@
 
 use relink_core::state::DownCause;
 use relink_core::OpId;
-use relink_fabric::{Memory, WcStatus, WorkCompletion};
+use relink_fabric::{CqId, Memory, Provider, WcStatus, WorkCompletion};
 
 use super::transport::Transport;
 use super::wr::{TAG_LOCAL, TAG_MASK, TAG_ONE_SIDED, TAG_RECV, TAG_SEND};
@@ -191,6 +191,19 @@ fn copy_out<'a>(
         Ok(()) => buf,
         Err(_) => &[],
     }
+}
+
+/// Takes up to a batch of `cq`'s completions into `wcs` (cleared first);
+/// finding none, arms the CQ and looks once more, so a completion that
+/// came before the arming does not wait for an event that never comes.
+/// Whether any came.
+pub(super) fn poll_or_arm(p: &dyn Provider, cq: CqId, wcs: &mut Vec<WorkCompletion>) -> bool {
+    wcs.clear();
+    if p.poll_cq(cq, BATCH, wcs).unwrap_or(0) > 0 {
+        return true;
+    }
+    let _ = p.req_notify_cq(cq, false);
+    p.poll_cq(cq, BATCH, wcs).unwrap_or(0) > 0
 }
 
 #[cfg(test)]

@@ -13,8 +13,9 @@ use relink_core::state::DownCause;
 use relink_core::Epoch;
 use relink_fabric::{CmEventKind, CmId, ConnParams, CreateError, Timestamp};
 
-use super::actions::retire_transport;
+use super::actions::{retire_transport, start_resolve};
 use super::cm::{CmOwner, Phase};
+use super::completions::poll_or_arm;
 use super::transport::Transport;
 use super::Node;
 
@@ -88,24 +89,8 @@ impl Node {
         let slot = self.sessions.get_mut(&key).expect("present");
         slot.standby_connect = (private_data, Some(path));
         let timeout = slot.opts.policy.connect_timeout;
-        match p.cm_resolve_addr(id, path.local, path.peer, timeout) {
-            Ok(()) => {
-                self.cm.insert(
-                    id,
-                    CmOwner::Session {
-                        key,
-                        epoch,
-                        phase: Phase::Resolving,
-                    },
-                );
-            }
-            Err(error) => {
-                let why = ProviderFailure::Cm {
-                    call: CmCall::ResolveAddr,
-                    error,
-                };
-                slot.core.handle_attempt_failed(epoch, why.into(), now);
-            }
+        if let Err(why) = start_resolve(&*p, &mut self.cm, key, epoch, id, path, timeout) {
+            slot.core.handle_attempt_failed(epoch, why.into(), now);
         }
     }
 
@@ -207,12 +192,8 @@ impl Node {
         else {
             return false;
         };
-        self.wcs.clear();
-        if p.poll_cq(cq, 64, &mut self.wcs).unwrap_or(0) == 0 {
-            let _ = p.req_notify_cq(cq, false);
-            if p.poll_cq(cq, 64, &mut self.wcs).unwrap_or(0) == 0 {
-                return false;
-            }
+        if !poll_or_arm(&*p, cq, &mut self.wcs) {
+            return false;
         }
         tracing::debug!(session = %slot.core.id(), %epoch, "traffic on the standby: the peer promoted it");
         slot.core.handle_standby_traffic(epoch, p.now());
