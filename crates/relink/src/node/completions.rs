@@ -6,7 +6,7 @@
 
 use relink_core::state::DownCause;
 use relink_core::OpId;
-use relink_fabric::{CqId, Memory, Provider, WcStatus, WorkCompletion};
+use relink_fabric::{CqId, Memory, Provider, Timestamp, WcStatus, WorkCompletion};
 
 use super::transport::Transport;
 use super::wr::{TAG_LOCAL, TAG_MASK, TAG_ONE_SIDED, TAG_RECV, TAG_SEND};
@@ -20,11 +20,12 @@ impl Node {
     /// or drained by this batch, is armed (and checked once more, for a
     /// completion that raced the arming); one that filled the batch stays
     /// dirty for the next round. Returns whether there were completions.
-    pub(super) fn poll_cq(&mut self, key: u64) -> bool {
+    /// `now`: the poll round's time, handed to the core with them.
+    pub(super) fn poll_cq(&mut self, key: u64, now: Timestamp) -> bool {
         if self.is_closing(key) {
             return self.poll_closing_cq(key);
         }
-        self.poll_cq_as(key, false)
+        self.poll_cq_as(key, false, now)
     }
 
     /// Drain a session's CQ to the end before its transport is reported
@@ -34,12 +35,13 @@ impl Node {
     /// disconnect itself causes are not reported (the disconnect is the
     /// cause); any other completion is handled as in a poll round.
     pub(super) fn drain_cq_before_loss(&mut self, key: u64) {
-        while self.poll_cq_as(key, true) {}
+        let now = self.now();
+        while self.poll_cq_as(key, true, now) {}
     }
 
     /// [`poll_cq`](Self::poll_cq); `before_loss`: drop flush errors (see
     /// [`drain_cq_before_loss`](Self::drain_cq_before_loss)).
-    fn poll_cq_as(&mut self, key: u64, before_loss: bool) -> bool {
+    fn poll_cq_as(&mut self, key: u64, before_loss: bool, now: Timestamp) -> bool {
         let Some(mut slot) = self.sessions.get_mut(&key) else {
             return false;
         };
@@ -90,7 +92,6 @@ impl Node {
                 self.dirty.insert(key);
             }
         }
-        let now = p.now();
         let epoch = t.epoch;
         self.recv_batch.clear();
         // The core's calls below never replace the driver's transport.

@@ -47,20 +47,22 @@ impl Node {
     /// [`Node::close`] closes the session (`SessionEvent::Disconnected`)
     /// however seldom `poll` is called, never starts a recovery.
     pub fn poll(&mut self) -> bool {
+        // One clock reading serves the whole round: its events, completions
+        // and timers are all handled at the time the round began.
+        let now = self.now();
         let mut progress = false;
         let mut by_ctx = None;
         while let Some(ev) = self.provider.poll_event() {
             progress = true;
-            self.on_event(ev, &mut by_ctx);
+            self.on_event(ev, now, &mut by_ctx);
         }
         // Only CQs that signalled (or were not yet armed) are polled; a CQ
         // that stays busy is marked again for the next round.
         std::mem::swap(&mut self.dirty, &mut self.round);
         while let Some(key) = self.round.pop_first() {
-            progress |= self.poll_cq(key);
+            progress |= self.poll_cq(key, now);
         }
         // Only sessions with a due timer or queued work are visited.
-        let now = self.now();
         self.due.clear();
         self.due.extend(
             self.deadlines
@@ -114,9 +116,13 @@ impl Node {
     /// `by_ctx` holds the sessions of each context, made at the round's
     /// first event of a context and shared by its others (a device reset
     /// brings one for each of its contexts: one lookup each, not a scan of
-    /// every session each).
-    fn on_event(&mut self, ev: Event, by_ctx: &mut Option<BTreeMap<ContextId, Vec<u64>>>) {
-        let now = self.now();
+    /// every session each). `now`: the round's time.
+    fn on_event(
+        &mut self,
+        ev: Event,
+        now: Timestamp,
+        by_ctx: &mut Option<BTreeMap<ContextId, Vec<u64>>>,
+    ) {
         match ev {
             Event::Device(de) => {
                 if matches!(
