@@ -51,6 +51,7 @@ mod cm;
 mod completions;
 mod decision;
 mod error;
+mod keys;
 mod options;
 mod output;
 mod planned;
@@ -86,6 +87,7 @@ use actions::retire_transport;
 use backlog::Pending;
 use closing::Closing;
 use cm::CmOwner;
+use keys::KeySet;
 use output::ReadyQueue;
 use shared_receive::{Reservation, SlotError};
 use transport::{SessionMemory, Transport};
@@ -321,16 +323,16 @@ pub struct Node {
     /// Which session a CQ belongs to (for `CqReady`).
     cq_owner: BTreeMap<CqId, u64>,
     /// Sessions whose CQ may hold completions.
-    dirty: BTreeSet<u64>,
+    dirty: KeySet,
     /// Every session's next timer, ordered: `poll` visits only the due ones.
     deadlines: BTreeSet<(Timestamp, u64)>,
     /// The one session probing each silent peer address (`probes.rs`).
     probers: BTreeMap<SocketAddr, u64>,
     /// Sessions with work requests waiting to be posted.
-    pending_drain: BTreeSet<u64>,
+    pending_drain: KeySet,
     /// The set `poll` works through while `dirty` or `pending_drain`
     /// collect for the next round (swapped, so neither is reallocated).
-    round: BTreeSet<u64>,
+    round: KeySet,
     /// Sessions whose timer is due, collected by `poll`.
     due: Vec<u64>,
     /// The send requests of the batch being posted.
@@ -403,11 +405,11 @@ impl Node {
             ready: ReadyQueue::default(),
             wcs: Vec::with_capacity(64),
             cq_owner: BTreeMap::new(),
-            dirty: BTreeSet::new(),
+            dirty: KeySet::default(),
             deadlines: BTreeSet::new(),
             probers: BTreeMap::new(),
-            pending_drain: BTreeSet::new(),
-            round: BTreeSet::new(),
+            pending_drain: KeySet::default(),
+            round: KeySet::default(),
             due: Vec::new(),
             send_batch: WrBatch::default(),
             recv_batch: WrBatch::default(),

@@ -11,7 +11,8 @@
 //! output is taken, so a busy session cannot starve the others and no call
 //! scans every session.
 
-use std::collections::BTreeMap;
+use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::net::SocketAddr;
 
 use relink_core::journal::Completion;
@@ -90,50 +91,92 @@ impl Output {
 }
 
 /// The sessions that have output, in the order [`Node::poll_output`]
-/// serves them: each at most once, so it holds at most as many entries as
-/// the node has sessions. A session joins when it has output after an
-/// input (`Node::run_actions`) and leaves when the application took its
-/// last output, by either way (`Node::taken`), or when it is reaped.
+/// serves them: each at most once, so it holds at most as many sessions as
+/// the node has. A session joins when it has output after an input
+/// (`Node::run_actions`) and leaves when the application took its last
+/// output, by either way (`Node::taken`), or when it is reaped.
+///
+/// A session's place is its turn, handed out in increasing order; the
+/// queue is a deque of turns in that order. Taking a session out anywhere
+/// forgets its turn and leaves the deque's entry behind, skipped when it
+/// comes to the front and swept out once stale entries outnumber the live
+/// ones: a session that joins and leaves at every message (an application
+/// that takes outputs session by session) costs no tree nodes.
 #[derive(Debug, Default)]
 pub(super) struct ReadyQueue {
-    /// Turn → session key: the front is served next.
-    order: BTreeMap<u64, u64>,
-    /// Session key → its turn in `order`.
-    turn_of: BTreeMap<u64, u64>,
+    /// (turn, session key), turns increasing: the front is served next.
+    /// Entries whose turn is not the session's in `turn_of` are stale.
+    order: VecDeque<(u64, u64)>,
+    /// Session key → its turn in `order`: the queued sessions.
+    turn_of: HashMap<u64, u64, BuildHasherDefault<KeyHasher>>,
     /// The next turn to hand out (the back of the queue).
     next_turn: u64,
 }
 
 impl ReadyQueue {
+    /// Stale entries `order` may hold besides the live ones before `push`
+    /// sweeps them out.
+    const SLACK: usize = 32;
+
     /// Put session `key` at the back, unless it is queued already (then it
     /// keeps its place).
     pub fn push(&mut self, key: u64) {
         if self.turn_of.contains_key(&key) {
             return;
         }
+        if self.order.len() >= 2 * self.turn_of.len() + ReadyQueue::SLACK {
+            let turn_of = &self.turn_of;
+            self.order.retain(|(t, k)| turn_of.get(k) == Some(t));
+        }
         let turn = self.next_turn;
         self.next_turn += 1;
-        self.order.insert(turn, key);
+        self.order.push_back((turn, key));
         self.turn_of.insert(key, turn);
     }
 
     /// Take the session at the front.
     pub fn pop(&mut self) -> Option<u64> {
-        let (_, key) = self.order.pop_first()?;
-        self.turn_of.remove(&key);
-        Some(key)
+        while let Some((turn, key)) = self.order.pop_front() {
+            if self.turn_of.get(&key) == Some(&turn) {
+                self.turn_of.remove(&key);
+                return Some(key);
+            }
+        }
+        None
     }
 
     /// Take session `key` out, wherever it is.
     pub fn remove(&mut self, key: u64) {
-        if let Some(turn) = self.turn_of.remove(&key) {
-            self.order.remove(&turn);
+        self.turn_of.remove(&key);
+        if self.turn_of.is_empty() {
+            self.order.clear();
         }
     }
 
     /// How many sessions are queued.
     pub fn len(&self) -> usize {
-        self.order.len()
+        self.turn_of.len()
+    }
+}
+
+/// The hasher of the ready queue's session keys: keys are the node's own
+/// counters, not chosen by a peer, so a multiply spreads them well enough.
+#[derive(Debug, Default)]
+pub(super) struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0 ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
     }
 }
 
@@ -251,5 +294,23 @@ mod tests {
         assert_eq!(q.len(), 0);
         q.push(1);
         assert_eq!(q.pop(), Some(1), "a removed session may come back");
+    }
+
+    #[test]
+    fn a_session_joining_and_leaving_at_every_output_leaves_nothing_behind() {
+        let mut q = ReadyQueue::default();
+        q.push(1);
+        for _ in 0..1000 {
+            q.push(2);
+            q.remove(2);
+        }
+        assert!(q.order.len() <= 2 + ReadyQueue::SLACK);
+        q.push(3);
+        q.push(2);
+        assert_eq!(q.len(), 3);
+        assert_eq!(
+            [q.pop(), q.pop(), q.pop(), q.pop()],
+            [Some(1), Some(3), Some(2), None]
+        );
     }
 }

@@ -59,9 +59,12 @@ impl Node {
         // Only CQs that signalled (or were not yet armed) are polled; a CQ
         // that stays busy is marked again for the next round.
         std::mem::swap(&mut self.dirty, &mut self.round);
-        while let Some(key) = self.round.pop_first() {
+        self.round.sort();
+        for i in 0.. {
+            let Some(key) = self.round.get(i) else { break };
             progress |= self.poll_cq(key, now);
         }
+        self.round.clear();
         // Only sessions with a due timer or queued work are visited.
         self.due.clear();
         self.due.extend(
@@ -97,7 +100,9 @@ impl Node {
             self.run_actions(key);
         }
         std::mem::swap(&mut self.pending_drain, &mut self.round);
-        while let Some(key) = self.round.pop_first() {
+        self.round.sort();
+        for i in 0.. {
+            let Some(key) = self.round.get(i) else { break };
             if self.drain_backlog(key) {
                 progress = true;
                 // A failed post reports a loss to the core: collect its
@@ -106,6 +111,7 @@ impl Node {
                 self.run_actions(key);
             }
         }
+        self.round.clear();
         // Closed and failed sessions the application drained are
         // forgotten.
         self.reap_drained();
