@@ -15,6 +15,8 @@ use std::time::{Duration, Instant};
 
 use relinkd::control::protocol::{self, Response, StatusResult};
 
+pub mod images;
+
 /// How long any one step may take. Nothing here measures time: these
 /// only keep a hang from lasting forever on a slow, shared machine.
 pub const STEP: Duration = Duration::from_secs(120);
