@@ -43,12 +43,15 @@ fn initiator_opts(standby: bool, keepalive: Option<Option<Duration>>) -> Session
         .expect("valid options")
 }
 
-fn target_opts(keepalive: Option<Option<Duration>>) -> SessionOptions {
+/// The target's options; `window`: its region exposed through a type 2
+/// memory window.
+fn target_opts(keepalive: Option<Option<Duration>>, window: bool) -> SessionOptions {
     SessionOptions::builder()
         .policy(policy(false, keepalive))
         .region(
             RegionOptions::new(COUNTERS, 64, Access::LOCAL_WRITE | Access::REMOTE_ATOMIC)
-                .advertise(true),
+                .advertise(true)
+                .window(window),
         )
         .build()
         .expect("valid options")
@@ -68,21 +71,24 @@ struct Rig {
 
 impl Rig {
     fn new(seed: u64, standby: bool) -> Rig {
-        Rig::build(seed, standby, None)
+        Rig::build(seed, standby, None, false)
     }
 
     /// [`Rig::new`] with a standby and the keepalive period `keepalive`
     /// at both ends (`None`: off).
     fn with_keepalive(seed: u64, keepalive: Option<Duration>) -> Rig {
-        Rig::build(seed, true, Some(keepalive))
+        Rig::build(seed, true, Some(keepalive), false)
     }
 
     /// `keepalive`: the period at both ends (`Some(None)`: off), or the
-    /// policies' default.
-    fn build(seed: u64, standby: bool, keepalive: Option<Option<Duration>>) -> Rig {
+    /// policies' default; `window`: the target's region behind a window.
+    fn build(seed: u64, standby: bool, keepalive: Option<Option<Duration>>, window: bool) -> Rig {
         let mut sim = Sim::new(seed);
         let paths = sim.two_paths(PORT);
-        let (ini_opts, tgt_opts) = (initiator_opts(standby, keepalive), target_opts(keepalive));
+        let (ini_opts, tgt_opts) = (
+            initiator_opts(standby, keepalive),
+            target_opts(keepalive, window),
+        );
         sim.node(TARGET)
             .listen("0.0.0.0:7471".parse().unwrap(), tgt_opts)
             .expect("listen");
@@ -569,4 +575,26 @@ fn without_keepalives_a_silenced_standby_goes_unnoticed() {
         (c.standbys_silent, c.standby_keepalives_sent, c.standbys),
         (0, 0, 1)
     );
+}
+
+#[test]
+fn a_standby_with_windows_stays_a_standby_until_a_loss() {
+    // The target's region goes through a type 2 window: each transport,
+    // the standby too, binds it when it comes up. That bind's completion
+    // is the standby's own work, not the peer's promotion.
+    let mut rig = Rig::build(52, true, None, true);
+    assert_eq!(rig.standbys_up(), (1, 1));
+    rig.sim.run_for(Duration::from_millis(5));
+    rig.take_events();
+    assert_eq!(rig.device(INITIATOR), "soft0");
+    assert_eq!(rig.device(TARGET), "soft0");
+    for host in [INITIATOR, TARGET] {
+        let c = rig.counters(host);
+        assert_eq!((c.losses, c.failovers), (0, 0), "{host}");
+    }
+    // The standby still takes over a loss, FETCH_ADDs through the window
+    // included.
+    rig.lose_device_under_traffic(INITIATOR, "soft0");
+    assert_eq!(rig.device(TARGET), "soft1");
+    assert_eq!(rig.counters(INITIATOR).failovers, 1);
 }

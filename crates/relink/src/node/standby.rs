@@ -2,7 +2,7 @@
 //! current one on the core's `ConnectStandby` / `AcceptStandby`, driven
 //! through its CM events, kept alive by the core's `ProbeStandby`
 //! keepalives (a SEND with immediate data and no payload: no send slot),
-//! watched for the peer's promotion (anything in its CQ but keepalives),
+//! watched for the peer's promotion (a message received on it),
 //! and swapped in as the current transport on the core's `Promote`. Its
 //! receives land in the session's second receive area
 //! (`SessionMemory::recv_alt`).
@@ -30,13 +30,14 @@ use super::Node;
 const PROBE_WR: u64 = TAG_LOCAL | (1 << 40);
 
 /// Whether `wc`, from a standby's CQ, is the standby's own traffic rather
-/// than the peer's promotion: the completion of one of its keepalives, the
+/// than the peer's promotion, which only a message received can be: a
+/// send-queue completion (one of its keepalives, a window's bind), the
 /// peer's keepalive (a receive with no bytes and an immediate; no message
 /// is empty), or an error (the standby's QP failed).
 fn is_standby_own(wc: &WorkCompletion) -> bool {
-    wc.wr_id == PROBE_WR
+    wc.wr_id & TAG_MASK != TAG_RECV
         || wc.status != WcStatus::Success
-        || (wc.wr_id & TAG_MASK == TAG_RECV && wc.byte_len == 0 && wc.imm.is_some())
+        || (wc.byte_len == 0 && wc.imm.is_some())
 }
 
 impl Node {
@@ -220,8 +221,8 @@ impl Node {
     }
 
     /// The standby's own traffic `wcs` (see [`is_standby_own`]) of
-    /// session `key`'s standby of `epoch`: a keepalive's completion
-    /// retires it, a received keepalive goes to the core and its receive
+    /// session `key`'s standby of `epoch`: a send-queue completion retires
+    /// its request, a received keepalive goes to the core and its receive
     /// is posted again, an error is the standby's loss.
     fn standby_keepalives(&mut self, key: u64, epoch: Epoch, wcs: &[WorkCompletion]) {
         let p = self.provider.clone();
