@@ -698,6 +698,37 @@ relink_status relink_options_set_connect_data(relink_options *options,
 // `options` is live options.
 relink_status relink_options_set_manual_recovery(relink_options *options, int32_t on);
 
+// Whether to keep a hot standby connection (0: no, the default; anything
+// else: yes): once established on one path, the session keeps a second
+// connection up, idle (kept alive by keepalives, `relink_options_set_keepalive_ms`),
+// on another path's device, and a loss of the current one switches to it
+// with no connection setup in the stall. A session needs a path through
+// another device for it: `relink_connect` gives one path, so from C the
+// knob is kept (and validated) but no standby is built. It needs
+// automatic recovery: with `relink_options_set_manual_recovery` on, it
+// is refused naming `standby` (and so is manual recovery with it on).
+//
+// # Safety
+// `options` is live options.
+relink_status relink_options_set_standby(relink_options *options, int32_t on);
+
+// While the peer is silent after a loss (its device may be away), the
+// longest delay before the next attempt, a probe, never longer than the
+// backoff (`probe_interval`, default 50 ms); negative: no probes. 0 is
+// refused naming `probe_interval`.
+//
+// # Safety
+// `options` is live options.
+relink_status relink_options_set_probe_interval_ms(relink_options *options, int64_t ms);
+
+// The least time a probe may take (`probe_timeout`, default 50 ms; 4×
+// the session's slowest connection if longer, never longer than the
+// connect timeout). 0 is refused naming `probe_timeout`.
+//
+// # Safety
+// `options` is live options.
+relink_status relink_options_set_probe_timeout_ms(relink_options *options, uint64_t ms);
+
 // Take the next completion of a session: `RELINK_OK` and `*out` filled,
 // or `RELINK_EMPTY` when none waits (also for a session that does not
 // exist: never made, or ended and reaped).

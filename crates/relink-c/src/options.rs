@@ -469,3 +469,70 @@ pub unsafe extern "C" fn relink_options_set_manual_recovery(
         })
     }
 }
+
+/// Whether to keep a hot standby connection (0: no, the default; anything
+/// else: yes): once established on one path, the session keeps a second
+/// connection up, idle (kept alive by keepalives, `relink_options_set_keepalive_ms`),
+/// on another path's device, and a loss of the current one switches to it
+/// with no connection setup in the stall. A session needs a path through
+/// another device for it: `relink_connect` gives one path, so from C the
+/// knob is kept (and validated) but no standby is built. It needs
+/// automatic recovery: with `relink_options_set_manual_recovery` on, it
+/// is refused naming `standby` (and so is manual recovery with it on).
+///
+/// # Safety
+/// `options` is live options.
+#[no_mangle]
+pub unsafe extern "C" fn relink_options_set_standby(
+    options: *mut relink_options,
+    on: i32,
+) -> relink_status {
+    // SAFETY: the caller's contract.
+    unsafe {
+        change(options, |o| {
+            o.policy.standby = on != 0;
+            Ok(())
+        })
+    }
+}
+
+/// While the peer is silent after a loss (its device may be away), the
+/// longest delay before the next attempt, a probe, never longer than the
+/// backoff (`probe_interval`, default 50 ms); negative: no probes. 0 is
+/// refused naming `probe_interval`.
+///
+/// # Safety
+/// `options` is live options.
+#[no_mangle]
+pub unsafe extern "C" fn relink_options_set_probe_interval_ms(
+    options: *mut relink_options,
+    ms: i64,
+) -> relink_status {
+    // SAFETY: the caller's contract.
+    unsafe {
+        change(options, |o| {
+            o.policy.probe_interval = opt_ms(ms);
+            Ok(())
+        })
+    }
+}
+
+/// The least time a probe may take (`probe_timeout`, default 50 ms; 4×
+/// the session's slowest connection if longer, never longer than the
+/// connect timeout). 0 is refused naming `probe_timeout`.
+///
+/// # Safety
+/// `options` is live options.
+#[no_mangle]
+pub unsafe extern "C" fn relink_options_set_probe_timeout_ms(
+    options: *mut relink_options,
+    ms: u64,
+) -> relink_status {
+    // SAFETY: the caller's contract.
+    unsafe {
+        change(options, |o| {
+            o.policy.probe_timeout = self::ms(ms);
+            Ok(())
+        })
+    }
+}

@@ -248,3 +248,19 @@ fn shared_receive_and_window_from_c() {
     let out = run(&mut Command::new(exe), "shared");
     assert!(out.contains("shared: ok"), "{out}");
 }
+
+/// `tests/c/standby.c`: the standby and probe knobs from C — accepted in
+/// range, refused out of it with the key named (a refused change leaves
+/// the options as they were); a session made with them (one path from
+/// `relink_connect`: no second device for a standby) delivers every
+/// message once, in order, across a reset and an idle stretch of
+/// keepalives.
+#[test]
+fn standby_and_probe_knobs_from_c() {
+    let exe = build(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/standby.c"),
+        "standby",
+    );
+    let out = run(&mut Command::new(exe), "standby");
+    assert!(out.contains("standby: ok"), "{out}");
+}

@@ -114,7 +114,7 @@ pub struct PolicyError {
 /// | `initial_backoff` | 20 ms | delay before the second attempt, doubling per attempt |
 /// | `refused_backoff` | 1 ms | retry delay after the peer's CM refused for want of a listener, doubling per refusal in a row, never longer than the backoff |
 /// | `fast_io_fail_tmo` | off | after this, queued operations fail while reconnection continues |
-/// | `keepalive` | 5 s | probe an idle connection; silence for two periods = peer gone |
+/// | `keepalive` | 5 s | probe an idle connection (and an idle standby); silence for two periods = peer gone (the standby's: that standby gone) |
 /// | `initial_connect_timeout` | 500 ms | how long the first attempt of an outage may take, doubling per attempt |
 /// | `connect_timeout` | 3 s | cap of an attempt's time; a target's accepted connection gets all of it |
 /// | `probe_interval` | 50 ms | while the peer is silent (its device may be away), the longest delay before the next attempt, a *probe*, never longer than the backoff; `None` = no probes |

@@ -26,14 +26,16 @@ pub enum TimerKind {
     /// A drain or suspend stops waiting for the peer's `Quiesced` and
     /// takes the connection down anyway.
     QuiesceDeadline,
-    /// The standby connection being made takes too long, or (with none)
-    /// the next try to make one.
+    /// The standby connection being made takes too long, (with none) the
+    /// next try to make one, or (with one up) its next keepalive.
     Standby,
+    /// Nothing heard on the standby for too long.
+    StandbySilence,
 }
 
 impl TimerKind {
     /// Every kind, in table order.
-    pub const ALL: [TimerKind; 10] = [
+    pub const ALL: [TimerKind; 11] = [
         TimerKind::Backoff,
         TimerKind::GiveUp,
         TimerKind::FastFail,
@@ -44,6 +46,7 @@ impl TimerKind {
         TimerKind::CloseDeadline,
         TimerKind::QuiesceDeadline,
         TimerKind::Standby,
+        TimerKind::StandbySilence,
     ];
 
     fn index(self) -> usize {

@@ -9,7 +9,8 @@
 //! flight, makes the peer close at once (its goodbye leaves before the
 //! disconnect, which on rxe would flush it) — and planned outages: a drain
 //! of either side's device before `rdma link delete`, next to an unplanned
-//! failover in the same run, and a suspend across a delete/add.
+//! failover in the same run, and a suspend across a delete/add — and an
+//! unplanned failover with and without a hot standby, in one run.
 //!
 //! Every scenario runs the checked workload of the simulation suite
 //! ([`relink_sim::workload`]: messages, writes, reads, fetch-and-adds,
@@ -37,6 +38,7 @@
 //! RELINK_VERBS_PREFIX=24                        prefix length of the addresses
 //! RELINK_VERBS_CYCLES=20                        unplug/replug cycles
 //! RELINK_VERBS_DRAIN_CYCLES=5                   drain-then-delete / failover cycles
+//! RELINK_VERBS_STANDBY_CYCLES=8                 failovers without, then with, a standby
 //! RELINK_LOG=relink=debug,relink_verbs=debug    tracing filter (default: warn)
 //! ```
 //!
@@ -250,6 +252,9 @@ impl Duo {
         self.w.collect_from(&mut self.a, &mut self.b);
         while let Some(ev) = self.a.poll_event(self.s) {
             eprintln!("  [{:>8.3}s] initiator: {ev:?}", self.secs());
+            if let (SessionEvent::DeviceLost { .. }, Some(st)) = (&ev, &mut self.stall) {
+                st.on_lost(self.w.succeeded());
+            }
             if let SessionEvent::Resumed {
                 replayed, device, ..
             } = &ev
@@ -790,6 +795,10 @@ mod shared_receive;
 // unplanned failover's.
 #[path = "sessions_verbs/planned.rs"]
 mod planned;
+
+// Unplanned failover with and without a hot standby.
+#[path = "sessions_verbs/standby.rs"]
+mod standby;
 
 // The phases of each recovery, from the library's timeline.
 #[path = "sessions_verbs/phases.rs"]

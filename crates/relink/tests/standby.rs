@@ -5,7 +5,9 @@
 //! no connection attempt, each message delivered exactly once and in
 //! order, every operation completed once; a new standby comes up when a
 //! device allows; losing the standby's device leaves the session alone;
-//! closing a session with a standby up frees everything.
+//! an idle standby is kept alive by keepalives, and one whose peer went
+//! silent is found by them, torn down and built again; closing a session
+//! with a standby up frees everything.
 
 use std::time::Duration;
 
@@ -20,19 +22,36 @@ const PORT: u16 = 7471;
 const LOCAL: RegionId = RegionId(1);
 const COUNTERS: RegionId = RegionId(2);
 
-fn initiator_opts(standby: bool) -> SessionOptions {
+/// The keepalive period of the rigs that set one ([`Rig::with_keepalive`]).
+const PERIOD: Duration = Duration::from_millis(1);
+
+/// A policy with the knob `standby` and, if `keepalive` says, that
+/// keepalive period (`Some(None)`: off; `None`: the default).
+fn policy(standby: bool, keepalive: Option<Option<Duration>>) -> Policy {
+    let mut p = Policy::builder().standby(standby);
+    if let Some(k) = keepalive {
+        p = p.keepalive(k);
+    }
+    p.build().expect("policy")
+}
+
+fn initiator_opts(standby: bool, keepalive: Option<Option<Duration>>) -> SessionOptions {
     SessionOptions::builder()
-        .policy(Policy::builder().standby(standby).build().expect("policy"))
+        .policy(policy(standby, keepalive))
         .region(RegionOptions::new(LOCAL, 4096, Access::LOCAL_WRITE))
         .build()
         .expect("valid options")
 }
 
-fn target_opts() -> SessionOptions {
+/// The target's options; `window`: its region exposed through a type 2
+/// memory window.
+fn target_opts(keepalive: Option<Option<Duration>>, window: bool) -> SessionOptions {
     SessionOptions::builder()
+        .policy(policy(false, keepalive))
         .region(
             RegionOptions::new(COUNTERS, 64, Access::LOCAL_WRITE | Access::REMOTE_ATOMIC)
-                .advertise(true),
+                .advertise(true)
+                .window(window),
         )
         .build()
         .expect("valid options")
@@ -52,14 +71,30 @@ struct Rig {
 
 impl Rig {
     fn new(seed: u64, standby: bool) -> Rig {
+        Rig::build(seed, standby, None, false)
+    }
+
+    /// [`Rig::new`] with a standby and the keepalive period `keepalive`
+    /// at both ends (`None`: off).
+    fn with_keepalive(seed: u64, keepalive: Option<Duration>) -> Rig {
+        Rig::build(seed, true, Some(keepalive), false)
+    }
+
+    /// `keepalive`: the period at both ends (`Some(None)`: off), or the
+    /// policies' default; `window`: the target's region behind a window.
+    fn build(seed: u64, standby: bool, keepalive: Option<Option<Duration>>, window: bool) -> Rig {
         let mut sim = Sim::new(seed);
         let paths = sim.two_paths(PORT);
+        let (ini_opts, tgt_opts) = (
+            initiator_opts(standby, keepalive),
+            target_opts(keepalive, window),
+        );
         sim.node(TARGET)
-            .listen("0.0.0.0:7471".parse().unwrap(), target_opts())
+            .listen("0.0.0.0:7471".parse().unwrap(), tgt_opts)
             .expect("listen");
         let ini = sim
             .node(INITIATOR)
-            .connect(paths, initiator_opts(standby))
+            .connect(paths, ini_opts)
             .expect("connect");
         sim.run_for(Duration::from_millis(5));
         assert_eq!(sim.node(INITIATOR).state(ini), Some(State::Established));
@@ -434,5 +469,132 @@ fn a_suspended_session_has_no_standby_until_it_resumes() {
     rig.take_events();
     assert_eq!(rig.standbys_up(), (2, 2));
     rig.lose_device_under_traffic(INITIATOR, "soft0");
+    assert_eq!(rig.counters(INITIATOR).failovers, 1);
+}
+
+#[test]
+fn an_idle_standby_with_keepalives_stays_up_and_still_takes_over() {
+    let mut rig = Rig::with_keepalive(50, Some(PERIOD));
+    assert_eq!(rig.standbys_up(), (1, 1));
+    let before = (rig.counters(INITIATOR), rig.counters(TARGET));
+    // Fifty periods of idleness.
+    rig.sim.run_for(PERIOD * 50);
+    rig.take_events();
+    assert_eq!(rig.standbys_up(), (1, 1), "the same standby all along");
+    assert!(!rig.ini_events.contains(&SessionEvent::StandbyLost));
+    assert!(!rig.tgt_events.contains(&SessionEvent::StandbyLost));
+    for (host, old) in [(INITIATOR, before.0), (TARGET, before.1)] {
+        let c = rig.counters(host);
+        // A probe a period from each end, each answered: twice as many
+        // keepalives each way as periods (a few may be in flight).
+        let sent = c.standby_keepalives_sent - old.standby_keepalives_sent;
+        let received = c.standby_keepalives_received - old.standby_keepalives_received;
+        assert!((95..=105).contains(&sent), "{host}: {sent} sent");
+        assert!(
+            (95..=105).contains(&received),
+            "{host}: {received} received"
+        );
+        assert_eq!((c.standbys_silent, c.losses, c.failovers), (0, 0, 0));
+    }
+    // The keepalives were the standby's only: nothing delivered, the
+    // session on its first device.
+    assert_eq!(rig.delivered(), Vec::<u32>::new());
+    assert_eq!(rig.device(INITIATOR), "soft0");
+    // And the kept-alive standby takes over a loss, exactly once.
+    let attempts = rig.counters(INITIATOR).attempts;
+    rig.lose_device_under_traffic(INITIATOR, "soft0");
+    assert_eq!(rig.device(INITIATOR), "soft1");
+    let c = rig.counters(INITIATOR);
+    assert_eq!((c.failovers, c.attempts), (1, attempts));
+}
+
+/// Kill the target's standby device `soft1` silently (the target's node
+/// sees it go and drops its half of the standby; the initiator is never
+/// told) with keepalives of `keepalive` at both ends, then run
+/// `periods` keepalive periods (of 1 ms with keepalives off).
+fn standby_peer_silenced(seed: u64, keepalive: Option<Duration>, periods: u32) -> Rig {
+    let mut rig = Rig::with_keepalive(seed, keepalive);
+    assert_eq!(rig.standbys_up(), (1, 1));
+    let th = rig.sim.host(TARGET).index();
+    rig.sim
+        .fabric()
+        .inject(Fault::SilentRemove(th, "soft1".into()));
+    rig.sim.run_for(keepalive.unwrap_or(PERIOD) * periods);
+    rig.take_events();
+    assert!(rig.tgt_events.contains(&SessionEvent::StandbyLost));
+    rig
+}
+
+#[test]
+fn a_standby_whose_peer_went_silent_is_found_by_keepalives_and_rebuilt() {
+    let mut rig = standby_peer_silenced(51, Some(PERIOD), 3);
+    // Two periods of silence at most after its last keepalive: within
+    // three of the fault.
+    assert!(
+        rig.ini_events.contains(&SessionEvent::StandbyLost),
+        "{:?}",
+        rig.ini_events
+    );
+    let c = rig.counters(INITIATOR);
+    assert_eq!(c.standbys_silent, 1);
+    // The current transport untouched.
+    assert_eq!((c.losses, c.failovers, c.attempts), (0, 0, 1));
+    assert_eq!(rig.device(INITIATOR), "soft0");
+    let (msgs, atomics) = rig.traffic(0..40);
+    let done = rig.complete(msgs.len() + atomics.len());
+    assert!(done
+        .iter()
+        .all(|(_, o)| *o == Outcome::Success { replayed: false }));
+    rig.sim.run_for(Duration::from_millis(1));
+    assert_eq!(rig.delivered(), (0..40).collect::<Vec<u32>>());
+    // The target's device back: a new standby, kept alive in turn.
+    let th = rig.sim.host(TARGET).index();
+    rig.sim.fabric().inject(Fault::Readd(th, "soft1".into()));
+    rig.sim.run_for(Duration::from_millis(100));
+    rig.take_events();
+    assert_eq!(rig.standbys_up(), (2, 2));
+    assert_eq!(rig.last_standby_device(INITIATOR).as_deref(), Some("soft1"));
+    let received = rig.counters(INITIATOR).standby_keepalives_received;
+    rig.sim.run_for(PERIOD * 10);
+    assert!(rig.counters(INITIATOR).standby_keepalives_received > received);
+    assert_eq!(rig.counters(INITIATOR).standbys_silent, 1);
+    // It takes over a loss.
+    rig.lose_device_under_traffic(INITIATOR, "soft0");
+    assert_eq!(rig.device(INITIATOR), "soft1");
+    assert_eq!(rig.counters(INITIATOR).failovers, 1);
+}
+
+#[test]
+fn without_keepalives_a_silenced_standby_goes_unnoticed() {
+    // The same fault with keepalives off: the initiator keeps its half of
+    // the standby up (it would find it dead only at promotion).
+    let mut rig = standby_peer_silenced(51, None, 50);
+    assert!(!rig.ini_events.contains(&SessionEvent::StandbyLost));
+    let c = rig.counters(INITIATOR);
+    assert_eq!(
+        (c.standbys_silent, c.standby_keepalives_sent, c.standbys),
+        (0, 0, 1)
+    );
+}
+
+#[test]
+fn a_standby_with_windows_stays_a_standby_until_a_loss() {
+    // The target's region goes through a type 2 window: each transport,
+    // the standby too, binds it when it comes up. That bind's completion
+    // is the standby's own work, not the peer's promotion.
+    let mut rig = Rig::build(52, true, None, true);
+    assert_eq!(rig.standbys_up(), (1, 1));
+    rig.sim.run_for(Duration::from_millis(5));
+    rig.take_events();
+    assert_eq!(rig.device(INITIATOR), "soft0");
+    assert_eq!(rig.device(TARGET), "soft0");
+    for host in [INITIATOR, TARGET] {
+        let c = rig.counters(host);
+        assert_eq!((c.losses, c.failovers), (0, 0), "{host}");
+    }
+    // The standby still takes over a loss, FETCH_ADDs through the window
+    // included.
+    rig.lose_device_under_traffic(INITIATOR, "soft0");
+    assert_eq!(rig.device(TARGET), "soft1");
     assert_eq!(rig.counters(INITIATOR).failovers, 1);
 }

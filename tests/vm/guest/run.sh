@@ -19,7 +19,8 @@
 #               (the peer must close at once, not recover), and planned
 #               outages: a drain of either side's device before its delete
 #               (next to an unplanned failover), a suspend across a
-#               delete/add
+#               delete/add; and unplanned failovers without and with a hot
+#               standby (Policy::standby), one run
 #     example   relink-verbs's verbs_write example as two processes: the
 #               server on rxe1 (10.10.0.2), the client on rxe0 (10.10.0.1);
 #               both must exit 0

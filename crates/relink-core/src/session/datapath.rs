@@ -267,6 +267,12 @@ impl Session {
 
     /// A receive completion of `epoch` with the bytes received.
     pub fn handle_received(&mut self, epoch: Epoch, bytes: &[u8], now: Timestamp) {
+        if bytes.is_empty() {
+            // No message is empty: a standby keepalive that trailed the
+            // standby's promotion (`handle_standby_keepalive`), or a slot
+            // the driver could not read.
+            return;
+        }
         if epoch != self.epoch && !self.peer_promoted(epoch, now) {
             return;
         }

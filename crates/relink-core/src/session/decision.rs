@@ -153,7 +153,7 @@ impl Session {
     /// outage under way too: the give-up deadline is re-armed from the
     /// loss (the start, for a session never established) or cancelled
     /// (`None`), as is the fast-fail deadline unless it passed; a
-    /// keepalive running restarts with the new period; the device match
+    /// keepalive running (the standby's too) restarts with the new period; the device match
     /// and failback apply to the next attempt (a session waiting for a
     /// device tries again at once, a held one reports its candidates again
     /// if they change); switching a held session to
@@ -202,6 +202,9 @@ impl Session {
             self.timers.stop(TimerKind::KeepaliveSend);
             self.timers.stop(TimerKind::KeepaliveDeadline);
             self.arm_keepalive(now);
+        }
+        if old.keepalive != self.cfg.policy.keepalive {
+            self.arm_standby_keepalive(now);
         }
         if self.state() == State::Recovering && self.cfg.role == Role::Initiator {
             if self.held && !self.holds() {

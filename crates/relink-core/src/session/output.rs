@@ -164,6 +164,22 @@ pub enum Action {
         /// The standby's epoch.
         epoch: Epoch,
     },
+    /// A keepalive on the idle standby transport of `epoch`
+    /// ([`Policy::keepalive`](crate::policy::Policy::keepalive)): post a
+    /// SEND with immediate data `imm` and no payload on it (no send slot,
+    /// a receive at the peer). Such a receive on a standby (no bytes, an
+    /// immediate) is the peer's keepalive: hand it to
+    /// [`Session::handle_standby_keepalive`]. Anything else received on a
+    /// standby is the peer's promotion
+    /// ([`Session::handle_standby_traffic`]). A failed post or completion
+    /// is the standby's loss ([`Session::handle_transport_down`] with its
+    /// epoch).
+    ProbeStandby {
+        /// The standby's epoch.
+        epoch: Epoch,
+        /// The immediate data to send.
+        imm: u32,
+    },
 }
 
 /// What observers see. More kinds of events may come: a match needs a
@@ -321,6 +337,15 @@ pub struct Counters {
     /// Losses that switched to the standby (with no connection attempt);
     /// each is counted in `losses` and `resumes` too.
     pub failovers: u64,
+    /// Standbys that went silent: no keepalive heard on them for two
+    /// keepalive periods; each was torn down (a
+    /// [`SessionEvent::StandbyLost`]) and a new one built when a device
+    /// allows.
+    pub standbys_silent: u64,
+    /// Keepalives (probes and replies) sent on standby transports.
+    pub standby_keepalives_sent: u64,
+    /// Keepalives (probes and replies) received on standby transports.
+    pub standby_keepalives_received: u64,
 }
 
 impl Session {

@@ -395,6 +395,7 @@ impl Session {
                 TimerKind::CloseDeadline => self.close_deadline_passed(now),
                 TimerKind::QuiesceDeadline => self.quiesce_deadline_passed(now),
                 TimerKind::Standby => self.standby_timer(now),
+                TimerKind::StandbySilence => self.standby_silent(now),
             }
         }
         // Fast-failed operations may have emptied the journal of a

@@ -365,7 +365,7 @@ impl Session {
         now: Timestamp,
     ) {
         if self.is_standby_epoch(epoch) {
-            self.standby_accepted(device, local);
+            self.standby_accepted(device, local, now);
             return;
         }
         if epoch != self.epoch || !matches!(self.state(), State::Connecting | State::Reconnecting) {

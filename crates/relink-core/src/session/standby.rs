@@ -1,7 +1,7 @@
 //! The hot standby ([`Policy::standby`](crate::policy::Policy::standby)):
 //! a second transport of an established session, on another device, kept
-//! idle next to the current one, and its promotion when the current one
-//! is lost.
+//! idle next to the current one, kept alive by keepalives, and its
+//! promotion when the current one is lost.
 //!
 //! ```text
 //! initiator                                  target
@@ -9,7 +9,9 @@
 //!   ConnectStandby(S) on path B ── Standby(S, signed) ──▶ Established?
 //!                               ◀── Resumed(S) ──────────  AcceptStandby(S)
 //!   StandbyUp                                            StandbyUp
-//!   ... idle: no message on S until a promotion ...
+//!   ... idle; every keepalive period, at each end:
+//!   ProbeStandby(S, probe n) ───────────────────────────▶ ProbeStandby(S, reply n)
+//!   (and the other way); silence on S for two periods: S is torn down
 //! loss of A (device, CM, completion, keepalive) — at either end:
 //!   TearDown(A), Promote(S)
 //!   Promote{S, last_delivered} ─────────────────────────▶ (a message on S:
@@ -29,12 +31,29 @@
 //! its own detection or on the other's `Promote`, whichever comes first;
 //! each sends one `Promote`, and each applies the other's once.
 //!
-//! The standby carries nothing while idle (no keepalive: a message there
-//! is a promotion). Its loss is seen by its CM, device and async events;
-//! one that died silently is found at promotion, when the resync's connect
-//! timeout falls back to an ordinary recovery. A loss of the standby takes
-//! down only the standby. A drain, a suspend and the session's end tear it
-//! down; after a resync a new one is built.
+//! While idle the standby carries only keepalives, with the session's
+//! keepalive period ([`Policy::keepalive`](crate::policy::Policy::keepalive);
+//! none when it is off): each end sends a probe every period and answers
+//! the other's. A keepalive is a SEND with immediate data and no payload
+//! ([`Action::ProbeStandby`]), which no message of the protocol is (every
+//! message has a header), so a driver tells it from the peer's promotion
+//! by its shape alone, and it never reaches the inbox, the journal or the
+//! current transport's keepalive: sequence numbers, acknowledgements and
+//! replay are the current transport's only. The immediate is the probe's
+//! nonce, its top bit set in a reply. Anything heard on the standby (a
+//! keepalive of either kind) re-arms its silence deadline of two periods;
+//! a standby that stays silent past it (its peer or its path died without
+//! an event) is torn down ([`SessionEvent::StandbyLost`],
+//! [`Counters::standbys_silent`](super::Counters::standbys_silent)) and,
+//! at the initiator, built again after a backoff, the current transport
+//! untouched.
+//!
+//! Other losses of the standby are seen by its CM, device and async
+//! events, or by a keepalive's failed completion; a standby that died
+//! between two keepalives is found at promotion, when the resync's
+//! connect timeout falls back to an ordinary recovery. A loss of the
+//! standby takes down only the standby. A drain, a suspend and the
+//! session's end tear it down; after a resync a new one is built.
 
 use relink_fabric::{DeviceId, DeviceInfo, Timestamp};
 
@@ -43,6 +62,10 @@ use crate::ids::{Epoch, Seq};
 use crate::state::{Cause, DownCause, State};
 use crate::timers::TimerKind;
 use crate::wire;
+
+/// The bit of a standby keepalive's immediate data that makes it a reply
+/// (the rest is the probe's nonce).
+const KEEPALIVE_REPLY: u32 = 1 << 31;
 
 /// The standby transport of a session.
 #[derive(Debug)]
@@ -141,6 +164,7 @@ impl Session {
         tracing::info!(session = %self.cfg.id, epoch = %sb.epoch, retry, "standby torn down");
         self.actions.push_back(Action::TearDown { epoch: sb.epoch });
         self.timers.stop(TimerKind::Standby);
+        self.timers.stop(TimerKind::StandbySilence);
         if sb.up.is_some() {
             self.events.push_back(SessionEvent::StandbyLost);
         }
@@ -153,17 +177,93 @@ impl Session {
     }
 
     /// The standby timer fired: a standby still connecting is abandoned
-    /// (and retried); with none, one is tried again.
+    /// (and retried); one up is sent its next keepalive; with none, one is
+    /// tried again.
     pub(super) fn standby_timer(&mut self, now: Timestamp) {
         match &self.standby {
             Some(sb) if sb.up.is_none() => self.drop_standby(true, now),
-            Some(_) => {}
+            Some(sb) => {
+                let epoch = sb.epoch;
+                self.keepalive_nonce += 1;
+                let imm = (self.keepalive_nonce as u32) & !KEEPALIVE_REPLY;
+                self.probe_standby(epoch, imm);
+                if let Some(k) = self.cfg.policy.keepalive {
+                    self.timers.set(TimerKind::Standby, now + k);
+                }
+            }
             None => self.maybe_build_standby(now),
         }
     }
 
+    /// Queue a keepalive (`imm`) on the standby of `epoch`.
+    fn probe_standby(&mut self, epoch: Epoch, imm: u32) {
+        self.counters.standby_keepalives_sent += 1;
+        self.actions.push_back(Action::ProbeStandby { epoch, imm });
+    }
+
+    /// Start (or restart, with the policy's period) the keepalives of the
+    /// standby that is up, or stop them when the policy has none.
+    pub(super) fn arm_standby_keepalive(&mut self, now: Timestamp) {
+        if self.standby.as_ref().is_none_or(|s| s.up.is_none()) {
+            return;
+        }
+        match (
+            self.cfg.policy.keepalive,
+            self.cfg.policy.keepalive_deadline(),
+        ) {
+            (Some(k), Some(d)) => {
+                self.timers.set(TimerKind::Standby, now + k);
+                self.timers.set(TimerKind::StandbySilence, now + d);
+            }
+            _ => {
+                self.timers.stop(TimerKind::Standby);
+                self.timers.stop(TimerKind::StandbySilence);
+            }
+        }
+    }
+
+    /// Nothing was heard on the standby for two keepalive periods: its
+    /// peer or its path is gone without an event. It is torn down (and,
+    /// at the initiator, built again after a backoff).
+    pub(super) fn standby_silent(&mut self, now: Timestamp) {
+        let Some(epoch) = self
+            .standby
+            .as_ref()
+            .filter(|s| s.up.is_some())
+            .map(|s| s.epoch)
+        else {
+            return;
+        };
+        tracing::warn!(session = %self.cfg.id, %epoch, "standby silent for two keepalive periods: torn down");
+        self.counters.standbys_silent += 1;
+        self.drop_standby(true, now);
+    }
+
+    /// A keepalive arrived on the standby of `epoch`: a receive there with
+    /// no bytes and immediate data `imm` (see [`Action::ProbeStandby`]).
+    /// It re-arms the standby's silence deadline; a probe is answered.
+    /// Nothing happens for an epoch that is not an established standby's
+    /// (a keepalive that trails a promotion, say): it never counts as a
+    /// message of the current transport.
+    pub fn handle_standby_keepalive(&mut self, epoch: Epoch, imm: u32, now: Timestamp) {
+        let up = self
+            .standby
+            .as_ref()
+            .is_some_and(|s| s.epoch == epoch && s.up.is_some());
+        if !up {
+            return;
+        }
+        self.counters.standby_keepalives_received += 1;
+        if let Some(d) = self.cfg.policy.keepalive_deadline() {
+            self.timers.set(TimerKind::StandbySilence, now + d);
+        }
+        if imm & KEEPALIVE_REPLY == 0 {
+            self.probe_standby(epoch, imm | KEEPALIVE_REPLY);
+        }
+    }
+
     /// The standby is established on `device`.
-    fn standby_up(&mut self, device: DeviceInfo, local: Vec<LocalKeys>) {
+    fn standby_up(&mut self, device: DeviceInfo, local: Vec<LocalKeys>, now: Timestamp) {
         let Some(sb) = self.standby.as_mut() else {
             return;
         };
@@ -175,6 +275,7 @@ impl Session {
         self.timers.stop(TimerKind::Standby);
         self.counters.standbys += 1;
         self.standby_failures = 0;
+        self.arm_standby_keepalive(now);
     }
 
     /// Initiator: the standby's connection is established; `private_data`
@@ -201,12 +302,17 @@ impl Session {
             self.drop_standby(true, now);
             return;
         }
-        self.standby_up(device, local);
+        self.standby_up(device, local, now);
     }
 
     /// Target: the accepted standby's connection is established.
-    pub(super) fn standby_accepted(&mut self, device: DeviceInfo, local: Vec<LocalKeys>) {
-        self.standby_up(device, local);
+    pub(super) fn standby_accepted(
+        &mut self,
+        device: DeviceInfo,
+        local: Vec<LocalKeys>,
+        now: Timestamp,
+    ) {
+        self.standby_up(device, local, now);
     }
 
     /// Target: a standby request naming the id of `self`. Verifies it and
@@ -299,6 +405,7 @@ impl Session {
         self.counters.failovers += 1;
         self.count_loss(cause);
         self.timers.stop(TimerKind::Standby);
+        self.timers.stop(TimerKind::StandbySilence);
         self.start_outage(now);
         self.go(State::Recovering, Cause::TransportDown(cause), now);
         self.attempt = 0;

@@ -184,7 +184,8 @@ impl Pair {
             }
             Action::ConnectStandby { .. }
             | Action::AcceptStandby { .. }
-            | Action::Promote { .. } => {
+            | Action::Promote { .. }
+            | Action::ProbeStandby { .. } => {
                 panic!("the pair has one transport per end: its policies keep the standby off")
             }
             Action::Disconnect { epoch } => {

@@ -28,6 +28,11 @@ pub(super) struct Stall {
     moved: Option<(Duration, Option<String>)>,
     /// Operations the resumes posted again.
     replayed: u64,
+    /// When the initiator reported the loss (its `DeviceLost`), and the
+    /// successful completions by then.
+    lost: Option<(Instant, usize)>,
+    /// From the loss reported to the next successful completion.
+    switch: Option<Duration>,
 }
 
 impl Stall {
@@ -40,6 +45,16 @@ impl Stall {
             longest: Duration::ZERO,
             moved: None,
             replayed: 0,
+            lost: None,
+            switch: None,
+        }
+    }
+
+    /// A `DeviceLost` event of the initiator, with `succeeded` successful
+    /// completions so far (those collected with it came before it).
+    pub(super) fn on_lost(&mut self, succeeded: usize) {
+        if self.lost.is_none() {
+            self.lost = Some((Instant::now(), succeeded));
         }
     }
 
@@ -53,6 +68,11 @@ impl Stall {
 
     /// The successful completions so far.
     pub(super) fn observe(&mut self, succeeded: usize) {
+        if let (Some((at, n)), None) = (self.lost, self.switch) {
+            if succeeded > n {
+                self.switch = Some(at.elapsed());
+            }
+        }
         if succeeded > self.seen {
             let now = Instant::now();
             self.longest = self.longest.max(now - self.last_ok);
@@ -63,19 +83,23 @@ impl Stall {
 }
 
 /// One watched move, measured.
-struct Moved {
+pub(super) struct Moved {
     /// The longest gap between successful completions.
-    stall: Duration,
+    pub(super) stall: Duration,
     /// From the event until the session was established on `device`.
-    established: Duration,
-    device: String,
-    replayed: u64,
-    failed: usize,
-    indeterminate: usize,
+    pub(super) established: Duration,
+    /// From the loss the initiator reported (a `DeviceLost`; none for a
+    /// planned move) to the first successful completion after it: the
+    /// stall without the kernel's delay in reporting the loss.
+    pub(super) switch: Option<Duration>,
+    pub(super) device: String,
+    pub(super) replayed: u64,
+    pub(super) failed: usize,
+    pub(super) indeterminate: usize,
 }
 
 impl Moved {
-    fn note(&self, what: &str) -> String {
+    pub(super) fn note(&self, what: &str) -> String {
         format!(
             "{what}: stall {:.1} ms, on {} after {:.1} ms, {} replayed, {} indeterminate, {} failed",
             self.stall.as_secs_f64() * 1e3,
@@ -90,13 +114,13 @@ impl Moved {
 
 impl Duo {
     /// Start watching: the event happens right after.
-    fn watch(&mut self) {
+    pub(super) fn watch(&mut self) {
         self.stall = Some(Stall::new(self.w.succeeded()));
     }
 
     /// Run until the watched session resumed and completed operations on
     /// the new device for [`SETTLE`]; the figures of the move.
-    fn watched(&mut self, what: &str) -> Moved {
+    pub(super) fn watched(&mut self, what: &str) -> Moved {
         let (_, failed0, ind0) = self.w.outcome_counts();
         let mut ok_at_move = None;
         let moved = self.pump_until(RESUME_TIMEOUT, |d| {
@@ -121,6 +145,7 @@ impl Duo {
         let m = Moved {
             stall: st.longest,
             established,
+            switch: st.switch,
             device: device.unwrap_or_else(|| "?".into()),
             replayed: st.replayed,
             failed: failed1 - failed0,
@@ -130,7 +155,7 @@ impl Duo {
         m
     }
 
-    fn counters_of(&self) -> (Counters, Counters) {
+    pub(super) fn counters_of(&self) -> (Counters, Counters) {
         let t = self.w.target.expect("the target's session");
         (
             self.a.counters(self.s).expect("the initiator's session"),
@@ -209,7 +234,7 @@ impl Duo {
     }
 }
 
-fn need_second_pair(e: &Topology) -> Result<(), String> {
+pub(super) fn need_second_pair(e: &Topology) -> Result<(), String> {
     if e.second.is_some() {
         Ok(())
     } else {
@@ -219,7 +244,7 @@ fn need_second_pair(e: &Topology) -> Result<(), String> {
 
 /// The two pairs' paths (the first pair first) and the target's wildcard
 /// listening address.
-fn two_pairs(env: &Topology) -> (SocketAddr, Vec<Path>) {
+pub(super) fn two_pairs(env: &Topology) -> (SocketAddr, Vec<Path>) {
     let (a2, b2) = env.second.clone().expect("checked");
     let port = port();
     let paths = vec![

@@ -130,6 +130,7 @@ impl Node {
                 private_data,
             } => self.accept_standby(key, epoch, request, &private_data),
             Action::Promote { epoch } => self.promote_standby(key, epoch),
+            Action::ProbeStandby { epoch, imm } => self.probe_standby(key, epoch, imm),
             Action::TearDown { epoch } => {
                 if let Some(t) = slot.transport.take_if(|t| t.epoch == epoch) {
                     if t.connected {

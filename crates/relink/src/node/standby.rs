@@ -1,8 +1,10 @@
 //! A session's standby transport (`Policy::standby`): built next to the
 //! current one on the core's `ConnectStandby` / `AcceptStandby`, driven
-//! through its CM events, watched for the peer's promotion (anything in
-//! its CQ), and swapped in as the current transport on the core's
-//! `Promote`. Its receives land in the session's second receive area
+//! through its CM events, kept alive by the core's `ProbeStandby`
+//! keepalives (a SEND with immediate data and no payload: no send slot),
+//! watched for the peer's promotion (a message received on it),
+//! and swapped in as the current transport on the core's `Promote`. Its
+//! receives land in the session's second receive area
 //! (`SessionMemory::recv_alt`).
 
 use std::time::Duration;
@@ -11,13 +13,32 @@ use relink_core::reason::{AttemptFailure, CmCall, ProviderFailure, TransportObje
 use relink_core::session::{Path, RequestToken};
 use relink_core::state::DownCause;
 use relink_core::Epoch;
-use relink_fabric::{CmEventKind, CmId, ConnParams, CreateError, Timestamp};
+use relink_fabric::{
+    CmEventKind, CmId, ConnParams, CreateError, SendOp, SendWr, Timestamp, WcStatus, WorkCompletion,
+};
 
 use super::actions::{retire_transport, start_resolve};
 use super::cm::{CmOwner, Phase};
-use super::completions::poll_or_arm;
+use super::completions::{poll_or_arm, retire_through};
 use super::transport::Transport;
+use super::wr::{TAG_LOCAL, TAG_MASK, TAG_RECV};
 use super::Node;
+
+/// The `wr_id` of a keepalive on a standby: a local request's tag (no send
+/// slot, no operation; a completion of it that trails a promotion retires
+/// as a control message's) with a bit no region's id reaches.
+const PROBE_WR: u64 = TAG_LOCAL | (1 << 40);
+
+/// Whether `wc`, from a standby's CQ, is the standby's own traffic rather
+/// than the peer's promotion, which only a message received can be: a
+/// send-queue completion (one of its keepalives, a window's bind), the
+/// peer's keepalive (a receive with no bytes and an immediate; no message
+/// is empty), or an error (the standby's QP failed).
+fn is_standby_own(wc: &WorkCompletion) -> bool {
+    wc.wr_id & TAG_MASK != TAG_RECV
+        || wc.status != WcStatus::Success
+        || (wc.byte_len == 0 && wc.imm.is_some())
+}
 
 impl Node {
     /// The session's second receive area, allocated with its first
@@ -170,12 +191,83 @@ impl Node {
         self.dirty.insert(key);
     }
 
+    /// The core's `ProbeStandby`: post a keepalive (a SEND with immediate
+    /// `imm` and no payload) on session `key`'s standby of `epoch`; a
+    /// refused post is the standby's loss.
+    pub(super) fn probe_standby(&mut self, key: u64, epoch: Epoch, imm: u32) {
+        let p = self.provider.clone();
+        let Some(slot) = self.sessions.get_mut(&key) else {
+            return;
+        };
+        let Some(t) = slot
+            .standby
+            .as_mut()
+            .filter(|t| t.epoch == epoch && t.connected)
+        else {
+            return;
+        };
+        let Some(qp) = t.qp else {
+            return;
+        };
+        let wr = SendWr::new(PROBE_WR, SendOp::SendWithImm { imm }, Vec::new());
+        match p.post_send(qp, std::slice::from_ref(&wr)) {
+            Ok(()) => t.posted.push_back(PROBE_WR),
+            Err(e) => {
+                tracing::debug!(session = %slot.core.id(), %epoch, "standby keepalive not posted: {e}");
+                slot.core
+                    .handle_transport_down(epoch, DownCause::DeviceRemoved, p.now());
+            }
+        }
+    }
+
+    /// The standby's own traffic `wcs` (see [`is_standby_own`]) of
+    /// session `key`'s standby of `epoch`: a send-queue completion retires
+    /// its request, a received keepalive goes to the core and its receive
+    /// is posted again, an error is the standby's loss.
+    fn standby_keepalives(&mut self, key: u64, epoch: Epoch, wcs: &[WorkCompletion]) {
+        let p = self.provider.clone();
+        let now = p.now();
+        let Some(slot) = self.sessions.get_mut(&key) else {
+            return;
+        };
+        let Some(t) = slot.standby.as_mut().filter(|t| t.epoch == epoch) else {
+            return;
+        };
+        self.recv_batch.clear();
+        for wc in wcs {
+            let recv = wc.wr_id & TAG_MASK == TAG_RECV;
+            if !recv {
+                retire_through(t, wc, |_, _| {});
+            }
+            if wc.status != WcStatus::Success {
+                let cause = DownCause::Completion(wc.status);
+                slot.core.handle_transport_down(epoch, cause, now);
+            } else if recv {
+                if let Some(mr) = t.recv_mr {
+                    let s = (wc.wr_id & !TAG_MASK) as u32;
+                    self.recv_batch.push_recv(&mr, slot.spec.slot_size, s);
+                }
+                slot.core
+                    .handle_standby_keepalive(epoch, wc.imm.unwrap_or(0), now);
+            }
+        }
+        if let (false, Some(qp)) = (self.recv_batch.is_empty(), t.qp) {
+            if p.post_recv(qp, self.recv_batch.as_slice()).is_err() {
+                slot.core
+                    .handle_transport_down(epoch, DownCause::DeviceRemoved, now);
+            }
+        }
+        self.recv_batch.clear();
+    }
+
     /// Before a poll round reads session `key`'s CQ, when its standby's CQ
-    /// signalled (`standby_ready`): if it holds completions, the peer promoted the standby. The
-    /// core is told (it promotes the standby here too) and the node
-    /// performs that; the completions are left in the node's buffer for
-    /// the round, which reads them as the current transport's. Returns
-    /// whether it did.
+    /// signalled (`standby_ready`): its own traffic is handled
+    /// ([`Node::standby_keepalives`]); anything else in it means the peer
+    /// promoted the standby. The core is told (it promotes the standby
+    /// here too) and the node performs that; the completions from the
+    /// first one that is not a keepalive's are left in the node's buffer
+    /// for the round, which reads them as the current transport's.
+    /// Returns whether it did.
     pub(super) fn standby_promoted_by_peer(&mut self, key: u64) -> bool {
         let p = self.provider.clone();
         let Some(slot) = self.sessions.get_mut(&key) else {
@@ -192,9 +284,35 @@ impl Node {
         else {
             return false;
         };
-        if !poll_or_arm(&*p, cq, &mut self.wcs) {
-            return false;
+        loop {
+            if !poll_or_arm(&*p, cq, &mut self.wcs) {
+                return false;
+            }
+            let other = self.wcs.iter().position(|wc| !is_standby_own(wc));
+            let wcs = std::mem::take(&mut self.wcs);
+            let n = other.unwrap_or(wcs.len());
+            self.standby_keepalives(key, epoch, &wcs[..n]);
+            self.wcs = wcs;
+            self.wcs.drain(..n);
+            let wcs = std::mem::take(&mut self.wcs);
+            self.run_actions(key);
+            self.wcs = wcs;
+            let still = self
+                .sessions
+                .get(&key)
+                .and_then(|s| s.standby.as_ref())
+                .is_some_and(|t| t.epoch == epoch);
+            if !still {
+                // Torn down (its QP failed): nothing to promote.
+                return false;
+            }
+            if other.is_some() {
+                break;
+            }
         }
+        let Some(slot) = self.sessions.get_mut(&key) else {
+            return false;
+        };
         tracing::debug!(session = %slot.core.id(), %epoch, "traffic on the standby: the peer promoted it");
         slot.core.handle_standby_traffic(epoch, p.now());
         let wcs = std::mem::take(&mut self.wcs);

@@ -1,0 +1,166 @@
+/*
+ * The standby and probe knobs from C. Each setter takes what the policy
+ * allows and refuses the rest with RELINK_ERR_OPTIONS and a message naming
+ * the key (probe_interval 0, probe_timeout 0, a standby with manual
+ * recovery), a refused change leaving the options as they were. A session
+ * made with the standby on, probes every 5 ms of at least 20 ms and
+ * keepalives every 2 ms (relink_connect gives it one path: it keeps the
+ * knob, with no second device to build a standby on) delivers its messages
+ * once and in order across a device reset of the connecting side and a
+ * long idle stretch, with one loss counted. Exits 0 when every check
+ * holds.
+ */
+#include <relink.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int failures = 0;
+
+static void expect(relink_status got, relink_status want, const char *needle,
+                   const char *what) {
+  const char *msg = relink_last_error();
+  if (got != want || (needle && !strstr(msg, needle))) {
+    fprintf(stderr, "FAIL %s: got %s (\"%s\"), want %s containing \"%s\"\n", what,
+            relink_status_name(got), msg, relink_status_name(want),
+            needle ? needle : "");
+    failures++;
+  } else {
+    printf("ok   %s: %s %s\n", what, relink_status_name(got), msg);
+  }
+}
+
+static void check(relink_status st, const char *what) {
+  if (st < 0) {
+    fprintf(stderr, "standby: %s: %s: %s\n", what, relink_status_name(st),
+            relink_last_error());
+    exit(1);
+  }
+}
+
+typedef struct {
+  relink_node *a, *b;
+  relink_session s, t;
+  int have_t;
+  unsigned got;
+} world;
+
+/* One turn of both nodes (1 ms of virtual time each); take everything. */
+static void turn(world *w) {
+  int did;
+  check(relink_wait(w->a, 1, &did), "wait a");
+  check(relink_wait(w->b, 1, &did), "wait b");
+  relink_accepted acc;
+  if (!w->have_t && relink_accept(w->b, &acc) == RELINK_OK) {
+    w->t = acc.session;
+    w->have_t = 1;
+  }
+  relink_event e;
+  if (w->have_t) {
+    unsigned char buf[16];
+    size_t len;
+    uint64_t seq;
+    while (relink_poll_delivery(w->b, w->t, buf, sizeof buf, &len, &seq) ==
+           RELINK_OK) {
+      unsigned n;
+      memcpy(&n, buf, sizeof n);
+      if (n != w->got || seq != (uint64_t)w->got + 1) {
+        fprintf(stderr, "standby: FAIL message %u out of order or twice\n", n);
+        exit(1);
+      }
+      w->got++;
+    }
+    while (relink_poll_event(w->b, w->t, &e) == RELINK_OK) {
+    }
+  }
+  while (relink_poll_event(w->a, w->s, &e) == RELINK_OK) {
+  }
+  relink_completion c;
+  while (relink_poll_completion(w->a, w->s, &c) == RELINK_OK)
+    if (c.outcome != RELINK_OUTCOME_SUCCESS) {
+      fprintf(stderr, "standby: FAIL a send did not succeed\n");
+      exit(1);
+    }
+}
+
+static void send_n(world *w, unsigned from, unsigned to) {
+  for (unsigned i = from; i < to; i++) {
+    unsigned char buf[16] = {0};
+    memcpy(buf, &i, sizeof i);
+    check(relink_send(w->a, w->s, buf, sizeof buf, NULL), "send");
+  }
+}
+
+int main(void) {
+  relink_options *o = NULL;
+  check(relink_options_new(&o), "options");
+  expect(relink_options_set_standby(NULL, 1), RELINK_ERR_ARGUMENT, "options",
+         "standby on NULL options");
+  expect(relink_options_set_probe_interval_ms(o, 0), RELINK_ERR_OPTIONS,
+         "probe_interval", "probe_interval 0");
+  expect(relink_options_set_probe_interval_ms(o, -1), RELINK_OK, NULL,
+         "probe_interval off");
+  expect(relink_options_set_probe_interval_ms(o, 5), RELINK_OK, NULL,
+         "probe_interval 5 ms");
+  expect(relink_options_set_probe_timeout_ms(o, 0), RELINK_ERR_OPTIONS,
+         "probe_timeout", "probe_timeout 0");
+  expect(relink_options_set_probe_timeout_ms(o, 20), RELINK_OK, NULL,
+         "probe_timeout 20 ms");
+  expect(relink_options_set_standby(o, 1), RELINK_OK, NULL, "standby on");
+  expect(relink_options_set_manual_recovery(o, 1), RELINK_ERR_OPTIONS, "standby",
+         "manual recovery with the standby on");
+  expect(relink_options_set_standby(o, 0), RELINK_OK, NULL, "standby off");
+  expect(relink_options_set_manual_recovery(o, 1), RELINK_OK, NULL,
+         "manual recovery with the standby off");
+  expect(relink_options_set_standby(o, 1), RELINK_ERR_OPTIONS, "standby",
+         "the standby with manual recovery");
+  expect(relink_options_set_manual_recovery(o, 0), RELINK_OK, NULL,
+         "automatic recovery");
+  expect(relink_options_set_standby(o, 1), RELINK_OK, NULL, "standby on again");
+  expect(relink_options_set_keepalive_ms(o, 2), RELINK_OK, NULL, "keepalive 2 ms");
+  expect(relink_options_set_give_up_ms(o, 2000), RELINK_OK, NULL, "give-up 2 s");
+
+  relink_soft_fabric *f = NULL;
+  check(relink_soft_fabric_new(7, &f), "fabric");
+  check(relink_soft_fabric_add_device(f, "a", "soft0", "10.0.0.1/24"), "device");
+  check(relink_soft_fabric_add_device(f, "b", "soft0", "10.0.0.2/24"), "device");
+  world w;
+  memset(&w, 0, sizeof w);
+  check(relink_node_new_soft(f, "a", &w.a), "node");
+  check(relink_node_new_soft(f, "b", &w.b), "node");
+  relink_listener l;
+  check(relink_listen(w.b, "10.0.0.2:7471", NULL, &l), "listen");
+  check(relink_connect(w.a, "10.0.0.2:7471", NULL, o, &w.s), "connect");
+  relink_options_free(o);
+
+  send_n(&w, 0, 20);
+  for (int i = 0; i < 500 && w.got < 20; i++)
+    turn(&w);
+  check(relink_soft_fabric_fault(f, "a", "soft0", RELINK_FAULT_RESET), "reset");
+  send_n(&w, 20, 40);
+  for (int i = 0; i < 2000 && w.got < 40; i++)
+    turn(&w);
+  /* Idle: keepalives only, for 100 periods. */
+  for (int i = 0; i < 200; i++)
+    turn(&w);
+  relink_counters c;
+  check(relink_session_counters(w.a, w.s, &c), "counters");
+  relink_state st;
+  check(relink_session_state(w.a, w.s, &st), "state");
+  if (w.got != 40 || c.losses != 1 || c.resumes != 1 ||
+      st != RELINK_STATE_ESTABLISHED) {
+    fprintf(stderr, "standby: FAIL %u delivered, %llu losses, %llu resumes\n",
+            w.got, (unsigned long long)c.losses, (unsigned long long)c.resumes);
+    failures++;
+  }
+  printf("standby: %u delivered across a reset, %llu loss\n", w.got,
+         (unsigned long long)c.losses);
+  relink_node_free(w.a);
+  relink_node_free(w.b);
+  relink_soft_fabric_free(f);
+  printf("standby: %d failure(s)\n", failures);
+  if (failures == 0)
+    printf("standby: ok\n");
+  return failures == 0 ? 0 : 1;
+}

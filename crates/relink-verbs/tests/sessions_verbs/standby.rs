@@ -1,0 +1,182 @@
+//! Unplanned failover on real verbs with and without a hot standby
+//! (`Policy::standby`), in one run: one session with two paths (the two
+//! device pairs) and the checked workload; the initiator's device the
+//! session runs on is deleted under traffic (`rdma link delete`), the
+//! session goes on over the other pair, the device is added back; first
+//! with the standby off (the session reconnects on the other pair), then,
+//! the same session, with it on (the standby, up on the other pair before
+//! each delete, is promoted: no connection setup in the stall).
+//!
+//! Each move is measured as the planned outages' are (`planned.rs`): the
+//! stall is the longest gap between consecutive successful completions
+//! from the start of the delete until the session has run on the new
+//! device for 300 ms; up is the time from the delete to the `Resumed`.
+//! The stall holds the kernel's delay in reporting the removal (rxe
+//! reports it only once `rdma link delete` is under way); the switch is
+//! the part after it: from the initiator's `DeviceLost` to the next
+//! successful completion.
+
+use relink::Policy;
+
+use super::planned::{need_second_pair, two_pairs, Moved};
+use super::*;
+
+/// The keepalive period with the standby on.
+const KEEPALIVE: Duration = Duration::from_millis(250);
+
+/// The nearest-rank percentile `p` of `v`, in ms.
+fn pct_ms(v: &[Duration], p: f64) -> f64 {
+    let mut v = v.to_vec();
+    v.sort();
+    if v.is_empty() {
+        return 0.0;
+    }
+    let i = ((v.len() as f64 * p).ceil() as usize).clamp(1, v.len()) - 1;
+    v[i].as_secs_f64() * 1e3
+}
+
+/// The `StandbyUp` events of the initiator so far.
+fn standbys_up(d: &Duo) -> usize {
+    d.events
+        .iter()
+        .filter(|e| matches!(e, SessionEvent::StandbyUp { .. }))
+        .count()
+}
+
+/// Alternately delete the initiator's device the session runs on (the
+/// other pair takes over) and add it back, `cycles` times, with the
+/// standby `on` or off; with it on, the standby is up on the other pair
+/// before each delete. The moves, measured.
+fn failovers(d: &mut Duo, cycles: u64, on: bool) -> Vec<Moved> {
+    let (a2, _) = d.env.second.clone().expect("checked");
+    let first = (d.env.init.device.clone(), d.env.init.netdev.clone());
+    let second = (a2.device.clone(), a2.netdev.clone());
+    let label = if on { "with standby" } else { "no standby" };
+    let mut moves = Vec::new();
+    for cycle in 1..=cycles {
+        d.pump(Duration::from_millis(300));
+        if on {
+            let up = d.pump_until(RESUME_TIMEOUT, |d| {
+                d.events
+                    .iter()
+                    .rev()
+                    .find_map(|e| match e {
+                        SessionEvent::StandbyUp { .. } => Some(true),
+                        SessionEvent::StandbyLost | SessionEvent::Resumed { .. } => Some(false),
+                        _ => None,
+                    })
+                    .unwrap_or(false)
+            });
+            assert!(up, "{label} {cycle}: no standby up");
+        }
+        let dev = d.a.device(d.s).expect("the session's device").name;
+        let (gone, netdev) = if dev == first.0 {
+            first.clone()
+        } else {
+            second.clone()
+        };
+        let (before, _) = d.counters_of();
+        d.watch();
+        d.delete(&gone);
+        let m = d.watched(&format!("{label} {cycle}"));
+        if m.device == gone {
+            d.problems.push(format!(
+                "{label} {cycle}: the session resumed on the deleted {gone}"
+            ));
+        }
+        let (after, _) = d.counters_of();
+        let (failovers, attempts) = (
+            after.failovers - before.failovers,
+            after.attempts - before.attempts,
+        );
+        if on && (failovers, attempts) != (1, 0) {
+            d.problems.push(format!(
+                "{label} {cycle}: {failovers} failovers, {attempts} connection attempts (expected a promotion, no attempt)"
+            ));
+        }
+        if !on && failovers != 0 {
+            d.problems
+                .push(format!("{label} {cycle}: {failovers} failovers counted"));
+        }
+        d.add(&gone, &netdev);
+        d.mark = None;
+        moves.push(m);
+    }
+    moves
+}
+
+/// Unplanned failover, `RELINK_VERBS_STANDBY_CYCLES` times (default 8)
+/// without and then with a hot standby, in one run; every operation
+/// completes once and every message is delivered once, in order; with the
+/// standby each loss is a promotion (one failover, no connection
+/// attempt), and the idle standby's keepalives (every 250 ms) are answered
+/// with none going silent. The `RESULT standby_failover` line has both
+/// stalls' p50 and p99.
+#[test]
+fn standby_failover() {
+    let env = env_or_skip!(need_second_pair);
+    let cycles: u64 = std::env::var("RELINK_VERBS_STANDBY_CYCLES")
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(8);
+    let (listen, paths) = two_pairs(&env);
+    let mut d = Duo::start(env.clone(), listen, paths);
+    let plain = failovers(&mut d, cycles, false);
+    if standbys_up(&d) != 0 {
+        d.problems
+            .push("a standby came up with the knob off".into());
+    }
+    // Keepalives every 250 ms: the idle standby carries some between the
+    // deletes (zero-length SENDs with immediate data on rxe).
+    let on = Policy::builder()
+        .standby(true)
+        .keepalive(Some(KEEPALIVE))
+        .build()
+        .expect("a valid policy");
+    d.a.set_policy(d.s, on).expect("the standby on");
+    let hot = failovers(&mut d, cycles, true);
+    d.pump(KEEPALIVE * 3);
+    let (a, _) = d.counters_of();
+    if a.standby_keepalives_received == 0 || a.standbys_silent != 0 {
+        d.problems.push(format!(
+            "standby keepalives: {} sent, {} received, {} standbys silent",
+            a.standby_keepalives_sent, a.standby_keepalives_received, a.standbys_silent
+        ));
+    }
+    let figures = |v: &[Moved]| {
+        let stall: Vec<Duration> = v.iter().map(|m| m.stall).collect();
+        let switch: Vec<Duration> = v.iter().filter_map(|m| m.switch).collect();
+        let up: Vec<Duration> = v.iter().map(|m| m.established).collect();
+        format!(
+            "stall p50 {:.1} ms, p99 {:.1} ms; switch p50 {:.2} ms, p99 {:.2} ms ({} seen); \
+             up p50 {:.1} ms, p99 {:.1} ms; {} replayed, {} indeterminate, {} failed",
+            pct_ms(&stall, 0.5),
+            pct_ms(&stall, 0.99),
+            pct_ms(&switch, 0.5),
+            pct_ms(&switch, 0.99),
+            switch.len(),
+            pct_ms(&up, 0.5),
+            pct_ms(&up, 0.99),
+            v.iter().map(|m| m.replayed).sum::<u64>(),
+            v.iter().map(|m| m.indeterminate).sum::<usize>(),
+            v.iter().map(|m| m.failed).sum::<usize>(),
+        )
+    };
+    let (p, h) = (figures(&plain), figures(&hot));
+    println!("RESULT standby_failover: {cycles} cycles each; no standby: {p}; with standby: {h}");
+    let p50 = |v: &[Moved], f: fn(&Moved) -> Option<Duration>| {
+        pct_ms(&v.iter().filter_map(f).collect::<Vec<_>>(), 0.5)
+    };
+    d.notes.push(format!(
+        "{cycles}+{cycles} failovers, p50 stall / switch: no standby {:.1} / {:.2} ms vs standby {:.1} / {:.2} ms",
+        p50(&plain, |m| Some(m.stall)),
+        p50(&plain, |m| m.switch),
+        p50(&hot, |m| Some(m.stall)),
+        p50(&hot, |m| m.switch),
+    ));
+    d.notes.push(format!(
+        "standby keepalives {} sent / {} received, {} silent",
+        a.standby_keepalives_sent, a.standby_keepalives_received, a.standbys_silent
+    ));
+    d.finish("standby_failover");
+}
