@@ -215,6 +215,7 @@ impl Node {
             .core
             .submit(kind, now)?;
         self.run_actions(s.0);
+        self.post_if_idle(s.0);
         Ok(op)
     }
 
