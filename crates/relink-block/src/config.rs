@@ -63,6 +63,32 @@ fn base(queue_depth: u16, policy: &Policy) -> SessionOptionsBuilder {
         .max_one_sided(u32::from(queue_depth))
 }
 
+/// The setters both engines' options share: one per field, each
+/// returning the options for chaining.
+macro_rules! config_setters {
+    ($ty:ident) => {
+        impl $ty {
+            #[doc = concat!("[`", stringify!($ty), "::queue_depth`].")]
+            pub fn queue_depth(mut self, n: u16) -> $ty {
+                self.queue_depth = n;
+                self
+            }
+
+            #[doc = concat!("[`", stringify!($ty), "::max_io`].")]
+            pub fn max_io(mut self, bytes: u32) -> $ty {
+                self.max_io = bytes;
+                self
+            }
+
+            #[doc = concat!("[`", stringify!($ty), "::policy`].")]
+            pub fn policy(mut self, policy: Policy) -> $ty {
+                self.policy = policy;
+                self
+            }
+        }
+    };
+}
+
 /// A target engine's options: start from [`TargetConfig::default`] and
 /// set what differs (more options may come).
 #[derive(Debug, Clone)]
@@ -89,25 +115,9 @@ impl Default for TargetConfig {
     }
 }
 
+config_setters!(TargetConfig);
+
 impl TargetConfig {
-    /// [`TargetConfig::queue_depth`].
-    pub fn queue_depth(mut self, n: u16) -> TargetConfig {
-        self.queue_depth = n;
-        self
-    }
-
-    /// [`TargetConfig::max_io`].
-    pub fn max_io(mut self, bytes: u32) -> TargetConfig {
-        self.max_io = bytes;
-        self
-    }
-
-    /// [`TargetConfig::policy`].
-    pub fn policy(mut self, policy: Policy) -> TargetConfig {
-        self.policy = policy;
-        self
-    }
-
     /// The options of the sessions the target's listener accepts: a
     /// staging region of `queue_depth * max_io` bytes per session.
     ///
@@ -149,25 +159,9 @@ impl Default for InitiatorConfig {
     }
 }
 
+config_setters!(InitiatorConfig);
+
 impl InitiatorConfig {
-    /// [`InitiatorConfig::queue_depth`].
-    pub fn queue_depth(mut self, n: u16) -> InitiatorConfig {
-        self.queue_depth = n;
-        self
-    }
-
-    /// [`InitiatorConfig::max_io`].
-    pub fn max_io(mut self, bytes: u32) -> InitiatorConfig {
-        self.max_io = bytes;
-        self
-    }
-
-    /// [`InitiatorConfig::policy`].
-    pub fn policy(mut self, policy: Policy) -> InitiatorConfig {
-        self.policy = policy;
-        self
-    }
-
     /// The session's options: a data region of `queue_depth * max_io`
     /// bytes advertised to the target for remote read and write.
     ///

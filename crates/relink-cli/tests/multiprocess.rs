@@ -5,14 +5,10 @@
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
-use std::io::{BufRead, BufReader, Read};
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
-use std::sync::{Arc, Mutex};
-use std::thread;
-use std::time::{Duration, Instant};
+use std::process::{Command, ExitStatus};
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -76,82 +72,35 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// A running `relink` process whose stdout lines are collected as they
-/// come. Dropping it kills the process (every test path, panics included).
-struct Proc {
-    what: String,
-    child: Child,
-    lines_rx: Receiver<String>,
-    lines: Vec<String>,
-    stderr: Arc<Mutex<String>>,
-    status: Option<ExitStatus>,
-}
+/// A running `relink` process ([`relink_proctest::Proc`]: output
+/// collected, killed on drop) with the waits these tests make on its
+/// stdout lines.
+struct Proc(relink_proctest::Proc);
 
 impl Proc {
     fn spawn(what: &str, args: &[OsString]) -> Proc {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_relink"))
-            .args(args)
-            .env_remove("RELINK_SOFT_DIR")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("spawn the {what}: {e}"));
-        let stdout = child.stdout.take().expect("piped stdout");
-        let (tx, lines_rx) = mpsc::channel();
-        thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let mut stderr_pipe = child.stderr.take().expect("piped stderr");
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let sink = stderr.clone();
-        thread::spawn(move || {
-            let mut buf = String::new();
-            let _ = stderr_pipe.read_to_string(&mut buf);
-            sink.lock().unwrap().push_str(&buf);
-        });
-        Proc {
-            what: what.to_string(),
-            child,
-            lines_rx,
-            lines: Vec::new(),
-            stderr,
-            status: None,
-        }
+        Proc(relink_proctest::Proc::spawn(
+            what,
+            Command::new(env!("CARGO_BIN_EXE_relink"))
+                .args(args)
+                .env_remove("RELINK_SOFT_DIR"),
+        ))
+    }
+
+    /// Its stdout lines so far.
+    fn lines(&self) -> Vec<String> {
+        self.0.stdout()
     }
 
     /// Everything seen so far, for failure messages.
     fn transcript(&self) -> String {
-        format!(
-            "{} stdout:\n{}\n{} stderr:\n{}",
-            self.what,
-            self.lines.join("\n"),
-            self.what,
-            self.stderr.lock().unwrap()
-        )
+        self.0.transcript()
     }
 
-    /// Collects stdout lines until `done(all lines so far)` holds; false if
-    /// `timeout` passes or stdout ends first.
+    /// Waits until `done(stdout lines so far)` holds; false if `timeout`
+    /// passes or the process ends first.
     fn wait_until(&mut self, timeout: Duration, done: impl Fn(&[String]) -> bool) -> bool {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if done(&self.lines) {
-                return true;
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines_rx.recv_timeout(left) {
-                Ok(line) => self.lines.push(line),
-                Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => {
-                    return done(&self.lines);
-                }
-            }
-        }
+        self.0.wait_until(timeout, |p| done(&p.stdout()))
     }
 
     /// Waits for a line for which `pred` holds; panics with the transcript
@@ -161,29 +110,16 @@ impl Proc {
         if !self.wait_until(timeout, |lines| lines.iter().any(|l| pred(l))) {
             panic!(
                 "no {what} line from the {} within {timeout:?}\n{}",
-                self.what,
+                self.0.what(),
                 self.transcript()
             );
         }
     }
 
     /// Waits for the process to exit; `None` if it is still running after
-    /// `timeout`. Once it exited, all its stdout is collected.
+    /// `timeout`. Once it exited, all its output is collected.
     fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
-        let deadline = Instant::now() + timeout;
-        while self.status.is_none() {
-            if let Some(s) = self.child.try_wait().expect("try_wait") {
-                self.status = Some(s);
-                break;
-            }
-            if Instant::now() >= deadline {
-                return None;
-            }
-            thread::sleep(Duration::from_millis(20));
-        }
-        // The reader ends at EOF, which follows the exit.
-        self.wait_until(Duration::from_secs(5), |_| false);
-        self.status
+        self.0.wait_exit(timeout)
     }
 
     /// Waits for the exit and asserts its status code.
@@ -192,14 +128,14 @@ impl Proc {
         match self.wait_exit(timeout) {
             None => panic!(
                 "the {} did not exit within {timeout:?}\n{}",
-                self.what,
+                self.0.what(),
                 self.transcript()
             ),
             Some(s) => assert_eq!(
                 s.code(),
                 Some(code),
                 "the {} exited with {s}, not {code}\n{}",
-                self.what,
+                self.0.what(),
                 self.transcript()
             ),
         }
@@ -208,26 +144,21 @@ impl Proc {
     /// The last stdout line parsed as JSON.
     #[track_caller]
     fn last_json(&self) -> Value {
-        let last = self
-            .lines
-            .last()
-            .unwrap_or_else(|| panic!("the {} printed nothing\n{}", self.what, self.transcript()));
+        let lines = self.lines();
+        let last = lines.last().unwrap_or_else(|| {
+            panic!(
+                "the {} printed nothing\n{}",
+                self.0.what(),
+                self.transcript()
+            )
+        });
         serde_json::from_str(last).unwrap_or_else(|e| {
             panic!(
                 "the {}'s last line is not JSON ({e}): {last:?}\n{}",
-                self.what,
+                self.0.what(),
                 self.transcript()
             )
         })
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        if self.status.is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
     }
 }
 
@@ -256,7 +187,7 @@ fn start_server(h: &Hosts, extra: &[&str]) -> (Proc, SocketAddr) {
             return (server, addr);
         }
         let in_use = server.wait_exit(Duration::from_secs(1)).is_some()
-            && server.stderr.lock().unwrap().contains("in use");
+            && server.0.stderr_count("in use") > 0;
         if !in_use {
             panic!(
                 "the server did not start listening on {addr}\n{}",
@@ -349,13 +280,13 @@ fn remove_under_traffic(
                 .as_u64()
                 .unwrap_or_else(|| panic!("no outstanding count\n{}", writer.transcript()))
         } else {
-            number_after(&writer.lines.join("\n"), "outstanding when it failed: ")
+            number_after(&writer.lines().join("\n"), "outstanding when it failed: ")
         };
         if outstanding > 0 || attempt == REMOVAL_ATTEMPTS {
             return writer;
         }
         // Nothing was in flight: put the device back and go again.
-        let listening = server.lines.iter().filter(|l| is_listening(l)).count();
+        let listening = server.lines().iter().filter(|l| is_listening(l)).count();
         soft_device(&dir, &["add", "soft0", "--addr", net]);
         if victim == Victim::Server {
             let back = server.wait_until(STARTUP, |lines| {
@@ -395,7 +326,7 @@ fn server_device_removed_under_write_traffic() {
 
     // The report names the first error status and accounts for every
     // outstanding request.
-    let text = writer.lines.join("\n");
+    let text = writer.lines().join("\n");
     let status = text
         .split("first error status ")
         .nth(1)
@@ -426,7 +357,7 @@ fn server_device_removed_under_write_traffic() {
     });
 
     // The device comes back: the server listens again and serves.
-    let listening = server.lines.iter().filter(|l| is_listening(l)).count();
+    let listening = server.lines().iter().filter(|l| is_listening(l)).count();
     soft_device(&h.b(), &["add", "soft0", "--addr", "127.0.0.2/8"]);
     let relistened = server.wait_until(STARTUP, |lines| {
         lines.iter().filter(|l| is_listening(l)).count() > listening
@@ -445,7 +376,7 @@ fn server_device_removed_under_write_traffic() {
     );
     again.expect_exit(STARTUP, 0);
     eprintln!("{}", again.transcript());
-    let last = again.lines.last().cloned().unwrap_or_default();
+    let last = again.lines().last().cloned().unwrap_or_default();
     assert!(
         last.contains("send 200 messages of 64 bytes") && last.contains(" msg/s"),
         "{}",
@@ -496,7 +427,11 @@ fn send_iterations_complete() {
     );
     c.expect_exit(Duration::from_secs(120), 0);
     eprintln!("{}", c.transcript());
-    assert!(c.lines.iter().any(|l| l == "running"), "{}", c.transcript());
+    assert!(
+        c.lines().iter().any(|l| l == "running"),
+        "{}",
+        c.transcript()
+    );
     let r = c.last_json();
     let t = c.transcript();
     assert_eq!(r["result"], "ok", "{t}");
@@ -510,7 +445,7 @@ fn send_iterations_complete() {
     // received every message.
     server.expect_exit(Duration::from_secs(10), 0);
     let events: Vec<Value> = server
-        .lines
+        .lines()
         .iter()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l:?}: {e}")))
         .collect();

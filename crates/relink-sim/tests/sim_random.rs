@@ -109,28 +109,8 @@ fn run_seed(seed: u64) -> Result<(), String> {
     });
     sim.run_for(Duration::from_millis(5));
     w.collect(&mut sim);
-    if std::env::var_os("RELINK_SIM_TRACE").is_some() {
-        for (name, node, sess) in [
-            ("initiator", INITIATOR, Some(s)),
-            ("target", TARGET, w.target),
-        ] {
-            let Some(sess) = sess else { continue };
-            while let Some(e) = sim.node(node).poll_event(sess) {
-                eprintln!("{name}: {e:?}");
-            }
-            if let Some(c) = sim.node(node).session_info(sess) {
-                eprintln!(
-                    "{name}: state {} epoch {} counters {:?}",
-                    c.state, c.epoch, c.counters
-                );
-            }
-        }
-    }
+    w.trace_ends(&mut sim);
     let mut v = w.check_survived(&mut sim);
-    let state = sim.node(INITIATOR).state(s);
-    if state != Some(State::Established) {
-        v.push(format!("session ended {state:?}"));
-    }
     // Memory bounded: the journal's payloads never exceed the messages a
     // round can submit (fewer than 25, each at most MAX_MESSAGE bytes)
     // times the rounds.
@@ -144,22 +124,7 @@ fn run_seed(seed: u64) -> Result<(), String> {
     {
         v.push("journal not empty at the end".into());
     }
-    sim.node(INITIATOR).close(s).map_err(|e| e.to_string())?;
-    if let Some(t) = w.target {
-        sim.node(TARGET).close(t).map_err(|e| e.to_string())?;
-    }
-    sim.run_for(Duration::from_millis(5));
-    let live = sim.live_objects();
-    if live != 1 {
-        v.push(format!(
-            "{live} provider objects alive after close (1 expected: the listener)"
-        ));
-    }
-    if v.is_empty() {
-        Ok(())
-    } else {
-        Err(v.join("\n  "))
-    }
+    w.close_and_check(&mut sim, v)
 }
 
 #[test]

@@ -188,32 +188,8 @@ fn run_seed(seed: u64) -> Result<(), String> {
     });
     sim.run_for(Duration::from_millis(5));
     w.collect(&mut sim);
-    if trace {
-        for (name, node, sess) in [
-            ("initiator", INITIATOR, Some(s)),
-            ("target", TARGET, w.target),
-        ] {
-            let Some(sess) = sess else { continue };
-            while let Some(e) = sim.node(node).poll_event(sess) {
-                eprintln!("{name}: {e:?}");
-            }
-            if let Some(c) = sim.node(node).session_info(sess) {
-                eprintln!(
-                    "{name}: state {} epoch {} planned {:?} draining {:?} counters {:?}",
-                    c.state,
-                    c.epoch,
-                    c.planned,
-                    sim.node(node).draining(),
-                    c.counters
-                );
-            }
-        }
-    }
+    w.trace_ends(&mut sim);
     let mut v = w.check_survived(&mut sim);
-    let state = sim.node(INITIATOR).state(s);
-    if state != Some(State::Established) {
-        v.push(format!("session ended {state:?}"));
-    }
     if !unplanned {
         let c = sim.node(INITIATOR).counters(s).expect("session");
         if c.losses != 0 || c.replayed != 0 {
@@ -229,22 +205,7 @@ fn run_seed(seed: u64) -> Result<(), String> {
             ));
         }
     }
-    sim.node(INITIATOR).close(s).map_err(|e| e.to_string())?;
-    if let Some(t) = w.target {
-        sim.node(TARGET).close(t).map_err(|e| e.to_string())?;
-    }
-    sim.run_for(Duration::from_millis(5));
-    let live = sim.live_objects();
-    if live != 1 {
-        v.push(format!(
-            "{live} provider objects alive after close (1 expected: the listener)"
-        ));
-    }
-    if v.is_empty() {
-        Ok(())
-    } else {
-        Err(v.join("\n  "))
-    }
+    w.close_and_check(&mut sim, v)
 }
 
 #[test]

@@ -13,15 +13,11 @@
 //! alone does not build them (`cargo build -p relink --examples` does).
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read};
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::process::{Command, ExitStatus};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
-use std::sync::{Arc, Mutex};
-use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use relink_soft::Registry;
 
@@ -94,94 +90,32 @@ impl Drop for Hosts {
     }
 }
 
-/// A running example whose stdout lines are collected as they come.
-/// Dropping it kills the process (on every path, a failed assertion too).
-struct Proc {
-    what: &'static str,
-    child: Child,
-    stdin: Option<ChildStdin>,
-    /// Every stdout line so far (a reader thread appends them).
-    lines: Arc<Mutex<Vec<String>>>,
-    /// A tick for every line added, and the end of stdout.
-    tick: Receiver<()>,
-    stderr: Arc<Mutex<String>>,
-    status: Option<ExitStatus>,
-}
+/// An example's process ([`relink_proctest::Proc`]: output collected,
+/// standard input piped, killed on drop) with the waits this test makes
+/// on its stdout lines.
+struct Proc(relink_proctest::Proc);
 
 impl Proc {
-    fn spawn(what: &'static str, exe: &Path, args: &[String]) -> Proc {
-        let mut child = Command::new(exe)
-            .args(args)
-            .env_remove("RELINK_SOFT_DIR")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("spawn the {what} ({}): {e}", exe.display()));
-        let stdin = child.stdin.take();
-        let stdout = child.stdout.take().expect("piped stdout");
-        let (tx, tick) = mpsc::channel();
-        let lines = Arc::new(Mutex::new(Vec::new()));
-        let sink = lines.clone();
-        thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                sink.lock().unwrap().push(line);
-                if tx.send(()).is_err() {
-                    break;
-                }
-            }
-        });
-        let mut pipe = child.stderr.take().expect("piped stderr");
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let sink = stderr.clone();
-        thread::spawn(move || {
-            let mut buf = String::new();
-            let _ = pipe.read_to_string(&mut buf);
-            sink.lock().unwrap().push_str(&buf);
-        });
-        Proc {
+    fn spawn(what: &str, exe: &Path, args: &[String]) -> Proc {
+        Proc(relink_proctest::Proc::spawn_with_stdin(
             what,
-            child,
-            stdin,
-            lines,
-            tick,
-            stderr,
-            status: None,
-        }
+            Command::new(exe).args(args).env_remove("RELINK_SOFT_DIR"),
+        ))
     }
 
     /// The stdout lines so far.
     fn lines(&self) -> Vec<String> {
-        self.lines.lock().unwrap().clone()
+        self.0.stdout()
     }
 
     fn transcript(&self) -> String {
-        format!(
-            "--- {} stdout:\n{}\n--- {} stderr:\n{}",
-            self.what,
-            self.lines().join("\n"),
-            self.what,
-            self.stderr.lock().unwrap()
-        )
+        self.0.transcript()
     }
 
-    /// Collects stdout lines until `done(lines)`; false if `timeout` passes
-    /// or stdout ends first.
+    /// Waits until `done(stdout lines)`; false if `timeout` passes or the
+    /// process ends first.
     fn wait_until(&mut self, timeout: Duration, done: impl Fn(&[String]) -> bool) -> bool {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if done(&self.lines.lock().unwrap()) {
-                return true;
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.tick.recv_timeout(left) {
-                Ok(()) => {}
-                Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => {
-                    return done(&self.lines.lock().unwrap());
-                }
-            }
-        }
+        self.0.wait_until(timeout, |p| done(&p.stdout()))
     }
 
     /// Waits until `done(lines)`, or panics with both transcripts.
@@ -190,7 +124,7 @@ impl Proc {
         if !self.wait_until(STEP, done) {
             panic!(
                 "the {} did not show {what} within {STEP:?}\n{}\n{}",
-                self.what,
+                self.0.what(),
                 self.transcript(),
                 other.transcript()
             );
@@ -199,19 +133,7 @@ impl Proc {
 
     /// Waits for the exit (then all of stdout is read); `None` on timeout.
     fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
-        let deadline = Instant::now() + timeout;
-        while self.status.is_none() {
-            if let Some(s) = self.child.try_wait().expect("try_wait") {
-                self.status = Some(s);
-                break;
-            }
-            if Instant::now() >= deadline {
-                return None;
-            }
-            thread::sleep(Duration::from_millis(20));
-        }
-        self.wait_until(Duration::from_secs(10), |_| false);
-        self.status
+        self.0.wait_exit(timeout)
     }
 
     /// The `RESULT` line's `key=value` pairs.
@@ -225,7 +147,7 @@ impl Proc {
             .unwrap_or_else(|| {
                 panic!(
                     "no RESULT line from the {}\n{}\n{}",
-                    self.what,
+                    self.0.what(),
                     self.transcript(),
                     other.transcript()
                 )
@@ -235,15 +157,6 @@ impl Proc {
             .filter_map(|kv| kv.split_once('='))
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        if self.status.is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
     }
 }
 
@@ -387,7 +300,7 @@ fn kv_examples_answer_every_request_once_across_faults_on_both_sides() {
 
     // Stop the client: it waits for the last answers, closes the session
     // (the server, run with --once, then exits) and reports.
-    drop(client.stdin.take());
+    client.0.close_stdin();
     let status = client.wait_exit(EXIT);
     let t = format!("{}\n{}", client.transcript(), server.transcript());
     let status = status.unwrap_or_else(|| panic!("the client did not exit within {EXIT:?}\n{t}"));

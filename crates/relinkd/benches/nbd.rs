@@ -35,9 +35,9 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -45,6 +45,7 @@ use relink_nbd::consts::*;
 use relink_nbd::handshake::OptionHeader;
 use relink_nbd::reply::{OptionReply, SimpleReply};
 use relink_nbd::request::RequestHeader;
+use relink_proctest::Proc;
 use relink_soft::Registry;
 use relinkd::control::protocol::{self, ConnectionStatus, DrainResult, Response, StatusResult};
 
@@ -78,70 +79,40 @@ fn plan(quick: bool) -> Plan {
     }
 }
 
-/// A child process with its output lines collected; killed on drop.
-struct Proc {
-    child: Child,
-    out: Arc<Mutex<Vec<String>>>,
-    err: Arc<Mutex<Vec<String>>>,
-}
+/// A child process (relinkd, nbdkit) with its output lines collected;
+/// asked to stop with SIGTERM on drop, killed if it does not within 10 s.
+struct Daemon(Proc);
 
-fn collect(pipe: impl Read + Send + 'static) -> Arc<Mutex<Vec<String>>> {
-    let lines = Arc::new(Mutex::new(Vec::new()));
-    let sink = lines.clone();
-    thread::spawn(move || {
-        for line in BufReader::new(pipe).lines() {
-            let Ok(line) = line else { break };
-            sink.lock().unwrap().push(line);
-        }
-    });
-    lines
-}
-
-impl Proc {
-    fn start(cmd: &mut Command) -> Proc {
-        let mut child = cmd
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"));
-        let out = collect(child.stdout.take().unwrap());
-        let err = collect(child.stderr.take().unwrap());
-        Proc { child, out, err }
+impl Daemon {
+    fn start(what: &str, cmd: &mut Command) -> Daemon {
+        Daemon(Proc::spawn(what, cmd))
     }
 
-    fn relinkd(config: &Path) -> Proc {
-        Proc::start(Command::new(env!("CARGO_BIN_EXE_relinkd")).arg(config))
+    fn relinkd(what: &str, config: &Path) -> Daemon {
+        Daemon::start(
+            what,
+            Command::new(env!("CARGO_BIN_EXE_relinkd")).arg(config),
+        )
     }
 
+    /// Lines of stderr (`err`) or stdout containing `needle`.
     fn count(&self, needle: &str, err: bool) -> usize {
-        let lines = if err { &self.err } else { &self.out };
-        lines
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|l| l.contains(needle))
-            .count()
+        if err {
+            self.0.stderr_count(needle)
+        } else {
+            self.0.stdout_count(needle)
+        }
     }
 
     fn wait_lines(&mut self, needle: &str, n: usize, err: bool) {
-        let deadline = Instant::now() + STEP;
-        while self.count(needle, err) < n {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                panic!(
-                    "exited ({s}) before {needle:?}: {:?} {:?}",
-                    self.out.lock().unwrap(),
-                    self.err.lock().unwrap()
-                );
-            }
-            assert!(Instant::now() < deadline, "no {needle:?} in time");
-            thread::sleep(Duration::from_millis(20));
+        if !self.0.wait_until(STEP, |_| self.count(needle, err) >= n) {
+            panic!("no {n} lines with {needle:?}\n{}", self.0.transcript());
         }
     }
 
     /// CPU seconds (user + system) from `/proc/<pid>/stat`.
     fn cpu_s(&self) -> f64 {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id()))
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.0.pid()))
             .expect("read /proc/<pid>/stat");
         let after = &stat[stat.rfind(')').expect("comm") + 2..];
         let f: Vec<&str> = after.split(' ').collect();
@@ -152,29 +123,20 @@ impl Proc {
     }
 }
 
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if self.0.exited().is_none() {
+            let _ = self.0.signal("TERM", Duration::from_secs(10));
+        }
+    }
+}
+
 fn clk_tck() -> f64 {
     let out = Command::new("getconf").arg("CLK_TCK").output();
     out.ok()
         .and_then(|o| String::from_utf8(o.stdout).ok())
         .and_then(|s| s.trim().parse().ok())
         .unwrap_or(100.0)
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 fn runs(cmd: &str) -> bool {
@@ -384,9 +346,9 @@ fn run(p: &Plan, root: &Path, quick: bool) {
             "[backend]\nsoft_dir = {dir_a:?}\n[control]\nsocket = {ctl:?}\n\n[[connect]]\nname = \"disk\"\ntargets = [\"{addr}\"]\nnbd_socket = {socket:?}\ngive_up_secs = 300\n{max_io}"
         ),
     );
-    let mut target = Proc::relinkd(&target_conf);
+    let mut target = Daemon::relinkd("target", &target_conf);
     target.wait_lines("export disk listening", 1, false);
-    let mut init = Proc::relinkd(&init_conf);
+    let mut init = Daemon::relinkd("initiator", &init_conf);
     init.wait_lines("connect disk serving nbd", 1, false);
     let relinkd_url = format!("nbd+unix:///disk?socket={}", socket.display());
 
@@ -407,7 +369,8 @@ fn run(p: &Plan, root: &Path, quick: bool) {
     rows.push(("relinkd (soft TCP, NBD unix)".into(), Some(relinkd)));
     let nbdkit = if runs("nbdkit") {
         let ksock = root.join("nbdkit.sock");
-        let mut kit = Proc::start(
+        let mut kit = Daemon::start(
+            "nbdkit",
             Command::new("nbdkit")
                 .args(["-f", "-U"])
                 .arg(&ksock)
@@ -417,8 +380,8 @@ fn run(p: &Plan, root: &Path, quick: bool) {
         let deadline = Instant::now() + STEP;
         while !ksock.exists() {
             assert!(Instant::now() < deadline, "nbdkit did not start");
-            if let Ok(Some(s)) = kit.child.try_wait() {
-                panic!("nbdkit exited {s}: {:?}", kit.err.lock().unwrap());
+            if let Some(s) = kit.0.exited() {
+                panic!("nbdkit exited {s}\n{}", kit.0.transcript());
             }
             thread::sleep(Duration::from_millis(20));
         }
@@ -554,7 +517,7 @@ fn run(p: &Plan, root: &Path, quick: bool) {
         ));
     }
     write_file(&idle_conf, &text);
-    let mut idle = Proc::relinkd(&idle_conf);
+    let mut idle = Daemon::relinkd("idle initiator", &idle_conf);
     idle.wait_lines("serving nbd", IDLE_CONNECTIONS, false);
     thread::sleep(Duration::from_secs(1));
     let (i0, t0c, w0) = (idle.cpu_s(), target.cpu_s(), Instant::now());

@@ -15,29 +15,15 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
+use std::io::Write;
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::thread;
-use std::time::{Duration, Instant};
 
+use common::images::{compare, convert, empty_volume, finish, random_image, same_prefix};
 use common::{free_port, tool, wait_for, Daemon, Root, STEP};
-use rand::RngCore;
-use rand::SeedableRng;
 use relink_soft::Registry;
 
 const SIZE: u64 = 64 << 20;
-
-/// Whether the first `len` bytes of `a` and `b` are equal.
-fn same_prefix(a: &Path, b: &Path, len: usize) -> bool {
-    let read = |p: &Path| {
-        let mut buf = vec![0; len];
-        std::fs::File::open(p)
-            .and_then(|mut f| f.read_exact(&mut buf))
-            .map(|()| buf)
-    };
-    matches!((read(a), read(b)), (Ok(x), Ok(y)) if x == y)
-}
 
 /// The two soft hosts, a random image of `size` bytes, an empty volume
 /// of that size and both daemons' configuration files.
@@ -50,13 +36,6 @@ struct Setup {
     socket: PathBuf,
     target_conf: PathBuf,
     init_conf: PathBuf,
-}
-
-fn random_image(path: &Path, size: u64, seed: u64) {
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-    let mut data = vec![0u8; size as usize];
-    rng.fill_bytes(&mut data);
-    std::fs::write(path, &data).unwrap();
 }
 
 fn setup(name: &str, size: u64) -> Setup {
@@ -77,10 +56,7 @@ fn setup(name: &str, size: u64) -> Setup {
     let source = root.0.join("source.img");
     random_image(&source, size, 12);
     let volume = root.0.join("volume.img");
-    std::fs::File::create(&volume)
-        .unwrap()
-        .set_len(size)
-        .unwrap();
+    empty_volume(&volume, size);
 
     let addr = format!("127.0.0.2:{}", free_port("127.0.0.2"));
     let target_conf = root.0.join("target.toml");
@@ -164,30 +140,7 @@ fn qemu_img_writes_through_relinkd_across_device_resets() {
         init.stderr_count("Resumed") >= 2
     });
 
-    let deadline = Instant::now() + STEP * 2;
-    let status = loop {
-        if let Some(s) = convert.try_wait().unwrap() {
-            break s;
-        }
-        if Instant::now() >= deadline {
-            let _ = convert.kill();
-            panic!(
-                "qemu-img convert did not finish\n{}\n{}",
-                target.transcript(),
-                init.transcript()
-            );
-        }
-        thread::sleep(Duration::from_millis(50));
-    };
-    let out = convert.wait_with_output().unwrap();
-    assert!(
-        status.success(),
-        "qemu-img convert failed: {status}\n{}\n{}\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-        target.transcript(),
-        init.transcript()
-    );
+    finish(convert, "qemu-img convert", STEP * 2, &[&target, &init]);
     let losses = init.stderr_count("DeviceLost");
     assert!(
         losses >= 2,
@@ -197,19 +150,7 @@ fn qemu_img_writes_through_relinkd_across_device_resets() {
     println!("qemu-img convert was running at the target's and the initiator's reset: {running:?}");
 
     // Read it all back through relinkd: the NBD reads, split at max_io.
-    let cmp = Command::new("qemu-img")
-        .args(["compare", "-f", "raw", "-F", "raw"])
-        .arg(&source)
-        .arg(&url)
-        .output()
-        .expect("run qemu-img compare through NBD");
-    assert!(
-        cmp.status.success(),
-        "the volume read through relinkd differs from the image: {}\n{}\n{}",
-        String::from_utf8_lossy(&cmp.stdout),
-        String::from_utf8_lossy(&cmp.stderr),
-        init.transcript()
-    );
+    compare(&source, &url, &[&target, &init]);
 
     // For whoever reads the test's output: what the daemons saw.
     println!("{}\n{}", target.transcript(), init.transcript());
@@ -219,36 +160,7 @@ fn qemu_img_writes_through_relinkd_across_device_resets() {
     let s = target.terminate();
     assert!(s.success(), "target exit: {s}\n{}", target.transcript());
 
-    let cmp = Command::new("qemu-img")
-        .args(["compare", "-f", "raw", "-F", "raw"])
-        .arg(&source)
-        .arg(&volume)
-        .output()
-        .expect("run qemu-img compare");
-    assert!(
-        cmp.status.success(),
-        "the volume differs from the image: {}\n{}",
-        String::from_utf8_lossy(&cmp.stdout),
-        String::from_utf8_lossy(&cmp.stderr)
-    );
-}
-
-/// `qemu-img convert` of `image` into the NBD export at `url`.
-#[track_caller]
-fn convert(image: &Path, url: &str, daemons: &[&Daemon]) {
-    let out = Command::new("qemu-img")
-        .args(["convert", "-n", "-f", "raw", "-O", "raw"])
-        .arg(image)
-        .arg(url)
-        .output()
-        .expect("run qemu-img convert");
-    let t: Vec<String> = daemons.iter().map(|d| d.transcript()).collect();
-    assert!(
-        out.status.success(),
-        "qemu-img convert failed: {}\n{}",
-        String::from_utf8_lossy(&out.stderr),
-        t.join("\n")
-    );
+    compare(&source, &volume.to_string_lossy(), &[]);
 }
 
 #[test]
@@ -276,30 +188,10 @@ fn the_initiator_reconnects_when_the_target_restarts() {
     let second = s.root.0.join("second.img");
     random_image(&second, SMALL, 13);
     convert(&second, &url, &[&target, &init]);
-    let cmp = Command::new("qemu-img")
-        .args(["compare", "-f", "raw", "-F", "raw"])
-        .arg(&second)
-        .arg(&url)
-        .output()
-        .expect("run qemu-img compare through NBD");
-    assert!(
-        cmp.status.success(),
-        "the volume differs after the reconnection: {}\n{}",
-        String::from_utf8_lossy(&cmp.stdout),
-        init.transcript()
-    );
+    compare(&second, &url, &[&target, &init]);
     let st = init.terminate();
     assert!(st.success(), "initiator exit: {st}\n{}", init.transcript());
     let st = target.terminate();
     assert!(st.success(), "target exit: {st}\n{}", target.transcript());
-    let cmp = Command::new("qemu-img")
-        .args(["compare", "-f", "raw", "-F", "raw"])
-        .arg(&second)
-        .arg(&s.volume)
-        .status()
-        .expect("run qemu-img compare");
-    assert!(
-        cmp.success(),
-        "the volume file differs from the second image"
-    );
+    compare(&second, &s.volume.to_string_lossy(), &[]);
 }

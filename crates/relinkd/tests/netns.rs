@@ -23,27 +23,16 @@
 mod common;
 mod netns_hosts;
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::images::{compare, empty_volume, finish, random_image, same_prefix, transcripts};
 use common::{run_bounded, Daemon, STEP};
 use netns_hosts::{control, two_hosts, Host, TwoHosts, I_GUID, PORT, T_GUID};
-use rand::{RngCore, SeedableRng};
 use relinkd::control::protocol::{Command as Ctl, MetricsResult, StatusResult};
-
-fn random_image(path: &Path, size: u64, seed: u64) {
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-    let mut data = vec![0u8; size as usize];
-    rng.fill_bytes(&mut data);
-    std::fs::write(path, &data).unwrap();
-}
-
-fn empty_volume(path: &Path, size: u64) {
-    std::fs::File::create(path).unwrap().set_len(size).unwrap();
-}
 
 /// Writes a relinkd configuration file.
 fn config(path: &Path, soft_dir: &Path, body: &str) {
@@ -77,44 +66,6 @@ fn connect(name: &str, addr: &str, socket: &Path, give_up_secs: u64) -> String {
 
 fn url(name: &str, socket: &Path) -> String {
     format!("nbd+unix:///{name}?socket={}", socket.display())
-}
-
-fn transcripts(daemons: &[&Daemon]) -> String {
-    daemons
-        .iter()
-        .map(|d| d.transcript())
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-/// Whether the first `len` bytes of `a` and `b` are equal.
-fn same_prefix(a: &Path, b: &Path, len: usize) -> bool {
-    let read = |p: &Path| {
-        let mut buf = vec![0; len];
-        std::fs::File::open(p)
-            .and_then(|mut f| f.read_exact(&mut buf))
-            .map(|()| buf)
-    };
-    matches!((read(a), read(b)), (Ok(x), Ok(y)) if x == y)
-}
-
-/// `qemu-img compare` of the image with `other` (a file or an NBD URL).
-#[track_caller]
-fn compare(image: &Path, other: &str, daemons: &[&Daemon]) {
-    let out = run_bounded(
-        Command::new("qemu-img")
-            .args(["compare", "-f", "raw", "-F", "raw"])
-            .arg(image)
-            .arg(other),
-    )
-    .unwrap_or_else(|| panic!("qemu-img compare hung\n{}", transcripts(daemons)));
-    assert!(
-        out.status.success(),
-        "{other} differs from the image: {}{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-        transcripts(daemons)
-    );
 }
 
 /// `qemu-io -f raw URL -c ...`: whether it succeeded, and its output.
@@ -250,28 +201,7 @@ fn qemu_img_copies_256_mib_while_either_hosts_device_is_reset_replugged_and_repl
         );
     }
 
-    let deadline = Instant::now() + STEP * 3;
-    let status = loop {
-        if let Some(s) = convert.try_wait().unwrap() {
-            break s;
-        }
-        if Instant::now() >= deadline {
-            let _ = convert.kill();
-            panic!(
-                "qemu-img convert did not finish\n{}",
-                transcripts(&[&target, &init])
-            );
-        }
-        thread::sleep(Duration::from_millis(50));
-    };
-    let out = convert.wait_with_output().unwrap();
-    assert!(
-        status.success(),
-        "qemu-img convert failed: {status}\n{}{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-        transcripts(&[&target, &init])
-    );
+    finish(convert, "qemu-img convert", STEP * 3, &[&target, &init]);
     let copy_time = started.elapsed();
     compare(&source, &url, &[&target, &init]);
 

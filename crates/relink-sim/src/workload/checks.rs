@@ -5,7 +5,7 @@
 
 use std::collections::BTreeSet;
 
-use relink::{Node, OpError, OpId, Outcome};
+use relink::{Node, OpError, OpId, Outcome, State};
 use relink_fabric::{Memory, Timestamp};
 use serde::Serialize;
 
@@ -13,7 +13,7 @@ use super::books::Workload;
 use super::layout::{BLOCK, BLOCKS, COUNTER, TARGET_DATA};
 use super::payload::pattern;
 use super::tally::Class;
-use crate::sim::{Sim, TARGET};
+use crate::sim::{Sim, INITIATOR, TARGET};
 
 /// `t` in seconds of virtual time (since the fabric started), for reports.
 pub fn secs(t: Timestamp) -> f64 {
@@ -378,5 +378,67 @@ impl Workload {
     /// target node.
     pub fn check_survived(&self, sim: &mut Sim) -> Vec<String> {
         self.check_survived_on(sim.node(TARGET))
+    }
+}
+
+impl Workload {
+    /// With `RELINK_SIM_TRACE` set: print both ends' pending session
+    /// events and their state, epoch, planned outage and counters on
+    /// stderr (what a failing seed's replay needs). Nothing otherwise.
+    pub fn trace_ends(&self, sim: &mut Sim) {
+        if std::env::var_os("RELINK_SIM_TRACE").is_none() {
+            return;
+        }
+        for (name, node, sess) in [
+            ("initiator", INITIATOR, Some(self.session)),
+            ("target", TARGET, self.target),
+        ] {
+            let Some(sess) = sess else { continue };
+            while let Some(e) = sim.node(node).poll_event(sess) {
+                eprintln!("{name}: {e:?}");
+            }
+            if let Some(c) = sim.node(node).session_info(sess) {
+                eprintln!(
+                    "{name}: state {} epoch {} planned {:?} draining {:?} counters {:?}",
+                    c.state,
+                    c.epoch,
+                    c.planned,
+                    sim.node(node).draining(),
+                    c.counters
+                );
+            }
+        }
+    }
+
+    /// The end of a randomized run: adds to the violations `v` a session
+    /// that is not `Established`, closes both ends, and adds provider
+    /// objects left alive after the close (the listener stays). `Ok` if
+    /// nothing was found, else the violations, one per line.
+    ///
+    /// # Errors
+    /// The violations, or a close the node refused.
+    pub fn close_and_check(&self, sim: &mut Sim, mut v: Vec<String>) -> Result<(), String> {
+        let state = sim.node(INITIATOR).state(self.session);
+        if state != Some(State::Established) {
+            v.push(format!("session ended {state:?}"));
+        }
+        sim.node(INITIATOR)
+            .close(self.session)
+            .map_err(|e| e.to_string())?;
+        if let Some(t) = self.target {
+            sim.node(TARGET).close(t).map_err(|e| e.to_string())?;
+        }
+        sim.run_for(std::time::Duration::from_millis(5));
+        let live = sim.live_objects();
+        if live != 1 {
+            v.push(format!(
+                "{live} provider objects alive after close (1 expected: the listener)"
+            ));
+        }
+        if v.is_empty() {
+            Ok(())
+        } else {
+            Err(v.join("\n  "))
+        }
     }
 }

@@ -4,51 +4,30 @@
 
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Output, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::{Command, ExitStatus, Output, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use relink_proctest::Proc;
 use relinkd::control::protocol::{self, Response, StatusResult};
+
+pub mod images;
 
 /// How long any one step may take. Nothing here measures time: these
 /// only keep a hang from lasting forever on a slow, shared machine.
 pub const STEP: Duration = Duration::from_secs(120);
 
 /// A running relinkd with its stdout and stderr lines collected; killed on
-/// drop unless it exited.
+/// drop unless it exited. The waits panic with its transcript (and those
+/// of the other daemons given) when what they wait for does not come.
 pub struct Daemon {
     /// What it is, for messages.
     pub what: &'static str,
-    child: Child,
-    out: Arc<Mutex<Vec<String>>>,
-    err: Arc<Mutex<Vec<String>>>,
-    status: Option<ExitStatus>,
-}
-
-fn collect(pipe: impl Read + Send + 'static) -> Arc<Mutex<Vec<String>>> {
-    let lines = Arc::new(Mutex::new(Vec::new()));
-    let sink = lines.clone();
-    thread::spawn(move || {
-        for line in BufReader::new(pipe).lines() {
-            let Ok(line) = line else { break };
-            sink.lock().unwrap().push(line);
-        }
-    });
-    lines
-}
-
-fn count_in(lines: &Arc<Mutex<Vec<String>>>, needle: &str) -> usize {
-    lines
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|l| l.contains(needle))
-        .count()
+    proc: Proc,
 }
 
 impl Daemon {
@@ -63,32 +42,15 @@ impl Daemon {
     /// Starts `command` (relinkd itself, or a program that execs it, as
     /// `ip netns exec` does) with its output collected.
     pub fn spawn(what: &'static str, command: &mut Command) -> Daemon {
-        let mut child = command
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("spawn the {what}: {e}"));
-        let out = collect(child.stdout.take().unwrap());
-        let err = collect(child.stderr.take().unwrap());
         Daemon {
             what,
-            child,
-            out,
-            err,
-            status: None,
+            proc: Proc::spawn(what, command),
         }
     }
 
     /// Its output so far.
     pub fn transcript(&self) -> String {
-        format!(
-            "--- {} stdout:\n{}\n--- {} stderr:\n{}",
-            self.what,
-            self.out.lock().unwrap().join("\n"),
-            self.what,
-            self.err.lock().unwrap().join("\n")
-        )
+        self.proc.transcript()
     }
 
     /// Whether a line of its stderr contains `needle`.
@@ -99,56 +61,50 @@ impl Daemon {
     /// How many stderr lines (logs, the library's events among them)
     /// contain `needle`.
     pub fn stderr_count(&self, needle: &str) -> usize {
-        count_in(&self.err, needle)
+        self.proc.stderr_count(needle)
     }
 
     /// How many stdout or stderr lines contain `needle`.
     pub fn count(&self, needle: &str) -> usize {
-        count_in(&self.out, needle) + count_in(&self.err, needle)
+        self.proc.count(needle)
     }
 
     /// Waits until a stdout line contains `needle` (the progress lines),
     /// or panics.
     #[track_caller]
     pub fn expect_line(&mut self, needle: &str) {
-        self.wait_until(&format!("a stdout line with {needle:?}"), &[], |d| {
-            count_in(&d.out, needle) > 0
+        self.wait_until(&format!("a stdout line with {needle:?}"), &[], |p| {
+            p.stdout_count(needle) > 0
         });
     }
 
-    /// Waits until `needle` is in at least `n` stdout or stderr lines (the
+    /// Waits until `n` lines of stdout or stderr contain `needle` (the
     /// library's events are logged on stderr), or panics with the
     /// transcripts of this daemon and of `others`.
     #[track_caller]
     pub fn expect_count(&mut self, needle: &str, n: usize, others: &[&Daemon]) {
-        self.wait_until(&format!("{n} lines with {needle:?}"), others, |d| {
-            d.count(needle) >= n
+        self.wait_until(&format!("{n} lines with {needle:?}"), others, |p| {
+            p.count(needle) >= n
         });
     }
 
     #[track_caller]
-    fn wait_until(&mut self, what: &str, others: &[&Daemon], done: impl Fn(&Daemon) -> bool) {
-        let deadline = Instant::now() + STEP;
-        while !done(self) {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                self.status = Some(s);
-                thread::sleep(Duration::from_millis(100));
-                panic!(
-                    "the {} exited ({s}) before {what}\n{}",
-                    self.what,
-                    self.transcript()
-                );
-            }
-            if Instant::now() >= deadline {
-                let t: Vec<String> = others.iter().map(|d| d.transcript()).collect();
-                panic!(
-                    "the {} did not print {what}\n{}\n{}",
-                    self.what,
-                    self.transcript(),
-                    t.join("\n")
-                );
-            }
-            thread::sleep(Duration::from_millis(20));
+    fn wait_until(&mut self, what: &str, others: &[&Daemon], done: impl Fn(&Proc) -> bool) {
+        if self.proc.wait_until(STEP, done) {
+            return;
+        }
+        let t = images::transcripts(others);
+        match self.proc.wait_exit(Duration::ZERO) {
+            Some(s) => panic!(
+                "the {} exited ({s}) before {what}\n{}\n{t}",
+                self.what,
+                self.transcript()
+            ),
+            None => panic!(
+                "the {} did not print {what}\n{}\n{t}",
+                self.what,
+                self.transcript()
+            ),
         }
     }
 
@@ -156,74 +112,42 @@ impl Daemon {
     /// this daemon and of `others`.
     #[track_caller]
     pub fn wait_exit(&mut self, others: &[&Daemon]) -> ExitStatus {
-        let deadline = Instant::now() + STEP;
-        loop {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                self.status = Some(s);
-                thread::sleep(Duration::from_millis(100));
-                return s;
-            }
-            if Instant::now() >= deadline {
-                let t: Vec<String> = others.iter().map(|d| d.transcript()).collect();
-                panic!(
-                    "the {} kept running\n{}\n{}",
-                    self.what,
-                    self.transcript(),
-                    t.join("\n")
-                );
-            }
-            thread::sleep(Duration::from_millis(20));
-        }
+        self.proc.wait_exit(STEP).unwrap_or_else(|| {
+            panic!(
+                "the {} kept running\n{}\n{}",
+                self.what,
+                self.transcript(),
+                images::transcripts(others)
+            )
+        })
     }
 
     #[track_caller]
     fn signal(&mut self, sig: &str) -> ExitStatus {
-        let ok = Command::new("kill")
-            .args([sig, &self.child.id().to_string()])
-            .status()
-            .expect("run kill");
-        assert!(ok.success(), "kill {sig} the {}", self.what);
-        let deadline = Instant::now() + STEP;
-        loop {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                self.status = Some(s);
-                thread::sleep(Duration::from_millis(100));
-                return s;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the {} did not exit on {sig}\n{}",
+        self.proc.signal(sig, STEP).unwrap_or_else(|| {
+            panic!(
+                "the {} did not exit on SIG{sig}\n{}",
                 self.what,
                 self.transcript()
-            );
-            thread::sleep(Duration::from_millis(20));
-        }
+            )
+        })
     }
 
     /// SIGTERM, then the exit status.
     #[track_caller]
     pub fn terminate(&mut self) -> ExitStatus {
-        self.signal("-TERM")
+        self.signal("TERM")
     }
 
     /// SIGKILL, then the exit status.
     #[track_caller]
     pub fn kill9(&mut self) -> ExitStatus {
-        self.signal("-KILL")
+        self.signal("KILL")
     }
 
     /// Its process id.
     pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if self.status.is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
+        self.proc.pid()
     }
 }
 
