@@ -1,7 +1,7 @@
 //! Work requests a session's core asks for (messages and one-sided
 //! operations): queued in the session's backlog, then posted in one call
-//! per session and poll round (or at once, from `Node::submit`, when the
-//! session's send queue is idle), in order, while send slots last, with
+//! per session and poll round (or at once, from `Node::submit` of a
+//! message, when the session's send queue is idle), in order, while send slots last, with
 //! every [`SIGNAL_EVERY`]th request and the last of each batch signaled. An
 //! application message is copied once on its way out: its header and the
 //! payload the journal keeps go straight into its send slot.
@@ -196,9 +196,11 @@ impl Node {
     /// Post the session's queued work at once if its send queue is idle
     /// (connected, nothing posted and not yet completed), instead of at
     /// the next poll round: a lone message or reply leaves in the
-    /// application's call ([`Node::submit`]). With requests in flight the
-    /// work waits for the round, to go out in one batch with what else is
-    /// queued by then.
+    /// application's call (`Node::submit` of a message). With requests in
+    /// flight the work waits for the round, to go out in one batch with
+    /// what else is queued by then. One-sided operations always wait for
+    /// the round: they come in windows, and the first of a window posted
+    /// alone costs a batch split and one more completion per window.
     pub(super) fn post_if_idle(&mut self, key: u64) {
         let idle = self.sessions.get(&key).is_some_and(|slot| {
             !slot.backlog.is_empty()
