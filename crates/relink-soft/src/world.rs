@@ -21,6 +21,7 @@ use std::cmp::{Ordering, Reverse};
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 use std::hash::{Hash, Hasher};
 use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -151,6 +152,9 @@ impl Ord for Queued {
 
 struct World {
     now: Timestamp,
+    /// `now` as of the last time the lock was let go, for
+    /// [`Provider::now`] without the lock.
+    clock: Arc<AtomicU64>,
     seq: u64,
     rng: ChaCha8Rng,
     hosts: Vec<HostSlot>,
@@ -190,6 +194,7 @@ impl Drop for WorldGuard<'_> {
         for h in &mut self.0.hosts {
             h.ready.sync(&mut h.state);
         }
+        self.0.clock.store(self.0.now.0, AtomicOrdering::Release);
     }
 }
 
@@ -209,6 +214,7 @@ impl SoftFabric {
         SoftFabric {
             inner: Arc::new(Mutex::new(World {
                 now: Timestamp::ZERO,
+                clock: Arc::new(AtomicU64::new(0)),
                 seq: 0,
                 rng: ChaCha8Rng::seed_from_u64(seed),
                 hosts: Vec::new(),
@@ -242,6 +248,7 @@ impl SoftFabric {
         });
         SoftHost {
             world: self.inner.clone(),
+            clock: w.clock.clone(),
             host: HostIdx(idx),
             ready,
         }
@@ -565,6 +572,8 @@ impl World {
 #[derive(Clone)]
 pub struct SoftHost {
     world: Arc<Mutex<World>>,
+    /// The world's time as of its lock's last release ([`World::clock`]).
+    clock: Arc<AtomicU64>,
     host: HostIdx,
     ready: Arc<ReadyFd>,
 }
@@ -609,8 +618,11 @@ impl Provider for SoftHost {
         "soft-inproc"
     }
 
+    /// The world's time as its last holder left it: virtual time moves
+    /// only under the world's lock, which publishes it when let go, so
+    /// reading it takes no lock.
     fn now(&self) -> Timestamp {
-        self.lock().now
+        Timestamp(self.clock.load(AtomicOrdering::Acquire))
     }
 
     fn has_virtual_clock(&self) -> bool {
