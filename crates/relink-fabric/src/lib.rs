@@ -21,6 +21,8 @@
 //!   ([`WorkCompletion`]), QP, SRQ and connection attributes — and the
 //!   argument checks every provider makes the same way ([`check_reg_mr`],
 //!   [`SendWr::check`], [`RecvWr::check`]).
+//! - [`sgl`]: [`SgeList`], a request's scatter/gather list, which holds
+//!   the usual one or two elements without allocating.
 //! - [`cm`]: connection management as in `rdma_cm`: the calls of each side
 //!   in order, the [`CmEvent`]s they produce, the private-data limits
 //!   ([`check_private_data`]).
@@ -92,6 +94,7 @@ pub mod error;
 pub mod handles;
 pub mod memory;
 pub mod provider;
+pub mod sgl;
 pub mod time;
 pub mod verbs;
 
@@ -107,6 +110,7 @@ pub use error::{
 pub use handles::{CmId, ContextId, CqId, MrId, MwId, PdId, QpId, SrqId};
 pub use memory::{HeapMemory, HostMemory, Memory};
 pub use provider::{Event, ObjectCounts, Provider};
+pub use sgl::SgeList;
 pub use time::Timestamp;
 pub use verbs::{
     check_reg_mr, Access, AsyncEvent, ConnParams, MrInfo, MwBind, MwInfo, MwType, QpCaps, QpInit,

@@ -5,6 +5,7 @@
 use crate::error::{CreateError, PostError};
 use crate::handles::{CqId, MrId, MwId, SrqId};
 use crate::memory::Memory;
+use crate::sgl::SgeList;
 
 bitflags::bitflags! {
     /// Memory access rights of an MR or MW (`ibv_access_flags`).
@@ -206,7 +207,7 @@ pub struct SendWr {
     /// What the request does, with its remote target if it is one-sided.
     pub op: SendOp,
     /// Local memory: the gather list (SEND/WRITE) or scatter list (READ/atomics).
-    pub sgl: Vec<Sge>,
+    pub sgl: SgeList,
     /// Generate a completion on success (errors always complete).
     pub signaled: bool,
     /// Ask the peer to raise a solicited event.
@@ -216,12 +217,13 @@ pub struct SendWr {
 }
 
 impl SendWr {
-    /// A signaled request with the given SGEs.
-    pub fn new(wr_id: u64, op: SendOp, sgl: Vec<Sge>) -> SendWr {
+    /// A signaled request with the given SGEs (an [`Sge`], an array, a
+    /// `Vec` or an [`SgeList`]).
+    pub fn new(wr_id: u64, op: SendOp, sgl: impl Into<SgeList>) -> SendWr {
         SendWr {
             wr_id,
             op,
-            sgl,
+            sgl: sgl.into(),
             signaled: true,
             solicited: false,
             fence: false,
@@ -230,7 +232,7 @@ impl SendWr {
 
     /// Total bytes of the SGE list.
     pub fn sgl_len(&self) -> u64 {
-        self.sgl.iter().map(|s| u64::from(s.length)).sum()
+        self.sgl.total_len()
     }
 
     /// The checks every provider makes when this request is posted as
@@ -251,6 +253,15 @@ impl SendWr {
 }
 
 impl RecvWr {
+    /// A receive `wr_id` into the given SGEs (an [`Sge`], an array, a `Vec`
+    /// or an [`SgeList`]).
+    pub fn new(wr_id: u64, sgl: impl Into<SgeList>) -> RecvWr {
+        RecvWr {
+            wr_id,
+            sgl: sgl.into(),
+        }
+    }
+
     /// The check every provider makes when this receive is posted as number
     /// `posted` of its batch: at most `max_sge` SGEs.
     pub fn check(&self, max_sge: u32, posted: usize) -> Result<(), PostError> {
@@ -275,7 +286,7 @@ pub struct RecvWr {
     pub wr_id: u64,
     /// Where the incoming message lands, scattered in order; a message
     /// longer than their total fails with [`WcStatus::LocLenErr`].
-    pub sgl: Vec<Sge>,
+    pub sgl: SgeList,
 }
 
 /// Status of a work completion (`ibv_wc_status`).

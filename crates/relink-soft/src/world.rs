@@ -17,9 +17,11 @@
 //! assert_eq!(a.devices()[0].id.generation, 2);
 //! ```
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::cmp::{Ordering, Reverse};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 use std::hash::{Hash, Hasher};
 use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -114,12 +116,54 @@ enum Scheduled {
     Fault(Fault),
 }
 
+/// A scheduled item, ordered by its time and then by when it was
+/// scheduled (`seq`, unique).
+struct Queued {
+    at: Timestamp,
+    seq: u64,
+    item: Scheduled,
+}
+
+impl Queued {
+    fn key(&self) -> (Timestamp, u64) {
+        (self.at, self.seq)
+    }
+}
+
+impl PartialEq for Queued {
+    fn eq(&self, other: &Queued) -> bool {
+        self.key() == other.key()
+    }
+}
+
+impl Eq for Queued {}
+
+impl PartialOrd for Queued {
+    fn partial_cmp(&self, other: &Queued) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Queued {
+    fn cmp(&self, other: &Queued) -> Ordering {
+        self.key().cmp(&other.key())
+    }
+}
+
 struct World {
     now: Timestamp,
+    /// `now` as of the last time the lock was let go, for
+    /// [`Provider::now`] without the lock.
+    clock: Arc<AtomicU64>,
     seq: u64,
     rng: ChaCha8Rng,
     hosts: Vec<HostSlot>,
-    queue: BTreeMap<(Timestamp, u64), Scheduled>,
+    /// What happens next, earliest first (ties in scheduling order). A
+    /// heap keeps its allocation, so scheduling allocates nothing once
+    /// warm.
+    queue: BinaryHeap<Reverse<Queued>>,
+    /// The outbox of the last host call, emptied, for the next one.
+    spare: Outbox,
     flow_last: BTreeMap<(IpAddr, IpAddr), Timestamp>,
     link: LinkConfig,
     partitions: BTreeSet<(HostIdx, HostIdx)>,
@@ -150,6 +194,7 @@ impl Drop for WorldGuard<'_> {
         for h in &mut self.0.hosts {
             h.ready.sync(&mut h.state);
         }
+        self.0.clock.store(self.0.now.0, AtomicOrdering::Release);
     }
 }
 
@@ -169,10 +214,12 @@ impl SoftFabric {
         SoftFabric {
             inner: Arc::new(Mutex::new(World {
                 now: Timestamp::ZERO,
+                clock: Arc::new(AtomicU64::new(0)),
                 seq: 0,
                 rng: ChaCha8Rng::seed_from_u64(seed),
                 hosts: Vec::new(),
-                queue: BTreeMap::new(),
+                queue: BinaryHeap::new(),
+                spare: Outbox::default(),
                 flow_last: BTreeMap::new(),
                 link: LinkConfig::default(),
                 partitions: BTreeSet::new(),
@@ -201,6 +248,7 @@ impl SoftFabric {
         });
         SoftHost {
             world: self.inner.clone(),
+            clock: w.clock.clone(),
             host: HostIdx(idx),
             ready,
         }
@@ -302,7 +350,7 @@ impl SoftFabric {
 
     /// Time of the next scheduled item.
     pub fn next_due(&self) -> Option<Timestamp> {
-        self.lock().queue.keys().next().map(|k| k.0)
+        self.lock().next_at()
     }
 
     /// A digest of everything dispatched so far: two runs of the same seed
@@ -322,7 +370,20 @@ impl World {
     fn push(&mut self, at: Timestamp, item: Scheduled) {
         let at = at.max(self.now);
         self.seq += 1;
-        self.queue.insert((at, self.seq), item);
+        let seq = self.seq;
+        self.queue.push(Reverse(Queued { at, seq, item }));
+    }
+
+    /// The time of the next scheduled item.
+    fn next_at(&self) -> Option<Timestamp> {
+        self.queue.peek().map(|q| q.0.at)
+    }
+
+    /// An empty outbox at the current time (the last call's, reused).
+    fn outbox(&mut self) -> Outbox {
+        let mut out = std::mem::take(&mut self.spare);
+        out.now = self.now;
+        out
     }
 
     fn plug(&mut self, host: HostIdx, name: &str) -> DeviceId {
@@ -426,11 +487,13 @@ impl World {
         self.hosts[host.0].state.addr_port(ip) == Some(PortState::Active)
     }
 
-    fn apply_outbox(&mut self, host: HostIdx, out: Outbox) {
-        for (at, t) in out.timers {
+    /// Schedule what a host call put in `out`; its emptied vectors become
+    /// the next call's outbox.
+    fn apply_outbox(&mut self, host: HostIdx, mut out: Outbox) {
+        for (at, t) in out.timers.drain(..) {
             self.push(at, Scheduled::Timer(host, t));
         }
-        for o in out.packets {
+        for o in out.packets.drain(..) {
             let p = o.packet;
             // A removed device's CM still says goodbye (rdma_cm sends the
             // DREQ while it tears the id down); transport packets need a
@@ -464,10 +527,12 @@ impl World {
             self.push(at, Scheduled::Packet(p));
         }
         // Listen/close controls are bookkeeping for socket transports only.
+        out.controls.clear();
+        self.spare = out;
     }
 
     fn step(&mut self) -> bool {
-        let Some(((at, _), item)) = self.queue.pop_first() else {
+        let Some(Reverse(Queued { at, item, .. })) = self.queue.pop() else {
             return false;
         };
         self.now = self.now.max(at);
@@ -478,7 +543,7 @@ impl World {
                 if let Some(dst) = self.owner(p.dst) {
                     1u8.hash(&mut self.digest);
                     dst.hash(&mut self.digest);
-                    let mut out = Outbox::new(self.now);
+                    let mut out = self.outbox();
                     self.hosts[dst.0].state.receive(p, &mut out);
                     self.apply_outbox(dst, out);
                 }
@@ -486,7 +551,7 @@ impl World {
             Scheduled::Timer(h, t) => {
                 2u8.hash(&mut self.digest);
                 t.hash(&mut self.digest);
-                let mut out = Outbox::new(self.now);
+                let mut out = self.outbox();
                 self.hosts[h.0].state.fire(t, &mut out);
                 self.apply_outbox(h, out);
             }
@@ -496,7 +561,7 @@ impl World {
     }
 
     fn run_until(&mut self, until: Timestamp) {
-        while self.queue.keys().next().is_some_and(|k| k.0 <= until) {
+        while self.next_at().is_some_and(|at| at <= until) {
             self.step();
         }
         self.now = self.now.max(until);
@@ -507,6 +572,8 @@ impl World {
 #[derive(Clone)]
 pub struct SoftHost {
     world: Arc<Mutex<World>>,
+    /// The world's time as of its lock's last release ([`World::clock`]).
+    clock: Arc<AtomicU64>,
     host: HostIdx,
     ready: Arc<ReadyFd>,
 }
@@ -528,7 +595,7 @@ impl SoftHost {
 
     fn with<R>(&self, f: impl FnOnce(&mut HostState, &mut Outbox) -> R) -> R {
         let mut w = self.lock();
-        let mut out = Outbox::new(w.now);
+        let mut out = w.outbox();
         let r = f(&mut w.hosts[self.host.0].state, &mut out);
         w.apply_outbox(self.host, out);
         r
@@ -551,8 +618,11 @@ impl Provider for SoftHost {
         "soft-inproc"
     }
 
+    /// The world's time as its last holder left it: virtual time moves
+    /// only under the world's lock, which publishes it when let go, so
+    /// reading it takes no lock.
     fn now(&self) -> Timestamp {
-        self.lock().now
+        Timestamp(self.clock.load(AtomicOrdering::Acquire))
     }
 
     fn has_virtual_clock(&self) -> bool {
@@ -566,8 +636,8 @@ impl Provider for SoftHost {
             if h.has_events() | h.take_activity() {
                 return;
             }
-            match w.queue.keys().next() {
-                Some(k) if deadline.is_none_or(|d| k.0 <= d) => {
+            match w.next_at() {
+                Some(at) if deadline.is_none_or(|d| at <= d) => {
                     w.step();
                 }
                 _ => {

@@ -181,7 +181,7 @@ impl End {
         let recvs: Vec<RecvWr> = (0..slots)
             .map(|slot| RecvWr {
                 wr_id: slot as u64,
-                sgl: vec![self.sge(slot * size, size as u32)],
+                sgl: self.sge(slot * size, size as u32).into(),
             })
             .collect();
         self.post_recv(h, &recvs);

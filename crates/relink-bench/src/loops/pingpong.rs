@@ -114,7 +114,7 @@ impl<'a> Peer<'a> {
         );
         let repost = [RecvWr {
             wr_id: wc.wr_id,
-            sgl: vec![self.end.sge(slot * size, size as u32)],
+            sgl: self.end.sge(slot * size, size as u32).into(),
         }];
         if let Err(e) = self.host.post_recv(self.end.qp, &repost) {
             panic!("post_recv on the {side} host: {e}");
@@ -137,7 +137,7 @@ impl<'a> Peer<'a> {
         let wr = [SendWr::new(
             seq,
             SendOp::Send,
-            vec![self.end.sge(off, size as u32)],
+            self.end.sge(off, size as u32),
         )];
         if let Err(e) = self.host.post_send(self.end.qp, &wr) {
             panic!("post_send on the {} host: {e}", self.side);

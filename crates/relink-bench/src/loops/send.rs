@@ -107,7 +107,7 @@ impl<'r> SendLoop<'r> {
                     self.received += 1;
                     recvs.push(RecvWr {
                         wr_id: wc.wr_id,
-                        sgl: vec![tgt.sge(slot * size, size as u32)],
+                        sgl: tgt.sge(slot * size, size as u32).into(),
                     });
                 }
                 if let Err(e) = host.post_recv(tgt.qp, &recvs) {
@@ -140,11 +140,7 @@ impl<'r> SendLoop<'r> {
                 stamp(&ini.mem, slot * size, size, posted, spec.verify);
                 wrs.push(SendWr {
                     signaled: spec.signaled(posted, end),
-                    ..SendWr::new(
-                        posted,
-                        SendOp::Send,
-                        vec![ini.sge(slot * size, size as u32)],
-                    )
+                    ..SendWr::new(posted, SendOp::Send, ini.sge(slot * size, size as u32))
                 });
                 posted += 1;
             }

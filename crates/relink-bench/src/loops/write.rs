@@ -97,7 +97,7 @@ impl<'r> WriteLoop<'r> {
                         SendOp::Write {
                             remote: tgt.remote(slot * size),
                         },
-                        vec![ini.sge(slot * size, size as u32)],
+                        ini.sge(slot * size, size as u32),
                     )
                 });
                 posted += 1;

@@ -367,7 +367,7 @@ impl<'a> Server<'a> {
         let wrs: Vec<RecvWr> = (0..recvs)
             .map(|i| RecvWr {
                 wr_id: u64::from(i),
-                sgl: vec![res.sge(self.buf_size)],
+                sgl: res.sge(self.buf_size).into(),
             })
             .collect();
         let setup = self
@@ -435,7 +435,7 @@ fn poll_conn(p: &dyn Provider, buf_size: u32, c: &mut ServerConn, wcs: &mut Vec<
                 c.bytes += u64::from(wc.byte_len);
                 repost.push(RecvWr {
                     wr_id: wc.wr_id,
-                    sgl: vec![c.res.sge(buf_size)],
+                    sgl: c.res.sge(buf_size).into(),
                 });
             }
         }

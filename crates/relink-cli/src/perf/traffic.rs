@@ -32,7 +32,7 @@ pub(super) fn traffic(
                 },
             },
         };
-        SendWr::new(n, op, vec![conn.res.sge(a.size)])
+        SendWr::new(n, op, conn.res.sge(a.size))
     };
     let depth = u64::from(a.depth);
     let start = p.now();

@@ -28,7 +28,7 @@ use relink_fabric::ConnParams;
 use relink_fabric::Timestamp;
 use relink_fabric::{
     Access, CmEvent, CmEventKind, DeviceId, DeviceInfo, Event, Memory, MrInfo, MwType, PortState,
-    QpInit, QpState, RecvWr, SendOp, Sge, SrqInit, WcStatus, WorkCompletion,
+    QpInit, QpState, RecvWr, SendOp, SgeList, SrqInit, WcStatus, WorkCompletion,
 };
 
 use crate::packet::ReqOp;
@@ -128,7 +128,8 @@ struct MwBinding {
 struct SqEntry {
     wr_id: u64,
     op: SendOp,
-    sgl: Vec<Sge>,
+    /// The request's list, copied without allocating when it is inline.
+    sgl: SgeList,
     signaled: bool,
     solicited: bool,
     psn: Option<u32>,

@@ -176,7 +176,7 @@ pub fn disconnect_flushes_peer(rig: &dyn Rig) {
             .enumerate()
             .map(|(i, wr_id)| RecvWr {
                 wr_id: *wr_id,
-                sgl: vec![tgt.sge(i * 256, 256)],
+                sgl: tgt.sge(i * 256, 256).into(),
             })
             .collect::<Vec<_>>(),
     );
@@ -188,7 +188,7 @@ pub fn disconnect_flushes_peer(rig: &dyn Rig) {
             .enumerate()
             .map(|(i, wr_id)| RecvWr {
                 wr_id: *wr_id,
-                sgl: vec![ini.sge(i * 256, 256)],
+                sgl: ini.sge(i * 256, 256).into(),
             })
             .collect::<Vec<_>>(),
     );

@@ -21,7 +21,7 @@ pub fn send_recv_ordering(rig: &dyn Rig) {
     let recvs: Vec<RecvWr> = (0..N)
         .map(|i| RecvWr {
             wr_id: 10_000 + i as u64,
-            sgl: vec![tgt.sge(i * SLOT, SLOT as u32)],
+            sgl: tgt.sge(i * SLOT, SLOT as u32).into(),
         })
         .collect();
     tgt.post_recv(&h, &recvs);
@@ -88,7 +88,7 @@ pub fn rnr_retry_then_delivery(rig: &dyn Rig) {
         &h,
         &[RecvWr {
             wr_id: 7,
-            sgl: vec![tgt.sge(0, 128)],
+            sgl: tgt.sge(0, 128).into(),
         }],
     );
     let deadline = h.deadline(Side::Target);
@@ -195,7 +195,7 @@ pub fn write_with_imm(rig: &dyn Rig) {
         &h,
         &[RecvWr {
             wr_id: 42,
-            sgl: vec![tgt.sge(60_000, 16)],
+            sgl: tgt.sge(60_000, 16).into(),
         }],
     );
     let payload = pattern(3, 512);

@@ -100,7 +100,7 @@ pub fn flush_on_device_removal(rig: &dyn Rig) {
         &(0..PAIRS)
             .map(|j| RecvWr {
                 wr_id: tgt_recvs[j],
-                sgl: vec![tgt.sge(RECV_OFF + j * SLOT, SLOT as u32)],
+                sgl: tgt.sge(RECV_OFF + j * SLOT, SLOT as u32).into(),
             })
             .collect::<Vec<_>>(),
     );
@@ -112,7 +112,7 @@ pub fn flush_on_device_removal(rig: &dyn Rig) {
             .enumerate()
             .map(|(i, wr_id)| RecvWr {
                 wr_id: *wr_id,
-                sgl: vec![ini.sge(40_000 + i * 256, 256)],
+                sgl: ini.sge(40_000 + i * 256, 256).into(),
             })
             .collect::<Vec<_>>(),
     );

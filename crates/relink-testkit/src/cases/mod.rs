@@ -109,7 +109,7 @@ pub(crate) fn send_one(h: &mut Harness<'_>, pair: &Pair, seed: u64) {
         h,
         &[RecvWr {
             wr_id: seed,
-            sgl: vec![tgt.sge(0, 256)],
+            sgl: tgt.sge(0, 256).into(),
         }],
     );
     let data = pattern(seed, 128);

@@ -115,7 +115,7 @@ pub fn cq_notification(rig: &dyn Rig) {
     let recvs: Vec<RecvWr> = (0..RECVS)
         .map(|i| RecvWr {
             wr_id: 100 + i as u64,
-            sgl: vec![tgt.sge(i * SLOT, SLOT as u32)],
+            sgl: tgt.sge(i * SLOT, SLOT as u32).into(),
         })
         .collect();
     tgt.post_recv(&h, &recvs);
@@ -201,7 +201,7 @@ pub fn cq_notification(rig: &dyn Rig) {
             .enumerate()
             .map(|(i, wr_id)| RecvWr {
                 wr_id: *wr_id,
-                sgl: vec![ini.sge(32_768 + i * SLOT, SLOT as u32)],
+                sgl: ini.sge(32_768 + i * SLOT, SLOT as u32).into(),
             })
             .collect::<Vec<_>>(),
     );

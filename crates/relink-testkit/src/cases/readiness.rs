@@ -63,7 +63,7 @@ mod unix {
             &h,
             &[RecvWr {
                 wr_id: 1,
-                sgl: vec![tgt.sge(0, 256)],
+                sgl: tgt.sge(0, 256).into(),
             }],
         );
 

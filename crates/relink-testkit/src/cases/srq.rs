@@ -67,7 +67,7 @@ pub fn srq_receives(rig: &dyn Rig) {
         tgt.qp,
         &[RecvWr {
             wr_id: 1,
-            sgl: vec![tgt.sge(0, 64)],
+            sgl: tgt.sge(0, 64).into(),
         }],
     ) {
         Err(PostError::InvalidArgument { posted: 0, .. }) => {}
@@ -84,7 +84,7 @@ pub fn srq_receives(rig: &dyn Rig) {
     let recvs: Vec<RecvWr> = (0..N)
         .map(|i| RecvWr {
             wr_id: 50_000 + i as u64,
-            sgl: vec![tgt.sge(i * SLOT, SLOT as u32)],
+            sgl: tgt.sge(i * SLOT, SLOT as u32).into(),
         })
         .collect();
     tgt.post_srq_recv(&h, &recvs[..N / 2]);
@@ -141,7 +141,7 @@ pub fn srq_receives(rig: &dyn Rig) {
         &h,
         &[RecvWr {
             wr_id: 60_000,
-            sgl: vec![tgt.sge(LATE, 128)],
+            sgl: tgt.sge(LATE, 128).into(),
         }],
     );
     let deadline = h.deadline(Side::Target);
@@ -165,7 +165,7 @@ pub fn srq_receives(rig: &dyn Rig) {
         &(0..4)
             .map(|i| RecvWr {
                 wr_id: 70_000 + i as u64,
-                sgl: vec![tgt.sge(LATE + 1024 + i * SLOT, SLOT as u32)],
+                sgl: tgt.sge(LATE + 1024 + i * SLOT, SLOT as u32).into(),
             })
             .collect::<Vec<_>>(),
     );

@@ -231,7 +231,7 @@ pub fn send_with_invalidate(rig: &dyn Rig) {
         &h,
         &[RecvWr {
             wr_id: 51,
-            sgl: vec![tgt.sge(32_768, 64)],
+            sgl: tgt.sge(32_768, 64).into(),
         }],
     );
     ini.post_send(

@@ -94,6 +94,7 @@ impl VerbsProvider {
             cm_by_ptr: HashMap::new(),
             parked: Vec::new(),
             allocs: Allocations::default(),
+            scratch: Default::default(),
         };
         // Devices present now are known before the first call returns; they
         // are not reported as `Added`.

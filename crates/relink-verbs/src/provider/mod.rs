@@ -259,6 +259,9 @@ struct Inner {
     parked: Vec<ParkedId>,
     /// The provider's memory mappings (`reg_mr` accepts only these).
     allocs: Allocations,
+    /// The request lists of the post calls, reused from one call to the
+    /// next so that posting allocates nothing once warm.
+    scratch: wr::Scratch,
 }
 
 /// What the provider and its event thread share.

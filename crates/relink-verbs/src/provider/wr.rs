@@ -1,7 +1,8 @@
 //! Posting work requests: `post_send`, `post_recv`, `post_srq_recv` and
 //! type-1 `bind_mw`, each request recorded in its QP's bookkeeping once
 //! the device accepted it (receives posted to an SRQ are not); and the
-//! rdma-core request lists they are posted as ([`WrBatch`]).
+//! rdma-core request lists they are posted as ([`WrBatch`]), kept in
+//! [`Scratch`] under the provider's lock and reused call after call.
 
 use std::os::raw::c_int;
 
@@ -17,7 +18,7 @@ use crate::track::SqEntry;
 
 impl VerbsProvider {
     pub(super) fn post_srq_recv(&self, srq: SrqId, wrs: &[RecvWr]) -> Result<(), PostError> {
-        let inner = self.lock();
+        let mut inner = self.lock();
         let s = inner
             .srqs
             .get(&srq.0)
@@ -26,7 +27,9 @@ impl VerbsProvider {
         for (i, wr) in wrs.iter().enumerate() {
             wr.check(s.init.max_sge, i)?;
         }
-        let mut batch = RecvBatch::of(wrs);
+        let ctx = s.ctx;
+        let batch = &mut inner.scratch.recv;
+        batch.fill(wrs);
         let posted = batch.post(|first, bad| {
             // SAFETY: a live SRQ and a well-formed, linked list of receive
             // requests whose SGE arrays outlive the call.
@@ -34,7 +37,7 @@ impl VerbsProvider {
         });
         match posted {
             Ok(()) => Ok(()),
-            Err((rc, n)) => Err(errno::post_error(rc, n, inner.ctx_alive(s.ctx))),
+            Err((rc, n)) => Err(errno::post_error(rc, n, inner.ctx_alive(ctx))),
         }
     }
     pub(super) fn bind_mw(
@@ -100,18 +103,30 @@ impl VerbsProvider {
         }
         let caps = q.init.caps;
         let sig_all = q.init.sq_sig_all;
-        let mut batch = SendBatch::new();
+        // The batch leaves `inner` for the call (moving it allocates
+        // nothing), as building a request reads the tables.
+        let mut batch = std::mem::take(&mut inner.scratch.send);
+        batch.clear();
+        let mut built = Ok(());
         for (i, wr) in wrs.iter().enumerate() {
-            wr.check(caps.max_send_sge, i)?;
-            let raw_wr = build_send_wr(&inner, wr)
-                .map_err(|reason| PostError::InvalidArgument { reason, posted: i })?;
-            batch.push(raw_wr, &wr.sgl);
+            built = wr.check(caps.max_send_sge, i).and_then(|()| {
+                build_send_wr(&inner, wr)
+                    .map(|raw_wr| batch.push(raw_wr, &wr.sgl))
+                    .map_err(|reason| PostError::InvalidArgument { reason, posted: i })
+            });
+            if built.is_err() {
+                break;
+            }
         }
-        let result = batch.post(|first, bad| {
-            // SAFETY: a live QP and a well-formed, linked list of send
-            // requests whose SGE arrays outlive the call.
-            unsafe { sys::ibv_post_send(raw.get(), first, bad) }
+        let result = built.map(|()| {
+            batch.post(|first, bad| {
+                // SAFETY: a live QP and a well-formed, linked list of send
+                // requests whose SGE arrays outlive the call.
+                unsafe { sys::ibv_post_send(raw.get(), first, bad) }
+            })
         });
+        inner.scratch.send = batch;
+        let result = result?;
         let posted = match &result {
             Ok(()) => wrs.len(),
             Err((_, n)) => *n,
@@ -142,7 +157,8 @@ impl VerbsProvider {
         for (i, wr) in wrs.iter().enumerate() {
             wr.check(caps.max_recv_sge, i)?;
         }
-        let mut batch = RecvBatch::of(wrs);
+        let batch = &mut inner.scratch.recv;
+        batch.fill(wrs);
         let result = batch.post(|first, bad| {
             // SAFETY: a live QP and a well-formed, linked list of receive
             // requests whose SGE arrays outlive the call.
@@ -158,17 +174,6 @@ impl VerbsProvider {
         }
         result.map_err(|(rc, n)| errno::post_error(rc, n, alive))
     }
-}
-
-/// `sgl` in rdma-core's form.
-fn raw_sges(sgl: &[Sge]) -> Vec<sys::ibv_sge> {
-    sgl.iter()
-        .map(|s| sys::ibv_sge {
-            addr: s.addr,
-            length: s.length,
-            lkey: s.lkey,
-        })
-        .collect()
 }
 
 /// One `ibv_send_wr` for `wr` (without SGEs and links).
@@ -294,29 +299,61 @@ impl RawWr for sys::ibv_recv_wr {
     }
 }
 
+/// The request lists of the post calls, one of each kind, kept in the
+/// provider's [`Inner`] and used under its lock.
+#[derive(Default)]
+pub(super) struct Scratch {
+    send: SendBatch,
+    recv: RecvBatch,
+}
+
+// SAFETY: the raw pointers a batch holds are only set by `WrBatch::post`,
+// point into the batch's own vectors or at rdma-core objects the provider
+// owns (windows and MRs of a bind), and are only read by rdma-core during
+// that call; the batch lives in the provider's `Inner`, so only one thread
+// at a time touches it, under the provider's lock.
+unsafe impl Send for Scratch {}
+
 /// A batch of work requests linked for one post (`ibv_post_send`,
-/// `ibv_post_recv`, `ibv_post_srq_recv`).
+/// `ibv_post_recv`, `ibv_post_srq_recv`); emptied and refilled for each
+/// post, its vectors keep their capacity.
 struct WrBatch<W> {
     /// The requests, linked in order by `post`.
     wrs: Vec<W>,
-    /// Each request's SGE list, alive until the post returns.
-    sges: Vec<Vec<sys::ibv_sge>>,
+    /// Every request's SGEs, one after the other.
+    sges: Vec<sys::ibv_sge>,
+    /// How many of `sges` each request has, in order.
+    counts: Vec<usize>,
+}
+
+impl<W> Default for WrBatch<W> {
+    fn default() -> Self {
+        WrBatch {
+            wrs: Vec::new(),
+            sges: Vec::new(),
+            counts: Vec::new(),
+        }
+    }
 }
 
 type SendBatch = WrBatch<sys::ibv_send_wr>;
 type RecvBatch = WrBatch<sys::ibv_recv_wr>;
 
 impl<W: RawWr> WrBatch<W> {
-    fn new() -> WrBatch<W> {
-        WrBatch {
-            wrs: Vec::new(),
-            sges: Vec::new(),
-        }
+    fn clear(&mut self) {
+        self.wrs.clear();
+        self.sges.clear();
+        self.counts.clear();
     }
 
     fn push(&mut self, wr: W, sgl: &[Sge]) {
         self.wrs.push(wr);
-        self.sges.push(raw_sges(sgl));
+        self.sges.extend(sgl.iter().map(|s| sys::ibv_sge {
+            addr: s.addr,
+            length: s.length,
+            lkey: s.lkey,
+        }));
+        self.counts.push(sgl.len());
     }
 
     /// Link and post; on failure, the errno and how many were accepted.
@@ -326,21 +363,26 @@ impl<W: RawWr> WrBatch<W> {
         }
         let n = self.wrs.len();
         let base = self.wrs.as_mut_ptr();
-        for (i, sg) in self.sges.iter_mut().enumerate() {
-            let list = if sg.is_empty() {
+        let sges = self.sges.as_mut_ptr();
+        let mut first = 0;
+        for (i, &count) in self.counts.iter().enumerate() {
+            let list = if count == 0 {
                 std::ptr::null_mut()
             } else {
-                sg.as_mut_ptr()
+                sges.wrapping_add(first)
             };
+            first += count;
             let next = if i + 1 < n {
                 base.wrapping_add(i + 1)
             } else {
                 std::ptr::null_mut()
             };
-            // SAFETY: `i < n` (one SGE list per request): the element is
-            // inside the vector, which is not touched otherwise until the
-            // post returns; `next` is the following element or null.
-            unsafe { (*base.add(i)).link(list, sg.len() as c_int, next) };
+            // SAFETY: `i < n` (one count per request): the element is inside
+            // the vector, which is not touched otherwise until the post
+            // returns; `list` points at this request's `count` SGEs inside
+            // `sges` (the counts add up to its length) or is null; `next` is
+            // the following element or null.
+            unsafe { (*base.add(i)).link(list, count as c_int, next) };
         }
         let mut bad: *mut W = std::ptr::null_mut();
         let rc = f(base, &mut bad);
@@ -357,10 +399,11 @@ impl<W: RawWr> WrBatch<W> {
 }
 
 impl RecvBatch {
-    fn of(wrs: &[RecvWr]) -> RecvBatch {
-        let mut b = RecvBatch::new();
+    /// Empty the batch and fill it with `wrs`.
+    fn fill(&mut self, wrs: &[RecvWr]) {
+        self.clear();
         for w in wrs {
-            b.push(
+            self.push(
                 sys::ibv_recv_wr {
                     wr_id: w.wr_id,
                     next: std::ptr::null_mut(),
@@ -370,6 +413,5 @@ impl RecvBatch {
                 &w.sgl,
             );
         }
-        b
     }
 }

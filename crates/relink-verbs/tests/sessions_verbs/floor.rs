@@ -9,7 +9,7 @@
 
 use relink_fabric::{
     Access, CmEventKind, CmId, ConnParams, ContextId, CqId, DeviceEventKind, Event, MrInfo, PdId,
-    QpId, QpInit, RecvWr, SendOp, SendWr, Sge, Timestamp,
+    QpId, QpInit, RecvWr, SendOp, SendWr, Sge, SgeList, Timestamp,
 };
 
 use super::*;
@@ -63,12 +63,12 @@ impl End {
         }
     }
 
-    fn sge(&self) -> Vec<Sge> {
-        vec![Sge {
+    fn sge(&self) -> SgeList {
+        SgeList::one(Sge {
             addr: self.mem.addr(),
             length: MSG as u32,
             lkey: self.mr.lkey,
-        }]
+        })
     }
 
     /// Destroy everything (after a disconnect, or on a lost device).

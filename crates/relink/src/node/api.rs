@@ -209,12 +209,16 @@ impl Node {
     /// operation completes `Failed(Remote(..))`.
     pub fn submit(&mut self, s: SessionHandle, kind: OpKind) -> Result<OpId, SubmitError> {
         let now = self.now();
+        let message = matches!(kind, OpKind::Message { .. });
         let op = self
             .slot(s)
             .ok_or(SubmitError::NoSession(s))?
             .core
             .submit(kind, now)?;
         self.run_actions(s.0);
+        if message {
+            self.post_if_idle(s.0);
+        }
         Ok(op)
     }
 

@@ -1,7 +1,8 @@
 //! Work requests a session's core asks for (messages and one-sided
 //! operations): queued in the session's backlog, then posted in one call
-//! per session and poll round, in order, while send slots last, with every
-//! [`SIGNAL_EVERY`]th request and the last of each batch signaled. An
+//! per session and poll round (or at once, from `Node::submit` of a
+//! message, when the session's send queue is idle), in order, while send slots last, with
+//! every [`SIGNAL_EVERY`]th request and the last of each batch signaled. An
 //! application message is copied once on its way out: its header and the
 //! payload the journal keeps go straight into its send slot.
 
@@ -192,24 +193,62 @@ impl Slot {
 }
 
 impl Node {
+    /// Post the session's queued work at once if its send queue is idle
+    /// (connected, nothing posted and not yet completed), instead of at
+    /// the next poll round: a lone message or reply leaves in the
+    /// application's call (`Node::submit` of a message). With requests in
+    /// flight the work waits for the round, to go out in one batch with
+    /// what else is queued by then. One-sided operations always wait for
+    /// the round: they come in windows, and the first of a window posted
+    /// alone costs a batch split and one more completion per window.
+    pub(super) fn post_if_idle(&mut self, key: u64) {
+        let idle = self.sessions.get(&key).is_some_and(|slot| {
+            !slot.backlog.is_empty()
+                && slot
+                    .transport
+                    .as_ref()
+                    .is_some_and(|t| t.connected && t.posted.is_empty())
+        });
+        if !idle {
+            return;
+        }
+        match self.post_backlog(key) {
+            // A failed post reports a loss to the core: collect its actions.
+            Some(false) => self.run_actions(key),
+            Some(true)
+                if self
+                    .sessions
+                    .get(&key)
+                    .is_some_and(|s| s.backlog.is_empty()) =>
+            {
+                self.pending_drain.remove(&key);
+            }
+            _ => {}
+        }
+    }
+
     /// Post the queued work requests in one call, in order, while send
     /// slots last; signal every [`SIGNAL_EVERY`]th and the last one.
     /// Returns whether it posted anything (a failed post included: it
     /// reports a loss to the core).
     pub(super) fn drain_backlog(&mut self, key: u64) -> bool {
+        self.post_backlog(key).is_some()
+    }
+
+    /// [`Node::drain_backlog`]: `None` if nothing was posted, else whether
+    /// the post succeeded.
+    fn post_backlog(&mut self, key: u64) -> Option<bool> {
         let p = &*self.provider;
-        let Some(slot) = self.sessions.get_mut(&key) else {
-            return false;
-        };
+        let slot = self.sessions.get_mut(&key)?;
         if slot.backlog.is_empty() {
-            return false;
+            return None;
         }
         let Some(t) = slot.transport.as_mut() else {
             slot.backlog.clear();
-            return false;
+            return None;
         };
         let (Some(qp), Some(mr)) = (t.qp, t.send_mr) else {
-            return false;
+            return None;
         };
         let size = slot.spec.slot_size;
         let batch = &mut self.send_batch;
@@ -224,7 +263,7 @@ impl Node {
             &mut slot.core,
         );
         if batch.is_empty() {
-            return false;
+            return None;
         }
         mark_signaled(batch.as_mut_slice(), &mut t.unsignaled);
         if let Err(e) = p.post_send(qp, batch.as_slice()) {
@@ -233,8 +272,9 @@ impl Node {
             slot.backlog.clear();
             slot.core
                 .handle_transport_down(epoch, DownCause::DeviceRemoved, p.now());
+            return Some(false);
         }
-        true
+        Some(true)
     }
 }
 

@@ -99,7 +99,8 @@ impl Node {
     /// 1. Register the fd for readability (level- or edge-triggered).
     /// 2. When it is readable, when the timer of step 3 fires, and after
     ///    the application's own calls (`connect`, `send`, `close`…: their
-    ///    work is posted by `poll`, and the fd does not signal it), call
+    ///    work is posted by `poll` — a message on an idle send queue leaves
+    ///    at once — and the fd does not signal it), call
     ///    [`poll`](Node::poll) until it returns `false`, and take the
     ///    outputs (`accept`, `poll_delivery`, `poll_completion`,
     ///    `poll_event`).

@@ -1,7 +1,7 @@
 //! The shape of relink's work requests: what a `wr_id` says, and
 //! [`WrBatch`], the requests reused from one post to the next.
 
-use relink_fabric::{MrInfo, RecvWr, SendOp, SendWr, Sge};
+use relink_fabric::{MrInfo, RecvWr, SendOp, SendWr, Sge, SgeList};
 
 // A `wr_id` carries a tag in its top two bits; below it, the send slot
 // (`TAG_SEND`), the receive slot (`TAG_RECV`), the operation's id
@@ -21,9 +21,8 @@ pub(super) const TAG_ONE_SIDED: u64 = 3 << 62;
 pub(super) const TAG_MASK: u64 = 3 << 62;
 
 /// Work requests kept from one post to the next: a batch reuses the
-/// requests of earlier batches, and with them the allocation of their SGE
-/// lists, so posting allocates nothing once the batch has been as large
-/// before.
+/// requests of earlier batches (their one-element SGE lists are inline),
+/// so posting allocates nothing once the batch has been as large before.
 pub(super) struct WrBatch<T> {
     /// Every request ever needed; the first `len` are the current batch.
     wrs: Vec<T>,
@@ -74,39 +73,30 @@ impl<T> WrBatch<T> {
 impl WrBatch<SendWr> {
     /// Append the signaled request `wr_id` of `op` on the single SGE `sge`.
     pub fn push_send(&mut self, wr_id: u64, op: SendOp, sge: Sge) {
-        let wr = self.next(|| SendWr::new(0, SendOp::Send, Vec::with_capacity(1)));
-        let mut sgl = std::mem::take(&mut wr.sgl);
-        sgl.clear();
-        sgl.push(sge);
-        *wr = SendWr::new(wr_id, op, sgl);
+        let wr = self.next(|| SendWr::new(0, SendOp::Send, SgeList::new()));
+        *wr = SendWr::new(wr_id, op, sge);
     }
-}
 
-impl WrBatch<SendWr> {
     /// Append the signaled request `wr_id` of `op`, which carries no data
     /// (a window's bind or invalidation).
     pub fn push_local(&mut self, wr_id: u64, op: SendOp) {
-        let wr = self.next(|| SendWr::new(0, SendOp::Send, Vec::with_capacity(1)));
-        let mut sgl = std::mem::take(&mut wr.sgl);
-        sgl.clear();
-        *wr = SendWr::new(wr_id, op, sgl);
+        let wr = self.next(|| SendWr::new(0, SendOp::Send, SgeList::new()));
+        *wr = SendWr::new(wr_id, op, SgeList::new());
     }
 }
 
 impl WrBatch<RecvWr> {
     /// Append the receive of slot `slot` of the receive slots `mr`.
     pub fn push_recv(&mut self, mr: &MrInfo, slot_size: u32, slot: u32) {
-        let wr = self.next(|| RecvWr {
-            wr_id: 0,
-            sgl: Vec::with_capacity(1),
-        });
-        wr.wr_id = TAG_RECV | u64::from(slot);
-        wr.sgl.clear();
-        wr.sgl.push(Sge {
-            addr: mr.addr + u64::from(slot) * u64::from(slot_size),
-            length: slot_size,
-            lkey: mr.lkey,
-        });
+        let wr = self.next(|| RecvWr::new(0, SgeList::new()));
+        *wr = RecvWr::new(
+            TAG_RECV | u64::from(slot),
+            Sge {
+                addr: mr.addr + u64::from(slot) * u64::from(slot_size),
+                length: slot_size,
+                lkey: mr.lkey,
+            },
+        );
     }
 }
 
@@ -130,7 +120,6 @@ mod tests {
         for slot in 0..3 {
             batch.push_recv(&mr, 32, slot);
         }
-        let sgl = batch.as_slice()[0].sgl.as_ptr();
         batch.clear();
         assert!(batch.is_empty());
         batch.push_recv(&mr, 32, 3);
@@ -141,7 +130,7 @@ mod tests {
             (wr.sgl.len(), wr.sgl[0].addr, wr.sgl[0].length),
             (1, 0x4000 + 96, 32)
         );
-        assert_eq!(wr.sgl.as_ptr(), sgl, "the SGE list's allocation is reused");
+        assert!(!wr.sgl.spilled(), "a one-element list needs no allocation");
 
         let mut sends = WrBatch::<SendWr>::default();
         let sge = Sge {
@@ -150,10 +139,10 @@ mod tests {
             lkey: 5,
         };
         sends.push_send(TAG_SEND | 1, SendOp::Send, sge);
-        let sgl = sends.as_slice()[0].sgl.as_ptr();
         sends.clear();
         sends.push_send(TAG_ONE_SIDED | 9, SendOp::Send, sge);
         assert_eq!(sends.as_slice()[0].wr_id, TAG_ONE_SIDED | 9);
-        assert_eq!(sends.as_slice()[0].sgl.as_ptr(), sgl);
+        assert_eq!(sends.as_slice()[0].sgl.as_slice(), &[sge]);
+        assert!(!sends.as_slice()[0].sgl.spilled());
     }
 }
