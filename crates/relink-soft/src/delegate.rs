@@ -6,13 +6,9 @@
 
 /// Expands, inside `impl Provider for T`, to every method that only
 /// delegates to the host engine (all but `kind`, `now`, `wait`,
-/// `cm_bind` and `cm_listen`).
+/// `poll_event`, `cm_bind` and `cm_listen`).
 macro_rules! delegate_to_host {
     () => {
-        fn poll_event(&self) -> Option<Event> {
-            self.with(|h, _| h.poll_event())
-        }
-
         fn devices(&self) -> Vec<DeviceInfo> {
             self.read(|h| h.devices())
         }

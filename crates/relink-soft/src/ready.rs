@@ -68,6 +68,11 @@ mod imp {
             self.pair.get().map(|(r, _)| r.as_fd())
         }
 
+        /// Whether the read end is readable (a byte sits in the pair).
+        pub(crate) fn is_signalled(&self) -> bool {
+            self.signalled.load(Ordering::Relaxed)
+        }
+
         /// Bring the fd up to date with `host`: taken back if the caller
         /// drained the event stream since the last call, then made readable if
         /// anything came for the caller. Call under the host's lock, after
@@ -104,5 +109,10 @@ mod stub {
     impl ReadyFd {
         /// Nothing to bring up to date.
         pub(crate) fn sync(&self, _host: &mut HostState) {}
+
+        /// Never readable: there is no fd.
+        pub(crate) fn is_signalled(&self) -> bool {
+            false
+        }
     }
 }

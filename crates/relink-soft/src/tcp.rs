@@ -520,6 +520,10 @@ impl Provider for TcpHost {
         self.shared.ready.fd(&mut inner.host)
     }
 
+    fn poll_event(&self) -> Option<Event> {
+        self.with(|h, _| h.poll_event())
+    }
+
     crate::delegate::delegate_to_host!();
 
     fn cm_bind(&self, id: CmId, addr: SocketAddr) -> Result<SocketAddr, CmError> {

@@ -21,7 +21,7 @@ use std::cmp::{Ordering, Reverse};
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 use std::hash::{Hash, Hasher};
 use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering as AtomicOrdering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -105,6 +105,10 @@ struct HostSlot {
     /// The host's readiness fd (shared with its [`SoftHost`]s), brought up
     /// to date whenever the world's lock is let go ([`WorldGuard`]).
     ready: Arc<ReadyFd>,
+    /// No event queued and the readiness fd clear, as of the lock's last
+    /// release: a `poll_event` would change nothing (shared with the
+    /// host's [`SoftHost`]s, which then answer it without the lock).
+    quiet: Arc<AtomicBool>,
     /// Every device this host ever had, by name (to re-add after removal).
     specs: BTreeMap<String, DeviceSpec>,
     next_index: u32,
@@ -193,6 +197,8 @@ impl Drop for WorldGuard<'_> {
     fn drop(&mut self) {
         for h in &mut self.0.hosts {
             h.ready.sync(&mut h.state);
+            let quiet = !h.state.has_events() && !h.ready.is_signalled();
+            h.quiet.store(quiet, AtomicOrdering::Release);
         }
         self.0.clock.store(self.0.now.0, AtomicOrdering::Release);
     }
@@ -240,9 +246,11 @@ impl SoftFabric {
         let idx = w.hosts.len();
         let cfg = HostConfig::new(name, idx as u32 + 1);
         let ready = Arc::new(ReadyFd::default());
+        let quiet = Arc::new(AtomicBool::new(true));
         w.hosts.push(HostSlot {
             state: HostState::new(cfg),
             ready: ready.clone(),
+            quiet: quiet.clone(),
             specs: BTreeMap::new(),
             next_index: 1,
         });
@@ -251,6 +259,7 @@ impl SoftFabric {
             clock: w.clock.clone(),
             host: HostIdx(idx),
             ready,
+            quiet,
         }
     }
 
@@ -576,6 +585,8 @@ pub struct SoftHost {
     clock: Arc<AtomicU64>,
     host: HostIdx,
     ready: Arc<ReadyFd>,
+    /// [`HostSlot::quiet`].
+    quiet: Arc<AtomicBool>,
 }
 
 impl SoftHost {
@@ -627,6 +638,17 @@ impl Provider for SoftHost {
 
     fn has_virtual_clock(&self) -> bool {
         true
+    }
+
+    /// `None` without the world's lock when, as the lock was last let go,
+    /// the host had no event queued and its readiness fd was clear (a
+    /// call under the lock would change nothing): the call a poll round
+    /// makes every time costs an atomic load when there is nothing.
+    fn poll_event(&self) -> Option<Event> {
+        if self.quiet.load(AtomicOrdering::Acquire) {
+            return None;
+        }
+        self.with(|h, _| h.poll_event())
     }
 
     fn wait(&self, deadline: Option<Timestamp>) {
