@@ -88,7 +88,10 @@ fn build(source: &Path, name: &str) -> PathBuf {
         let mut cmd = Command::new(&cc);
         cmd.args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-O2", "-o"])
             .arg(&exe)
-            .arg(source);
+            .arg(source)
+            // The test programs' shared harness.h, next to them.
+            .arg("-I")
+            .arg(source.parent().expect("a source file's directory"));
         for f in flags.split_whitespace() {
             if f == "-lrelink" {
                 cmd.arg(prefix.join("lib/librelink.a"));

@@ -4,26 +4,8 @@
  * RELINK_EMPTY; a too-small buffer loses nothing. Exits 0 when every check
  * holds, 1 (naming the check) otherwise.
  */
-#include <relink.h>
-
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-static int failures = 0;
-
-static void expect(relink_status got, relink_status want, const char *needle,
-                   const char *what) {
-  const char *msg = relink_last_error();
-  if (got != want || (needle && !strstr(msg, needle))) {
-    fprintf(stderr, "FAIL %s: got %s (\"%s\"), want %s containing \"%s\"\n", what,
-            relink_status_name(got), msg, relink_status_name(want),
-            needle ? needle : "");
-    failures++;
-  } else {
-    printf("ok   %s: %s %s\n", what, relink_status_name(got), msg);
-  }
-}
+#define PROGRAM "errors"
+#include "harness.h"
 
 int main(void) {
   relink_soft_fabric *f = NULL;

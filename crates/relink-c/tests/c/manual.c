@@ -5,80 +5,24 @@
  * attempt until the program calls relink_resume; then every message is
  * delivered exactly once, in order. Exits 0 when every check holds.
  */
-#include <relink.h>
+#define PROGRAM "manual"
+#include "harness.h"
 
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-static void check(relink_status st, const char *what) {
-  if (st < 0) {
-    fprintf(stderr, "manual: %s: %s: %s\n", what, relink_status_name(st),
-            relink_last_error());
-    exit(1);
-  }
-}
-
-static void fail(const char *what) {
-  fprintf(stderr, "manual: FAIL %s\n", what);
-  exit(1);
-}
-
+/* The session events the program waits for. */
 typedef struct {
-  relink_node *a, *b;
-  relink_session s, t;
-  int have_t;
-  unsigned got;
   int awaiting, resumed;
-} world;
+} seen;
 
-/* One turn of both nodes (1 ms of virtual time each); take everything. */
-static void turn(world *w) {
-  int did;
-  check(relink_wait(w->a, 1, &did), "wait a");
-  check(relink_wait(w->b, 1, &did), "wait b");
-  relink_accepted acc;
-  if (!w->have_t && relink_accept(w->b, &acc) == RELINK_OK) {
-    w->t = acc.session;
-    w->have_t = 1;
+static void on_event(world *w, char side, const relink_event *e) {
+  seen *n = w->data;
+  if (side != 'a')
+    return;
+  if (e->kind == RELINK_EVENT_AWAITING_DECISION) {
+    printf("client: %s\n", e->text);
+    n->awaiting = 1;
   }
-  if (w->have_t) {
-    unsigned char buf[16];
-    size_t len;
-    uint64_t seq;
-    while (relink_poll_delivery(w->b, w->t, buf, sizeof buf, &len, &seq) ==
-           RELINK_OK) {
-      unsigned n;
-      memcpy(&n, buf, sizeof n);
-      if (n != w->got || seq != (uint64_t)w->got + 1)
-        fail("a message out of order or twice");
-      w->got++;
-    }
-    relink_event e;
-    while (relink_poll_event(w->b, w->t, &e) == RELINK_OK) {
-    }
-  }
-  relink_event ev;
-  while (relink_poll_event(w->a, w->s, &ev) == RELINK_OK) {
-    if (ev.kind == RELINK_EVENT_AWAITING_DECISION) {
-      printf("client: %s\n", ev.text);
-      w->awaiting = 1;
-    }
-    if (ev.kind == RELINK_EVENT_RESUMED)
-      w->resumed++;
-  }
-  relink_completion c;
-  while (relink_poll_completion(w->a, w->s, &c) == RELINK_OK)
-    if (c.outcome != RELINK_OUTCOME_SUCCESS)
-      fail("a send did not succeed");
-}
-
-static void send_n(world *w, unsigned from, unsigned to) {
-  for (unsigned i = from; i < to; i++) {
-    unsigned char buf[16] = {0};
-    memcpy(buf, &i, sizeof i);
-    check(relink_send(w->a, w->s, buf, sizeof buf, NULL), "send");
-  }
+  if (e->kind == RELINK_EVENT_RESUMED)
+    n->resumed++;
 }
 
 int main(void) {
@@ -88,6 +32,9 @@ int main(void) {
   check(relink_soft_fabric_add_device(f, "b", "soft0", "10.0.0.2/24"), "device");
   world w;
   memset(&w, 0, sizeof w);
+  seen n = {0};
+  w.data = &n;
+  w.on_event = on_event;
   check(relink_node_new_soft(f, "a", &w.a), "node");
   check(relink_node_new_soft(f, "b", &w.b), "node");
   relink_listener l;
@@ -108,9 +55,9 @@ int main(void) {
 
   check(relink_soft_fabric_fault(f, "a", "soft0", RELINK_FAULT_RESET), "reset");
   send_n(&w, 20, 40);
-  for (int i = 0; i < 200 && !w.awaiting; i++)
+  for (int i = 0; i < 200 && !n.awaiting; i++)
     turn(&w);
-  if (!w.awaiting)
+  if (!n.awaiting)
     fail("no AWAITING_DECISION after the reset");
   /* The application takes its time: 2 s of virtual time, no attempt. */
   for (int i = 0; i < 1000; i++)
@@ -119,17 +66,17 @@ int main(void) {
   check(relink_session_state(w.a, w.s, &st), "state");
   relink_counters c;
   check(relink_session_counters(w.a, w.s, &c), "counters");
-  if (st != RELINK_STATE_RECOVERING || w.resumed || w.got != 20)
+  if (st != RELINK_STATE_RECOVERING || n.resumed || w.got != 20)
     fail("the held session stays recovering, delivers nothing, resumes not");
   uint64_t attempts = c.attempts;
 
   check(relink_resume(w.a, w.s, -1), "resume");
-  for (int i = 0; i < 2000 && (w.got < 40 || !w.resumed); i++)
+  for (int i = 0; i < 2000 && (w.got < 40 || !n.resumed); i++)
     turn(&w);
   check(relink_session_counters(w.a, w.s, &c), "counters");
-  if (w.got != 40 || w.resumed != 1 || c.attempts <= attempts)
+  if (w.got != 40 || n.resumed != 1 || c.attempts <= attempts)
     fail("after resume: all 40 delivered once, one resume, a new attempt");
-  printf("manual: %u delivered, %d resume, %llu attempts\n", w.got, w.resumed,
+  printf("manual: %u delivered, %d resume, %llu attempts\n", w.got, n.resumed,
          (unsigned long long)c.attempts);
 
   check(relink_session_set_recovery(w.a, 999, 1000, 0) == RELINK_ERR_NO_SESSION

@@ -7,80 +7,26 @@
  * drain of the only device a session has cannot move it: it is reported
  * blocked and stays. Exits 0 when every check holds.
  */
-#include <relink.h>
+#define PROGRAM "planned"
+#include "harness.h"
 
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-static void check(relink_status st, const char *what) {
-  if (st < 0) {
-    fprintf(stderr, "planned: %s: %s: %s\n", what, relink_status_name(st),
-            relink_last_error());
-    exit(1);
-  }
-}
-
-static void fail(const char *what) {
-  fprintf(stderr, "planned: FAIL %s\n", what);
-  exit(1);
-}
-
+/* The session events the program waits for. */
 typedef struct {
-  relink_node *a, *b;
-  relink_session s, t;
-  int have_t;
-  unsigned got;
   int suspended_a, suspended_b, quiescing, blocked;
-} world;
+} seen;
 
-/* One turn of both nodes (1 ms of virtual time each); take everything. */
-static void turn(world *w) {
-  int did;
-  check(relink_wait(w->a, 1, &did), "wait a");
-  check(relink_wait(w->b, 1, &did), "wait b");
-  relink_accepted acc;
-  if (!w->have_t && relink_accept(w->b, &acc) == RELINK_OK) {
-    w->t = acc.session;
-    w->have_t = 1;
+static void on_event(world *w, char side, const relink_event *e) {
+  seen *n = w->data;
+  if (e->kind == RELINK_EVENT_SUSPENDED) {
+    if (side == 'a')
+      n->suspended_a++;
+    else
+      n->suspended_b++;
   }
-  relink_event e;
-  if (w->have_t) {
-    unsigned char buf[16];
-    size_t len;
-    uint64_t seq;
-    while (relink_poll_delivery(w->b, w->t, buf, sizeof buf, &len, &seq) ==
-           RELINK_OK) {
-      unsigned n;
-      memcpy(&n, buf, sizeof n);
-      if (n != w->got || seq != (uint64_t)w->got + 1)
-        fail("a message out of order or twice");
-      w->got++;
-    }
-    while (relink_poll_event(w->b, w->t, &e) == RELINK_OK)
-      if (e.kind == RELINK_EVENT_SUSPENDED)
-        w->suspended_b++;
-  }
-  while (relink_poll_event(w->a, w->s, &e) == RELINK_OK) {
-    if (e.kind == RELINK_EVENT_SUSPENDED)
-      w->suspended_a++;
-    if (e.kind == RELINK_EVENT_QUIESCING)
-      w->quiescing++;
-    if (e.kind == RELINK_EVENT_DRAIN_BLOCKED)
-      w->blocked++;
-  }
-  relink_completion c;
-  while (relink_poll_completion(w->a, w->s, &c) == RELINK_OK)
-    if (c.outcome != RELINK_OUTCOME_SUCCESS)
-      fail("a send did not succeed");
-}
-
-static void send_n(world *w, unsigned from, unsigned to) {
-  for (unsigned i = from; i < to; i++) {
-    unsigned char buf[16] = {0};
-    memcpy(buf, &i, sizeof i);
-    check(relink_send(w->a, w->s, buf, sizeof buf, NULL), "send");
-  }
+  if (side == 'a' && e->kind == RELINK_EVENT_QUIESCING)
+    n->quiescing++;
+  if (side == 'a' && e->kind == RELINK_EVENT_DRAIN_BLOCKED)
+    n->blocked++;
 }
 
 int main(void) {
@@ -90,6 +36,9 @@ int main(void) {
   check(relink_soft_fabric_add_device(f, "b", "soft0", "10.0.0.2/24"), "device");
   world w;
   memset(&w, 0, sizeof w);
+  seen n = {0};
+  w.data = &n;
+  w.on_event = on_event;
   check(relink_node_new_soft(f, "a", &w.a), "node");
   check(relink_node_new_soft(f, "b", &w.b), "node");
   relink_listener l;
@@ -111,7 +60,7 @@ int main(void) {
   send_n(&w, 20, 40);
   check(relink_suspend(w.a, w.s), "suspend");
   send_n(&w, 40, 60);
-  for (int i = 0; i < 100 && !(w.suspended_a && w.suspended_b); i++)
+  for (int i = 0; i < 100 && !(n.suspended_a && n.suspended_b); i++)
     turn(&w);
   relink_state sa, sb;
   check(relink_session_state(w.a, w.s, &sa), "state a");
@@ -133,7 +82,7 @@ int main(void) {
   relink_counters c;
   check(relink_session_counters(w.a, w.s, &c), "counters");
   if (w.got != 60 || c.losses != 0 || c.replayed != 0 || c.planned != 1 ||
-      w.quiescing != 1)
+      n.quiescing != 1)
     fail("after resume: all 60 delivered once, no loss, nothing replayed");
   printf("planned: %u delivered across a suspend and a reset, %llu losses\n",
          w.got, (unsigned long long)c.losses);
@@ -146,7 +95,7 @@ int main(void) {
   for (int i = 0; i < 10; i++)
     turn(&w);
   check(relink_sessions_on(w.a, "soft0", &on), "sessions_on");
-  if (moving != 0 || blocked != 1 || on != 1 || w.blocked != 1)
+  if (moving != 0 || blocked != 1 || on != 1 || n.blocked != 1)
     fail("a session with one path is reported blocked and stays");
   check(relink_undrain(w.a, "soft0"), "undrain");
 

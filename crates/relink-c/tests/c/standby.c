@@ -10,87 +10,8 @@
  * long idle stretch, with one loss counted. Exits 0 when every check
  * holds.
  */
-#include <relink.h>
-
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-static int failures = 0;
-
-static void expect(relink_status got, relink_status want, const char *needle,
-                   const char *what) {
-  const char *msg = relink_last_error();
-  if (got != want || (needle && !strstr(msg, needle))) {
-    fprintf(stderr, "FAIL %s: got %s (\"%s\"), want %s containing \"%s\"\n", what,
-            relink_status_name(got), msg, relink_status_name(want),
-            needle ? needle : "");
-    failures++;
-  } else {
-    printf("ok   %s: %s %s\n", what, relink_status_name(got), msg);
-  }
-}
-
-static void check(relink_status st, const char *what) {
-  if (st < 0) {
-    fprintf(stderr, "standby: %s: %s: %s\n", what, relink_status_name(st),
-            relink_last_error());
-    exit(1);
-  }
-}
-
-typedef struct {
-  relink_node *a, *b;
-  relink_session s, t;
-  int have_t;
-  unsigned got;
-} world;
-
-/* One turn of both nodes (1 ms of virtual time each); take everything. */
-static void turn(world *w) {
-  int did;
-  check(relink_wait(w->a, 1, &did), "wait a");
-  check(relink_wait(w->b, 1, &did), "wait b");
-  relink_accepted acc;
-  if (!w->have_t && relink_accept(w->b, &acc) == RELINK_OK) {
-    w->t = acc.session;
-    w->have_t = 1;
-  }
-  relink_event e;
-  if (w->have_t) {
-    unsigned char buf[16];
-    size_t len;
-    uint64_t seq;
-    while (relink_poll_delivery(w->b, w->t, buf, sizeof buf, &len, &seq) ==
-           RELINK_OK) {
-      unsigned n;
-      memcpy(&n, buf, sizeof n);
-      if (n != w->got || seq != (uint64_t)w->got + 1) {
-        fprintf(stderr, "standby: FAIL message %u out of order or twice\n", n);
-        exit(1);
-      }
-      w->got++;
-    }
-    while (relink_poll_event(w->b, w->t, &e) == RELINK_OK) {
-    }
-  }
-  while (relink_poll_event(w->a, w->s, &e) == RELINK_OK) {
-  }
-  relink_completion c;
-  while (relink_poll_completion(w->a, w->s, &c) == RELINK_OK)
-    if (c.outcome != RELINK_OUTCOME_SUCCESS) {
-      fprintf(stderr, "standby: FAIL a send did not succeed\n");
-      exit(1);
-    }
-}
-
-static void send_n(world *w, unsigned from, unsigned to) {
-  for (unsigned i = from; i < to; i++) {
-    unsigned char buf[16] = {0};
-    memcpy(buf, &i, sizeof i);
-    check(relink_send(w->a, w->s, buf, sizeof buf, NULL), "send");
-  }
-}
+#define PROGRAM "standby"
+#include "harness.h"
 
 int main(void) {
   relink_options *o = NULL;
