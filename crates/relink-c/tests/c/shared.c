@@ -7,24 +7,8 @@
  * A queue too small for another session refuses it. Exits 0 when every
  * check holds.
  */
-#include <relink.h>
-
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-static void check(relink_status st, const char *what) {
-  if (st < 0) {
-    fprintf(stderr, "shared: %s: %s: %s\n", what, relink_status_name(st),
-            relink_last_error());
-    exit(1);
-  }
-}
-
-static void fail(const char *what) {
-  fprintf(stderr, "shared: FAIL %s\n", what);
-  exit(1);
-}
+#define PROGRAM "shared"
+#include "harness.h"
 
 #define SESSIONS 2
 #define REGION 1
@@ -35,10 +19,10 @@ typedef struct {
   int accepted;
   unsigned got[SESSIONS];
   unsigned done;
-} world;
+} clients;
 
 /* One turn of both nodes (1 ms of virtual time each); take everything. */
-static void turn(world *w) {
+static void turn_all(clients *w) {
   int did;
   check(relink_wait(w->a, 1, &did), "wait a");
   check(relink_wait(w->b, 1, &did), "wait b");
@@ -74,7 +58,7 @@ static void turn(world *w) {
   }
 }
 
-static void traffic(world *w, unsigned from, unsigned to, unsigned char fill) {
+static void traffic(clients *w, unsigned from, unsigned to, unsigned char fill) {
   for (int i = 0; i < SESSIONS; i++)
     for (unsigned n = from; n < to; n++) {
       unsigned char buf[16] = {0};
@@ -91,7 +75,7 @@ static void traffic(world *w, unsigned from, unsigned to, unsigned char fill) {
         "write");
 }
 
-static void expect_block(world *w, unsigned char fill) {
+static void expect_block(clients *w, unsigned char fill) {
   unsigned char got[64];
   check(relink_region_read(w->b, w->t[0], REGION, 0, got, sizeof got), "read");
   for (size_t i = 0; i < sizeof got; i++)
@@ -104,7 +88,7 @@ int main(void) {
   check(relink_soft_fabric_new(9, &f), "fabric");
   check(relink_soft_fabric_add_device(f, "a", "soft0", "10.0.0.1/24"), "device");
   check(relink_soft_fabric_add_device(f, "b", "soft0", "10.0.0.2/24"), "device");
-  world w;
+  clients w;
   memset(&w, 0, sizeof w);
   check(relink_node_new_soft(f, "a", &w.a), "node");
   check(relink_node_new_soft(f, "b", &w.b), "node");
@@ -151,7 +135,7 @@ int main(void) {
   traffic(&w, 0, 50, 0x11);
   for (int i = 0; i < 1000 && (w.got[0] < 50 || w.got[1] < 50 || w.done < 101);
        i++)
-    turn(&w);
+    turn_all(&w);
   if (w.got[0] != 50 || w.got[1] != 50 || w.done != 101)
     fail("the first 50 messages of each session and the WRITE");
   expect_block(&w, 0x11);
@@ -160,7 +144,7 @@ int main(void) {
   traffic(&w, 50, 100, 0x22);
   for (int i = 0; i < 3000 && (w.got[0] < 100 || w.got[1] < 100 || w.done < 202);
        i++)
-    turn(&w);
+    turn_all(&w);
   if (w.got[0] != 100 || w.got[1] != 100 || w.done != 202)
     fail("after the reset: every message once, the WRITE through the window");
   expect_block(&w, 0x22);
