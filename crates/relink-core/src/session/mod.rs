@@ -278,8 +278,9 @@ pub struct Session {
     /// session resumes (on this path, if named) as soon as it is
     /// suspended.
     resume_when_suspended: Option<Option<usize>>,
-    /// The standby transport (`session/standby.rs`), being made or up.
-    standby: Option<standby::Standby>,
+    /// The standby transport (`session/standby.rs`), being made or up;
+    /// boxed, so a session without one pays a pointer.
+    standby: Option<Box<standby::Standby>>,
     /// The highest epoch a standby took: every later transport's epoch is
     /// above it.
     standby_high: Epoch,

@@ -140,11 +140,11 @@ impl Session {
         .to_vec();
         tracing::info!(session = %self.cfg.id, %epoch, path = pick, "connecting a standby");
         self.standby_high = epoch;
-        self.standby = Some(Standby {
+        self.standby = Some(Box::new(Standby {
             epoch,
             path: Some(pick),
             up: None,
-        });
+        }));
         self.actions.push_back(Action::ConnectStandby {
             epoch,
             path: self.attempt_path(pick),
@@ -356,11 +356,11 @@ impl Session {
         // one up).
         self.drop_standby(false, now);
         self.standby_high = standby.epoch;
-        self.standby = Some(Standby {
+        self.standby = Some(Box::new(Standby {
             epoch: standby.epoch,
             path: None,
             up: None,
-        });
+        }));
         self.actions.push_back(Action::AcceptStandby {
             epoch: standby.epoch,
             request,

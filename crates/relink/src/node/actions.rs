@@ -115,7 +115,7 @@ impl Node {
                 if slot.standby.as_ref().is_some_and(|t| t.epoch == epoch) =>
             {
                 if let Some(t) = slot.standby.take() {
-                    retire_transport(p, t, &mut self.cm, &mut self.cq_owner);
+                    retire_transport(p, *t, &mut self.cm, &mut self.cq_owner);
                 }
                 slot.standby_ready = false;
             }

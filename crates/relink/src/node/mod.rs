@@ -120,7 +120,8 @@ struct Slot {
     timeline: Option<RecoveryTimeline>,
     /// The standby transport (`Policy::standby`), being made or idle;
     /// promoted to `transport` by the core's `Action::Promote`.
-    standby: Option<Transport>,
+    /// Boxed: a session without a standby pays a pointer, not a transport.
+    standby: Option<Box<Transport>>,
     /// Connect private data and path of the standby being made.
     standby_connect: (Vec<u8>, Option<Path>),
     /// The standby's CQ signalled: look at it in the next poll round (a
@@ -533,7 +534,7 @@ impl Node {
         if let Some(d) = slot.deadline.take() {
             self.deadlines.remove(&(d, key));
         }
-        for t in [slot.transport.take(), slot.standby.take()]
+        for t in [slot.transport.take(), slot.standby.take().map(|t| *t)]
             .into_iter()
             .flatten()
         {

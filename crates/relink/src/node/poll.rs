@@ -186,8 +186,8 @@ impl Node {
                         .get_or_insert_with(|| {
                             let mut map: BTreeMap<ContextId, Vec<u64>> = BTreeMap::new();
                             for (k, s) in sessions {
-                                for t in [&s.transport, &s.standby] {
-                                    if let Some(c) = t.as_ref().and_then(|t| t.ctx) {
+                                for t in [s.transport.as_ref(), s.standby.as_deref()] {
+                                    if let Some(c) = t.and_then(|t| t.ctx) {
                                         map.entry(c).or_default().push(*k);
                                     }
                                 }
@@ -205,7 +205,7 @@ impl Node {
                             .sessions
                             .get(&k)
                             .and_then(|s| {
-                                [&s.transport, &s.standby]
+                                [s.transport.as_ref(), s.standby.as_deref()]
                                     .into_iter()
                                     .flatten()
                                     .find(|t| t.ctx == Some(ctx))

@@ -205,7 +205,7 @@ impl Node {
         let cut = self.cut_closing();
         let p = &*self.provider;
         for slot in self.sessions.values_mut() {
-            for t in [slot.transport.take(), slot.standby.take()]
+            for t in [slot.transport.take(), slot.standby.take().map(|t| *t)]
                 .into_iter()
                 .flatten()
             {

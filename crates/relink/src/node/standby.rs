@@ -69,11 +69,11 @@ impl Node {
         let p = self.provider.clone();
         let slot = self.sessions.get_mut(&key).expect("present");
         if let Some(old) = slot.standby.take() {
-            retire_transport(&*p, old, &mut self.cm, &mut self.cq_owner);
+            retire_transport(&*p, *old, &mut self.cm, &mut self.cq_owner);
         }
         let mut t = Transport::new(epoch, Some(cm), slot.spec.send_slots);
         t.recv_alt = !slot.transport.as_ref().is_some_and(|c| c.recv_alt);
-        slot.standby = Some(t);
+        slot.standby = Some(Box::new(t));
         slot.standby_ready = false;
     }
 
@@ -183,7 +183,7 @@ impl Node {
         if let Some(old) = slot.transport.take() {
             retire_transport(&*p, old, &mut self.cm, &mut self.cq_owner);
         }
-        slot.transport = Some(t);
+        slot.transport = Some(*t);
         if let Some(path) = slot.standby_connect.1.take() {
             slot.path = Some(path);
         }
