@@ -1,6 +1,6 @@
 //! Feeds arbitrary bytes to the in-band message decoders of `relink-core`:
 //! `decode_message` (header + raw payload), `MsgBody::parse` for every kind,
-//! and `decode_typed`.
+//! `decode_typed`, and `frame_messages` (a SEND's messages back to back).
 //!
 //! Beyond "never panics", checks that decoding is canonical (whatever
 //! decodes re-encodes to the same bytes through both encoders), that the
@@ -10,8 +10,8 @@
 
 use libfuzzer_sys::fuzz_target;
 use relink_core::wire::{
-    decode_message, decode_typed, encode_body, encode_message, MsgBody, MsgKind, HEADER_LEN,
-    MAX_PAYLOAD_LEN,
+    decode_message, decode_typed, encode_body, encode_message, frame_messages, MsgBody, MsgKind,
+    HEADER_LEN, MAX_PAYLOAD_LEN,
 };
 
 fuzz_target!(|data: &[u8]| {
@@ -45,6 +45,30 @@ fuzz_target!(|data: &[u8]| {
         }
     } else {
         assert!(decode_typed(data).is_err());
+    }
+
+    // The bytes as a frame: whole messages that tile its start, each as
+    // long as its header says, then at most one error, which ends it.
+    let mut offset = 0;
+    let mut it = frame_messages(data);
+    while let Some(m) = it.next() {
+        match m {
+            Ok(m) => {
+                assert_eq!(&data[offset..offset + m.len()], m);
+                assert!(m.len() >= HEADER_LEN);
+                let len = u32::from_be_bytes(m[18..22].try_into().unwrap()) as usize;
+                assert_eq!(m.len(), HEADER_LEN + len);
+                offset += m.len();
+            }
+            Err(_) => {
+                assert!(offset < data.len());
+                assert!(it.next().is_none(), "an error ends the frame");
+                break;
+            }
+        }
+    }
+    if offset == data.len() && !data.is_empty() {
+        assert!(decode_message(data).is_err() || frame_messages(data).count() == 1);
     }
 
     // Every payload parser on the raw bytes, as if a header had named it.

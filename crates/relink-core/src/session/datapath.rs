@@ -265,7 +265,9 @@ impl Session {
         self.settle_closing(now);
     }
 
-    /// A receive completion of `epoch` with the bytes received.
+    /// A receive completion of `epoch` with the bytes received: a frame of
+    /// one or more messages ([`wire::frame_messages`]), handled in order.
+    /// A malformed message is dropped with the rest of its frame.
     pub fn handle_received(&mut self, epoch: Epoch, bytes: &[u8], now: Timestamp) {
         if bytes.is_empty() {
             // No message is empty: a standby keepalive that trailed the
@@ -281,13 +283,37 @@ impl Session {
                 self.timers.set(TimerKind::KeepaliveDeadline, now + d);
             }
         }
-        let (h, body) = match wire::decode_typed(bytes) {
-            Ok(m) => m,
-            Err(e) => {
-                tracing::warn!(session = %self.cfg.id, "malformed message dropped: {e}");
-                return;
+        let mut credited = false;
+        for msg in wire::frame_messages(bytes) {
+            let handled = msg
+                .and_then(wire::decode_typed)
+                .map(|(h, body)| self.handle_message(h, body, now));
+            match handled {
+                Ok(Some(c)) => credited |= c,
+                Ok(None) => return,
+                Err(e) => {
+                    tracing::warn!(session = %self.cfg.id, "malformed message dropped with the rest of its frame: {e}");
+                    break;
+                }
             }
-        };
+        }
+        // Confirmed deliveries give credits back: queued messages may go.
+        // (The end of a resync pumps by itself.)
+        if credited {
+            self.pump(now);
+        }
+        self.settle_closing(now);
+    }
+
+    /// One message of a received frame. Returns whether its ack confirmed
+    /// new deliveries, or `None` if the frame ends here (a promotion, or
+    /// the peer's close).
+    fn handle_message(
+        &mut self,
+        h: wire::MsgHeader,
+        body: MsgBody<'_>,
+        now: Timestamp,
+    ) -> Option<bool> {
         if let MsgBody::Promote {
             epoch,
             last_delivered,
@@ -295,7 +321,7 @@ impl Session {
         {
             // Before its header's ack: the journal resumes from it.
             self.on_promote(epoch, last_delivered, now);
-            return;
+            return None;
         }
         let credited = h.ack > self.peer_delivered;
         if credited {
@@ -332,7 +358,8 @@ impl Session {
                     );
                 }
             }
-            MsgBody::AdvertDone { epoch } => {
+            MsgBody::AdvertDone { epoch, frame_max } => {
+                self.peer_frame_max = frame_max;
                 if self.peer_keys.finish(epoch)
                     && !self.promoting
                     && matches!(self.state(), State::Resyncing | State::Connecting)
@@ -346,7 +373,7 @@ impl Session {
                 // The peer closed on purpose: no recovery, our half ends too.
                 tracing::info!(session = %self.cfg.id, "peer closed the session");
                 self.close_inner(now, false);
-                return;
+                return None;
             }
             MsgBody::Quiesce { purpose } => self.on_quiesce(purpose, now),
             MsgBody::Quiesced => self.on_quiesced(now),
@@ -358,12 +385,7 @@ impl Session {
                 });
             }
         }
-        // Confirmed deliveries give credits back: queued messages may go.
-        // (The end of a resync pumps by itself.)
-        if credited {
-            self.pump(now);
-        }
-        self.settle_closing(now);
+        Some(credited)
     }
 
     /// Queue an unsequenced control message; `build` encodes it with the

@@ -323,6 +323,9 @@ pub struct Session {
     /// The acknowledgement (our inbox's last delivered) the last message we
     /// sent carried. A bare ack is due while the inbox is ahead of it.
     last_ack_sent: Seq,
+    /// The longest frame the peer's receive slots hold (its AdvertDone);
+    /// 0 until it says.
+    peer_frame_max: u32,
     /// One-sided operations posted on the current transport and not yet
     /// completed; at most `spec.max_one_sided`. Emptied on a loss.
     one_sided_inflight: BTreeSet<OpId>,
@@ -380,6 +383,7 @@ impl Session {
             local_keys: Vec::new(),
             peer_delivered: Seq(0),
             last_ack_sent: Seq(0),
+            peer_frame_max: 0,
             fast_failing: false,
             was_established: false,
             closing: None,
@@ -498,6 +502,17 @@ impl Session {
     /// Largest message payload: a receive slot less the message header.
     pub fn max_message(&self) -> usize {
         (self.cfg.spec.slot_size as usize).saturating_sub(wire::HEADER_LEN)
+    }
+
+    /// The most bytes one SEND to the peer may carry, messages packed back
+    /// to back ([`wire::frame_messages`]): a send slot, and no more than the
+    /// peer's receive slots hold (its `AdvertDone` says; until it has, one
+    /// message per SEND).
+    pub fn frame_limit(&self) -> usize {
+        match self.peer_frame_max {
+            0 => 0,
+            peer => (self.cfg.spec.slot_size as usize).min(peer as usize),
+        }
     }
 
     /// Move to `to` and report the transition. An illegal one is a bug in

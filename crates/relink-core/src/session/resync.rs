@@ -442,8 +442,8 @@ impl Session {
             self.counters.adverts_sent += chunk.len() as u64;
             self.send_control(|ack, out| wire::encode_adverts(Seq(0), ack, chunk, out));
         }
-        let epoch = self.epoch;
-        self.send_control(|ack, out| wire::encode_advert_done(Seq(0), ack, epoch, out));
+        let (epoch, frame_max) = (self.epoch, self.cfg.spec.slot_size);
+        self.send_control(|ack, out| wire::encode_advert_done(Seq(0), ack, epoch, frame_max, out));
         self.arm_keepalive(now);
         // The handshake's confirmations may have emptied the journal of a
         // session closing gracefully: it says goodbye after advertising.

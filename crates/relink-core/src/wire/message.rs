@@ -259,6 +259,9 @@ pub enum MsgBody<'a> {
     AdvertDone {
         /// The epoch whose advertisement is complete.
         epoch: Epoch,
+        /// The longest frame, in bytes, the sender's receive slots hold:
+        /// the peer packs messages into one SEND up to it.
+        frame_max: u32,
     },
     /// A bare acknowledgement.
     Ack,
@@ -368,7 +371,10 @@ impl<'a> MsgBody<'a> {
                 }
                 MsgBody::Adverts(adverts)
             }
-            MsgKind::AdvertDone => MsgBody::AdvertDone { epoch: c.epoch()? },
+            MsgKind::AdvertDone => MsgBody::AdvertDone {
+                epoch: c.epoch()?,
+                frame_max: c.u32("frame_max")?,
+            },
             MsgKind::Ack => MsgBody::Ack,
             MsgKind::Keepalive => MsgBody::Keepalive {
                 nonce: c.u64("nonce")?,
@@ -401,12 +407,63 @@ impl<'a> MsgBody<'a> {
         match self {
             MsgBody::Data(d) => d.len(),
             MsgBody::Adverts(a) => 2 + a.len() * ADVERT_LEN,
-            MsgBody::AdvertDone { .. } => 4,
+            MsgBody::AdvertDone { .. } => 8,
             MsgBody::Ack | MsgBody::Close | MsgBody::Quiesced | MsgBody::MoveRequest => 0,
             MsgBody::Quiesce { .. } => 1,
             MsgBody::Promote { .. } => 12,
             MsgBody::Keepalive { .. } | MsgBody::KeepaliveReply { .. } => 8,
         }
+    }
+}
+
+/// The messages of a frame, the bytes one SEND carries: one or more
+/// messages back to back, each as long as its header's `len` says. Each
+/// item is one message's bytes, to decode with [`decode_typed`]; a frame
+/// that ends inside a message, or names a payload over
+/// [`MAX_PAYLOAD_LEN`], yields that error last. An empty frame yields
+/// nothing.
+pub fn frame_messages(frame: &[u8]) -> FrameMessages<'_> {
+    FrameMessages {
+        rest: frame,
+        offset: 0,
+    }
+}
+
+/// The iterator of [`frame_messages`].
+#[derive(Debug, Clone)]
+pub struct FrameMessages<'a> {
+    rest: &'a [u8],
+    offset: usize,
+}
+
+impl<'a> Iterator for FrameMessages<'a> {
+    type Item = Result<&'a [u8], WireError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.rest.is_empty() {
+            return None;
+        }
+        let rest = std::mem::take(&mut self.rest);
+        let truncated = |what, needed| WireError::Truncated {
+            what,
+            offset: self.offset,
+            needed,
+            available: rest.len(),
+        };
+        let Some(len) = rest.get(18..HEADER_LEN) else {
+            return Some(Err(truncated("message header", HEADER_LEN)));
+        };
+        let len = u32::from_be_bytes([len[0], len[1], len[2], len[3]]) as usize;
+        if let Err(e) = check_payload_len(len) {
+            return Some(Err(e));
+        }
+        if rest.len() < HEADER_LEN + len {
+            return Some(Err(truncated("message", HEADER_LEN + len)));
+        }
+        let (msg, tail) = rest.split_at(HEADER_LEN + len);
+        self.rest = tail;
+        self.offset += msg.len();
+        Some(Ok(msg))
     }
 }
 
@@ -435,7 +492,10 @@ pub fn encode_body(
             check_seq(kind, seq)?;
             put_header(kind, seq, ack, body.payload_len(), out);
             match body {
-                MsgBody::AdvertDone { epoch } => put_u32(out, epoch.0),
+                MsgBody::AdvertDone { epoch, frame_max } => {
+                    put_u32(out, epoch.0);
+                    put_u32(out, *frame_max);
+                }
                 MsgBody::Keepalive { nonce } | MsgBody::KeepaliveReply { nonce } => {
                     put_u64(out, *nonce)
                 }
@@ -484,14 +544,15 @@ pub fn encode_adverts(
     Ok(())
 }
 
-/// Appends an `AdvertDone { epoch }` message (`seq` must be >= 1).
+/// Appends an `AdvertDone { epoch, frame_max }` message (`seq` must be 0).
 pub fn encode_advert_done(
     seq: Seq,
     ack: Seq,
     epoch: Epoch,
+    frame_max: u32,
     out: &mut Vec<u8>,
 ) -> Result<(), WireError> {
-    encode_body(seq, ack, &MsgBody::AdvertDone { epoch }, out)
+    encode_body(seq, ack, &MsgBody::AdvertDone { epoch, frame_max }, out)
 }
 
 /// Appends an `Ack` message (seq 0, no payload).

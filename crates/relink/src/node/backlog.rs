@@ -4,7 +4,11 @@
 //! message, when the session's send queue is idle), in order, while send slots last, with
 //! every [`SIGNAL_EVERY`]th request and the last of each batch signaled. An
 //! application message is copied once on its way out: its header and the
-//! payload the journal keeps go straight into its send slot.
+//! payload the journal keeps go straight into its send slot. Application
+//! messages queued back to back share one send slot and one SEND, a frame
+//! (`relink_core::wire::frame_messages`), while they fit the peer's
+//! receive slot: a burst of small messages costs the fabric one request
+//! per frame, not one per message.
 
 use std::collections::VecDeque;
 
@@ -15,6 +19,8 @@ use relink_core::{OpId, Session};
 use relink_fabric::{Memory, MrInfo, SendOp, SendWr, Sge, Timestamp};
 
 use super::transport::Transport;
+#[cfg(test)]
+use super::wr::TAG_MASK;
 use super::wr::{WrBatch, TAG_ONE_SIDED, TAG_SEND};
 use super::{Node, Slot};
 
@@ -73,6 +79,9 @@ pub(super) trait Payloads {
     fn payload(&self, op: OpId) -> Option<&[u8]>;
     /// The bytes of a message copied into its slot, for reuse.
     fn recycle(&mut self, bytes: Vec<u8>);
+    /// The most bytes one SEND may carry, application messages packed
+    /// back to back ([`Session::frame_limit`]); 0: one message per SEND.
+    fn frame_limit(&self) -> usize;
 }
 
 impl Payloads for Session {
@@ -82,6 +91,10 @@ impl Payloads for Session {
 
     fn recycle(&mut self, bytes: Vec<u8>) {
         Session::recycle(self, bytes);
+    }
+
+    fn frame_limit(&self) -> usize {
+        Session::frame_limit(self)
     }
 }
 
@@ -96,6 +109,10 @@ impl Payloads for Detached {
     }
 
     fn recycle(&mut self, _bytes: Vec<u8>) {}
+
+    fn frame_limit(&self) -> usize {
+        0
+    }
 }
 
 /// Turn every [`Pending::Message`] of `backlog` into a [`Pending::Send`]
@@ -310,10 +327,30 @@ pub(super) fn fill_batch(
                 let off = s as usize * slot_size as usize;
                 let _ = send.write(off, &header);
                 let _ = send.write(off + HEADER_LEN, payload);
+                let mut len = HEADER_LEN + payload.len();
+                // The application messages queued right behind it join
+                // its frame while the frame fits (`Session::frame_limit`).
+                let limit = core.frame_limit().min(slot_size as usize);
+                while let Some(&Pending::Message { op, header }) = backlog.front() {
+                    let next = core.payload(op).map(<[u8]>::len);
+                    if next.is_some_and(|n| len + HEADER_LEN + n > limit) {
+                        break;
+                    }
+                    backlog.pop_front();
+                    let Some(payload) = core.payload(op) else {
+                        continue; // completed meanwhile: nothing to send
+                    };
+                    let _ = send.write(off + len, &header);
+                    let _ = send.write(off + len + HEADER_LEN, payload);
+                    len += HEADER_LEN + payload.len();
+                }
+                // The frame's send completion stands for its first message
+                // (a message's completes nothing: the peer's confirmation
+                // does).
                 t.slot_op[s as usize] = Some(op);
                 let sge = Sge {
                     addr: mr.addr + off as u64,
-                    length: (HEADER_LEN + payload.len()) as u32,
+                    length: len as u32,
                     lkey: mr.lkey,
                 };
                 (TAG_SEND | u64::from(s), SendOp::Send, sge)
@@ -393,6 +430,8 @@ mod tests {
     struct Core {
         payloads: Vec<(OpId, Vec<u8>)>,
         recycled: Vec<Vec<u8>>,
+        /// What the peer's receive slots hold; 0: one message per SEND.
+        frame_limit: usize,
     }
 
     impl Payloads for Core {
@@ -405,6 +444,10 @@ mod tests {
 
         fn recycle(&mut self, bytes: Vec<u8>) {
             self.recycled.push(bytes);
+        }
+
+        fn frame_limit(&self) -> usize {
+            self.frame_limit
         }
     }
 
@@ -546,6 +589,97 @@ mod tests {
         expected.extend_from_slice(b"payload");
         assert_eq!(send.read_vec(0, len).unwrap(), expected);
         assert!(core.recycled.is_empty(), "the journal keeps the payload");
+    }
+
+    #[test]
+    fn messages_queued_back_to_back_share_a_frame_while_it_fits() {
+        const BIG: u32 = 128;
+        let mut t = Transport::new(Epoch(1), None, 4);
+        let send = Memory::new(Arc::new(HeapMemory::new(0x1000, 4 * BIG as usize)));
+        let mr = MrInfo {
+            length: 4 * u64::from(BIG),
+            ..send_mr()
+        };
+        let msg = |op: u64| Pending::Message {
+            op: OpId(op),
+            header: relink_core::wire::MsgHeader {
+                kind: relink_core::wire::MsgKind::Data,
+                seq: relink_core::Seq(op),
+                ack: relink_core::Seq(0),
+                len: 10,
+            }
+            .to_bytes()
+            .unwrap(),
+        };
+        // Frames of up to 100 bytes: three 10-byte messages (32 bytes
+        // each with the header) per frame. Op 3 completed before it was
+        // posted; a control message and a WRITE end a run of messages.
+        let mut core = Core {
+            frame_limit: 100,
+            ..Core::default()
+        };
+        for op in [1, 2, 4, 5, 6, 7, 9] {
+            core.payloads.push((OpId(op), vec![op as u8; 10]));
+        }
+        let mut backlog = VecDeque::from([
+            msg(1),
+            msg(2),
+            msg(3),
+            msg(4),
+            msg(5),
+            msg(6),
+            message(None, b"ctl"),
+            msg(7),
+            write(8),
+            msg(9),
+        ]);
+        let mut batch = WrBatch::default();
+        fill_batch(&mut backlog, &mut t, &send, mr, BIG, &mut batch, &mut core);
+
+        let wrs = batch.as_slice();
+        let lens: Vec<u32> = wrs.iter().map(|w| w.sgl[0].length).collect();
+        let one = (HEADER_LEN + 10) as u32;
+        assert_eq!(
+            lens,
+            [3 * one, 2 * one, 3, one, 8],
+            "1 2 4 | 5 6 | ctl | 7 | write"
+        );
+        // The four send slots are taken: message 9 waits for one.
+        assert_eq!(backlog.len(), 1);
+        assert_eq!(
+            wrs.iter().map(|w| w.wr_id & TAG_MASK).collect::<Vec<_>>(),
+            [TAG_SEND, TAG_SEND, TAG_SEND, TAG_SEND, TAG_ONE_SIDED]
+        );
+        let frame = send.read_vec(0, 3 * one as usize).unwrap();
+        let ops: Vec<u8> = relink_core::wire::frame_messages(&frame)
+            .map(|m| {
+                relink_core::wire::decode_message(m.unwrap())
+                    .unwrap()
+                    .0
+                    .seq
+                    .0 as u8
+            })
+            .collect();
+        assert_eq!(
+            ops,
+            [1, 2, 4],
+            "each message is its header and payload, in order"
+        );
+        let slot = |w: &SendWr| (w.wr_id & !TAG_MASK) as usize;
+        assert_eq!(
+            t.slot_op[slot(&wrs[0])],
+            Some(OpId(1)),
+            "a frame stands for its first message"
+        );
+        assert_eq!(t.slot_op[slot(&wrs[1])], Some(OpId(5)));
+
+        // Without the peer's limit every message has a SEND of its own.
+        let mut t = Transport::new(Epoch(1), None, 4);
+        let mut backlog = VecDeque::from([msg(1), msg(2)]);
+        core.frame_limit = 0;
+        batch.clear();
+        fill_batch(&mut backlog, &mut t, &send, mr, BIG, &mut batch, &mut core);
+        assert_eq!(batch.as_slice().len(), 2);
     }
 
     fn batch_of(n: usize) -> Vec<SendWr> {

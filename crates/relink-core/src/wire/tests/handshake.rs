@@ -152,7 +152,7 @@ fn hello_golden_bytes() {
         connect_data: ConnectBytes::new(b"ab").unwrap(),
     });
     let expected = [
-        0x01, // version
+        0x02, // version
         0x01, // Hello
         0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, // session
         0x21, 0x22, 0x23, 0x24, // epoch
@@ -239,11 +239,11 @@ fn private_data_errors_are_typed() {
     assert_eq!(AcceptData::decode(&[0; 196]), Err(WireError::NoData));
     assert_eq!(RejectData::decode(&[0; 148]), Err(WireError::NoData));
     assert_eq!(
-        ConnectData::decode(&[2, 1]),
-        Err(WireError::UnsupportedVersion { found: 2 })
+        ConnectData::decode(&[1, 1]),
+        Err(WireError::UnsupportedVersion { found: 1 })
     );
     assert_eq!(
-        ConnectData::decode(&[1, 0x11]),
+        ConnectData::decode(&[VERSION, 0x11]),
         Err(WireError::UnknownTag {
             what: "connect tag",
             tag: 0x11
@@ -258,21 +258,21 @@ fn private_data_errors_are_typed() {
         })
     ));
     assert_eq!(
-        RejectData::decode(&[1, 0x21, 7]),
+        RejectData::decode(&[VERSION, 0x21, 7]),
         Err(WireError::UnknownTag {
             what: "refuse reason",
             tag: 7
         })
     );
     assert_eq!(
-        RejectData::decode(&[1, 0x21, 0]),
+        RejectData::decode(&[VERSION, 0x21, 0]),
         Err(WireError::UnknownTag {
             what: "refuse reason",
             tag: 0
         })
     );
     assert_eq!(
-        RejectData::decode(&[1, 0x21]),
+        RejectData::decode(&[VERSION, 0x21]),
         Err(WireError::Truncated {
             what: "refuse reason",
             offset: 2,
@@ -281,7 +281,7 @@ fn private_data_errors_are_typed() {
         })
     );
     assert_eq!(
-        RejectData::decode(&[1, 0x21, 1, 0, 0, 9, 0]),
+        RejectData::decode(&[VERSION, 0x21, 1, 0, 0, 9, 0]),
         Err(WireError::TrailingBytes {
             what: "reject private data",
             offset: 5,

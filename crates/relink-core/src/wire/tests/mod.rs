@@ -115,7 +115,10 @@ fn arb_message() -> impl Strategy<Value = (Seq, Seq, MsgBody<'static>)> {
     let body = prop_oneof![
         proptest::collection::vec(any::<u8>(), 0..64).prop_map(|d| MsgBody::Data(Vec::leak(d))),
         proptest::collection::vec(arb_advert(), 0..5).prop_map(MsgBody::Adverts),
-        any::<u32>().prop_map(|e| MsgBody::AdvertDone { epoch: Epoch(e) }),
+        (any::<u32>(), any::<u32>()).prop_map(|(e, frame_max)| MsgBody::AdvertDone {
+            epoch: Epoch(e),
+            frame_max
+        }),
         Just(MsgBody::Ack),
         any::<u64>().prop_map(|nonce| MsgBody::Keepalive { nonce }),
         any::<u64>().prop_map(|nonce| MsgBody::KeepaliveReply { nonce }),
@@ -207,6 +210,36 @@ proptest! {
         let mut raw = Vec::new();
         encode_message(h.kind, seq, ack, payload, &mut raw).unwrap();
         prop_assert_eq!(raw, enc);
+    }
+
+    #[test]
+    fn a_frame_gives_back_its_messages(
+        msgs in proptest::collection::vec(arb_message(), 1..6), cut in any::<prop::sample::Index>()
+    ) {
+        let encoded: Vec<Vec<u8>> = msgs.iter().map(|(s, a, b)| message_bytes(*s, *a, b)).collect();
+        let frame = encoded.concat();
+        let split: Vec<&[u8]> = frame_messages(&frame).collect::<Result<_, _>>().unwrap();
+        prop_assert_eq!(split.len(), msgs.len());
+        for (m, (seq, ack, body)) in split.iter().zip(&msgs) {
+            let (h, got) = decode_typed(m).unwrap();
+            prop_assert_eq!((h.seq, h.ack, &got), (*seq, *ack, body));
+        }
+        // A frame cut inside a message: the whole messages before the cut,
+        // then an error, then nothing.
+        let n = cut.index(frame.len());
+        let whole = encoded.iter().scan(0, |end, m| { *end += m.len(); Some(*end) })
+            .take_while(|end| *end <= n).count();
+        let mut it = frame_messages(&frame[..n]);
+        for _ in 0..whole {
+            prop_assert!(it.next().unwrap().is_ok());
+        }
+        if encoded.iter().scan(0, |end, m| { *end += m.len(); Some(*end) }).any(|end| end == n) || n == 0 {
+            prop_assert!(it.next().is_none());
+        } else {
+            let truncated = matches!(it.next(), Some(Err(WireError::Truncated { .. })));
+            prop_assert!(truncated);
+            prop_assert!(it.next().is_none());
+        }
     }
 
     #[test]
