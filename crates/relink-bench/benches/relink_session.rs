@@ -12,7 +12,7 @@
 //! `target/relink-bench/relink_session.json`. Run without `--bench` (as
 //! `cargo test --benches` does) it makes a quick run.
 
-use relink_bench::overhead::{ratio_table, send_overhead, write_overhead, Ratio};
+use relink_bench::overhead::{ratio_table, send_overhead, write_overhead, Ratio, FRAME_SLOT, SEND};
 use relink_bench::session::Workload;
 use relink_bench::{
     quick_from_env, selected, Drive, LoopSpec, Metric, Plan, Report, Rig, SimPair, TcpPair,
@@ -31,7 +31,10 @@ fn bench_fabric<D: Drive>(
     ratios: &mut Vec<Ratio>,
 ) {
     if selected(&format!("{name}-send")) {
-        ratios.push(send_overhead(&*new_rig(), pair, plan, report));
+        ratios.push(send_overhead(&*new_rig(), pair, SEND.0, plan, report));
+    }
+    if selected(&format!("{name}-slot")) {
+        ratios.push(send_overhead(&*new_rig(), pair, FRAME_SLOT, plan, report));
     }
     if selected(&format!("{name}-write")) {
         ratios.push(write_overhead(

@@ -21,20 +21,22 @@
 //!
 //! - `RELINK_VERBS_INITIATOR`, `RELINK_VERBS_TARGET`: each side's
 //!   `DEV@ADDR[@NETDEV]` (see `relink_testkit::verbs_rig`); `RELINK_VERBS_PORT`:
-//!   the first CM port used (default 18515; the run takes four from it).
+//!   the first CM port used (default 18515; the run takes one per workload from it).
 //! - `RELINK_BENCH_QUICK=1`: a short run (~10 s on rxe in a TCG VM) that
 //!   proves it runs; by default ~30–40 s there.
-//! - `RELINK_BENCH_ONLY=send`, `=write` or `=pingpong`: those workloads
-//!   only (series `rxe-send64`, `rxe-write64k`, `rxe-pingpong8`,
-//!   `rxe-pingpong4096`).
+//! - `RELINK_BENCH_ONLY=send`, `=slot`, `=write` or `=pingpong`: those
+//!   workloads only (series `rxe-send64`, `rxe-slot` — the 64 B SENDs
+//!   through sessions with 4 KiB receive slots, room for frames of several
+//!   messages —, `rxe-write64k`, `rxe-pingpong8`, `rxe-pingpong4096`).
 //! - `RELINK_TESTKIT_FAIL_ON_SKIP=1`: a skip fails (exit 1).
 //! - `RELINK_LOG`: tracing filter (default `warn`).
 //!
 //! Prints the rows (medians, spread), a table of ratios, a table of round
-//! trips, one `RESULT rxe send64 ...`, `RESULT rxe write64k ...`,
+//! trips, one `RESULT rxe send64 ...`, `RESULT rxe send64slot4096 ...`,
+//! `RESULT rxe write64k ...`,
 //! `RESULT rxe pingpong8 ...` and `RESULT rxe pingpong4096 ...` line, and
-//! last `RELINK_VM_NOTE: send ratio X, write ratio Y, rtt p50 ratio 8 B Z,
-//! 4 KiB W`; writes
+//! last `RELINK_VM_NOTE: send ratio X (4 KiB slots S), write ratio Y, rtt
+//! p50 ratio 8 B Z, 4 KiB W`; writes
 //! `<target>/relink-bench/rxe.json` when it can. Without the `rdma`
 //! feature, the variables or the devices it prints `SKIPPED: <why>` and
 //! exits 0.
@@ -45,7 +47,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use relink_bench::latency::{latency_table, ping_pong, Latency};
-use relink_bench::overhead::{ratio_table, send_overhead, write_overhead, Ratio};
+use relink_bench::overhead::{ratio_table, send_overhead, write_overhead, Ratio, FRAME_SLOT, SEND};
 use relink_bench::{
     quick_from_env, selected, LoopSpec, Metric, Plan, Report, ThreadPair, Workload,
 };
@@ -105,7 +107,8 @@ fn relink_pair(rig: &VerbsRig, spec: &LoopSpec, workload: Workload) -> ThreadPai
 fn result_name(r: &Ratio) -> &'static str {
     match r.op.as_str() {
         "send" => "send64",
-        _ => "write64k",
+        "write" => "write64k",
+        _ => "send64slot4096",
     }
 }
 
@@ -205,7 +208,12 @@ fn main() {
     if selected("rxe-send64") {
         let rig = rig.take().unwrap_or_else(rig_or_skip);
         let pair = |spec: &LoopSpec, w| relink_pair(&rig, spec, w);
-        ratios.push(send_overhead(&rig, pair, &plan, &mut report));
+        ratios.push(send_overhead(&rig, pair, SEND.0, &plan, &mut report));
+    }
+    if selected("rxe-slot") {
+        let rig = rig.take().unwrap_or_else(rig_or_skip);
+        let pair = |spec: &LoopSpec, w| relink_pair(&rig, spec, w);
+        ratios.push(send_overhead(&rig, pair, FRAME_SLOT, &plan, &mut report));
     }
     if selected("rxe-write64k") {
         let rig = rig.take().unwrap_or_else(rig_or_skip);
@@ -258,8 +266,9 @@ fn main() {
     };
     eprintln!("rxe: whole run {:.1?}", started.elapsed());
     println!(
-        "RELINK_VM_NOTE: send ratio {}, write ratio {}, rtt p50 ratio 8 B {}, 4 KiB {}",
+        "RELINK_VM_NOTE: send ratio {} (4 KiB slots {}), write ratio {}, rtt p50 ratio 8 B {}, 4 KiB {}",
         ratio_of("send64"),
+        ratio_of("send64slot4096"),
         ratio_of("write64k"),
         rtt_of(8),
         rtt_of(4096)

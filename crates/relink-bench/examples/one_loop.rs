@@ -10,8 +10,10 @@
 //! strace -f -c target/release/examples/one_loop raw tcp send 200000
 //! ```
 //!
-//! Arguments: `raw|relink`, `inproc|tcp`, `send|write|pingpong|pingpong4k`
-//! (`pingpong`: 8 B messages), and the operation count (default 200,000).
+//! Arguments: `raw|relink`, `inproc|tcp`,
+//! `send|send-slot4096|write|pingpong|pingpong4k` (`send-slot4096`: the 64 B
+//! messages through sessions with 4 KiB receive slots, room for frames;
+//! `pingpong`: 8 B messages), and the operation count (default 200,000).
 //! Prints the rate (and, for relink, the loop's iterations and waits per
 //! operation; for ping-pong, the median and p99 round trip).
 
@@ -25,7 +27,9 @@ use relink_testkit::soft_rigs::{InProcRig, TcpRig};
 use relink_testkit::Rig;
 
 fn usage() -> ! {
-    eprintln!("usage: one_loop raw|relink inproc|tcp send|write|pingpong|pingpong4k [count]");
+    eprintln!(
+        "usage: one_loop raw|relink inproc|tcp send|send-slot4096|write|pingpong|pingpong4k [count]"
+    );
     std::process::exit(2);
 }
 
@@ -113,6 +117,7 @@ fn main() {
     }
     let (workload, spec) = match args[2].as_str() {
         "send" => (Workload::Send, LoopSpec::send(64, 64)),
+        "send-slot4096" => (Workload::Send, LoopSpec::send(64, 64).max_message(4096)),
         "write" => (Workload::Write, LoopSpec::write(64 * 1024, 16)),
         "pingpong" => (Workload::PingPong, LoopSpec::send(8, 1)),
         "pingpong4k" => (Workload::PingPong, LoopSpec::send(4096, 1)),

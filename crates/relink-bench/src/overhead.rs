@@ -6,8 +6,10 @@
 //! (real devices).
 //!
 //! The workloads: [`SEND`] (64-byte messages: the raw loop signals every
-//! 16th SEND; relink counts a message when the peer confirmed its delivery)
-//! and [`WRITE`] (64 KiB RDMA WRITEs, every one signaled).
+//! 16th SEND; relink counts a message when the peer confirmed its delivery),
+//! through sessions whose receive slots hold one message (the raw loop's
+//! receives) or [`FRAME_SLOT`] bytes (relink packs queued messages into
+//! frames), and [`WRITE`] (64 KiB RDMA WRITEs, every one signaled).
 
 use std::time::Instant;
 
@@ -23,6 +25,9 @@ use crate::{
 
 /// Size, window and signaling interval (raw loop) of the SEND workload.
 pub const SEND: (usize, usize, usize) = (64, 64, 16);
+/// The `max_message` of the sessions of the SEND workload's second series:
+/// relink's default, room for frames of up to 47 messages of 64 B.
+pub const FRAME_SLOT: usize = 4096;
 /// Size, window and signaling interval of the WRITE workload.
 pub const WRITE: (usize, usize, usize) = (64 * 1024, 16, 1);
 
@@ -91,21 +96,29 @@ pub fn compare(
 }
 
 /// The [`SEND`] workload on a raw pair of `rig` and through the relink
-/// session `pair` makes.
+/// session `pair` makes, whose receive slots hold `max_message` bytes of
+/// messages: [`SEND`]'s 64 (series `send`: one message per SEND, as the
+/// raw loop's) or more (series `send-slot<max_message>`: room for frames).
 pub fn send_overhead<D: Drive>(
     rig: &dyn Rig,
     pair: impl FnOnce(&LoopSpec, Workload) -> D,
+    max_message: usize,
     plan: &Plan,
     report: &mut Report,
 ) -> Ratio {
     let raw_spec = LoopSpec::send(SEND.0, SEND.1).signal_every(SEND.2);
-    let rl_spec = LoopSpec::send(SEND.0, SEND.1);
+    let rl_spec = LoopSpec::send(SEND.0, SEND.1).max_message(max_message);
     let mut raw = SendLoop::connect(rig, raw_spec);
     let fabric = raw.kind();
     let mut rl = RelinkSendLoop::new(pair(&rl_spec, Workload::Send), rl_spec);
+    let op = if rl_spec.max_message == SEND.0 {
+        "send".to_string()
+    } else {
+        format!("send-slot{}", rl_spec.max_message)
+    };
     let mut r = compare(
         fabric,
-        "send",
+        &op,
         Metric::MessagesPerSec,
         (&mut raw, raw_spec),
         (&mut rl, rl_spec),

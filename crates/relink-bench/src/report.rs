@@ -152,6 +152,7 @@ impl Row {
             window: self.window,
             signal_every: self.signal_every,
             verify: crate::Verify::Stamp,
+            max_message: self.size,
         };
         format!("{} {}", self.op, spec.describe())
     }

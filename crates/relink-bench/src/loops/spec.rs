@@ -30,6 +30,11 @@ pub struct LoopSpec {
     pub signal_every: usize,
     /// How payloads are stamped and checked.
     pub verify: Verify,
+    /// Messages through a relink session: the session's `max_message`,
+    /// what one receive slot holds besides relink's header (`size`, or more
+    /// to leave room for frames of several messages). Raw loops receive
+    /// into `size` bytes.
+    pub max_message: usize,
 }
 
 impl LoopSpec {
@@ -41,6 +46,7 @@ impl LoopSpec {
             window,
             signal_every: 1,
             verify: Verify::Stamp,
+            max_message: size,
         }
     }
 
@@ -54,6 +60,15 @@ impl LoopSpec {
     pub fn signal_every(self, n: usize) -> LoopSpec {
         LoopSpec {
             signal_every: n,
+            ..self
+        }
+    }
+
+    /// The same spec with relink sessions' receive slots holding `bytes`
+    /// of messages ([`LoopSpec::max_message`]; at least `size`).
+    pub fn max_message(self, bytes: usize) -> LoopSpec {
+        LoopSpec {
+            max_message: bytes.max(self.size),
             ..self
         }
     }

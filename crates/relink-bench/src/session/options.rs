@@ -27,8 +27,9 @@ pub enum Workload {
 
 /// The session options of one side of a pair for `spec` and `workload`.
 ///
-/// Messages (also both ways, [`Workload::PingPong`]): `max_message` is the
-/// message size, and the receiver keeps
+/// Messages (also both ways, [`Workload::PingPong`]): `max_message` is
+/// `spec.max_message` (the message size unless the spec leaves room for
+/// frames of several), and the receiver keeps
 /// `max(64, 2 × window)` receive slots (the sender's credits, less 8
 /// reserved for control messages, so a window of 64 is never throttled by
 /// credits; the raw [`SendLoop`](crate::SendLoop) also keeps `2 × window`
@@ -39,7 +40,7 @@ pub fn session_options(spec: &LoopSpec, workload: Workload, target: bool) -> Ses
     match workload {
         Workload::Send | Workload::PingPong => SessionOptions::builder()
             .recv_slots(u32::try_from((2 * spec.window).max(64)).expect("window fits u32"))
-            .max_message(u32::try_from(spec.size).expect("size fits u32"))
+            .max_message(u32::try_from(spec.max_message).expect("size fits u32"))
             .max_one_sided(8)
             .build()
             .expect("valid session options"),
