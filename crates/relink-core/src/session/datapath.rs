@@ -284,7 +284,10 @@ impl Session {
             }
         }
         let mut credited = false;
-        for msg in wire::frame_messages(bytes) {
+        for (i, msg) in wire::frame_messages(bytes).enumerate() {
+            if i > 0 {
+                self.counters.packed += 1;
+            }
             let handled = msg
                 .and_then(wire::decode_typed)
                 .map(|(h, body)| self.handle_message(h, body, now));

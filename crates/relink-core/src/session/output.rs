@@ -325,6 +325,9 @@ pub struct Counters {
     pub downtime_ns: u64,
     /// Messages delivered to the application.
     pub delivered: u64,
+    /// Messages received in a frame behind another message (sharing its
+    /// SEND and receive slot, [`wire::frame_messages`](crate::wire::frame_messages)).
+    pub packed: u64,
     /// Planned outages taken (drains and suspends): connections taken down
     /// on purpose with nothing in flight, not counted in `losses`.
     pub planned: u64,
