@@ -17,9 +17,11 @@ pub const DATA_REGION: RegionId = RegionId(1);
 /// Receive slots beyond the queue depth: relink's 8 for control messages
 /// and room for a command or reply in flight while another is taken.
 const SLOT_MARGIN: u32 = 16;
-/// The largest message the service sends (a reply to IDENTIFY), rounded
-/// up; relink needs at least 34 with an advertised region.
-const MAX_MESSAGE: u32 = 64;
+/// What a receive slot holds besides relink's header: the largest message
+/// the service sends is 36 bytes (a command; relink needs at least 34 with
+/// an advertised region), and 512 leave room for frames of 9 commands or
+/// 15 replies (commands queued together share one SEND; DESIGN.md).
+const MAX_MESSAGE: u32 = 512;
 
 /// Why an engine's options are refused.
 #[derive(Debug, thiserror::Error)]
