@@ -330,7 +330,10 @@ pub unsafe extern "C" fn relink_options_set_recv_slots(
 }
 
 /// The largest message payload in bytes (default 4096; at least 8, 34
-/// with an advertised region).
+/// with an advertised region). A receive slot holds this plus relink's
+/// header: messages queued together share one SEND while they fit the
+/// peer's slot, so small messages on roomy slots cost the fabric one
+/// request per frame.
 ///
 /// # Safety
 /// `options` is live options.
