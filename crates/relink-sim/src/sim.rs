@@ -110,9 +110,22 @@ impl Sim {
     /// # Panics
     /// If the session is not established within 5 ms of virtual time.
     pub fn with_session(seed: u64) -> (Sim, SessionHandle, SessionHandle) {
+        Sim::with_session_options(seed, SessionOptions::default(), SessionOptions::default())
+    }
+
+    /// [`Sim::with_session`] with the initiator's and the target's options.
+    ///
+    /// # Panics
+    /// If the options are refused, or the session is not established
+    /// within 5 ms of virtual time.
+    pub fn with_session_options(
+        seed: u64,
+        initiator: SessionOptions,
+        target: SessionOptions,
+    ) -> (Sim, SessionHandle, SessionHandle) {
         let mut sim = Sim::new(seed);
         let s = sim
-            .open_session(7471, SessionOptions::default(), SessionOptions::default())
+            .open_session(7471, initiator, target)
             .expect("open a session");
         sim.run_for(Duration::from_millis(5));
         assert_eq!(sim.node(INITIATOR).state(s), Some(State::Established));

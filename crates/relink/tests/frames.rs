@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use relink::{SessionHandle, SessionOptions, State};
+use relink::{SessionHandle, SessionOptions};
 use relink_sim::sim::{Sim, INITIATOR, TARGET};
 use relink_soft::Fault;
 
@@ -17,24 +17,12 @@ fn message(i: u32, max: u32) -> Vec<u8> {
         .collect()
 }
 
-fn options(max_message: u32) -> SessionOptions {
-    SessionOptions::builder()
-        .max_message(max_message)
-        .build()
-        .expect("valid session options")
-}
-
-/// A session from an initiator with `initiator`'s `max_message` to a
-/// target with `target`'s, established.
+/// A session from an initiator whose `max_message` is `initiator` to a
+/// target whose is `target`, established.
 fn session(seed: u64, initiator: u32, target: u32) -> (Sim, SessionHandle, SessionHandle) {
-    let mut sim = Sim::new(seed);
-    let s = sim
-        .open_session(7471, options(initiator), options(target))
-        .expect("open a session");
-    sim.run_for(Duration::from_millis(5));
-    assert_eq!(sim.node(INITIATOR).state(s), Some(State::Established));
-    let t = sim.node(TARGET).accept().expect("accepted").session;
-    (sim, s, t)
+    let max = |bytes| SessionOptions::builder().max_message(bytes).build();
+    let (i, t) = (max(initiator), max(target));
+    Sim::with_session_options(seed, i.expect("options"), t.expect("options"))
 }
 
 /// Send `count` messages of up to `max` bytes in bursts of `burst`, with a

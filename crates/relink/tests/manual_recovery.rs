@@ -22,14 +22,7 @@ fn opts(policy: Policy) -> SessionOptions {
 }
 
 fn open(seed: u64, ini: Policy, tgt: Policy) -> (Sim, SessionHandle, SessionHandle) {
-    let mut sim = Sim::new(seed);
-    let s = sim
-        .open_session(7471, opts(ini), opts(tgt))
-        .expect("open a session");
-    sim.run_for(Duration::from_millis(5));
-    assert_eq!(sim.node(INITIATOR).state(s), Some(State::Established));
-    let t = sim.node(TARGET).accept().expect("accepted").session;
-    (sim, s, t)
+    Sim::with_session_options(seed, opts(ini), opts(tgt))
 }
 
 fn delivered(sim: &mut Sim, t: SessionHandle, into: &mut Vec<u32>) {
