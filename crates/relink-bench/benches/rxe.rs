@@ -107,8 +107,9 @@ fn relink_pair(rig: &VerbsRig, spec: &LoopSpec, workload: Workload) -> ThreadPai
 fn result_name(r: &Ratio) -> &'static str {
     match r.op.as_str() {
         "send" => "send64",
+        "send-slot4096" => "send64slot4096",
         "write" => "write64k",
-        _ => "send64slot4096",
+        other => panic!("no RESULT name for workload {other}"),
     }
 }
 

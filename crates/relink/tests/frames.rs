@@ -92,9 +92,10 @@ fn messages_as_long_as_a_slot_travel_alone() {
     let c = bursts(&mut sim, (s, t), 500, 64, 50, None);
     let whole = (0..500).filter(|i| message(*i, 64).len() > 21).count() as u64;
     assert!(whole > 0);
-    // Two messages of up to 21 bytes fit 86 bytes (22 of header each);
-    // longer ones never share.
-    assert!(c.packed <= 500 - whole, "{c:?}");
+    // Two messages of up to 21 bytes fit 86 bytes (22 of header each) and
+    // do share; longer ones never do, and no frame overran a slot.
+    assert!(c.packed > 0 && c.packed <= 500 - whole, "{c:?}");
+    assert_eq!(c.losses, 0, "{c:?}");
     let (mut sim, s, t) = session(13, 16, 16);
     let c = bursts(&mut sim, (s, t), 300, 16, 30, None);
     assert_eq!(c.packed, 0, "38-byte slots hold one message: {c:?}");

@@ -285,12 +285,12 @@ impl Session {
         }
         let mut credited = false;
         for (i, msg) in wire::frame_messages(bytes).enumerate() {
-            if i > 0 {
-                self.counters.packed += 1;
-            }
-            let handled = msg
-                .and_then(wire::decode_typed)
-                .map(|(h, body)| self.handle_message(h, body, now));
+            let handled = msg.and_then(wire::decode_typed).map(|(h, body)| {
+                if i > 0 {
+                    self.counters.packed += 1;
+                }
+                self.handle_message(h, body, now)
+            });
             match handled {
                 Ok(Some(c)) => credited |= c,
                 Ok(None) => return,

@@ -226,12 +226,12 @@ pub struct Session {
     /// When the current attempt started (the request's connection time is
     /// measured from it).
     attempt_started: Option<Timestamp>,
-    /// The longest connection time of this session's attempts (from an
+    /// The longest connection time of the session's attempts (from an
     /// attempt's start until the CM establishes it): what a probe's
     /// timeout is scaled by. `None` until the first connection.
     slowest_connect: Option<Duration>,
     /// Set while another session of the node probes the same peer
-    /// address: this session makes no probe ([`Session::hold_probes`]).
+    /// address: the session makes no probe ([`Session::hold_probes`]).
     probe_held: bool,
     /// `fast_io_fail_tmo` passed in this outage: every operation submitted
     /// fails at once until the session is established again.
@@ -504,15 +504,12 @@ impl Session {
         (self.cfg.spec.slot_size as usize).saturating_sub(wire::HEADER_LEN)
     }
 
-    /// The most bytes one SEND to the peer may carry, messages packed back
-    /// to back ([`wire::frame_messages`]): a send slot, and no more than the
-    /// peer's receive slots hold (its `AdvertDone` says; until it has, one
-    /// message per SEND).
-    pub fn frame_limit(&self) -> usize {
-        match self.peer_frame_max {
-            0 => 0,
-            peer => (self.cfg.spec.slot_size as usize).min(peer as usize),
-        }
+    /// The longest frame ([`wire::frame_messages`]) the peer's receive
+    /// slots hold, from its `AdvertDone`; 0 until it has said: then one
+    /// message per SEND. The driver also keeps a frame within its own send
+    /// slot.
+    pub fn peer_frame_max(&self) -> usize {
+        self.peer_frame_max as usize
     }
 
     /// Move to `to` and report the transition. An illegal one is a bug in

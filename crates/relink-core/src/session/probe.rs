@@ -54,7 +54,7 @@ impl Session {
         self.cfg.paths.get(self.path_index).map(|p| p.peer)
     }
 
-    /// Holds (`true`) or releases (`false`) this session's probes: the
+    /// Holds (`true`) or releases (`false`) the session's probes: the
     /// driver holds them while another session probes the same peer
     /// address. A held session starts no probe (one under way runs to its
     /// end); a released one makes its next attempt at once.

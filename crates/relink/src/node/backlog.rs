@@ -19,8 +19,6 @@ use relink_core::{OpId, Session};
 use relink_fabric::{Memory, MrInfo, SendOp, SendWr, Sge, Timestamp};
 
 use super::transport::Transport;
-#[cfg(test)]
-use super::wr::TAG_MASK;
 use super::wr::{WrBatch, TAG_ONE_SIDED, TAG_SEND};
 use super::{Node, Slot};
 
@@ -79,9 +77,9 @@ pub(super) trait Payloads {
     fn payload(&self, op: OpId) -> Option<&[u8]>;
     /// The bytes of a message copied into its slot, for reuse.
     fn recycle(&mut self, bytes: Vec<u8>);
-    /// The most bytes one SEND may carry, application messages packed
-    /// back to back ([`Session::frame_limit`]); 0: one message per SEND.
-    fn frame_limit(&self) -> usize;
+    /// The longest frame the peer's receive slots hold
+    /// ([`Session::peer_frame_max`]); 0: one message per SEND.
+    fn peer_frame_max(&self) -> usize;
 }
 
 impl Payloads for Session {
@@ -93,8 +91,8 @@ impl Payloads for Session {
         Session::recycle(self, bytes);
     }
 
-    fn frame_limit(&self) -> usize {
-        Session::frame_limit(self)
+    fn peer_frame_max(&self) -> usize {
+        Session::peer_frame_max(self)
     }
 }
 
@@ -110,7 +108,7 @@ impl Payloads for Detached {
 
     fn recycle(&mut self, _bytes: Vec<u8>) {}
 
-    fn frame_limit(&self) -> usize {
+    fn peer_frame_max(&self) -> usize {
         0
     }
 }
@@ -312,6 +310,8 @@ pub(super) fn fill_batch(
     batch: &mut WrBatch<SendWr>,
     core: &mut impl Payloads,
 ) {
+    // A frame fits the send slot and the peer's receive slot.
+    let frame_max = core.peer_frame_max().min(slot_size as usize);
     while let Some(front) = backlog.front() {
         if matches!(front, Pending::Send { .. } | Pending::Message { .. })
             && t.free_slots.is_empty()
@@ -329,20 +329,19 @@ pub(super) fn fill_batch(
                 let _ = send.write(off + HEADER_LEN, payload);
                 let mut len = HEADER_LEN + payload.len();
                 // The application messages queued right behind it join
-                // its frame while the frame fits (`Session::frame_limit`).
-                let limit = core.frame_limit().min(slot_size as usize);
+                // its frame while the frame fits; one that completed
+                // meanwhile has nothing to send.
                 while let Some(&Pending::Message { op, header }) = backlog.front() {
-                    let next = core.payload(op).map(<[u8]>::len);
-                    if next.is_some_and(|n| len + HEADER_LEN + n > limit) {
-                        break;
+                    match core.payload(op) {
+                        Some(p) if len + HEADER_LEN + p.len() > frame_max => break,
+                        Some(p) => {
+                            let _ = send.write(off + len, &header);
+                            let _ = send.write(off + len + HEADER_LEN, p);
+                            len += HEADER_LEN + p.len();
+                        }
+                        None => {}
                     }
                     backlog.pop_front();
-                    let Some(payload) = core.payload(op) else {
-                        continue; // completed meanwhile: nothing to send
-                    };
-                    let _ = send.write(off + len, &header);
-                    let _ = send.write(off + len + HEADER_LEN, payload);
-                    len += HEADER_LEN + payload.len();
                 }
                 // The frame's send completion stands for its first message
                 // (a message's completes nothing: the peer's confirmation
@@ -403,6 +402,7 @@ mod tests {
     use relink_core::Epoch;
     use relink_fabric::{Access, HeapMemory, MrId, RemoteAddr};
 
+    use super::super::wr::TAG_MASK;
     use super::*;
 
     const SLOT: u32 = 64;
@@ -431,7 +431,7 @@ mod tests {
         payloads: Vec<(OpId, Vec<u8>)>,
         recycled: Vec<Vec<u8>>,
         /// What the peer's receive slots hold; 0: one message per SEND.
-        frame_limit: usize,
+        peer_frame_max: usize,
     }
 
     impl Payloads for Core {
@@ -446,8 +446,8 @@ mod tests {
             self.recycled.push(bytes);
         }
 
-        fn frame_limit(&self) -> usize {
-            self.frame_limit
+        fn peer_frame_max(&self) -> usize {
+            self.peer_frame_max
         }
     }
 
@@ -615,7 +615,7 @@ mod tests {
         // each with the header) per frame. Op 3 completed before it was
         // posted; a control message and a WRITE end a run of messages.
         let mut core = Core {
-            frame_limit: 100,
+            peer_frame_max: 100,
             ..Core::default()
         };
         for op in [1, 2, 4, 5, 6, 7, 9] {
@@ -676,7 +676,7 @@ mod tests {
         // Without the peer's limit every message has a SEND of its own.
         let mut t = Transport::new(Epoch(1), None, 4);
         let mut backlog = VecDeque::from([msg(1), msg(2)]);
-        core.frame_limit = 0;
+        core.peer_frame_max = 0;
         batch.clear();
         fill_batch(&mut backlog, &mut t, &send, mr, BIG, &mut batch, &mut core);
         assert_eq!(batch.as_slice().len(), 2);
