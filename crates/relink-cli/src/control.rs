@@ -525,12 +525,14 @@ fn print_status(out: &mut dyn Write, r: &StatusResult) -> anyhow::Result<()> {
 /// `total 12.3 ms: device 5.0, attempt 0.1, ...` (the phases reached).
 fn phases(p: &RecoveryPhases) -> String {
     let named = [
+        ("released", p.released_ms),
         ("device", p.device_ms),
         ("attempt", p.attempt_ms),
         ("addr", p.addr_ms),
         ("route", p.route_ms),
         ("resources", p.resources_ms),
         ("connect", p.connect_ms),
+        ("promoted", p.promoted_ms),
         ("resync", p.resync_ms),
         ("first completion", p.first_completion_ms),
     ];

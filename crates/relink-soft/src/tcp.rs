@@ -70,11 +70,16 @@ struct Inner {
     prebound: HashMap<SocketAddr, TcpListener>,
     timers: BTreeMap<(Timestamp, u64), Timer>,
     timer_seq: u64,
+    /// Threads blocked in `Provider::wait` on `changed`.
+    waiters: u32,
 }
 
 struct Shared {
     inner: Mutex<Inner>,
-    /// Woken on every change a waiter may care about.
+    /// Woken when something came for the caller (an event queued, a
+    /// completion added) while a thread waits in `Provider::wait`; a packet
+    /// that brings nothing for the caller (an RDMA WRITE placed, an ACK of
+    /// an unsignaled request) wakes nobody.
     changed: Condvar,
     /// Woken when a timer is added.
     timer_added: Condvar,
@@ -158,7 +163,15 @@ impl Shared {
             self.timer_added.notify_all();
         }
         self.ready.sync(&mut inner.host);
-        self.changed.notify_all();
+        self.wake_waiters(inner);
+    }
+
+    /// Wake the threads in `Provider::wait` if something came for them.
+    /// Called with the lock held, after every change to the host.
+    fn wake_waiters(&self, inner: &Inner) {
+        if inner.waiters > 0 && (inner.host.has_activity() || inner.host.has_events()) {
+            self.changed.notify_all();
+        }
     }
 
     /// A connection we initiate: a writer thread connects and writes; a
@@ -308,7 +321,7 @@ impl Shared {
                 }
             }
             self.ready.sync(&mut inner.host);
-            self.changed.notify_all();
+            self.wake_waiters(&inner);
         }
     }
 
@@ -405,6 +418,7 @@ impl TcpHost {
                 prebound: HashMap::new(),
                 timers: BTreeMap::new(),
                 timer_seq: 0,
+                waiters: 0,
             }),
             changed: Condvar::new(),
             timer_added: Condvar::new(),
@@ -500,12 +514,14 @@ impl Provider for TcpHost {
                 Some(d) => d.saturating_since(now),
                 None => Duration::from_secs(3600),
             };
+            inner.waiters += 1;
             inner = self
                 .shared
                 .changed
                 .wait_timeout(inner, left.min(Duration::from_millis(200)))
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
+            inner.waiters -= 1;
         }
     }
 

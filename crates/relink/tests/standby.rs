@@ -276,6 +276,47 @@ fn the_standby_takes_over_an_initiator_side_loss_with_no_attempt() {
 }
 
 #[test]
+fn a_promotion_is_recorded_phase_by_phase_at_both_ends() {
+    let mut rig = Rig::new(43, true);
+    rig.lose_device_under_traffic(INITIATOR, "soft0");
+    // Everything sent before the loss was confirmed by the resync; the
+    // first completion after it is this message's, at the initiator, and
+    // its echo's at the target.
+    let (msgs, _) = rig.traffic(200..201);
+    rig.complete(msgs.len());
+    let t = rig.tgt;
+    assert_eq!(rig.delivered(), vec![200]);
+    rig.sim.node(TARGET).send(t, b"echo").expect("echo");
+    rig.sim.run_for(Duration::from_millis(1));
+    for (host, h) in [(INITIATOR, rig.ini), (TARGET, rig.tgt)] {
+        let tl = rig
+            .sim
+            .node(host)
+            .session_info(h)
+            .expect("a session")
+            .last_recovery
+            .unwrap_or_else(|| panic!("host {host}: no last recovery"));
+        let phases = [
+            Some(tl.lost),
+            tl.released,
+            tl.promoted,
+            tl.resynced,
+            tl.first_completion,
+        ];
+        assert!(phases.iter().all(Option::is_some), "host {host}: {tl:?}");
+        assert!(
+            phases.windows(2).all(|w| w[0] <= w[1]),
+            "host {host}: phases out of order: {tl:?}"
+        );
+        assert_eq!(
+            (tl.attempt, tl.connected, tl.resources),
+            (None, None, None),
+            "host {host}: a promotion makes no attempt: {tl:?}"
+        );
+    }
+}
+
+#[test]
 fn a_new_standby_comes_up_when_the_device_returns() {
     let mut rig = Rig::new(42, true);
     rig.lose_device_under_traffic(INITIATOR, "soft0");

@@ -182,12 +182,14 @@ fn phases(tl: &relink::RecoveryTimeline) -> RecoveryPhases {
         })
     };
     let mut p = RecoveryPhases {
+        released_ms: step(tl.released),
         device_ms: step(tl.device_visible),
         attempt_ms: step(tl.attempt),
         addr_ms: step(tl.addr_resolved),
         route_ms: step(tl.route_resolved),
         resources_ms: step(tl.resources),
         connect_ms: step(tl.connected),
+        promoted_ms: step(tl.promoted),
         resync_ms: step(tl.resynced),
         first_completion_ms: step(tl.first_completion),
         total_ms: 0.0,

@@ -312,6 +312,12 @@ impl HostState {
         std::mem::take(&mut self.activity)
     }
 
+    /// Whether something happened since the last
+    /// [`take_activity`](Self::take_activity), leaving it to be taken.
+    pub fn has_activity(&self) -> bool {
+        self.activity
+    }
+
     /// Whether something came for the caller (an event queued, a
     /// completion added) since the last call: the readiness fd is to be
     /// made readable.

@@ -16,7 +16,7 @@
 //! the part after it: from the initiator's `DeviceLost` to the next
 //! successful completion.
 
-use relink::Policy;
+use relink::{Policy, RecoveryTimeline};
 
 use super::planned::{need_second_pair, two_pairs, Moved};
 use super::*;
@@ -35,6 +35,41 @@ fn pct_ms(v: &[Duration], p: f64) -> f64 {
     v[i].as_secs_f64() * 1e3
 }
 
+/// The names of a promotion's phases, in order (see [`promotion`]).
+const PROMOTION: [&str; 4] = ["release", "promote", "resync", "first_completion"];
+
+/// The phases of a switch to the standby on one end, from its
+/// `last_recovery`: destroying the lost connection's resources, promoting
+/// the standby, the resync (the peer's `Promote` and advertisements), the
+/// first completion after it; `None` if the outage was no promotion or a
+/// phase is missing.
+fn promotion(tl: &RecoveryTimeline) -> Option<[Duration; 4]> {
+    let ends = [
+        tl.released?,
+        tl.promoted?,
+        tl.resynced?,
+        tl.first_completion?,
+    ];
+    let mut out = [Duration::ZERO; 4];
+    let mut from = tl.lost;
+    for (o, end) in out.iter_mut().zip(ends) {
+        *o = end.saturating_since(from);
+        from = end;
+    }
+    Some(out)
+}
+
+/// `initiator p50 ms (n): release a, promote b, resync c, first_completion d`.
+fn promotion_note(who: &str, samples: &[[Duration; 4]]) -> String {
+    let parts: Vec<String> = (0..4)
+        .map(|i| {
+            let v: Vec<Duration> = samples.iter().map(|s| s[i]).collect();
+            format!("{} {:.2}", PROMOTION[i], pct_ms(&v, 0.5))
+        })
+        .collect();
+    format!("{who} p50 ms ({}): {}", samples.len(), parts.join(", "))
+}
+
 /// The `StandbyUp` events of the initiator so far.
 fn standbys_up(d: &Duo) -> usize {
     d.events
@@ -47,12 +82,13 @@ fn standbys_up(d: &Duo) -> usize {
 /// other pair takes over) and add it back, `cycles` times, with the
 /// standby `on` or off; with it on, the standby is up on the other pair
 /// before each delete. The moves, measured.
-fn failovers(d: &mut Duo, cycles: u64, on: bool) -> Vec<Moved> {
+fn failovers(d: &mut Duo, cycles: u64, on: bool) -> (Vec<Moved>, [Vec<[Duration; 4]>; 2]) {
     let (a2, _) = d.env.second.clone().expect("checked");
     let first = (d.env.init.device.clone(), d.env.init.netdev.clone());
     let second = (a2.device.clone(), a2.netdev.clone());
     let label = if on { "with standby" } else { "no standby" };
     let mut moves = Vec::new();
+    let mut phases = [Vec::new(), Vec::new()];
     for cycle in 1..=cycles {
         d.pump(Duration::from_millis(300));
         if on {
@@ -84,6 +120,15 @@ fn failovers(d: &mut Duo, cycles: u64, on: bool) -> Vec<Moved> {
                 "{label} {cycle}: the session resumed on the deleted {gone}"
             ));
         }
+        let t = d.w.target.expect("the target's session");
+        let ends = [d.a.session_info(d.s), d.b.session_info(t)];
+        for (v, info) in phases.iter_mut().zip(ends) {
+            v.extend(
+                info.and_then(|i| i.last_recovery)
+                    .as_ref()
+                    .and_then(promotion),
+            );
+        }
         let (after, _) = d.counters_of();
         let (failovers, attempts) = (
             after.failovers - before.failovers,
@@ -102,7 +147,7 @@ fn failovers(d: &mut Duo, cycles: u64, on: bool) -> Vec<Moved> {
         d.mark = None;
         moves.push(m);
     }
-    moves
+    (moves, phases)
 }
 
 /// Unplanned failover, `RELINK_VERBS_STANDBY_CYCLES` times (default 8)
@@ -121,7 +166,7 @@ fn standby_failover() {
         .unwrap_or(8);
     let (listen, paths) = two_pairs(&env);
     let mut d = Duo::start(env.clone(), listen, paths);
-    let plain = failovers(&mut d, cycles, false);
+    let (plain, _) = failovers(&mut d, cycles, false);
     if standbys_up(&d) != 0 {
         d.problems
             .push("a standby came up with the knob off".into());
@@ -134,7 +179,7 @@ fn standby_failover() {
         .build()
         .expect("a valid policy");
     d.a.set_policy(d.s, on).expect("the standby on");
-    let hot = failovers(&mut d, cycles, true);
+    let (hot, [ini, tgt]) = failovers(&mut d, cycles, true);
     d.pump(KEEPALIVE * 3);
     let (a, _) = d.counters_of();
     if a.standby_keepalives_received == 0 || a.standbys_silent != 0 {
@@ -163,7 +208,21 @@ fn standby_failover() {
         )
     };
     let (p, h) = (figures(&plain), figures(&hot));
-    println!("RESULT standby_failover: {cycles} cycles each; no standby: {p}; with standby: {h}");
+    let switch = format!(
+        "{}; {}",
+        promotion_note("initiator", &ini),
+        promotion_note("target", &tgt)
+    );
+    println!(
+        "RESULT standby_failover: {cycles} cycles each; no standby: {p}; with standby: {h}; \
+         promotion phases, {switch}"
+    );
+    if ini.len() as u64 != cycles {
+        d.problems.push(format!(
+            "the initiator's promotion phases recorded for {} of {cycles} failovers",
+            ini.len()
+        ));
+    }
     let p50 = |v: &[Moved], f: fn(&Moved) -> Option<Duration>| {
         pct_ms(&v.iter().filter_map(f).collect::<Vec<_>>(), 0.5)
     };
@@ -174,6 +233,7 @@ fn standby_failover() {
         p50(&hot, |m| Some(m.stall)),
         p50(&hot, |m| m.switch),
     ));
+    d.notes.push(format!("promotion phases, {switch}"));
     d.notes.push(format!(
         "standby keepalives {} sent / {} received, {} silent",
         a.standby_keepalives_sent, a.standby_keepalives_received, a.standbys_silent

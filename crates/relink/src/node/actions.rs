@@ -133,10 +133,14 @@ impl Node {
             Action::ProbeStandby { epoch, imm } => self.probe_standby(key, epoch, imm),
             Action::TearDown { epoch } => {
                 if let Some(t) = slot.transport.take_if(|t| t.epoch == epoch) {
-                    if t.connected {
+                    let connected = t.connected;
+                    if connected {
                         slot.timeline = Some(RecoveryTimeline::new(p.now()));
                     }
                     retire_transport(p, t, &mut self.cm, &mut self.cq_owner);
+                    if let Some(tl) = slot.timeline.as_mut().filter(|_| connected) {
+                        tl.released = Some(p.now());
+                    }
                 }
                 slot.backlog.clear();
             }

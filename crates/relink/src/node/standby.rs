@@ -20,6 +20,7 @@ use relink_fabric::{
 use super::actions::{retire_transport, start_resolve};
 use super::cm::{CmOwner, Phase};
 use super::completions::{poll_or_arm, retire_through};
+use super::timeline::RecoveryTimeline;
 use super::transport::Transport;
 use super::wr::{TAG_LOCAL, TAG_MASK, TAG_RECV};
 use super::Node;
@@ -181,7 +182,17 @@ impl Node {
             return;
         };
         if let Some(old) = slot.transport.take() {
+            let connected = old.connected;
+            if connected {
+                slot.timeline = Some(RecoveryTimeline::new(p.now()));
+            }
             retire_transport(&*p, old, &mut self.cm, &mut self.cq_owner);
+            if let Some(tl) = slot.timeline.as_mut().filter(|_| connected) {
+                tl.released = Some(p.now());
+            }
+        }
+        if let Some(tl) = slot.timeline.as_mut().filter(|tl| tl.out()) {
+            tl.promoted = Some(p.now());
         }
         slot.transport = Some(*t);
         if let Some(path) = slot.standby_connect.1.take() {

@@ -10,15 +10,21 @@ use relink_fabric::Timestamp;
 /// each attempt restarts the phases after `device_visible`, so the fields
 /// describe the attempt that succeeded (or the one under way).
 ///
+/// A session that switched to its hot standby ([`Policy::standby`](crate::Policy))
+/// makes no attempt: its outage is `lost`, `released`, `promoted`,
+/// `resynced` and `first_completion`; a reconnection's has no `promoted`.
+///
 /// | field | the phase that ends then |
 /// |---|---|
 /// | `lost` | the connection went down (a loss, or a planned take-down) |
+/// | `released` | the lost connection's resources were destroyed (QP, CQ, registrations, PD, context) |
 /// | `device_visible` | the process saw a device come (its add event), if one came during the outage |
 /// | `attempt` | the attempt began: the initiator asked to resolve the peer's address; the target began to accept |
 /// | `addr_resolved` | address resolution (initiator) |
 /// | `route_resolved` | route resolution (initiator) |
 /// | `resources` | the connection's resources were created on the device (PD, CQ, QP, registrations) |
 /// | `connected` | the CM connection was established |
+/// | `promoted` | the standby became the session's connection (this end's `Promote` and advertisements are next to go out) |
 /// | `resynced` | the journals and region advertisements were exchanged: the session is established |
 /// | `first_completion` | the first operation completed after that |
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,6 +32,8 @@ use relink_fabric::Timestamp;
 pub struct RecoveryTimeline {
     /// The connection went down.
     pub lost: Timestamp,
+    /// The lost connection's resources were destroyed.
+    pub released: Option<Timestamp>,
     /// A device was added during the outage (the last one seen).
     pub device_visible: Option<Timestamp>,
     /// The attempt that succeeded (or is under way) began.
@@ -38,6 +46,8 @@ pub struct RecoveryTimeline {
     pub resources: Option<Timestamp>,
     /// Its CM connection was established.
     pub connected: Option<Timestamp>,
+    /// The standby was promoted in its place (no attempt was made).
+    pub promoted: Option<Timestamp>,
     /// The session was established again (resync done).
     pub resynced: Option<Timestamp>,
     /// The first operation completed after that.
@@ -50,12 +60,14 @@ impl RecoveryTimeline {
     pub(super) fn new(lost: Timestamp) -> RecoveryTimeline {
         RecoveryTimeline {
             lost,
+            released: None,
             device_visible: None,
             attempt: None,
             addr_resolved: None,
             route_resolved: None,
             resources: None,
             connected: None,
+            promoted: None,
             resynced: None,
             first_completion: None,
             completed_at_resync: 0,
@@ -66,6 +78,7 @@ impl RecoveryTimeline {
     pub(super) fn attempt(&mut self, now: Timestamp) {
         *self = RecoveryTimeline {
             attempt: Some(now),
+            released: self.released,
             device_visible: self.device_visible,
             ..RecoveryTimeline::new(self.lost)
         };
@@ -80,7 +93,7 @@ impl RecoveryTimeline {
     /// completed operations now), or completed an operation since.
     pub(super) fn established(&mut self, now: Timestamp, completed: u64) {
         match self.resynced {
-            None if self.connected.is_some() => {
+            None if self.connected.or(self.promoted).is_some() => {
                 self.resynced = Some(now);
                 self.completed_at_resync = completed;
             }

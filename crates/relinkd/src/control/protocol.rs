@@ -462,6 +462,9 @@ pub struct SessionStatus {
 /// device came, or the session is the target's).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RecoveryPhases {
+    /// Destroying the lost connection's resources.
+    #[serde(default)]
+    pub released_ms: Option<f64>,
     /// From the loss until a device came.
     pub device_ms: Option<f64>,
     /// Until the attempt that succeeded began.
@@ -474,6 +477,9 @@ pub struct RecoveryPhases {
     pub resources_ms: Option<f64>,
     /// The CM connection.
     pub connect_ms: Option<f64>,
+    /// Switching to the hot standby (no attempt made).
+    #[serde(default)]
+    pub promoted_ms: Option<f64>,
     /// The resync (journals, region advertisements).
     pub resync_ms: Option<f64>,
     /// Until the first operation completed.
