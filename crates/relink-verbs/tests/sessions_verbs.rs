@@ -70,6 +70,8 @@ const COMMAND_TIMEOUT: Duration = Duration::from_secs(20);
 const RESUME_TIMEOUT: Duration = Duration::from_secs(30);
 /// Operations in flight at most.
 const WINDOW: usize = 16;
+/// A node's poll round this long is reported on stderr (with its time).
+const SLOW_POLL: Duration = Duration::from_millis(2);
 
 /// One scenario at a time: they act on the host's devices.
 static LOCK: Mutex<()> = Mutex::new(());
@@ -247,8 +249,19 @@ impl Duo {
                 n += 1;
             }
         }
+        let t0 = Instant::now();
         let mut busy = self.a.poll();
+        let t1 = Instant::now();
         busy |= self.b.poll();
+        let t2 = Instant::now();
+        for (who, took) in [("initiator", t1 - t0), ("target", t2 - t1)] {
+            if took >= SLOW_POLL {
+                eprintln!(
+                    "  [{:>8.3}s] {who}: a poll round took {took:.2?}",
+                    self.secs()
+                );
+            }
+        }
         self.w.collect_from(&mut self.a, &mut self.b);
         while let Some(ev) = self.a.poll_event(self.s) {
             eprintln!("  [{:>8.3}s] initiator: {ev:?}", self.secs());

@@ -17,6 +17,7 @@
 //! successful completion.
 
 use relink::{Policy, RecoveryTimeline};
+use relink_fabric::Timestamp;
 
 use super::planned::{need_second_pair, two_pairs, Moved};
 use super::*;
@@ -36,37 +37,40 @@ fn pct_ms(v: &[Duration], p: f64) -> f64 {
 }
 
 /// The names of a promotion's phases, in order (see [`promotion`]).
-const PROMOTION: [&str; 4] = ["release", "promote", "resync", "first_completion"];
+const PROMOTION: [&str; 4] = ["promote", "resync", "first_completion", "release"];
 
 /// The phases of a switch to the standby on one end, from its
-/// `last_recovery`: destroying the lost connection's resources, promoting
-/// the standby, the resync (the peer's `Promote` and advertisements), the
-/// first completion after it; `None` if the outage was no promotion or a
+/// `last_recovery`: from the loss until the standby was promoted, the
+/// resync (the peer's `Promote` and advertisements), the first completion
+/// after it (`ZERO` at an end that completed nothing since: the target of
+/// this workload); and, off that path, from the loss until the lost
+/// connection's resources were destroyed (at the end of the poll round
+/// that promoted the standby); `None` if the outage was no promotion or a
 /// phase is missing.
 fn promotion(tl: &RecoveryTimeline) -> Option<[Duration; 4]> {
-    let ends = [
-        tl.released?,
-        tl.promoted?,
-        tl.resynced?,
-        tl.first_completion?,
-    ];
-    let mut out = [Duration::ZERO; 4];
-    let mut from = tl.lost;
-    for (o, end) in out.iter_mut().zip(ends) {
-        *o = end.saturating_since(from);
-        from = end;
-    }
-    Some(out)
+    let (promoted, resynced) = (tl.promoted?, tl.resynced?);
+    let first = tl.first_completion.unwrap_or(resynced);
+    Some([
+        promoted.saturating_since(tl.lost),
+        resynced.saturating_since(promoted),
+        first.saturating_since(resynced),
+        tl.released?.saturating_since(tl.lost),
+    ])
 }
 
-/// `initiator p50 ms (n): release a, promote b, resync c, first_completion d`.
-fn promotion_note(who: &str, samples: &[[Duration; 4]]) -> String {
-    let parts: Vec<String> = (0..4)
-        .map(|i| {
+/// `initiator p50 ms (n): promote a, resync b, ..., total t`: the phases
+/// `shown` and the sum of the first three (from the loss to the first
+/// completion).
+fn promotion_note(who: &str, samples: &[[Duration; 4]], shown: &[usize]) -> String {
+    let mut parts: Vec<String> = shown
+        .iter()
+        .map(|&i| {
             let v: Vec<Duration> = samples.iter().map(|s| s[i]).collect();
             format!("{} {:.2}", PROMOTION[i], pct_ms(&v, 0.5))
         })
         .collect();
+    let totals: Vec<Duration> = samples.iter().map(|s| s[..3].iter().sum()).collect();
+    parts.push(format!("total {:.2}", pct_ms(&totals, 0.5)));
     format!("{who} p50 ms ({}): {}", samples.len(), parts.join(", "))
 }
 
@@ -82,13 +86,21 @@ fn standbys_up(d: &Duo) -> usize {
 /// other pair takes over) and add it back, `cycles` times, with the
 /// standby `on` or off; with it on, the standby is up on the other pair
 /// before each delete. The moves, measured.
-fn failovers(d: &mut Duo, cycles: u64, on: bool) -> (Vec<Moved>, [Vec<[Duration; 4]>; 2]) {
+/// The moves; with the standby, each end's promotion phases and, for each
+/// failover, the hand-off between the ends ([`handoff_note`]).
+#[allow(clippy::type_complexity)]
+fn failovers(
+    d: &mut Duo,
+    cycles: u64,
+    on: bool,
+) -> (Vec<Moved>, [Vec<[Duration; 4]>; 2], Vec<[f64; 2]>) {
     let (a2, _) = d.env.second.clone().expect("checked");
     let first = (d.env.init.device.clone(), d.env.init.netdev.clone());
     let second = (a2.device.clone(), a2.netdev.clone());
     let label = if on { "with standby" } else { "no standby" };
     let mut moves = Vec::new();
     let mut phases = [Vec::new(), Vec::new()];
+    let mut handoffs = Vec::new();
     for cycle in 1..=cycles {
         d.pump(Duration::from_millis(300));
         if on {
@@ -121,13 +133,22 @@ fn failovers(d: &mut Duo, cycles: u64, on: bool) -> (Vec<Moved>, [Vec<[Duration;
             ));
         }
         let t = d.w.target.expect("the target's session");
-        let ends = [d.a.session_info(d.s), d.b.session_info(t)];
-        for (v, info) in phases.iter_mut().zip(ends) {
-            v.extend(
-                info.and_then(|i| i.last_recovery)
-                    .as_ref()
-                    .and_then(promotion),
-            );
+        let (a_now, b_now) = (d.a.now(), d.b.now());
+        let ends =
+            [d.a.session_info(d.s), d.b.session_info(t)].map(|i| i.and_then(|i| i.last_recovery));
+        if let [Some(ia), Some(tb)] = &ends {
+            // The target's moments on the initiator's clock (the two
+            // providers' clocks start apart).
+            let on_a = |t: Timestamp| t.0 as f64 + a_now.0 as f64 - b_now.0 as f64;
+            if let (Some(ip), Some(tp), Some(ir)) = (ia.promoted, tb.promoted, ia.resynced) {
+                handoffs.push([
+                    (on_a(tp) - ip.0 as f64) / 1e6,
+                    (ir.0 as f64 - on_a(tp)) / 1e6,
+                ]);
+            }
+        }
+        for (v, tl) in phases.iter_mut().zip(ends) {
+            v.extend(tl.as_ref().and_then(promotion));
         }
         let (after, _) = d.counters_of();
         let (failovers, attempts) = (
@@ -147,7 +168,23 @@ fn failovers(d: &mut Duo, cycles: u64, on: bool) -> (Vec<Moved>, [Vec<[Duration;
         d.mark = None;
         moves.push(m);
     }
-    (moves, phases)
+    (moves, phases, handoffs)
+}
+
+/// `the target promoted a ms after the initiator, which resynced b ms
+/// after that` (medians).
+fn handoff_note(v: &[[f64; 2]]) -> String {
+    let median = |i: usize| {
+        let mut x: Vec<f64> = v.iter().map(|h| h[i]).collect();
+        x.sort_by(f64::total_cmp);
+        x.get(x.len() / 2).copied().unwrap_or(f64::NAN)
+    };
+    format!(
+        "the target promoted {:.2} ms after the initiator, which resynced {:.2} ms after that (p50 of {})",
+        median(0),
+        median(1),
+        v.len()
+    )
 }
 
 /// Unplanned failover, `RELINK_VERBS_STANDBY_CYCLES` times (default 8)
@@ -166,7 +203,7 @@ fn standby_failover() {
         .unwrap_or(8);
     let (listen, paths) = two_pairs(&env);
     let mut d = Duo::start(env.clone(), listen, paths);
-    let (plain, _) = failovers(&mut d, cycles, false);
+    let (plain, _, _) = failovers(&mut d, cycles, false);
     if standbys_up(&d) != 0 {
         d.problems
             .push("a standby came up with the knob off".into());
@@ -179,7 +216,7 @@ fn standby_failover() {
         .build()
         .expect("a valid policy");
     d.a.set_policy(d.s, on).expect("the standby on");
-    let (hot, [ini, tgt]) = failovers(&mut d, cycles, true);
+    let (hot, [ini, tgt], handoffs) = failovers(&mut d, cycles, true);
     d.pump(KEEPALIVE * 3);
     let (a, _) = d.counters_of();
     if a.standby_keepalives_received == 0 || a.standbys_silent != 0 {
@@ -209,9 +246,10 @@ fn standby_failover() {
     };
     let (p, h) = (figures(&plain), figures(&hot));
     let switch = format!(
-        "{}; {}",
-        promotion_note("initiator", &ini),
-        promotion_note("target", &tgt)
+        "{}; {}; {}",
+        promotion_note("initiator", &ini, &[0, 1, 2, 3]),
+        promotion_note("target", &tgt, &[0, 1, 3]),
+        handoff_note(&handoffs)
     );
     println!(
         "RESULT standby_failover: {cycles} cycles each; no standby: {p}; with standby: {h}; \

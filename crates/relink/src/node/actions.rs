@@ -24,13 +24,23 @@ pub(super) fn retire_transport(
     cm: &mut BTreeMap<CmId, CmOwner>,
     cq_owner: &mut BTreeMap<CqId, u64>,
 ) {
+    detach_transport(&t, cm, cq_owner);
+    t.tear_down(p);
+}
+
+/// Forget a transport's CM id and CQ: nothing that comes from them reaches
+/// its session any more. Its objects stay until [`Transport::tear_down`].
+pub(super) fn detach_transport(
+    t: &Transport,
+    cm: &mut BTreeMap<CmId, CmOwner>,
+    cq_owner: &mut BTreeMap<CqId, u64>,
+) {
     if let Some(id) = t.cm {
         cm.remove(&id);
     }
     if let Some(cq) = t.cq {
         cq_owner.remove(&cq);
     }
-    t.tear_down(p);
 }
 
 impl Node {
@@ -133,14 +143,14 @@ impl Node {
             Action::ProbeStandby { epoch, imm } => self.probe_standby(key, epoch, imm),
             Action::TearDown { epoch } => {
                 if let Some(t) = slot.transport.take_if(|t| t.epoch == epoch) {
-                    let connected = t.connected;
-                    if connected {
+                    if t.connected {
                         slot.timeline = Some(RecoveryTimeline::new(p.now()));
                     }
-                    retire_transport(p, t, &mut self.cm, &mut self.cq_owner);
-                    if let Some(tl) = slot.timeline.as_mut().filter(|_| connected) {
-                        tl.released = Some(p.now());
-                    }
+                    // Destroyed at the end of the next round: what the
+                    // session posts next (a promotion's `Promote`) goes
+                    // out first.
+                    detach_transport(&t, &mut self.cm, &mut self.cq_owner);
+                    self.retiring.push((key, self.rounds, t));
                 }
                 slot.backlog.clear();
             }

@@ -323,6 +323,16 @@ pub struct Node {
     wcs: Vec<WorkCompletion>,
     /// Which session a CQ belongs to (for `CqReady`).
     cq_owner: BTreeMap<CqId, u64>,
+    /// Transports given up (lost, or replaced by a promoted standby) and
+    /// detached, each with the poll round it was given up in: destroyed
+    /// at the end of the next round ([`Node::release_retiring`]).
+    /// Destroying a QP, its CQ and registrations takes milliseconds on a
+    /// live device; what a loss's round posts — a promotion's `Promote`
+    /// above all — and what the peer answers in the round after are
+    /// handled first. [`Node::next_deadline`] is due while one waits.
+    retiring: Vec<(u64, u64, Transport)>,
+    /// Poll rounds begun.
+    rounds: u64,
     /// Sessions whose CQ may hold completions.
     dirty: KeySet,
     /// Every session's next timer, ordered: `poll` visits only the due ones.
@@ -406,6 +416,8 @@ impl Node {
             ready: ReadyQueue::default(),
             wcs: Vec::with_capacity(64),
             cq_owner: BTreeMap::new(),
+            retiring: Vec::new(),
+            rounds: 0,
             dirty: KeySet::default(),
             deadlines: BTreeSet::new(),
             probers: BTreeMap::new(),

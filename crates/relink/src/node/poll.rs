@@ -30,6 +30,10 @@ impl Node {
     /// again after each [`poll`](Node::poll) round.
     #[must_use]
     pub fn next_deadline(&self) -> Option<Timestamp> {
+        if !self.retiring.is_empty() {
+            // Connections given up wait for the next round to be destroyed.
+            return Some(Timestamp(0));
+        }
         self.deadlines.first().map(|(t, _)| *t)
     }
 
@@ -50,6 +54,7 @@ impl Node {
         // One clock reading serves the whole round: its events, completions
         // and timers are all handled at the time the round began.
         let now = self.now();
+        self.rounds += 1;
         let mut progress = false;
         let mut by_ctx = None;
         while let Some(ev) = self.provider.poll_event() {
@@ -115,7 +120,35 @@ impl Node {
         // Closed and failed sessions the application drained are
         // forgotten.
         self.reap_drained();
+        progress |= self.release_retiring(false);
         progress
+    }
+
+    /// Destroy the transports given up before this round (`all`: every
+    /// one; see `Node::retiring`); a lost connection's records the moment
+    /// in its session's recovery timeline (`released`). Whether one was.
+    pub(super) fn release_retiring(&mut self, all: bool) -> bool {
+        let round = self.rounds;
+        if !self.retiring.iter().any(|(_, r, _)| all || *r < round) {
+            return false;
+        }
+        let p = self.provider.clone();
+        let (due, keep) = std::mem::take(&mut self.retiring)
+            .into_iter()
+            .partition(|(_, r, _)| all || *r < round);
+        self.retiring = keep;
+        for (key, _, mut t) in due {
+            let connected = t.connected;
+            t.tear_down(&*p);
+            let timeline = self
+                .sessions
+                .get_mut(&key)
+                .and_then(|s| s.timeline.as_mut());
+            if let Some(tl) = timeline.filter(|tl| connected && tl.released.is_none()) {
+                tl.released = Some(p.now());
+            }
+        }
+        true
     }
 
     /// Hand a provider event to the sessions (and listeners) it concerns.

@@ -17,7 +17,7 @@ use relink_fabric::{
     CmEventKind, CmId, ConnParams, CreateError, SendOp, SendWr, Timestamp, WcStatus, WorkCompletion,
 };
 
-use super::actions::{retire_transport, start_resolve};
+use super::actions::{detach_transport, retire_transport, start_resolve};
 use super::cm::{CmOwner, Phase};
 use super::completions::{poll_or_arm, retire_through};
 use super::timeline::RecoveryTimeline;
@@ -182,14 +182,11 @@ impl Node {
             return;
         };
         if let Some(old) = slot.transport.take() {
-            let connected = old.connected;
-            if connected {
+            if old.connected {
                 slot.timeline = Some(RecoveryTimeline::new(p.now()));
             }
-            retire_transport(&*p, old, &mut self.cm, &mut self.cq_owner);
-            if let Some(tl) = slot.timeline.as_mut().filter(|_| connected) {
-                tl.released = Some(p.now());
-            }
+            detach_transport(&old, &mut self.cm, &mut self.cq_owner);
+            self.retiring.push((key, self.rounds, old));
         }
         if let Some(tl) = slot.timeline.as_mut().filter(|tl| tl.out()) {
             tl.promoted = Some(p.now());
