@@ -216,6 +216,48 @@ typedef enum {
   RELINK_MATCH_SAME_GUID = 1,
 } relink_device_match;
 
+// One of a session's counters, for [`relink_session_counter`]: every
+// counter the library keeps, the ones of `relink_counters` and those
+// added since (new ones take new numbers; a number keeps its meaning).
+typedef enum {
+  // Transport losses.
+  RELINK_COUNTER_LOSSES = 0,
+  // Connection attempts, the first connect's included (an initiator's;
+  // a target's stays 0).
+  RELINK_COUNTER_ATTEMPTS = 1,
+  // Outages that ended with the session established again.
+  RELINK_COUNTER_RESUMES = 2,
+  // Operations posted again after a loss, over every resume.
+  RELINK_COUNTER_REPLAYED = 3,
+  // Duplicate messages the receiver dropped.
+  RELINK_COUNTER_DEDUPLICATED = 4,
+  // Total time without a transport, in nanoseconds.
+  RELINK_COUNTER_DOWNTIME_NS = 5,
+  // Messages delivered to the application.
+  RELINK_COUNTER_DELIVERED = 6,
+  // Planned outages taken (drains, suspends): not losses.
+  RELINK_COUNTER_PLANNED = 7,
+  // Region advertisements sent (each region, once per connection).
+  RELINK_COUNTER_ADVERTS_SENT = 8,
+  // Messages received behind another in one SEND (a frame: messages
+  // queued together share a SEND while the receive slot has room).
+  RELINK_COUNTER_PACKED = 9,
+  // Operations completed (each once, whatever its outcome).
+  RELINK_COUNTER_COMPLETED = 10,
+  // Standby connections established (`relink_options_set_standby`).
+  RELINK_COUNTER_STANDBYS = 11,
+  // Losses that switched to the standby, with no connection attempt
+  // (each also counted in the losses and resumes).
+  RELINK_COUNTER_FAILOVERS = 12,
+  // Standbys torn down because no keepalive was heard on them for two
+  // keepalive periods.
+  RELINK_COUNTER_STANDBYS_SILENT = 13,
+  // Keepalives (probes and replies) sent on standby connections.
+  RELINK_COUNTER_STANDBY_KEEPALIVES_SENT = 14,
+  // Keepalives (probes and replies) received on standby connections.
+  RELINK_COUNTER_STANDBY_KEEPALIVES_RECEIVED = 15,
+} relink_counter;
+
 // A relink node: sessions and listeners on one provider, driven by
 // `relink_poll` / `relink_wait` from one thread at a time. Made by a
 // `relink_node_new_*` call, freed by `relink_node_free`.
@@ -849,13 +891,27 @@ relink_status relink_close(relink_node *node, relink_session session);
 relink_status relink_session_state(relink_node *node, relink_session session, relink_state *state);
 
 // A session's counters in `*out`; `RELINK_ERR_NO_SESSION` if there is no
-// such session.
+// such session. The struct's set is fixed (its layout is the ABI);
+// [`relink_session_counter`] reaches every counter by number.
 //
 // # Safety
 // `node` is a live node; `out` valid for a write.
 relink_status relink_session_counters(relink_node *node,
                                       relink_session session,
                                       relink_counters *out);
+
+// Counter `which` (a `relink_counter`) of a session in `*out`:
+// `RELINK_ERR_ARGUMENT` for a number that is no `relink_counter`,
+// `RELINK_ERR_NO_SESSION` if there is no such session. Unlike
+// `relink_session_counters`, whose struct is fixed, it reaches every
+// counter, those added later included, without a change of layout.
+//
+// # Safety
+// `node` is a live node; `out` valid for a write.
+relink_status relink_session_counter(relink_node *node,
+                                     relink_session session,
+                                     int32_t which,
+                                     uint64_t *out);
 
 // Resume a session that awaits the application's decision (manual
 // recovery, `RELINK_EVENT_AWAITING_DECISION`): it recovers as an automatic

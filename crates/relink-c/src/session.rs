@@ -335,7 +335,8 @@ pub struct relink_counters {
 }
 
 /// A session's counters in `*out`; `RELINK_ERR_NO_SESSION` if there is no
-/// such session.
+/// such session. The struct's set is fixed (its layout is the ABI);
+/// [`relink_session_counter`] reaches every counter by number.
 ///
 /// # Safety
 /// `node` is a live node; `out` valid for a write.
@@ -361,6 +362,101 @@ pub unsafe extern "C" fn relink_session_counters(
             downtime_ns: c.downtime_ns,
             delivered: c.delivered,
             planned: c.planned,
+        };
+        // SAFETY: the caller's contract.
+        unsafe { put(out, "out", v) }?;
+        Ok(RELINK_OK)
+    })
+}
+
+/// One of a session's counters, for [`relink_session_counter`]: every
+/// counter the library keeps, the ones of `relink_counters` and those
+/// added since (new ones take new numbers; a number keeps its meaning).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum relink_counter {
+    /// Transport losses.
+    RELINK_COUNTER_LOSSES = 0,
+    /// Connection attempts, the first connect's included (an initiator's;
+    /// a target's stays 0).
+    RELINK_COUNTER_ATTEMPTS = 1,
+    /// Outages that ended with the session established again.
+    RELINK_COUNTER_RESUMES = 2,
+    /// Operations posted again after a loss, over every resume.
+    RELINK_COUNTER_REPLAYED = 3,
+    /// Duplicate messages the receiver dropped.
+    RELINK_COUNTER_DEDUPLICATED = 4,
+    /// Total time without a transport, in nanoseconds.
+    RELINK_COUNTER_DOWNTIME_NS = 5,
+    /// Messages delivered to the application.
+    RELINK_COUNTER_DELIVERED = 6,
+    /// Planned outages taken (drains, suspends): not losses.
+    RELINK_COUNTER_PLANNED = 7,
+    /// Region advertisements sent (each region, once per connection).
+    RELINK_COUNTER_ADVERTS_SENT = 8,
+    /// Messages received behind another in one SEND (a frame: messages
+    /// queued together share a SEND while the receive slot has room).
+    RELINK_COUNTER_PACKED = 9,
+    /// Operations completed (each once, whatever its outcome).
+    RELINK_COUNTER_COMPLETED = 10,
+    /// Standby connections established (`relink_options_set_standby`).
+    RELINK_COUNTER_STANDBYS = 11,
+    /// Losses that switched to the standby, with no connection attempt
+    /// (each also counted in the losses and resumes).
+    RELINK_COUNTER_FAILOVERS = 12,
+    /// Standbys torn down because no keepalive was heard on them for two
+    /// keepalive periods.
+    RELINK_COUNTER_STANDBYS_SILENT = 13,
+    /// Keepalives (probes and replies) sent on standby connections.
+    RELINK_COUNTER_STANDBY_KEEPALIVES_SENT = 14,
+    /// Keepalives (probes and replies) received on standby connections.
+    RELINK_COUNTER_STANDBY_KEEPALIVES_RECEIVED = 15,
+}
+
+/// Counter `which` (a `relink_counter`) of a session in `*out`:
+/// `RELINK_ERR_ARGUMENT` for a number that is no `relink_counter`,
+/// `RELINK_ERR_NO_SESSION` if there is no such session. Unlike
+/// `relink_session_counters`, whose struct is fixed, it reaches every
+/// counter, those added later included, without a change of layout.
+///
+/// # Safety
+/// `node` is a live node; `out` valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn relink_session_counter(
+    node: *mut relink_node,
+    session: relink_session,
+    which: i32,
+    out: *mut u64,
+) -> relink_status {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let n = unsafe { node_mut(node)? };
+        let c = n
+            .node
+            .counters(SessionHandle(session))
+            .ok_or_else(|| Fail::new(RELINK_ERR_NO_SESSION, format!("no session {session}")))?;
+        let v = match which {
+            0 => c.losses,
+            1 => c.attempts,
+            2 => c.resumes,
+            3 => c.replayed,
+            4 => c.deduplicated,
+            5 => c.downtime_ns,
+            6 => c.delivered,
+            7 => c.planned,
+            8 => c.adverts_sent,
+            9 => c.packed,
+            10 => c.completed,
+            11 => c.standbys,
+            12 => c.failovers,
+            13 => c.standbys_silent,
+            14 => c.standby_keepalives_sent,
+            15 => c.standby_keepalives_received,
+            _ => {
+                return Err(Fail::arg(format!(
+                    "`which` {which} is no relink_counter"
+                )))
+            }
         };
         // SAFETY: the caller's contract.
         unsafe { put(out, "out", v) }?;

@@ -7,8 +7,10 @@
  * keepalives every 2 ms (relink_connect gives it one path: it keeps the
  * knob, with no second device to build a standby on) delivers its messages
  * once and in order across a device reset of the connecting side and a
- * long idle stretch, with one loss counted. Exits 0 when every check
- * holds.
+ * long idle stretch, with one loss counted; relink_session_counter gives
+ * every counter by number (the struct's, failovers, standbys, completed,
+ * packed) and refuses a number that is no relink_counter. Exits 0 when
+ * every check holds.
  */
 #define PROGRAM "standby"
 #include "harness.h"
@@ -77,6 +79,49 @@ int main(void) {
   }
   printf("standby: %u delivered across a reset, %llu loss\n", w.got,
          (unsigned long long)c.losses);
+  /* Every counter by number: the struct's agree, and those it lacks are
+   * there (one path: no standby to build, so no failover; the messages
+   * sent back to back shared SENDs at b). */
+  uint64_t losses = 0, resumes = 0, failovers = 7, standbys = 7, completed = 0,
+           packed = 0, delivered = 0;
+  check(relink_session_counter(w.a, w.s, RELINK_COUNTER_LOSSES, &losses), "losses");
+  check(relink_session_counter(w.a, w.s, RELINK_COUNTER_RESUMES, &resumes), "resumes");
+  check(relink_session_counter(w.a, w.s, RELINK_COUNTER_FAILOVERS, &failovers),
+        "failovers");
+  check(relink_session_counter(w.a, w.s, RELINK_COUNTER_STANDBYS, &standbys),
+        "standbys");
+  check(relink_session_counter(w.a, w.s, RELINK_COUNTER_COMPLETED, &completed),
+        "completed");
+  check(relink_session_counter(w.b, w.t, RELINK_COUNTER_PACKED, &packed), "packed");
+  check(relink_session_counter(w.b, w.t, RELINK_COUNTER_DELIVERED, &delivered),
+        "delivered");
+  if (losses != c.losses || resumes != c.resumes || failovers != 0 ||
+      standbys != 0 || completed != 40 || packed == 0 || delivered != 40) {
+    fprintf(stderr,
+            "standby: FAIL counters: %llu losses, %llu resumes, %llu failovers, "
+            "%llu standbys, %llu completed; at b %llu packed, %llu delivered\n",
+            (unsigned long long)losses, (unsigned long long)resumes,
+            (unsigned long long)failovers, (unsigned long long)standbys,
+            (unsigned long long)completed, (unsigned long long)packed,
+            (unsigned long long)delivered);
+    failures++;
+  }
+  printf("standby: %llu of 40 messages packed behind another at b\n",
+         (unsigned long long)packed);
+  uint64_t untouched = 99;
+  expect(relink_session_counter(w.a, w.s, 16, &untouched), RELINK_ERR_ARGUMENT,
+         "which", "counter 16");
+  expect(relink_session_counter(w.a, w.s, -1, &untouched), RELINK_ERR_ARGUMENT,
+         "which", "counter -1");
+  expect(relink_session_counter(w.a, w.s, RELINK_COUNTER_LOSSES, NULL),
+         RELINK_ERR_ARGUMENT, "out", "counter into NULL");
+  expect(relink_session_counter(w.a, 9999, RELINK_COUNTER_LOSSES, &untouched),
+         RELINK_ERR_NO_SESSION, NULL, "counter of no session");
+  if (untouched != 99) {
+    fprintf(stderr, "standby: FAIL a refused counter call wrote %llu\n",
+            (unsigned long long)untouched);
+    failures++;
+  }
   relink_node_free(w.a);
   relink_node_free(w.b);
   relink_soft_fabric_free(f);
