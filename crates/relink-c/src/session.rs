@@ -452,11 +452,7 @@ pub unsafe extern "C" fn relink_session_counter(
             13 => c.standbys_silent,
             14 => c.standby_keepalives_sent,
             15 => c.standby_keepalives_received,
-            _ => {
-                return Err(Fail::arg(format!(
-                    "`which` {which} is no relink_counter"
-                )))
-            }
+            _ => return Err(Fail::arg(format!("`which` {which} is no relink_counter"))),
         };
         // SAFETY: the caller's contract.
         unsafe { put(out, "out", v) }?;

@@ -503,6 +503,11 @@ fn print_status(out: &mut dyn Write, r: &StatusResult) -> anyhow::Result<()> {
                 c.bytes_written,
                 targets.join(",")
             )?;
+            writeln!(
+                out,
+                "{:<12} messages: {} received ({} behind another in one SEND); planned outages {}, failovers {}",
+                "", s.delivered, s.packed, s.planned, s.failovers
+            )?;
             if !c.last_outages_secs.is_empty() {
                 let o: Vec<String> = c
                     .last_outages_secs

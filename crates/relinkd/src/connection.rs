@@ -166,6 +166,10 @@ pub(crate) fn session_status(node: &Node, s: relink::SessionHandle) -> SessionSt
         losses: c.losses,
         downtime_secs: c.downtime_ns as f64 / 1e9,
         replayed: c.replayed,
+        planned: c.planned,
+        failovers: c.failovers,
+        delivered: c.delivered,
+        packed: c.packed,
         device: info.device.map(|d| d.id.name),
         last_recovery: info.last_recovery.as_ref().map(phases),
     }

@@ -510,6 +510,11 @@ fn drain_moves_the_session_to_the_second_device_without_io_errors() {
     let c = h.conn("disk").unwrap();
     assert_ne!(c.session.device.as_ref(), Some(&first), "{c:?}");
     assert_eq!(c.session.state, "Established", "{c:?}");
+    assert!(
+        c.session.planned == 1 && c.session.losses == 0 && c.session.failovers == 0,
+        "the drain is one planned outage, no loss: {c:?}"
+    );
+    assert!(c.session.delivered >= 33, "a reply per command: {c:?}");
     let _: AckResult = h.ok(Ctl::Undrain { device: first });
     assert_eq!(draining(&h), [false, false]);
     h.wait("the session established", || {

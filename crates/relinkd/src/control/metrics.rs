@@ -60,6 +60,30 @@ const SESSION_FAMILIES: &[Family] = &[
         "Operations posted again after losses",
         |s| s.replayed as f64,
     ),
+    (
+        "planned_outages_total",
+        "counter",
+        "Planned outages taken (drains, suspends), not losses",
+        |s| s.planned as f64,
+    ),
+    (
+        "failovers_total",
+        "counter",
+        "Losses that switched to a hot standby",
+        |s| s.failovers as f64,
+    ),
+    (
+        "messages_received_total",
+        "counter",
+        "Messages delivered to this end",
+        |s| s.delivered as f64,
+    ),
+    (
+        "messages_packed_total",
+        "counter",
+        "Messages received behind another in one SEND",
+        |s| s.packed as f64,
+    ),
 ];
 
 /// Escape a label value.

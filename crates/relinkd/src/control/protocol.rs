@@ -449,6 +449,20 @@ pub struct SessionStatus {
     pub downtime_secs: f64,
     /// Operations posted again after losses.
     pub replayed: u64,
+    /// Planned outages taken (drains, suspends): not losses.
+    #[serde(default)]
+    pub planned: u64,
+    /// Losses that switched to a hot standby (no connection attempt).
+    #[serde(default)]
+    pub failovers: u64,
+    /// Messages delivered to this end.
+    #[serde(default)]
+    pub delivered: u64,
+    /// Of those, messages that came behind another in one SEND (requests
+    /// or replies queued together share a SEND while the receive slot has
+    /// room).
+    #[serde(default)]
+    pub packed: u64,
     /// The device carrying it, if any.
     pub device: Option<String>,
     /// Where the last outage's time went; `None` before the first.
