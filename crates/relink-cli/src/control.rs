@@ -530,7 +530,6 @@ fn print_status(out: &mut dyn Write, r: &StatusResult) -> anyhow::Result<()> {
 /// `total 12.3 ms: device 5.0, attempt 0.1, ...` (the phases reached).
 fn phases(p: &RecoveryPhases) -> String {
     let named = [
-        ("released", p.released_ms),
         ("device", p.device_ms),
         ("attempt", p.attempt_ms),
         ("addr", p.addr_ms),
@@ -545,7 +544,11 @@ fn phases(p: &RecoveryPhases) -> String {
         .iter()
         .filter_map(|(n, v)| v.map(|v| format!("{n} {v:.2}")))
         .collect();
-    format!("total {:.2} ms: {}", p.total_ms, parts.join(", "))
+    let released = p
+        .released_ms
+        .map(|r| format!("; old connection released {r:.2} ms after the loss"))
+        .unwrap_or_default();
+    format!("total {:.2} ms: {}{released}", p.total_ms, parts.join(", "))
 }
 
 #[cfg(test)]

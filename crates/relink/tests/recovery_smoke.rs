@@ -201,7 +201,8 @@ fn a_token_the_peer_never_advertised_fails_alone() {
 /// session's last recovery names every phase in order — on the initiator
 /// the device coming back, address and route resolution, the resources,
 /// the CM connection, the resync and the first completion; on the target
-/// the accepted connection's phases (it resolves nothing).
+/// the accepted connection's phases (it resolves nothing); at both ends
+/// the old connection released within the outage.
 #[test]
 fn the_last_recovery_records_each_phase_in_order() {
     let (mut sim, s, t) = Sim::with_session(44);
@@ -243,6 +244,15 @@ fn the_last_recovery_records_each_phase_in_order() {
     ];
     assert!(accepted.iter().all(Option::is_some), "{target:?}");
     assert!(accepted.windows(2).all(|w| w[0] <= w[1]), "{target:?}");
+    // Each end destroyed the lost connection's objects during the outage.
+    for t in [&tl, &target] {
+        let released = t.released.unwrap_or_else(|| panic!("not released: {t:?}"));
+        assert!(released >= t.lost, "{t:?}");
+        assert!(
+            released <= t.first_completion.unwrap_or(t.resynced.unwrap()),
+            "{t:?}"
+        );
+    }
 
     // The target's device now: the initiator saw no device come.
     sim.fabric()

@@ -14,7 +14,7 @@ use super::backlog::encode_messages;
 use super::cm::{CmOwner, Phase};
 use super::timeline::RecoveryTimeline;
 use super::transport::Transport;
-use super::Node;
+use super::{Node, Retiring};
 
 /// Forget a transport's CM id and CQ and destroy its objects (destroy calls
 /// only: after a device loss they report "already released").
@@ -143,14 +143,20 @@ impl Node {
             Action::ProbeStandby { epoch, imm } => self.probe_standby(key, epoch, imm),
             Action::TearDown { epoch } => {
                 if let Some(t) = slot.transport.take_if(|t| t.epoch == epoch) {
-                    if t.connected {
-                        slot.timeline = Some(RecoveryTimeline::new(p.now()));
+                    let lost = t.connected.then(|| p.now());
+                    if let Some(at) = lost {
+                        slot.timeline = Some(RecoveryTimeline::new(at));
                     }
                     // Destroyed at the end of the next round: what the
                     // session posts next (a promotion's `Promote`) goes
                     // out first.
                     detach_transport(&t, &mut self.cm, &mut self.cq_owner);
-                    self.retiring.push((key, self.rounds, t));
+                    self.retiring.push(Retiring {
+                        key,
+                        round: self.rounds,
+                        lost,
+                        transport: t,
+                    });
                 }
                 slot.backlog.clear();
             }

@@ -330,7 +330,7 @@ pub struct Node {
     /// live device; what a loss's round posts — a promotion's `Promote`
     /// above all — and what the peer answers in the round after are
     /// handled first. [`Node::next_deadline`] is due while one waits.
-    retiring: Vec<(u64, u64, Transport)>,
+    retiring: Vec<Retiring>,
     /// Poll rounds begun.
     rounds: u64,
     /// Sessions whose CQ may hold completions.
@@ -594,4 +594,17 @@ impl Node {
         );
         Ok(key)
     }
+}
+
+/// A transport given up and detached, waiting to be destroyed
+/// (`Node::retiring`).
+struct Retiring {
+    /// Its session.
+    key: u64,
+    /// The poll round it was given up in.
+    round: u64,
+    /// The loss it was given up for (its session's `RecoveryTimeline::lost`),
+    /// if it was connected: destroying it records `released` there.
+    lost: Option<Timestamp>,
+    transport: Transport,
 }

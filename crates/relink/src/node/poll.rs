@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 
 use relink_fabric::{AsyncEvent, ContextId, DeviceEventKind, Event, Timestamp};
 
-use super::Node;
+use super::{Node, Retiring};
 
 impl Node {
     /// The earliest time a session needs [`Node::poll`] for its timers (on
@@ -129,22 +129,24 @@ impl Node {
     /// in its session's recovery timeline (`released`). Whether one was.
     pub(super) fn release_retiring(&mut self, all: bool) -> bool {
         let round = self.rounds;
-        if !self.retiring.iter().any(|(_, r, _)| all || *r < round) {
+        let due = |r: &Retiring| all || r.round < round;
+        if !self.retiring.iter().any(due) {
             return false;
         }
         let p = self.provider.clone();
-        let (due, keep) = std::mem::take(&mut self.retiring)
+        let (due, keep): (Vec<Retiring>, Vec<Retiring>) = std::mem::take(&mut self.retiring)
             .into_iter()
-            .partition(|(_, r, _)| all || *r < round);
+            .partition(due);
         self.retiring = keep;
-        for (key, _, mut t) in due {
-            let connected = t.connected;
-            t.tear_down(&*p);
+        for mut r in due {
+            r.transport.tear_down(&*p);
             let timeline = self
                 .sessions
-                .get_mut(&key)
+                .get_mut(&r.key)
                 .and_then(|s| s.timeline.as_mut());
-            if let Some(tl) = timeline.filter(|tl| connected && tl.released.is_none()) {
+            // The outage it was given up for, if that is still the last.
+            if let Some(tl) = timeline.filter(|tl| r.lost == Some(tl.lost) && tl.released.is_none())
+            {
                 tl.released = Some(p.now());
             }
         }

@@ -23,7 +23,7 @@ use super::completions::{poll_or_arm, retire_through};
 use super::timeline::RecoveryTimeline;
 use super::transport::Transport;
 use super::wr::{TAG_LOCAL, TAG_MASK, TAG_RECV};
-use super::Node;
+use super::{Node, Retiring};
 
 /// The `wr_id` of a keepalive on a standby: a local request's tag (no send
 /// slot, no operation; a completion of it that trails a promotion retires
@@ -182,11 +182,17 @@ impl Node {
             return;
         };
         if let Some(old) = slot.transport.take() {
-            if old.connected {
-                slot.timeline = Some(RecoveryTimeline::new(p.now()));
+            let lost = old.connected.then(|| p.now());
+            if let Some(at) = lost {
+                slot.timeline = Some(RecoveryTimeline::new(at));
             }
             detach_transport(&old, &mut self.cm, &mut self.cq_owner);
-            self.retiring.push((key, self.rounds, old));
+            self.retiring.push(Retiring {
+                key,
+                round: self.rounds,
+                lost,
+                transport: old,
+            });
         }
         if let Some(tl) = slot.timeline.as_mut().filter(|tl| tl.out()) {
             tl.promoted = Some(p.now());

@@ -11,8 +11,11 @@ use relink_fabric::Timestamp;
 /// describe the attempt that succeeded (or the one under way).
 ///
 /// A session that switched to its hot standby ([`Policy::standby`](crate::Policy))
-/// makes no attempt: its outage is `lost`, `released`, `promoted`,
-/// `resynced` and `first_completion`; a reconnection's has no `promoted`.
+/// makes no attempt: its outage is `lost`, `promoted`, `resynced` and
+/// `first_completion`; a reconnection's has no `promoted`. `released` is
+/// off the path: the node destroys a lost connection's objects at the end
+/// of the poll round after the loss's, so it may come after the phases
+/// that follow it in the table.
 ///
 /// | field | the phase that ends then |
 /// |---|---|

@@ -471,12 +471,16 @@ pub struct SessionStatus {
 }
 
 /// The phases of a session's last outage, in milliseconds, each from the
-/// end of the phase before (relink's `RecoveryTimeline`); `None` for a
-/// phase not reached (or, for `device` and the resolutions, not taken: no
-/// device came, or the session is the target's).
+/// end of the phase before (relink's `RecoveryTimeline`), but `released`,
+/// which is from the loss; `None` for a phase not reached (or, for
+/// `device` and the resolutions, not taken: no device came, or the
+/// session is the target's; for `connect`, a switch to the standby; for
+/// `promoted`, a reconnection).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RecoveryPhases {
-    /// Destroying the lost connection's resources.
+    /// From the loss until the lost connection's resources were destroyed
+    /// (off the path: after the loss's poll round, while the session
+    /// recovers).
     #[serde(default)]
     pub released_ms: Option<f64>,
     /// From the loss until a device came.
