@@ -44,6 +44,25 @@ pub(super) fn detach_transport(
 }
 
 impl Node {
+    /// Give up session `key`'s transport `t`: detach it at once and destroy
+    /// it at the end of the next poll round (`Node::retiring`), so what
+    /// the session posts next — a promotion's `Promote` above all — goes
+    /// out first. A connected one begins the session's new outage in its
+    /// recovery timeline.
+    pub(super) fn give_up(&mut self, key: u64, t: Transport) {
+        let lost = t.connected.then(|| self.provider.now());
+        if let (Some(at), Some(slot)) = (lost, self.sessions.get_mut(&key)) {
+            slot.timeline = Some(RecoveryTimeline::new(at));
+        }
+        detach_transport(&t, &mut self.cm, &mut self.cq_owner);
+        self.retiring.push(Retiring {
+            key,
+            round: self.rounds,
+            lost,
+            transport: t,
+        });
+    }
+
     /// Perform the core's actions and index what the session now waits
     /// for (its CQ, queued work, its next timer). Completions, deliveries
     /// and events stay in the core until the application polls them; a
@@ -142,23 +161,10 @@ impl Node {
             Action::Promote { epoch } => self.promote_standby(key, epoch),
             Action::ProbeStandby { epoch, imm } => self.probe_standby(key, epoch, imm),
             Action::TearDown { epoch } => {
-                if let Some(t) = slot.transport.take_if(|t| t.epoch == epoch) {
-                    let lost = t.connected.then(|| p.now());
-                    if let Some(at) = lost {
-                        slot.timeline = Some(RecoveryTimeline::new(at));
-                    }
-                    // Destroyed at the end of the next round: what the
-                    // session posts next (a promotion's `Promote`) goes
-                    // out first.
-                    detach_transport(&t, &mut self.cm, &mut self.cq_owner);
-                    self.retiring.push(Retiring {
-                        key,
-                        round: self.rounds,
-                        lost,
-                        transport: t,
-                    });
-                }
                 slot.backlog.clear();
+                if let Some(t) = slot.transport.take_if(|t| t.epoch == epoch) {
+                    self.give_up(key, t);
+                }
             }
             Action::Connect {
                 epoch,

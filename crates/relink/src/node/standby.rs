@@ -17,13 +17,12 @@ use relink_fabric::{
     CmEventKind, CmId, ConnParams, CreateError, SendOp, SendWr, Timestamp, WcStatus, WorkCompletion,
 };
 
-use super::actions::{detach_transport, retire_transport, start_resolve};
+use super::actions::{retire_transport, start_resolve};
 use super::cm::{CmOwner, Phase};
 use super::completions::{poll_or_arm, retire_through};
-use super::timeline::RecoveryTimeline;
 use super::transport::Transport;
 use super::wr::{TAG_LOCAL, TAG_MASK, TAG_RECV};
-use super::{Node, Retiring};
+use super::Node;
 
 /// The `wr_id` of a keepalive on a standby: a local request's tag (no send
 /// slot, no operation; a completion of it that trails a promotion retires
@@ -181,27 +180,18 @@ impl Node {
         let Some(t) = slot.standby.take_if(|t| t.epoch == epoch) else {
             return;
         };
-        if let Some(old) = slot.transport.take() {
-            let lost = old.connected.then(|| p.now());
-            if let Some(at) = lost {
-                slot.timeline = Some(RecoveryTimeline::new(at));
-            }
-            detach_transport(&old, &mut self.cm, &mut self.cq_owner);
-            self.retiring.push(Retiring {
-                key,
-                round: self.rounds,
-                lost,
-                transport: old,
-            });
-        }
-        if let Some(tl) = slot.timeline.as_mut().filter(|tl| tl.out()) {
-            tl.promoted = Some(p.now());
-        }
-        slot.transport = Some(*t);
+        let old = slot.transport.replace(*t);
         if let Some(path) = slot.standby_connect.1.take() {
             slot.path = Some(path);
         }
         slot.standby_ready = false;
+        if let Some(old) = old {
+            self.give_up(key, old);
+        }
+        let slot = self.sessions.get_mut(&key).expect("present");
+        if let Some(tl) = slot.timeline.as_mut().filter(|tl| tl.out()) {
+            tl.promoted = Some(p.now());
+        }
         self.dirty.insert(key);
     }
 
