@@ -27,7 +27,10 @@ impl Node {
     /// the provider's clock, [`Node::now`]); `None` while no session has a
     /// timer. An event loop sleeps at most until then ([`Node::wait`] does
     /// so itself). Changes with every call that does something: read it
-    /// again after each [`poll`](Node::poll) round.
+    /// again after each [`poll`](Node::poll) round. A time already past
+    /// (`Timestamp(0)`) means a round is due at once: a connection the node
+    /// gave up (a loss, a switch to the standby) is destroyed in the round
+    /// after the one that gave it up.
     #[must_use]
     pub fn next_deadline(&self) -> Option<Timestamp> {
         if !self.retiring.is_empty() {
