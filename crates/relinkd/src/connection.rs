@@ -186,7 +186,11 @@ fn phases(tl: &relink::RecoveryTimeline) -> RecoveryPhases {
         })
     };
     let mut p = RecoveryPhases {
-        released_ms: None,
+        // Off the path: the old connection is destroyed while the session
+        // recovers (after the loss's poll round), so from the loss.
+        released_ms: tl
+            .released
+            .map(|r| r.saturating_since(tl.lost).as_secs_f64() * 1e3),
         device_ms: step(tl.device_visible),
         attempt_ms: step(tl.attempt),
         addr_ms: step(tl.addr_resolved),
@@ -199,10 +203,5 @@ fn phases(tl: &relink::RecoveryTimeline) -> RecoveryPhases {
         total_ms: 0.0,
     };
     p.total_ms = from.saturating_since(tl.lost).as_secs_f64() * 1e3;
-    // Off the path: the old connection is destroyed while the session
-    // recovers (after the loss's poll round).
-    p.released_ms = tl
-        .released
-        .map(|r| r.saturating_since(tl.lost).as_secs_f64() * 1e3);
     p
 }

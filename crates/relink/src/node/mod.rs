@@ -324,8 +324,8 @@ pub struct Node {
     /// Which session a CQ belongs to (for `CqReady`).
     cq_owner: BTreeMap<CqId, u64>,
     /// Transports given up (lost, or replaced by a promoted standby) and
-    /// detached, each with the poll round it was given up in: destroyed
-    /// at the end of the next round ([`Node::release_retiring`]).
+    /// detached, in the order of the poll rounds they were given up in:
+    /// destroyed at the end of the next round ([`Node::release_retiring`]).
     /// Destroying a QP, its CQ and registrations takes milliseconds on a
     /// live device; what a loss's round posts — a promotion's `Promote`
     /// above all — and what the peer answers in the round after are

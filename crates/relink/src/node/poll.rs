@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 
 use relink_fabric::{AsyncEvent, ContextId, DeviceEventKind, Event, Timestamp};
 
-use super::{Node, Retiring};
+use super::Node;
 
 impl Node {
     /// The earliest time a session needs [`Node::poll`] for its timers (on
@@ -131,18 +131,19 @@ impl Node {
     /// one; see `Node::retiring`); a lost connection's records the moment
     /// in its session's recovery timeline (`released`). Whether one was.
     pub(super) fn release_retiring(&mut self, all: bool) -> bool {
+        // Given up in round order: the due ones come first.
         let round = self.rounds;
-        let due = |r: &Retiring| all || r.round < round;
-        if !self.retiring.iter().any(due) {
+        let due = self
+            .retiring
+            .iter()
+            .take_while(|r| all || r.round < round)
+            .count();
+        if due == 0 {
             return false;
         }
-        let p = self.provider.clone();
-        let (due, keep): (Vec<Retiring>, Vec<Retiring>) = std::mem::take(&mut self.retiring)
-            .into_iter()
-            .partition(due);
-        self.retiring = keep;
-        for mut r in due {
-            r.transport.tear_down(&*p);
+        let p = &*self.provider;
+        for mut r in self.retiring.drain(..due) {
+            r.transport.tear_down(p);
             let timeline = self
                 .sessions
                 .get_mut(&r.key)
