@@ -116,20 +116,21 @@ impl Node {
             self.ended.insert(key, self.provider.now());
             self.reap_check.insert(key);
         }
-        // Re-index the session's next timer.
+        // Index the session's next timer. The index keeps the earliest
+        // time indexed for the session: a timer moved later (a keepalive
+        // re-armed by each message) leaves the entry as it is, which comes
+        // due early and is indexed again then (`poll`), so traffic costs
+        // no index update; only a timer moved earlier replaces the entry.
         let mut next = slot.core.poll_timeout();
         if let Some(at) = self.ended.get(&key) {
             let reap = *at + self.linger;
             next = Some(next.map_or(reap, |n| n.min(reap)));
         }
-        if slot.deadline != next {
-            if let Some(old) = slot.deadline.take() {
+        if let Some(t) = next.filter(|t| slot.deadline.is_none_or(|old| *t < old)) {
+            if let Some(old) = slot.deadline.replace(t) {
                 self.deadlines.remove(&(old, key));
             }
-            if let Some(t) = next {
-                slot.deadline = Some(t);
-                self.deadlines.insert((t, key));
-            }
+            self.deadlines.insert((t, key));
         }
         self.coordinate_probes(key);
     }
