@@ -155,6 +155,15 @@ impl Duo {
         m
     }
 
+    /// The longest gap between successful completions over `d` of plain
+    /// traffic (no device event): what the workload's steady state looks
+    /// like, the reference a move's stall is set against.
+    pub(super) fn quiet_gap(&mut self, d: Duration) -> Duration {
+        self.watch();
+        self.pump(d);
+        self.stall.take().expect("watching").longest
+    }
+
     pub(super) fn counters_of(&self) -> (Counters, Counters) {
         let t = self.w.target.expect("the target's session");
         (
