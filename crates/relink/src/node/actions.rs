@@ -117,10 +117,11 @@ impl Node {
             self.reap_check.insert(key);
         }
         // Index the session's next timer. The index keeps the earliest
-        // time indexed for the session: a timer moved later (a keepalive
-        // re-armed by each message) leaves the entry as it is, which comes
-        // due early and is indexed again then (`poll`), so traffic costs
-        // no index update; only a timer moved earlier replaces the entry.
+        // time indexed for the session: a timer moved later (the ack
+        // delay stopped by a message carrying the ack, the peer's silence
+        // deadline pushed back) leaves the entry as it is, which comes due
+        // early and is indexed again then (`poll`), so a message costs no
+        // index update; only a timer moved earlier replaces the entry.
         let mut next = slot.core.poll_timeout();
         if let Some(at) = self.ended.get(&key) {
             let reap = *at + self.linger;
