@@ -31,6 +31,14 @@ pub trait HostMemory: Send + Sync + fmt::Debug {
     fn fetch_add(&self, offset: usize, add: u64) -> u64;
     /// Atomically replace the u64 at `offset` with `swap` if it equals `compare`; return the old value.
     fn compare_swap(&self, offset: usize, compare: u64, swap: u64) -> u64;
+    /// Call `f` with the `len` bytes at `offset` in place, if this store
+    /// can lend them safely (no writer can touch them during the call);
+    /// whether it did. The default lends nothing: [`Memory::read_with`]
+    /// then copies.
+    fn lend(&self, offset: usize, len: usize, f: &mut dyn FnMut(&[u8])) -> bool {
+        let _ = (offset, len, f);
+        false
+    }
 }
 
 /// A shared handle to host memory. Cloning it shares the bytes.
@@ -83,6 +91,32 @@ impl Memory {
         self.check(offset, out.len())?;
         self.0.read(offset, out);
         Ok(())
+    }
+
+    /// Call `f` with the `len` bytes at `offset`: in place where the
+    /// backing store lends them (the soft fabric's heap memory, under its
+    /// lock: keep `f` short), else copied into `scratch` (its allocation
+    /// reused).
+    pub fn read_with<R>(
+        &self,
+        offset: usize,
+        len: usize,
+        scratch: &mut Vec<u8>,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> Result<R, MemoryError> {
+        self.check(offset, len)?;
+        let mut f = Some(f);
+        let mut out = None;
+        let lent = self.0.lend(offset, len, &mut |bytes| {
+            out = f.take().map(|f| f(bytes));
+        });
+        if let (true, Some(r)) = (lent, out) {
+            return Ok(r);
+        }
+        scratch.resize(len, 0);
+        self.0.read(offset, scratch);
+        let f = f.expect("a store that lends calls f once");
+        Ok(f(scratch))
     }
 
     /// Copy `len` bytes out into a new vector.
@@ -178,6 +212,10 @@ impl HostMemory for HeapMemory {
     fn read(&self, offset: usize, out: &mut [u8]) {
         out.copy_from_slice(&self.lock()[offset..offset + out.len()]);
     }
+    fn lend(&self, offset: usize, len: usize, f: &mut dyn FnMut(&[u8])) -> bool {
+        f(&self.lock()[offset..offset + len]);
+        true
+    }
     fn write(&self, offset: usize, data: &[u8]) {
         self.lock()[offset..offset + data.len()].copy_from_slice(data);
     }
@@ -213,6 +251,9 @@ mod tests {
         assert_eq!(m.fetch_add(8, 5).unwrap(), 0);
         assert_eq!(m.fetch_add(8, 5).unwrap(), 5);
         assert_eq!(m.compare_swap(8, 10, 1).unwrap(), 10);
+        let mut scratch = Vec::new();
+        assert_eq!(m.read_with(1, 3, &mut scratch, <[u8]>::to_vec).unwrap(), b"ell");
+        assert!(m.read_with(62, 3, &mut scratch, |_| ()).is_err());
         assert_eq!(m.compare_swap(8, 10, 2).unwrap(), 1);
         assert_eq!(m.read_u64(8).unwrap(), 1);
         assert!(matches!(

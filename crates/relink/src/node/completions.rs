@@ -127,11 +127,16 @@ impl Node {
                         Some(d) => (&d.memory, d.slot_size),
                         None => (slot.memory.recv_of(t.recv_alt), slot.spec.slot_size),
                     };
-                    let bytes = copy_out(recv, s, size, wc.byte_len, &mut self.recv_buf);
                     if let (Some(mr), None) = (t.recv_mr, shared) {
                         self.recv_batch.push_recv(&mr, slot.spec.slot_size, s);
                     }
-                    slot.core.handle_received(epoch, bytes, now);
+                    // The message is read in its slot where the memory
+                    // lends it (the receive is posted again only after this
+                    // loop), else through a scratch copy.
+                    let core = &mut slot.core;
+                    read_slot(recv, s, size, wc.byte_len, &mut self.recv_buf, |bytes| {
+                        core.handle_received(epoch, bytes, now);
+                    });
                 }
                 _ => {}
             }
@@ -176,21 +181,28 @@ pub(super) fn retire_through(
     }
 }
 
-/// The message a receive completion put in slot `s` of `recv` (slots of
-/// `slot_size` bytes), copied into `buf`: its `byte_len` bytes, at most a
-/// slot; empty when the slot cannot be read. `buf`'s allocation is reused.
-fn copy_out<'a>(
+/// Call `f` with the message a receive completion put in slot `s` of
+/// `recv` (slots of `slot_size` bytes): its `byte_len` bytes, at most a
+/// slot, in place where the memory lends them, else copied into
+/// `scratch` (its allocation reused); empty when the slot cannot be read.
+fn read_slot(
     recv: &Memory,
     s: u32,
     slot_size: u32,
     byte_len: u32,
-    buf: &'a mut Vec<u8>,
-) -> &'a [u8] {
+    scratch: &mut Vec<u8>,
+    f: impl FnOnce(&[u8]),
+) {
     let size = slot_size as usize;
-    buf.resize((byte_len as usize).min(size), 0);
-    match recv.read(s as usize * size, buf) {
-        Ok(()) => buf,
-        Err(_) => &[],
+    let len = (byte_len as usize).min(size);
+    let mut f = Some(f);
+    let read = recv.read_with(s as usize * size, len, scratch, |bytes| {
+        if let Some(f) = f.take() {
+            f(bytes);
+        }
+    });
+    if let (Err(_), Some(f)) = (read, f) {
+        f(&[]);
     }
 }
 
@@ -284,19 +296,24 @@ mod tests {
     }
 
     #[test]
-    fn a_received_message_is_copied_out_of_its_slot() {
+    fn a_received_message_is_read_in_its_slot() {
         const SLOT: u32 = 16;
         let recv = Memory::new(Arc::new(HeapMemory::new(0x2000, 4 * SLOT as usize)));
         recv.write(2 * SLOT as usize, b"hello, world").unwrap();
         recv.write(3 * SLOT as usize, b"0123456789abcdef").unwrap();
-        let mut buf = Vec::new();
+        let mut scratch = Vec::new();
+        let mut read = |s, len| {
+            let mut got = None;
+            read_slot(&recv, s, SLOT, len, &mut scratch, |b| got = Some(b.to_vec()));
+            got.expect("called once")
+        };
 
-        assert_eq!(copy_out(&recv, 2, SLOT, 12, &mut buf), b"hello, world");
+        assert_eq!(read(2, 12), b"hello, world");
         // A shorter message shows none of the longer one's bytes.
-        assert_eq!(copy_out(&recv, 2, SLOT, 5, &mut buf), b"hello");
+        assert_eq!(read(2, 5), b"hello");
         // A length past the slot is cut to the slot.
-        assert_eq!(copy_out(&recv, 3, SLOT, 99, &mut buf), b"0123456789abcdef");
+        assert_eq!(read(3, 99), b"0123456789abcdef");
         // A slot outside the memory reads as nothing.
-        assert_eq!(copy_out(&recv, 4, SLOT, 4, &mut buf), b"");
+        assert_eq!(read(4, 4), b"");
     }
 }
