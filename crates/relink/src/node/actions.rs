@@ -116,22 +116,20 @@ impl Node {
             self.ended.insert(key, self.provider.now());
             self.reap_check.insert(key);
         }
-        // Index the session's next timer. The index keeps the earliest
-        // time indexed for the session: a timer moved later (the ack
-        // delay stopped by a message carrying the ack, the peer's silence
-        // deadline pushed back) leaves the entry as it is, which comes due
-        // early and is indexed again then (`poll`), so a message costs no
-        // index update; only a timer moved earlier replaces the entry.
+        // Re-index the session's next timer.
         let mut next = slot.core.poll_timeout();
         if let Some(at) = self.ended.get(&key) {
             let reap = *at + self.linger;
             next = Some(next.map_or(reap, |n| n.min(reap)));
         }
-        if let Some(t) = next.filter(|t| slot.deadline.is_none_or(|old| *t < old)) {
-            if let Some(old) = slot.deadline.replace(t) {
+        if slot.deadline != next {
+            if let Some(old) = slot.deadline.take() {
                 self.deadlines.remove(&(old, key));
             }
-            self.deadlines.insert((t, key));
+            if let Some(t) = next {
+                slot.deadline = Some(t);
+                self.deadlines.insert((t, key));
+            }
         }
         self.coordinate_probes(key);
     }

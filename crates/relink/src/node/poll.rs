@@ -23,12 +23,10 @@ use relink_fabric::{AsyncEvent, ContextId, DeviceEventKind, Event, Timestamp};
 use super::Node;
 
 impl Node {
-    /// The time by which a session needs [`Node::poll`] for its timers (on
+    /// The earliest time a session needs [`Node::poll`] for its timers (on
     /// the provider's clock, [`Node::now`]); `None` while no session has a
-    /// timer. It may come before the timer it stands for, if traffic moved
-    /// that timer later: the round then finds nothing due and the next
-    /// reading gives the timer's time. An event loop sleeps at most until
-    /// then ([`Node::wait`] does so itself). Changes with every call that does something: read it
+    /// timer. An event loop sleeps at most until then ([`Node::wait`] does
+    /// so itself). Changes with every call that does something: read it
     /// again after each [`poll`](Node::poll) round. A time already past
     /// (`Timestamp(0)`) means a round is due at once: a connection the node
     /// gave up (a loss, a switch to the standby) is destroyed in the round
@@ -105,16 +103,8 @@ impl Node {
             let Some(slot) = self.sessions.get_mut(&key) else {
                 continue;
             };
-            // The entry leaves the index; `run_actions` indexes the next.
-            // It may have come due before the session's timer, which was
-            // moved later since (see `run_actions`): then nothing is due.
-            if let Some(d) = slot.deadline.take() {
-                self.deadlines.remove(&(d, key));
-            }
-            if slot.core.poll_timeout().is_some_and(|t| t <= now) {
-                slot.core.handle_timeout(now);
-                progress = true;
-            }
+            slot.core.handle_timeout(now);
+            progress = true;
             self.run_actions(key);
         }
         std::mem::swap(&mut self.pending_drain, &mut self.round);
