@@ -241,6 +241,46 @@ impl HostMemory for HeapMemory {
 mod tests {
     use super::*;
 
+    /// A store that does not lend its bytes (as verbs' mapped memory).
+    #[derive(Debug)]
+    struct Unlending(HeapMemory);
+
+    impl HostMemory for Unlending {
+        fn addr(&self) -> u64 {
+            self.0.addr()
+        }
+        fn len(&self) -> usize {
+            self.0.len()
+        }
+        fn read(&self, offset: usize, out: &mut [u8]) {
+            self.0.read(offset, out);
+        }
+        fn write(&self, offset: usize, data: &[u8]) {
+            self.0.write(offset, data);
+        }
+        fn fetch_add(&self, offset: usize, add: u64) -> u64 {
+            self.0.fetch_add(offset, add)
+        }
+        fn compare_swap(&self, offset: usize, compare: u64, swap: u64) -> u64 {
+            self.0.compare_swap(offset, compare, swap)
+        }
+    }
+
+    #[test]
+    fn read_with_lends_or_copies_the_same_bytes() {
+        for m in [
+            Memory::new(Arc::new(HeapMemory::new(0x1000, 32))),
+            Memory::new(Arc::new(Unlending(HeapMemory::new(0x1000, 32)))),
+        ] {
+            m.write(4, b"relink").unwrap();
+            let mut scratch = vec![0xAA; 64];
+            let got = m.read_with(4, 6, &mut scratch, <[u8]>::to_vec).unwrap();
+            assert_eq!(got, b"relink");
+            assert_eq!(m.read_with(4, 0, &mut scratch, <[u8]>::len).unwrap(), 0);
+            assert!(m.read_with(30, 3, &mut scratch, |_| ()).is_err());
+        }
+    }
+
     #[test]
     fn bounds_and_atomics() {
         let m = Memory::new(Arc::new(HeapMemory::new(0x1000, 64)));
@@ -252,7 +292,10 @@ mod tests {
         assert_eq!(m.fetch_add(8, 5).unwrap(), 5);
         assert_eq!(m.compare_swap(8, 10, 1).unwrap(), 10);
         let mut scratch = Vec::new();
-        assert_eq!(m.read_with(1, 3, &mut scratch, <[u8]>::to_vec).unwrap(), b"ell");
+        assert_eq!(
+            m.read_with(1, 3, &mut scratch, <[u8]>::to_vec).unwrap(),
+            b"ell"
+        );
         assert!(m.read_with(62, 3, &mut scratch, |_| ()).is_err());
         assert_eq!(m.compare_swap(8, 10, 2).unwrap(), 1);
         assert_eq!(m.read_u64(8).unwrap(), 1);

@@ -304,7 +304,9 @@ mod tests {
         let mut scratch = Vec::new();
         let mut read = |s, len| {
             let mut got = None;
-            read_slot(&recv, s, SLOT, len, &mut scratch, |b| got = Some(b.to_vec()));
+            read_slot(&recv, s, SLOT, len, &mut scratch, |b| {
+                got = Some(b.to_vec())
+            });
             got.expect("called once")
         };
 
