@@ -138,6 +138,10 @@ struct Duo {
     /// Figures a scenario adds to its `RESULT` and note lines.
     notes: Vec<String>,
     started: Instant,
+    /// Poll rounds of each node so far, and those of [`SLOW_POLL`] or
+    /// more: how many, and their time.
+    rounds: u64,
+    slow_rounds: [(u64, Duration); 2],
     _lock: MutexGuard<'static, ()>,
 }
 
@@ -215,6 +219,8 @@ impl Duo {
             stall: None,
             notes: Vec::new(),
             started: Instant::now(),
+            rounds: 0,
+            slow_rounds: [(0, Duration::ZERO); 2],
             _lock: lock,
         };
         let up = duo.pump_until(Duration::from_secs(20), |d| {
@@ -254,8 +260,14 @@ impl Duo {
         let t1 = Instant::now();
         busy |= self.b.poll();
         let t2 = Instant::now();
-        for (who, took) in [("initiator", t1 - t0), ("target", t2 - t1)] {
+        self.rounds += 1;
+        for (i, (who, took)) in [("initiator", t1 - t0), ("target", t2 - t1)]
+            .into_iter()
+            .enumerate()
+        {
             if took >= SLOW_POLL {
+                self.slow_rounds[i].0 += 1;
+                self.slow_rounds[i].1 += took;
                 eprintln!(
                     "  [{:>8.3}s] {who}: a poll round took {took:.2?}",
                     self.secs()

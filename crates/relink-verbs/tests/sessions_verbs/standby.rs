@@ -263,9 +263,18 @@ fn standby_failover() {
         promotion_note("target", &tgt, &[0, 1, 3]),
         handoff_note(&handoffs)
     );
+    let [(ia, ta), (ib, tb)] = d.slow_rounds;
+    let slow = format!(
+        "poll rounds {} per node, of {} ms or more: initiator {ia} ({:.0} ms), target {ib} ({:.0} ms) in {:.1} s",
+        d.rounds,
+        SLOW_POLL.as_millis(),
+        ta.as_secs_f64() * 1e3,
+        tb.as_secs_f64() * 1e3,
+        d.secs()
+    );
     println!(
         "RESULT standby_failover: {cycles} cycles each; no standby: {p}; with standby: {h}; \
-         promotion phases, {switch}"
+         promotion phases, {switch}; {slow}"
     );
     if ini.len() as u64 != cycles {
         d.problems.push(format!(
@@ -284,6 +293,7 @@ fn standby_failover() {
         p50(&hot, |m| m.switch),
     ));
     d.notes.push(format!("promotion phases, {switch}"));
+    d.notes.push(slow);
     d.notes.push(format!(
         "standby keepalives {} sent / {} received, {} silent",
         a.standby_keepalives_sent, a.standby_keepalives_received, a.standbys_silent
