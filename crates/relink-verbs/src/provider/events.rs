@@ -18,6 +18,7 @@ use relink_fabric::{
 };
 use relink_verbs_sys as sys;
 
+use super::scan::scan_devices;
 use super::{Inner, Shared, VerbsProvider};
 
 /// How often CQs armed for solicited completions are checked for errors
@@ -118,8 +119,15 @@ pub(super) fn event_loop(sh: &Arc<Shared>) {
             }
         }
         if inner.rescan_requested || Instant::now() >= next_scan {
+            // The scan's system calls (the device list, sysfs, the
+            // interfaces' addresses: milliseconds on a slow machine) run
+            // without the lock, so the caller's calls do not wait for them;
+            // a request made meanwhile brings another scan.
             inner.rescan_requested = false;
-            inner.rescan();
+            drop(inner);
+            let scan = scan_devices();
+            inner = sh.lock();
+            inner.apply_scan(scan);
             next_scan = Instant::now() + sh.rescan_interval;
         }
         let woke = inner.activity || !inner.events.is_empty();

@@ -157,8 +157,12 @@ pub(super) unsafe fn reg_key(dev: *mut sys::ibv_device) -> (RegKey, u32) {
     )
 }
 
-/// Every device the kernel lists now.
-fn scan_devices() -> Vec<Observed> {
+/// Every device the kernel lists now. Takes no lock of the provider's
+/// (`ibv_get_device_list` has its own): the event thread scans without
+/// holding the provider, so the caller's verbs calls do not wait for a
+/// scan's system calls, and applies the result under it
+/// ([`Inner::apply_scan`]).
+pub(super) fn scan_devices() -> Vec<Observed> {
     let mut n: c_int = 0;
     // SAFETY: no preconditions; the list is freed below.
     let list = unsafe { sys::ibv_get_device_list(&mut n) };
@@ -215,7 +219,11 @@ pub(super) fn resync_librdmacm() {
 impl Inner {
     /// Scan the kernel's device list and report what changed.
     pub(super) fn rescan(&mut self) {
-        let scan = scan_devices();
+        self.apply_scan(scan_devices());
+    }
+
+    /// Report what changed since the last scan, given a new one.
+    pub(super) fn apply_scan(&mut self, scan: Vec<Observed>) {
         let keys: Vec<RegKey> = scan.iter().map(|o| o.key.clone()).collect();
         // Only a registration that left matters to librdmacm's cache (a
         // re-sync opens every present device, so not for additions).
