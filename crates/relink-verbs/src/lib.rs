@@ -30,7 +30,10 @@
 //! device watcher the provider runs (`relink-devwatch`: the RDMA netlink
 //! monitor on kernels >= 6.12, else kernel uevents; see
 //! [`VerbsConfig::watch_devices`]) reports anything, or when asked
-//! ([`VerbsProvider::rescan_now`]).
+//! ([`VerbsProvider::rescan_now`]). A scan's system calls (the device
+//! list, sysfs, the interfaces' addresses) run without the provider's lock;
+//! only its result is applied under it, so the caller's verbs calls never
+//! wait for a scan.
 //! Async events and CM events are read, translated and acknowledged at once,
 //! under the provider's lock (so `rdma_destroy_id`/`ibv_destroy_*`, which
 //! wait for acknowledgements, never wait on us). [`wait`](relink_fabric::Provider::wait)
