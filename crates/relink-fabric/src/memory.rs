@@ -31,13 +31,12 @@ pub trait HostMemory: Send + Sync + fmt::Debug {
     fn fetch_add(&self, offset: usize, add: u64) -> u64;
     /// Atomically replace the u64 at `offset` with `swap` if it equals `compare`; return the old value.
     fn compare_swap(&self, offset: usize, compare: u64, swap: u64) -> u64;
-    /// Call `f` with the `len` bytes at `offset` in place, if this store
-    /// can lend them safely (no writer can touch them during the call);
-    /// whether it did. The default lends nothing: [`Memory::read_with`]
-    /// then copies.
-    fn lend(&self, offset: usize, len: usize, f: &mut dyn FnMut(&[u8])) -> bool {
+    /// Call `f` once with the `len` bytes at `offset` in place, if this
+    /// store can lend them safely (no writer can touch them during the
+    /// call); else do not call it. The default lends nothing:
+    /// [`Memory::read_with`] then copies.
+    fn lend(&self, offset: usize, len: usize, f: &mut dyn FnMut(&[u8])) {
         let _ = (offset, len, f);
-        false
     }
 }
 
@@ -107,16 +106,18 @@ impl Memory {
         self.check(offset, len)?;
         let mut f = Some(f);
         let mut out = None;
-        let lent = self.0.lend(offset, len, &mut |bytes| {
+        self.0.lend(offset, len, &mut |bytes| {
             out = f.take().map(|f| f(bytes));
         });
-        if let (true, Some(r)) = (lent, out) {
-            return Ok(r);
+        match (out, f) {
+            (Some(r), _) => Ok(r),
+            (None, Some(f)) => {
+                scratch.resize(len, 0);
+                self.0.read(offset, scratch);
+                Ok(f(scratch))
+            }
+            (None, None) => unreachable!("f ran and gave a result"),
         }
-        scratch.resize(len, 0);
-        self.0.read(offset, scratch);
-        let f = f.expect("a store that lends calls f once");
-        Ok(f(scratch))
     }
 
     /// Copy `len` bytes out into a new vector.
@@ -212,9 +213,8 @@ impl HostMemory for HeapMemory {
     fn read(&self, offset: usize, out: &mut [u8]) {
         out.copy_from_slice(&self.lock()[offset..offset + out.len()]);
     }
-    fn lend(&self, offset: usize, len: usize, f: &mut dyn FnMut(&[u8])) -> bool {
+    fn lend(&self, offset: usize, len: usize, f: &mut dyn FnMut(&[u8])) {
         f(&self.lock()[offset..offset + len]);
-        true
     }
     fn write(&self, offset: usize, data: &[u8]) {
         self.lock()[offset..offset + data.len()].copy_from_slice(data);
@@ -268,14 +268,23 @@ mod tests {
 
     #[test]
     fn read_with_lends_or_copies_the_same_bytes() {
-        for m in [
-            Memory::new(Arc::new(HeapMemory::new(0x1000, 32))),
-            Memory::new(Arc::new(Unlending(HeapMemory::new(0x1000, 32)))),
+        for (m, lends) in [
+            (Memory::new(Arc::new(HeapMemory::new(0x1000, 32))), true),
+            (
+                Memory::new(Arc::new(Unlending(HeapMemory::new(0x1000, 32)))),
+                false,
+            ),
         ] {
             m.write(4, b"relink").unwrap();
             let mut scratch = vec![0xAA; 64];
             let got = m.read_with(4, 6, &mut scratch, <[u8]>::to_vec).unwrap();
             assert_eq!(got, b"relink");
+            // Lent bytes are read in place: the scratch buffer is untouched.
+            if lends {
+                assert_eq!(scratch, [0xAA; 64]);
+            } else {
+                assert_eq!(scratch, b"relink");
+            }
             assert_eq!(m.read_with(4, 0, &mut scratch, <[u8]>::len).unwrap(), 0);
             assert!(m.read_with(30, 3, &mut scratch, |_| ()).is_err());
         }
