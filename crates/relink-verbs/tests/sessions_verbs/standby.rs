@@ -85,23 +85,25 @@ fn standbys_up(d: &Duo) -> usize {
         .count()
 }
 
+/// What [`failovers`] measured.
+struct Failovers {
+    /// Each move.
+    moves: Vec<Moved>,
+    /// With the standby, each end's promotion phases (initiator, target).
+    phases: [Vec<[Duration; 4]>; 2],
+    /// With the standby, the hand-off between the ends of each failover
+    /// ([`handoff_note`]).
+    handoffs: Vec<[f64; 2]>,
+    /// Before each delete, the longest gap between successful completions
+    /// in 300 ms of plain traffic ([`Duo::quiet_gap`]).
+    quiet: Vec<Duration>,
+}
+
 /// Alternately delete the initiator's device the session runs on (the
 /// other pair takes over) and add it back, `cycles` times, with the
 /// standby `on` or off; with it on, the standby is up on the other pair
-/// before each delete. The moves, measured.
-/// The moves; with the standby, each end's promotion phases and, for each
-/// failover, the hand-off between the ends ([`handoff_note`]).
-#[allow(clippy::type_complexity)]
-fn failovers(
-    d: &mut Duo,
-    cycles: u64,
-    on: bool,
-) -> (
-    Vec<Moved>,
-    [Vec<[Duration; 4]>; 2],
-    Vec<[f64; 2]>,
-    Vec<Duration>,
-) {
+/// before each delete.
+fn failovers(d: &mut Duo, cycles: u64, on: bool) -> Failovers {
     let (a2, _) = d.env.second.clone().expect("checked");
     let first = (d.env.init.device.clone(), d.env.init.netdev.clone());
     let second = (a2.device.clone(), a2.netdev.clone());
@@ -177,7 +179,12 @@ fn failovers(
         d.mark = None;
         moves.push(m);
     }
-    (moves, phases, handoffs, quiet)
+    Failovers {
+        moves,
+        phases,
+        handoffs,
+        quiet,
+    }
 }
 
 /// `the target promoted a ms after the initiator, which resynced b ms
@@ -212,7 +219,7 @@ fn standby_failover() {
         .unwrap_or(8);
     let (listen, paths) = two_pairs(&env);
     let mut d = Duo::start(env.clone(), listen, paths);
-    let (plain, _, _, quiet_plain) = failovers(&mut d, cycles, false);
+    let plain = failovers(&mut d, cycles, false);
     if standbys_up(&d) != 0 {
         d.problems
             .push("a standby came up with the knob off".into());
@@ -225,7 +232,8 @@ fn standby_failover() {
         .build()
         .expect("a valid policy");
     d.a.set_policy(d.s, on).expect("the standby on");
-    let (hot, [ini, tgt], handoffs, quiet_hot) = failovers(&mut d, cycles, true);
+    let hot = failovers(&mut d, cycles, true);
+    let [ini, tgt] = &hot.phases;
     d.pump(KEEPALIVE * 3);
     let (a, _) = d.counters_of();
     if a.standby_keepalives_received == 0 || a.standbys_silent != 0 {
@@ -234,7 +242,8 @@ fn standby_failover() {
             a.standby_keepalives_sent, a.standby_keepalives_received, a.standbys_silent
         ));
     }
-    let figures = |v: &[Moved], quiet: &[Duration]| {
+    let figures = |f: &Failovers| {
+        let (v, quiet) = (&f.moves, &f.quiet);
         let stall: Vec<Duration> = v.iter().map(|m| m.stall).collect();
         let switch: Vec<Duration> = v.iter().filter_map(|m| m.switch).collect();
         let up: Vec<Duration> = v.iter().map(|m| m.established).collect();
@@ -256,12 +265,12 @@ fn standby_failover() {
             v.iter().map(|m| m.failed).sum::<usize>(),
         )
     };
-    let (p, h) = (figures(&plain, &quiet_plain), figures(&hot, &quiet_hot));
+    let (p, h) = (figures(&plain), figures(&hot));
     let switch = format!(
         "{}; {}; {}",
-        promotion_note("initiator", &ini, &[0, 1, 2, 3]),
-        promotion_note("target", &tgt, &[0, 1, 3]),
-        handoff_note(&handoffs)
+        promotion_note("initiator", ini, &[0, 1, 2, 3]),
+        promotion_note("target", tgt, &[0, 1, 3]),
+        handoff_note(&hot.handoffs)
     );
     let [(ia, ta), (ib, tb)] = d.slow_rounds;
     let slow = format!(
@@ -287,10 +296,10 @@ fn standby_failover() {
     };
     d.notes.push(format!(
         "{cycles}+{cycles} failovers, p50 stall / switch: no standby {:.1} / {:.2} ms vs standby {:.1} / {:.2} ms",
-        p50(&plain, |m| Some(m.stall)),
-        p50(&plain, |m| m.switch),
-        p50(&hot, |m| Some(m.stall)),
-        p50(&hot, |m| m.switch),
+        p50(&plain.moves, |m| Some(m.stall)),
+        p50(&plain.moves, |m| m.switch),
+        p50(&hot.moves, |m| Some(m.stall)),
+        p50(&hot.moves, |m| m.switch),
     ));
     d.notes.push(format!("promotion phases, {switch}"));
     d.notes.push(slow);
