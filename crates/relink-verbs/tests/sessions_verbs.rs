@@ -832,3 +832,7 @@ mod phases;
 // The same phases without relink: the raw floor.
 #[path = "sessions_verbs/floor.rs"]
 mod floor;
+
+// The raw floor of a hot standby's switch: a spare connection, no relink.
+#[path = "sessions_verbs/switch_floor.rs"]
+mod switch_floor;

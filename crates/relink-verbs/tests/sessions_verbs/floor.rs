@@ -19,23 +19,28 @@ const MSG: usize = 64;
 const WAIT: Duration = Duration::from_secs(20);
 
 /// One end's objects.
-struct End {
-    id: CmId,
-    ctx: ContextId,
+pub(super) struct End {
+    pub(super) id: CmId,
+    pub(super) ctx: ContextId,
     pd: PdId,
-    cq: CqId,
-    qp: QpId,
+    pub(super) cq: CqId,
+    pub(super) qp: QpId,
     mr: MrInfo,
-    mem: relink_fabric::Memory,
+    pub(super) mem: relink_fabric::Memory,
 }
 
 impl End {
     /// Open the device `id` is bound to and create what one SEND needs.
     fn open(p: &VerbsProvider, id: CmId) -> End {
+        End::with_cq(p, id, 16)
+    }
+
+    /// [`open`](End::open) with a CQ of `depth` entries.
+    pub(super) fn with_cq(p: &VerbsProvider, id: CmId, depth: u32) -> End {
         let dev = p.cm_device(id).expect("the id's device");
         let ctx = p.open_device(&dev).expect("open_device");
         let pd = p.alloc_pd(ctx).expect("alloc_pd");
-        let cq = p.create_cq(ctx, 16).expect("create_cq");
+        let cq = p.create_cq(ctx, depth).expect("create_cq");
         let qp = p
             .create_qp(
                 pd,
@@ -63,7 +68,8 @@ impl End {
         }
     }
 
-    fn sge(&self) -> SgeList {
+    /// The message buffer: the first 64 bytes of the registered memory.
+    pub(super) fn sge(&self) -> SgeList {
         SgeList::one(Sge {
             addr: self.mem.addr(),
             length: MSG as u32,
@@ -72,7 +78,7 @@ impl End {
     }
 
     /// Destroy everything (after a disconnect, or on a lost device).
-    fn close(self, p: &VerbsProvider) {
+    pub(super) fn close(self, p: &VerbsProvider) {
         let _ = p.cm_disconnect(self.id);
         let _ = p.destroy_qp(self.qp);
         let _ = p.destroy_cq(self.cq);
@@ -84,7 +90,7 @@ impl End {
 }
 
 /// The next CM event of `id` on `p` (others are dropped).
-fn next_cm(p: &VerbsProvider, id: CmId) -> CmEventKind {
+pub(super) fn next_cm(p: &VerbsProvider, id: CmId) -> CmEventKind {
     let by = p.now() + WAIT;
     loop {
         while let Some(ev) = p.poll_event() {
@@ -100,7 +106,7 @@ fn next_cm(p: &VerbsProvider, id: CmId) -> CmEventKind {
 }
 
 /// The next connection request on `listener`: its new id.
-fn next_request(p: &VerbsProvider, listener: CmId) -> CmId {
+pub(super) fn next_request(p: &VerbsProvider, listener: CmId) -> CmId {
     let by = p.now() + WAIT;
     loop {
         while let Some(ev) = p.poll_event() {
@@ -135,7 +141,7 @@ fn one_completion(p: &VerbsProvider, cq: CqId) -> Timestamp {
 }
 
 /// Wait until `p` reports device `name` added: its moment.
-fn device_added(p: &VerbsProvider, name: &str) -> Timestamp {
+pub(super) fn device_added(p: &VerbsProvider, name: &str) -> Timestamp {
     let by = p.now() + WAIT;
     loop {
         while let Some(ev) = p.poll_event() {
@@ -150,7 +156,7 @@ fn device_added(p: &VerbsProvider, name: &str) -> Timestamp {
     }
 }
 
-fn rdma(args: &[&str]) {
+pub(super) fn rdma(args: &[&str]) {
     let s = Command::new("rdma").args(args).status().expect("run rdma");
     assert!(s.success(), "rdma {args:?}: {s}");
 }
