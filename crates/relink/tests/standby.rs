@@ -12,8 +12,8 @@
 use std::time::Duration;
 
 use relink::{
-    Access, BufferToken, Counters, LocalRange, OpId, Outcome, Policy, RegionId, RegionOptions,
-    SessionEvent, SessionHandle, SessionOptions, State,
+    Access, BufferToken, Counters, LocalRange, OpId, Outcome, Policy, Provider as _, RegionId,
+    RegionOptions, SessionEvent, SessionHandle, SessionOptions, State,
 };
 use relink_sim::sim::{Sim, INITIATOR, TARGET};
 use relink_soft::Fault;
@@ -302,9 +302,10 @@ fn a_promotion_is_recorded_phase_by_phase_at_both_ends() {
             phases.windows(2).all(|w| w[0] <= w[1]),
             "host {host}: phases out of order: {tl:?}"
         );
-        // The old connection, destroyed off the path, during the outage.
+        // The old connection, destroyed once the switch is over: with the
+        // first completion on the standby.
         assert!(
-            tl.released.is_some_and(|r| r >= tl.lost),
+            tl.released.is_some_and(|r| Some(r) >= tl.first_completion),
             "host {host}: {tl:?}"
         );
         assert_eq!(
@@ -313,6 +314,49 @@ fn a_promotion_is_recorded_phase_by_phase_at_both_ends() {
             "host {host}: a promotion makes no attempt: {tl:?}"
         );
     }
+}
+
+/// Session `h`'s last recovery on `host`.
+fn last_recovery(rig: &mut Rig, host: usize, h: SessionHandle) -> relink::RecoveryTimeline {
+    rig.sim
+        .node(host)
+        .session_info(h)
+        .expect("a session")
+        .last_recovery
+        .unwrap_or_else(|| panic!("host {host}: no last recovery"))
+}
+
+#[test]
+fn the_replaced_connection_goes_once_the_switch_is_over_or_after_its_hold() {
+    let mut rig = Rig::new(45, true);
+    let qps = |rig: &mut Rig, host: usize| rig.sim.host(host).object_counts().qps;
+    assert_eq!(qps(&mut rig, TARGET), 2, "the connection and its standby");
+    rig.lose_device_under_traffic(INITIATOR, "soft0");
+    let (ini, tgt) = (rig.ini, rig.tgt);
+    // The initiator completes an operation on the standby: its old
+    // connection goes in that round.
+    let (msgs, _) = rig.traffic(200..201);
+    rig.complete(msgs.len());
+    let tl = last_recovery(&mut rig, INITIATOR, ini);
+    assert!(
+        tl.first_completion.is_some() && tl.released == tl.first_completion,
+        "{tl:?}"
+    );
+    // The target completed nothing of its own since: its old connection,
+    // on a device still there, waits for the hold (100 ms from the
+    // promotion) while the switch's traffic flows.
+    let tl = last_recovery(&mut rig, TARGET, tgt);
+    assert_eq!((tl.first_completion, tl.released), (None, None), "{tl:?}");
+    assert_eq!(qps(&mut rig, TARGET), 2, "the old connection is kept");
+    rig.sim.run_for(Duration::from_millis(100));
+    let tl = last_recovery(&mut rig, TARGET, tgt);
+    let promoted = tl.promoted.expect("promoted");
+    assert!(
+        tl.released
+            .is_some_and(|r| r >= promoted + Duration::from_millis(100)),
+        "{tl:?}"
+    );
+    assert_eq!(qps(&mut rig, TARGET), 1, "the old connection is destroyed");
 }
 
 #[test]

@@ -100,6 +100,9 @@ struct Floor {
     last_ok: Instant,
     /// Failed initiator completions (the lost link's flushes).
     failed: usize,
+    /// How long destroying each lost link's initiator objects took (on
+    /// the deleted device).
+    closes: Vec<Duration>,
 }
 
 impl Floor {
@@ -123,7 +126,9 @@ impl Floor {
         self.inflight = 0;
         self.post();
         if let Some(a) = self.links[lost].as_mut().and_then(|l| l.a.take()) {
+            let t = Instant::now();
             a.close(&self.pa);
+            self.closes.push(t.elapsed());
         }
     }
 
@@ -223,8 +228,7 @@ impl Floor {
             busy = true;
         }
         if !busy {
-            self.pa
-                .wait(Some(self.pa.now() + Duration::from_millis(1)));
+            self.pa.wait(Some(self.pa.now() + Duration::from_millis(1)));
         }
     }
 
@@ -296,10 +300,12 @@ fn raw_floor_of_a_standby_switch() {
         longest: Duration::ZERO,
         last_ok: Instant::now(),
         failed: 0,
+        closes: Vec::new(),
     };
     f.pump(Duration::from_millis(500));
     assert!(f.succeeded > 0, "no SEND completed on the first pair");
     let (mut stalls, mut switches, mut quiet, mut seen) = (vec![], vec![], vec![], vec![]);
+    let mut live_closes = Vec::new();
     for cycle in 1..=cycles {
         f.watch();
         f.pump(SETTLE);
@@ -334,7 +340,9 @@ fn raw_floor_of_a_standby_switch() {
         // The lost link's target end goes; the device comes back and a new
         // spare link is made on it (not measured).
         if let Some(l) = f.links[gone].take() {
+            let t = Instant::now();
             l.b.close(&pb);
+            live_closes.push(t.elapsed());
         }
         rdma(&["link", "add", dev, "type", "rxe", "netdev", netdev]);
         device_added(&pa, dev);
@@ -350,7 +358,9 @@ fn raw_floor_of_a_standby_switch() {
     let _ = pb.cm_destroy_id(listener);
     let note = format!(
         "stall p50 {:.1} ms, p99 {:.1} ms (longest gap in 300 ms without a fault p50 {:.1} ms, \
-         p99 {:.1} ms); switch p50 {:.2} ms, p99 {:.2} ms; delete to the loss seen p50 {:.1} ms",
+         p99 {:.1} ms); switch p50 {:.2} ms, p99 {:.2} ms; delete to the loss seen p50 {:.1} ms; \
+         destroying a connection's objects p50 {:.2} ms on the deleted device (in the stall), \
+         {:.2} ms on the live one (the target's, after it)",
         pct_ms(&stalls, 0.5),
         pct_ms(&stalls, 0.99),
         pct_ms(&quiet, 0.5),
@@ -358,6 +368,8 @@ fn raw_floor_of_a_standby_switch() {
         pct_ms(&switches, 0.5),
         pct_ms(&switches, 0.99),
         pct_ms(&seen, 0.5),
+        pct_ms(&f.closes, 0.5),
+        pct_ms(&live_closes, 0.5),
     );
     println!(
         "RESULT raw_floor_of_a_standby_switch: {cycles} cycles, {succeeded} SENDs, {} flushed; {note}",

@@ -14,7 +14,7 @@ use super::backlog::encode_messages;
 use super::cm::{CmOwner, Phase};
 use super::timeline::RecoveryTimeline;
 use super::transport::Transport;
-use super::{Node, Retiring};
+use super::{Node, Retiring, RETIRE_HOLD};
 
 /// Forget a transport's CM id and CQ and destroy its objects (destroy calls
 /// only: after a device loss they report "already released").
@@ -46,9 +46,8 @@ pub(super) fn detach_transport(
 impl Node {
     /// Give up session `key`'s transport `t`: detach it at once and destroy
     /// it at the end of the next poll round (`Node::retiring`), so what
-    /// the session posts next — a promotion's `Promote` above all — goes
-    /// out first. A connected one begins the session's new outage in its
-    /// recovery timeline.
+    /// the session posts next goes out first. A connected one begins the
+    /// session's new outage in its recovery timeline.
     pub(super) fn give_up(&mut self, key: u64, t: Transport) {
         let lost = t.connected.then(|| self.provider.now());
         if let (Some(at), Some(slot)) = (lost, self.sessions.get_mut(&key)) {
@@ -58,9 +57,22 @@ impl Node {
         self.retiring.push(Retiring {
             key,
             round: self.rounds,
+            hold: None,
             lost,
             transport: t,
         });
+    }
+
+    /// Hold session `key`'s transports given up so far — the one a
+    /// promotion replaces — until the session completed an operation on
+    /// the standby (its recovery timeline is complete), or [`RETIRE_HOLD`]
+    /// from now, whichever comes first: their destruction waits until the
+    /// switch (the peer's `Promote`, the resync, the replay) is over.
+    pub(super) fn hold_retiring(&mut self, key: u64) {
+        let by = self.provider.now() + RETIRE_HOLD;
+        for r in self.retiring.iter_mut().filter(|r| r.key == key) {
+            r.hold.get_or_insert(by);
+        }
     }
 
     /// Perform the core's actions and index what the session now waits

@@ -325,11 +325,15 @@ pub struct Node {
     cq_owner: BTreeMap<CqId, u64>,
     /// Transports given up (lost, or replaced by a promoted standby) and
     /// detached, in the order of the poll rounds they were given up in:
-    /// destroyed at the end of the next round ([`Node::release_retiring`]).
-    /// Destroying a QP, its CQ and registrations takes milliseconds on a
-    /// live device; what a loss's round posts — a promotion's `Promote`
-    /// above all — and what the peer answers in the round after are
-    /// handled first. [`Node::next_deadline`] is due while one waits.
+    /// destroyed at the end of the next round ([`Node::release_retiring`]);
+    /// one a promoted standby replaced, once the session completed an
+    /// operation on the standby (or [`RETIRE_HOLD`] later). Destroying a
+    /// QP, its CQ and registrations takes milliseconds on a live device;
+    /// what a loss's round posts and what the peer answers in the round
+    /// after are handled first, and a switch to the standby — the two
+    /// `Promote`s, the resync, the replay — before any of it.
+    /// [`Node::next_deadline`] is due while one waits for the next round,
+    /// or at its hold.
     retiring: Vec<Retiring>,
     /// Poll rounds begun.
     rounds: u64,
@@ -596,6 +600,13 @@ impl Node {
     }
 }
 
+/// How long a transport a promoted standby replaced may wait for its
+/// session's first completion on the standby before it is destroyed
+/// anyway (`Node::hold_retiring`): a switch takes well under it
+/// (16 ms on rxe under TCG), and a device being deleted waits no longer
+/// than that for the objects on it.
+pub(crate) const RETIRE_HOLD: Duration = Duration::from_millis(100);
+
 /// A transport given up and detached, waiting to be destroyed
 /// (`Node::retiring`).
 struct Retiring {
@@ -603,6 +614,9 @@ struct Retiring {
     key: u64,
     /// The poll round it was given up in.
     round: u64,
+    /// For a transport a promoted standby replaced: destroyed once its
+    /// session's recovery timeline is complete, or at this time.
+    hold: Option<Timestamp>,
     /// The loss it was given up for (its session's `RecoveryTimeline::lost`),
     /// if it was connected: destroying it records `released` there.
     lost: Option<Timestamp>,

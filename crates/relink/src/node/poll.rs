@@ -33,11 +33,14 @@ impl Node {
     /// after the one that gave it up.
     #[must_use]
     pub fn next_deadline(&self) -> Option<Timestamp> {
-        if !self.retiring.is_empty() {
-            // Connections given up wait for the next round to be destroyed.
-            return Some(Timestamp(0));
-        }
-        self.deadlines.first().map(|(t, _)| *t)
+        let timers = self.deadlines.first().map(|(t, _)| *t);
+        // Connections given up wait for the next round to be destroyed;
+        // one a promoted standby replaced, for its hold at the latest.
+        self.retiring
+            .iter()
+            .map(|r| r.hold.unwrap_or(Timestamp(0)))
+            .chain(timers)
+            .min()
     }
 
     /// Do everything that can be done now: provider events, completions,
@@ -127,22 +130,35 @@ impl Node {
         progress
     }
 
-    /// Destroy the transports given up before this round (`all`: every
-    /// one; see `Node::retiring`); a lost connection's records the moment
+    /// Destroy the transports given up before this round and not held
+    /// (`all`: every one; see `Node::retiring`); a lost connection's records the moment
     /// in its session's recovery timeline (`released`). Whether one was.
     pub(super) fn release_retiring(&mut self, all: bool) -> bool {
-        // Given up in round order: the due ones come first.
-        let round = self.rounds;
-        let due = self
-            .retiring
-            .iter()
-            .take_while(|r| all || r.round < round)
-            .count();
-        if due == 0 {
+        if self.retiring.is_empty() {
             return false;
         }
+        let round = self.rounds;
+        let now = self.provider.now();
+        let sessions = &self.sessions;
+        let due = |r: &super::Retiring| {
+            all || (r.round < round
+                && r.hold.is_none_or(|by| {
+                    by <= now
+                        || sessions.get(&r.key).is_none_or(|s| {
+                            s.timeline.as_ref().is_none_or(|tl| tl.complete())
+                                || s.core.state().is_terminal()
+                        })
+                }))
+        };
+        if !self.retiring.iter().any(due) {
+            return false;
+        }
+        let (gone, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.retiring)
+            .into_iter()
+            .partition(due);
+        self.retiring = kept;
         let p = &*self.provider;
-        for mut r in self.retiring.drain(..due) {
+        for mut r in gone {
             r.transport.tear_down(p);
             let timeline = self
                 .sessions

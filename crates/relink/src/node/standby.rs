@@ -188,6 +188,7 @@ impl Node {
         if let Some(old) = old {
             self.give_up(key, old);
         }
+        self.hold_retiring(key);
         let slot = self.sessions.get_mut(&key).expect("present");
         if let Some(tl) = slot.timeline.as_mut().filter(|tl| tl.out()) {
             tl.promoted = Some(p.now());
