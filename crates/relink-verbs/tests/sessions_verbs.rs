@@ -10,7 +10,10 @@
 //! disconnect, which on rxe would flush it) — and planned outages: a drain
 //! of either side's device before `rdma link delete`, next to an unplanned
 //! failover in the same run, and a suspend across a delete/add — and an
-//! unplanned failover with and without a hot standby, in one run.
+//! unplanned failover with and without a hot standby, in one run. Next to
+//! them, two programs with no relink measure the floors relink is compared
+//! with: a reconnection from nothing once the device is back (`floor.rs`)
+//! and a switch to a spare connection under traffic (`switch_floor.rs`).
 //!
 //! Every scenario runs the checked workload of the simulation suite
 //! ([`relink_sim::workload`]: messages, writes, reads, fetch-and-adds,

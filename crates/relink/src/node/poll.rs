@@ -29,8 +29,10 @@ impl Node {
     /// so itself). Changes with every call that does something: read it
     /// again after each [`poll`](Node::poll) round. A time already past
     /// (`Timestamp(0)`) means a round is due at once: a connection the node
-    /// gave up (a loss, a switch to the standby) is destroyed in the round
-    /// after the one that gave it up.
+    /// gave up is destroyed in the round after the one that gave it up —
+    /// one a promoted standby replaced, once the session completed an
+    /// operation on the standby, and at the latest at the deadline this
+    /// returns meanwhile (100 ms after the promotion).
     #[must_use]
     pub fn next_deadline(&self) -> Option<Timestamp> {
         let timers = self.deadlines.first().map(|(t, _)| *t);

@@ -14,8 +14,10 @@ use relink_fabric::Timestamp;
 /// makes no attempt: its outage is `lost`, `promoted`, `resynced` and
 /// `first_completion`; a reconnection's has no `promoted`. `released` is
 /// off the path: the node destroys a lost connection's objects at the end
-/// of the poll round after the loss's, so it may come after the phases
-/// that follow it in the table.
+/// of the poll round after the loss's — one a promoted standby replaced,
+/// once the switch is over (the first completion after the resync, or
+/// 100 ms after the promotion at the latest) — so it may come after the
+/// phases that follow it in the table.
 ///
 /// | field | the phase that ends then |
 /// |---|---|
