@@ -66,7 +66,12 @@
 //! its QP on rxe), QPs, SRQs, MRs, CQs, PDs are
 //! destroyed in dependency order and the context is closed — and it re-syncs
 //! librdmacm (`rdma_get_devices` + `rdma_free_devices`) so that librdmacm
-//! closes its own cached context of the device too. On rxe a single open
+//! closes its own cached context of the device too. The re-sync (which
+//! lists the devices and opens the ones librdmacm has not opened yet:
+//! milliseconds under emulation) runs on the event thread right after it
+//! released the provider's lock and woke the caller, not under the lock:
+//! librdmacm's own mutex guards its device list, and the caller's verbs
+//! calls — the loss's own handling first — do not wait for it. On rxe a single open
 //! context keeps `rdma link delete` blocked forever, so nothing waits for
 //! the caller to tear down. The caller's handles stay valid: CQs keep
 //! serving the flushed completions, creates fail with `DeviceLost`, destroys

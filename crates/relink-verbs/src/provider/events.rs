@@ -18,7 +18,7 @@ use relink_fabric::{
 };
 use relink_verbs_sys as sys;
 
-use super::scan::scan_devices;
+use super::scan::{resync_librdmacm, scan_devices};
 use super::{Inner, Shared, VerbsProvider};
 
 /// How often CQs armed for solicited completions are checked for errors
@@ -131,9 +131,14 @@ pub(super) fn event_loop(sh: &Arc<Shared>) {
             next_scan = Instant::now() + sh.rescan_interval;
         }
         let woke = inner.activity || !inner.events.is_empty();
+        let resync = std::mem::take(&mut inner.resync_now);
         drop(inner);
         if woke {
             sh.cond.notify_all();
+        }
+        if resync {
+            // After the wake-up: the caller handles the loss meanwhile.
+            resync_librdmacm();
         }
     }
 }

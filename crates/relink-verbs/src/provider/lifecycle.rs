@@ -74,6 +74,8 @@ impl VerbsProvider {
             book: DeviceBook::new(),
             last_scan: Vec::new(),
             resync_pending: false,
+            resync_now: false,
+            wake_fd: efd,
             rescan_requested: false,
             events: VecDeque::new(),
             activity: false,

@@ -12,7 +12,6 @@ use relink_verbs_sys as sys;
 
 use super::ffi::{last_errno, log_rc};
 use super::objects::modify_to_error;
-use super::scan::resync_librdmacm;
 use super::{Inner, ParkedId};
 use crate::track::Notify;
 
@@ -27,7 +26,8 @@ impl Inner {
     }
 
     /// Everything on a device that is gone: release the contexts, tell the
-    /// CM ids, re-sync librdmacm.
+    /// CM ids, have librdmacm re-synced once the lock is released (the
+    /// event thread does it).
     pub(super) fn device_gone(&mut self, id: &DeviceId) {
         let ctxs: Vec<u64> = self
             .ctxs
@@ -57,7 +57,24 @@ impl Inner {
             }
         }
         self.resync_pending = true;
-        resync_librdmacm();
+        self.resync_librdmacm_soon();
+    }
+
+    /// Have the event thread re-sync librdmacm once the lock is released:
+    /// the event loop takes `resync_now` at the end of its round, and the
+    /// kick brings a round when another thread found the device gone.
+    pub(super) fn resync_librdmacm_soon(&mut self) {
+        self.resync_now = true;
+        let one: u64 = 1;
+        // SAFETY: writing 8 bytes from a live u64 to the event thread's
+        // eventfd, open while the provider (and so this `Inner`) lives.
+        let _ = unsafe {
+            libc::write(
+                self.wake_fd,
+                (&one as *const u64).cast(),
+                std::mem::size_of::<u64>(),
+            )
+        };
     }
 
     /// Release everything on a context at once (its device is gone): QPs to

@@ -220,6 +220,16 @@ struct Inner {
     /// librdmacm must re-sync at the next scan (a lost device may still be
     /// listed, its cached context not closed yet).
     resync_pending: bool,
+    /// librdmacm must re-sync as soon as the lock is released (a device
+    /// left): the event thread does it without the lock — librdmacm's own
+    /// mutex guards its device list — so the caller's calls do not wait
+    /// for the devices it opens and closes (milliseconds under emulation,
+    /// on the recovery path).
+    resync_now: bool,
+    /// The event thread's wake-up eventfd ([`Shared::kick`]), to have it
+    /// carry out `resync_now` when another thread found the device gone.
+    /// Owned by `Shared`, which outlives every use of it here.
+    wake_fd: std::os::fd::RawFd,
     /// Someone asked for a re-scan; the event thread does it next.
     rescan_requested: bool,
     /// Events for `poll_event`, oldest first.

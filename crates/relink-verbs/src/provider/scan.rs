@@ -247,7 +247,7 @@ impl Inner {
             // While a lost device is still listed (its removal blocked on
             // contexts), keep re-syncing at every scan.
             self.resync_pending = self.cms.values().any(|c| c.lost);
-            resync_librdmacm();
+            self.resync_librdmacm_soon();
         }
     }
 }
