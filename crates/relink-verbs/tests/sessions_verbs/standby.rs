@@ -28,8 +28,8 @@ use super::*;
 /// The keepalive period with the standby on.
 const KEEPALIVE: Duration = Duration::from_millis(250);
 
-/// The nearest-rank percentile `p` of `v`, in ms.
-fn pct_ms(v: &[Duration], p: f64) -> f64 {
+/// The nearest-rank percentile `p` of `v`, in ms (0 for none).
+pub(super) fn pct_ms(v: &[Duration], p: f64) -> f64 {
     let mut v = v.to_vec();
     v.sort();
     if v.is_empty() {

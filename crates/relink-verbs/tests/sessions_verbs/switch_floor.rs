@@ -26,6 +26,7 @@ use relink_fabric::{
 
 use super::floor::{device_added, next_cm, next_request, rdma, End};
 use super::planned::{need_second_pair, two_pairs};
+use super::standby::pct_ms;
 use super::*;
 
 /// Receives kept posted on each target QP (twice the window: none is
@@ -239,17 +240,6 @@ impl Floor {
             self.step();
         }
     }
-}
-
-/// The nearest-rank percentile `p` of `v`, in ms.
-fn pct_ms(v: &[Duration], p: f64) -> f64 {
-    let mut v = v.to_vec();
-    v.sort();
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    let i = ((v.len() as f64 * p).ceil() as usize).clamp(1, v.len()) - 1;
-    v[i].as_secs_f64() * 1e3
 }
 
 /// `RELINK_VERBS_STANDBY_CYCLES` switches (default 8) of a raw program
