@@ -537,11 +537,17 @@ fn main_pair(env: &Topology, port: u16) -> (SocketAddr, Vec<Path>) {
     )
 }
 
-fn port() -> u16 {
-    let base: u16 = std::env::var("RELINK_VERBS_PORT")
+/// The number in environment variable `var`, or `default` if it is unset
+/// or not a number (the scenarios' cycle counts, the first port).
+fn env_or<T: std::str::FromStr>(var: &str, default: T) -> T {
+    std::env::var(var)
         .ok()
-        .and_then(|p| p.parse().ok())
-        .unwrap_or(19_515);
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn port() -> u16 {
+    let base: u16 = env_or("RELINK_VERBS_PORT", 19_515);
     base.wrapping_add(NEXT_PORT.fetch_add(1, Ordering::SeqCst))
 }
 
@@ -790,10 +796,7 @@ fn rping_probe(env: &Topology) -> Result<(), String> {
 #[test]
 fn unplug_replug_cycles() {
     let env = env_or_skip!(need_nothing);
-    let cycles: usize = std::env::var("RELINK_VERBS_CYCLES")
-        .ok()
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(20);
+    let cycles: usize = env_or("RELINK_VERBS_CYCLES", 20);
     let (listen, paths) = main_pair(&env, port());
     let mut d = Duo::start(env.clone(), listen, paths);
     let mut samples = Vec::new();

@@ -65,16 +65,7 @@ impl Inner {
     /// kick brings a round when another thread found the device gone.
     pub(super) fn resync_librdmacm_soon(&mut self) {
         self.resync_now = true;
-        let one: u64 = 1;
-        // SAFETY: writing 8 bytes from a live u64 to the event thread's
-        // eventfd, open while the provider (and so this `Inner`) lives.
-        let _ = unsafe {
-            libc::write(
-                self.wake_fd,
-                (&one as *const u64).cast(),
-                std::mem::size_of::<u64>(),
-            )
-        };
+        super::kick_eventfd(self.wake_fd);
     }
 
     /// Release everything on a context at once (its device is gone): QPs to

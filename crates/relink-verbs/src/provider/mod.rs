@@ -307,16 +307,16 @@ impl Shared {
     /// Wake the event thread (the set of fds changed, a rescan is wanted,
     /// or it must stop).
     fn kick(&self) {
-        let one: u64 = 1;
-        // SAFETY: writing 8 bytes from a live u64 to our own eventfd.
-        let _ = unsafe {
-            libc::write(
-                self.wake.as_raw_fd(),
-                (&one as *const u64).cast(),
-                std::mem::size_of::<u64>(),
-            )
-        };
+        kick_eventfd(self.wake.as_raw_fd());
     }
+}
+
+/// Make the event thread's wake-up eventfd `fd` readable.
+fn kick_eventfd(fd: std::os::fd::RawFd) {
+    let one: u64 = 1;
+    // SAFETY: writing 8 bytes from a live u64 to the provider's eventfd,
+    // open while the provider lives.
+    let _ = unsafe { libc::write(fd, (&one as *const u64).cast(), std::mem::size_of::<u64>()) };
 }
 
 impl Inner {

@@ -247,10 +247,7 @@ fn one_cycle(
 fn raw_floor_of_a_recovery() {
     let env = env_or_skip!(need_nothing);
     let _lock = LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    let cycles: usize = std::env::var("RELINK_VERBS_FLOOR_CYCLES")
-        .ok()
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(10);
+    let cycles: usize = env_or("RELINK_VERBS_FLOOR_CYCLES", 10);
     let pa = provider(env.init.addr).expect("the initiator's provider");
     let pb = provider(env.target.addr).expect("the target's provider");
     let peer = std::net::SocketAddr::new(env.target.addr, port());

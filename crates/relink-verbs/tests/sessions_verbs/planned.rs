@@ -304,10 +304,7 @@ fn spread(v: &[Duration]) -> String {
 #[test]
 fn drain_then_delete() {
     let env = env_or_skip!(need_second_pair);
-    let cycles: u64 = std::env::var("RELINK_VERBS_DRAIN_CYCLES")
-        .ok()
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(5);
+    let cycles: u64 = env_or("RELINK_VERBS_DRAIN_CYCLES", 5);
     let (a2, _) = env.second.clone().expect("checked");
     let (listen, paths) = two_pairs(&env);
     let mut d = Duo::start(env.clone(), listen, paths);

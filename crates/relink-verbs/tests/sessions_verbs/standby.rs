@@ -213,10 +213,7 @@ fn handoff_note(v: &[[f64; 2]]) -> String {
 #[test]
 fn standby_failover() {
     let env = env_or_skip!(need_second_pair);
-    let cycles: u64 = std::env::var("RELINK_VERBS_STANDBY_CYCLES")
-        .ok()
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(8);
+    let cycles: u64 = env_or("RELINK_VERBS_STANDBY_CYCLES", 8);
     let (listen, paths) = two_pairs(&env);
     let mut d = Duo::start(env.clone(), listen, paths);
     let plain = failovers(&mut d, cycles, false);

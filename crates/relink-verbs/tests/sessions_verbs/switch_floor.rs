@@ -21,7 +21,7 @@
 //! ([benchmarks/rxe.md](../../../../docs/benchmarks/rxe.md)).
 
 use relink_fabric::{
-    CmEventKind, DeviceEventKind, Event, RecvWr, SendOp, SendWr, WcStatus, WorkCompletion,
+    CmEventKind, DeviceEventKind, DeviceId, Event, RecvWr, SendOp, SendWr, WcStatus, WorkCompletion,
 };
 
 use super::floor::{device_added, next_cm, next_request, rdma, End};
@@ -37,9 +37,10 @@ const RECVS: usize = 2 * WINDOW;
 const SETTLE: Duration = Duration::from_millis(300);
 
 /// A connection: the initiator's end (`None` once destroyed after its
-/// loss) and the target's.
+/// loss), its device, and the target's end.
 struct Link {
     a: Option<End>,
+    dev: DeviceId,
     b: End,
 }
 
@@ -59,6 +60,7 @@ fn connect(
     pa.cm_resolve_route(id, Duration::from_secs(2))
         .expect("cm_resolve_route");
     assert_eq!(next_cm(pa, id), CmEventKind::RouteResolved);
+    let dev = pa.cm_device(id).expect("the id's device");
     let a = End::with_cq(pa, id, 4 * WINDOW as u32);
     pa.cm_connect(id, a.qp, relink_fabric::ConnParams::default(), b"switch")
         .expect("cm_connect");
@@ -77,7 +79,7 @@ fn connect(
         matches!(up, CmEventKind::Established { .. }),
         "connect on {local}: {up:?}"
     );
-    Link { a: Some(a), b }
+    Link { a: Some(a), dev, b }
 }
 
 /// The loop's state: two links (the active one and the standby, `None`
@@ -91,6 +93,8 @@ struct Floor {
     inflight: usize,
     succeeded: usize,
     wcs: Vec<WorkCompletion>,
+    /// The target's receives to post again (reused each round).
+    again: Vec<RecvWr>,
     /// The moment the active link's loss was first seen, with the
     /// successes by then; reset by [`Floor::watch`].
     lost: Option<(Instant, usize)>,
@@ -161,12 +165,13 @@ impl Floor {
         self.post();
         let mut busy = false;
         let mut lost = false;
-        if let Some(a) = self.links[self.active].as_ref().and_then(|l| l.a.as_ref()) {
+        let active = self.links[self.active].as_ref();
+        if let Some((a, dev)) = active.and_then(|l| Some((l.a.as_ref()?, &l.dev))) {
             self.wcs.clear();
             if let Ok(n) = self.pa.poll_cq(a.cq, 4 * WINDOW, &mut self.wcs) {
                 busy |= n > 0;
             }
-            let (id, ctx, dev) = (a.id, a.ctx, self.pa.cm_device(a.id));
+            let (id, ctx) = (a.id, a.ctx);
             for wc in &self.wcs {
                 if wc.status == WcStatus::Success {
                     self.inflight = self.inflight.saturating_sub(1);
@@ -191,7 +196,7 @@ impl Floor {
                             DeviceEventKind::Removed
                                 | DeviceEventKind::Fatal
                                 | DeviceEventKind::PortDown
-                        ) && dev.as_ref() == Some(&d.device.id)
+                        ) && *dev == d.device.id
                     }
                     Event::Cm(c) => {
                         c.id == id
@@ -208,18 +213,21 @@ impl Floor {
         for l in self.links.iter().flatten() {
             self.wcs.clear();
             if self.pb.poll_cq(l.b.cq, 4 * RECVS, &mut self.wcs).is_ok() {
-                let again: Vec<RecvWr> = self
-                    .wcs
-                    .iter()
-                    .filter(|wc| wc.status == WcStatus::Success)
-                    .map(|wc| RecvWr {
-                        wr_id: wc.wr_id,
-                        sgl: l.b.sge(),
-                    })
-                    .collect();
+                self.again.clear();
+                self.again.extend(
+                    self.wcs
+                        .iter()
+                        .filter(|wc| wc.status == WcStatus::Success)
+                        .map(|wc| RecvWr {
+                            wr_id: wc.wr_id,
+                            sgl: l.b.sge(),
+                        }),
+                );
                 busy |= !self.wcs.is_empty();
-                if !again.is_empty() {
-                    self.pb.post_recv(l.b.qp, &again).expect("repost receives");
+                if !self.again.is_empty() {
+                    self.pb
+                        .post_recv(l.b.qp, &self.again)
+                        .expect("repost receives");
                 }
             }
         }
@@ -251,10 +259,7 @@ fn raw_floor_of_a_standby_switch() {
     let env = env_or_skip!(need_second_pair);
     let _lock = LOCK.lock().unwrap_or_else(|e| e.into_inner());
     env.restore().expect("restoring the host's devices");
-    let cycles: usize = std::env::var("RELINK_VERBS_STANDBY_CYCLES")
-        .ok()
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(8);
+    let cycles: usize = env_or("RELINK_VERBS_STANDBY_CYCLES", 8);
     let (a2, b2) = env.second.clone().expect("checked");
     let (listen, _) = two_pairs(&env);
     let pairs = [
@@ -285,6 +290,7 @@ fn raw_floor_of_a_standby_switch() {
         inflight: 0,
         succeeded: 0,
         wcs: Vec::new(),
+        again: Vec::new(),
         lost: None,
         switch: None,
         longest: Duration::ZERO,

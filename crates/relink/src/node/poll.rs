@@ -128,19 +128,19 @@ impl Node {
         // Closed and failed sessions the application drained are
         // forgotten.
         self.reap_drained();
-        progress |= self.release_retiring(false);
+        progress |= self.release_retiring(false, now);
         progress
     }
 
     /// Destroy the transports given up before this round and not held
     /// (`all`: every one; see `Node::retiring`); a lost connection's records the moment
-    /// in its session's recovery timeline (`released`). Whether one was.
-    pub(super) fn release_retiring(&mut self, all: bool) -> bool {
+    /// in its session's recovery timeline (`released`); `now`: the round's
+    /// time, against which holds are due. Whether one was.
+    pub(super) fn release_retiring(&mut self, all: bool, now: Timestamp) -> bool {
         if self.retiring.is_empty() {
             return false;
         }
         let round = self.rounds;
-        let now = self.provider.now();
         let sessions = &self.sessions;
         let due = |r: &super::Retiring| {
             all || (r.round < round

@@ -203,7 +203,8 @@ impl Node {
     /// transports, listeners, connect requests not yet answered.
     fn free_provider_objects(&mut self) -> usize {
         let cut = self.cut_closing();
-        self.release_retiring(true);
+        let now = self.now();
+        self.release_retiring(true, now);
         let p = &*self.provider;
         for slot in self.sessions.values_mut() {
             for t in [slot.transport.take(), slot.standby.take().map(|t| *t)]
