@@ -415,6 +415,35 @@ fn losing_the_standby_device_leaves_the_session_alone() {
 }
 
 #[test]
+fn each_end_sends_its_promote_and_advertisements_in_one_frame() {
+    // An idle session: every message the switch carries is a control
+    // message, and each end's Promote, advertisements and AdvertDone
+    // share one SEND (the peer counts the ones behind the Promote as
+    // packed), so a peer has the whole resync at once.
+    let mut rig = Rig::new(45, true);
+    let before = [rig.counters(INITIATOR), rig.counters(TARGET)];
+    let ih = rig.sim.host(INITIATOR).index();
+    rig.sim.fabric().inject(Fault::Remove(ih, "soft0".into()));
+    rig.sim.run_for(Duration::from_millis(5));
+    let after = [rig.counters(INITIATOR), rig.counters(TARGET)];
+    for (me, peer) in [(0, 1), (1, 0)] {
+        assert_eq!(after[me].failovers, before[me].failovers + 1);
+        // The peer's advertisements (none from an end without an
+        // advertised region) and its AdvertDone.
+        let adverts = after[peer].adverts_sent - before[peer].adverts_sent;
+        let behind = u64::from(adverts > 0) + 1;
+        assert!(
+            after[me].packed >= before[me].packed + behind,
+            "end {me}: the peer's advertisements came in its Promote's frame: {:?}",
+            after[me]
+        );
+    }
+    for (host, h) in [(INITIATOR, rig.ini), (TARGET, rig.tgt)] {
+        assert_eq!(rig.sim.node(host).state(h), Some(State::Established));
+    }
+}
+
+#[test]
 fn a_target_side_loss_promotes_the_standby_too() {
     let mut rig = Rig::new(44, true);
     let attempts = rig.counters(INITIATOR).attempts;

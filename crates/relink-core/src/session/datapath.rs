@@ -309,8 +309,8 @@ impl Session {
     }
 
     /// One message of a received frame. Returns whether its ack confirmed
-    /// new deliveries, or `None` if the frame ends here (a promotion, or
-    /// the peer's close).
+    /// new deliveries, or `None` if the frame ends here (the peer's
+    /// close).
     fn handle_message(
         &mut self,
         h: wire::MsgHeader,
@@ -322,9 +322,10 @@ impl Session {
             last_delivered,
         } = body
         {
-            // Before its header's ack: the journal resumes from it.
+            // Before its header's ack: the journal resumes from it. The
+            // advertisements that follow it in its frame are handled next.
             self.on_promote(epoch, last_delivered, now);
-            return None;
+            return Some(false);
         }
         let credited = h.ack > self.peer_delivered;
         if credited {

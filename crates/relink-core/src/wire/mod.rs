@@ -5,7 +5,7 @@
 //! # Byte layout
 //!
 //! ```text
-//! All integers are big-endian; every format starts with version:u8 (= VERSION = 2).
+//! All integers are big-endian; every format starts with version:u8 (= VERSION = 3).
 //!
 //! session = u64        epoch = u32        seq = u64        incarnation = u64
 //! auth    = [u8; 16]   (auth::authenticator, HMAC-SHA256 truncated)
@@ -29,7 +29,9 @@
 //!
 //! In-band frame (the bytes of one SEND): message+, back to back, at most the
 //! receiver's frame_max bytes (its AdvertDone; one message until it is known).
-//! Senders pack only Data messages several to a frame.
+//! Messages queued back to back share a frame, control messages as well as Data
+//! (a Promote and the advertisements behind it arrive in one SEND); a Close ends
+//! its frame.
 //! message = version kind:u8 seq ack:seq len:u32 payload:[u8; len]   (len <= MAX_PAYLOAD_LEN;
 //!           HEADER_LEN = 22 bytes of header)
 //! kind    = 1 Data | 2 Advert | 3 AdvertDone | 4 Ack | 5 Keepalive | 6 KeepaliveReply | 7 Close
@@ -110,7 +112,7 @@ pub use message::{
 };
 
 /// Version byte that starts every format.
-pub const VERSION: u8 = 2;
+pub const VERSION: u8 = 3;
 
 /// Length of a [`Hello`] with no connect data: version, tag, session,
 /// epoch, incarnation and the connect data's length byte.

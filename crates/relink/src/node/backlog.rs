@@ -4,11 +4,12 @@
 //! message, when the session's send queue is idle), in order, while send slots last, with
 //! every [`SIGNAL_EVERY`]th request and the last of each batch signaled. An
 //! application message is copied once on its way out: its header and the
-//! payload the journal keeps go straight into its send slot. Application
-//! messages queued back to back share one send slot and one SEND, a frame
-//! (`relink_core::wire::frame_messages`), while they fit the peer's
-//! receive slot: a burst of small messages costs the fabric one request
-//! per frame, not one per message.
+//! payload the journal keeps go straight into its send slot. Messages
+//! queued back to back, application and control messages alike, share one
+//! send slot and one SEND, a frame (`relink_core::wire::frame_messages`),
+//! while they fit the peer's receive slot: a burst of small messages costs
+//! the fabric one request per frame, not one per message, and a resync's
+//! `Promote` and advertisements arrive together.
 
 use std::collections::VecDeque;
 
@@ -327,22 +328,14 @@ pub(super) fn fill_batch(
                 let off = s as usize * slot_size as usize;
                 let _ = send.write(off, &header);
                 let _ = send.write(off + HEADER_LEN, payload);
-                let mut len = HEADER_LEN + payload.len();
-                // The application messages queued right behind it join
-                // its frame while the frame fits; one that completed
-                // meanwhile has nothing to send.
-                while let Some(&Pending::Message { op, header }) = backlog.front() {
-                    match core.payload(op) {
-                        Some(p) if len + HEADER_LEN + p.len() > frame_max => break,
-                        Some(p) => {
-                            let _ = send.write(off + len, &header);
-                            let _ = send.write(off + len + HEADER_LEN, p);
-                            len += HEADER_LEN + p.len();
-                        }
-                        None => {}
-                    }
-                    backlog.pop_front();
-                }
+                let len = join_frame(
+                    backlog,
+                    send,
+                    off,
+                    HEADER_LEN + payload.len(),
+                    frame_max,
+                    core,
+                );
                 // The frame's send completion stands for its first message
                 // (a message's completes nothing: the peer's confirmation
                 // does).
@@ -356,15 +349,17 @@ pub(super) fn fill_batch(
             }
             Pending::Send { op, bytes } => {
                 let s = t.free_slots.pop().expect("checked");
-                let off = u64::from(s) * u64::from(slot_size);
-                let _ = send.write(off as usize, &bytes);
+                let off = s as usize * slot_size as usize;
+                let _ = send.write(off, &bytes);
+                let len = bytes.len();
+                core.recycle(bytes);
+                let len = join_frame(backlog, send, off, len, frame_max, core);
                 t.slot_op[s as usize] = op;
                 let sge = Sge {
-                    addr: mr.addr + off,
-                    length: bytes.len() as u32,
+                    addr: mr.addr + off as u64,
+                    length: len as u32,
                     lkey: mr.lkey,
                 };
-                core.recycle(bytes);
                 (TAG_SEND | u64::from(s), SendOp::Send, sge)
             }
             Pending::OneSided { wr_id, op, sge } => (wr_id, op, sge),
@@ -377,6 +372,47 @@ pub(super) fn fill_batch(
         batch.push_send(wr_id, op, sge);
         t.posted.push_back(wr_id);
     }
+}
+
+/// The messages queued right behind a frame's first (at `off` in `send`,
+/// `len` bytes so far) join it while the frame fits `frame_max`: an
+/// application message (one that completed meanwhile has nothing to send
+/// and is dropped) or a control message. A message of encoded bytes that
+/// carries an operation starts a frame of its own: its send completion is
+/// what ends its operation. Returns the frame's length.
+fn join_frame(
+    backlog: &mut VecDeque<Pending>,
+    send: &Memory,
+    off: usize,
+    mut len: usize,
+    frame_max: usize,
+    core: &mut impl Payloads,
+) -> usize {
+    loop {
+        match backlog.front() {
+            Some(&Pending::Message { op, header }) => match core.payload(op) {
+                Some(p) if len + HEADER_LEN + p.len() > frame_max => break,
+                Some(p) => {
+                    let _ = send.write(off + len, &header);
+                    let _ = send.write(off + len + HEADER_LEN, p);
+                    len += HEADER_LEN + p.len();
+                }
+                None => {}
+            },
+            Some(Pending::Send { op: None, bytes }) if len + bytes.len() <= frame_max => {
+                let _ = send.write(off + len, bytes);
+                len += bytes.len();
+                let Some(Pending::Send { bytes, .. }) = backlog.pop_front() else {
+                    unreachable!("the front is a control message")
+                };
+                core.recycle(bytes);
+                continue;
+            }
+            _ => break,
+        }
+        backlog.pop_front();
+    }
+    len
 }
 
 /// Mark which requests of a batch are signaled: the last one, and each one
@@ -613,7 +649,9 @@ mod tests {
         };
         // Frames of up to 100 bytes: three 10-byte messages (32 bytes
         // each with the header) per frame. Op 3 completed before it was
-        // posted; a control message and a WRITE end a run of messages.
+        // posted; control messages join a frame as messages do; a WRITE
+        // ends a run; a message of encoded bytes that carries an operation
+        // (`own`, op 10) starts a frame, which the messages behind it join.
         let mut core = Core {
             peer_frame_max: 100,
             ..Core::default()
@@ -631,6 +669,8 @@ mod tests {
             message(None, b"ctl"),
             msg(7),
             write(8),
+            message(Some(10), b"own"),
+            message(None, b"ctl"),
             msg(9),
         ]);
         let mut batch = WrBatch::default();
@@ -641,15 +681,16 @@ mod tests {
         let one = (HEADER_LEN + 10) as u32;
         assert_eq!(
             lens,
-            [3 * one, 2 * one, 3, one, 8],
-            "1 2 4 | 5 6 | ctl | 7 | write"
+            [3 * one, 2 * one + 3 + one, 8, 3 + 3 + one],
+            "1 2 4 | 5 6 ctl 7 | write | own ctl 9"
         );
-        // The four send slots are taken: message 9 waits for one.
-        assert_eq!(backlog.len(), 1);
+        // Twelve requests in three send slots and a WRITE.
+        assert!(backlog.is_empty());
         assert_eq!(
             wrs.iter().map(|w| w.wr_id & TAG_MASK).collect::<Vec<_>>(),
-            [TAG_SEND, TAG_SEND, TAG_SEND, TAG_SEND, TAG_ONE_SIDED]
+            [TAG_SEND, TAG_SEND, TAG_ONE_SIDED, TAG_SEND]
         );
+        assert_eq!(core.recycled.len(), 3, "control bytes go back to the core");
         let frame = send.read_vec(0, 3 * one as usize).unwrap();
         let ops: Vec<u8> = relink_core::wire::frame_messages(&frame)
             .map(|m| {
@@ -672,6 +713,15 @@ mod tests {
             "a frame stands for its first message"
         );
         assert_eq!(t.slot_op[slot(&wrs[1])], Some(OpId(5)));
+        assert_eq!(t.slot_op[slot(&wrs[3])], Some(OpId(10)));
+        let frame = send
+            .read_vec(slot(&wrs[1]) * BIG as usize, lens[1] as usize)
+            .unwrap();
+        let parts: Vec<usize> = relink_core::wire::frame_messages(&frame[..2 * one as usize])
+            .map(|m| m.unwrap().len())
+            .collect();
+        assert_eq!(parts, [one as usize; 2]);
+        assert_eq!(&frame[2 * one as usize..2 * one as usize + 3], b"ctl");
 
         // Without the peer's limit every message has a SEND of its own.
         let mut t = Transport::new(Epoch(1), None, 4);
