@@ -124,7 +124,14 @@ pub(super) fn event_loop(sh: &Arc<Shared>) {
             // without the lock, so the caller's calls do not wait for them;
             // a request made meanwhile brings another scan.
             inner.rescan_requested = false;
+            // What this round queued goes out before the scan: a device
+            // watcher asks for one as a device is being removed, in the
+            // round that reports its loss.
+            let woke = inner.activity || !inner.events.is_empty();
             drop(inner);
+            if woke {
+                sh.cond.notify_all();
+            }
             let scan = scan_devices();
             inner = sh.lock();
             inner.apply_scan(scan);

@@ -42,7 +42,9 @@ impl<T> Copy for Ptr<T> {}
 // SAFETY: rdma-core objects may be used from any thread (libibverbs and
 // librdmacm are thread-safe); every use here happens under the provider's
 // lock, and an object is destroyed exactly once, after which its `Ptr` is
-// dropped from the tables.
+// dropped from the tables — or, for the objects of a lost device's context,
+// taken out of the tables under the lock and destroyed by the one thread
+// that holds them then (`loss::Released`).
 unsafe impl<T> Send for Ptr<T> {}
 // SAFETY: as above.
 unsafe impl<T> Sync for Ptr<T> {}

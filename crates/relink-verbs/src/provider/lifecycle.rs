@@ -75,6 +75,7 @@ impl VerbsProvider {
             last_scan: Vec::new(),
             resync_pending: false,
             resync_now: false,
+            reapers: Vec::new(),
             wake_fd: efd,
             rescan_requested: false,
             events: VecDeque::new(),
@@ -185,6 +186,10 @@ impl Drop for VerbsProvider {
         self.shared.kick();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
+        }
+        let reapers = std::mem::take(&mut self.shared.lock().reapers);
+        for r in reapers {
+            let _ = r.join();
         }
         let mut inner = self.shared.lock();
         inner.release_everything();

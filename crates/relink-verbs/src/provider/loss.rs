@@ -1,8 +1,10 @@
 //! A device that is gone: everything the provider holds on it is released
 //! at once (QPs to error, CQs drained, every outstanding request flushed
-//! exactly once, objects destroyed in dependency order, the context
-//! closed) and its CM ids are told; and the CM ids parked while their
-//! port was down, destroyed when the port is back or the device goes.
+//! exactly once, the objects taken out of the tables) and its CM ids are
+//! told; the rdma-core objects are then destroyed in dependency order and
+//! the context closed by a reaper thread, without the lock (see
+//! [`Released`]); and the CM ids parked while their port was down,
+//! destroyed when the port is back or the device goes.
 
 use relink_fabric::{
     CmEvent, CmEventKind, CmId, CqId, DeviceId, Event, QpId, QpState, WcOpcode, WcStatus,
@@ -10,8 +12,9 @@ use relink_fabric::{
 };
 use relink_verbs_sys as sys;
 
-use super::ffi::{last_errno, log_rc};
+use super::ffi::{last_errno, log_rc, Ptr};
 use super::objects::modify_to_error;
+use super::scan::resync_librdmacm;
 use super::{Inner, ParkedId};
 use crate::track::Notify;
 
@@ -25,9 +28,10 @@ impl Inner {
         self.device_gone(id);
     }
 
-    /// Everything on a device that is gone: release the contexts, tell the
-    /// CM ids, have librdmacm re-synced once the lock is released (the
-    /// event thread does it).
+    /// Everything on a device that is gone: release the contexts (their
+    /// objects go to a reaper thread), tell the CM ids, have librdmacm
+    /// re-synced (by the reaper once it is done, or by the event thread
+    /// once the lock is released).
     pub(super) fn device_gone(&mut self, id: &DeviceId) {
         let ctxs: Vec<u64> = self
             .ctxs
@@ -35,9 +39,10 @@ impl Inner {
             .filter(|(_, c)| c.device == *id && c.raw.is_some())
             .map(|(h, _)| *h)
             .collect();
-        for c in ctxs {
-            self.release_ctx(c);
-        }
+        let released: Vec<Released> = ctxs
+            .into_iter()
+            .filter_map(|c| self.release_ctx(c))
+            .collect();
         let ids: Vec<u64> = self
             .cms
             .iter()
@@ -57,7 +62,40 @@ impl Inner {
             }
         }
         self.resync_pending = true;
-        self.resync_librdmacm_soon();
+        if released.is_empty() || !self.reap(released) {
+            self.resync_librdmacm_soon();
+        }
+    }
+
+    /// Destroy `released` and re-sync librdmacm on a thread of their own,
+    /// so that neither the caller's calls (the lock) nor the event thread
+    /// (the completion channels `wait` is woken by) wait for it: on a
+    /// device being deleted each destroy waits in the kernel, 1–15 ms for
+    /// a session's objects on rxe under emulation, while the caller has a
+    /// loss to handle and perhaps a standby to switch to. The provider
+    /// joins its reapers when it is dropped. Returns false (nothing
+    /// destroyed) if no thread could be started; the caller then destroys
+    /// them itself.
+    fn reap(&mut self, released: Vec<Released>) -> bool {
+        self.reapers.retain(|h| !h.is_finished());
+        let spawned = std::thread::Builder::new()
+            .name("relink-verbs-reaper".into())
+            .spawn(move || {
+                for r in released {
+                    r.destroy();
+                }
+                resync_librdmacm();
+            });
+        match spawned {
+            Ok(h) => {
+                self.reapers.push(h);
+                true
+            }
+            Err(e) => {
+                tracing::warn!(target: "relink_verbs", "no reaper thread ({e}): a lost device's objects are destroyed under the lock");
+                false
+            }
+        }
     }
 
     /// Have the event thread re-sync librdmacm once the lock is released:
@@ -70,13 +108,14 @@ impl Inner {
 
     /// Release everything on a context at once (its device is gone): QPs to
     /// error, CQs drained, every outstanding request flushed exactly once,
-    /// then destroy in dependency order and close the context. The caller's
-    /// handles stay, pointing at nothing.
-    fn release_ctx(&mut self, ctx: u64) {
-        let Some(c) = self.ctxs.get(&ctx) else { return };
-        let Some(raw_ctx) = c.raw else { return };
-        let dev = c.device.clone();
-        tracing::info!(target: "relink_verbs", device = %dev, "device lost: releasing its context");
+    /// and every rdma-core object on it taken out of the tables, returned
+    /// for [`Released::destroy`]. The caller's handles stay, pointing at
+    /// nothing. `None` if the context was released already.
+    fn release_ctx(&mut self, ctx: u64) -> Option<Released> {
+        let c = self.ctxs.get(&ctx)?;
+        let raw_ctx = c.raw?;
+        let device = c.device.clone();
+        tracing::info!(target: "relink_verbs", %device, "device lost: releasing its context");
         let qps: Vec<u64> = self
             .qps
             .iter()
@@ -109,27 +148,28 @@ impl Inner {
             }
         }
         self.note_activity();
-        // Destroy in dependency order; errors are logged (EIO = released).
-        // Windows first: on rxe a bound type 2 window holds a reference on
-        // its QP, and `ibv_destroy_qp` waits in the kernel for it (on 6.12
-        // about 50 s, then fails with ETIMEDOUT; `rdma link delete` blocks
-        // meanwhile). Freeing a window invalidates it and lets go of its QP.
-        for w in self.mws.values_mut().filter(|w| w.ctx == ctx) {
-            if let Some(raw) = w.raw.take() {
-                // SAFETY: a live MW, deallocated once (a bound type 2 window
-                // is invalidated with it).
-                let rc = unsafe { sys::ibv_dealloc_mw(raw.get()) };
-                log_rc("ibv_dealloc_mw", rc);
-            }
-        }
+        let mut r = Released {
+            device,
+            mws: Vec::new(),
+            qps: Vec::new(),
+            srqs: Vec::new(),
+            mrs: Vec::new(),
+            cqs: Vec::new(),
+            pds: Vec::new(),
+            chan: None,
+            ctx: raw_ctx,
+        };
+        r.mws.extend(
+            self.mws
+                .values_mut()
+                .filter(|w| w.ctx == ctx)
+                .filter_map(|w| w.raw.take()),
+        );
         for q in qps {
             let qr = self.qps.get_mut(&q).expect("present");
             if let Some(raw) = qr.raw.take() {
                 self.qp_by_ptr.remove(&raw.key());
-                // SAFETY: a live QP of this provider, destroyed once; its
-                // pointer is dropped with `take()` above.
-                let rc = unsafe { sys::ibv_destroy_qp(raw.get()) };
-                log_rc("ibv_destroy_qp", rc);
+                r.qps.push(raw);
             }
             qr.state = QpState::Err;
         }
@@ -142,47 +182,33 @@ impl Inner {
         for s in srqs {
             if let Some(raw) = self.srqs.get_mut(&s).and_then(|s| s.raw.take()) {
                 self.srq_by_ptr.remove(&raw.key());
-                // SAFETY: a live SRQ with no QP left, destroyed once.
-                let rc = unsafe { sys::ibv_destroy_srq(raw.get()) };
-                log_rc("ibv_destroy_srq", rc);
+                r.srqs.push(raw);
             }
         }
-        for m in self.mrs.values_mut().filter(|m| m.ctx == ctx) {
-            if let Some(raw) = m.raw.take() {
-                // SAFETY: a live MR with no MW left, deregistered once.
-                let rc = unsafe { sys::ibv_dereg_mr(raw.get()) };
-                log_rc("ibv_dereg_mr", rc);
-            }
-        }
+        r.mrs.extend(
+            self.mrs
+                .values_mut()
+                .filter(|m| m.ctx == ctx)
+                .filter_map(|m| m.raw.take()),
+        );
         for cq in cqs {
             if let Some(raw) = self.cqs.get_mut(&cq).and_then(|c| c.raw.take()) {
                 self.cq_by_ptr.remove(&raw.key());
-                // SAFETY: a live CQ with no QP left and every event acked,
-                // destroyed once.
-                let rc = unsafe { sys::ibv_destroy_cq(raw.get()) };
-                log_rc("ibv_destroy_cq", rc);
+                r.cqs.push(raw);
             }
         }
-        for p in self.pds.values_mut().filter(|p| p.ctx == ctx) {
-            if let Some(raw) = p.raw.take() {
-                // SAFETY: a live PD with no child left, deallocated once.
-                let rc = unsafe { sys::ibv_dealloc_pd(raw.get()) };
-                log_rc("ibv_dealloc_pd", rc);
-            }
-        }
+        r.pds.extend(
+            self.pds
+                .values_mut()
+                .filter(|p| p.ctx == ctx)
+                .filter_map(|p| p.raw.take()),
+        );
         self.qp_by_num.retain(|(c, _), _| *c != ctx);
         let c = self.ctxs.get_mut(&ctx).expect("present");
         c.raw = None;
-        if let Some(ch) = c.chan.take() {
-            // SAFETY: every CQ on the channel was destroyed above.
-            let rc = unsafe { sys::ibv_destroy_comp_channel(ch.get()) };
-            log_rc("ibv_destroy_comp_channel", rc);
-        }
-        // SAFETY: every object on the context was destroyed above; the
-        // context is closed once.
-        let rc = unsafe { sys::ibv_close_device(raw_ctx.get()) };
-        log_rc("ibv_close_device", rc);
+        r.chan = c.chan.take();
         self.fds_changed = true;
+        Some(r)
     }
 
     /// Every request of `qp` not completed yet gets one `WrFlushErr`.
@@ -217,7 +243,9 @@ impl Inner {
     pub(super) fn release_everything(&mut self) {
         let ctxs: Vec<u64> = self.ctxs.keys().copied().collect();
         for c in ctxs {
-            self.release_ctx(c);
+            if let Some(r) = self.release_ctx(c) {
+                r.destroy();
+            }
         }
         let ids: Vec<u64> = self.cms.keys().copied().collect();
         for h in ids {
@@ -252,5 +280,73 @@ impl Inner {
                 log_rc("rdma_destroy_id", last_errno());
             }
         }
+    }
+}
+
+/// The rdma-core objects of a released context, out of the provider's
+/// tables: nothing else refers to them, so they are destroyed without the
+/// lock, on whichever thread holds this.
+pub(super) struct Released {
+    device: DeviceId,
+    mws: Vec<Ptr<sys::ibv_mw>>,
+    qps: Vec<Ptr<sys::ibv_qp>>,
+    srqs: Vec<Ptr<sys::ibv_srq>>,
+    mrs: Vec<Ptr<sys::ibv_mr>>,
+    cqs: Vec<Ptr<sys::ibv_cq>>,
+    pds: Vec<Ptr<sys::ibv_pd>>,
+    chan: Option<Ptr<sys::ibv_comp_channel>>,
+    ctx: Ptr<sys::ibv_context>,
+}
+
+impl Released {
+    /// Destroy everything in dependency order and close the context;
+    /// errors are logged (EIO: already released with the device).
+    pub(super) fn destroy(self) {
+        let t0 = std::time::Instant::now();
+        // Windows first: on rxe a bound type 2 window holds a reference on
+        // its QP, and `ibv_destroy_qp` waits in the kernel for it (on 6.12
+        // about 50 s, then fails with ETIMEDOUT; `rdma link delete` blocks
+        // meanwhile). Freeing a window invalidates it and lets go of its QP.
+        for w in self.mws {
+            // SAFETY: a live MW out of the tables, deallocated once (a
+            // bound type 2 window is invalidated with it).
+            log_rc("ibv_dealloc_mw", unsafe { sys::ibv_dealloc_mw(w.get()) });
+        }
+        for q in self.qps {
+            // SAFETY: a live QP out of the tables, destroyed once.
+            log_rc("ibv_destroy_qp", unsafe { sys::ibv_destroy_qp(q.get()) });
+        }
+        for s in self.srqs {
+            // SAFETY: a live SRQ with no QP left, destroyed once.
+            log_rc("ibv_destroy_srq", unsafe { sys::ibv_destroy_srq(s.get()) });
+        }
+        for m in self.mrs {
+            // SAFETY: a live MR with no MW left, deregistered once.
+            log_rc("ibv_dereg_mr", unsafe { sys::ibv_dereg_mr(m.get()) });
+        }
+        for c in self.cqs {
+            // SAFETY: a live CQ with no QP left and every event acked (the
+            // event thread acks under the lock, and the CQ left the tables
+            // under it), destroyed once.
+            log_rc("ibv_destroy_cq", unsafe { sys::ibv_destroy_cq(c.get()) });
+        }
+        for p in self.pds {
+            // SAFETY: a live PD with no child left, deallocated once.
+            log_rc("ibv_dealloc_pd", unsafe { sys::ibv_dealloc_pd(p.get()) });
+        }
+        if let Some(ch) = self.chan {
+            // SAFETY: every CQ on the channel was destroyed above; the
+            // event thread polls its fd no more once it rebuilt its set
+            // (a poll already under way holds its own reference).
+            log_rc("ibv_destroy_comp_channel", unsafe {
+                sys::ibv_destroy_comp_channel(ch.get())
+            });
+        }
+        // SAFETY: every object on the context was destroyed above; the
+        // context is closed once.
+        log_rc("ibv_close_device", unsafe {
+            sys::ibv_close_device(self.ctx.get())
+        });
+        tracing::debug!(target: "relink_verbs", device = %self.device, elapsed = ?t0.elapsed(), "lost device's context destroyed");
     }
 }

@@ -232,6 +232,9 @@ struct Inner {
     wake_fd: std::os::fd::RawFd,
     /// Someone asked for a re-scan; the event thread does it next.
     rescan_requested: bool,
+    /// The threads destroying lost devices' objects (`Inner::reap`),
+    /// joined when the provider is dropped.
+    reapers: Vec<JoinHandle<()>>,
     /// Events for `poll_event`, oldest first.
     events: VecDeque<Event>,
     /// Something happened that `wait` should return for (an event or a
