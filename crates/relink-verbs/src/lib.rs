@@ -33,7 +33,8 @@
 //! ([`VerbsProvider::rescan_now`]). A scan's system calls (the device
 //! list, sysfs, the interfaces' addresses) run without the provider's lock;
 //! only its result is applied under it, so the caller's verbs calls never
-//! wait for a scan.
+//! wait for a scan, and whatever the round had queued wakes `wait` before
+//! the scan starts.
 //! Async events and CM events are read, translated and acknowledged at once,
 //! under the provider's lock (so `rdma_destroy_id`/`ibv_destroy_*`, which
 //! wait for acknowledgements, never wait on us). [`wait`](relink_fabric::Provider::wait)
@@ -62,16 +63,20 @@
 //! verbs object it holds on that device — the QPs go to error, their CQs are
 //! drained, and every work request not completed yet gets exactly one
 //! `WrFlushErr` completion from the provider's own bookkeeping of every
-//! request posted (module `track`); then MWs (a bound type 2 window holds
-//! its QP on rxe), QPs, SRQs, MRs, CQs, PDs are
-//! destroyed in dependency order and the context is closed — and it re-syncs
+//! request posted (module `track`) — and takes every rdma-core object on it
+//! out of its tables. A reaper thread then destroys them, without the lock:
+//! MWs (a bound type 2 window holds its QP on rxe), QPs, SRQs, MRs, CQs,
+//! PDs in dependency order, then the context is closed — and it re-syncs
 //! librdmacm (`rdma_get_devices` + `rdma_free_devices`) so that librdmacm
-//! closes its own cached context of the device too. The re-sync (which
-//! lists the devices and opens the ones librdmacm has not opened yet:
-//! milliseconds under emulation) runs on the event thread right after it
-//! released the provider's lock and woke the caller, not under the lock:
-//! librdmacm's own mutex guards its device list, and the caller's verbs
-//! calls — the loss's own handling first — do not wait for it. On rxe a single open
+//! closes its own cached context of the device too. On a device being
+//! deleted each of these calls waits in the kernel (1–15 ms in all for a
+//! session's objects on rxe under emulation; the re-sync lists the devices
+//! and opens the ones librdmacm has not opened yet). Neither the caller's
+//! verbs calls — the loss's own handling first, a switch to a standby on
+//! another device — nor the event thread, which wakes `wait` for the
+//! completions that follow, wait for them: the objects are out of every
+//! table, and librdmacm's own mutex guards its device list. The provider
+//! joins its reapers when it is dropped. On rxe a single open
 //! context keeps `rdma link delete` blocked forever, so nothing waits for
 //! the caller to tear down. The caller's handles stay valid: CQs keep
 //! serving the flushed completions, creates fail with `DeviceLost`, destroys
