@@ -322,6 +322,7 @@ for s in "${SERIES[@]}"; do
   # has been seen to die of an int3 Oops while patching its own code at
   # boot, an emulation fault that says nothing about relink. The first
   # boot's log is kept next to the second's, and the retry is printed.
+  rm -f "$LOG.boot1"
   for boot in 1 2; do
     timeout --kill-after=10 "$HT" qemu-system-x86_64 -nodefaults -no-user-config -display none -no-reboot \
         "${ACC[@]}" -m "$MEM" -smp "$(nproc)" -nic none \

@@ -289,13 +289,7 @@ fn a_promotion_is_recorded_phase_by_phase_at_both_ends() {
     rig.sim.node(TARGET).send(t, b"echo").expect("echo");
     rig.sim.run_for(Duration::from_millis(1));
     for (host, h) in [(INITIATOR, rig.ini), (TARGET, rig.tgt)] {
-        let tl = rig
-            .sim
-            .node(host)
-            .session_info(h)
-            .expect("a session")
-            .last_recovery
-            .unwrap_or_else(|| panic!("host {host}: no last recovery"));
+        let tl = last_recovery(&mut rig, host, h);
         let phases = [Some(tl.lost), tl.promoted, tl.resynced, tl.first_completion];
         assert!(phases.iter().all(Option::is_some), "host {host}: {tl:?}");
         assert!(

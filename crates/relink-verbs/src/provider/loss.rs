@@ -6,6 +6,8 @@
 //! [`Released`]); and the CM ids parked while their port was down,
 //! destroyed when the port is back or the device goes.
 
+use std::os::raw::c_int;
+
 use relink_fabric::{
     CmEvent, CmEventKind, CmId, CqId, DeviceId, Event, QpId, QpState, WcOpcode, WcStatus,
     WorkCompletion,
@@ -73,17 +75,15 @@ impl Inner {
     /// device being deleted each destroy waits in the kernel, 1–15 ms for
     /// a session's objects on rxe under emulation, while the caller has a
     /// loss to handle and perhaps a standby to switch to. The provider
-    /// joins its reapers when it is dropped. Returns false (nothing
-    /// destroyed) if no thread could be started; the caller then destroys
-    /// them itself.
+    /// joins its reapers when it is dropped. Returns false if no thread
+    /// could be started: the objects were destroyed here then (dropping
+    /// the thread's closure drops them), librdmacm is not re-synced yet.
     fn reap(&mut self, released: Vec<Released>) -> bool {
         self.reapers.retain(|h| !h.is_finished());
         let spawned = std::thread::Builder::new()
             .name("relink-verbs-reaper".into())
             .spawn(move || {
-                for r in released {
-                    r.destroy();
-                }
+                drop(released);
                 resync_librdmacm();
             });
         match spawned {
@@ -92,7 +92,7 @@ impl Inner {
                 true
             }
             Err(e) => {
-                tracing::warn!(target: "relink_verbs", "no reaper thread ({e}): a lost device's objects are destroyed under the lock");
+                tracing::warn!(target: "relink_verbs", "no reaper thread ({e}): a lost device's objects were destroyed under the lock");
                 false
             }
         }
@@ -109,7 +109,7 @@ impl Inner {
     /// Release everything on a context at once (its device is gone): QPs to
     /// error, CQs drained, every outstanding request flushed exactly once,
     /// and every rdma-core object on it taken out of the tables, returned
-    /// for [`Released::destroy`]. The caller's handles stay, pointing at
+    /// as a [`Released`] that destroys them when dropped. The caller's handles stay, pointing at
     /// nothing. `None` if the context was released already.
     fn release_ctx(&mut self, ctx: u64) -> Option<Released> {
         let c = self.ctxs.get(&ctx)?;
@@ -243,9 +243,7 @@ impl Inner {
     pub(super) fn release_everything(&mut self) {
         let ctxs: Vec<u64> = self.ctxs.keys().copied().collect();
         for c in ctxs {
-            if let Some(r) = self.release_ctx(c) {
-                r.destroy();
-            }
+            drop(self.release_ctx(c));
         }
         let ids: Vec<u64> = self.cms.keys().copied().collect();
         for h in ids {
@@ -285,7 +283,7 @@ impl Inner {
 
 /// The rdma-core objects of a released context, out of the provider's
 /// tables: nothing else refers to them, so they are destroyed without the
-/// lock, on whichever thread holds this.
+/// lock, on whichever thread drops this.
 pub(super) struct Released {
     device: DeviceId,
     mws: Vec<Ptr<sys::ibv_mw>>,
@@ -298,43 +296,39 @@ pub(super) struct Released {
     ctx: Ptr<sys::ibv_context>,
 }
 
-impl Released {
-    /// Destroy everything in dependency order and close the context;
-    /// errors are logged (EIO: already released with the device).
-    pub(super) fn destroy(self) {
+/// Destroy each of `objs` with `call` (named `what` in the log); errors
+/// are logged (EIO: already released with the device).
+fn destroy_each<T>(
+    what: &str,
+    objs: &mut Vec<Ptr<T>>,
+    call: unsafe extern "C" fn(*mut T) -> c_int,
+) {
+    for o in objs.drain(..) {
+        // SAFETY: every object of a `Released` is live, out of the
+        // provider's tables and destroyed once, here, after its dependents
+        // (`Released::drop`'s order).
+        log_rc(what, unsafe { call(o.get()) });
+    }
+}
+
+impl Drop for Released {
+    /// Destroy everything in dependency order and close the context.
+    fn drop(&mut self) {
         let t0 = std::time::Instant::now();
         // Windows first: on rxe a bound type 2 window holds a reference on
         // its QP, and `ibv_destroy_qp` waits in the kernel for it (on 6.12
         // about 50 s, then fails with ETIMEDOUT; `rdma link delete` blocks
         // meanwhile). Freeing a window invalidates it and lets go of its QP.
-        for w in self.mws {
-            // SAFETY: a live MW out of the tables, deallocated once (a
-            // bound type 2 window is invalidated with it).
-            log_rc("ibv_dealloc_mw", unsafe { sys::ibv_dealloc_mw(w.get()) });
-        }
-        for q in self.qps {
-            // SAFETY: a live QP out of the tables, destroyed once.
-            log_rc("ibv_destroy_qp", unsafe { sys::ibv_destroy_qp(q.get()) });
-        }
-        for s in self.srqs {
-            // SAFETY: a live SRQ with no QP left, destroyed once.
-            log_rc("ibv_destroy_srq", unsafe { sys::ibv_destroy_srq(s.get()) });
-        }
-        for m in self.mrs {
-            // SAFETY: a live MR with no MW left, deregistered once.
-            log_rc("ibv_dereg_mr", unsafe { sys::ibv_dereg_mr(m.get()) });
-        }
-        for c in self.cqs {
-            // SAFETY: a live CQ with no QP left and every event acked (the
-            // event thread acks under the lock, and the CQ left the tables
-            // under it), destroyed once.
-            log_rc("ibv_destroy_cq", unsafe { sys::ibv_destroy_cq(c.get()) });
-        }
-        for p in self.pds {
-            // SAFETY: a live PD with no child left, deallocated once.
-            log_rc("ibv_dealloc_pd", unsafe { sys::ibv_dealloc_pd(p.get()) });
-        }
-        if let Some(ch) = self.chan {
+        // Then QPs; SRQs with no QP left; MRs with no MW left; CQs with no
+        // QP left and every event acked (the event thread acks under the
+        // lock, and the CQ left the tables under it); PDs with no child.
+        destroy_each("ibv_dealloc_mw", &mut self.mws, sys::ibv_dealloc_mw);
+        destroy_each("ibv_destroy_qp", &mut self.qps, sys::ibv_destroy_qp);
+        destroy_each("ibv_destroy_srq", &mut self.srqs, sys::ibv_destroy_srq);
+        destroy_each("ibv_dereg_mr", &mut self.mrs, sys::ibv_dereg_mr);
+        destroy_each("ibv_destroy_cq", &mut self.cqs, sys::ibv_destroy_cq);
+        destroy_each("ibv_dealloc_pd", &mut self.pds, sys::ibv_dealloc_pd);
+        if let Some(ch) = self.chan.take() {
             // SAFETY: every CQ on the channel was destroyed above; the
             // event thread polls its fd no more once it rebuilt its set
             // (a poll already under way holds its own reference).
@@ -343,7 +337,7 @@ impl Released {
             });
         }
         // SAFETY: every object on the context was destroyed above; the
-        // context is closed once.
+        // context is closed once (a `Released` is dropped once).
         log_rc("ibv_close_device", unsafe {
             sys::ibv_close_device(self.ctx.get())
         });

@@ -402,15 +402,14 @@ fn join_frame(
             Some(Pending::Send { op: None, bytes }) if len + bytes.len() <= frame_max => {
                 let _ = send.write(off + len, bytes);
                 len += bytes.len();
-                let Some(Pending::Send { bytes, .. }) = backlog.pop_front() else {
-                    unreachable!("the front is a control message")
-                };
-                core.recycle(bytes);
-                continue;
             }
             _ => break,
         }
-        backlog.pop_front();
+        // Joined (or completed meanwhile): a control message's bytes go
+        // back to the core.
+        if let Some(Pending::Send { bytes, .. }) = backlog.pop_front() {
+            core.recycle(bytes);
+        }
     }
     len
 }
