@@ -3,11 +3,12 @@
 #
 #   tests/vm/setup.sh [--kernels 6.12,6.1]
 #
-# * apt packages: qemu (TCG), busybox-static, cpio, kmod (depmod/modprobe),
-#   the rdma-core userspace that is copied into the guest, and the rdma-core
-#   development files + libclang that relink-verbs's `rdma` feature builds
-#   against. Installs only what is missing (no apt at all when everything
-#   is there, so a warm machine needs no network).
+# * apt packages: the `vm` group of scripts/deps.sh (qemu (TCG),
+#   busybox-static, cpio, kmod, the rdma-core userspace that is copied into
+#   the guest, and the rdma-core development files + libclang that
+#   relink-verbs's `rdma` feature builds against). Installs only what is
+#   missing (no apt at all when everything is there, so a warm machine
+#   needs no network).
 # * Debian kernel packages with CONFIG_RDMA_RXE=m (the generic amd64
 #   flavour; the -cloud flavour has no rdma_rxe): 6.1 (what
 #   linux-image-amd64 depends on) and 6.12 (the newest
@@ -55,9 +56,8 @@ mkdir -p "$CACHE"
 rm -f "$CACHE/setup-unavailable"
 
 # --- apt packages -------------------------------------------------------------
-PKGS="qemu-system-x86 busybox-static cpio kmod rdma-core ibverbs-providers libibverbs1 librdmacm1
- ibverbs-utils rdmacm-utils perftest iproute2 xz-utils zstd python3
- libibverbs-dev librdmacm-dev pkg-config libclang-dev"
+# the `vm` group of the project's one package list
+PKGS=$("$ROOT/scripts/deps.sh" --list vm) || { echo "setup: scripts/deps.sh --list vm failed" >&2; exit 1; }
 missing=()
 for p in $PKGS; do
   dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed' || missing+=("$p")

@@ -28,7 +28,7 @@
 //!   workloads only (series `rxe-send64`, `rxe-slot` — the 64 B SENDs
 //!   through sessions with 4 KiB receive slots, room for frames of several
 //!   messages —, `rxe-write64k`, `rxe-pingpong8`, `rxe-pingpong4096`).
-//! - `RELINK_TESTKIT_FAIL_ON_SKIP=1`: a skip fails (exit 1).
+//! - `RELINK_FAIL_ON_SKIP=1`: a skip fails (relink-skip).
 //! - `RELINK_LOG`: tracing filter (default `warn`).
 //!
 //! Prints the rows (medians, spread), a table of ratios, a table of round
@@ -37,9 +37,9 @@
 //! `RESULT rxe pingpong8 ...` and `RESULT rxe pingpong4096 ...` line, and
 //! last `RELINK_VM_NOTE: send ratio X (4 KiB slots S), write ratio Y, rtt
 //! p50 ratio 8 B Z, 4 KiB W`; writes
-//! `<target>/relink-bench/rxe.json` when it can. Without the `rdma`
-//! feature, the variables or the devices it prints `SKIPPED: <why>` and
-//! exits 0.
+//! `<target>/relink-bench/rxe.json` when it can. It is built only with the
+//! `rdma` feature; without the variables or the devices it reports
+//! `SKIPPED: <why>` (relink-skip) and exits 0.
 
 use std::io::Write as _;
 use std::net::SocketAddr;
@@ -53,7 +53,7 @@ use relink_bench::{
 };
 use relink_fabric::Provider;
 use relink_testkit::verbs_rig::{fresh_port, VerbsRig};
-use relink_testkit::{Rig, Side, FAIL_ON_SKIP_ENV};
+use relink_testkit::{Rig, Side};
 
 /// The measuring plan: 1 s of warm-up per loop, then 5 interleaved
 /// repetitions of ~1 s each (two workloads, two loops each: ~25 s of
@@ -152,16 +152,14 @@ fn latency_line(l: &Latency, quick: bool) -> String {
     )
 }
 
-/// The loud skip (or, with `RELINK_TESTKIT_FAIL_ON_SKIP=1`, a failure).
+/// The loud skip, through relink-skip (with `RELINK_FAIL_ON_SKIP=1`, a
+/// failure).
 fn skip(why: &str) -> ! {
-    let fail = std::env::var(FAIL_ON_SKIP_ENV).is_ok_and(|v| v == "1");
-    println!("SKIPPED: rxe bench (relink vs raw verbs): {why}");
-    if fail {
-        eprintln!("rxe: failing the skip ({FAIL_ON_SKIP_ENV}=1)");
-        let _ = std::io::stdout().flush();
-        std::process::exit(1);
-    }
     let _ = std::io::stdout().flush();
+    relink_skip::skip_part(
+        "rxe bench (relink vs raw verbs)",
+        &relink_skip::Skip::new(why),
+    );
     std::process::exit(0);
 }
 

@@ -1,10 +1,14 @@
 //! Real NBD clients against the server: nbdinfo, qemu-img, qemu-io, nbdcopy.
-//! A test whose client is not installed prints `SKIPPED:` and returns.
+//! A test whose client is not installed reports the skip through
+//! relink-skip and returns: a `SKIPPED:` line on stderr, counted as skipped
+//! by `scripts/test.sh`, and a failure under `CI=true` (CI's install step
+//! provides every client).
 
 mod common;
 
 use common::{random_file, run, run_ok, tool, Fixture, Spec};
 use relink_nbd::ServerConfig;
+use relink_skip::skip_test;
 
 const MIB: u64 = 1 << 20;
 
@@ -21,11 +25,9 @@ fn two_exports() -> Fixture {
 
 #[test]
 fn nbdinfo_lists_exports_and_reports_size_and_flags() {
-    let Some(nbdinfo) = tool(
-        "nbdinfo_lists_exports_and_reports_size_and_flags",
-        "nbdinfo",
-    ) else {
-        return;
+    let nbdinfo = match tool("nbdinfo") {
+        Ok(path) => path,
+        Err(skip) => return skip_test("nbdinfo_lists_exports_and_reports_size_and_flags", &skip),
     };
     let fx = two_exports();
     let list = run_ok(&nbdinfo, &["--list", "--json", &fx.unix_uri("")]);
@@ -56,8 +58,9 @@ fn nbdinfo_lists_exports_and_reports_size_and_flags() {
 }
 
 fn convert_and_compare(test: &str, via_tcp: bool) {
-    let Some(qemu_img) = tool(test, "qemu-img") else {
-        return;
+    let qemu_img = match tool("qemu-img") {
+        Ok(path) => path,
+        Err(skip) => return skip_test(test, &skip),
     };
     let fx = two_exports();
     let src = random_file(fx.dir.path(), "src.raw", 64 * MIB as usize, 7);
@@ -91,8 +94,9 @@ fn qemu_img_convert_and_compare_over_tcp() {
 
 #[test]
 fn qemu_io_write_read_fua_zero_trim_flush() {
-    let Some(qemu_io) = tool("qemu_io_write_read_fua_zero_trim_flush", "qemu-io") else {
-        return;
+    let qemu_io = match tool("qemu-io") {
+        Ok(path) => path,
+        Err(skip) => return skip_test("qemu_io_write_read_fua_zero_trim_flush", &skip),
     };
     let fx = two_exports();
     let uri = fx.unix_uri("disk");
@@ -134,8 +138,9 @@ fn qemu_io_write_read_fua_zero_trim_flush() {
 
 #[test]
 fn nbdcopy_in_and_out_with_many_requests_in_flight() {
-    let Some(nbdcopy) = tool("nbdcopy_in_and_out_with_many_requests_in_flight", "nbdcopy") else {
-        return;
+    let nbdcopy = match tool("nbdcopy") {
+        Ok(path) => path,
+        Err(skip) => return skip_test("nbdcopy_in_and_out_with_many_requests_in_flight", &skip),
     };
     let fx = two_exports();
     let src = random_file(fx.dir.path(), "src.raw", 64 * MIB as usize, 11);
@@ -182,8 +187,9 @@ fn output_text(out: &std::process::Output) -> String {
 
 #[test]
 fn read_only_export_is_readable_and_refuses_writes() {
-    let Some(qemu_io) = tool("read_only_export_is_readable_and_refuses_writes", "qemu-io") else {
-        return;
+    let qemu_io = match tool("qemu-io") {
+        Ok(path) => path,
+        Err(skip) => return skip_test("read_only_export_is_readable_and_refuses_writes", &skip),
     };
     let fx = two_exports();
     // reads work (qemu opens it read-only: -r)
@@ -232,8 +238,9 @@ fn read_only_export_is_readable_and_refuses_writes() {
 #[test]
 fn block_sizes_show_in_nbdinfo_and_qemu_io_writes_unaligned_by_read_modify_write() {
     let test = "block_sizes_show_in_nbdinfo_and_qemu_io_writes_unaligned_by_read_modify_write";
-    let (Some(nbdinfo), Some(qemu_io)) = (tool(test, "nbdinfo"), tool(test, "qemu-io")) else {
-        return;
+    let (nbdinfo, qemu_io) = match tool("nbdinfo").and_then(|n| tool("qemu-io").map(|q| (n, q))) {
+        Ok(paths) => paths,
+        Err(skip) => return skip_test(test, &skip),
     };
     let fx = Fixture::start(&[Spec::sectors("sect", 4 * MIB)], ServerConfig::default());
     let uri = fx.unix_uri("sect");

@@ -36,9 +36,10 @@
 //! port, fault controls (remove, add back, reset, replace a device) and a
 //! [`settle_time`](Rig::settle_time) — how long asynchronous things may
 //! take. A fault the backend cannot do returns [`Skip`]; the case then
-//! prints `SKIPPED: <case> on <kind>: <why>` straight to stderr (visible even
-//! under libtest's output capture) and returns. Set
-//! `RELINK_TESTKIT_FAIL_ON_SKIP=1` to make skips fail instead.
+//! reports `SKIPPED: <case> on <kind>: <why>` through relink-skip (straight
+//! to stderr, visible even under libtest's output capture, and counted as
+//! skipped by `scripts/test.sh`) and returns. Set `RELINK_FAIL_ON_SKIP=1`
+//! to make skips fail instead.
 //!
 //! Each case ([`cases`], listed in [`CASES`]) gets a fresh rig, drives it
 //! only through the `Provider` trait and the rig, panics on a violation,
@@ -92,9 +93,7 @@ pub mod verbs_rig;
 
 pub use harness::Harness;
 pub use pair::{connect_pair, connect_via, End, Pair, PairOpts};
-pub use rig::{
-    fault_applied, report_deviation, report_skip, Quirk, Rig, Side, Skip, FAIL_ON_SKIP_ENV,
-};
+pub use rig::{fault_applied, report_deviation, report_skip, Quirk, Rig, Side, Skip};
 
 /// A named conformance case.
 #[derive(Debug, Clone, Copy)]

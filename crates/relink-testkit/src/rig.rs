@@ -47,47 +47,18 @@ impl fmt::Display for Side {
     }
 }
 
-/// A fault (or feature) the backend cannot provide. A case that gets one
-/// prints a `SKIPPED:` line to the process's stderr (not captured by the
-/// test harness) and returns; it never passes silently.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Skip {
-    /// Why the backend cannot do it, e.g. "real verbs cannot reset a device".
-    pub reason: String,
-}
+/// A fault (or feature) the backend cannot provide: relink-skip's [`Skip`].
+/// A case that gets one reports it ([`report_skip`]) and returns; it never
+/// passes silently.
+pub use relink_skip::Skip;
 
-impl Skip {
-    /// A skip with a reason.
-    pub fn new(reason: impl Into<String>) -> Skip {
-        Skip {
-            reason: reason.into(),
-        }
-    }
-}
-
-impl fmt::Display for Skip {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.reason)
-    }
-}
-
-impl std::error::Error for Skip {}
-
-/// Name of the environment variable that turns every skip into a failure
-/// (`RELINK_TESTKIT_FAIL_ON_SKIP=1`), for CI jobs that must run everything.
-pub const FAIL_ON_SKIP_ENV: &str = "RELINK_TESTKIT_FAIL_ON_SKIP";
-
-/// Report that `case` was skipped on `rig`: one `SKIPPED:` line on the
-/// process's stderr, written directly so that libtest's output capture does
-/// not hide it. Panics instead if [`FAIL_ON_SKIP_ENV`] is set to `1`.
+/// Report that `case` was skipped on `rig`, through relink-skip: one
+/// `SKIPPED: <case> on <kind>: <why>` line on the process's stderr (past
+/// libtest's capture) and a record for `scripts/test.sh`; a failure instead
+/// under `RELINK_FAIL_ON_SKIP=1`.
 pub fn report_skip(rig: &dyn Rig, case: &str, skip: &Skip) {
     let kind = rig.host(Side::Initiator).kind();
-    if std::env::var(FAIL_ON_SKIP_ENV).is_ok_and(|v| v == "1") {
-        panic!("{case} on {kind}: would be SKIPPED ({skip}) but {FAIL_ON_SKIP_ENV}=1");
-    }
-    let line = format!("SKIPPED: {case} on {kind}: {skip}\n");
-    // Best effort: a closed stderr must not fail the case.
-    let _ = std::io::stderr().write_all(line.as_bytes());
+    relink_skip::skip_test(&format!("{case} on {kind}"), skip);
     tracing::warn!(target: "relink_testkit", case, kind, reason = %skip, "case skipped");
 }
 

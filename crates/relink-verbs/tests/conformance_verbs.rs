@@ -22,28 +22,23 @@
 //! `--features rdma` on the host and runs it in a qemu guest with the two
 //! variables set to `rxe0@10.10.0.1` and `rxe1@10.10.0.2`.
 //!
-//! Without the feature, the variables or the devices, every case prints
-//! `SKIPPED: <case> on verbs: <why>` to stderr and returns — never a silent
-//! pass; `RELINK_TESTKIT_FAIL_ON_SKIP=1` turns skips into failures.
-
-use std::io::Write as _;
+//! The test is built only with the `rdma` feature. Without the variables
+//! or the devices, every case reports `SKIPPED: <case> on verbs: <why>`
+//! through relink-skip and returns — never a silent pass;
+//! `RELINK_FAIL_ON_SKIP=1` turns skips into failures.
 
 use relink_fabric::PortState;
 use relink_testkit::verbs_rig::VerbsRig;
-use relink_testkit::{Rig, Side, FAIL_ON_SKIP_ENV};
+use relink_testkit::{Rig, Side};
 
-/// Print the loud skip line for the running case (or fail, if skips must
-/// fail).
+/// Report the running case as skipped (or fail, if skips must fail).
 fn skip_case(why: &str) {
     let case = std::thread::current()
         .name()
         .map(|n| n.rsplit("::").next().unwrap_or(n).to_string())
         .filter(|n| n != "main")
         .unwrap_or_else(|| "a conformance case".to_string());
-    if std::env::var(FAIL_ON_SKIP_ENV).is_ok_and(|v| v == "1") {
-        panic!("{case} on verbs: would be SKIPPED ({why}) but {FAIL_ON_SKIP_ENV}=1");
-    }
-    let _ = writeln!(std::io::stderr(), "SKIPPED: {case} on verbs: {why}");
+    relink_skip::skip_test(&format!("{case} on verbs"), &relink_skip::Skip::new(why));
 }
 
 /// The rig, or a loud skip of the calling test.

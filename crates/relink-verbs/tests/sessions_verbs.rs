@@ -46,11 +46,11 @@
 //! ```
 //!
 //! The VM tier (`tests/vm/run.sh`, group `sessions`) sets all of them and
-//! runs one scenario per step. Without the `rdma` feature, devices or
-//! settings, a scenario prints `SKIPPED: <scenario> on verbs: <why>` and
-//! returns — never a silent pass.
+//! runs one scenario per step. The test is built only with the `rdma`
+//! feature; without the devices or settings, a scenario reports `SKIPPED:
+//! <scenario> on verbs: <why>` through relink-skip and returns — never a
+//! silent pass.
 
-use std::io::Write as _;
 use std::net::{IpAddr, SocketAddr};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU16, Ordering};
@@ -80,16 +80,13 @@ const SLOW_POLL: Duration = Duration::from_millis(2);
 static LOCK: Mutex<()> = Mutex::new(());
 static NEXT_PORT: AtomicU16 = AtomicU16::new(0);
 
-/// Print the loud skip line of the running scenario.
+/// Report the running scenario as skipped.
 fn skip(why: &str) {
     let name = std::thread::current()
         .name()
         .map(|n| n.rsplit("::").next().unwrap_or(n).to_string())
         .unwrap_or_else(|| "a scenario".to_string());
-    if std::env::var(relink_testkit::FAIL_ON_SKIP_ENV).is_ok_and(|v| v == "1") {
-        panic!("{name} on verbs: would be SKIPPED ({why})");
-    }
-    let _ = writeln!(std::io::stderr(), "SKIPPED: {name} on verbs: {why}");
+    relink_skip::skip_test(&format!("{name} on verbs"), &relink_skip::Skip::new(why));
 }
 
 /// The settings, or a loud skip of the calling scenario.

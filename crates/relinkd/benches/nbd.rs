@@ -12,7 +12,7 @@
 //!    4 KiB reads at a pseudo-random stride (a step of 7919 blocks modulo
 //!    the image: every read lands on a different, far-away block), both at
 //!    queue depth 16, against the relinkd socket, `nbdkit file` on a Unix
-//!    socket (SKIPPED when nbdkit is missing) and the local file. Ratios
+//!    socket (skipped when nbdkit is missing) and the local file. Ratios
 //!    are relinkd / nbdkit and relinkd / file.
 //! 2. **Stall**: a writer on the relinkd socket (one 4 KiB write at a
 //!    time, each timed) while the target's soft device is reset, then the
@@ -28,8 +28,11 @@
 //! relink-block's, 128 KiB), for a look at how the split size matters.
 //!
 //! Prints a table and `RESULT nbd ...` lines. Needs `qemu-img` (qemu-utils);
-//! without it it prints `SKIPPED` and returns. Run without `--bench` (as
-//! `cargo test --benches` does) it makes a quick run.
+//! without it, and for the nbdkit baseline without `nbdkit`, it reports the
+//! skip through relink-skip (a `SKIPPED (part):` line on stderr, counted
+//! as skipped by `scripts/test.sh`, a failure under `CI=true`, whose
+//! install step provides both) and goes on without that part. Run without
+//! `--bench` (as `cargo test --benches` does) it makes a quick run.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
@@ -137,13 +140,6 @@ fn clk_tck() -> f64 {
         .and_then(|o| String::from_utf8(o.stdout).ok())
         .and_then(|s| s.trim().parse().ok())
         .unwrap_or(100.0)
-}
-
-fn runs(cmd: &str) -> bool {
-    Command::new(cmd)
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success())
 }
 
 fn free_port() -> u16 {
@@ -294,9 +290,8 @@ fn write_file(path: &Path, text: &str) {
 fn main() {
     let quick = std::env::var("RELINK_BENCH_QUICK").is_ok_and(|v| !v.is_empty() && v != "0")
         || !std::env::args().any(|a| a == "--bench");
-    if !runs("qemu-img") {
-        println!("SKIPPED: nbd: qemu-img not runnable (install qemu-utils)");
-        return;
+    if let Err(skip) = relink_skip::find_program("qemu-img", "qemu-utils") {
+        return relink_skip::skip_part("nbd bench", &skip);
     }
     let p = plan(quick);
     let root = std::env::temp_dir().join(format!("relinkd-bench-{}", std::process::id()));
@@ -367,11 +362,18 @@ fn run(p: &Plan, root: &Path, quick: bool) {
     let mut rows: Vec<(String, Option<(f64, f64)>)> = Vec::new();
     let relinkd = throughput(p, &relinkd_url, &["-f", "raw"]);
     rows.push(("relinkd (soft TCP, NBD unix)".into(), Some(relinkd)));
-    let nbdkit = if runs("nbdkit") {
+    let nbdkit = match relink_skip::find_program("nbdkit", "nbdkit") {
+        Ok(nbdkit) => Some(nbdkit),
+        Err(skip) => {
+            relink_skip::skip_part("nbd bench: nbdkit baseline", &skip);
+            None
+        }
+    };
+    let nbdkit = nbdkit.map(|nbdkit| {
         let ksock = root.join("nbdkit.sock");
         let mut kit = Daemon::start(
             "nbdkit",
-            Command::new("nbdkit")
+            Command::new(nbdkit)
                 .args(["-f", "-U"])
                 .arg(&ksock)
                 .arg("file")
@@ -386,11 +388,8 @@ fn run(p: &Plan, root: &Path, quick: bool) {
             thread::sleep(Duration::from_millis(20));
         }
         let url = format!("nbd+unix:///?socket={}", ksock.display());
-        Some(throughput(p, &url, &["-f", "raw"]))
-    } else {
-        println!("SKIPPED: nbdkit baseline: nbdkit not runnable (apt-get install nbdkit)");
-        None
-    };
+        throughput(p, &url, &["-f", "raw"])
+    });
     rows.push(("nbdkit file (NBD unix)".into(), nbdkit));
     let file = throughput(p, baseline.to_str().unwrap(), &["-f", "raw"]);
     rows.push(("local file".into(), Some(file)));

@@ -5,8 +5,13 @@
 //! `relink` CLI where a second user is needed) while `qemu-io` reads and
 //! writes through the initiator's NBD socket.
 //!
-//! Needs `qemu-io` (qemu-utils) for the I/O tests; without it they print
-//! `SKIPPED: ...` and return.
+//! Needs `qemu-io` (qemu-utils) for the I/O tests; without it they report
+//! the skip through relink-skip and return. The check of another user's
+//! client needs root, `setpriv` (util-linux) and the `relink` CLI built
+//! next to relinkd; without them that part alone is skipped. A skip shows
+//! as a `SKIPPED:` line on stderr, counts as skipped in `scripts/test.sh`,
+//! and fails under `CI=true` when what is missing is something CI's
+//! install step provides (qemu-utils, util-linux, the relink CLI).
 
 mod common;
 
@@ -18,6 +23,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::{call, free_port, qemu_io, raw, status, tool, wait_for, Daemon, Root, STEP};
+use relink_skip::{skip_part, skip_test, Skip};
 use relink_soft::Registry;
 use relinkd::control::protocol::{
     self, AckResult, Command as Ctl, DrainResult, ErrorKind, Limit, MetricsResult, Never,
@@ -228,10 +234,10 @@ fn the_control_socket_answers_refuses_clearly_and_shows_a_recovery() {
     assert_eq!(e.kind, ErrorKind::NotFound);
 
     // Another user.
-    match (common::relink_bin(), rustix_uid_is_root()) {
-        (Some(relink), true) => {
+    match other_user_client() {
+        Ok((relink, setpriv)) => {
             let other = |h: &Hosts| {
-                Command::new("setpriv")
+                Command::new(&setpriv)
                     .args(["--reuid", "65534", "--regid", "65534", "--clear-groups"])
                     .arg(&relink)
                     .arg("status")
@@ -262,8 +268,11 @@ fn the_control_socket_answers_refuses_clearly_and_shows_a_recovery() {
             );
             std::fs::set_permissions(&h.ctl, std::fs::Permissions::from_mode(0o600)).unwrap();
         }
-        (None, _) => println!("SKIPPED: another user's client: no relink binary next to relinkd"),
-        (_, false) => println!("SKIPPED: another user's client: not running as root"),
+        Err(skip) => skip_part(
+            "the_control_socket_answers_refuses_clearly_and_shows_a_recovery: \
+             another user's client",
+            &skip,
+        ),
     }
 
     // A reset of the target's device: status and metrics show the
@@ -310,6 +319,17 @@ fn the_control_socket_answers_refuses_clearly_and_shows_a_recovery() {
     h.stop();
 }
 
+/// The `relink` CLI and `setpriv` for a client run as another user, or
+/// why that cannot be done here.
+fn other_user_client() -> Result<(PathBuf, PathBuf), Skip> {
+    let relink = common::relink_bin()?;
+    let setpriv = relink_skip::find_program("setpriv", "util-linux")?;
+    if !rustix_uid_is_root() {
+        return Err(Skip::new("not running as root (setpriv --reuid needs it)"));
+    }
+    Ok((relink, setpriv))
+}
+
 fn rustix_uid_is_root() -> bool {
     use std::os::unix::fs::MetadataExt;
     std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
@@ -317,9 +337,8 @@ fn rustix_uid_is_root() -> bool {
 
 #[test]
 fn disconnect_fails_io_waiting_in_recovery_at_once() {
-    if let Err(why) = tool("qemu-io") {
-        println!("SKIPPED: disconnect_fails_io_waiting_in_recovery_at_once: {why}");
-        return;
+    if let Err(skip) = tool("qemu-io") {
+        return skip_test("disconnect_fails_io_waiting_in_recovery_at_once", &skip);
     }
     let h = hosts("disconnect", 300, 1);
     run_io(&h, &h.nbd, "disk", &["write -P 0x33 0 64k"]);
@@ -348,9 +367,8 @@ fn disconnect_fails_io_waiting_in_recovery_at_once() {
 
 #[test]
 fn hold_keeps_io_waiting_until_resume() {
-    if let Err(why) = tool("qemu-io") {
-        println!("SKIPPED: hold_keeps_io_waiting_until_resume: {why}");
-        return;
+    if let Err(skip) = tool("qemu-io") {
+        return skip_test("hold_keeps_io_waiting_until_resume", &skip);
     }
     let h = hosts("hold", 300, 1);
     run_io(&h, &h.nbd, "disk", &["write -P 0x5a 0 256k"]);
@@ -390,9 +408,8 @@ fn hold_keeps_io_waiting_until_resume() {
 
 #[test]
 fn give_up_none_during_an_outage_keeps_the_session() {
-    if let Err(why) = tool("qemu-io") {
-        println!("SKIPPED: give_up_none_during_an_outage_keeps_the_session: {why}");
-        return;
+    if let Err(skip) = tool("qemu-io") {
+        return skip_test("give_up_none_during_an_outage_keeps_the_session", &skip);
     }
     let h = hosts("giveup", 6, 1);
     run_io(&h, &h.nbd, "disk", &["write -P 0x77 0 64k"]);
@@ -423,9 +440,8 @@ fn give_up_none_during_an_outage_keeps_the_session() {
 
 #[test]
 fn connect_at_runtime_serves_a_new_socket() {
-    if let Err(why) = tool("qemu-io") {
-        println!("SKIPPED: connect_at_runtime_serves_a_new_socket: {why}");
-        return;
+    if let Err(skip) = tool("qemu-io") {
+        return skip_test("connect_at_runtime_serves_a_new_socket", &skip);
     }
     let mut h = hosts("connect", 300, 1);
     let nbd2 = h.root.0.join("nbd2.sock");
@@ -464,9 +480,11 @@ fn connect_at_runtime_serves_a_new_socket() {
 
 #[test]
 fn drain_moves_the_session_to_the_second_device_without_io_errors() {
-    if let Err(why) = tool("qemu-io") {
-        println!("SKIPPED: drain_moves_the_session_to_the_second_device_without_io_errors: {why}");
-        return;
+    if let Err(skip) = tool("qemu-io") {
+        return skip_test(
+            "drain_moves_the_session_to_the_second_device_without_io_errors",
+            &skip,
+        );
     }
     let h = hosts("drain", 300, 2);
     let devices: protocol::DevicesResult = h.ok(Ctl::Devices {});
@@ -527,9 +545,8 @@ fn drain_moves_the_session_to_the_second_device_without_io_errors() {
 
 #[test]
 fn reload_and_sighup_apply_the_conf_dir() {
-    if let Err(why) = tool("qemu-io") {
-        println!("SKIPPED: reload_and_sighup_apply_the_conf_dir: {why}");
-        return;
+    if let Err(skip) = tool("qemu-io") {
+        return skip_test("reload_and_sighup_apply_the_conf_dir", &skip);
     }
     let mut h = hosts("reload", 300, 1);
     let dir = h.root.0.join("conf.d");

@@ -10,8 +10,10 @@
 //! A second test restarts the target between two copies: the initiator
 //! connects a new session and serves the same volume again.
 //!
-//! Needs `qemu-img` (qemu-utils); without it the test prints
-//! `SKIPPED: ...` and returns.
+//! Needs `qemu-img` (qemu-utils); without it each test reports the skip
+//! through relink-skip and returns: a `SKIPPED:` line on stderr, counted
+//! as skipped by `scripts/test.sh`, and a failure under `CI=true` (CI's
+//! install step provides qemu-utils).
 
 mod common;
 
@@ -21,6 +23,7 @@ use std::process::{Command, Stdio};
 
 use common::images::{compare, convert, empty_volume, finish, random_image, same_prefix};
 use common::{free_port, tool, wait_for, Daemon, Root, STEP};
+use relink_skip::skip_test;
 use relink_soft::Registry;
 
 const SIZE: u64 = 64 << 20;
@@ -91,9 +94,11 @@ fn setup(name: &str, size: u64) -> Setup {
 
 #[test]
 fn qemu_img_writes_through_relinkd_across_device_resets() {
-    if let Err(why) = tool("qemu-img") {
-        println!("SKIPPED: qemu_img_writes_through_relinkd_across_device_resets: {why}");
-        return;
+    if let Err(skip) = tool("qemu-img") {
+        return skip_test(
+            "qemu_img_writes_through_relinkd_across_device_resets",
+            &skip,
+        );
     }
     let Setup {
         root: _root,
@@ -165,9 +170,8 @@ fn qemu_img_writes_through_relinkd_across_device_resets() {
 
 #[test]
 fn the_initiator_reconnects_when_the_target_restarts() {
-    if let Err(why) = tool("qemu-img") {
-        println!("SKIPPED: the_initiator_reconnects_when_the_target_restarts: {why}");
-        return;
+    if let Err(skip) = tool("qemu-img") {
+        return skip_test("the_initiator_reconnects_when_the_target_restarts", &skip);
     }
     const SMALL: u64 = 8 << 20;
     let s = setup("restart", SMALL);

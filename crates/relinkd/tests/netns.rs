@@ -17,8 +17,11 @@
 //!   connects a new session (not a resume) and flushed writes are intact.
 //!
 //! Needs root, `ip` (iproute2), qemu-img and qemu-io (qemu-utils) and the
-//! `relink` CLI built next to relinkd; without them each test prints
-//! `SKIPPED: ...` and returns.
+//! `relink` CLI built next to relinkd; without them each test reports the
+//! skip through relink-skip and returns: a `SKIPPED:` line on stderr,
+//! counted as skipped by `scripts/test.sh`, and a failure under `CI=true`
+//! when what is missing is something CI's install step provides (all of
+//! them but root).
 
 mod common;
 mod netns_hosts;
@@ -32,6 +35,7 @@ use std::time::{Duration, Instant};
 use common::images::{compare, empty_volume, finish, random_image, same_prefix, transcripts};
 use common::{run_bounded, Daemon, STEP};
 use netns_hosts::{control, two_hosts, Host, TwoHosts, I_GUID, PORT, T_GUID};
+use relink_skip::skip_test;
 use relinkd::control::protocol::{Command as Ctl, MetricsResult, StatusResult};
 
 /// Writes a relinkd configuration file.
@@ -125,13 +129,14 @@ fn disturb(host: &Host, what: Disturb, daemon: &mut Daemon, guid: &str, others: 
 fn qemu_img_copies_256_mib_while_either_hosts_device_is_reset_replugged_and_replaced() {
     let started = Instant::now();
     const SIZE: u64 = 256 << 20;
-    let TwoHosts { root, t, i } = match two_hosts("copy") {
-        Ok(h) => h,
-        Err(why) => {
-            println!("SKIPPED: netns copy test: {why}");
-            return;
-        }
-    };
+    let TwoHosts { root, t, i } =
+        match two_hosts("copy") {
+            Ok(h) => h,
+            Err(skip) => return skip_test(
+                "qemu_img_copies_256_mib_while_either_hosts_device_is_reset_replugged_and_replaced",
+                &skip,
+            ),
+        };
     let source = root.0.join("source.img");
     random_image(&source, SIZE, 2026);
     let volume = root.0.join("volume.img");
@@ -329,13 +334,14 @@ fn qemu_img_copies_256_mib_while_either_hosts_device_is_reset_replugged_and_repl
 fn an_outage_past_the_give_up_deadline_fails_io_while_another_volume_keeps_serving() {
     let started = Instant::now();
     const SIZE: u64 = 4 << 20;
-    let TwoHosts { root, t, i } = match two_hosts("giveup") {
-        Ok(h) => h,
-        Err(why) => {
-            println!("SKIPPED: netns give-up test: {why}");
-            return;
-        }
-    };
+    let TwoHosts { root, t, i } =
+        match two_hosts("giveup") {
+            Ok(h) => h,
+            Err(skip) => return skip_test(
+                "an_outage_past_the_give_up_deadline_fails_io_while_another_volume_keeps_serving",
+                &skip,
+            ),
+        };
     // A second target address on host T, owned by a second device that
     // stays up.
     let addr1 = format!("{}.3", t.addr.rsplit_once('.').unwrap().0);
@@ -421,9 +427,11 @@ fn a_target_killed_and_restarted_gets_a_new_session_and_flushed_writes_survive()
     const SIZE: u64 = 8 << 20;
     let TwoHosts { root, t, i } = match two_hosts("kill") {
         Ok(h) => h,
-        Err(why) => {
-            println!("SKIPPED: netns SIGKILL test: {why}");
-            return;
+        Err(skip) => {
+            return skip_test(
+                "a_target_killed_and_restarted_gets_a_new_session_and_flushed_writes_survive",
+                &skip,
+            )
         }
     };
     let volume = root.0.join("volume.img");

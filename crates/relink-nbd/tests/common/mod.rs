@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use relink_nbd::{spawn_file_export, FileStore, Server, ServerConfig};
+use relink_skip::Skip;
 use tempfile::TempDir;
 use tokio::runtime::Runtime;
 
@@ -127,19 +128,15 @@ impl Fixture {
     }
 }
 
-/// The path of `tool` on `PATH`, or a `SKIPPED:` line and `None`.
-pub fn tool(test: &str, tool: &str) -> Option<PathBuf> {
-    let found = std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|p| p.join(tool))
-            .find(|p| p.is_file())
-    });
-    if found.is_none() {
-        println!(
-            "SKIPPED: {test}: `{tool}` is not installed (apt-get install qemu-utils libnbd-bin)"
-        );
-    }
-    found
+/// The path of client `program` on `PATH`, or the [`Skip`] that names it
+/// and the package the install step gets it from.
+pub fn tool(program: &str) -> Result<PathBuf, Skip> {
+    let package = match program {
+        "qemu-img" | "qemu-io" => "qemu-utils",
+        "nbdinfo" | "nbdcopy" => "libnbd-bin",
+        other => panic!("no package known for the client `{other}`"),
+    };
+    relink_skip::find_program(program, package)
 }
 
 /// Runs a command, returning its output (never panics on a non-zero exit).

@@ -13,6 +13,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use relink_proctest::Proc;
+use relink_skip::Skip;
 use relinkd::control::protocol::{self, Response, StatusResult};
 
 pub mod images;
@@ -169,13 +170,14 @@ impl Drop for Root {
     }
 }
 
-/// Why a tool cannot be used, if it cannot.
-pub fn tool(name: &str) -> Result<(), String> {
-    match Command::new(name).arg("--version").output() {
-        Ok(o) if o.status.success() => Ok(()),
-        Ok(o) => Err(format!("{name} --version exited {}", o.status)),
-        Err(e) => Err(format!("{name} not runnable ({e}); install qemu-utils")),
-    }
+/// The path of client `program` (`qemu-img`, `qemu-io`) on `PATH`, or
+/// the [`Skip`] that names it and its package (qemu-utils).
+pub fn tool(program: &str) -> Result<PathBuf, Skip> {
+    let package = match program {
+        "qemu-img" | "qemu-io" => "qemu-utils",
+        other => panic!("no package known for the client `{other}`"),
+    };
+    relink_skip::find_program(program, package)
 }
 
 pub fn free_port(ip: &str) -> u16 {
@@ -229,10 +231,21 @@ pub fn status(sock: &Path) -> StatusResult {
         .expect("status")
 }
 
-/// The `relink` binary next to relinkd (built by a workspace build).
-pub fn relink_bin() -> Option<PathBuf> {
+/// The `relink` binary next to relinkd (built by a workspace build), or
+/// the [`Skip`] for want of it.
+pub fn relink_bin() -> Result<PathBuf, Skip> {
     let p = Path::new(env!("CARGO_BIN_EXE_relinkd")).with_file_name("relink");
-    p.exists().then_some(p)
+    if p.exists() {
+        Ok(p)
+    } else {
+        Err(Skip::missing(
+            "the relink CLI (cargo build -p relink-cli)",
+            format!(
+                "no relink CLI at {} (build it: cargo build -p relink-cli with the same profile)",
+                p.display()
+            ),
+        ))
+    }
 }
 
 /// A `qemu-io` of `commands` on the NBD export `name` at `socket`.

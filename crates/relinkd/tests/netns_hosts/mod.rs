@@ -11,7 +11,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use relinkd::control::protocol::{self, Response};
 
-use crate::common::{Daemon, Root, STEP};
+use relink_skip::Skip;
+
+use crate::common::{relink_bin, tool, Daemon, Root, STEP};
 
 /// The port every export listens on (each namespace has its own).
 pub const PORT: u16 = 7471;
@@ -28,16 +30,19 @@ pub struct Netns {
 }
 
 impl Netns {
-    fn add(name: String) -> Result<Netns, String> {
-        let out = Command::new("ip")
+    /// `ip netns add NAME`, or the [`Skip`]: for want of `ip`, or (of
+    /// the machine's kind) for the refusal of a user who is not root.
+    fn add(name: String) -> Result<Netns, Skip> {
+        let ip = relink_skip::find_program("ip", "iproute2")?;
+        let out = Command::new(ip)
             .args(["netns", "add", &name])
             .output()
-            .map_err(|e| format!("ip not runnable ({e}); install iproute2"))?;
+            .map_err(|e| Skip::new(format!("ip netns add {name} not runnable: {e}")))?;
         if !out.status.success() {
-            return Err(format!(
+            return Err(Skip::new(format!(
                 "ip netns add {name} failed (needs root): {}",
                 String::from_utf8_lossy(&out.stderr).trim()
-            ));
+            )));
         }
         Ok(Netns { name })
     }
@@ -133,34 +138,28 @@ pub struct TwoHosts {
     pub i: Host,
 }
 
-fn runnable(program: &str, arg: &str) -> Result<(), String> {
-    match Command::new(program).arg(arg).output() {
-        Ok(o) if o.status.success() => Ok(()),
-        Ok(o) => Err(format!("{program} {arg} exited {}", o.status)),
-        Err(e) => Err(format!("{program} not runnable ({e})")),
-    }
+/// Why the programs the hosts and their tests need cannot be used here:
+/// `ip` (iproute2), qemu-img and qemu-io (qemu-utils), each a
+/// [`Skip::missing`].
+fn runnable() -> Result<(), Skip> {
+    relink_skip::find_program("ip", "iproute2")?;
+    tool("qemu-img")?;
+    tool("qemu-io")?;
+    Ok(())
 }
 
-/// The two hosts, or why they cannot be made here (no root, no `ip`, no
-/// qemu-img / qemu-io, no `relink` binary next to relinkd's).
-pub fn two_hosts(tag: &str) -> Result<TwoHosts, String> {
+/// The two hosts, or why they cannot be made here: no `ip`, qemu-img,
+/// qemu-io or `relink` binary next to relinkd's ([`Skip::missing`]), or
+/// no root (`ip netns add` refused, [`Skip::new`]).
+pub fn two_hosts(tag: &str) -> Result<TwoHosts, Skip> {
     static NEXT: AtomicU32 = AtomicU32::new(1);
-    runnable("ip", "-V").map_err(|e| format!("{e}; install iproute2"))?;
-    runnable("qemu-img", "--version").map_err(|e| format!("{e}; install qemu-utils"))?;
-    runnable("qemu-io", "--version").map_err(|e| format!("{e}; install qemu-utils"))?;
-    let relinkd = PathBuf::from(env!("CARGO_BIN_EXE_relinkd"));
-    let relink = relinkd.with_file_name("relink");
-    if !relink.exists() {
-        return Err(format!(
-            "no relink CLI at {} (build it: cargo build -p relink-cli with the same profile)",
-            relink.display()
-        ));
-    }
+    runnable()?;
+    let relink = relink_bin()?;
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
     let pid = std::process::id();
     let root = std::env::temp_dir().join(format!("relinkd-netns-{tag}-{pid}"));
     let _ = std::fs::remove_dir_all(&root);
-    std::fs::create_dir_all(&root).map_err(|e| format!("{}: {e}", root.display()))?;
+    std::fs::create_dir_all(&root).map_err(|e| Skip::new(format!("{}: {e}", root.display())))?;
     let root = Root(root);
     let t_ns = Netns::add(format!("relinkd-{pid}-{n}-t"))?;
     let i_ns = Netns::add(format!("relinkd-{pid}-{n}-i"))?;
