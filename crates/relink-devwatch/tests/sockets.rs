@@ -1,14 +1,13 @@
 //! The sockets themselves, on this host's kernel.
 //!
-//! The RDMA netlink cases check the answer the kernel allows: on a kernel
-//! without the RDMA core (no `/sys/class/infiniband`, as on a host without
-//! RDMA) opening must fail as `Unsupported` with its reason — the answer
-//! the watcher's fallback to uevents relies on; on a kernel with it the
-//! socket must open. A kernel with the RDMA core but no RDMA netlink
-//! monitor (before 6.12) cannot show either case's success, and the case
-//! reports a skip through relink-skip (the VM tier expects that skip on
-//! kernel 6.1). A uevent case that cannot run here (not root, no uevents in
-//! this network namespace) reports a skip the same way.
+//! The RDMA netlink cases check the answer this kernel must give: on a
+//! kernel without the RDMA core (no `/sys/class/infiniband`, as on a host
+//! without RDMA) opening fails as `Unsupported` naming `NETLINK_RDMA` — the
+//! answer the watcher's fallback to uevents relies on; with the RDMA core
+//! the device dump succeeds, and the monitor opens, or, on a kernel before
+//! 6.12 (which has none), fails as `Unsupported` saying the monitor is
+//! absent. A uevent case that cannot run here (not root, no uevents in this
+//! network namespace) reports a skip through relink-skip.
 //!
 //! `RELINK_DEVWATCH_EXPECT_BACKEND=rdma-netlink|uevent|rescan` makes
 //! `watcher_picks_a_backend_and_says_which` assert the backend chosen (the
@@ -36,18 +35,37 @@ fn kernel_has_rdma_core() -> bool {
     std::path::Path::new("/sys/class/infiniband").exists()
 }
 
-/// An `Unsupported` answer from RDMA netlink: on a kernel without the
-/// RDMA core it is the right answer and must say so; with the core, the
-/// case cannot show what it exists for and is skipped.
-fn unsupported(case: &str, reason: &str) {
-    if kernel_has_rdma_core() {
-        skip(case, format!("unsupported here: {reason}"));
-    } else {
+/// This kernel's (major, minor) version.
+fn kernel_version() -> (u32, u32) {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").expect("osrelease");
+    let mut parts = release
+        .trim()
+        .split(['.', '-', '+'])
+        .map(|p| p.parse().unwrap_or(0));
+    (parts.next().unwrap_or(0), parts.next().unwrap_or(0))
+}
+
+/// Checks an `Unsupported` answer from RDMA netlink: right on a kernel
+/// without the RDMA core (naming `NETLINK_RDMA`), and for the monitor on a
+/// kernel before 6.12 (naming the absent monitor); wrong otherwise.
+fn unsupported(what: &str, reason: &str, monitor: bool) {
+    let version = kernel_version();
+    if !kernel_has_rdma_core() {
         assert!(
             reason.contains("NETLINK_RDMA is not available"),
-            "a kernel without the RDMA core: the reason names NETLINK_RDMA: {reason}"
+            "{what}: a kernel without the RDMA core: the reason names NETLINK_RDMA: {reason}"
         );
-        println!("no RDMA core in this kernel; {case} says why: {reason}");
+        println!("no RDMA core in this kernel; {what} says why: {reason}");
+    } else if monitor && version < (6, 12) {
+        assert!(
+            reason.contains("no RDMA monitor"),
+            "{what}: kernel {version:?} has the RDMA core but no monitor: {reason}"
+        );
+        println!(
+            "kernel {version:?}: no RDMA netlink monitor before 6.12; {what} says why: {reason}"
+        );
+    } else {
+        panic!("{what}: unsupported on kernel {version:?} with the RDMA core: {reason}");
     }
 }
 
@@ -59,9 +77,7 @@ fn rdma_netlink_monitor_opens_or_says_why_not() {
             assert!(m.set_nonblocking(true).is_ok());
             println!("RDMA netlink monitor opened");
         }
-        Err(OpenError::Unsupported { reason }) => {
-            unsupported("rdma_netlink_monitor_opens", &reason)
-        }
+        Err(OpenError::Unsupported { reason }) => unsupported("the monitor", &reason, true),
         Err(e) => panic!("opening the RDMA netlink monitor failed: {e}"),
     }
 }
@@ -75,7 +91,7 @@ fn rdma_netlink_device_dump_or_says_why_not() {
             }
             println!("RDMA netlink lists {} device(s): {devs:?}", devs.len());
         }
-        Err(OpenError::Unsupported { reason }) => unsupported("rdma_netlink_device_dump", &reason),
+        Err(OpenError::Unsupported { reason }) => unsupported("the device dump", &reason, false),
         Err(e) => panic!("RDMA_NLDEV_CMD_GET dump failed: {e}"),
     }
 }

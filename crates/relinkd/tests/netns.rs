@@ -38,6 +38,11 @@ use netns_hosts::{control, two_hosts, Host, TwoHosts, I_GUID, PORT, T_GUID};
 use relink_skip::skip_test;
 use relinkd::control::protocol::{Command as Ctl, MetricsResult, StatusResult};
 
+/// The two hosts, or `None` after reporting `test` skipped.
+fn hosts_or_skip(tag: &str, test: &str) -> Option<TwoHosts> {
+    two_hosts(tag).map_err(|skip| skip_test(test, &skip)).ok()
+}
+
 /// Writes a relinkd configuration file.
 fn config(path: &Path, soft_dir: &Path, body: &str) {
     let mut f = std::fs::File::create(path).unwrap();
@@ -129,14 +134,12 @@ fn disturb(host: &Host, what: Disturb, daemon: &mut Daemon, guid: &str, others: 
 fn qemu_img_copies_256_mib_while_either_hosts_device_is_reset_replugged_and_replaced() {
     let started = Instant::now();
     const SIZE: u64 = 256 << 20;
-    let TwoHosts { root, t, i } =
-        match two_hosts("copy") {
-            Ok(h) => h,
-            Err(skip) => return skip_test(
-                "qemu_img_copies_256_mib_while_either_hosts_device_is_reset_replugged_and_replaced",
-                &skip,
-            ),
-        };
+    let Some(TwoHosts { root, t, i }) = hosts_or_skip(
+        "copy",
+        "qemu_img_copies_256_mib_while_either_hosts_device_is_reset_replugged_and_replaced",
+    ) else {
+        return;
+    };
     let source = root.0.join("source.img");
     random_image(&source, SIZE, 2026);
     let volume = root.0.join("volume.img");
@@ -334,14 +337,12 @@ fn qemu_img_copies_256_mib_while_either_hosts_device_is_reset_replugged_and_repl
 fn an_outage_past_the_give_up_deadline_fails_io_while_another_volume_keeps_serving() {
     let started = Instant::now();
     const SIZE: u64 = 4 << 20;
-    let TwoHosts { root, t, i } =
-        match two_hosts("giveup") {
-            Ok(h) => h,
-            Err(skip) => return skip_test(
-                "an_outage_past_the_give_up_deadline_fails_io_while_another_volume_keeps_serving",
-                &skip,
-            ),
-        };
+    let Some(TwoHosts { root, t, i }) = hosts_or_skip(
+        "giveup",
+        "an_outage_past_the_give_up_deadline_fails_io_while_another_volume_keeps_serving",
+    ) else {
+        return;
+    };
     // A second target address on host T, owned by a second device that
     // stays up.
     let addr1 = format!("{}.3", t.addr.rsplit_once('.').unwrap().0);
@@ -425,14 +426,11 @@ fn an_outage_past_the_give_up_deadline_fails_io_while_another_volume_keeps_servi
 fn a_target_killed_and_restarted_gets_a_new_session_and_flushed_writes_survive() {
     let started = Instant::now();
     const SIZE: u64 = 8 << 20;
-    let TwoHosts { root, t, i } = match two_hosts("kill") {
-        Ok(h) => h,
-        Err(skip) => {
-            return skip_test(
-                "a_target_killed_and_restarted_gets_a_new_session_and_flushed_writes_survive",
-                &skip,
-            )
-        }
+    let Some(TwoHosts { root, t, i }) = hosts_or_skip(
+        "kill",
+        "a_target_killed_and_restarted_gets_a_new_session_and_flushed_writes_survive",
+    ) else {
+        return;
     };
     let volume = root.0.join("volume.img");
     empty_volume(&volume, SIZE);

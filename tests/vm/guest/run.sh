@@ -265,8 +265,6 @@ fi
 allowed_skip() { # allowed_skip group < line: which SKIPPED: lines are expected here
   l=$(cat)
   case "$1:$EXPECT:$l" in
-    # no RDMA netlink monitor before kernel 6.12
-    devwatch:uevent:"SKIPPED: rdma_netlink_"*|devwatch:rescan:"SKIPPED: rdma_netlink_"*) return 0 ;;
     # Soft-RoCE has no device reset: no IBV_EVENT_DEVICE_FATAL can be injected
     verbs:*:"SKIPPED: reset_"*" on verbs: Soft-RoCE has no device reset"*) return 0 ;;
   esac
@@ -357,7 +355,7 @@ if want verbs; then
 # and replaces the target's by rxe2 on the spare veth2 (address and routes move)
 export RELINK_VERBS_INITIATOR=rxe0@10.10.0.1@veth0 RELINK_VERBS_TARGET=rxe1@10.10.0.2@veth1
 export RELINK_VERBS_SPARE=rxe2@$RELINK_VM_SPARE_NETDEV RELINK_VERBS_ROUTE_TABLES=102,101 RELINK_VERBS_PREFIX=24
-# (not RELINK_TESTKIT_FAIL_ON_SKIP: run_test fails every SKIPPED: line
+# (not RELINK_FAIL_ON_SKIP: run_test fails every SKIPPED: line
 # except those allowed_skip() lists as expected on Soft-RoCE)
 if grep -q '^verbs|' /vm/tests.list 2>/dev/null; then
   run_group_tests verbs

@@ -141,7 +141,7 @@ pub struct TwoHosts {
 /// Why the programs the hosts and their tests need cannot be used here:
 /// `ip` (iproute2), qemu-img and qemu-io (qemu-utils), each a
 /// [`Skip::missing`].
-fn runnable() -> Result<(), Skip> {
+fn find_programs() -> Result<(), Skip> {
     relink_skip::find_program("ip", "iproute2")?;
     tool("qemu-img")?;
     tool("qemu-io")?;
@@ -153,13 +153,13 @@ fn runnable() -> Result<(), Skip> {
 /// no root (`ip netns add` refused, [`Skip::new`]).
 pub fn two_hosts(tag: &str) -> Result<TwoHosts, Skip> {
     static NEXT: AtomicU32 = AtomicU32::new(1);
-    runnable()?;
+    find_programs()?;
     let relink = relink_bin()?;
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
     let pid = std::process::id();
     let root = std::env::temp_dir().join(format!("relinkd-netns-{tag}-{pid}"));
     let _ = std::fs::remove_dir_all(&root);
-    std::fs::create_dir_all(&root).map_err(|e| Skip::new(format!("{}: {e}", root.display())))?;
+    std::fs::create_dir_all(&root).unwrap_or_else(|e| panic!("{}: {e}", root.display()));
     let root = Root(root);
     let t_ns = Netns::add(format!("relinkd-{pid}-{n}-t"))?;
     let i_ns = Netns::add(format!("relinkd-{pid}-{n}-i"))?;
