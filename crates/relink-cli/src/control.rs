@@ -1,18 +1,17 @@
-//! The commands that talk to a running relinkd over its control socket
-//! (`relinkd::control::protocol`): `status`, `devices`, `connect`,
-//! `disconnect`, `policy get|set`, `hold`, `resume`, `drain`, `undrain`,
-//! `events --follow`, `metrics`.
+//! The commands that talk to a running relinkd over its control socket,
+//! with the protocol and the client of the `relinkd-control` crate:
+//! `status`, `devices`, `connect`, `disconnect`, `policy get|set`, `hold`,
+//! `resume`, `drain`, `undrain`, `events --follow`, `metrics`, `reload`.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::net::SocketAddr;
-use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 
 use anyhow::{anyhow, bail};
 use clap::{Args, Subcommand};
-use relinkd::control::protocol::{
-    AckResult, Command, DevicesResult, DrainResult, EventRecord, Limit, MetricsResult, Mode, Never,
-    PolicyResult, RecoveryPhases, ReloadResult, Request, Response, StatusResult,
+use relinkd_control::{
+    AckResult, Client, Command, DevicesResult, DrainResult, EventRecord, Limit, MetricsResult,
+    Mode, Never, PolicyResult, RecoveryPhases, ReloadResult, StatusResult,
 };
 
 /// Where the daemon is and how to print.
@@ -165,77 +164,12 @@ fn socket(opts: &Opts) -> PathBuf {
     opts.socket
         .clone()
         .or_else(|| std::env::var_os("RELINK_CONTROL").map(PathBuf::from))
-        .unwrap_or_else(|| PathBuf::from(relinkd::ControlConfig::DEFAULT_SOCKET))
+        .unwrap_or_else(|| PathBuf::from(relinkd_control::DEFAULT_SOCKET))
 }
 
-/// A connection to the daemon.
-struct Client {
-    path: PathBuf,
-    reader: BufReader<UnixStream>,
-    writer: UnixStream,
-}
-
-impl Client {
-    fn open(opts: &Opts) -> anyhow::Result<Client> {
-        let path = socket(opts);
-        let writer = UnixStream::connect(&path)
-            .map_err(|e| anyhow!("cannot reach relinkd at {}: {e}", path.display()))?;
-        let reader = BufReader::new(writer.try_clone()?);
-        Ok(Client {
-            path,
-            reader,
-            writer,
-        })
-    }
-
-    /// Send `command`. A daemon that refuses the client answers one
-    /// error and closes, maybe before the request is written: that answer
-    /// is what [`Client::next`] reads then.
-    fn send(&mut self, command: Command) -> anyhow::Result<()> {
-        if let Err(e) = self
-            .writer
-            .write_all(Request::new(command).to_line().as_bytes())
-        {
-            // Not an io::Error in the chain: a closed socket is no closed
-            // stdout (which `main` takes for a reader that left).
-            let refused = self.next().ok().flatten();
-            match refused {
-                Some(r) => {
-                    let e = r
-                        .into_result::<serde_json::Value>()
-                        .err()
-                        .map_or_else(|| e.to_string(), |c| c.message);
-                    bail!("{e}");
-                }
-                None => bail!("relinkd at {}: {e}", self.path.display()),
-            }
-        }
-        Ok(())
-    }
-
-    /// The next response line; `None` once the daemon closed.
-    fn next(&mut self) -> anyhow::Result<Option<Response>> {
-        let mut line = String::new();
-        let n = self
-            .reader
-            .read_line(&mut line)
-            .map_err(|e| anyhow!("relinkd at {}: {e}", self.path.display()))?;
-        if n == 0 {
-            return Ok(None);
-        }
-        serde_json::from_str(line.trim_end())
-            .map(Some)
-            .map_err(|e| anyhow!("relinkd answered a line that is not a response: {e}"))
-    }
-
-    /// Send `command` and take its typed result.
-    fn call<T: serde::de::DeserializeOwned>(&mut self, command: Command) -> anyhow::Result<T> {
-        self.send(command)?;
-        let r = self
-            .next()?
-            .ok_or_else(|| anyhow!("relinkd at {} closed the connection", self.path.display()))?;
-        r.into_result::<T>().map_err(|e| anyhow!("{}", e.message))
-    }
+/// A connection to the daemon at the socket `opts` name.
+fn open(opts: &Opts) -> anyhow::Result<Client> {
+    Ok(Client::connect(socket(opts))?)
 }
 
 fn limit(key: &str, v: &str) -> anyhow::Result<Limit> {
@@ -290,14 +224,14 @@ pub fn run(command: ControlCommand, out: &mut dyn Write) -> anyhow::Result<()> {
     use ControlCommand as C;
     match command {
         C::Status { opts } => {
-            let r: StatusResult = Client::open(&opts)?.call(Command::Status {})?;
+            let r: StatusResult = open(&opts)?.call(Command::Status {})?;
             if opts.json {
                 return print_json(out, &r);
             }
             print_status(out, &r)
         }
         C::Devices { opts } => {
-            let r: DevicesResult = Client::open(&opts)?.call(Command::Devices {})?;
+            let r: DevicesResult = open(&opts)?.call(Command::Devices {})?;
             if opts.json {
                 return print_json(out, &r);
             }
@@ -354,7 +288,7 @@ pub fn run(command: ControlCommand, out: &mut dyn Write) -> anyhow::Result<()> {
                     (opts, c)
                 }
             };
-            let r: PolicyResult = Client::open(&opts)?.call(command)?;
+            let r: PolicyResult = open(&opts)?.call(command)?;
             if opts.json {
                 return print_json(out, &r);
             }
@@ -374,7 +308,7 @@ pub fn run(command: ControlCommand, out: &mut dyn Write) -> anyhow::Result<()> {
         C::Hold { opts, name } => ack(out, &opts, Command::Hold { name }),
         C::Resume { opts, name, path } => ack(out, &opts, Command::Resume { name, path }),
         C::Drain { opts, device } => {
-            let r: DrainResult = Client::open(&opts)?.call(Command::Drain { device })?;
+            let r: DrainResult = open(&opts)?.call(Command::Drain { device })?;
             if opts.json {
                 return print_json(out, &r);
             }
@@ -389,10 +323,10 @@ pub fn run(command: ControlCommand, out: &mut dyn Write) -> anyhow::Result<()> {
         }
         C::Undrain { opts, device } => ack(out, &opts, Command::Undrain { device }),
         C::Events { opts, follow } => {
-            let mut c = Client::open(&opts)?;
+            let mut c = open(&opts)?;
             let _: AckResult = c.call(Command::Events { follow })?;
             out.flush()?;
-            while let Some(r) = c.next()? {
+            while let Some(r) = c.next_response()? {
                 let ev: EventRecord = r.into_result().map_err(|e| anyhow!("{}", e.message))?;
                 if opts.json {
                     serde_json::to_writer(&mut *out, &ev)?;
@@ -405,7 +339,7 @@ pub fn run(command: ControlCommand, out: &mut dyn Write) -> anyhow::Result<()> {
             Ok(())
         }
         C::Metrics { opts } => {
-            let r: MetricsResult = Client::open(&opts)?.call(Command::Metrics {})?;
+            let r: MetricsResult = open(&opts)?.call(Command::Metrics {})?;
             if opts.json {
                 return print_json(out, &r);
             }
@@ -413,7 +347,7 @@ pub fn run(command: ControlCommand, out: &mut dyn Write) -> anyhow::Result<()> {
             Ok(())
         }
         C::Reload { opts } => {
-            let r: ReloadResult = Client::open(&opts)?.call(Command::Reload {})?;
+            let r: ReloadResult = open(&opts)?.call(Command::Reload {})?;
             if opts.json {
                 return print_json(out, &r);
             }
@@ -437,7 +371,7 @@ fn list(v: &[String]) -> String {
 }
 
 fn ack(out: &mut dyn Write, opts: &Opts, command: Command) -> anyhow::Result<()> {
-    let r: AckResult = Client::open(opts)?.call(command)?;
+    let r: AckResult = open(opts)?.call(command)?;
     if opts.json {
         return print_json(out, &r);
     }

@@ -13,9 +13,10 @@
 //! - `perf`: a bandwidth test (`ib_send_bw` / `ib_write_bw` style) between a
 //!   server and a client process on the soft TCP fabric.
 //! - `status`, `devices`, `connect`, `disconnect`, `policy get|set`,
-//!   `hold`, `resume`, `drain`, `undrain`, `events --follow`, `metrics`:
-//!   the control of a running relinkd over its control socket (`--socket`,
-//!   `$RELINK_CONTROL`; `--json` for the result as JSON).
+//!   `hold`, `resume`, `drain`, `undrain`, `events --follow`, `metrics`,
+//!   `reload`: the control of a running relinkd over its control socket
+//!   (`--socket`, `$RELINK_CONTROL`; `--json` for the result as JSON),
+//!   with the protocol and client of the `relinkd-control` crate.
 //!
 //! Errors are printed as `relink: error: ...` with their causes, and the
 //! exit status is 1 (2 for usage errors, from clap).

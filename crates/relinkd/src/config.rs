@@ -159,7 +159,7 @@ pub struct ConnectConfig {
 /// optional HTTP listener for Prometheus.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ControlConfig {
-    /// The control socket (default [`ControlConfig::DEFAULT_SOCKET`]).
+    /// The control socket (default [`relinkd_control::DEFAULT_SOCKET`]).
     pub socket: PathBuf,
     /// Whether the file names the socket: a configured socket that cannot
     /// listen stops the daemon; the default one is skipped with a message.
@@ -168,15 +168,10 @@ pub struct ControlConfig {
     pub metrics_listen: Option<SocketAddr>,
 }
 
-impl ControlConfig {
-    /// The control socket's default path.
-    pub const DEFAULT_SOCKET: &'static str = "/run/relinkd/control.sock";
-}
-
 impl Default for ControlConfig {
     fn default() -> ControlConfig {
         ControlConfig {
-            socket: PathBuf::from(ControlConfig::DEFAULT_SOCKET),
+            socket: PathBuf::from(relinkd_control::DEFAULT_SOCKET),
             configured: false,
             metrics_listen: None,
         }

@@ -32,12 +32,13 @@
 //! A running daemon is driven over its control socket (`[control]
 //! socket`, default `/run/relinkd/control.sock`, mode 0600; only the
 //! daemon's uid and root are served): newline-delimited JSON requests
-//! ([`control::protocol`]) for `status`, `devices`, `connect`,
-//! `disconnect`, `policy_get` / `policy_set`, `hold`, `resume`, `drain`,
-//! `undrain`, `events` (a stream) and `metrics` (Prometheus text, also
-//! over HTTP with `[control] metrics_listen`). The `relink` CLI speaks
-//! it. Connections are added and removed by name while the daemon runs,
-//! exports too ([`DaemonHandle::add_export`],
+//! ([`control::protocol`], the `relinkd-control` crate) for `status`,
+//! `devices`, `connect`, `disconnect`, `policy_get` / `policy_set`,
+//! `hold`, `resume`, `drain`, `undrain`, `events` (a stream), `metrics`
+//! (Prometheus text, also over HTTP with `[control] metrics_listen`) and
+//! `reload`. The `relink` CLI speaks it through that crate's client,
+//! without depending on the daemon. Connections are added and removed by
+//! name while the daemon runs, exports too ([`DaemonHandle::add_export`],
 //! [`DaemonHandle::remove_export`]).
 //!
 //! Under a service manager (`$NOTIFY_SOCKET`, systemd's `Type=notify`)
