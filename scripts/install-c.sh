@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # Build librelink (the C API, crates/relink-c) and install it into PREFIX:
 #   PREFIX/lib/librelink.so, PREFIX/lib/librelink.a,
-#   PREFIX/include/relink.h, PREFIX/lib/pkgconfig/relink.pc
+#   PREFIX/include/relink.h         the API
+#   PREFIX/include/relink_soft.h    the soft fabric's fault hooks (tests, demos;
+#                                   librelink's default `soft` feature)
+#   PREFIX/lib/pkgconfig/relink.pc  -I PREFIX/include finds both headers
 # Then: cc prog.c $(PKG_CONFIG_PATH=PREFIX/lib/pkgconfig pkg-config --cflags --libs relink)
 #
-#   scripts/install-c.sh PREFIX            the soft fabric (in-process and TCP)
+#   scripts/install-c.sh PREFIX            the soft fabric (in-process and TCP),
+#                                          its fault hooks included
 #   scripts/install-c.sh PREFIX --verbs    and the rdma-core provider
 #                                          (needs libibverbs-dev, librdmacm-dev)
 set -euo pipefail
@@ -29,7 +33,8 @@ mkdir -p "$prefix/lib/pkgconfig" "$prefix/include"
 prefix=$(cd "$prefix" && pwd)
 install -m 0644 "$target/release/librelink.a" "$prefix/lib/"
 install -m 0755 "$target/release/librelink.so" "$prefix/lib/"
-install -m 0644 "$repo/crates/relink-c/include/relink.h" "$prefix/include/"
+install -m 0644 "$repo/crates/relink-c/include/relink.h" \
+    "$repo/crates/relink-c/include/relink_soft.h" "$prefix/include/"
 sed -e "s|@PREFIX@|$prefix|" -e "s|@VERSION@|$version|" -e "s|@PRIVATE@|$private|" \
     "$repo/crates/relink-c/relink.pc.in" > "$prefix/lib/pkgconfig/relink.pc"
 echo "installed librelink $version into $prefix"

@@ -11,6 +11,12 @@
  * Build (librelink installed, or see `examples/c/README.md`):
  *     cc -o ping_pong ping_pong.c $(pkg-config --cflags --libs relink)
  *
+ * It includes relink.h, the API, and relink_soft.h, the soft fabric's
+ * fault hooks, with which the inproc and tcp modes reset and replace their
+ * own devices (librelink has them unless built without its default `soft`
+ * feature). The verbs mode calls no hook: on RDMA devices, faults come
+ * from outside.
+ *
  * Run:
  *     ping_pong inproc ROUNDS
  *         both nodes in this process on the in-process soft fabric; the
@@ -33,6 +39,8 @@
  * client closed the session after answering everything.
  */
 #include <relink.h>
+/* relink_soft_fabric_fault and relink_soft_device, for the soft modes. */
+#include <relink_soft.h>
 
 #include <inttypes.h>
 #include <stdio.h>

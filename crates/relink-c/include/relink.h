@@ -9,6 +9,14 @@
  * relink_*_new* call are owned by the caller and freed with the matching
  * relink_*_free; every other pointer is borrowed for the call only. A node
  * and what is made with it are used by one thread at a time.
+ *
+ * Sections, in order: status and errors (every call returns a status);
+ * nodes; the embedded soft fabric's nodes and devices; session options;
+ * sessions; shared receive queues; regions; operations; outputs (events,
+ * completions, deliveries); the recovery policy; recovery control.
+ * Injecting faults into the soft fabric (resetting, unplugging, replacing
+ * a device) is not here: relink_soft.h declares those hooks, for tests
+ * and demonstrations.
  */
 
 #ifndef RELINK_H
@@ -17,21 +25,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
-// Local write access (needed for a region that receives READ data or an
-// atomic's old value).
-#define RELINK_ACCESS_LOCAL_WRITE 1
+#ifdef __cplusplus
+extern "C" {
+#endif  // __cplusplus
 
-// The peer may RDMA WRITE into the region.
-#define RELINK_ACCESS_REMOTE_WRITE (1 << 1)
-
-// The peer may RDMA READ the region.
-#define RELINK_ACCESS_REMOTE_READ (1 << 2)
-
-// The peer may run atomics on the region.
-#define RELINK_ACCESS_REMOTE_ATOMIC (1 << 3)
-
-// The most bytes of connect data (`relink_options_set_connect_data`).
-#define RELINK_MAX_CONNECT_DATA 33
+// --------------------------------------------------------------------------
+// Status and errors: every function returns a `relink_status` (the
+// `*_free` functions return nothing); after an error, `relink_last_error`
+// says what went wrong in one line.
+// --------------------------------------------------------------------------
 
 // What a call did. Every function of the API returns one; `RELINK_OK`
 // and `RELINK_EMPTY` are not errors, every negative value is, and
@@ -72,375 +74,29 @@ typedef enum {
   RELINK_ERR_INTERNAL = -100,
 } relink_status;
 
-// How an operation ended.
-typedef enum {
-  // Done: the message was delivered to the peer's node, the one-sided
-  // operation executed and was acknowledged.
-  RELINK_OUTCOME_SUCCESS = 0,
-  // Not done; `error` says why.
-  RELINK_OUTCOME_FAILED = 1,
-  // An atomic whose effect cannot be known: it was in flight when the
-  // device was lost and is not replayed (it is not idempotent). Check
-  // the peer's memory, or let the policy replay atomics.
-  RELINK_OUTCOME_INDETERMINATE = 2,
-} relink_outcome;
+// The message of the last call on this thread that returned an error (a
+// negative status); an empty string if none did. The pointer stays valid
+// until the next call into librelink on this thread; copy it to keep it.
+const char *relink_last_error(void);
 
-// Why an operation failed.
-typedef enum {
-  // It did not fail.
-  RELINK_OP_NONE = 0,
-  // The give-up deadline passed without a resume.
-  RELINK_OP_GAVE_UP = 1,
-  // The fast-fail timeout passed while recovering (recovery goes on).
-  RELINK_OP_FAST_FAIL = 2,
-  // The peer lost its state (it restarted): nothing is replayed into it.
-  RELINK_OP_PEER_LOST = 3,
-  // The session was closed.
-  RELINK_OP_DISCONNECTED = 4,
-  // The peer refused the operation (a bad token, no access): not retried.
-  RELINK_OP_REMOTE = 5,
-  // A reason this header does not know (a newer librelink).
-  RELINK_OP_OTHER = 99,
-} relink_op_error;
+// The name of a status (`"RELINK_ERR_ARGUMENT"`, ...), a static string; an
+// unknown value gives `"RELINK_UNKNOWN_STATUS"`.
+const char *relink_status_name(int32_t status);
 
-// What happened to a session.
-typedef enum {
-  // It moved from `from` to `to`.
-  RELINK_EVENT_TRANSITION = 1,
-  // Its transport was lost (a device reset or removed, a port down, a
-  // completion error, the peer silent); recovery starts.
-  RELINK_EVENT_DEVICE_LOST = 2,
-  // Reconnection attempt number `attempt` started.
-  RELINK_EVENT_RECOVERING = 3,
-  // Traffic flows again after `downtime_ns`; `replayed` operations were
-  // posted again.
-  RELINK_EVENT_RESUMED = 4,
-  // The give-up deadline passed; its operations failed.
-  RELINK_EVENT_GAVE_UP = 5,
-  // The peer refused an attempt; `retrying` says whether it tries again.
-  RELINK_EVENT_REFUSED = 6,
-  // The peer lost its state or refused for good; the session failed.
-  RELINK_EVENT_PEER_LOST = 7,
-  // The session was closed (by this side, or the peer said goodbye).
-  RELINK_EVENT_DISCONNECTED = 8,
-  // Connection attempt number `attempt` failed (`text` says why); the
-  // policy retries until its deadline.
-  RELINK_EVENT_ATTEMPT_FAILED = 9,
-  // Manual recovery: the transport was lost and the session waits for
-  // the application (`relink_resume`, `relink_close`); `attempt` is the
-  // number of paths a present device can carry now, `text` names them.
-  RELINK_EVENT_AWAITING_DECISION = 10,
-  // A planned outage begins (`relink_suspend`, `relink_drain`, or the
-  // peer's): nothing new is posted until the session is suspended or
-  // moved; `text` says which.
-  RELINK_EVENT_QUIESCING = 11,
-  // The session is suspended (`RELINK_STATE_SUSPENDED`) until the
-  // initiator resumes it (`relink_resume`).
-  RELINK_EVENT_SUSPENDED = 12,
-  // A drain found no other present path: the session stays on the
-  // drained device.
-  RELINK_EVENT_DRAIN_BLOCKED = 13,
-  // An event this header does not name; `text` describes it.
-  RELINK_EVENT_OTHER = 99,
-} relink_event_kind;
-
-// A session's state.
-typedef enum {
-  // Created, not yet connecting.
-  RELINK_STATE_IDLE = 0,
-  // First connection under way.
-  RELINK_STATE_CONNECTING = 1,
-  // Connected; operations flow.
-  RELINK_STATE_ESTABLISHED = 2,
-  // The transport is down; waiting for a device and the backoff.
-  RELINK_STATE_RECOVERING = 3,
-  // A reconnection attempt is under way.
-  RELINK_STATE_RECONNECTING = 4,
-  // Reconnected; re-advertising buffers and replaying.
-  RELINK_STATE_RESYNCING = 5,
-  // Ended: gave up, the peer lost its state, or refused for good.
-  RELINK_STATE_FAILED = 6,
-  // Ended: closed by the application or an administrator.
-  RELINK_STATE_CLOSED = 7,
-  // Suspended (`relink_suspend`) until the initiator resumes it.
-  RELINK_STATE_SUSPENDED = 8,
-  // A state this header does not know (a newer librelink).
-  RELINK_STATE_OTHER = 99,
-} relink_state;
-
-// What `relink_poll_output` took.
-typedef enum {
-  // A listener accepted a session: `accepted`.
-  RELINK_OUTPUT_ACCEPTED = 1,
-  // An event of `session`: `event`.
-  RELINK_OUTPUT_EVENT = 2,
-  // A completion of `session`: `completion`.
-  RELINK_OUTPUT_COMPLETION = 3,
-  // A message delivered on `session`: `len` bytes in the caller's
-  // buffer, sequence number `seq`.
-  RELINK_OUTPUT_DELIVERY = 4,
-  // An output this header does not name (a newer librelink).
-  RELINK_OUTPUT_OTHER = 99,
-} relink_output_kind;
-
-// A fault injected into a soft device of an in-process fabric.
-typedef enum {
-  // The device resets: everything on it is lost, it comes back at once
-  // with its GUID.
-  RELINK_FAULT_RESET = 0,
-  // The device is unplugged.
-  RELINK_FAULT_REMOVE = 1,
-  // A device unplugged before is plugged in again.
-  RELINK_FAULT_READD = 2,
-  // The device is replaced: a new GUID, the same address.
-  RELINK_FAULT_REPLACE = 3,
-} relink_soft_fault;
-
-// What `relink_soft_device` does to a device.
-typedef enum {
-  // Reset: every process using it loses everything on it; it comes back
-  // at once with its GUID.
-  RELINK_DEVICE_RESET = 0,
-  // Unplug it (add it again with `relink_soft_device_add`).
-  RELINK_DEVICE_REMOVE = 1,
-  // Replace it: a new GUID, the same address.
-  RELINK_DEVICE_REPLACE = 2,
-} relink_soft_device_op;
-
-// Which device may carry a session after a loss.
-typedef enum {
-  // Any device reaching the peer's address: the same one back, or a
-  // replacement with the same address (the default).
-  RELINK_MATCH_ANY = 0,
-  // Only a device with the GUID of the one first used.
-  RELINK_MATCH_SAME_GUID = 1,
-} relink_device_match;
-
-// One of a session's counters, for [`relink_session_counter`]: every
-// counter the library keeps, the ones of `relink_counters` and those
-// added since (new ones take new numbers; a number keeps its meaning).
-typedef enum {
-  // Transport losses.
-  RELINK_COUNTER_LOSSES = 0,
-  // Connection attempts, the first connect's included (an initiator's;
-  // a target's stays 0).
-  RELINK_COUNTER_ATTEMPTS = 1,
-  // Outages that ended with the session established again.
-  RELINK_COUNTER_RESUMES = 2,
-  // Operations posted again after a loss, over every resume.
-  RELINK_COUNTER_REPLAYED = 3,
-  // Duplicate messages the receiver dropped.
-  RELINK_COUNTER_DEDUPLICATED = 4,
-  // Total time without a transport, in nanoseconds.
-  RELINK_COUNTER_DOWNTIME_NS = 5,
-  // Messages delivered to the application.
-  RELINK_COUNTER_DELIVERED = 6,
-  // Planned outages taken (drains, suspends): not losses.
-  RELINK_COUNTER_PLANNED = 7,
-  // Region advertisements sent (each region, once per connection).
-  RELINK_COUNTER_ADVERTS_SENT = 8,
-  // Messages received behind another in one SEND (a frame: messages
-  // queued together share a SEND while the receive slot has room).
-  RELINK_COUNTER_PACKED = 9,
-  // Operations completed (each once, whatever its outcome).
-  RELINK_COUNTER_COMPLETED = 10,
-  // Standby connections established (`relink_options_set_standby`).
-  RELINK_COUNTER_STANDBYS = 11,
-  // Losses that switched to the standby, with no connection attempt
-  // (each also counted in the losses and resumes).
-  RELINK_COUNTER_FAILOVERS = 12,
-  // Standbys torn down because no keepalive was heard on them for two
-  // keepalive periods.
-  RELINK_COUNTER_STANDBYS_SILENT = 13,
-  // Keepalives (probes and replies) sent on standby connections.
-  RELINK_COUNTER_STANDBY_KEEPALIVES_SENT = 14,
-  // Keepalives (probes and replies) received on standby connections.
-  RELINK_COUNTER_STANDBY_KEEPALIVES_RECEIVED = 15,
-} relink_counter;
+// --------------------------------------------------------------------------
+// Nodes: a node holds sessions and listeners on one provider. It is made
+// on the TCP soft fabric (`relink_node_new_tcp`), on rdma-core
+// (`relink_node_new_verbs`) or on the in-process soft fabric
+// (`relink_node_new_soft`, in the next section); it makes progress only
+// in `relink_poll` and `relink_wait` (or in the program's own loop on
+// `relink_event_fd` and `relink_next_deadline_ms`); `relink_node_free`
+// ends it.
+// --------------------------------------------------------------------------
 
 // A relink node: sessions and listeners on one provider, driven by
 // `relink_poll` / `relink_wait` from one thread at a time. Made by a
 // `relink_node_new_*` call, freed by `relink_node_free`.
 typedef struct relink_node relink_node;
-
-// How a session is built: its recovery policy, its queues, its regions.
-// Made by `relink_options_new` with relink's defaults (give up 600 s after
-// a loss, keepalive 5 s, 64 receive slots, messages up to 4096 bytes);
-// freed by `relink_options_free`. `relink_connect` and `relink_listen`
-// copy it: it may be freed or changed after the call.
-typedef struct relink_options relink_options;
-
-// An in-process soft fabric: hosts, their devices and the faults injected
-// into them, all in this process, on a virtual clock that moves while a
-// node of it waits. For tests and simulations of several nodes in one
-// process. Made by `relink_soft_fabric_new`, freed by
-// `relink_soft_fabric_free` (after or before its nodes: a node keeps what
-// it needs alive).
-typedef struct relink_soft_fabric relink_soft_fabric;
-
-// A session of a node: a number the node never reuses (also after the
-// session ended and was reaped).
-typedef uint64_t relink_session;
-
-// An operation a session accepted: it completes exactly once
-// (`relink_poll_completion`), also across recoveries.
-typedef uint64_t relink_op;
-
-// A stable name for a byte of the peer's memory: its region (by the id
-// both sides agreed on) and an offset. Tokens stay valid across every
-// recovery: relink translates them to the peer's current address and key
-// when it posts. Send them to the peer in messages as the application's
-// protocol likes.
-typedef struct {
-  // The peer's region.
-  uint32_t region;
-  // Offset into it.
-  uint64_t offset;
-} relink_token;
-
-// The one completion of an operation.
-typedef struct {
-  // The operation, as its submit call returned it.
-  relink_op op;
-  // How it ended.
-  relink_outcome outcome;
-  // Why it failed (`RELINK_OP_NONE` unless `outcome` is FAILED).
-  relink_op_error error;
-  // Whether it was posted on more than one transport (replayed after a
-  // loss) before it succeeded.
-  int32_t replayed;
-} relink_completion;
-
-// An event of a session. Fields that do not apply to its kind are zero.
-typedef struct {
-  // What happened.
-  relink_event_kind kind;
-  // TRANSITION: the state left.
-  relink_state from;
-  // TRANSITION: the state entered.
-  relink_state to;
-  // RECOVERING, ATTEMPT_FAILED: the attempt's number (from 1).
-  uint32_t attempt;
-  // RESUMED: the time without a transport, in nanoseconds.
-  uint64_t downtime_ns;
-  // RESUMED: operations posted again.
-  uint64_t replayed;
-  // REFUSED: whether the session tries again.
-  int32_t retrying;
-  // The event in words, NUL-terminated (cut to fit).
-  char text[128];
-} relink_event;
-
-// A listener of a node: a number the node never reuses.
-typedef uint64_t relink_listener;
-
-// A session a listener accepted.
-typedef struct {
-  // The new session.
-  relink_session session;
-  // The listener it came to.
-  relink_listener listener;
-  // The initiator's address, `"ip:port"`, NUL-terminated.
-  char peer[64];
-  // The local address it was sent to, `"ip:port"`, NUL-terminated.
-  char local[64];
-  // The initiator application's connect data
-  // (`relink_options_set_connect_data`): its first `connect_data_len`
-  // bytes.
-  uint8_t connect_data[RELINK_MAX_CONNECT_DATA];
-  // How many bytes of `connect_data` there are.
-  uintptr_t connect_data_len;
-} relink_accepted;
-
-// One output of a node, from any session. Only the member its `kind`
-// names is filled.
-typedef struct {
-  // Which output it is.
-  relink_output_kind kind;
-  // The session it is of (the new session for ACCEPTED).
-  relink_session session;
-  // ACCEPTED: the session and where it came from.
-  relink_accepted accepted;
-  // EVENT: what happened.
-  relink_event event;
-  // COMPLETION: the operation and how it ended.
-  relink_completion completion;
-  // DELIVERY: the message's sequence number (from 1, per session).
-  uint64_t seq;
-  // DELIVERY: the message's length (copied into the caller's buffer);
-  // with `RELINK_ERR_TRUNCATED`, the length the buffer needs.
-  uintptr_t len;
-} relink_output;
-
-// A session's counters.
-typedef struct {
-  // Transport losses.
-  uint64_t losses;
-  // Connection attempts, the first connect's included.
-  uint64_t attempts;
-  // Outages that ended with the session established again.
-  uint64_t resumes;
-  // Operations posted again after a loss, over every resume.
-  uint64_t replayed;
-  // Duplicate messages the receiver dropped.
-  uint64_t deduplicated;
-  // Total time without a transport, in nanoseconds.
-  uint64_t downtime_ns;
-  // Messages delivered to the application.
-  uint64_t delivered;
-  // Planned outages taken (drains, suspends): not losses.
-  uint64_t planned;
-} relink_counters;
-
-// A shared receive queue of a node (`relink_shared_receive_new`).
-typedef uint64_t relink_shared_receive;
-
-#ifdef __cplusplus
-extern "C" {
-#endif // __cplusplus
-
-// Make an in-process soft fabric whose random choices all come from
-// `seed`; store it in `*out` (free it with `relink_soft_fabric_free`).
-//
-// # Safety
-// `out` is valid for a write of a pointer.
-relink_status relink_soft_fabric_new(uint64_t seed, relink_soft_fabric **out);
-
-// Free a fabric made by `relink_soft_fabric_new`; NULL is ignored. Its
-// nodes go on working.
-//
-// # Safety
-// `fabric` is NULL or a live fabric, not used again after the call.
-void relink_soft_fabric_free(relink_soft_fabric *fabric);
-
-// Add a device `device` owning `cidr` (e.g. `"10.0.0.1/24"`) to the host
-// `host` of the fabric (the host is made by its first device).
-//
-// # Safety
-// `fabric` is a live fabric; `host`, `device` and `cidr` are
-// NUL-terminated strings.
-relink_status relink_soft_fabric_add_device(relink_soft_fabric *fabric,
-                                            const char *host,
-                                            const char *device,
-                                            const char *cidr);
-
-// Inject `fault` (a `relink_soft_fault`) into device `device` of host `host`.
-//
-// # Safety
-// `fabric` is a live fabric; `host` and `device` are NUL-terminated
-// strings.
-relink_status relink_soft_fabric_fault(relink_soft_fabric *fabric,
-                                       const char *host,
-                                       const char *device,
-                                       int32_t fault);
-
-// Make a node on host `host` of an in-process fabric (the host is made if
-// it has no device yet); store it in `*out`.
-//
-// # Safety
-// `fabric` is a live fabric; `host` a NUL-terminated string; `out` valid
-// for a write of a pointer.
-relink_status relink_node_new_soft(relink_soft_fabric *fabric, const char *host, relink_node **out);
 
 // Make a node on the TCP soft fabric: the soft devices of the directory
 // `dir` (NULL: `$RELINK_SOFT_DIR`, else the per-user runtime directory),
@@ -510,99 +166,86 @@ relink_status relink_next_deadline_ms(relink_node *node, int64_t *ms);
 // `node` is a live node; `ns` valid for a write.
 relink_status relink_now_ns(relink_node *node, uint64_t *ns);
 
-// Send `len` bytes from `buf` as one message (copied; `buf` may be reused
-// at once). It is delivered exactly once and in order; its completion
-// says the peer's node has it. `*op` (if not NULL) gets its id.
-//
-// # Safety
-// `node` is a live node; `buf` valid for reads of `len` bytes (NULL only
-// if `len` is 0); `op` NULL or valid for a write.
-relink_status relink_send(relink_node *node,
-                          relink_session session,
-                          const void *buf,
-                          uintptr_t len,
-                          relink_op *op);
+// --------------------------------------------------------------------------
+// The embedded soft fabric: relink's software RC fabric, the default
+// provider, which needs no RDMA hardware. In one process, a
+// `relink_soft_fabric` holds hosts and their devices on a virtual clock,
+// and `relink_node_new_soft` makes a node on one of its hosts; across
+// processes, the TCP soft fabric's devices live in a directory
+// (`relink_soft_device_add`, or `relink soft-device add`) that
+// `relink_node_new_tcp` opens. Injecting faults into either (a reset, an
+// unplug, a replacement) is `relink_soft.h`'s.
+// --------------------------------------------------------------------------
 
-// RDMA WRITE `len` bytes at `offset` of the session's own region `region`
-// to the peer's memory at `remote`. Replayed after a loss if it was not
-// confirmed (a write is idempotent).
-//
-// # Safety
-// `node` is a live node; `op` NULL or valid for a write.
-relink_status relink_write(relink_node *node,
-                           relink_session session,
-                           uint32_t region,
-                           uint64_t offset,
-                           uint32_t len,
-                           relink_token remote,
-                           relink_op *op);
+// An in-process soft fabric: hosts and their devices, all in this
+// process, on a virtual clock that moves while a node of it waits (faults
+// are injected with `relink_soft_fabric_fault`, in `relink_soft.h`). For
+// tests and simulations of several nodes in one process. Made by `relink_soft_fabric_new`, freed by
+// `relink_soft_fabric_free` (after or before its nodes: a node keeps what
+// it needs alive).
+typedef struct relink_soft_fabric relink_soft_fabric;
 
-// RDMA READ `len` bytes of the peer's memory at `remote` into `offset` of
-// the session's own region `region` (which needs local write access).
+// Make an in-process soft fabric whose random choices all come from
+// `seed`; store it in `*out` (free it with `relink_soft_fabric_free`).
 //
 // # Safety
-// `node` is a live node; `op` NULL or valid for a write.
-relink_status relink_read(relink_node *node,
-                          relink_session session,
-                          uint32_t region,
-                          uint64_t offset,
-                          uint32_t len,
-                          relink_token remote,
-                          relink_op *op);
+// `out` is valid for a write of a pointer.
+relink_status relink_soft_fabric_new(uint64_t seed, relink_soft_fabric **out);
 
-// Atomic FETCH_ADD of `add` on the 8 bytes of the peer's memory at
-// `remote`; the old value lands at `offset` of region `region` (8 bytes).
-// Not replayed after a loss unless the policy says so: an unconfirmed one
-// completes `RELINK_OUTCOME_INDETERMINATE`.
+// Free a fabric made by `relink_soft_fabric_new`; NULL is ignored. Its
+// nodes go on working.
 //
 // # Safety
-// `node` is a live node; `op` NULL or valid for a write.
-relink_status relink_fetch_add(relink_node *node,
-                               relink_session session,
-                               uint32_t region,
-                               uint64_t offset,
-                               relink_token remote,
-                               uint64_t add,
-                               relink_op *op);
+// `fabric` is NULL or a live fabric, not used again after the call.
+void relink_soft_fabric_free(relink_soft_fabric *fabric);
 
-// Atomic CMP_SWAP on the 8 bytes of the peer's memory at `remote`: `swap`
-// is stored if they hold `compare`; the old value lands at `offset` of
-// region `region` (8 bytes). Replay rule as `relink_fetch_add`.
+// Add a device `device` owning `cidr` (e.g. `"10.0.0.1/24"`) to the host
+// `host` of the fabric (the host is made by its first device).
 //
 // # Safety
-// `node` is a live node; `op` NULL or valid for a write.
-relink_status relink_cmp_swap(relink_node *node,
-                              relink_session session,
-                              uint32_t region,
-                              uint64_t offset,
-                              relink_token remote,
-                              uint64_t compare,
-                              uint64_t swap,
-                              relink_op *op);
+// `fabric` is a live fabric; `host`, `device` and `cidr` are
+// NUL-terminated strings.
+relink_status relink_soft_fabric_add_device(relink_soft_fabric *fabric,
+                                            const char *host,
+                                            const char *device,
+                                            const char *cidr);
 
-// Copy `len` bytes from `buf` into the session's own region `region` at
-// `offset` (what a later WRITE sends, or what the peer reads).
+// Make a node on host `host` of an in-process fabric (the host is made if
+// it has no device yet); store it in `*out`.
 //
 // # Safety
-// `node` is a live node; `buf` valid for reads of `len` bytes.
-relink_status relink_region_write(relink_node *node,
-                                  relink_session session,
-                                  uint32_t region,
-                                  uint64_t offset,
-                                  const void *buf,
-                                  uintptr_t len);
+// `fabric` is a live fabric; `host` a NUL-terminated string; `out` valid
+// for a write of a pointer.
+relink_status relink_node_new_soft(relink_soft_fabric *fabric, const char *host, relink_node **out);
 
-// Copy `len` bytes of the session's own region `region` at `offset` into
-// `buf` (what the peer wrote, or a READ or atomic brought).
+// Add soft device `name` owning `cidr` (e.g. `"127.0.0.2/8"`) to the
+// directory `dir` (NULL: the default directory), as `relink soft-device
+// add` does; every process attached to the directory sees it
+// (`relink_soft_device`, in `relink_soft.h`, resets, removes or replaces
+// it).
 //
 // # Safety
-// `node` is a live node; `buf` valid for writes of `len` bytes.
-relink_status relink_region_read(relink_node *node,
-                                 relink_session session,
-                                 uint32_t region,
-                                 uint64_t offset,
-                                 void *buf,
-                                 uintptr_t len);
+// `dir` is NULL or a NUL-terminated string; `name` and `cidr` are
+// NUL-terminated strings.
+relink_status relink_soft_device_add(const char *dir, const char *name, const char *cidr);
+
+// --------------------------------------------------------------------------
+// Session options: how a session is built — its receive slots, its
+// message sizes, the data its first connect carries — made with relink's
+// defaults and changed key by key (each setter validates and names the
+// key it refuses). A session's regions and its recovery policy are set on
+// the same options (the Regions and Policy sections).
+// --------------------------------------------------------------------------
+
+// The most bytes of connect data (`relink_options_set_connect_data`).
+#define RELINK_MAX_CONNECT_DATA 33
+
+// How a session is built: its recovery policy, its queues, its regions.
+// Made by `relink_options_new` with relink's defaults (give up 600 s after
+// a loss, keepalive 5 s, 64 receive slots, messages up to 4096 bytes);
+// freed by `relink_options_free`. `relink_connect` and `relink_listen`
+// copy it: it may be freed or changed after the call.
+typedef struct relink_options relink_options;
 
 // Make options with relink's defaults; store them in `*out`.
 //
@@ -615,75 +258,6 @@ relink_status relink_options_new(relink_options **out);
 // # Safety
 // `options` is NULL or live options, not used again after the call.
 void relink_options_free(relink_options *options);
-
-// The give-up deadline after a loss (`ctrl_loss_tmo`), in milliseconds;
-// negative: never give up.
-//
-// # Safety
-// `options` is live options.
-relink_status relink_options_set_give_up_ms(relink_options *options, int64_t ms);
-
-// The give-up deadline of a session never established yet
-// (`first_connect_tmo`, default 30 s), counted from `relink_connect`;
-// negative: never give up.
-//
-// # Safety
-// `options` is live options.
-relink_status relink_options_set_first_connect_give_up_ms(relink_options *options, int64_t ms);
-
-// Fail queued operations this long after a loss while recovery goes on
-// (`fast_io_fail_tmo`); negative: off (queue until give-up).
-//
-// # Safety
-// `options` is live options.
-relink_status relink_options_set_fast_fail_ms(relink_options *options, int64_t ms);
-
-// The keepalive period; negative: off.
-//
-// # Safety
-// `options` is live options.
-relink_status relink_options_set_keepalive_ms(relink_options *options, int64_t ms);
-
-// The cap of the backoff between attempts (`reconnect_delay`).
-//
-// # Safety
-// `options` is live options.
-relink_status relink_options_set_reconnect_delay_ms(relink_options *options, uint64_t ms);
-
-// The delay before the second attempt of an outage, doubling per attempt
-// (`initial_backoff`; the first attempt is immediate).
-//
-// # Safety
-// `options` is live options.
-relink_status relink_options_set_initial_backoff_ms(relink_options *options, uint64_t ms);
-
-// The longest one connection attempt may take (`connect_timeout`).
-//
-// # Safety
-// `options` is live options.
-relink_status relink_options_set_connect_timeout_ms(relink_options *options, uint64_t ms);
-
-// Which device may take over after a loss (`rule`, a
-// `relink_device_match`).
-//
-// # Safety
-// `options` is live options.
-relink_status relink_options_set_device_match(relink_options *options, int32_t rule);
-
-// Whether to move back to the first path when its device returns (0: no,
-// the default; anything else: yes).
-//
-// # Safety
-// `options` is live options.
-relink_status relink_options_set_failback(relink_options *options, int32_t on);
-
-// Whether unconfirmed atomics are replayed after a loss (at-least-once)
-// instead of completing `RELINK_OUTCOME_INDETERMINATE` (0: no, the
-// default).
-//
-// # Safety
-// `options` is live options.
-relink_status relink_options_set_replay_atomics(relink_options *options, int32_t on);
 
 // Receive slots per session (the peer's send credits; default 64; more
 // than 8, which are kept for control messages).
@@ -708,20 +282,6 @@ relink_status relink_options_set_max_message(relink_options *options, uint32_t b
 // `options` is live options.
 relink_status relink_options_set_max_one_sided(relink_options *options, uint32_t ops);
 
-// Add a region of `len` bytes, allocated by relink (zeroed), registered
-// with the session on every device it uses. `id` names it on both sides
-// of the application's protocol; `access` is an or of
-// `RELINK_ACCESS_*`; `advertise` (non-zero) lets the peer reach it
-// one-sidedly through tokens (`relink_token`) naming `id`.
-//
-// # Safety
-// `options` is live options.
-relink_status relink_options_add_region(relink_options *options,
-                                        uint32_t id,
-                                        uint64_t len,
-                                        uint32_t access,
-                                        int32_t advertise);
-
 // Bytes for the peer's application, sent with the first connect of a
 // session made with these options (at most `RELINK_MAX_CONNECT_DATA`;
 // copied); the accepting side reads them in `relink_accepted`. `len` 0
@@ -734,93 +294,121 @@ relink_status relink_options_set_connect_data(relink_options *options,
                                               const void *data,
                                               uintptr_t len);
 
-// Who decides a recovery: 0 (the default) relink, at once; non-zero the
-// application: after a loss an established session keeps its operations
-// queued, reports `RELINK_EVENT_AWAITING_DECISION`, and makes no attempt
-// until `relink_resume` (or `relink_close`, or its give-up deadline).
-//
-// # Safety
-// `options` is live options.
-relink_status relink_options_set_manual_recovery(relink_options *options, int32_t on);
+// --------------------------------------------------------------------------
+// Sessions: connect, listen, accept, close, and what a session is now
+// (its state and its counters).
+// --------------------------------------------------------------------------
 
-// Whether to keep a hot standby connection (0: no, the default; anything
-// else: yes): once established on one path, the session keeps a second
-// connection up, idle (kept alive by keepalives, `relink_options_set_keepalive_ms`),
-// on another path's device, and a loss of the current one switches to it
-// with no connection setup in the stall. A session needs a path through
-// another device for it: `relink_connect` gives one path, so from C the
-// knob is kept (and validated) but no standby is built. It needs
-// automatic recovery: with `relink_options_set_manual_recovery` on, it
-// is refused naming `standby` (and so is manual recovery with it on).
-//
-// # Safety
-// `options` is live options.
-relink_status relink_options_set_standby(relink_options *options, int32_t on);
+// A session's state.
+typedef enum {
+  // Created, not yet connecting.
+  RELINK_STATE_IDLE = 0,
+  // First connection under way.
+  RELINK_STATE_CONNECTING = 1,
+  // Connected; operations flow.
+  RELINK_STATE_ESTABLISHED = 2,
+  // The transport is down; waiting for a device and the backoff.
+  RELINK_STATE_RECOVERING = 3,
+  // A reconnection attempt is under way.
+  RELINK_STATE_RECONNECTING = 4,
+  // Reconnected; re-advertising buffers and replaying.
+  RELINK_STATE_RESYNCING = 5,
+  // Ended: gave up, the peer lost its state, or refused for good.
+  RELINK_STATE_FAILED = 6,
+  // Ended: closed by the application or an administrator.
+  RELINK_STATE_CLOSED = 7,
+  // Suspended (`relink_suspend`) until the initiator resumes it.
+  RELINK_STATE_SUSPENDED = 8,
+  // A state this header does not know (a newer librelink).
+  RELINK_STATE_OTHER = 99,
+} relink_state;
 
-// While the peer is silent after a loss (its device may be away), the
-// longest delay before the next attempt, a probe, never longer than the
-// backoff (`probe_interval`, default 50 ms); negative: no probes. 0 is
-// refused naming `probe_interval`.
-//
-// # Safety
-// `options` is live options.
-relink_status relink_options_set_probe_interval_ms(relink_options *options, int64_t ms);
+// One of a session's counters, for [`relink_session_counter`]: every
+// counter the library keeps, the ones of `relink_counters` and those
+// added since (new ones take new numbers; a number keeps its meaning).
+typedef enum {
+  // Transport losses.
+  RELINK_COUNTER_LOSSES = 0,
+  // Connection attempts, the first connect's included (an initiator's;
+  // a target's stays 0).
+  RELINK_COUNTER_ATTEMPTS = 1,
+  // Outages that ended with the session established again.
+  RELINK_COUNTER_RESUMES = 2,
+  // Operations posted again after a loss, over every resume.
+  RELINK_COUNTER_REPLAYED = 3,
+  // Duplicate messages the receiver dropped.
+  RELINK_COUNTER_DEDUPLICATED = 4,
+  // Total time without a transport, in nanoseconds.
+  RELINK_COUNTER_DOWNTIME_NS = 5,
+  // Messages delivered to the application.
+  RELINK_COUNTER_DELIVERED = 6,
+  // Planned outages taken (drains, suspends): not losses.
+  RELINK_COUNTER_PLANNED = 7,
+  // Region advertisements sent (each region, once per connection).
+  RELINK_COUNTER_ADVERTS_SENT = 8,
+  // Messages received behind another in one SEND (a frame: messages
+  // queued together share a SEND while the receive slot has room).
+  RELINK_COUNTER_PACKED = 9,
+  // Operations completed (each once, whatever its outcome).
+  RELINK_COUNTER_COMPLETED = 10,
+  // Standby connections established (`relink_options_set_standby`).
+  RELINK_COUNTER_STANDBYS = 11,
+  // Losses that switched to the standby, with no connection attempt
+  // (each also counted in the losses and resumes).
+  RELINK_COUNTER_FAILOVERS = 12,
+  // Standbys torn down because no keepalive was heard on them for two
+  // keepalive periods.
+  RELINK_COUNTER_STANDBYS_SILENT = 13,
+  // Keepalives (probes and replies) sent on standby connections.
+  RELINK_COUNTER_STANDBY_KEEPALIVES_SENT = 14,
+  // Keepalives (probes and replies) received on standby connections.
+  RELINK_COUNTER_STANDBY_KEEPALIVES_RECEIVED = 15,
+} relink_counter;
 
-// The least time a probe may take (`probe_timeout`, default 50 ms; 4×
-// the session's slowest connection if longer, never longer than the
-// connect timeout). 0 is refused naming `probe_timeout`.
-//
-// # Safety
-// `options` is live options.
-relink_status relink_options_set_probe_timeout_ms(relink_options *options, uint64_t ms);
+// A session of a node: a number the node never reuses (also after the
+// session ended and was reaped).
+typedef uint64_t relink_session;
 
-// Take the next completion of a session: `RELINK_OK` and `*out` filled,
-// or `RELINK_EMPTY` when none waits (also for a session that does not
-// exist: never made, or ended and reaped).
-//
-// # Safety
-// `node` is a live node; `out` valid for a write.
-relink_status relink_poll_completion(relink_node *node,
-                                     relink_session session,
-                                     relink_completion *out);
+// A listener of a node: a number the node never reuses.
+typedef uint64_t relink_listener;
 
-// Take the next message delivered on a session (exactly once, in order)
-// into `buf` (`cap` bytes): `RELINK_OK` with its length in `*len` and its
-// sequence number (from 1) in `*seq` (if not NULL); `RELINK_EMPTY` when
-// none waits; `RELINK_ERR_TRUNCATED` when it is longer than `cap`: then
-// `*len` is the length it needs and the message stays first in line.
-//
-// # Safety
-// `node` is a live node; `buf` valid for writes of `cap` bytes (NULL only
-// if `cap` is 0); `len` valid for a write; `seq` NULL or valid for a write.
-relink_status relink_poll_delivery(relink_node *node,
-                                   relink_session session,
-                                   void *buf,
-                                   uintptr_t cap,
-                                   uintptr_t *len,
-                                   uint64_t *seq);
+// A session a listener accepted.
+typedef struct {
+  // The new session.
+  relink_session session;
+  // The listener it came to.
+  relink_listener listener;
+  // The initiator's address, `"ip:port"`, NUL-terminated.
+  char peer[64];
+  // The local address it was sent to, `"ip:port"`, NUL-terminated.
+  char local[64];
+  // The initiator application's connect data
+  // (`relink_options_set_connect_data`): its first `connect_data_len`
+  // bytes.
+  uint8_t connect_data[RELINK_MAX_CONNECT_DATA];
+  // How many bytes of `connect_data` there are.
+  uintptr_t connect_data_len;
+} relink_accepted;
 
-// Take the next event of a session: `RELINK_OK` and `*out` filled, or
-// `RELINK_EMPTY` when none waits (also for a session that does not exist).
-//
-// # Safety
-// `node` is a live node; `out` valid for a write.
-relink_status relink_poll_event(relink_node *node, relink_session session, relink_event *out);
-
-// Take the node's next output, whichever session it is of: accepted
-// sessions first, then the sessions with output in turn, one output each
-// (completions, then deliveries, then events of a session). It takes from
-// the same queues as `relink_accept` and the per-session `relink_poll_*`
-// calls: whichever the program calls takes. Returns `RELINK_OK` with
-// `*out` filled (a delivered message copied into `buf`, `cap` bytes),
-// `RELINK_EMPTY` when nothing waits, or `RELINK_ERR_TRUNCATED` when a
-// message is longer than `cap`: `out->len` is its length, `out->kind`
-// DELIVERY, and it stays first in line.
-//
-// # Safety
-// `node` is a live node; `out` valid for a write; `buf` valid for writes
-// of `cap` bytes (NULL only if `cap` is 0).
-relink_status relink_poll_output(relink_node *node, relink_output *out, void *buf, uintptr_t cap);
+// A session's counters.
+typedef struct {
+  // Transport losses.
+  uint64_t losses;
+  // Connection attempts, the first connect's included.
+  uint64_t attempts;
+  // Outages that ended with the session established again.
+  uint64_t resumes;
+  // Operations posted again after a loss, over every resume.
+  uint64_t replayed;
+  // Duplicate messages the receiver dropped.
+  uint64_t deduplicated;
+  // Total time without a transport, in nanoseconds.
+  uint64_t downtime_ns;
+  // Messages delivered to the application.
+  uint64_t delivered;
+  // Planned outages taken (drains, suspends): not losses.
+  uint64_t planned;
+} relink_counters;
 
 // Connect a session to `peer` (`"10.0.0.2:7471"`), from `local` (the
 // IP address of a local device, no port, or NULL: any device that reaches the peer),
@@ -913,6 +501,563 @@ relink_status relink_session_counter(relink_node *node,
                                      int32_t which,
                                      uint64_t *out);
 
+// --------------------------------------------------------------------------
+// Shared receive queues: the sessions of a node may receive through one
+// shared receive queue instead of receives of their own; relink builds it
+// on each device that carries one of its sessions and rebuilds it after
+// every recovery.
+// --------------------------------------------------------------------------
+
+// A shared receive queue of a node (`relink_shared_receive_new`).
+typedef uint64_t relink_shared_receive;
+
+// Make a shared receive queue on `node` holding `depth` receives of
+// messages up to `max_message` bytes, for the sessions whose options name
+// it (`relink_options_set_shared_receive`). Each such session reserves
+// its receive slots (`relink_options_set_recv_slots`, 64 by default) out
+// of the depth for as long as it lives: a connect past the depth fails
+// with `RELINK_ERR_SESSION`, and a listener refuses the incoming session
+// as busy (the peer retries). One queue is built on each device that
+// carries one of its sessions, and rebuilt after every recovery.
+// Stores the queue in `*out`. `RELINK_ERR_OPTIONS` names a value out of
+// range (depth 9..=65536, max_message 8..=16 MiB).
+//
+// # Safety
+// `node` is a live node; `out` valid for a write.
+relink_status relink_shared_receive_new(relink_node *node,
+                                        uint32_t depth,
+                                        uint32_t max_message,
+                                        relink_shared_receive *out);
+
+// Remove a shared receive queue no session or listener uses any more
+// (`RELINK_ERR_SESSION` while one does; `RELINK_ERR_OPTIONS` for an
+// unknown one).
+//
+// # Safety
+// `node` is a live node.
+relink_status relink_shared_receive_free(relink_node *node, relink_shared_receive queue);
+
+// Sessions made with these options receive through `queue` (`use_it`
+// non-zero), or through receives of their own (`use_it` 0, the default).
+// The queue is checked when the options are used (`relink_connect`,
+// `relink_listen`).
+//
+// # Safety
+// `options` is live options.
+relink_status relink_options_set_shared_receive(relink_options *options,
+                                                relink_shared_receive queue,
+                                                int32_t use_it);
+
+// --------------------------------------------------------------------------
+// Regions: memory a session registers on every device it uses, named by
+// an id both sides of the application's protocol agree on. The peer
+// reaches an advertised region one-sidedly through tokens
+// (`relink_token`), which stay valid across every recovery, optionally
+// through a memory window relink binds anew on each connection; the
+// session reads and writes its own regions' bytes with
+// `relink_region_read` and `relink_region_write`.
+// --------------------------------------------------------------------------
+
+// Local write access (needed for a region that receives READ data or an
+// atomic's old value).
+#define RELINK_ACCESS_LOCAL_WRITE 1
+
+// The peer may RDMA WRITE into the region.
+#define RELINK_ACCESS_REMOTE_WRITE (1 << 1)
+
+// The peer may RDMA READ the region.
+#define RELINK_ACCESS_REMOTE_READ (1 << 2)
+
+// The peer may run atomics on the region.
+#define RELINK_ACCESS_REMOTE_ATOMIC (1 << 3)
+
+// A stable name for a byte of the peer's memory: its region (by the id
+// both sides agreed on) and an offset. Tokens stay valid across every
+// recovery: relink translates them to the peer's current address and key
+// when it posts. Send them to the peer in messages as the application's
+// protocol likes.
+typedef struct {
+  // The peer's region.
+  uint32_t region;
+  // Offset into it.
+  uint64_t offset;
+} relink_token;
+
+// Add a region of `len` bytes, allocated by relink (zeroed), registered
+// with the session on every device it uses. `id` names it on both sides
+// of the application's protocol; `access` is an or of
+// `RELINK_ACCESS_*`; `advertise` (non-zero) lets the peer reach it
+// one-sidedly through tokens (`relink_token`) naming `id`.
+//
+// # Safety
+// `options` is live options.
+relink_status relink_options_add_region(relink_options *options,
+                                        uint32_t id,
+                                        uint64_t len,
+                                        uint32_t access,
+                                        int32_t advertise);
+
+// Expose the region `id` (added with `relink_options_add_region`,
+// advertised, with at least one `RELINK_ACCESS_REMOTE_*` right) through a
+// type 2 memory window (`window` non-zero) that relink binds on the
+// session's connection before each advertisement and invalidates at its
+// end: the region's own registration then grants the peer nothing.
+// `RELINK_ERR_OPTIONS` if no region has that id or it cannot be windowed.
+//
+// # Safety
+// `options` is live options.
+relink_status relink_options_set_region_window(relink_options *options,
+                                               uint32_t id,
+                                               int32_t window);
+
+// Copy `len` bytes from `buf` into the session's own region `region` at
+// `offset` (what a later WRITE sends, or what the peer reads).
+//
+// # Safety
+// `node` is a live node; `buf` valid for reads of `len` bytes.
+relink_status relink_region_write(relink_node *node,
+                                  relink_session session,
+                                  uint32_t region,
+                                  uint64_t offset,
+                                  const void *buf,
+                                  uintptr_t len);
+
+// Copy `len` bytes of the session's own region `region` at `offset` into
+// `buf` (what the peer wrote, or a READ or atomic brought).
+//
+// # Safety
+// `node` is a live node; `buf` valid for writes of `len` bytes.
+relink_status relink_region_read(relink_node *node,
+                                 relink_session session,
+                                 uint32_t region,
+                                 uint64_t offset,
+                                 void *buf,
+                                 uintptr_t len);
+
+// --------------------------------------------------------------------------
+// Operations: messages, RDMA WRITE and READ, and atomics on the peer's
+// advertised memory (named by tokens). A session accepts each with an id
+// and completes it exactly once (`relink_poll_completion`), also across
+// recoveries.
+// --------------------------------------------------------------------------
+
+// An operation a session accepted: it completes exactly once
+// (`relink_poll_completion`), also across recoveries.
+typedef uint64_t relink_op;
+
+// Send `len` bytes from `buf` as one message (copied; `buf` may be reused
+// at once). It is delivered exactly once and in order; its completion
+// says the peer's node has it. `*op` (if not NULL) gets its id.
+//
+// # Safety
+// `node` is a live node; `buf` valid for reads of `len` bytes (NULL only
+// if `len` is 0); `op` NULL or valid for a write.
+relink_status relink_send(relink_node *node,
+                          relink_session session,
+                          const void *buf,
+                          uintptr_t len,
+                          relink_op *op);
+
+// RDMA WRITE `len` bytes at `offset` of the session's own region `region`
+// to the peer's memory at `remote`. Replayed after a loss if it was not
+// confirmed (a write is idempotent).
+//
+// # Safety
+// `node` is a live node; `op` NULL or valid for a write.
+relink_status relink_write(relink_node *node,
+                           relink_session session,
+                           uint32_t region,
+                           uint64_t offset,
+                           uint32_t len,
+                           relink_token remote,
+                           relink_op *op);
+
+// RDMA READ `len` bytes of the peer's memory at `remote` into `offset` of
+// the session's own region `region` (which needs local write access).
+//
+// # Safety
+// `node` is a live node; `op` NULL or valid for a write.
+relink_status relink_read(relink_node *node,
+                          relink_session session,
+                          uint32_t region,
+                          uint64_t offset,
+                          uint32_t len,
+                          relink_token remote,
+                          relink_op *op);
+
+// Atomic FETCH_ADD of `add` on the 8 bytes of the peer's memory at
+// `remote`; the old value lands at `offset` of region `region` (8 bytes).
+// Not replayed after a loss unless the policy says so: an unconfirmed one
+// completes `RELINK_OUTCOME_INDETERMINATE`.
+//
+// # Safety
+// `node` is a live node; `op` NULL or valid for a write.
+relink_status relink_fetch_add(relink_node *node,
+                               relink_session session,
+                               uint32_t region,
+                               uint64_t offset,
+                               relink_token remote,
+                               uint64_t add,
+                               relink_op *op);
+
+// Atomic CMP_SWAP on the 8 bytes of the peer's memory at `remote`: `swap`
+// is stored if they hold `compare`; the old value lands at `offset` of
+// region `region` (8 bytes). Replay rule as `relink_fetch_add`.
+//
+// # Safety
+// `node` is a live node; `op` NULL or valid for a write.
+relink_status relink_cmp_swap(relink_node *node,
+                              relink_session session,
+                              uint32_t region,
+                              uint64_t offset,
+                              relink_token remote,
+                              uint64_t compare,
+                              uint64_t swap,
+                              relink_op *op);
+
+// --------------------------------------------------------------------------
+// Outputs: what sessions produce, taken by the application —
+// completions, delivered messages and events, per session
+// (`relink_poll_completion`, `relink_poll_delivery`, `relink_poll_event`)
+// or from the whole node, accepted sessions included
+// (`relink_poll_output`).
+// --------------------------------------------------------------------------
+
+// How an operation ended.
+typedef enum {
+  // Done: the message was delivered to the peer's node, the one-sided
+  // operation executed and was acknowledged.
+  RELINK_OUTCOME_SUCCESS = 0,
+  // Not done; `error` says why.
+  RELINK_OUTCOME_FAILED = 1,
+  // An atomic whose effect cannot be known: it was in flight when the
+  // device was lost and is not replayed (it is not idempotent). Check
+  // the peer's memory, or let the policy replay atomics.
+  RELINK_OUTCOME_INDETERMINATE = 2,
+} relink_outcome;
+
+// Why an operation failed.
+typedef enum {
+  // It did not fail.
+  RELINK_OP_NONE = 0,
+  // The give-up deadline passed without a resume.
+  RELINK_OP_GAVE_UP = 1,
+  // The fast-fail timeout passed while recovering (recovery goes on).
+  RELINK_OP_FAST_FAIL = 2,
+  // The peer lost its state (it restarted): nothing is replayed into it.
+  RELINK_OP_PEER_LOST = 3,
+  // The session was closed.
+  RELINK_OP_DISCONNECTED = 4,
+  // The peer refused the operation (a bad token, no access): not retried.
+  RELINK_OP_REMOTE = 5,
+  // A reason this header does not know (a newer librelink).
+  RELINK_OP_OTHER = 99,
+} relink_op_error;
+
+// What happened to a session.
+typedef enum {
+  // It moved from `from` to `to`.
+  RELINK_EVENT_TRANSITION = 1,
+  // Its transport was lost (a device reset or removed, a port down, a
+  // completion error, the peer silent); recovery starts.
+  RELINK_EVENT_DEVICE_LOST = 2,
+  // Reconnection attempt number `attempt` started.
+  RELINK_EVENT_RECOVERING = 3,
+  // Traffic flows again after `downtime_ns`; `replayed` operations were
+  // posted again.
+  RELINK_EVENT_RESUMED = 4,
+  // The give-up deadline passed; its operations failed.
+  RELINK_EVENT_GAVE_UP = 5,
+  // The peer refused an attempt; `retrying` says whether it tries again.
+  RELINK_EVENT_REFUSED = 6,
+  // The peer lost its state or refused for good; the session failed.
+  RELINK_EVENT_PEER_LOST = 7,
+  // The session was closed (by this side, or the peer said goodbye).
+  RELINK_EVENT_DISCONNECTED = 8,
+  // Connection attempt number `attempt` failed (`text` says why); the
+  // policy retries until its deadline.
+  RELINK_EVENT_ATTEMPT_FAILED = 9,
+  // Manual recovery: the transport was lost and the session waits for
+  // the application (`relink_resume`, `relink_close`); `attempt` is the
+  // number of paths a present device can carry now, `text` names them.
+  RELINK_EVENT_AWAITING_DECISION = 10,
+  // A planned outage begins (`relink_suspend`, `relink_drain`, or the
+  // peer's): nothing new is posted until the session is suspended or
+  // moved; `text` says which.
+  RELINK_EVENT_QUIESCING = 11,
+  // The session is suspended (`RELINK_STATE_SUSPENDED`) until the
+  // initiator resumes it (`relink_resume`).
+  RELINK_EVENT_SUSPENDED = 12,
+  // A drain found no other present path: the session stays on the
+  // drained device.
+  RELINK_EVENT_DRAIN_BLOCKED = 13,
+  // An event this header does not name; `text` describes it.
+  RELINK_EVENT_OTHER = 99,
+} relink_event_kind;
+
+// What `relink_poll_output` took.
+typedef enum {
+  // A listener accepted a session: `accepted`.
+  RELINK_OUTPUT_ACCEPTED = 1,
+  // An event of `session`: `event`.
+  RELINK_OUTPUT_EVENT = 2,
+  // A completion of `session`: `completion`.
+  RELINK_OUTPUT_COMPLETION = 3,
+  // A message delivered on `session`: `len` bytes in the caller's
+  // buffer, sequence number `seq`.
+  RELINK_OUTPUT_DELIVERY = 4,
+  // An output this header does not name (a newer librelink).
+  RELINK_OUTPUT_OTHER = 99,
+} relink_output_kind;
+
+// The one completion of an operation.
+typedef struct {
+  // The operation, as its submit call returned it.
+  relink_op op;
+  // How it ended.
+  relink_outcome outcome;
+  // Why it failed (`RELINK_OP_NONE` unless `outcome` is FAILED).
+  relink_op_error error;
+  // Whether it was posted on more than one transport (replayed after a
+  // loss) before it succeeded.
+  int32_t replayed;
+} relink_completion;
+
+// An event of a session. Fields that do not apply to its kind are zero.
+typedef struct {
+  // What happened.
+  relink_event_kind kind;
+  // TRANSITION: the state left.
+  relink_state from;
+  // TRANSITION: the state entered.
+  relink_state to;
+  // RECOVERING, ATTEMPT_FAILED: the attempt's number (from 1).
+  uint32_t attempt;
+  // RESUMED: the time without a transport, in nanoseconds.
+  uint64_t downtime_ns;
+  // RESUMED: operations posted again.
+  uint64_t replayed;
+  // REFUSED: whether the session tries again.
+  int32_t retrying;
+  // The event in words, NUL-terminated (cut to fit).
+  char text[128];
+} relink_event;
+
+// One output of a node, from any session. Only the member its `kind`
+// names is filled.
+typedef struct {
+  // Which output it is.
+  relink_output_kind kind;
+  // The session it is of (the new session for ACCEPTED).
+  relink_session session;
+  // ACCEPTED: the session and where it came from.
+  relink_accepted accepted;
+  // EVENT: what happened.
+  relink_event event;
+  // COMPLETION: the operation and how it ended.
+  relink_completion completion;
+  // DELIVERY: the message's sequence number (from 1, per session).
+  uint64_t seq;
+  // DELIVERY: the message's length (copied into the caller's buffer);
+  // with `RELINK_ERR_TRUNCATED`, the length the buffer needs.
+  uintptr_t len;
+} relink_output;
+
+// Take the next completion of a session: `RELINK_OK` and `*out` filled,
+// or `RELINK_EMPTY` when none waits (also for a session that does not
+// exist: never made, or ended and reaped).
+//
+// # Safety
+// `node` is a live node; `out` valid for a write.
+relink_status relink_poll_completion(relink_node *node,
+                                     relink_session session,
+                                     relink_completion *out);
+
+// Take the next message delivered on a session (exactly once, in order)
+// into `buf` (`cap` bytes): `RELINK_OK` with its length in `*len` and its
+// sequence number (from 1) in `*seq` (if not NULL); `RELINK_EMPTY` when
+// none waits; `RELINK_ERR_TRUNCATED` when it is longer than `cap`: then
+// `*len` is the length it needs and the message stays first in line.
+//
+// # Safety
+// `node` is a live node; `buf` valid for writes of `cap` bytes (NULL only
+// if `cap` is 0); `len` valid for a write; `seq` NULL or valid for a write.
+relink_status relink_poll_delivery(relink_node *node,
+                                   relink_session session,
+                                   void *buf,
+                                   uintptr_t cap,
+                                   uintptr_t *len,
+                                   uint64_t *seq);
+
+// Take the next event of a session: `RELINK_OK` and `*out` filled, or
+// `RELINK_EMPTY` when none waits (also for a session that does not exist).
+//
+// # Safety
+// `node` is a live node; `out` valid for a write.
+relink_status relink_poll_event(relink_node *node, relink_session session, relink_event *out);
+
+// Take the node's next output, whichever session it is of: accepted
+// sessions first, then the sessions with output in turn, one output each
+// (completions, then deliveries, then events of a session). It takes from
+// the same queues as `relink_accept` and the per-session `relink_poll_*`
+// calls: whichever the program calls takes. Returns `RELINK_OK` with
+// `*out` filled (a delivered message copied into `buf`, `cap` bytes),
+// `RELINK_EMPTY` when nothing waits, or `RELINK_ERR_TRUNCATED` when a
+// message is longer than `cap`: `out->len` is its length, `out->kind`
+// DELIVERY, and it stays first in line.
+//
+// # Safety
+// `node` is a live node; `out` valid for a write; `buf` valid for writes
+// of `cap` bytes (NULL only if `cap` is 0).
+relink_status relink_poll_output(relink_node *node, relink_output *out, void *buf, uintptr_t cap);
+
+// --------------------------------------------------------------------------
+// Policy: how a session recovers — when it gives up, how it backs off and
+// probes, which device may carry it, whether unconfirmed atomics replay,
+// whether a standby connection waits, and whether the application decides
+// (manual recovery). Set on the options before `relink_connect` or
+// `relink_listen`; the next section changes a live session's.
+// --------------------------------------------------------------------------
+
+// Which device may carry a session after a loss.
+typedef enum {
+  // Any device reaching the peer's address: the same one back, or a
+  // replacement with the same address (the default).
+  RELINK_MATCH_ANY = 0,
+  // Only a device with the GUID of the one first used.
+  RELINK_MATCH_SAME_GUID = 1,
+} relink_device_match;
+
+// The give-up deadline after a loss (`ctrl_loss_tmo`), in milliseconds;
+// negative: never give up.
+//
+// # Safety
+// `options` is live options.
+relink_status relink_options_set_give_up_ms(relink_options *options, int64_t ms);
+
+// The give-up deadline of a session never established yet
+// (`first_connect_tmo`, default 30 s), counted from `relink_connect`;
+// negative: never give up.
+//
+// # Safety
+// `options` is live options.
+relink_status relink_options_set_first_connect_give_up_ms(relink_options *options, int64_t ms);
+
+// Fail queued operations this long after a loss while recovery goes on
+// (`fast_io_fail_tmo`); negative: off (queue until give-up).
+//
+// # Safety
+// `options` is live options.
+relink_status relink_options_set_fast_fail_ms(relink_options *options, int64_t ms);
+
+// The keepalive period; negative: off.
+//
+// # Safety
+// `options` is live options.
+relink_status relink_options_set_keepalive_ms(relink_options *options, int64_t ms);
+
+// The cap of the backoff between attempts (`reconnect_delay`).
+//
+// # Safety
+// `options` is live options.
+relink_status relink_options_set_reconnect_delay_ms(relink_options *options, uint64_t ms);
+
+// The delay before the second attempt of an outage, doubling per attempt
+// (`initial_backoff`; the first attempt is immediate).
+//
+// # Safety
+// `options` is live options.
+relink_status relink_options_set_initial_backoff_ms(relink_options *options, uint64_t ms);
+
+// The longest one connection attempt may take (`connect_timeout`).
+//
+// # Safety
+// `options` is live options.
+relink_status relink_options_set_connect_timeout_ms(relink_options *options, uint64_t ms);
+
+// Which device may take over after a loss (`rule`, a
+// `relink_device_match`).
+//
+// # Safety
+// `options` is live options.
+relink_status relink_options_set_device_match(relink_options *options, int32_t rule);
+
+// Whether to move back to the first path when its device returns (0: no,
+// the default; anything else: yes).
+//
+// # Safety
+// `options` is live options.
+relink_status relink_options_set_failback(relink_options *options, int32_t on);
+
+// Whether unconfirmed atomics are replayed after a loss (at-least-once)
+// instead of completing `RELINK_OUTCOME_INDETERMINATE` (0: no, the
+// default).
+//
+// # Safety
+// `options` is live options.
+relink_status relink_options_set_replay_atomics(relink_options *options, int32_t on);
+
+// Who decides a recovery: 0 (the default) relink, at once; non-zero the
+// application: after a loss an established session keeps its operations
+// queued, reports `RELINK_EVENT_AWAITING_DECISION`, and makes no attempt
+// until `relink_resume` (or `relink_close`, or its give-up deadline).
+//
+// # Safety
+// `options` is live options.
+relink_status relink_options_set_manual_recovery(relink_options *options, int32_t on);
+
+// Whether to keep a hot standby connection (0: no, the default; anything
+// else: yes): once established on one path, the session keeps a second
+// connection up, idle (kept alive by keepalives, `relink_options_set_keepalive_ms`),
+// on another path's device, and a loss of the current one switches to it
+// with no connection setup in the stall. A session needs a path through
+// another device for it: `relink_connect` gives one path, so from C the
+// knob is kept (and validated) but no standby is built. It needs
+// automatic recovery: with `relink_options_set_manual_recovery` on, it
+// is refused naming `standby` (and so is manual recovery with it on).
+//
+// # Safety
+// `options` is live options.
+relink_status relink_options_set_standby(relink_options *options, int32_t on);
+
+// While the peer is silent after a loss (its device may be away), the
+// longest delay before the next attempt, a probe, never longer than the
+// backoff (`probe_interval`, default 50 ms); negative: no probes. 0 is
+// refused naming `probe_interval`.
+//
+// # Safety
+// `options` is live options.
+relink_status relink_options_set_probe_interval_ms(relink_options *options, int64_t ms);
+
+// The least time a probe may take (`probe_timeout`, default 50 ms; 4×
+// the session's slowest connection if longer, never longer than the
+// connect timeout). 0 is refused naming `probe_timeout`.
+//
+// # Safety
+// `options` is live options.
+relink_status relink_options_set_probe_timeout_ms(relink_options *options, uint64_t ms);
+
+// --------------------------------------------------------------------------
+// Recovery control: what the application does to its live sessions —
+// change a session's give-up deadline and recovery mode, resume one held
+// for its decision or suspended, suspend one for a planned outage, and
+// drain a device before maintenance.
+// --------------------------------------------------------------------------
+
+// Change a live session's give-up deadline (`ms` after the loss, or after
+// the first connect while never established; negative: never) and its
+// recovery mode (`manual` non-zero: the application decides). Takes
+// effect in the current outage: an extended deadline keeps a recovering
+// session alive past the old one; manual to automatic while a decision is
+// awaited starts recovering at once.
+//
+// # Safety
+// `node` is a live node.
+relink_status relink_session_set_recovery(relink_node *node,
+                                          relink_session session,
+                                          int64_t give_up_ms,
+                                          int32_t manual);
+
 // Resume a session that awaits the application's decision (manual
 // recovery, `RELINK_EVENT_AWAITING_DECISION`): it recovers as an automatic
 // one does; or a suspended one (`relink_suspend`): it reconnects at once.
@@ -967,96 +1112,6 @@ relink_status relink_undrain(relink_node *node, const char *device);
 // `node` is a live node; `device` a NUL-terminated string; `out` valid
 // for a write.
 relink_status relink_sessions_on(relink_node *node, const char *device, uint32_t *out);
-
-// Change a live session's give-up deadline (`ms` after the loss, or after
-// the first connect while never established; negative: never) and its
-// recovery mode (`manual` non-zero: the application decides). Takes
-// effect in the current outage: an extended deadline keeps a recovering
-// session alive past the old one; manual to automatic while a decision is
-// awaited starts recovering at once.
-//
-// # Safety
-// `node` is a live node.
-relink_status relink_session_set_recovery(relink_node *node,
-                                          relink_session session,
-                                          int64_t give_up_ms,
-                                          int32_t manual);
-
-// Make a shared receive queue on `node` holding `depth` receives of
-// messages up to `max_message` bytes, for the sessions whose options name
-// it (`relink_options_set_shared_receive`). Each such session reserves
-// its receive slots (`relink_options_set_recv_slots`, 64 by default) out
-// of the depth for as long as it lives: a connect past the depth fails
-// with `RELINK_ERR_SESSION`, and a listener refuses the incoming session
-// as busy (the peer retries). One queue is built on each device that
-// carries one of its sessions, and rebuilt after every recovery.
-// Stores the queue in `*out`. `RELINK_ERR_OPTIONS` names a value out of
-// range (depth 9..=65536, max_message 8..=16 MiB).
-//
-// # Safety
-// `node` is a live node; `out` valid for a write.
-relink_status relink_shared_receive_new(relink_node *node,
-                                        uint32_t depth,
-                                        uint32_t max_message,
-                                        relink_shared_receive *out);
-
-// Remove a shared receive queue no session or listener uses any more
-// (`RELINK_ERR_SESSION` while one does; `RELINK_ERR_OPTIONS` for an
-// unknown one).
-//
-// # Safety
-// `node` is a live node.
-relink_status relink_shared_receive_free(relink_node *node, relink_shared_receive queue);
-
-// Sessions made with these options receive through `queue` (`use_it`
-// non-zero), or through receives of their own (`use_it` 0, the default).
-// The queue is checked when the options are used (`relink_connect`,
-// `relink_listen`).
-//
-// # Safety
-// `options` is live options.
-relink_status relink_options_set_shared_receive(relink_options *options,
-                                                relink_shared_receive queue,
-                                                int32_t use_it);
-
-// Expose the region `id` (added with `relink_options_add_region`,
-// advertised, with at least one `RELINK_ACCESS_REMOTE_*` right) through a
-// type 2 memory window (`window` non-zero) that relink binds on the
-// session's connection before each advertisement and invalidates at its
-// end: the region's own registration then grants the peer nothing.
-// `RELINK_ERR_OPTIONS` if no region has that id or it cannot be windowed.
-//
-// # Safety
-// `options` is live options.
-relink_status relink_options_set_region_window(relink_options *options,
-                                               uint32_t id,
-                                               int32_t window);
-
-// Add soft device `name` owning `cidr` (e.g. `"127.0.0.2/8"`) to the
-// directory `dir` (NULL: the default directory).
-//
-// # Safety
-// `dir` is NULL or a NUL-terminated string; `name` and `cidr` are
-// NUL-terminated strings.
-relink_status relink_soft_device_add(const char *dir, const char *name, const char *cidr);
-
-// Reset, remove or replace (`op`, a `relink_soft_device_op`) soft device `name` of directory `dir` (NULL:
-// the default directory). Every process attached to the directory sees it.
-//
-// # Safety
-// `dir` is NULL or a NUL-terminated string; `name` a NUL-terminated string.
-relink_status relink_soft_device(const char *dir,
-                                 const char *name,
-                                 int32_t op);
-
-// The message of the last call on this thread that returned an error (a
-// negative status); an empty string if none did. The pointer stays valid
-// until the next call into librelink on this thread; copy it to keep it.
-const char *relink_last_error(void);
-
-// The name of a status (`"RELINK_ERR_ARGUMENT"`, ...), a static string; an
-// unknown value gives `"RELINK_UNKNOWN_STATUS"`.
-const char *relink_status_name(int32_t status);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -2,8 +2,68 @@
 //!
 //! RDMA sessions that survive device reset, hot-unplug and replacement,
 //! for C programs: `#include <relink.h>`, link `-lrelink` (`pkg-config
-//! --cflags --libs relink`). The header (`include/relink.h`) is generated
-//! from this crate by cbindgen and checked to be current by the tests.
+//! --cflags --libs relink`).
+//!
+//! ## Two headers
+//!
+//! - **`relink.h`**, the API: status codes and errors, nodes (on the
+//!   embedded soft fabric, in one process or over TCP, and on rdma-core),
+//!   session options, sessions, shared receive queues, regions,
+//!   operations, outputs, the recovery policy and recovery control — in
+//!   that order, one section per concept. Status codes come first because
+//!   every declaration after them returns one.
+//! - **`relink_soft.h`**, the soft fabric's fault-injection hooks:
+//!   `relink_soft_fabric_fault` (a `relink_soft_fault`: reset, unplug,
+//!   plug in again or replace a device of an in-process fabric) and
+//!   `relink_soft_device` (a `relink_soft_device_op`: reset, remove or
+//!   replace a soft device of a directory). It includes `relink.h`. Tests
+//!   and demonstrations include it; a program in production needs only
+//!   `relink.h`.
+//!
+//! cbindgen makes both from this crate: each section of a header is one
+//! source file of `src/`, headed by the first paragraph of its module
+//! docs, and `tests/header.rs` lists the sections in order and checks that
+//! the checked-in headers are current (`RELINK_BLESS=1 cargo test -p
+//! relink-c --test header` rewrites them). `cbindgen.toml` and
+//! `cbindgen_soft.toml` hold each header's preamble, include guard and
+//! includes. `scripts/install-c.sh` installs both headers next to each
+//! other.
+//!
+//! ## Features
+//!
+//! - **`soft`** (on by default): the fault hooks of `relink_soft.h`.
+//!   Without it (`cargo build --release -p relink-c
+//!   --no-default-features`, `--features verbs` for rdma-core) librelink
+//!   has no fault hooks, and `relink.h` is the header to install with it;
+//!   everything else stays, nodes on the soft fabric included.
+//! - **`verbs`**: the rdma-core provider behind `relink_node_new_verbs`
+//!   (which returns `RELINK_ERR_UNSUPPORTED` without it); building it
+//!   needs rdma-core's development files.
+//!
+//! ### Why soft-fabric nodes are in `relink.h` and `soft` is on by default
+//!
+//! The soft fabric is relink's embedded default provider: a C program runs
+//! on it with no RDMA hardware, in one process (`relink_soft_fabric_new`,
+//! `relink_soft_fabric_add_device`, `relink_node_new_soft`) or across
+//! processes (`relink_node_new_tcp` on a directory of soft devices that
+//! `relink_soft_device_add` or `relink soft-device add` fills). Making
+//! those nodes and giving them devices is what every user of the default
+//! provider does — as `rdma link add` sets up rxe — so it is API, in
+//! `relink.h`, and needs no feature. Resetting, unplugging or replacing a
+//! device under a running program is what only a test or a demonstration
+//! does: those are the hooks, and only `relink_soft.h` declares them.
+//!
+//! `soft` is on by default because watching a session survive a fault on
+//! the soft fabric is how relink is tried and tested without hardware (the
+//! main job of the `relink` binary, this crate's C tests and
+//! `examples/c/ping_pong.c` all inject faults), so the default build and
+//! the default install can do it; and because the default librelink then
+//! has every function both installed headers declare, so a program that
+//! includes `relink_soft.h` links against any default build. The header
+//! split is what keeps
+//! the hooks out of production code: a program that includes only
+//! `relink.h` has no declaration of them. A build that must not carry
+//! them at all turns the feature off.
 //!
 //! ## The rules every call follows
 //!
@@ -49,20 +109,31 @@
 // spells them.
 #![allow(non_camel_case_types)]
 
+// One module per header section; `tests/header.rs` puts them in order.
 mod node;
 mod ops;
 mod options;
 mod output;
+mod policy;
+mod recovery;
+mod region;
 mod session;
-mod shared;
-mod soft_device;
+mod shared_receive;
+mod soft_fabric;
+#[cfg(feature = "soft")]
+mod soft_hooks;
 mod status;
 
 pub use node::*;
 pub use ops::*;
 pub use options::*;
 pub use output::*;
+pub use policy::*;
+pub use recovery::*;
+pub use region::*;
 pub use session::*;
-pub use shared::*;
-pub use soft_device::*;
+pub use shared_receive::*;
+pub use soft_fabric::*;
+#[cfg(feature = "soft")]
+pub use soft_hooks::*;
 pub use status::{relink_last_error, relink_status, relink_status_name};

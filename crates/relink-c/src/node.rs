@@ -1,6 +1,10 @@
-//! Nodes: made on a provider (the in-process soft fabric, the TCP soft
-//! fabric, rdma-core), driven (poll, wait, event fd, next deadline) and
-//! freed.
+//! Nodes: a node holds sessions and listeners on one provider. It is made
+//! on the TCP soft fabric (`relink_node_new_tcp`), on rdma-core
+//! (`relink_node_new_verbs`) or on the in-process soft fabric
+//! (`relink_node_new_soft`, in the next section); it makes progress only
+//! in `relink_poll` and `relink_wait` (or in the program's own loop on
+//! `relink_event_fd` and `relink_next_deadline_ms`); `relink_node_free`
+//! ends it.
 
 use std::collections::BTreeMap;
 use std::ffi::c_char;
@@ -8,20 +12,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use relink_rs::{Node, Provider};
-use relink_soft::{SoftFabric, SoftHost, TcpHost};
+use relink_soft::TcpHost;
 
 use crate::status::*;
-
-/// An in-process soft fabric: hosts, their devices and the faults injected
-/// into them, all in this process, on a virtual clock that moves while a
-/// node of it waits. For tests and simulations of several nodes in one
-/// process. Made by `relink_soft_fabric_new`, freed by
-/// `relink_soft_fabric_free` (after or before its nodes: a node keeps what
-/// it needs alive).
-pub struct relink_soft_fabric {
-    fabric: SoftFabric,
-    hosts: BTreeMap<String, SoftHost>,
-}
 
 /// A relink node: sessions and listeners on one provider, driven by
 /// `relink_poll` / `relink_wait` from one thread at a time. Made by a
@@ -39,7 +32,7 @@ pub struct relink_node {
 }
 
 impl relink_node {
-    fn boxed(provider: Arc<dyn Provider>) -> *mut relink_node {
+    pub(crate) fn boxed(provider: Arc<dyn Provider>) -> *mut relink_node {
         Box::into_raw(Box::new(relink_node {
             node: Node::new(provider),
             held: BTreeMap::new(),
@@ -59,172 +52,6 @@ pub(crate) unsafe fn node_mut<'a>(p: *mut relink_node) -> Result<&'a mut relink_
     // SAFETY: non-NULL; the caller passes a live node it does not share
     // during the call.
     Ok(unsafe { &mut *p })
-}
-
-/// The fabric behind a handle.
-///
-/// # Safety
-/// `p` is NULL or a live fabric from `relink_soft_fabric_new`, not used by
-/// another thread during the call.
-unsafe fn fabric_mut<'a>(p: *mut relink_soft_fabric) -> Result<&'a mut relink_soft_fabric, Fail> {
-    non_null(p, "fabric")?;
-    // SAFETY: as above.
-    Ok(unsafe { &mut *p })
-}
-
-/// Make an in-process soft fabric whose random choices all come from
-/// `seed`; store it in `*out` (free it with `relink_soft_fabric_free`).
-///
-/// # Safety
-/// `out` is valid for a write of a pointer.
-#[no_mangle]
-pub unsafe extern "C" fn relink_soft_fabric_new(
-    seed: u64,
-    out: *mut *mut relink_soft_fabric,
-) -> relink_status {
-    guard(|| {
-        let f = Box::new(relink_soft_fabric {
-            fabric: SoftFabric::new(seed),
-            hosts: BTreeMap::new(),
-        });
-        // SAFETY: the caller's contract.
-        unsafe { put(out, "out", Box::into_raw(f)) }?;
-        Ok(RELINK_OK)
-    })
-}
-
-/// Free a fabric made by `relink_soft_fabric_new`; NULL is ignored. Its
-/// nodes go on working.
-///
-/// # Safety
-/// `fabric` is NULL or a live fabric, not used again after the call.
-#[no_mangle]
-pub unsafe extern "C" fn relink_soft_fabric_free(fabric: *mut relink_soft_fabric) {
-    if !fabric.is_null() {
-        // SAFETY: made by `Box::into_raw` in `relink_soft_fabric_new`;
-        // the caller gives up the pointer.
-        drop(unsafe { Box::from_raw(fabric) });
-    }
-}
-
-/// Add a device `device` owning `cidr` (e.g. `"10.0.0.1/24"`) to the host
-/// `host` of the fabric (the host is made by its first device).
-///
-/// # Safety
-/// `fabric` is a live fabric; `host`, `device` and `cidr` are
-/// NUL-terminated strings.
-#[no_mangle]
-pub unsafe extern "C" fn relink_soft_fabric_add_device(
-    fabric: *mut relink_soft_fabric,
-    host: *const c_char,
-    device: *const c_char,
-    cidr: *const c_char,
-) -> relink_status {
-    guard(|| {
-        // SAFETY: the caller's contract, for each argument.
-        let (f, host, device, cidr) = unsafe {
-            (
-                fabric_mut(fabric)?,
-                c_str(host, "host")?,
-                c_str(device, "device")?,
-                c_str(cidr, "cidr")?,
-            )
-        };
-        if cidr.parse::<relink_fabric::IpNet>().is_err() {
-            return Err(Fail::arg(format!(
-                "`cidr` {cidr:?} is not an address with a prefix length (10.0.0.1/24)"
-            )));
-        }
-        let h = f
-            .hosts
-            .entry(host.to_string())
-            .or_insert_with(|| f.fabric.add_host(host))
-            .clone();
-        f.fabric.add_device(&h, device, cidr);
-        Ok(RELINK_OK)
-    })
-}
-
-/// A fault injected into a soft device of an in-process fabric.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum relink_soft_fault {
-    /// The device resets: everything on it is lost, it comes back at once
-    /// with its GUID.
-    RELINK_FAULT_RESET = 0,
-    /// The device is unplugged.
-    RELINK_FAULT_REMOVE = 1,
-    /// A device unplugged before is plugged in again.
-    RELINK_FAULT_READD = 2,
-    /// The device is replaced: a new GUID, the same address.
-    RELINK_FAULT_REPLACE = 3,
-}
-
-/// Inject `fault` (a `relink_soft_fault`) into device `device` of host `host`.
-///
-/// # Safety
-/// `fabric` is a live fabric; `host` and `device` are NUL-terminated
-/// strings.
-#[no_mangle]
-pub unsafe extern "C" fn relink_soft_fabric_fault(
-    fabric: *mut relink_soft_fabric,
-    host: *const c_char,
-    device: *const c_char,
-    fault: i32,
-) -> relink_status {
-    guard(|| {
-        // SAFETY: the caller's contract, for each argument.
-        let (f, host, device) = unsafe {
-            (
-                fabric_mut(fabric)?,
-                c_str(host, "host")?,
-                c_str(device, "device")?,
-            )
-        };
-        let h = f
-            .hosts
-            .get(host)
-            .ok_or_else(|| Fail::arg(format!("the fabric has no host {host:?}")))?;
-        match fault {
-            0 => f.fabric.reset_device(h, device),
-            1 => f.fabric.remove_device(h, device),
-            2 => f.fabric.readd_device(h, device),
-            3 => f.fabric.replace_device(h, device, None),
-            _ => {
-                return Err(Fail::arg(format!(
-                    "`fault` {fault} is no relink_soft_fault"
-                )))
-            }
-        }
-        Ok(RELINK_OK)
-    })
-}
-
-/// Make a node on host `host` of an in-process fabric (the host is made if
-/// it has no device yet); store it in `*out`.
-///
-/// # Safety
-/// `fabric` is a live fabric; `host` a NUL-terminated string; `out` valid
-/// for a write of a pointer.
-#[no_mangle]
-pub unsafe extern "C" fn relink_node_new_soft(
-    fabric: *mut relink_soft_fabric,
-    host: *const c_char,
-    out: *mut *mut relink_node,
-) -> relink_status {
-    guard(|| {
-        // SAFETY: the caller's contract, for each argument.
-        let (f, host) = unsafe { (fabric_mut(fabric)?, c_str(host, "host")?) };
-        non_null(out, "out")?;
-        let h = f
-            .hosts
-            .entry(host.to_string())
-            .or_insert_with(|| f.fabric.add_host(host))
-            .clone();
-        // SAFETY: the caller's contract.
-        unsafe { put(out, "out", relink_node::boxed(Arc::new(h))) }?;
-        Ok(RELINK_OK)
-    })
 }
 
 /// Make a node on the TCP soft fabric: the soft devices of the directory

@@ -1,39 +1,18 @@
-//! Operations: messages, RDMA WRITE / READ and atomics on the peer's
-//! advertised memory (named by tokens), and the host memory of a session's
-//! own regions.
+//! Operations: messages, RDMA WRITE and READ, and atomics on the peer's
+//! advertised memory (named by tokens). A session accepts each with an id
+//! and completes it exactly once (`relink_poll_completion`), also across
+//! recoveries.
 
-use relink_rs::{BufferToken, LocalRange, Node, OpId, RegionId, SessionHandle};
+use relink_rs::{LocalRange, Node, OpId, RegionId, SessionHandle};
 
 use crate::node::{node_mut, relink_node};
+use crate::region::relink_token;
 use crate::session::relink_session;
 use crate::status::*;
 
 /// An operation a session accepted: it completes exactly once
 /// (`relink_poll_completion`), also across recoveries.
 pub type relink_op = u64;
-
-/// A stable name for a byte of the peer's memory: its region (by the id
-/// both sides agreed on) and an offset. Tokens stay valid across every
-/// recovery: relink translates them to the peer's current address and key
-/// when it posts. Send them to the peer in messages as the application's
-/// protocol likes.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct relink_token {
-    /// The peer's region.
-    pub region: u32,
-    /// Offset into it.
-    pub offset: u64,
-}
-
-impl From<relink_token> for BufferToken {
-    fn from(t: relink_token) -> BufferToken {
-        BufferToken {
-            region: RegionId(t.region),
-            offset: t.offset,
-        }
-    }
-}
 
 fn local(region: u32, offset: u64, len: u32) -> LocalRange {
     LocalRange {
@@ -189,61 +168,4 @@ pub unsafe extern "C" fn relink_cmp_swap(
             Ok(n.cmp_swap(s, local(region, offset, 8), remote.into(), compare, swap)?)
         })
     }
-}
-
-/// Copy `len` bytes from `buf` into the session's own region `region` at
-/// `offset` (what a later WRITE sends, or what the peer reads).
-///
-/// # Safety
-/// `node` is a live node; `buf` valid for reads of `len` bytes.
-#[no_mangle]
-pub unsafe extern "C" fn relink_region_write(
-    node: *mut relink_node,
-    session: relink_session,
-    region: u32,
-    offset: u64,
-    buf: *const std::ffi::c_void,
-    len: usize,
-) -> relink_status {
-    guard(|| {
-        // SAFETY: the caller's contract.
-        let n = unsafe { node_mut(node)? };
-        non_null(buf, "buf")?;
-        // SAFETY: non-NULL, valid for `len` bytes by the contract.
-        let data = unsafe { std::slice::from_raw_parts(buf.cast::<u8>(), len) };
-        let mem = n.node.region(SessionHandle(session), RegionId(region))?;
-        let offset = usize::try_from(offset).map_err(|_| Fail::arg("`offset` too large"))?;
-        mem.write(offset, data)
-            .map_err(|e| Fail::arg(format!("region {region}: {e}")))?;
-        Ok(RELINK_OK)
-    })
-}
-
-/// Copy `len` bytes of the session's own region `region` at `offset` into
-/// `buf` (what the peer wrote, or a READ or atomic brought).
-///
-/// # Safety
-/// `node` is a live node; `buf` valid for writes of `len` bytes.
-#[no_mangle]
-pub unsafe extern "C" fn relink_region_read(
-    node: *mut relink_node,
-    session: relink_session,
-    region: u32,
-    offset: u64,
-    buf: *mut std::ffi::c_void,
-    len: usize,
-) -> relink_status {
-    guard(|| {
-        // SAFETY: the caller's contract.
-        let n = unsafe { node_mut(node)? };
-        non_null(buf, "buf")?;
-        // SAFETY: non-NULL, valid for writes of `len` bytes by the
-        // contract, and not aliased during the call.
-        let out = unsafe { std::slice::from_raw_parts_mut(buf.cast::<u8>(), len) };
-        let mem = n.node.region(SessionHandle(session), RegionId(region))?;
-        let offset = usize::try_from(offset).map_err(|_| Fail::arg("`offset` too large"))?;
-        mem.read(offset, out)
-            .map_err(|e| Fail::arg(format!("region {region}: {e}")))?;
-        Ok(RELINK_OK)
-    })
 }

@@ -1,5 +1,8 @@
-//! What sessions produce, taken by the application: completions, delivered
-//! messages, events.
+//! Outputs: what sessions produce, taken by the application —
+//! completions, delivered messages and events, per session
+//! (`relink_poll_completion`, `relink_poll_delivery`, `relink_poll_event`)
+//! or from the whole node, accepted sessions included
+//! (`relink_poll_output`).
 
 use std::ffi::c_char;
 

@@ -1,5 +1,11 @@
-//! Status codes, the per-thread error message, and the guard every exported
-//! function runs its body in (no panic crosses into C).
+//! Status and errors: every function returns a `relink_status` (the
+//! `*_free` functions return nothing); after an error, `relink_last_error`
+//! says what went wrong in one line.
+//!
+//! This section opens `relink.h` because every declaration after it
+//! returns a `relink_status`. The rest of the crate takes from here the
+//! guard every exported function runs its body in (no panic crosses into
+//! C) and the helpers that read C arguments and write out-pointers.
 
 use std::cell::RefCell;
 use std::ffi::{c_char, CStr, CString};

@@ -1,31 +1,309 @@
-//! `include/relink.h` is what cbindgen makes of the crate today: a change
-//! to the exported API that did not regenerate the header fails here.
-//! `RELINK_BLESS=1 cargo test -p relink-c --test header` rewrites it.
+//! librelink's headers, `include/relink.h` (the API) and
+//! `include/relink_soft.h` (the soft fabric's fault hooks), are what
+//! cbindgen makes of the crate today: a change to the exported API that did
+//! not regenerate them fails here. `RELINK_BLESS=1 cargo test -p relink-c
+//! --test header` rewrites them.
+//!
+//! One cbindgen run orders its output by kind — enums, opaque types, the
+//! other types, then functions — so a header is made section by section,
+//! one concept each: one cbindgen run per source file, in the order
+//! [`HEADERS`] lists, each section headed by the first paragraph of its
+//! file's module docs, inside the frame (preamble, include guard, includes,
+//! `extern "C"`) that the header's cbindgen configuration gives. A section
+//! may use what an earlier one declares.
 
-use std::path::PathBuf;
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
 
-#[test]
-fn header_is_current() {
-    let crate_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let config =
-        cbindgen::Config::from_file(crate_dir.join("cbindgen.toml")).expect("cbindgen.toml parses");
+/// A header and how it is made.
+struct Header {
+    /// Where it is, in the crate.
+    file: &'static str,
+    /// Its cbindgen configuration, in the crate: style, preamble, include
+    /// guard, includes.
+    config: &'static str,
+    /// Its sections in order: the source file of each, in the crate.
+    sections: &'static [&'static str],
+}
+
+const HEADERS: [Header; 2] = [
+    Header {
+        file: "include/relink.h",
+        config: "cbindgen.toml",
+        sections: &[
+            // First: every declaration after it returns a `relink_status`.
+            "src/status.rs",
+            "src/node.rs",
+            "src/soft_fabric.rs",
+            // Before the sessions: `relink_connect` takes options, and
+            // `relink_accepted` has `RELINK_MAX_CONNECT_DATA` bytes.
+            "src/options.rs",
+            "src/session.rs",
+            "src/shared_receive.rs",
+            "src/region.rs",
+            "src/ops.rs",
+            "src/output.rs",
+            "src/policy.rs",
+            "src/recovery.rs",
+        ],
+    },
+    Header {
+        file: "include/relink_soft.h",
+        config: "cbindgen_soft.toml",
+        sections: &["src/soft_hooks.rs"],
+    },
+];
+
+fn crate_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
+}
+
+/// The first paragraph of a source file's module docs, as C comment lines
+/// between two rules.
+fn heading(file: &Path) -> String {
+    let source = read(file);
+    let lines: Vec<&str> = source
+        .lines()
+        .map_while(|l| l.strip_prefix("//!"))
+        .map(str::trim)
+        .take_while(|l| !l.is_empty())
+        .collect();
+    assert!(
+        !lines.is_empty(),
+        "{} has no module docs to head its section with",
+        file.display()
+    );
+    let rule = format!("// {}", "-".repeat(74));
+    let mut out = format!("{rule}\n");
+    for l in lines {
+        let _ = writeln!(out, "// {l}");
+    }
+    out + &rule
+}
+
+/// What cbindgen makes of one source file with the header's style, without
+/// the frame.
+fn section(config: &cbindgen::Config, file: &Path) -> String {
+    let mut config = config.clone();
+    config.header = None;
+    config.include_guard = None;
+    config.pragma_once = false;
+    config.autogen_warning = None;
+    config.include_version = false;
+    config.package_version = false;
+    config.no_includes = true;
+    config.sys_includes.clear();
+    config.includes.clear();
+    config.after_includes = None;
+    config.trailer = None;
+    config.cpp_compat = false;
     let mut made = Vec::new();
     cbindgen::Builder::new()
-        .with_crate(&crate_dir)
         .with_config(config)
+        .with_src(file)
         .generate()
-        .expect("cbindgen generates the header")
+        .unwrap_or_else(|e| panic!("cbindgen on {}: {e}", file.display()))
         .write(&mut made);
-    let made = String::from_utf8(made).expect("the header is UTF-8");
-    let path = crate_dir.join("include/relink.h");
-    if std::env::var_os("RELINK_BLESS").is_some() {
-        std::fs::write(&path, &made).expect("write include/relink.h");
-        return;
-    }
-    let checked_in = std::fs::read_to_string(&path).unwrap_or_default();
+    String::from_utf8(made).expect("the header is UTF-8")
+}
+
+/// The header as cbindgen and its configuration make it now.
+fn generate(h: &Header) -> String {
+    let dir = crate_dir();
+    let config = cbindgen::Config::from_file(dir.join(h.config))
+        .unwrap_or_else(|e| panic!("{} parses: {e}", h.config));
     assert!(
-        checked_in == made,
-        "include/relink.h is not what cbindgen makes of the crate now: \
-         run `RELINK_BLESS=1 cargo test -p relink-c --test header` and commit it"
+        config.no_includes && config.after_includes.is_none() && config.trailer.is_none(),
+        "{}: the frame made here has only `header`, `include_guard`, \
+         `sys_includes`, `includes` and `cpp_compat`",
+        h.config
     );
+    let guard = config
+        .include_guard
+        .clone()
+        .unwrap_or_else(|| panic!("{} names an include guard", h.config));
+    let mut out = String::new();
+    if let Some(preamble) = &config.header {
+        let _ = writeln!(out, "{preamble}\n");
+    }
+    let _ = writeln!(out, "#ifndef {guard}\n#define {guard}\n");
+    for i in &config.sys_includes {
+        let _ = writeln!(out, "#include <{i}>");
+    }
+    for i in &config.includes {
+        let _ = writeln!(out, "#include \"{i}\"");
+    }
+    if config.cpp_compat {
+        out.push_str("\n#ifdef __cplusplus\nextern \"C\" {\n#endif  // __cplusplus\n");
+    }
+    for s in h.sections {
+        let file = dir.join(s);
+        let body = section(&config, &file);
+        let _ = write!(out, "\n{}\n\n{}\n", heading(&file), body.trim());
+    }
+    if config.cpp_compat {
+        out.push_str("\n#ifdef __cplusplus\n}  // extern \"C\"\n#endif  // __cplusplus\n");
+    }
+    let _ = writeln!(out, "\n#endif  /* {guard} */");
+    out
+}
+
+#[test]
+fn headers_are_current() {
+    let bless = std::env::var_os("RELINK_BLESS").is_some();
+    let mut stale = Vec::new();
+    for h in &HEADERS {
+        let made = generate(h);
+        let path = crate_dir().join(h.file);
+        if bless {
+            std::fs::write(&path, &made).unwrap_or_else(|e| panic!("write {}: {e}", h.file));
+        } else if std::fs::read_to_string(&path).unwrap_or_default() != made {
+            stale.push(h.file);
+        }
+    }
+    assert!(
+        stale.is_empty(),
+        "{stale:?}: not what cbindgen makes of the crate now: \
+         run `RELINK_BLESS=1 cargo test -p relink-c --test header` and commit them"
+    );
+}
+
+/// Every source file that exports something to C is a section of exactly
+/// one header, and every section is a source file: an item cannot fall out
+/// of the headers because its file is missing from [`HEADERS`].
+#[test]
+fn every_exporting_file_is_one_section() {
+    let mut files = Vec::new();
+    let mut dirs = vec![crate_dir().join("src")];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).expect("read src/") {
+            let p = e.expect("a directory entry").path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                files.push(p);
+            }
+        }
+    }
+    let listed: Vec<PathBuf> = HEADERS
+        .iter()
+        .flat_map(|h| h.sections)
+        .map(|s| crate_dir().join(s))
+        .collect();
+    for s in &listed {
+        assert!(s.is_file(), "section {} is no source file", s.display());
+        let times = listed.iter().filter(|x| *x == s).count();
+        assert_eq!(times, 1, "{} is a section {times} times", s.display());
+    }
+    for f in files {
+        let text = read(&f);
+        let exports = ["#[no_mangle]", "#[repr(C)]", "pub const ", "pub type "]
+            .iter()
+            .any(|m| text.contains(m));
+        assert!(
+            !exports || listed.contains(&f),
+            "{} exports to C but is no header's section: add it to HEADERS in tests/header.rs",
+            f.display()
+        );
+    }
+}
+
+/// The code lines of a header: not its comments.
+fn code(header: &str) -> impl Iterator<Item = &str> {
+    header.lines().filter(|l| !l.trim_start().starts_with("//"))
+}
+
+fn words(line: &str) -> impl Iterator<Item = &str> {
+    line.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|w| w.to_ascii_lowercase().starts_with("relink_"))
+}
+
+/// The names a header's code mentions.
+fn mentioned(header: &str) -> BTreeSet<&str> {
+    code(header).flat_map(words).collect()
+}
+
+/// The names a header declares: functions (`name(`), typedefs (`} name;`,
+/// `typedef ... name;`), enum variants (`NAME = 1,`) and macros
+/// (`#define NAME`).
+fn declared(header: &str) -> BTreeSet<&str> {
+    let mut names = BTreeSet::new();
+    for line in code(header) {
+        let t = line.trim();
+        if (t.starts_with('}') || t.starts_with("typedef ")) && t.ends_with(';') {
+            names.extend(words(t).last());
+        }
+        if let Some(m) = t.strip_prefix("#define ") {
+            names.extend(words(m).next());
+        }
+        for w in words(t) {
+            let after = t[t.find(w).expect("a word of the line") + w.len()..].trim_start();
+            if after.starts_with('(') || (t.starts_with(w) && after.starts_with('=')) {
+                names.insert(w);
+            }
+        }
+    }
+    names
+}
+
+/// Every item a section's file exports — function, type, constant — is
+/// declared in the section's header: cbindgen writes a type only if the
+/// file's functions use it or the configuration's `[export] include`
+/// names it.
+#[test]
+fn every_exported_item_is_declared() {
+    for h in &HEADERS {
+        let made = generate(h);
+        let declared = declared(&made);
+        for s in h.sections {
+            let source = read(&crate_dir().join(s));
+            for line in source.lines() {
+                let rest = ["pub unsafe extern \"C\" fn ", "pub extern \"C\" fn "]
+                    .iter()
+                    .chain(&["pub enum ", "pub struct ", "pub type ", "pub const "])
+                    .find_map(|p| line.strip_prefix(p));
+                let Some(rest) = rest else { continue };
+                let name: String = rest
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                assert!(
+                    declared.contains(name.as_str()),
+                    "{s} exports {name}, which {} does not declare: name it in `[export] include` of {}",
+                    h.file,
+                    h.config
+                );
+            }
+        }
+    }
+}
+
+/// `relink.h` mentions nothing `relink_soft.h` declares: the fault hooks
+/// stay out of the production header.
+#[test]
+fn relink_h_has_no_fault_hook() {
+    // As made now (`headers_are_current` holds the files to it).
+    let main = generate(&HEADERS[0]);
+    let soft = generate(&HEADERS[1]);
+    let hooks = declared(&soft);
+    for hook in [
+        "relink_soft_fabric_fault",
+        "relink_soft_fault",
+        "RELINK_FAULT_RESET",
+        "relink_soft_device",
+        "relink_soft_device_op",
+        "RELINK_DEVICE_RESET",
+    ] {
+        assert!(
+            hooks.contains(hook),
+            "relink_soft.h declares {hook}: {hooks:?}"
+        );
+    }
+    let in_main: Vec<&str> = hooks.intersection(&mentioned(&main)).copied().collect();
+    assert!(in_main.is_empty(), "relink.h mentions hooks: {in_main:?}");
 }

@@ -6,6 +6,8 @@
  */
 #define PROGRAM "errors"
 #include "harness.h"
+/* The soft fabric's fault hooks: relink_soft_fabric_fault. */
+#include <relink_soft.h>
 
 int main(void) {
   relink_soft_fabric *f = NULL;

@@ -4,7 +4,8 @@
  * time at a time, with the messages b receives checked for order and
  * exactly-once delivery and every send of a required to succeed. A
  * program defines PROGRAM (its name, for messages) before including it,
- * and may set world.on_event to see both ends' session events.
+ * and may set world.on_event to see both ends' session events. It needs
+ * relink.h alone; a program that injects faults includes relink_soft.h.
  */
 #ifndef RELINK_TEST_HARNESS_H
 #define RELINK_TEST_HARNESS_H

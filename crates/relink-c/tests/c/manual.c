@@ -7,6 +7,8 @@
  */
 #define PROGRAM "manual"
 #include "harness.h"
+/* The soft fabric's fault hooks: relink_soft_fabric_fault. */
+#include <relink_soft.h>
 
 /* The session events the program waits for. */
 typedef struct {

@@ -9,6 +9,8 @@
  */
 #define PROGRAM "planned"
 #include "harness.h"
+/* The soft fabric's fault hooks: relink_soft_fabric_fault. */
+#include <relink_soft.h>
 
 /* The session events the program waits for. */
 typedef struct {

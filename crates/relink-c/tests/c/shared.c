@@ -9,6 +9,8 @@
  */
 #define PROGRAM "shared"
 #include "harness.h"
+/* The soft fabric's fault hooks: relink_soft_fabric_fault. */
+#include <relink_soft.h>
 
 #define SESSIONS 2
 #define REGION 1

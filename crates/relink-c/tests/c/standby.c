@@ -14,6 +14,8 @@
  */
 #define PROGRAM "standby"
 #include "harness.h"
+/* The soft fabric's fault hooks: relink_soft_fabric_fault. */
+#include <relink_soft.h>
 
 int main(void) {
   relink_options *o = NULL;

@@ -1,7 +1,7 @@
-//! Shared receive queues and memory windows from C: a node's sessions may
-//! receive through one shared receive queue, and an advertised region may
-//! be exposed through a type 2 memory window; relink rebuilds both after
-//! every recovery, and tokens stay valid.
+//! Shared receive queues: the sessions of a node may receive through one
+//! shared receive queue instead of receives of their own; relink builds it
+//! on each device that carries one of its sessions and rebuilds it after
+//! every recovery.
 
 use relink_rs::{SharedReceiveHandle, SharedReceiveOptions};
 
@@ -83,38 +83,6 @@ pub unsafe extern "C" fn relink_options_set_shared_receive(
         // SAFETY: non-NULL; the caller's contract.
         let o = unsafe { &mut *options };
         o.opts.shared_receive = (use_it != 0).then_some(SharedReceiveHandle(queue));
-        Ok(RELINK_OK)
-    })
-}
-
-/// Expose the region `id` (added with `relink_options_add_region`,
-/// advertised, with at least one `RELINK_ACCESS_REMOTE_*` right) through a
-/// type 2 memory window (`window` non-zero) that relink binds on the
-/// session's connection before each advertisement and invalidates at its
-/// end: the region's own registration then grants the peer nothing.
-/// `RELINK_ERR_OPTIONS` if no region has that id or it cannot be windowed.
-///
-/// # Safety
-/// `options` is live options.
-#[no_mangle]
-pub unsafe extern "C" fn relink_options_set_region_window(
-    options: *mut relink_options,
-    id: u32,
-    window: i32,
-) -> relink_status {
-    guard(|| {
-        non_null(options, "options")?;
-        // SAFETY: non-NULL; the caller's contract.
-        let o = unsafe { &mut *options };
-        let mut next = o.opts.clone();
-        let r = next
-            .regions
-            .iter_mut()
-            .find(|r| r.id.0 == id)
-            .ok_or_else(|| Fail::new(RELINK_ERR_OPTIONS, format!("no region {id}")))?;
-        *r = r.clone().window(window != 0);
-        next.validate()?;
-        o.opts = next;
         Ok(RELINK_OK)
     })
 }
