@@ -6,6 +6,14 @@
 //! (every [`WATCH_INTERVAL`]), so `relink soft-device remove soft0` takes the
 //! device away from every process at once, like `rdma link delete`.
 //!
+//! A reset shows as `Fatal`, `Removed` and `Added`, usually in one scan; a
+//! scan between the reset's `.fatal` marker and its new generation shows
+//! `Fatal` one scan early. From `Fatal` on the device takes no new work
+//! (contexts, objects, posts, listens, resolutions, connection requests for
+//! its addresses are refused) until its new generation replaces it: a
+//! session cannot come back on a device that is about to leave, and a
+//! reset costs it one loss.
+//!
 //! A CM port is a TCP port: a listener on `10.0.0.2:7471` is a TCP listener
 //! on that address, and each RC connection is one TCP stream carrying
 //! [`crate::wire`] frames. TCP is reliable, so the transport retransmission

@@ -127,7 +127,7 @@ impl HostState {
             return Err(CmError::BadState("listen needs a bound id"));
         }
         if let Some(d) = &cm.device {
-            if !self.alive(d) {
+            if !self.usable(d) {
                 return Err(CmError::DeviceLost);
             }
         }
@@ -160,7 +160,8 @@ impl HostState {
             ),
             None => self.route(dst.ip()).cloned(),
         };
-        let Some(dev) = dev.filter(|d| d.port_state == PortState::Active) else {
+        let Some(dev) = dev.filter(|d| d.port_state == PortState::Active && self.usable(&d.id))
+        else {
             self.cm_mut(id)?.state = CmState::Failed;
             self.cm_event(id.0, CmEventKind::AddrError);
             return Ok(());
@@ -234,7 +235,10 @@ impl HostState {
         if cm.state != CmState::AddrResolved {
             return Err(CmError::BadState("resolve_route needs a resolved address"));
         }
-        let ok = cm.device.as_ref().is_some_and(|d| self.port_active(d));
+        let ok = cm
+            .device
+            .as_ref()
+            .is_some_and(|d| self.port_active(d) && self.usable(d));
         if ok {
             self.cm_mut(id)?.state = CmState::RouteResolved;
             self.cm_event(id.0, CmEventKind::RouteResolved);
@@ -264,7 +268,7 @@ impl HostState {
             .device
             .as_ref()
             .ok_or(CmError::BadState("id has no device"))?;
-        if !self.alive(dev) {
+        if !self.usable(dev) {
             return Err(CmError::DeviceLost);
         }
         if q.dev != *dev {
@@ -515,8 +519,11 @@ impl HostState {
                 let Some(dev) = self.device_owning(dst).map(|d| d.id.clone()) else {
                     return;
                 };
+                // A device that hit a fatal error takes no connection: one
+                // accepted on it now would be lost again when it leaves.
                 let listener = self
                     .listener_for(dst, dst_port)
+                    .filter(|_| self.usable(&dev))
                     .filter(|l| self.cm_ids[l].device.as_ref().is_none_or(|d| self.alive(d)));
                 let Some(listener) = listener else {
                     self.send_cm(

@@ -13,7 +13,7 @@ use super::{Cq, Ctx, HostState, Pd};
 impl HostState {
     /// Open a device context.
     pub fn open_device(&mut self, id: &DeviceId) -> Result<ContextId, OpenError> {
-        if !self.alive(id) {
+        if !self.usable(id) {
             return Err(OpenError::NoDevice(id.to_string()));
         }
         let h = self.handle();
@@ -67,7 +67,7 @@ impl HostState {
             .ctxs
             .get(&ctx.0)
             .ok_or(CreateError::InvalidHandle("context"))?;
-        if !self.alive(&c.dev) {
+        if !self.usable(&c.dev) {
             return Err(CreateError::DeviceLost);
         }
         Ok(c.dev.clone())
@@ -78,7 +78,7 @@ impl HostState {
             .pds
             .get(&pd.0)
             .ok_or(CreateError::InvalidHandle("PD"))?;
-        if !self.alive(&p.dev) {
+        if !self.usable(&p.dev) {
             return Err(CreateError::DeviceLost);
         }
         Ok(p.dev.clone())

@@ -41,19 +41,32 @@ impl HostState {
             self.remove_device(&name, Departure::Orderly, out);
         }
         tracing::debug!(host = %self.cfg.name, device = %info.id, "device added");
-        self.devices
-            .insert(info.id.name.clone(), Dev { info: info.clone() });
+        self.devices.insert(
+            info.id.name.clone(),
+            Dev {
+                info: info.clone(),
+                fatal: false,
+            },
+        );
         self.push_event(Event::Device(DeviceEvent {
             kind: DeviceEventKind::Added,
             device: info,
         }));
     }
 
-    /// The device is about to be reset: its contexts see `DeviceFatal`.
+    /// The device is about to be reset: its contexts see `DeviceFatal`
+    /// (once per registration). From now on it takes no new work until it
+    /// is removed (see `HostState::usable`): opening it, creating objects
+    /// or posting on it fail with `DeviceLost`, address and route
+    /// resolution through it fail, it cannot listen, connect or accept, and
+    /// a connection request for its addresses is rejected. What was on it
+    /// stays until the removal flushes it.
     pub fn device_fatal(&mut self, name: &str) {
-        let Some(info) = self.devices.get(name).map(|d| d.info.clone()) else {
+        let Some(dev) = self.devices.get_mut(name).filter(|d| !d.fatal) else {
             return;
         };
+        dev.fatal = true;
+        let info = dev.info.clone();
         let ctxs: Vec<u64> = self
             .ctxs
             .iter()

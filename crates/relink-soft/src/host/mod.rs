@@ -75,6 +75,10 @@ impl HostConfig {
 
 struct Dev {
     info: DeviceInfo,
+    /// The registration hit a fatal error (`HostState::device_fatal`): it
+    /// takes no new work until it is removed — what comes back is a new
+    /// generation (see `HostState::usable`).
+    fatal: bool,
 }
 
 struct Ctx {
@@ -364,10 +368,24 @@ impl HostState {
         self.push_event(Event::Cm(CmEvent { id: CmId(id), kind }));
     }
 
+    /// The registration is present (it may have hit a fatal error).
     fn alive(&self, dev: &DeviceId) -> bool {
         self.devices
             .get(&dev.name)
             .is_some_and(|d| d.info.id == *dev)
+    }
+
+    /// The registration is present and has not hit a fatal error: it takes
+    /// new work (contexts, objects, posts, listens, resolutions,
+    /// connections). A device that hit a fatal error stays registered until
+    /// its removal (over TCP, a watcher may see the fatal marker of a reset
+    /// one scan before the new generation) but is as dead as a real HCA in
+    /// its internal-error state: a session that came back on it would be
+    /// lost again when it leaves, so nothing new may start on it.
+    fn usable(&self, dev: &DeviceId) -> bool {
+        self.devices
+            .get(&dev.name)
+            .is_some_and(|d| d.info.id == *dev && !d.fatal)
     }
 
     fn device_info(&self, dev: &DeviceId) -> Option<&DeviceInfo> {

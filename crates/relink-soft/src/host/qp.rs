@@ -218,7 +218,7 @@ impl HostState {
         out: &mut Outbox,
     ) -> Result<(), PostError> {
         let q = self.qps.get(&qp.0).ok_or(PostError::InvalidHandle("QP"))?;
-        if !self.alive(&q.dev) {
+        if !self.usable(&q.dev) {
             return Err(PostError::DeviceLost { posted: 0 });
         }
         let state = q.state;
@@ -257,7 +257,7 @@ impl HostState {
     /// Post receives.
     pub fn post_recv(&mut self, qp: QpId, wrs: &[RecvWr]) -> Result<(), PostError> {
         let q = self.qps.get(&qp.0).ok_or(PostError::InvalidHandle("QP"))?;
-        if !self.alive(&q.dev) {
+        if !self.usable(&q.dev) {
             return Err(PostError::DeviceLost { posted: 0 });
         }
         if q.init.srq.is_some() {

@@ -56,7 +56,7 @@ impl HostState {
             .srqs
             .get(&srq.0)
             .ok_or(PostError::InvalidHandle("SRQ"))?;
-        if !self.alive(&s.dev) {
+        if !self.usable(&s.dev) {
             return Err(PostError::DeviceLost { posted: 0 });
         }
         let s = self.srqs.get_mut(&srq.0).expect("present");

@@ -25,7 +25,10 @@
 //!   that comes back under the same name gets its index back;
 //! - `<name>.fatal`: `generation=N` lines naming the generations of `<name>`
 //!   that hit a fatal error (written by [`Registry::reset`] before the device
-//!   re-registers, so that watchers report `Fatal`, `Removed`, `Added`);
+//!   re-registers, so that watchers report `Fatal`, `Removed`, `Added`; a
+//!   watcher that scans between the two writes reports `Fatal` one scan
+//!   before the rest, and the [`TcpHost`](crate::TcpHost) takes no new work
+//!   on a device it saw fatal, so nothing starts on it in between);
 //! - `lock`: held (created exclusively, removed on release) while a process
 //!   changes the registry.
 //!
