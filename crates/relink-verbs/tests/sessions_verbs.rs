@@ -22,10 +22,16 @@
 //! exactly once, in order and intact, every written block holding its last
 //! write, the counter within the adds that may have happened, the same
 //! session (one on the target) — and every `rdma link delete` returning
-//! within 2 s, which proves relink released the device (on rxe, one open
-//! context keeps it blocked). Each prints a `RESULT` line with its figures;
-//! recovery latency is measured from the moment `rdma link add` (or
-//! `ip link set up`) is started to the first successful completion after it.
+//! while both nodes keep running, which proves relink released the device
+//! (on rxe, one open context keeps it blocked: a delete that has not
+//! returned after [`DELETE_LIMIT`], 20 s, is relink holding the device).
+//! What must hold on a busy machine is asserted; how fast it went is a
+//! figure: each scenario prints a `RESULT` line with its figures (the
+//! longest delete among them); recovery latency is measured from the
+//! moment `rdma link add` (or `ip link set up`) is started to the first
+//! successful completion after it. The waits that keep a hang from lasting
+//! forever (a session that never resumes, a command that never returns)
+//! are bounded generously, tens of seconds for what takes milliseconds.
 //!
 //! Settings (environment; `DEV@ADDR[@NETDEV]`):
 //!
@@ -65,11 +71,21 @@ use relink_sim::workload::{options, Workload, WINDOW_A};
 use relink_testkit::verbs_rig::Topology;
 use relink_verbs::{VerbsConfig, VerbsProvider};
 
-/// What `rdma link delete` may take while relink holds the device.
-const DELETE_LIMIT: Duration = Duration::from_secs(2);
-/// How long a device command may take before the scenario gives up.
+/// How long `rdma link delete` may take, with both nodes running, before
+/// the scenario fails: the kernel's delete waits until every user closed
+/// the device (on rxe one open context keeps it blocked), so one that
+/// never returns is relink holding the device — a bug. A slow one is not:
+/// the delete takes milliseconds to a second, longer on a loaded machine,
+/// and relink releases a lost device within a poll round or two (its
+/// longest is the `RESULT` line's "longest delete" figure). 20 s is the
+/// bound of a hang, not of speed; the guest's hung-task watchdog (20 s)
+/// reports a delete blocked that long too.
+const DELETE_LIMIT: Duration = Duration::from_secs(20);
+/// How long a device command may take before the scenario gives up (a
+/// hang's bound).
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(20);
-/// How long a session may take to resume after its device is back.
+/// How long a session may take to come up, or to resume after its device
+/// is back (a hang's bound: it takes milliseconds to a second).
 const RESUME_TIMEOUT: Duration = Duration::from_secs(30);
 /// Operations in flight at most.
 const WINDOW: usize = 16;
@@ -223,12 +239,12 @@ impl Duo {
             slow_rounds: [(0, Duration::ZERO); 2],
             _lock: lock,
         };
-        let up = duo.pump_until(Duration::from_secs(20), |d| {
+        let up = duo.pump_until(RESUME_TIMEOUT, |d| {
             d.a.state(d.s) == Some(State::Established) && d.w.target.is_some()
         });
         assert!(
             up,
-            "session not established after 20 s: {:?}",
+            "session not established after {RESUME_TIMEOUT:?}: {:?}",
             duo.a.state(duo.s)
         );
         duo.traffic = true;
@@ -334,6 +350,16 @@ impl Duo {
 
     /// Run a command while both nodes keep running; its duration.
     fn command(&mut self, what: &str, cmd: &mut Command) -> Result<Duration, String> {
+        self.command_within(what, cmd, COMMAND_TIMEOUT)
+    }
+
+    /// [`command`](Self::command), given up on after `limit`.
+    fn command_within(
+        &mut self,
+        what: &str,
+        cmd: &mut Command,
+        limit: Duration,
+    ) -> Result<Duration, String> {
         eprintln!("  [{:>8.3}s] + {what}", self.secs());
         let started = Instant::now();
         let mut child: Child = cmd
@@ -343,7 +369,7 @@ impl Duo {
             .spawn()
             .map_err(|e| format!("cannot run `{what}`: {e}"))?;
         let mut status = None;
-        self.pump_until(COMMAND_TIMEOUT, |_| {
+        self.pump_until(limit, |_| {
             status = child.try_wait().ok().flatten();
             status.is_some()
         });
@@ -365,21 +391,16 @@ impl Duo {
         }
     }
 
-    /// `rdma link delete DEV`, timed; more than 2 s is a failure (relink
-    /// kept the device open).
+    /// `rdma link delete DEV`, timed (a figure); one that has not returned
+    /// after [`DELETE_LIMIT`] while both nodes kept running is a failure:
+    /// relink kept the device open.
     fn delete(&mut self, dev: &str) {
-        match self.command(
+        match self.command_within(
             &format!("rdma link delete {dev}"),
             Command::new("rdma").args(["link", "delete", dev]),
+            DELETE_LIMIT,
         ) {
-            Ok(took) => {
-                if took > DELETE_LIMIT {
-                    self.problems.push(format!(
-                        "`rdma link delete {dev}` took {took:.2?} (limit {DELETE_LIMIT:?})"
-                    ));
-                }
-                self.deletes.push((dev.to_string(), took));
-            }
+            Ok(took) => self.deletes.push((dev.to_string(), took)),
             Err(e) => panic!("{e}: relink did not release {dev}"),
         }
     }
@@ -703,12 +724,13 @@ fn netdev_down_up() {
         Command::new("ip").args(["link", "set", &nd, "down"]),
     )
     .expect("netdev down");
-    let lost = d.pump_until(Duration::from_secs(10), |d| {
+    // A bounded wait (the port's event comes in milliseconds).
+    let lost = d.pump_until(RESUME_TIMEOUT, |d| {
         d.a.state(d.s) != Some(State::Established)
     });
     if !lost {
         d.problems.push(format!(
-            "the session did not notice {nd} going down in 10 s"
+            "the session did not notice {nd} going down in {RESUME_TIMEOUT:?}"
         ));
     }
     d.pump(Duration::from_millis(500));
@@ -721,9 +743,7 @@ fn netdev_down_up() {
     // Routes through a netdev are flushed when it goes down.
     env.routes(&env.init.netdev, &env.target.netdev)
         .expect("routes");
-    if d.try_wait_resumed("netdev up", Duration::from_secs(15))
-        .is_none()
-    {
+    if d.try_wait_resumed("netdev up", RESUME_TIMEOUT).is_none() {
         // The failure this scenario was written for: a CM message sent
         // while the port is down wedges rxe's GSI QP for good (relink-verbs
         // parks such ids until the port is back); the GSI QP's state tells.
@@ -732,8 +752,8 @@ fn netdev_down_up() {
         let probe = rping_probe(&env);
         drop(d);
         panic!(
-            "netdev up: relink did not resume in 15 s (state {state:?}); GSI QPs: {gsi}; \
-             rping {} -> {}: {probe:?}",
+            "netdev up: relink did not resume in {RESUME_TIMEOUT:?} (state {state:?}); GSI QPs: \
+             {gsi}; rping {} -> {}: {probe:?}",
             env.init.addr, env.target.addr
         );
     }

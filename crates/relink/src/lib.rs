@@ -51,7 +51,7 @@
 //! | frames | [`SessionOptions::max_message`], [`Counters::packed`] | messages queued together share one SEND while they fit the peer's receive slot (`max_message` plus the header): small messages on roomy slots cost the fabric one request per frame; nothing waits to fill a frame |
 //! | resources recreated after every recovery | [`RegionOptions`], [`RegionOptions::window`], [`Node::create_shared_receive`] + [`SessionOptionsBuilder::shared_receive`] | every region is registered again on the new device and advertised again (tokens stay valid); a region may be exposed through a type 2 memory window relink binds on the session's QP; sessions may receive through one shared receive queue per device, each reserving its `recv_slots` of its depth (the credit rule) |
 //! | who decides a recovery | [`Policy::recovery`], [`Node::resume`], [`Node::resume_on`], [`Node::set_policy`] | relink by default; with [`RecoveryMode::Manual`] the application, after [`SessionEvent::AwaitingDecision`] ("Who decides a recovery" below) |
-//! | a standby connection | [`Policy::standby`], [`SessionEvent::StandbyUp`], [`Counters::failovers`] | a session with several paths may keep a second connection up on another device; a loss switches to it with no connection setup in the stall, then replays as any recovery |
+//! | a standby connection | [`Policy::standby`], [`SessionEvent::StandbyUp`], [`SessionEvent::StandbyLost`] ([`StandbyLoss`]), [`Counters::failovers`], [`Counters::standbys_silent`] | a session with several paths may keep a second connection up on another device; a loss switches to it with no connection setup in the stall, then replays as any recovery; a standby that goes (silent past two keepalive periods, its device or connection lost, released) is reported with its device, path and cause, and until a new one is up a loss reconnects |
 //! | planned outages | [`Node::suspend`], [`Node::resume`], [`Node::drain`], [`Node::undrain`], [`Node::sessions_on`] | a suspend parks a session ([`State::Suspended`]) until resumed; a drain moves sessions off a device before maintenance; both wait until nothing is in flight, so nothing is replayed or `Indeterminate` ("Planned outages" below) |
 //! | operations | [`Node::send`], [`write`](Node::write), [`read`](Node::read), [`fetch_add`](Node::fetch_add), [`cmp_swap`](Node::cmp_swap), [`submit`](Node::submit) | each returns an [`OpId`] that completes exactly once; local memory by [`LocalRange`] ([`Node::region`]), the peer's by [`BufferToken`] |
 //! | polls (outputs) | [`Node::poll_completion`], [`poll_delivery`](Node::poll_delivery), [`poll_event`](Node::poll_event), [`accept`](Node::accept) | take each until `None` after a poll round; `None` also answers a handle the node no longer has |
@@ -196,7 +196,9 @@ pub use relink_core::policy::{
 pub use relink_core::reason::{
     AttemptFailure, CmCall, PeerLostReason, ProviderFailure, ReplyFault, TransportObject,
 };
-pub use relink_core::session::{Candidate, Counters, Path, Plan, Role, SessionError, SessionEvent};
+pub use relink_core::session::{
+    Candidate, Counters, Path, Plan, Role, SessionError, SessionEvent, StandbyLoss,
+};
 pub use relink_core::state::{Cause, DownCause, IllegalTransition, State, Transition};
 pub use relink_core::wire::{RefuseReason, MAX_CONNECT_DATA};
 pub use relink_core::{BufferToken, Epoch, Incarnation, OpId, RegionId, Seq, SessionId};

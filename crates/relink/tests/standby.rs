@@ -6,14 +6,16 @@
 //! order, every operation completed once; a new standby comes up when a
 //! device allows; losing the standby's device leaves the session alone;
 //! an idle standby is kept alive by keepalives, and one whose peer went
-//! silent is found by them, torn down and built again; closing a session
+//! silent is found by them, torn down — reported once to the application,
+//! with its device, path and cause — and built again; closing a session
 //! with a standby up frees everything.
 
 use std::time::Duration;
 
 use relink::{
-    Access, BufferToken, Counters, LocalRange, OpId, Outcome, Policy, Provider as _, RegionId,
-    RegionOptions, SessionEvent, SessionHandle, SessionOptions, State,
+    Access, BufferToken, Counters, DownCause, LocalRange, OpId, Outcome, Path, Policy,
+    Provider as _, RegionId, RegionOptions, SessionEvent, SessionHandle, SessionOptions,
+    StandbyLoss, State,
 };
 use relink_sim::sim::{Sim, INITIATOR, TARGET};
 use relink_soft::Fault;
@@ -62,6 +64,8 @@ fn target_opts(keepalive: Option<Option<Duration>>, window: bool) -> SessionOpti
 /// `standby`, its standby is up on the second at both ends.
 struct Rig {
     sim: Sim,
+    /// The session's paths: through `soft0`, then through `soft1`.
+    paths: Vec<Path>,
     ini: SessionHandle,
     tgt: SessionHandle,
     /// Every event so far, per end.
@@ -94,13 +98,14 @@ impl Rig {
             .expect("listen");
         let ini = sim
             .node(INITIATOR)
-            .connect(paths, ini_opts)
+            .connect(paths.clone(), ini_opts)
             .expect("connect");
         sim.run_for(Duration::from_millis(5));
         assert_eq!(sim.node(INITIATOR).state(ini), Some(State::Established));
         let tgt = sim.node(TARGET).accept().expect("accepted").session;
         let mut rig = Rig {
             sim,
+            paths,
             ini,
             tgt,
             ini_events: Vec::new(),
@@ -145,6 +150,31 @@ impl Rig {
                 .count()
         };
         (n(&self.ini_events), n(&self.tgt_events))
+    }
+
+    /// The standbys lost at `host` so far (their `StandbyLost` events):
+    /// the device, the path and the cause of each.
+    fn standbys_lost(&self, host: usize) -> Vec<(String, Option<Path>, StandbyLoss)> {
+        let ev = if host == INITIATOR {
+            &self.ini_events
+        } else {
+            &self.tgt_events
+        };
+        ev.iter()
+            .filter_map(|e| match e {
+                SessionEvent::StandbyLost {
+                    device,
+                    path,
+                    cause,
+                } => Some((device.name.clone(), *path, *cause)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The causes of the standbys lost at `host` so far.
+    fn standby_loss_causes(&self, host: usize) -> Vec<StandbyLoss> {
+        self.standbys_lost(host).into_iter().map(|l| l.2).collect()
     }
 
     /// The device of the last standby that came up at `host`.
@@ -384,7 +414,16 @@ fn losing_the_standby_device_leaves_the_session_alone() {
         .iter()
         .all(|(_, o)| *o == Outcome::Success { replayed: false }));
     rig.take_events();
-    assert!(rig.ini_events.contains(&SessionEvent::StandbyLost));
+    // Reported once, with the standby's device, its path and the cause
+    // (rdma_cm's device removal on its id comes first).
+    assert_eq!(
+        rig.standbys_lost(INITIATOR),
+        vec![(
+            "soft1".to_string(),
+            Some(rig.paths[1]),
+            StandbyLoss::Down(DownCause::CmDeviceRemoval)
+        )]
+    );
     assert!(!rig
         .ini_events
         .iter()
@@ -398,10 +437,13 @@ fn losing_the_standby_device_leaves_the_session_alone() {
     assert_eq!((c.losses, c.failovers, c.attempts), (0, 0, 1));
     rig.sim.run_for(Duration::from_millis(1));
     assert_eq!(rig.delivered(), (0..100).collect::<Vec<u32>>());
-    // The target's half of the standby goes too; a new one comes with
-    // the device.
+    // The target's half of the standby goes too (a target names no
+    // path); a new one comes with the device.
     rig.take_events();
-    assert!(rig.tgt_events.contains(&SessionEvent::StandbyLost));
+    let lost = rig.standbys_lost(TARGET);
+    assert_eq!(lost.len(), 1, "{lost:?}");
+    assert_eq!((lost[0].0.as_str(), lost[0].1), ("soft1", None));
+    assert!(matches!(lost[0].2, StandbyLoss::Down(_)), "{lost:?}");
     rig.sim.fabric().inject(Fault::Readd(ih, "soft1".into()));
     rig.sim.run_for(Duration::from_millis(5));
     rig.take_events();
@@ -542,7 +584,10 @@ fn a_drain_tears_the_standby_down_and_a_new_one_follows() {
     rig.sim.run_for(Duration::from_millis(1));
     rig.take_events();
     assert_eq!(rig.device(INITIATOR), "soft1");
-    assert!(rig.ini_events.contains(&SessionEvent::StandbyLost));
+    assert_eq!(
+        rig.standby_loss_causes(INITIATOR),
+        vec![StandbyLoss::Released]
+    );
     assert_eq!(rig.counters(INITIATOR).planned, 1);
     // The drained device carries nothing, not even a standby: none until
     // it is undrained.
@@ -565,8 +610,13 @@ fn a_suspended_session_has_no_standby_until_it_resumes() {
         Some(State::Suspended)
     );
     rig.take_events();
-    assert!(rig.ini_events.contains(&SessionEvent::StandbyLost));
-    assert!(rig.tgt_events.contains(&SessionEvent::StandbyLost));
+    // The initiator lets it go; the target's half goes with it (its
+    // disconnect may come before the initiator's quiesce request).
+    assert_eq!(
+        rig.standby_loss_causes(INITIATOR),
+        vec![StandbyLoss::Released]
+    );
+    assert_eq!(rig.standbys_lost(TARGET).len(), 1);
     rig.sim.node(INITIATOR).resume(rig.ini).expect("resume");
     rig.sim.run_for(Duration::from_millis(5));
     assert_eq!(
@@ -588,8 +638,8 @@ fn an_idle_standby_with_keepalives_stays_up_and_still_takes_over() {
     rig.sim.run_for(PERIOD * 50);
     rig.take_events();
     assert_eq!(rig.standbys_up(), (1, 1), "the same standby all along");
-    assert!(!rig.ini_events.contains(&SessionEvent::StandbyLost));
-    assert!(!rig.tgt_events.contains(&SessionEvent::StandbyLost));
+    assert_eq!(rig.standbys_lost(INITIATOR), vec![]);
+    assert_eq!(rig.standbys_lost(TARGET), vec![]);
     for (host, old) in [(INITIATOR, before.0), (TARGET, before.1)] {
         let c = rig.counters(host);
         // A probe a period from each end, each answered: twice as many
@@ -628,7 +678,11 @@ fn standby_peer_silenced(seed: u64, keepalive: Option<Duration>, periods: u32) -
         .inject(Fault::SilentRemove(th, "soft1".into()));
     rig.sim.run_for(keepalive.unwrap_or(PERIOD) * periods);
     rig.take_events();
-    assert!(rig.tgt_events.contains(&SessionEvent::StandbyLost));
+    // The target's node saw its device go.
+    assert_eq!(
+        rig.standby_loss_causes(TARGET),
+        vec![StandbyLoss::Down(DownCause::CmDeviceRemoval)]
+    );
     rig
 }
 
@@ -637,8 +691,9 @@ fn a_standby_whose_peer_went_silent_is_found_by_keepalives_and_rebuilt() {
     let mut rig = standby_peer_silenced(51, Some(PERIOD), 3);
     // Two periods of silence at most after its last keepalive: within
     // three of the fault.
-    assert!(
-        rig.ini_events.contains(&SessionEvent::StandbyLost),
+    assert_eq!(
+        rig.standby_loss_causes(INITIATOR),
+        vec![StandbyLoss::Silent],
         "{:?}",
         rig.ini_events
     );
@@ -672,11 +727,47 @@ fn a_standby_whose_peer_went_silent_is_found_by_keepalives_and_rebuilt() {
 }
 
 #[test]
+fn a_silenced_standby_is_an_event_once_with_its_path_and_cause() {
+    // The target's standby device dies silently: the initiator hears no
+    // keepalive on its half any more. The application sees that standby
+    // go once — the device and path it was on, `Silent` — and no other
+    // event of it while the initiator keeps trying to build a new standby
+    // towards the dead device (attempts that never come up are no
+    // standby lost); the current connection is untouched.
+    let mut rig = standby_peer_silenced(53, Some(PERIOD), 3);
+    let second = rig.paths[1];
+    rig.sim.run_for(PERIOD * 200);
+    rig.take_events();
+    assert_eq!(
+        rig.standbys_lost(INITIATOR),
+        vec![("soft1".to_string(), Some(second), StandbyLoss::Silent)],
+        "{:?}",
+        rig.ini_events
+    );
+    let c = rig.counters(INITIATOR);
+    assert_eq!(
+        (c.standbys, c.standbys_silent, c.losses, c.failovers),
+        (1, 1, 0, 0)
+    );
+    assert_eq!(rig.standbys_up(), (1, 1), "no standby up since");
+    assert_eq!(
+        rig.sim.node(INITIATOR).state(rig.ini),
+        Some(State::Established)
+    );
+    assert_eq!(rig.device(INITIATOR), "soft0");
+    // What a log line says.
+    assert_eq!(
+        StandbyLoss::Silent.to_string(),
+        "silent for two keepalive periods"
+    );
+}
+
+#[test]
 fn without_keepalives_a_silenced_standby_goes_unnoticed() {
     // The same fault with keepalives off: the initiator keeps its half of
     // the standby up (it would find it dead only at promotion).
     let mut rig = standby_peer_silenced(51, None, 50);
-    assert!(!rig.ini_events.contains(&SessionEvent::StandbyLost));
+    assert_eq!(rig.standbys_lost(INITIATOR), vec![]);
     let c = rig.counters(INITIATOR);
     assert_eq!(
         (c.standbys_silent, c.standby_keepalives_sent, c.standbys),

@@ -11,7 +11,7 @@
 
 use relink_fabric::{DeviceId, Timestamp};
 
-use super::{Path, Role, Session, SessionError, SessionEvent};
+use super::{Path, Role, Session, SessionError, SessionEvent, StandbyLoss};
 use crate::policy::{Policy, PolicyError, RecoveryMode};
 use crate::state::{DownCause, State};
 use crate::timers::TimerKind;
@@ -224,7 +224,7 @@ impl Session {
             }
         }
         if old.standby && !self.cfg.policy.standby && self.cfg.role == Role::Initiator {
-            self.drop_standby(false, now);
+            self.drop_standby(false, StandbyLoss::Released, now);
         } else if !old.standby {
             self.maybe_build_standby(now);
         }

@@ -86,6 +86,7 @@ pub use output::{Action, Counters, OneSided, SessionEvent};
 pub use paths::Path;
 pub use planned::Plan;
 pub use resync::{HelloVerdict, LocalKeys, RequestToken};
+pub use standby::StandbyLoss;
 
 use recovery::Jitter;
 
@@ -530,7 +531,7 @@ impl Session {
                     self.promoting = false;
                 }
                 if to.is_terminal() {
-                    self.drop_standby(false, now);
+                    self.drop_standby(false, StandbyLoss::Released, now);
                 }
                 tracing::debug!(session = %self.cfg.id, from = %t.from, to = %t.to, cause = %t.cause, "transition");
                 self.events.push_back(SessionEvent::Transition(t));

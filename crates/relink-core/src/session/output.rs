@@ -294,11 +294,37 @@ pub enum SessionEvent {
         /// The device carrying the standby.
         device: DeviceId,
     },
-    /// The standby connection is gone (its device or connection was
-    /// lost, or the session is closing, draining or suspending); the
-    /// current one is unaffected. A new one is built when a device
-    /// allows.
-    StandbyLost,
+    /// The standby connection that was up ([`SessionEvent::StandbyUp`])
+    /// is gone; the current one is unaffected. Reported once per standby,
+    /// at each end that had it up, with where it was and why it went:
+    ///
+    /// - [`StandbyLoss::Silent`](super::StandbyLoss::Silent): no
+    ///   keepalive heard on it for two
+    ///   [`Policy::keepalive`](crate::policy::Policy::keepalive) periods —
+    ///   its peer's half or its path died without telling this end, or the
+    ///   peer could not send in time (a machine too busy to run it for two
+    ///   periods); counted in [`Counters::standbys_silent`].
+    /// - [`StandbyLoss::Down`](super::StandbyLoss::Down): its device or
+    ///   connection was lost (the [`DownCause`] says how).
+    /// - [`StandbyLoss::Released`](super::StandbyLoss::Released): the
+    ///   session let it go (a drain, a suspend, the knob turned off, the
+    ///   session's end, ...).
+    ///
+    /// Until a new one is up, a loss of the current connection is
+    /// recovered by reconnecting (with connection attempts), not by a
+    /// switch. The initiator builds a new one when a device allows (after
+    /// a backoff for a silent one or one whose connection was lost);
+    /// [`SessionEvent::StandbyUp`] follows.
+    StandbyLost {
+        /// The device that carried it.
+        device: DeviceId,
+        /// The initiator's path it took (one of the session's paths, as
+        /// given to the connect); `None` at a target, which only accepted
+        /// it (on `device`).
+        path: Option<Path>,
+        /// Why it went.
+        cause: super::StandbyLoss,
+    },
 }
 
 /// Counters, for observability. Read-only outside this crate (more may
@@ -342,8 +368,9 @@ pub struct Counters {
     pub failovers: u64,
     /// Standbys that went silent: no keepalive heard on them for two
     /// keepalive periods; each was torn down (a
-    /// [`SessionEvent::StandbyLost`]) and a new one built when a device
-    /// allows.
+    /// [`SessionEvent::StandbyLost`] with
+    /// [`StandbyLoss::Silent`](super::StandbyLoss::Silent)) and a new one
+    /// built when a device allows.
     pub standbys_silent: u64,
     /// Keepalives (probes and replies) sent on standby transports.
     pub standby_keepalives_sent: u64,

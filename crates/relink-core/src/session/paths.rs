@@ -109,7 +109,7 @@ impl Session {
                 if self.is_current_device(id) {
                     self.lose_transport(cause, now);
                 }
-                self.standby_device_lost(id, now);
+                self.standby_device_lost(id, cause, now);
                 self.refresh_candidates();
             }
         }
@@ -127,7 +127,7 @@ impl Session {
         }
         if let Some(sb) = self.standby_device().cloned() {
             if !self.devices.iter().any(|d| d.id == sb.id) {
-                self.standby_device_lost(&sb.id, now);
+                self.standby_device_lost(&sb.id, DownCause::DeviceRemoved, now);
             }
         }
         self.refresh_candidates();

@@ -35,7 +35,7 @@
 
 use relink_fabric::{DeviceId, Timestamp};
 
-use super::{Action, Role, Session, SessionError, SessionEvent};
+use super::{Action, Role, Session, SessionError, SessionEvent, StandbyLoss};
 use crate::ids::Seq;
 use crate::state::{Cause, DownCause, State};
 use crate::timers::TimerKind;
@@ -234,7 +234,7 @@ impl Session {
         }
         // The standby goes: the plan moves or parks the session on its
         // own terms; a new one follows the resync.
-        self.drop_standby(false, now);
+        self.drop_standby(false, StandbyLoss::Released, now);
         self.planned = Some(Planned {
             plan,
             path,
@@ -276,7 +276,7 @@ impl Session {
         if self.planned.is_none() {
             self.events.push_back(SessionEvent::Quiescing { plan });
         }
-        self.drop_standby(false, now);
+        self.drop_standby(false, StandbyLoss::Released, now);
         self.planned = Some(Planned {
             plan,
             path: None,

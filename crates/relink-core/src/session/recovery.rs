@@ -6,7 +6,7 @@
 
 use relink_fabric::{Timestamp, WcStatus};
 
-use super::{Action, Role, Session, SessionError, SessionEvent};
+use super::{Action, Role, Session, SessionError, SessionEvent, StandbyLoss};
 use crate::ids::Epoch;
 use crate::op::OpError;
 use crate::reason::AttemptFailure;
@@ -323,7 +323,7 @@ impl Session {
     pub fn handle_attempt_failed(&mut self, epoch: Epoch, why: AttemptFailure, now: Timestamp) {
         if self.is_standby_epoch(epoch) {
             tracing::debug!(session = %self.cfg.id, %epoch, %why, "standby attempt failed");
-            self.drop_standby(true, now);
+            self.drop_standby(true, StandbyLoss::Released, now);
         } else if epoch == self.epoch {
             self.attempt_failed(why, now);
         }
@@ -334,7 +334,7 @@ impl Session {
     pub fn handle_transport_down(&mut self, epoch: Epoch, cause: DownCause, now: Timestamp) {
         if self.is_standby_epoch(epoch) {
             tracing::info!(session = %self.cfg.id, %epoch, %cause, "standby lost");
-            self.drop_standby(true, now);
+            self.drop_standby(true, StandbyLoss::Down(cause), now);
             return;
         }
         if epoch != self.epoch {

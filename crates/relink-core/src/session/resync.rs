@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use relink_fabric::{DeviceInfo, Timestamp};
 
-use super::{Action, Session, SessionConfig, SessionEvent};
+use super::{Action, Session, SessionConfig, SessionEvent, StandbyLoss};
 use crate::auth::SessionSecret;
 use crate::ids::{Epoch, RegionId, Seq};
 use crate::op::OpError;
@@ -159,7 +159,7 @@ impl Session {
     pub fn handle_rejected(&mut self, epoch: Epoch, private_data: &[u8], now: Timestamp) {
         if self.is_standby_epoch(epoch) {
             tracing::debug!(session = %self.cfg.id, %epoch, "the peer refused the standby");
-            self.drop_standby(true, now);
+            self.drop_standby(true, StandbyLoss::Released, now);
             return;
         }
         if epoch != self.epoch {
@@ -337,7 +337,7 @@ impl Session {
         }
         // The initiator reconnects on its own: a standby it had is not
         // used (its own side tore it down).
-        self.drop_standby(false, now);
+        self.drop_standby(false, StandbyLoss::Released, now);
         // The initiator reconnected: whatever we thought of the old
         // transport, it is gone (or it took it down as planned).
         if !matches!(self.state(), State::Recovering | State::Suspended) {

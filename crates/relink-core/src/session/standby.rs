@@ -43,7 +43,8 @@
 //! nonce, its top bit set in a reply. Anything heard on the standby (a
 //! keepalive of either kind) re-arms its silence deadline of two periods;
 //! a standby that stays silent past it (its peer or its path died without
-//! an event) is torn down ([`SessionEvent::StandbyLost`],
+//! an event, or its peer did not get to run for two periods) is torn down
+//! ([`SessionEvent::StandbyLost`] with [`StandbyLoss::Silent`],
 //! [`Counters::standbys_silent`](super::Counters::standbys_silent)) and,
 //! at the initiator, built again after a backoff, the current transport
 //! untouched.
@@ -54,6 +55,8 @@
 //! connect timeout falls back to an ordinary recovery. A loss of the
 //! standby takes down only the standby. A drain, a suspend and the
 //! session's end tear it down; after a resync a new one is built.
+
+use std::fmt;
 
 use relink_fabric::{DeviceId, DeviceInfo, Timestamp};
 
@@ -66,6 +69,44 @@ use crate::wire;
 /// The bit of a standby keepalive's immediate data that makes it a reply
 /// (the rest is the probe's nonce).
 const KEEPALIVE_REPLY: u32 = 1 << 31;
+
+/// Why a standby connection went ([`SessionEvent::StandbyLost`]). More
+/// kinds may come: a match needs a wildcard arm.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum StandbyLoss {
+    /// Nothing was heard on it for two keepalive periods
+    /// ([`Policy::keepalive`](crate::policy::Policy::keepalive)): its
+    /// peer's half or its path died without an event reaching this end
+    /// (the peer's device died and nobody told this one, the path is
+    /// black-holed) — or the peer did not get to send its keepalives in
+    /// time (a machine too busy to run it for two periods). Counted in
+    /// [`Counters::standbys_silent`](super::Counters::standbys_silent).
+    Silent,
+    /// Its connection or its device was lost, as a current transport's
+    /// would be: a device event (removed, fatal error, port down), a CM
+    /// event (disconnect, device removal, address change), an error
+    /// completion of one of its keepalives, a refused post.
+    Down(DownCause),
+    /// The session gave it up: a drain or a suspend began (a new one
+    /// follows the resync), the policy turned the standby off, the session
+    /// ended (closed or failed), the current transport was lost at a
+    /// moment the standby could not take over (during a resync or a
+    /// planned outage: the recovery builds the session anew), or, at a
+    /// target, the initiator asked for a new standby or reconnected
+    /// without it.
+    Released,
+}
+
+impl fmt::Display for StandbyLoss {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StandbyLoss::Silent => f.write_str("silent for two keepalive periods"),
+            StandbyLoss::Down(cause) => write!(f, "lost: {cause}"),
+            StandbyLoss::Released => f.write_str("released by the session"),
+        }
+    }
+}
 
 /// The standby transport of a session.
 #[derive(Debug)]
@@ -154,19 +195,24 @@ impl Session {
             .set(TimerKind::Standby, now + self.cfg.policy.connect_timeout);
     }
 
-    /// Tear the standby down (the current transport stays). `retry`: try
-    /// again after a backoff (its connection failed); otherwise a new one
-    /// is built when the session next allows.
-    pub(super) fn drop_standby(&mut self, retry: bool, now: Timestamp) {
+    /// Tear the standby down (the current transport stays) for `cause`
+    /// (reported with a [`SessionEvent::StandbyLost`] if it was up).
+    /// `retry`: try again after a backoff (its connection failed);
+    /// otherwise a new one is built when the session next allows.
+    pub(super) fn drop_standby(&mut self, retry: bool, cause: StandbyLoss, now: Timestamp) {
         let Some(sb) = self.standby.take() else {
             return;
         };
-        tracing::info!(session = %self.cfg.id, epoch = %sb.epoch, retry, "standby torn down");
+        tracing::info!(session = %self.cfg.id, epoch = %sb.epoch, retry, %cause, "standby torn down");
         self.actions.push_back(Action::TearDown { epoch: sb.epoch });
         self.timers.stop(TimerKind::Standby);
         self.timers.stop(TimerKind::StandbySilence);
-        if sb.up.is_some() {
-            self.events.push_back(SessionEvent::StandbyLost);
+        if let Some((device, _)) = sb.up {
+            self.events.push_back(SessionEvent::StandbyLost {
+                device: device.id,
+                path: sb.path.and_then(|i| self.cfg.paths.get(i).copied()),
+                cause,
+            });
         }
         if retry && self.cfg.role == Role::Initiator && !self.state().is_terminal() {
             self.standby_failures = self.standby_failures.saturating_add(1);
@@ -181,7 +227,7 @@ impl Session {
     /// tried again.
     pub(super) fn standby_timer(&mut self, now: Timestamp) {
         match &self.standby {
-            Some(sb) if sb.up.is_none() => self.drop_standby(true, now),
+            Some(sb) if sb.up.is_none() => self.drop_standby(true, StandbyLoss::Released, now),
             Some(sb) => {
                 let epoch = sb.epoch;
                 self.keepalive_nonce += 1;
@@ -236,7 +282,7 @@ impl Session {
         };
         tracing::warn!(session = %self.cfg.id, %epoch, "standby silent for two keepalive periods: torn down");
         self.counters.standbys_silent += 1;
-        self.drop_standby(true, now);
+        self.drop_standby(true, StandbyLoss::Silent, now);
     }
 
     /// A keepalive arrived on the standby of `epoch`: a receive there with
@@ -299,7 +345,7 @@ impl Session {
         };
         if !authentic {
             tracing::warn!(session = %self.cfg.id, %epoch, "the standby's reply is not the peer's");
-            self.drop_standby(true, now);
+            self.drop_standby(true, StandbyLoss::Released, now);
             return;
         }
         self.standby_up(device, local, now);
@@ -354,7 +400,7 @@ impl Session {
         }
         // A newer standby replaces an older one (the initiator gave that
         // one up).
-        self.drop_standby(false, now);
+        self.drop_standby(false, StandbyLoss::Released, now);
         self.standby_high = standby.epoch;
         self.standby = Some(Box::new(Standby {
             epoch: standby.epoch,
@@ -370,16 +416,16 @@ impl Session {
             .set(TimerKind::Standby, now + self.cfg.policy.connect_timeout);
     }
 
-    /// A device left (or failed): a standby on it goes, and another is
-    /// tried at once on what remains.
-    pub(super) fn standby_device_lost(&mut self, id: &DeviceId, now: Timestamp) {
+    /// A device left (or failed, or its port went down: `cause`): a
+    /// standby on it goes, and another is tried at once on what remains.
+    pub(super) fn standby_device_lost(&mut self, id: &DeviceId, cause: DownCause, now: Timestamp) {
         let on_it = self
             .standby
             .as_ref()
             .and_then(|s| s.up.as_ref().map(|u| &u.0.id))
             .is_some_and(|d| d == id);
         if on_it {
-            self.drop_standby(false, now);
+            self.drop_standby(false, StandbyLoss::Down(cause), now);
             self.maybe_build_standby(now);
         }
     }
@@ -396,7 +442,7 @@ impl Session {
                     .is_some_and(|(d, _)| self.current_device.as_ref().is_none_or(|c| c.id != d.id))
             });
         if !usable {
-            self.drop_standby(false, now);
+            self.drop_standby(false, StandbyLoss::Released, now);
             return false;
         }
         let sb = self.standby.take().expect("checked");

@@ -3,19 +3,22 @@
 
 use super::*;
 
-/// How long the peer of an admin close may take to close its half (it
-/// takes one round trip; a peer that missed the goodbye recovers instead
-/// and never closes).
-const PEER_CLOSE_LIMIT: Duration = Duration::from_secs(2);
+/// How long the peer of an admin close is waited for to close its half:
+/// a hang's bound, not a speed limit. It takes one round trip (4–52 ms on
+/// rxe under TCG, 7 ms typically: the `RELINK_VM_NOTE`'s figure); a peer
+/// that missed the goodbye never closes (it reports a loss and recovers,
+/// which the scenario checks on its own).
+const PEER_CLOSE_LIMIT: Duration = Duration::from_secs(20);
 /// Messages submitted right before an admin close (its goodbye is posted
 /// behind them).
 const BURST: usize = 32;
 
 /// An admin close on one side of a session with traffic in flight — a
 /// burst of messages just submitted, so the goodbye is posted behind them
-/// — makes the other side close its half at once (`Disconnected` within
-/// [`PEER_CLOSE_LIMIT`]), never take the disconnect for a loss
-/// (`DeviceLost`, a recovery attempt); every operation of the initiator
+/// — makes the other side close its half (`Disconnected`, waited for up to
+/// [`PEER_CLOSE_LIMIT`]; how long it took is a figure), never take the
+/// disconnect for a loss (`DeviceLost`, a recovery attempt: a close that
+/// was not seen as one); every operation of the initiator
 /// completes exactly once; nothing is left behind (no closing transport,
 /// no object of the initiator's provider). Three sessions closed by the
 /// initiator, three by the target. (A disconnect right after posting the goodbye moves the QP

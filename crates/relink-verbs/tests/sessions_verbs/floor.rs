@@ -17,6 +17,10 @@ use super::*;
 const MSG: usize = 64;
 /// How long any one wait may take (not a measurement: a hang's bound).
 const WAIT: Duration = Duration::from_secs(20);
+/// The timeout handed to rdma_cm's address and route resolution: a
+/// hang's bound too (resolution takes milliseconds; a loaded machine may
+/// take longer, which is the phase's figure, not a failure).
+pub(super) const RESOLVE: Duration = Duration::from_secs(10);
 
 /// One end's objects.
 pub(super) struct End {
@@ -189,12 +193,11 @@ fn one_cycle(
     let visible = device_added(pa, &env.init.device);
     let seen = add.elapsed();
     let id = pa.cm_create_id().expect("cm_create_id");
-    pa.cm_resolve_addr(id, Some(env.init.addr), peer, Duration::from_secs(2))
+    pa.cm_resolve_addr(id, Some(env.init.addr), peer, RESOLVE)
         .expect("cm_resolve_addr");
     assert_eq!(next_cm(pa, id), CmEventKind::AddrResolved);
     let addr = pa.now();
-    pa.cm_resolve_route(id, Duration::from_secs(2))
-        .expect("cm_resolve_route");
+    pa.cm_resolve_route(id, RESOLVE).expect("cm_resolve_route");
     assert_eq!(next_cm(pa, id), CmEventKind::RouteResolved);
     let route = pa.now();
     let a = End::open(pa, id);

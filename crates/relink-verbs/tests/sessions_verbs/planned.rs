@@ -83,6 +83,7 @@ impl Stall {
 }
 
 /// One watched move, measured.
+#[derive(Clone)]
 pub(super) struct Moved {
     /// The longest gap between successful completions.
     pub(super) stall: Duration,

@@ -24,7 +24,7 @@ use relink_fabric::{
     CmEventKind, DeviceEventKind, DeviceId, Event, RecvWr, SendOp, SendWr, WcStatus, WorkCompletion,
 };
 
-use super::floor::{device_added, next_cm, next_request, rdma, End};
+use super::floor::{device_added, next_cm, next_request, rdma, End, RESOLVE};
 use super::planned::{need_second_pair, two_pairs};
 use super::standby::pct_ms;
 use super::*;
@@ -54,11 +54,10 @@ fn connect(
     peer: SocketAddr,
 ) -> Link {
     let id = pa.cm_create_id().expect("cm_create_id");
-    pa.cm_resolve_addr(id, Some(local), peer, Duration::from_secs(2))
+    pa.cm_resolve_addr(id, Some(local), peer, RESOLVE)
         .expect("cm_resolve_addr");
     assert_eq!(next_cm(pa, id), CmEventKind::AddrResolved);
-    pa.cm_resolve_route(id, Duration::from_secs(2))
-        .expect("cm_resolve_route");
+    pa.cm_resolve_route(id, RESOLVE).expect("cm_resolve_route");
     assert_eq!(next_cm(pa, id), CmEventKind::RouteResolved);
     let dev = pa.cm_device(id).expect("the id's device");
     let a = End::with_cq(pa, id, 4 * WINDOW as u32);

@@ -6,6 +6,14 @@
 //! and swapped in as the current transport on the core's `Promote`. Its
 //! receives land in the session's second receive area
 //! (`SessionMemory::recv_alt`).
+//!
+//! The node never decides a standby's end itself: it reports what it
+//! sees (a CM event, an error completion, a refused post) to the core,
+//! whose standby silence timer also runs in the node's rounds; the core's
+//! `TearDown` of the standby's epoch destroys it here, and the
+//! application gets `SessionEvent::StandbyLost` with the device, the path
+//! and the cause (`StandbyLoss::Silent` when no keepalive came for two
+//! periods).
 
 use std::time::Duration;
 
