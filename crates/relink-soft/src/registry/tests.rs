@@ -4,7 +4,6 @@
 use std::collections::BTreeSet;
 use std::fs;
 use std::path::PathBuf;
-use std::time::Instant;
 
 use relink_fabric::{DeviceEvent, DeviceEventKind, DeviceId, DeviceInfo, IpNet, PortState};
 
@@ -662,9 +661,8 @@ fn stale_lock_is_broken() {
     let reg = t.registry();
     // A pid above the kernel's maximum (2^22) never exists.
     fs::write(reg.dir().join("lock"), "99999999 0\n").unwrap();
-    let start = Instant::now();
+    // An unbroken stale lock would fail the add after LOCK_TIMEOUT.
     reg.add("s", vec![], None, None).unwrap();
-    assert!(start.elapsed() < Duration::from_secs(2));
     assert!(!reg.dir().join("lock").exists());
 }
 
