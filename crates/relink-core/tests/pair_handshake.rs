@@ -475,3 +475,50 @@ fn connect_data_travels_in_the_hello_only_and_the_target_keeps_it() {
     assert_eq!(p.session(Who::Tgt).connect_data(), b"tenant=7;proto=kv/2");
     p.check();
 }
+
+#[test]
+fn a_resume_that_replaces_an_accepted_attempt_is_a_failed_attempt_not_a_loss() {
+    let mut p = target_waiting();
+    let losses = p.session(Who::Tgt).counters().losses;
+    let first = Resume::sign(&p.secret(), SESSION, Epoch(2), Seq(0));
+    let answer = p.knock(ConnectData::Resume(first).to_vec());
+    assert!(
+        matches!(
+            answer,
+            Action::Accept {
+                epoch: Epoch(2),
+                ..
+            }
+        ),
+        "{answer:?}"
+    );
+    assert_eq!(p.state(Who::Tgt), State::Reconnecting);
+    // The initiator's attempt timed out before the accept reached it, and
+    // it resumes again: the target's accepted attempt was never a
+    // connection, so it failed; nothing was lost.
+    let again = Resume::sign(&p.secret(), SESSION, Epoch(3), Seq(0));
+    let answer = p.knock(ConnectData::Resume(again).to_vec());
+    assert!(
+        matches!(
+            answer,
+            Action::Accept {
+                epoch: Epoch(3),
+                ..
+            }
+        ),
+        "{answer:?}"
+    );
+    assert_eq!(p.state(Who::Tgt), State::Reconnecting);
+    assert_eq!(
+        p.session(Who::Tgt).counters().losses,
+        losses,
+        "no second loss"
+    );
+    assert!(p.emitted(Who::Tgt, |e| matches!(
+        e,
+        SessionEvent::AttemptFailed {
+            reason: AttemptFailure::Timeout,
+            ..
+        }
+    )));
+}

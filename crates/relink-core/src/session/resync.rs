@@ -306,7 +306,11 @@ impl Session {
     }
 
     /// Target: a resume request naming the id of `self`. Verifies it and queues
-    /// an [`Action::Accept`] (or [`Action::Reject`]).
+    /// an [`Action::Accept`] (or [`Action::Reject`]). A connection that was
+    /// up is lost by it; an accepted attempt that never came up (in
+    /// `Reconnecting`: the initiator timed out before the accept reached
+    /// it) fails as an attempt ([`SessionEvent::AttemptFailed`]), costing
+    /// no loss.
     pub fn handle_resume_request(
         &mut self,
         request: RequestToken,
@@ -339,9 +343,14 @@ impl Session {
         // used (its own side tore it down).
         self.drop_standby(false, StandbyLoss::Released, now);
         // The initiator reconnected: whatever we thought of the old
-        // transport, it is gone (or it took it down as planned).
-        if !matches!(self.state(), State::Recovering | State::Suspended) {
-            self.lose_transport(DownCause::CmDisconnected, now);
+        // transport, it is gone (or it took it down as planned). An
+        // attempt this end accepted that never came up (the initiator's
+        // attempt timed out before the accept reached it) was no
+        // connection: it failed, and nothing was lost.
+        match self.state() {
+            State::Recovering | State::Suspended => {}
+            State::Reconnecting => self.attempt_failed(AttemptFailure::Timeout, now),
+            _ => self.lose_transport(DownCause::CmDisconnected, now),
         }
         self.resumed_by_peer(now);
         self.epoch = resume.epoch;
