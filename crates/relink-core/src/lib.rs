@@ -12,7 +12,7 @@
 //! | module | holds |
 //! |---|---|
 //! | [`session`] | the session that ties the rest together; one file per part of its work: |
-//! | ↳ `session/mod.rs` | [`Session`], its fields and getters, [`SessionConfig`], [`SessionError`] |
+//! | ↳ `session/mod.rs` | [`Session`] and the parts it is made of (each defined in the file of its logic), its getters, [`SessionConfig`], [`SessionError`] |
 //! | ↳ `session/output.rs` | [`Action`]s for the driver, [`SessionEvent`]s, [`Counters`], the `poll_*` calls |
 //! | ↳ `session/paths.rs` | [`session::Path`]s to the peer and the devices that can carry them |
 //! | ↳ `session/recovery.rs` | connect, transport loss, attempts and backoff, timers, give-up |
@@ -21,7 +21,7 @@
 //! | ↳ `session/datapath.rs` | submit, posting within credits, completions, received messages, acks |
 //! | [`state`] | the session state machine, declared in one table |
 //! | [`policy`] | give-up deadlines, backoff, fast-fail, keepalive, device match; [`PolicyBuilder`] |
-//! | [`reason`] | why an attempt failed ([`AttemptFailure`]) and why a peer is lost ([`PeerLostReason`]) |
+//! | [`reason`] | why the transport went down ([`DownCause`]), why an attempt failed ([`AttemptFailure`]) and why a peer is lost ([`PeerLostReason`]); [`state`] names them, they name nothing of it |
 //! | [`timers`] | every timer of a session in one table |
 //! | [`op`] | what an operation does ([`OpKind`]) and how it ends ([`Outcome`], [`OpError`]) |
 //! | [`journal`] | the sender side: sequence numbers, replay, exactly one completion per operation |
@@ -74,7 +74,7 @@ pub mod wire;
 pub use ids::*;
 pub use op::{Completion, LocalRange, OpError, OpKind, Outcome};
 pub use policy::{Policy, PolicyBuilder, PolicyError};
-pub use reason::{AttemptFailure, PeerLostReason};
+pub use reason::{AttemptFailure, DownCause, PeerLostReason};
 pub use resources::{RegionSpec, SessionSpec};
 pub use session::{Action, Counters, Role, Session, SessionConfig, SessionError, SessionEvent};
-pub use state::{DownCause, State};
+pub use state::State;

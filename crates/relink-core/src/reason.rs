@@ -1,8 +1,13 @@
-//! Why a connection attempt failed ([`AttemptFailure`]) and why a session
-//! lost its peer for good ([`PeerLostReason`]): the typed reasons of
+//! The reasons of a session's setbacks: why the transport went down
+//! ([`DownCause`]), why a connection attempt failed ([`AttemptFailure`])
+//! and why a session lost its peer for good ([`PeerLostReason`]): the
+//! typed reasons of
+//! [`SessionEvent::DeviceLost`](crate::session::SessionEvent::DeviceLost),
 //! [`SessionEvent::AttemptFailed`](crate::session::SessionEvent::AttemptFailed),
 //! [`SessionEvent::PeerLost`](crate::session::SessionEvent::PeerLost) and
-//! the [`Cause`](crate::state::Cause) of their transitions.
+//! the [`Cause`](crate::state::Cause) of their transitions. The state
+//! machine ([`state`](crate::state)) names these; this module names
+//! nothing of it.
 //!
 //! A failed attempt is retried under the policy until the session's
 //! give-up deadline (`first_connect_tmo` before the session was ever
@@ -11,11 +16,60 @@
 
 use std::fmt;
 
-use relink_fabric::{CmError, CreateError, PostError};
+use relink_fabric::{CmError, CreateError, PostError, WcStatus};
 
 use crate::ids::RegionId;
-use crate::state::DownCause;
 use crate::wire::{RefuseReason, WireError};
+
+/// Why the transport went down: every detection source folds into this.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum DownCause {
+    /// The device left the device list (netlink UNREGISTER, uevent, rescan,
+    /// soft registry).
+    DeviceRemoved,
+    /// `IBV_EVENT_DEVICE_FATAL` (a reset).
+    DeviceFatal,
+    /// The port went down.
+    PortDown,
+    /// `RDMA_CM_EVENT_DEVICE_REMOVAL`.
+    CmDeviceRemoval,
+    /// `RDMA_CM_EVENT_DISCONNECTED` (the peer left or lost its device).
+    CmDisconnected,
+    /// `RDMA_CM_EVENT_ADDR_CHANGE`.
+    AddrChange,
+    /// A work completion with an error status (flush, retry exceeded, ...).
+    Completion(WcStatus),
+    /// Nothing heard from the peer for two keepalive periods.
+    KeepaliveTimeout,
+    /// The connection was established but the in-band handshake (buffer
+    /// advertisements) did not finish within the connect timeout.
+    ResyncTimeout,
+    /// Taken down on purpose once both ends were quiet: a drain moving the
+    /// session to another path, or a suspend. Not a loss.
+    Planned,
+    /// The peer promoted the standby connection (its message arrived
+    /// there): it lost the current one, or is about to notice.
+    PeerFailover,
+}
+
+impl fmt::Display for DownCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DownCause::DeviceRemoved => f.write_str("device removed"),
+            DownCause::DeviceFatal => f.write_str("device fatal error"),
+            DownCause::PortDown => f.write_str("port down"),
+            DownCause::CmDeviceRemoval => f.write_str("CM device removal"),
+            DownCause::CmDisconnected => f.write_str("disconnected"),
+            DownCause::AddrChange => f.write_str("address change"),
+            DownCause::Completion(s) => write!(f, "completion error: {}", s.name()),
+            DownCause::KeepaliveTimeout => f.write_str("keepalive timeout"),
+            DownCause::ResyncTimeout => f.write_str("resync timed out"),
+            DownCause::Planned => f.write_str("planned (drain or suspend)"),
+            DownCause::PeerFailover => f.write_str("the peer moved to the standby connection"),
+        }
+    }
+}
 
 /// Why one connection attempt (of the first connect or of a recovery)
 /// failed. The session retries after the backoff unless its give-up

@@ -45,9 +45,13 @@
 
 use std::fmt;
 
-use relink_fabric::{Timestamp, WcStatus};
+use relink_fabric::Timestamp;
 
 use crate::reason::{AttemptFailure, PeerLostReason};
+
+/// Why the transport went down; defined with the other reasons in
+/// [`reason`](crate::reason), named here too, where the transitions it causes are.
+pub use crate::reason::DownCause;
 
 /// Where a session is. More states may come: a match needs a wildcard
 /// arm ([`State::is_terminal`] tells the two that end a session).
@@ -102,56 +106,6 @@ impl State {
 impl fmt::Display for State {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
-    }
-}
-
-/// Why the transport went down: every detection source folds into this.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum DownCause {
-    /// The device left the device list (netlink UNREGISTER, uevent, rescan,
-    /// soft registry).
-    DeviceRemoved,
-    /// `IBV_EVENT_DEVICE_FATAL` (a reset).
-    DeviceFatal,
-    /// The port went down.
-    PortDown,
-    /// `RDMA_CM_EVENT_DEVICE_REMOVAL`.
-    CmDeviceRemoval,
-    /// `RDMA_CM_EVENT_DISCONNECTED` (the peer left or lost its device).
-    CmDisconnected,
-    /// `RDMA_CM_EVENT_ADDR_CHANGE`.
-    AddrChange,
-    /// A work completion with an error status (flush, retry exceeded, ...).
-    Completion(WcStatus),
-    /// Nothing heard from the peer for two keepalive periods.
-    KeepaliveTimeout,
-    /// The connection was established but the in-band handshake (buffer
-    /// advertisements) did not finish within the connect timeout.
-    ResyncTimeout,
-    /// Taken down on purpose once both ends were quiet: a drain moving the
-    /// session to another path, or a suspend. Not a loss.
-    Planned,
-    /// The peer promoted the standby connection (its message arrived
-    /// there): it lost the current one, or is about to notice.
-    PeerFailover,
-}
-
-impl fmt::Display for DownCause {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            DownCause::DeviceRemoved => f.write_str("device removed"),
-            DownCause::DeviceFatal => f.write_str("device fatal error"),
-            DownCause::PortDown => f.write_str("port down"),
-            DownCause::CmDeviceRemoval => f.write_str("CM device removal"),
-            DownCause::CmDisconnected => f.write_str("disconnected"),
-            DownCause::AddrChange => f.write_str("address change"),
-            DownCause::Completion(s) => write!(f, "completion error: {}", s.name()),
-            DownCause::KeepaliveTimeout => f.write_str("keepalive timeout"),
-            DownCause::ResyncTimeout => f.write_str("resync timed out"),
-            DownCause::Planned => f.write_str("planned (drain or suspend)"),
-            DownCause::PeerFailover => f.write_str("the peer moved to the standby connection"),
-        }
     }
 }
 

@@ -21,6 +21,33 @@ use crate::state::{Cause, State};
 use crate::timers::TimerKind;
 use crate::wire;
 
+/// How the session ends on purpose: the part of [`Session`] this file
+/// owns.
+#[derive(Debug, Default)]
+pub(super) struct Closing {
+    /// The deadline of a graceful close under way
+    /// ([`Session::close_gracefully`]): new operations are refused, and
+    /// the session closes when its journal is empty or at the deadline.
+    deadline: Option<Timestamp>,
+    /// How many operations the session's end completed because they were
+    /// still pending ([`Session::ended_pending`]).
+    ended_pending: usize,
+}
+
+impl Closing {
+    /// Whether a graceful close is under way.
+    pub(super) fn is_closing(&self) -> bool {
+        self.deadline.is_some()
+    }
+
+    /// The session ended (failed) with `pending` operations completed by
+    /// its end: no graceful close goes on.
+    pub(super) fn ended(&mut self, pending: usize) {
+        self.deadline = None;
+        self.ended_pending = pending;
+    }
+}
+
 impl Session {
     /// Close the session now: recovery stops and every pending operation
     /// completes — `Failed(Disconnected)`, or `Indeterminate` where it may
@@ -58,9 +85,9 @@ impl Session {
             }
             _ => {}
         }
-        let deadline = self.closing.map_or(deadline, |d| d.min(deadline));
-        tracing::debug!(session = %self.cfg.id, pending = self.journal.len(), %deadline, "closing gracefully");
-        self.closing = Some(deadline);
+        let deadline = self.closing.deadline.map_or(deadline, |d| d.min(deadline));
+        tracing::debug!(session = %self.cfg.id, pending = self.data.journal.len(), %deadline, "closing gracefully");
+        self.closing.deadline = Some(deadline);
         self.timers.set(TimerKind::CloseDeadline, deadline);
         if deadline <= now {
             self.close_deadline_passed(now);
@@ -73,7 +100,7 @@ impl Session {
     /// ([`close_gracefully`](Session::close_gracefully)); `None` when the
     /// session is not closing gracefully (live, or ended).
     pub fn closing_deadline(&self) -> Option<Timestamp> {
-        self.closing
+        self.closing.deadline
     }
 
     /// How many operations the session's end completed itself because
@@ -82,14 +109,15 @@ impl Session {
     /// the session is live, and for one that ended with nothing pending
     /// (a graceful close that finished its work).
     pub fn ended_pending(&self) -> usize {
-        self.ended_pending
+        self.closing.ended_pending
     }
 
     /// A session closing gracefully whose journal is empty closes now,
     /// with the goodbye. Called at the end of every input that may
     /// complete operations.
     pub(super) fn settle_closing(&mut self, now: Timestamp) {
-        if self.closing.is_some() && self.journal.is_empty() && !self.state().is_terminal() {
+        if self.closing.is_closing() && self.data.journal.is_empty() && !self.state().is_terminal()
+        {
             tracing::debug!(session = %self.cfg.id, "every pending operation finished; closing");
             self.close_inner(now, true);
         }
@@ -98,10 +126,10 @@ impl Session {
     /// The deadline of a graceful close passed: close with what is still
     /// pending.
     pub(super) fn close_deadline_passed(&mut self, now: Timestamp) {
-        if self.closing.is_none() || self.state().is_terminal() {
+        if !self.closing.is_closing() || self.state().is_terminal() {
             return;
         }
-        tracing::info!(session = %self.cfg.id, pending = self.journal.len(), "graceful close deadline passed");
+        tracing::info!(session = %self.cfg.id, pending = self.data.journal.len(), "graceful close deadline passed");
         self.close_inner(now, true);
     }
 
@@ -112,32 +140,29 @@ impl Session {
         if self.state() == State::Closed {
             return;
         }
-        if self.current_device.is_some() {
+        if self.devices.current().is_some() {
             if tell_peer && matches!(self.state(), State::Established | State::Resyncing) {
                 self.send_control(|ack, out| {
                     wire::encode_close(ack, out);
                     Ok(())
                 });
             }
-            self.actions
-                .push_back(Action::Disconnect { epoch: self.epoch });
+            self.out.act(Action::Disconnect { epoch: self.epoch });
         }
         if self.state() != State::Failed && self.state() != State::Idle {
-            self.actions
-                .push_back(Action::TearDown { epoch: self.epoch });
+            self.out.act(Action::TearDown { epoch: self.epoch });
         }
-        self.current_device = None;
+        self.devices.release();
         self.timers.clear();
-        self.closing = None;
-        self.planned = None;
-        self.resume_when_suspended = None;
+        self.closing.deadline = None;
+        self.planned.cancel();
         if self.state() != State::Failed {
             // A failed session's operations were completed when it failed.
-            let cs = self.journal.fail_all(OpError::Disconnected);
-            self.ended_pending = cs.len();
-            self.complete(cs);
+            let cs = self.data.journal.fail_all(OpError::Disconnected);
+            self.closing.ended_pending = cs.len();
+            self.out.complete(cs);
         }
         self.go(State::Closed, Cause::Disconnect, now);
-        self.events.push_back(SessionEvent::Disconnected);
+        self.out.emit(SessionEvent::Disconnected);
     }
 }

@@ -4,14 +4,19 @@
 //! advertisements, keepalives, close) and the control messages and acks a
 //! session sends.
 
+use std::collections::BTreeSet;
+
 use relink_fabric::{Access, Timestamp, WcStatus};
 
 use super::{Action, OneSided, Session, SessionError};
+use crate::buffers::SpareBuffers;
 use crate::ids::{Epoch, OpId, Seq};
-use crate::inbox::Accept as InboxAccept;
-use crate::keys::{KeyError, RemoteRegion};
+use crate::inbox::{Accept as InboxAccept, Inbox};
+use crate::journal::Journal;
+use crate::keys::{KeyError, PeerKeys, RemoteRegion};
 use crate::op::{OpError, OpKind};
-use crate::state::{DownCause, State};
+use crate::reason::DownCause;
+use crate::state::State;
 use crate::timers::TimerKind;
 use crate::wire::{self, MsgBody, WireError};
 
@@ -19,14 +24,97 @@ use crate::wire::{self, MsgBody, WireError};
 /// advertisements).
 const CONTROL_RESERVE: u64 = 8;
 
+/// Operations and messages on the wire: the part of [`Session`] this file
+/// owns.
+#[derive(Debug, Default)]
+pub(super) struct DataPath {
+    /// The sender side: every operation until its one completion.
+    pub(super) journal: Journal,
+    /// The receiver side: delivers each of the peer's messages once, in
+    /// order.
+    pub(super) inbox: Inbox,
+    /// The peer's advertised regions, for the current epoch only: filled
+    /// by its advertisements, begun anew with each transport.
+    pub(super) peer_keys: PeerKeys,
+    /// The highest of our sequence numbers the peer confirmed delivering
+    /// (from the `ack` of its messages and from its handshake), already
+    /// applied to the journal. Never decreases. Credit flow control counts
+    /// messages above it.
+    peer_delivered: Seq,
+    /// The acknowledgement (our inbox's last delivered) the last message we
+    /// sent carried. A bare ack is due while the inbox is ahead of it.
+    last_ack_sent: Seq,
+    /// The longest frame the peer's receive slots hold (its AdvertDone);
+    /// 0 until it says.
+    peer_frame_max: u32,
+    /// One-sided operations posted on the current transport and not yet
+    /// completed; at most `spec.max_one_sided`. Emptied on a loss.
+    one_sided_inflight: BTreeSet<OpId>,
+    /// Buffers of sent messages the driver handed back
+    /// ([`Session::recycle`]), for the next ones.
+    spare: SpareBuffers,
+}
+
+impl DataPath {
+    /// The transport is gone: what was posted on it waits for replay.
+    pub(super) fn transport_down(&mut self) {
+        self.journal.transport_down();
+        self.one_sided_inflight.clear();
+    }
+
+    /// Whether no one-sided operation waits for its completion.
+    pub(super) fn one_sided_idle(&self) -> bool {
+        self.one_sided_inflight.is_empty()
+    }
+
+    /// The peer's handshake says it delivered up to `seq` (applied to the
+    /// journal by the caller).
+    pub(super) fn raise_peer_delivered(&mut self, seq: Seq) {
+        self.peer_delivered = self.peer_delivered.max(seq);
+    }
+
+    /// Keep the bytes of a performed send for a later message.
+    pub(super) fn recycle(&mut self, bytes: Vec<u8>) {
+        self.spare.put(bytes);
+    }
+}
+
 impl Session {
+    /// Operations not yet completed.
+    pub fn pending_ops(&self) -> usize {
+        self.data.journal.len()
+    }
+
+    /// Bytes of message payload the journal holds (for replay).
+    pub fn journal_bytes(&self) -> usize {
+        self.data.journal.payload_bytes()
+    }
+
+    /// The highest message sequence delivered to the application.
+    pub fn last_delivered(&self) -> Seq {
+        self.data.inbox.last_delivered()
+    }
+
+    /// The peer's advertised regions for the current epoch.
+    pub fn peer_keys(&self) -> &PeerKeys {
+        &self.data.peer_keys
+    }
+
+    /// The longest frame ([`wire::frame_messages`]) the peer's receive
+    /// slots hold, from its `AdvertDone`; 0 until it has said: then one
+    /// message per SEND. The driver also keeps a frame within its own send
+    /// slot.
+    pub fn peer_frame_max(&self) -> usize {
+        self.data.peer_frame_max as usize
+    }
+
     /// An empty buffer for a payload of `len` bytes of a message to
     /// [`submit`]: the allocation of a message the peer already confirmed,
     /// if a spare one fits (a new one otherwise).
     ///
     /// [`submit`]: Session::submit
     pub fn message_buffer(&mut self, len: usize) -> Vec<u8> {
-        self.journal.message_buffer(len)
+        self.data.journal.message_buffer(len)
     }
 
     /// Submit an operation. It completes exactly once (see
@@ -35,7 +123,7 @@ impl Session {
         if self.state().is_terminal() {
             return Err(SessionError::Terminal(self.state()));
         }
-        if self.closing.is_some() {
+        if self.closing.is_closing() {
             return Err(SessionError::Closing);
         }
         if let OpKind::Message { payload } = &kind {
@@ -65,10 +153,10 @@ impl Session {
                 return Err(SessionError::BadLocal(l));
             }
         }
-        let (op, _) = self.journal.submit(kind);
-        if self.fast_failing {
-            let cs = self.journal.fail_queued(OpError::FastFail);
-            self.complete(cs);
+        let (op, _) = self.data.journal.submit(kind);
+        if self.recovery.fast_failing() {
+            let cs = self.data.journal.fail_queued(OpError::FastFail);
+            self.out.complete(cs);
         } else {
             self.pump(now);
         }
@@ -84,19 +172,19 @@ impl Session {
         let credits = u64::from(self.cfg.spec.recv_slots)
             .saturating_sub(CONTROL_RESERVE)
             .max(1);
-        while let Some((op, kind, seq)) = self.journal.next_unposted() {
+        while let Some((op, kind, seq)) = self.data.journal.next_unposted() {
             if !kind.is_message()
-                && self.one_sided_inflight.len() >= self.cfg.spec.max_one_sided as usize
+                && self.data.one_sided_inflight.len() >= self.cfg.spec.max_one_sided as usize
             {
                 break; // the send queue holds no more; order is kept
             }
             let action = match kind {
                 OpKind::Message { payload } => {
                     let seq = seq.expect("messages are sequenced");
-                    if seq.0.saturating_sub(self.peer_delivered.0) > credits {
+                    if seq.0.saturating_sub(self.data.peer_delivered.0) > credits {
                         break; // wait for the peer to deliver
                     }
-                    let ack = self.inbox.last_delivered();
+                    let ack = self.data.inbox.last_delivered();
                     // The header only: the driver copies the payload from
                     // the journal into the send buffer itself
                     // (`message_payload`). Payload sizes are checked at
@@ -109,7 +197,7 @@ impl Session {
                     }
                     .to_bytes()
                     .expect("a valid data header");
-                    self.last_ack_sent = ack;
+                    self.data.last_ack_sent = ack;
                     self.timers.stop(TimerKind::AckDelay);
                     Action::SendMessage {
                         epoch: self.epoch,
@@ -125,6 +213,7 @@ impl Session {
                     };
                     let local = *local;
                     match self
+                        .data
                         .peer_keys
                         .translate(*remote, u64::from(local.len), right)
                     {
@@ -146,7 +235,11 @@ impl Session {
                 OpKind::FetchAdd { local, remote, add } => {
                     let local = *local;
                     let add = *add;
-                    match self.peer_keys.translate(*remote, 8, Access::REMOTE_ATOMIC) {
+                    match self
+                        .data
+                        .peer_keys
+                        .translate(*remote, 8, Access::REMOTE_ATOMIC)
+                    {
                         Ok(addr) => Action::OneSided {
                             epoch: self.epoch,
                             op,
@@ -169,7 +262,11 @@ impl Session {
                     swap,
                 } => {
                     let (local, compare, swap) = (*local, *compare, *swap);
-                    match self.peer_keys.translate(*remote, 8, Access::REMOTE_ATOMIC) {
+                    match self
+                        .data
+                        .peer_keys
+                        .translate(*remote, 8, Access::REMOTE_ATOMIC)
+                    {
                         Ok(addr) => Action::OneSided {
                             epoch: self.epoch,
                             op,
@@ -186,11 +283,11 @@ impl Session {
                     }
                 }
             };
-            self.journal.mark_posted(op);
+            self.data.journal.mark_posted(op);
             if matches!(action, Action::OneSided { .. }) {
-                self.one_sided_inflight.insert(op);
+                self.data.one_sided_inflight.insert(op);
             }
-            self.actions.push_back(action);
+            self.out.act(action);
         }
     }
 
@@ -205,9 +302,9 @@ impl Session {
         debug_assert!(!matches!(e, KeyError::NotReady(_)), "{e}");
         tracing::warn!(session = %self.cfg.id, %op, "token does not translate: {e}");
         let err = OpError::Remote(WcStatus::RemAccessErr);
-        match self.journal.fail_unpostable(op, err) {
+        match self.data.journal.fail_unpostable(op, err) {
             Some(c) => {
-                self.completions.push_back(c);
+                self.out.complete_one(c);
                 true
             }
             None => {
@@ -230,12 +327,12 @@ impl Session {
         if epoch != self.epoch {
             return;
         }
-        let freed = op.is_some_and(|op| self.one_sided_inflight.remove(&op));
+        let freed = op.is_some_and(|op| self.data.one_sided_inflight.remove(&op));
         match status {
             WcStatus::Success => {
                 if let Some(op) = op {
-                    if let Some(c) = self.journal.on_success(op) {
-                        self.completions.push_back(c);
+                    if let Some(c) = self.data.journal.on_success(op) {
+                        self.out.complete_one(c);
                     }
                 }
             }
@@ -247,8 +344,8 @@ impl Session {
                 // The operation itself is bad: it fails alone, and the QP
                 // is dead, so the transport is rebuilt.
                 if let Some(op) = op {
-                    if let Some(c) = self.journal.on_remote_error(op, status) {
-                        self.completions.push_back(c);
+                    if let Some(c) = self.data.journal.on_remote_error(op, status) {
+                        self.out.complete_one(c);
                     }
                 }
                 self.lose_transport(DownCause::Completion(status), now);
@@ -278,11 +375,7 @@ impl Session {
         if epoch != self.epoch && !self.peer_promoted(epoch, now) {
             return;
         }
-        if let Some(d) = self.cfg.policy.keepalive_deadline() {
-            if self.timers.get(TimerKind::KeepaliveDeadline).is_some() {
-                self.timers.set(TimerKind::KeepaliveDeadline, now + d);
-            }
-        }
+        self.keepalive_heard(now);
         let mut credited = false;
         for (i, msg) in wire::frame_messages(bytes).enumerate() {
             let handled = msg.and_then(wire::decode_typed).map(|(h, body)| {
@@ -327,20 +420,19 @@ impl Session {
             self.on_promote(epoch, last_delivered, now);
             return Some(false);
         }
-        let credited = h.ack > self.peer_delivered;
+        let credited = h.ack > self.data.peer_delivered;
         if credited {
-            self.peer_delivered = h.ack;
-            let completions = &mut self.completions;
-            self.journal
-                .on_peer_delivered_with(h.ack, |c| completions.push_back(c));
+            self.data.peer_delivered = h.ack;
+            let out = &mut self.out;
+            self.data
+                .journal
+                .on_peer_delivered_with(h.ack, |c| out.complete_one(c));
         }
         match body {
-            MsgBody::Data(payload) => match self.inbox.accept(h.seq) {
+            MsgBody::Data(payload) => match self.data.inbox.accept(h.seq) {
                 InboxAccept::Deliver => {
                     self.counters.delivered += 1;
-                    let mut bytes = self.delivery_spare.take(payload.len());
-                    bytes.extend_from_slice(payload);
-                    self.deliveries.push_back((h.seq, bytes));
+                    self.out.deliver(h.seq, payload);
                     self.maybe_ack(now);
                 }
                 InboxAccept::Duplicate => {}
@@ -350,7 +442,7 @@ impl Session {
             },
             MsgBody::Adverts(adverts) => {
                 for a in adverts {
-                    self.peer_keys.insert(
+                    self.data.peer_keys.insert(
                         a.epoch,
                         a.region,
                         RemoteRegion {
@@ -363,9 +455,9 @@ impl Session {
                 }
             }
             MsgBody::AdvertDone { epoch, frame_max } => {
-                self.peer_frame_max = frame_max;
-                if self.peer_keys.finish(epoch)
-                    && !self.promoting
+                self.data.peer_frame_max = frame_max;
+                if self.data.peer_keys.finish(epoch)
+                    && !self.standby.is_promoting()
                     && matches!(self.state(), State::Resyncing | State::Connecting)
                 {
                     self.finish_resync(now);
@@ -382,12 +474,7 @@ impl Session {
             MsgBody::Quiesce { purpose } => self.on_quiesce(purpose, now),
             MsgBody::Quiesced => self.on_quiesced(now),
             MsgBody::MoveRequest => self.on_move_request(now),
-            MsgBody::Keepalive { nonce } => {
-                self.send_control(|ack, out| {
-                    wire::encode_keepalive_reply(ack, nonce, out);
-                    Ok(())
-                });
-            }
+            MsgBody::Keepalive { nonce } => self.answer_keepalive(nonce),
         }
         Some(credited)
     }
@@ -398,17 +485,17 @@ impl Session {
         &mut self,
         build: impl FnOnce(Seq, &mut Vec<u8>) -> Result<(), WireError>,
     ) {
-        let mut bytes = self.spare.take(wire::HEADER_LEN + 16);
-        let ack = self.inbox.last_delivered();
+        let mut bytes = self.data.spare.take(wire::HEADER_LEN + 16);
+        let ack = self.data.inbox.last_delivered();
         if let Err(e) = build(ack, &mut bytes) {
             // Sizes are checked when the session is created: a bug.
             debug_assert!(false, "control message: {e}");
             tracing::error!(session = %self.cfg.id, "control message not encodable: {e}");
             return;
         }
-        self.last_ack_sent = ack;
+        self.data.last_ack_sent = ack;
         self.timers.stop(TimerKind::AckDelay);
-        self.actions.push_back(Action::Send {
+        self.out.act(Action::Send {
             epoch: self.epoch,
             op: None,
             bytes,
@@ -418,13 +505,35 @@ impl Session {
     /// Acknowledge at once after a quarter of the receive slots, else
     /// within `ack_delay` (unless an outgoing message carries it first).
     fn maybe_ack(&mut self, now: Timestamp) {
-        let delivered = self.inbox.last_delivered();
+        let delivered = self.data.inbox.last_delivered();
         let every = (u64::from(self.cfg.spec.recv_slots) / 4).max(1);
-        if delivered.0.saturating_sub(self.last_ack_sent.0) >= every {
+        if delivered.0.saturating_sub(self.data.last_ack_sent.0) >= every {
             self.send_ack();
-        } else if delivered > self.last_ack_sent && self.timers.get(TimerKind::AckDelay).is_none() {
+        } else if delivered > self.data.last_ack_sent
+            && self.timers.get(TimerKind::AckDelay).is_none()
+        {
             self.timers
                 .set(TimerKind::AckDelay, now + self.cfg.policy.ack_delay);
+        }
+    }
+
+    /// The peer's handshake confirmed our messages up to `seq` (a first
+    /// connection: nothing to replay): complete what it confirms.
+    pub(super) fn confirm_delivered(&mut self, seq: Seq) {
+        let out = &mut self.out;
+        self.data
+            .journal
+            .on_peer_delivered_with(seq, |c| out.complete_one(c));
+        self.data.raise_peer_delivered(seq);
+    }
+
+    /// The ack delay passed: acknowledge what was delivered since the last
+    /// message we sent, unless the session is not connected.
+    pub(super) fn ack_delay_passed(&mut self) {
+        if matches!(self.state(), State::Established | State::Resyncing)
+            && self.data.inbox.last_delivered() > self.data.last_ack_sent
+        {
+            self.send_ack();
         }
     }
 

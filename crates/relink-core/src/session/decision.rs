@@ -13,7 +13,8 @@ use relink_fabric::{DeviceId, Timestamp};
 
 use super::{Path, Role, Session, SessionError, SessionEvent, StandbyLoss};
 use crate::policy::{Policy, PolicyError, RecoveryMode};
-use crate::state::{DownCause, State};
+use crate::reason::DownCause;
+use crate::state::State;
 use crate::timers::TimerKind;
 
 /// A path that could carry a held session at present, with the device that would
@@ -30,6 +31,82 @@ pub struct Candidate {
     pub device: DeviceId,
 }
 
+/// The application's say in a recovery: the part of [`Session`] this
+/// file owns.
+#[derive(Debug, Default)]
+pub(super) struct Decision {
+    /// Held for the application's decision
+    /// ([`RecoveryMode::Manual`]): in `Recovering`, no attempt scheduled.
+    /// Cleared by leaving `Recovering`.
+    held: bool,
+    /// The application resumed the session in this outage: a manual
+    /// session recovers as an automatic one until it is established again.
+    decided: bool,
+    /// The cause of the last loss of the transport (what a held session
+    /// reports).
+    loss_cause: Option<DownCause>,
+    /// The candidates a held session last reported.
+    candidates: Vec<Candidate>,
+    /// The path the next attempt takes first: the one the application
+    /// named ([`Session::resume`]) or a drain picked; taken by the attempt.
+    prefer_path: Option<usize>,
+}
+
+impl Decision {
+    /// Whether the session is held for the application's decision.
+    pub(super) fn is_held(&self) -> bool {
+        self.held
+    }
+
+    /// The session left `Recovering`: it is held no more.
+    pub(super) fn release(&mut self) {
+        self.held = false;
+    }
+
+    /// The transport was lost for `cause` (what a held session reports).
+    pub(super) fn note_loss(&mut self, cause: DownCause) {
+        self.loss_cause = Some(cause);
+    }
+
+    /// The session recovers in this outage as an automatic one would
+    /// (resumed, or moved by a drain), its next attempt on `path` if
+    /// named.
+    pub(super) fn decide(&mut self, path: Option<usize>) {
+        self.prefer_path = path;
+        self.decided = true;
+    }
+
+    /// The next attempt takes `path` first, if named (a drain's path after
+    /// a real loss), without a decision.
+    pub(super) fn prefer_path(&mut self, path: Option<usize>) {
+        self.prefer_path = path;
+    }
+
+    /// The path the next attempt takes first, if one was named.
+    pub(super) fn preferred_path(&self) -> Option<usize> {
+        self.prefer_path
+    }
+
+    /// Take the path the next attempt takes first, if one was named.
+    pub(super) fn take_preferred_path(&mut self) -> Option<usize> {
+        self.prefer_path.take()
+    }
+
+    /// The session is established again: a manual one holds at its next
+    /// loss.
+    pub(super) fn established(&mut self) {
+        self.decided = false;
+    }
+
+    /// The event that reports the hold, with the candidates last found.
+    fn awaiting(&self) -> SessionEvent {
+        SessionEvent::AwaitingDecision {
+            cause: self.loss_cause.unwrap_or(DownCause::CmDisconnected),
+            candidates: self.candidates.clone(),
+        }
+    }
+}
+
 impl Session {
     /// Whether a loss holds the session for the application's
     /// decision: a manual initiator that has been established and has not been
@@ -37,8 +114,8 @@ impl Session {
     fn holds(&self) -> bool {
         self.cfg.policy.recovery == RecoveryMode::Manual
             && self.cfg.role == Role::Initiator
-            && self.was_established
-            && !self.decided
+            && self.recovery.was_established()
+            && !self.decision.decided
     }
 
     /// Hold instead of scheduling an attempt, if the policy says so
@@ -49,29 +126,23 @@ impl Session {
             return false;
         }
         self.timers.stop(TimerKind::Backoff);
-        self.held = true;
-        self.candidates = self.current_candidates();
+        self.decision.held = true;
+        self.decision.candidates = self.current_candidates();
         tracing::info!(session = %self.cfg.id, "held for the application's decision");
-        self.events.push_back(SessionEvent::AwaitingDecision {
-            cause: self.loss_cause.unwrap_or(DownCause::CmDisconnected),
-            candidates: self.candidates.clone(),
-        });
+        self.out.emit(self.decision.awaiting());
         true
     }
 
     /// The devices changed (or the device match did): a held session
     /// reports its candidates again if they are not the ones it reported.
     pub(super) fn refresh_candidates(&mut self) {
-        if !self.held {
+        if !self.decision.held {
             return;
         }
         let now = self.current_candidates();
-        if now != self.candidates {
-            self.candidates = now;
-            self.events.push_back(SessionEvent::AwaitingDecision {
-                cause: self.loss_cause.unwrap_or(DownCause::CmDisconnected),
-                candidates: self.candidates.clone(),
-            });
+        if now != self.decision.candidates {
+            self.decision.candidates = now;
+            self.out.emit(self.decision.awaiting());
         }
     }
 
@@ -92,15 +163,15 @@ impl Session {
     /// Whether the session is held for the application's decision
     /// ([`RecoveryMode::Manual`]): in `Recovering`, making no attempt.
     pub fn awaiting_decision(&self) -> bool {
-        self.held
+        self.decision.held
     }
 
     /// The paths that could carry a held session at present (empty when it is not
     /// held): the candidates of its last
     /// [`SessionEvent::AwaitingDecision`].
     pub fn candidates(&self) -> &[Candidate] {
-        if self.held {
-            &self.candidates
+        if self.decision.held {
+            &self.decision.candidates
         } else {
             &[]
         }
@@ -119,12 +190,13 @@ impl Session {
     /// [`SessionError::NoSuchPath`] if `path` is not an index of its paths.
     pub fn resume(&mut self, path: Option<usize>, now: Timestamp) -> Result<(), SessionError> {
         let suspended = self.state() == State::Suspended && self.cfg.role == Role::Initiator;
-        if !self.held && !suspended && self.suspend_asked() {
+        let held = self.decision.held;
+        if !held && !suspended && self.suspend_asked() {
             // The suspend under way completes, then the session resumes.
-            self.resume_when_suspended = Some(path);
+            self.planned.resume_once_suspended(path);
             return Ok(());
         }
-        if !self.held && !suspended {
+        if !held && !suspended {
             return Err(SessionError::NotAwaitingDecision(self.state()));
         }
         if let Some(index) = path {
@@ -134,17 +206,16 @@ impl Session {
                     paths: self.cfg.paths.len(),
                 });
             }
-            self.path_index = index;
+            self.recovery.set_path(index);
         }
         if suspended {
             self.resume_suspended(path, now);
             return Ok(());
         }
         tracing::info!(session = %self.cfg.id, ?path, "resumed by the application");
-        self.prefer_path = path;
-        self.decided = true;
-        self.held = false;
-        self.candidates.clear();
+        self.decision.decide(path);
+        self.decision.held = false;
+        self.decision.candidates.clear();
         self.try_attempt(now);
         Ok(())
     }
@@ -173,46 +244,23 @@ impl Session {
         if old.recovery != self.cfg.policy.recovery {
             // A new mode is a new decision: a resume given under the old
             // one does not carry over.
-            self.decided = false;
+            self.decision.decided = false;
         }
-        let p = &self.cfg.policy;
-        // The give-up deadline, from the loss or from the first connect.
-        let giveup = if self.was_established {
-            self.outage_start
-                .map(|start| p.ctrl_loss_tmo.map(|t| start + t))
-        } else {
-            self.first_connect_at
-                .map(|start| p.first_connect_tmo.map(|t| start + t))
-        };
-        match giveup {
-            Some(Some(at)) => self.timers.set(TimerKind::GiveUp, at),
-            Some(None) => self.timers.stop(TimerKind::GiveUp),
-            None => {}
-        }
-        if let (Some(start), false) = (self.outage_start, self.fast_failing) {
-            match p.fast_io_fail_tmo {
-                Some(t) => self.timers.set(TimerKind::FastFail, start + t),
-                None => self.timers.stop(TimerKind::FastFail),
-            }
-        }
-        if old.keepalive != p.keepalive
-            && (self.timers.get(TimerKind::KeepaliveSend).is_some()
-                || self.timers.get(TimerKind::KeepaliveDeadline).is_some())
-        {
-            self.timers.stop(TimerKind::KeepaliveSend);
-            self.timers.stop(TimerKind::KeepaliveDeadline);
-            self.arm_keepalive(now);
-        }
+        // The give-up and fast-fail deadlines, from the loss or from the
+        // first connect.
+        self.recovery
+            .rearm_deadlines(&self.cfg.policy, &mut self.timers);
         if old.keepalive != self.cfg.policy.keepalive {
+            self.restart_keepalive(now);
             self.arm_standby_keepalive(now);
         }
         if self.state() == State::Recovering && self.cfg.role == Role::Initiator {
-            if self.held && !self.holds() {
+            if self.decision.held && !self.holds() {
                 // Manual -> Automatic: recover now.
-                self.held = false;
-                self.candidates.clear();
+                self.decision.held = false;
+                self.decision.candidates.clear();
                 self.try_attempt(now);
-            } else if self.held {
+            } else if self.decision.held {
                 self.refresh_candidates();
             } else if !self.hold_if_manual()
                 && (old.device_match != self.cfg.policy.device_match

@@ -36,43 +36,47 @@
 //! the core asks only for [`Action::TearDown`] of the old epoch: destroy
 //! calls, nothing else, on the old device.
 //!
-//! ## Files
+//! ## Files and parts
 //!
-//! | file | holds |
-//! |---|---|
-//! | `session/mod.rs` | [`Session`] and its fields, [`SessionConfig`], [`Role`], [`SessionError`]; construction and getters |
-//! | `session/output.rs` | what a session hands out: [`Action`], [`SessionEvent`], [`Counters`], and the `poll_*` calls |
-//! | `session/paths.rs` | [`Path`]; the devices present and which of them can carry which path |
-//! | `session/recovery.rs` | the first connect, losing the transport, attempts and their backoff, the timers, give-up |
-//! | `session/probe.rs` | probes of a silent peer: which attempts are probes, the connection time they are scaled by, and the driver's gate (one probe per peer address) |
-//! | `session/decision.rs` | manual recovery (held for the application's decision, [`Session::resume`], [`Candidate`]) and [`Session::set_policy`] |
-//! | `session/planned.rs` | planned outages: a drain ([`Session::drain_device`]) and a suspend ([`Session::suspend`]), the quiesce handshake that takes the connection down with nothing in flight |
-//! | `session/closing.rs` | the admin close, the graceful close (pending operations finish first, up to a deadline), the peer's goodbye |
-//! | `session/resync.rs` | the resume handshake of both roles and the advertisement exchange that ends in `Established` |
-//! | `session/datapath.rs` | [`Session::submit`], posting within the peer's credits, send and receive completions, acks and control messages |
-//! | `session/standby.rs` | the hot standby ([`Policy::standby`](crate::policy::Policy::standby)): building it, its loss, its promotion when the current transport is lost |
+//! Besides what it is and what every part shares (`cfg`, the state
+//! `machine`, the `timers`, the backoff `jitter`, the `epoch`, the
+//! `counters`), a [`Session`] is made of parts: each a struct defined in
+//! the file whose logic it holds, its fields private to that file (a
+//! `pub(super)` field only where a part is a type of its own with its own
+//! invariants: the journal, the inbox, the peer's keys). A method that
+//! needs one part is a method of that part; one that coordinates several
+//! is a method of `Session`, in the file of the part it is about.
+//!
+//! | file | holds | part it owns (`Session` field) |
+//! |---|---|---|
+//! | `session/mod.rs` | [`Session`] and its fields, [`SessionConfig`], [`Role`], [`SessionError`]; construction, the transitions, the getters of what it is | — (`cfg`, `machine`, `timers`, `jitter`, `epoch`, `counters`) |
+//! | `session/output.rs` | what a session hands out: [`Action`], [`SessionEvent`], [`Counters`], and the `poll_*` calls | `Outputs` (`out`): the queues of actions, events, completions and deliveries |
+//! | `session/paths.rs` | [`Path`]; the devices present and which of them can carry which path | `Devices` (`devices`): present, current, first GUID, drained |
+//! | `session/recovery.rs` | the first connect, losing the transport, attempts and their backoff, the timers, give-up | `Recovery` (`recovery`): attempt number, path index, refusals, outage start, fast-fail, ever established, first connect |
+//! | `session/probe.rs` | probes of a silent peer: which attempts are probes, the connection time they are scaled by, and the driver's gate (one probe per peer address) | `Probes` (`probes`): silent, attempt start, slowest connect, held by the driver |
+//! | `session/decision.rs` | manual recovery (held for the application's decision, [`Session::resume`], [`Candidate`]) and [`Session::set_policy`] | `Decision` (`decision`): held, decided, loss cause, candidates, preferred path |
+//! | `session/planned.rs` | planned outages: a drain ([`Session::drain_device`]) and a suspend ([`Session::suspend`]), the quiesce handshake that takes the connection down with nothing in flight | `PlannedOutage` (`planned`): the plan under way, suspend after a loss, resume once suspended |
+//! | `session/closing.rs` | the admin close, the graceful close (pending operations finish first, up to a deadline), the peer's goodbye | `Closing` (`closing`): the graceful close's deadline, operations ended pending |
+//! | `session/resync.rs` | the resume handshake of both roles and the advertisement exchange that ends in `Established` | `Handshake` (`handshake`): secret, peer incarnation, local keys, the resume's delivered count, replays |
+//! | `session/keepalive.rs` | the current transport's keepalive: probes, answers, the silence deadline | `Keepalive` (`keepalive`): the probes' nonce |
+//! | `session/datapath.rs` | [`Session::submit`], posting within the peer's credits, send and receive completions, acks and control messages | `DataPath` (`data`): journal, inbox, peer's keys, peer's delivered count, last ack sent, peer's frame size, one-sided in flight, send buffers |
+//! | `session/standby.rs` | the hot standby ([`Policy::standby`](crate::policy::Policy::standby)): building it, its loss, its promotion when the current transport is lost | `Standby` (`standby`): the standby transport, its highest epoch, failures in a row, a promotion waiting |
 
-use std::collections::{BTreeSet, VecDeque};
-use std::time::Duration;
+use relink_fabric::Timestamp;
 
-use relink_fabric::{DeviceId, DeviceInfo, Guid, Timestamp};
-
-use crate::auth::SessionSecret;
-use crate::buffers::SpareBuffers;
-use crate::ids::{Epoch, Incarnation, OpId, Seq, SessionId};
-use crate::inbox::Inbox;
-use crate::journal::Journal;
-use crate::keys::{KeyError, PeerKeys};
-use crate::op::{Completion, LocalRange};
+use crate::ids::{Epoch, Incarnation, SessionId};
+use crate::keys::KeyError;
+use crate::op::LocalRange;
 use crate::policy::Policy;
 use crate::resources::SessionSpec;
-use crate::state::{Cause, DownCause, IllegalTransition, Machine, State};
+use crate::state::{Cause, IllegalTransition, Machine, State};
 use crate::timers::TimerTable;
 use crate::wire;
 
 mod closing;
 mod datapath;
 mod decision;
+mod keepalive;
 mod output;
 mod paths;
 mod planned;
@@ -174,187 +178,65 @@ pub enum SessionError {
 
 /// A resilient session (see the module docs).
 ///
-/// Every field is private; `session/*.rs` each hold the methods of one part
-/// of its work (see the module docs).
+/// Every field is private. Besides what it is and what every part shares
+/// (its configuration, state machine, timers, jitter, epoch and counters),
+/// a session is made of parts, each a struct defined in the file that holds
+/// its logic, whose private fields only that file touches (the module docs
+/// list them): `session/*.rs` each borrow the part they own and ask the
+/// others.
 #[derive(Debug)]
 pub struct Session {
-    // -- what it is -------------------------------------------------------
-    /// The parameters it was made with; never changed.
+    // -- what it is, and what every part shares ---------------------------
+    /// The parameters it was made with; only the policy changes
+    /// ([`Session::set_policy`]).
     cfg: SessionConfig,
     /// The current state and the table of legal transitions.
     machine: Machine,
     /// Every armed deadline; [`Session::poll_timeout`] is the earliest.
     timers: TimerTable,
-    /// Backoff jitter, seeded with `cfg.seed`: the only randomness.
+    /// Backoff jitter, seeded with `cfg.seed`: the only randomness (of the
+    /// attempts' backoff and the standby's).
     jitter: Jitter,
-
-    // -- the transport and the outage -------------------------------------
     /// The epoch of the current transport, or of the one being made. It
     /// grows with every attempt (initiator) and every accepted resume
     /// (target); a target starts at the epoch of the Hello it accepts. An
     /// input of another epoch is stale and ignored. `Epoch(0)` before the
     /// first connect.
     epoch: Epoch,
-    /// Number of the current attempt in this outage, from 1; 0 when the
-    /// transport is lost and once it is established again.
-    attempt: u32,
-    /// When the current outage began (the loss, or the first connect's
-    /// first failure); `None` while connected. The downtime of the
-    /// [`SessionEvent::Resumed`] is measured from it, and the give-up and
-    /// fast-fail deadlines are armed once per outage, when it is set.
-    outage_start: Option<Timestamp>,
-    /// Index in `cfg.paths` of the path of the current or last attempt.
-    path_index: usize,
-    /// The devices present, as the driver reports them (a device whose port
-    /// went down stays, with its port state `Down`).
-    devices: Vec<DeviceInfo>,
-    /// The device carrying the transport of `epoch`, from its establishment
-    /// until it is lost or closed; `None` otherwise.
-    current_device: Option<DeviceInfo>,
-    /// Node GUID of the first device that carried the session, for
-    /// [`DeviceMatch::SameGuid`](crate::policy::DeviceMatch::SameGuid).
-    first_guid: Option<Guid>,
-    /// Attempts in a row the peer refused for want of a listener (their
-    /// retry delay is `refused_backoff`, doubling); 0 after any other
-    /// failure, a loss, or an establishment.
-    refusals: u32,
-    /// The peer may be away: the last attempt of this outage got no answer
-    /// at all (it timed out before the connection was up, or the peer was
-    /// unreachable), or the transport was lost on the peer's side. The
-    /// next attempt is a probe (`probe_interval`, `probe_timeout`). False
-    /// after any other failure, a local loss, or an establishment.
-    silent: bool,
-    /// When the current attempt started (the request's connection time is
-    /// measured from it).
-    attempt_started: Option<Timestamp>,
-    /// The longest connection time of the session's attempts (from an
-    /// attempt's start until the CM establishes it): what a probe's
-    /// timeout is scaled by. `None` until the first connection.
-    slowest_connect: Option<Duration>,
-    /// Set while another session of the node probes the same peer
-    /// address: the session makes no probe ([`Session::hold_probes`]).
-    probe_held: bool,
-    /// `fast_io_fail_tmo` passed in this outage: every operation submitted
-    /// fails at once until the session is established again.
-    fast_failing: bool,
-    /// The session has been `Established` at least once: the initiator
-    /// holds the secret and reconnects with a Resume, never a Hello.
-    was_established: bool,
-    /// The deadline of a graceful close under way
-    /// ([`Session::close_gracefully`]): new operations are refused, and
-    /// the session closes when its journal is empty or at the deadline.
-    closing: Option<Timestamp>,
-    /// Held for the application's decision
-    /// ([`RecoveryMode::Manual`](crate::policy::RecoveryMode::Manual)): in
-    /// `Recovering`, no attempt scheduled. Cleared by leaving `Recovering`.
-    held: bool,
-    /// The application resumed the session in this outage: a manual
-    /// session recovers as an automatic one until it is established again.
-    decided: bool,
-    /// The cause of the last loss of the transport (what a held session
-    /// reports).
-    loss_cause: Option<DownCause>,
-    /// The candidates a held session last reported.
-    candidates: Vec<Candidate>,
-    /// The path the application named for the next attempt
-    /// ([`Session::resume`]), taken by the attempt.
-    prefer_path: Option<usize>,
-    /// When the give-up deadline of a session never established started
-    /// (its `connect`, or its accepted Hello): `set_policy` re-arms it
-    /// from there.
-    first_connect_at: Option<Timestamp>,
-    /// How many operations the session's end completed because they were
-    /// still pending ([`Session::ended_pending`]).
-    ended_pending: usize,
-    /// A planned outage (drain or suspend) under way: the pump posts
-    /// nothing new while both ends quiesce (`session/planned.rs`).
-    planned: Option<planned::Planned>,
-    /// Devices being drained ([`Session::drain_device`]): no path they
-    /// carry is viable.
-    draining: Vec<DeviceId>,
-    /// A suspend was asked for and the transport was lost meanwhile: the
-    /// session parks instead of recovering.
-    suspend_after_loss: bool,
-    /// [`Session::resume`] came while a suspend was still under way: the
-    /// session resumes (on this path, if named) as soon as it is
-    /// suspended.
-    resume_when_suspended: Option<Option<usize>>,
-    /// The standby transport (`session/standby.rs`), being made or up;
-    /// boxed, so a session without one pays a pointer.
-    standby: Option<Box<standby::Standby>>,
-    /// The highest epoch a standby took: every later transport's epoch is
-    /// above it.
-    standby_high: Epoch,
-    /// Standby connections that failed in a row (their retry backs off).
-    standby_failures: u32,
-    /// A promoted standby waits for the peer's `Promote` (what it
-    /// delivered) before the journal is replayed.
-    promoting: bool,
-
-    // -- the peer -----------------------------------------------------------
-    /// The secret that authenticates resumes: issued by the target in its
-    /// Welcome. `None` until the first connection; an initiator that has
-    /// one sends a Resume, else a Hello.
-    secret: Option<SessionSecret>,
-    /// The peer's incarnation, learned in the first handshake. A Resumed
-    /// with another one means the peer restarted and lost the session.
-    peer_incarnation: Option<Incarnation>,
-    /// The peer's advertised regions, for the current epoch only.
-    peer_keys: PeerKeys,
-    /// The keys of our regions on the current device, as the driver
-    /// registered them: what the advertisements carry.
-    local_keys: Vec<LocalKeys>,
-
-    // -- operations and messages -------------------------------------------
-    /// The sender side: every operation until its one completion.
-    journal: Journal,
-    /// The receiver side: delivers each of the peer's messages once, in
-    /// order.
-    inbox: Inbox,
-    /// The highest of our sequence numbers the peer confirmed delivering
-    /// (from the `ack` of its messages and from its handshake), already
-    /// applied to the journal. Never decreases. Credit flow control counts
-    /// messages above it.
-    peer_delivered: Seq,
-    /// Target only: the peer's `last_delivered` from the Resume being
-    /// accepted, held from [`Session::handle_resume_request`] until the
-    /// connection is up ([`Session::handle_accepted`]), when it is applied
-    /// to the journal and raises `peer_delivered`.
-    pending_peer_delivered: Seq,
-    /// The acknowledgement (our inbox's last delivered) the last message we
-    /// sent carried. A bare ack is due while the inbox is ahead of it.
-    last_ack_sent: Seq,
-    /// The longest frame the peer's receive slots hold (its AdvertDone);
-    /// 0 until it says.
-    peer_frame_max: u32,
-    /// One-sided operations posted on the current transport and not yet
-    /// completed; at most `spec.max_one_sided`. Emptied on a loss.
-    one_sided_inflight: BTreeSet<OpId>,
-    /// Operations the current resume replays: counted when the resync
-    /// starts, reported in [`SessionEvent::Resumed`] when it ends.
-    replaying: u64,
-    /// Nonce of the last keepalive probe sent (each probe takes the next).
-    keepalive_nonce: u64,
-    /// Buffers of sent messages the driver handed back
-    /// ([`Session::recycle`]), for the next ones.
-    spare: SpareBuffers,
-    /// Buffers the application handed back with
-    /// [`Session::poll_delivery_into`], for the next deliveries.
-    delivery_spare: SpareBuffers,
-
-    // -- outputs, drained by the poll_* calls --------------------------------
-    /// What it counted; `deduplicated` is read from the inbox instead.
+    /// What it counted; `deduplicated` and `completed` are read from the
+    /// inbox and the outputs instead.
     counters: Counters,
-    /// For [`Session::poll_action`].
-    actions: VecDeque<Action>,
-    /// For [`Session::poll_event`].
-    events: VecDeque<SessionEvent>,
-    /// For [`Session::poll_completion`].
-    completions: VecDeque<Completion>,
-    /// Completions the application took ([`Session::poll_completion`]).
-    completions_taken: u64,
-    /// For [`Session::poll_delivery`]: sequence number and payload.
-    deliveries: VecDeque<(Seq, Vec<u8>)>,
+
+    // -- its parts, each owned by the file of its logic --------------------
+    /// The devices present, the one carrying the transport, the drained
+    /// ones (`session/paths.rs`).
+    devices: paths::Devices,
+    /// The outage and its attempts: number, path, refusals, give-up and
+    /// fast-fail (`session/recovery.rs`).
+    recovery: recovery::Recovery,
+    /// Whether the next attempt is a probe of a silent peer
+    /// (`session/probe.rs`).
+    probes: probe::Probes,
+    /// The application's say in a manual recovery (`session/decision.rs`).
+    decision: decision::Decision,
+    /// A drain or suspend under way (`session/planned.rs`).
+    planned: planned::PlannedOutage,
+    /// The hot standby (`session/standby.rs`).
+    standby: standby::Standby,
+    /// The handshake's secrets and the resync under way
+    /// (`session/resync.rs`).
+    handshake: resync::Handshake,
+    /// The current transport's keepalive (`session/keepalive.rs`).
+    keepalive: keepalive::Keepalive,
+    /// Operations, messages, credits and the peer's keys
+    /// (`session/datapath.rs`).
+    data: datapath::DataPath,
+    /// A graceful close under way, and how the session ended
+    /// (`session/closing.rs`).
+    closing: closing::Closing,
+    /// What waits for the driver and the application
+    /// (`session/output.rs`).
+    out: output::Outputs,
 }
 
 impl Session {
@@ -370,56 +252,18 @@ impl Session {
             machine: Machine::new(now),
             timers: TimerTable::default(),
             epoch: Epoch(0),
-            attempt: 0,
-            outage_start: None,
-            path_index: 0,
-            devices: Vec::new(),
-            current_device: None,
-            first_guid: None,
-            secret: None,
-            peer_incarnation: None,
-            journal: Journal::new(),
-            inbox: Inbox::new(),
-            peer_keys: PeerKeys::default(),
-            local_keys: Vec::new(),
-            peer_delivered: Seq(0),
-            last_ack_sent: Seq(0),
-            peer_frame_max: 0,
-            fast_failing: false,
-            was_established: false,
-            closing: None,
-            ended_pending: 0,
-            planned: None,
-            draining: Vec::new(),
-            suspend_after_loss: false,
-            resume_when_suspended: None,
-            standby: None,
-            standby_high: Epoch(0),
-            standby_failures: 0,
-            promoting: false,
-            held: false,
-            decided: false,
-            loss_cause: None,
-            candidates: Vec::new(),
-            prefer_path: None,
-            first_connect_at: None,
             counters: Counters::default(),
-            actions: VecDeque::new(),
-            events: VecDeque::new(),
-            completions: VecDeque::new(),
-            completions_taken: 0,
-            deliveries: VecDeque::new(),
-            keepalive_nonce: 0,
-            pending_peer_delivered: Seq(0),
-            replaying: 0,
-            one_sided_inflight: BTreeSet::new(),
-            refusals: 0,
-            silent: false,
-            attempt_started: None,
-            slowest_connect: None,
-            probe_held: false,
-            spare: SpareBuffers::default(),
-            delivery_spare: SpareBuffers::default(),
+            devices: paths::Devices::default(),
+            recovery: recovery::Recovery::default(),
+            probes: probe::Probes::default(),
+            decision: decision::Decision::default(),
+            planned: planned::PlannedOutage::default(),
+            standby: standby::Standby::default(),
+            handshake: resync::Handshake::default(),
+            keepalive: keepalive::Keepalive::default(),
+            data: datapath::DataPath::default(),
+            closing: closing::Closing::default(),
+            out: output::Outputs::default(),
         })
     }
 
@@ -460,57 +304,9 @@ impl Session {
         &self.cfg.connect_data
     }
 
-    /// Counters since creation.
-    pub fn counters(&self) -> Counters {
-        Counters {
-            deduplicated: self.inbox.duplicates(),
-            completed: self.completions_taken + self.completions.len() as u64,
-            ..self.counters
-        }
-    }
-
-    /// The peer's incarnation (a random id of its process), once the first
-    /// handshake told it; `None` before.
-    pub fn peer_incarnation(&self) -> Option<Incarnation> {
-        self.peer_incarnation
-    }
-
-    /// The device carrying the session, if connected.
-    pub fn device(&self) -> Option<&DeviceInfo> {
-        self.current_device.as_ref()
-    }
-
-    /// Operations not yet completed.
-    pub fn pending_ops(&self) -> usize {
-        self.journal.len()
-    }
-
-    /// Bytes of message payload the journal holds (for replay).
-    pub fn journal_bytes(&self) -> usize {
-        self.journal.payload_bytes()
-    }
-
-    /// The highest message sequence delivered to the application.
-    pub fn last_delivered(&self) -> Seq {
-        self.inbox.last_delivered()
-    }
-
-    /// The peer's advertised regions for the current epoch.
-    pub fn peer_keys(&self) -> &PeerKeys {
-        &self.peer_keys
-    }
-
     /// Largest message payload: a receive slot less the message header.
     pub fn max_message(&self) -> usize {
         (self.cfg.spec.slot_size as usize).saturating_sub(wire::HEADER_LEN)
-    }
-
-    /// The longest frame ([`wire::frame_messages`]) the peer's receive
-    /// slots hold, from its `AdvertDone`; 0 until it has said: then one
-    /// message per SEND. The driver also keeps a frame within its own send
-    /// slot.
-    pub fn peer_frame_max(&self) -> usize {
-        self.peer_frame_max as usize
     }
 
     /// Move to `to` and report the transition. An illegal one is a bug in
@@ -525,16 +321,16 @@ impl Session {
                     self.note_connected(now);
                 }
                 if to != State::Recovering {
-                    self.held = false;
+                    self.decision.release();
                 }
                 if to != State::Resyncing {
-                    self.promoting = false;
+                    self.standby.stop_promoting();
                 }
                 if to.is_terminal() {
                     self.drop_standby(false, StandbyLoss::Released, now);
                 }
                 tracing::debug!(session = %self.cfg.id, from = %t.from, to = %t.to, cause = %t.cause, "transition");
-                self.events.push_back(SessionEvent::Transition(t));
+                self.out.emit(SessionEvent::Transition(t));
             }
             Err(e) => {
                 // A bug in the core; make it loud in tests, keep going in
@@ -543,10 +339,5 @@ impl Session {
                 tracing::error!(session = %self.cfg.id, "{e}");
             }
         }
-    }
-
-    /// Queue completions for [`Session::poll_completion`].
-    fn complete(&mut self, cs: Vec<Completion>) {
-        self.completions.extend(cs);
     }
 }

@@ -3,15 +3,17 @@
 //! calls that drain them (with the operation completions and the delivered
 //! messages).
 
+use std::collections::VecDeque;
 use std::time::Duration;
 
 use relink_fabric::{DeviceId, RemoteAddr, Timestamp};
 
 use super::{Path, RequestToken, Session};
+use crate::buffers::SpareBuffers;
 use crate::ids::{Epoch, OpId, Seq};
 use crate::op::{Completion, LocalRange};
-use crate::reason::{AttemptFailure, PeerLostReason};
-use crate::state::{DownCause, Transition};
+use crate::reason::{AttemptFailure, DownCause, PeerLostReason};
+use crate::state::Transition;
 use crate::wire;
 
 /// One-sided operation kinds as posted.
@@ -378,13 +380,72 @@ pub struct Counters {
     pub standby_keepalives_received: u64,
 }
 
+/// What a session hands out and its driver or application has not taken
+/// yet: the part of [`Session`] this file owns. Every file queues its
+/// actions, events and completions here; only the `poll_*` calls below
+/// take them out.
+#[derive(Debug, Default)]
+pub(super) struct Outputs {
+    /// For [`Session::poll_action`].
+    actions: VecDeque<Action>,
+    /// For [`Session::poll_event`].
+    events: VecDeque<SessionEvent>,
+    /// For [`Session::poll_completion`].
+    completions: VecDeque<Completion>,
+    /// Completions the application took ([`Session::poll_completion`]).
+    completions_taken: u64,
+    /// For [`Session::poll_delivery`]: sequence number and payload.
+    deliveries: VecDeque<(Seq, Vec<u8>)>,
+    /// Buffers the application handed back with
+    /// [`Session::poll_delivery_into`], for the next deliveries.
+    delivery_spare: SpareBuffers,
+}
+
+impl Outputs {
+    /// Queue an action for the driver.
+    pub(super) fn act(&mut self, action: Action) {
+        self.actions.push_back(action);
+    }
+
+    /// Queue an event for observers.
+    pub(super) fn emit(&mut self, event: SessionEvent) {
+        self.events.push_back(event);
+    }
+
+    /// Queue completions for the application.
+    pub(super) fn complete(&mut self, cs: impl IntoIterator<Item = Completion>) {
+        self.completions.extend(cs);
+    }
+
+    /// Queue one completion for the application.
+    pub(super) fn complete_one(&mut self, c: Completion) {
+        self.completions.push_back(c);
+    }
+
+    /// Queue a delivered message (its bytes copied into a spare buffer).
+    pub(super) fn deliver(&mut self, seq: Seq, payload: &[u8]) {
+        let mut bytes = self.delivery_spare.take(payload.len());
+        bytes.extend_from_slice(payload);
+        self.deliveries.push_back((seq, bytes));
+    }
+}
+
 impl Session {
+    /// Counters since creation.
+    pub fn counters(&self) -> Counters {
+        Counters {
+            deduplicated: self.data.inbox.duplicates(),
+            completed: self.out.completions_taken + self.out.completions.len() as u64,
+            ..self.counters
+        }
+    }
+
     /// Next action for the driver: `Some` while one waits, in the order
     /// they were asked for; `None` when none waits (inputs, commands and
     /// timeouts queue more).
     #[must_use]
     pub fn poll_action(&mut self) -> Option<Action> {
-        self.actions.pop_front()
+        self.out.actions.pop_front()
     }
 
     /// The payload of message `op` as the journal keeps it until the peer
@@ -394,14 +455,14 @@ impl Session {
     /// nothing is to be posted for it then).
     #[must_use]
     pub fn message_payload(&self, op: OpId) -> Option<&[u8]> {
-        self.journal.message_payload(op)
+        self.data.journal.message_payload(op)
     }
 
     /// Hand back the bytes of a performed [`Action::Send`] (once they are
     /// in the send slot): a later message is encoded into the same
     /// allocation. Optional; a driver that drops them only allocates more.
     pub fn recycle(&mut self, bytes: Vec<u8>) {
-        self.spare.put(bytes);
+        self.data.recycle(bytes);
     }
 
     /// Next operation completion for the application: `Some` while one
@@ -409,8 +470,8 @@ impl Session {
     /// were settled); `None` when none waits.
     #[must_use]
     pub fn poll_completion(&mut self) -> Option<Completion> {
-        let c = self.completions.pop_front();
-        self.completions_taken += u64::from(c.is_some());
+        let c = self.out.completions.pop_front();
+        self.out.completions_taken += u64::from(c.is_some());
         c
     }
 
@@ -419,7 +480,7 @@ impl Session {
     /// none waits.
     #[must_use]
     pub fn poll_delivery(&mut self) -> Option<(Seq, Vec<u8>)> {
-        self.deliveries.pop_front()
+        self.out.deliveries.pop_front()
     }
 
     /// Next delivered message, swapped into `buf` (whose old contents are
@@ -429,9 +490,9 @@ impl Session {
     /// none waits (`buf` is untouched).
     #[must_use]
     pub fn poll_delivery_into(&mut self, buf: &mut Vec<u8>) -> Option<Seq> {
-        let (seq, mut bytes) = self.deliveries.pop_front()?;
+        let (seq, mut bytes) = self.out.deliveries.pop_front()?;
         std::mem::swap(buf, &mut bytes);
-        self.delivery_spare.put(bytes);
+        self.out.delivery_spare.put(bytes);
         Some(seq)
     }
 
@@ -439,24 +500,25 @@ impl Session {
     /// happened; `None` when none waits.
     #[must_use]
     pub fn poll_event(&mut self) -> Option<SessionEvent> {
-        self.events.pop_front()
+        self.out.events.pop_front()
     }
 
     /// Whether everything the session produced was taken: no action,
     /// completion, delivery or event waits. A driver may forget a closed
     /// or failed session once it is drained.
     pub fn is_drained(&self) -> bool {
-        self.actions.is_empty()
-            && self.completions.is_empty()
-            && self.deliveries.is_empty()
-            && self.events.is_empty()
+        self.out.actions.is_empty()
+            && self.out.completions.is_empty()
+            && self.out.deliveries.is_empty()
+            && self.out.events.is_empty()
     }
 
     /// Whether a completion, delivery or event waits for the application
     /// (actions are the driver's, not counted).
     #[must_use]
     pub fn has_output(&self) -> bool {
-        !(self.completions.is_empty() && self.deliveries.is_empty() && self.events.is_empty())
+        let o = &self.out;
+        !(o.completions.is_empty() && o.deliveries.is_empty() && o.events.is_empty())
     }
 
     /// When [`handle_timeout`](Self::handle_timeout) must next be called:

@@ -37,7 +37,8 @@ use relink_fabric::{DeviceId, Timestamp};
 
 use super::{Action, Role, Session, SessionError, SessionEvent, StandbyLoss};
 use crate::ids::Seq;
-use crate::state::{Cause, DownCause, State};
+use crate::reason::DownCause;
+use crate::state::{Cause, State};
 use crate::timers::TimerKind;
 use crate::wire::{self, MsgBody, QuiescePurpose};
 
@@ -80,16 +81,52 @@ pub(super) struct Planned {
     peer_quiet: bool,
 }
 
+/// Planned outages: the part of [`Session`] this file owns. (Which
+/// devices are drained is the devices' part, in
+/// [`paths`](super::paths): it decides which paths are viable.)
+#[derive(Debug, Default)]
+pub(super) struct PlannedOutage {
+    /// A planned outage (drain or suspend) under way: the pump posts
+    /// nothing new while both ends quiesce.
+    under_way: Option<Planned>,
+    /// A suspend was asked for and the transport was lost meanwhile: the
+    /// session parks instead of recovering.
+    suspend_after_loss: bool,
+    /// [`Session::resume`] came while a suspend was still under way: the
+    /// session resumes (on this path, if named) as soon as it is
+    /// suspended.
+    resume_when_suspended: Option<Option<usize>>,
+}
+
+impl PlannedOutage {
+    /// Whether a planned outage is under way.
+    pub(super) fn is_under_way(&self) -> bool {
+        self.under_way.is_some()
+    }
+
+    /// The session ends: no plan goes on, no resume follows.
+    pub(super) fn cancel(&mut self) {
+        self.under_way = None;
+        self.resume_when_suspended = None;
+    }
+
+    /// Resume (on `path`, if named) as soon as the suspend under way
+    /// completes.
+    pub(super) fn resume_once_suspended(&mut self, path: Option<usize>) {
+        self.resume_when_suspended = Some(path);
+    }
+}
+
 impl Session {
     /// Whether a planned outage stops the pump: nothing new is posted
     /// while both ends quiesce.
     pub(super) fn quiescing(&self) -> bool {
-        self.planned.is_some()
+        self.planned.under_way.is_some()
     }
 
     /// The planned outage under way, if any: what it is for.
     pub fn planned(&self) -> Option<Plan> {
-        self.planned.as_ref().map(|p| p.plan)
+        self.planned.under_way.as_ref().map(|p| p.plan)
     }
 
     /// Whether the session is suspended ([`State::Suspended`]).
@@ -99,7 +136,7 @@ impl Session {
 
     /// Devices being drained: no attempt takes a path they carry.
     pub fn draining_devices(&self) -> &[DeviceId] {
-        &self.draining
+        self.devices.draining()
     }
 
     /// Move the session off `device` before it goes: no attempt of this
@@ -113,9 +150,7 @@ impl Session {
     /// where it is. A session recovering, resyncing or reconnecting on the
     /// device moves once it is established.
     pub fn drain_device(&mut self, device: &DeviceId, now: Timestamp) -> bool {
-        if !self.draining.contains(device) {
-            self.draining.push(device.clone());
-        }
+        self.devices.drain(device);
         self.refresh_candidates();
         self.start_pending_drain(now)
     }
@@ -124,12 +159,10 @@ impl Session {
     /// over): paths it carries may be taken again, and a session waiting
     /// for a device tries at once, as on a device-add.
     pub fn undrain_device(&mut self, device: &DeviceId, now: Timestamp) {
-        let before = self.draining.len();
-        self.draining.retain(|d| d != device);
-        if self.draining.len() == before {
+        if !self.devices.undrain(device) {
             return;
         }
-        if self.held {
+        if self.decision.is_held() {
             self.refresh_candidates();
         } else if self.state() == State::Recovering && self.cfg.role == Role::Initiator {
             self.timers.set(TimerKind::Backoff, now);
@@ -141,13 +174,16 @@ impl Session {
     /// Start a drain of the current device if it is being drained and the
     /// session is established (called again when it is established).
     pub(super) fn start_pending_drain(&mut self, now: Timestamp) -> bool {
-        if self.state() != State::Established || self.planned.is_some() || self.closing.is_some() {
+        if self.state() != State::Established
+            || self.planned.is_under_way()
+            || self.closing.is_closing()
+        {
             return false;
         }
-        let Some(cur) = self.current_device.as_ref().map(|d| d.id.clone()) else {
+        let Some(cur) = self.devices.current().map(|d| d.id.clone()) else {
             return false;
         };
-        if !self.draining.contains(&cur) {
+        if !self.devices.is_draining(&cur) {
             return false;
         }
         match self.cfg.role {
@@ -170,7 +206,7 @@ impl Session {
         let viable = self.viable_paths();
         let Some(path) = viable.into_iter().find(|&i| ok(self, i)) else {
             tracing::warn!(session = %self.cfg.id, "drain: no other path is present; the session stays");
-            self.events.push_back(SessionEvent::DrainBlocked);
+            self.out.emit(SessionEvent::DrainBlocked);
             return false;
         };
         tracing::info!(session = %self.cfg.id, path, "drain: moving to another path");
@@ -197,7 +233,7 @@ impl Session {
         if state.is_terminal() {
             return Err(SessionError::Terminal(state));
         }
-        if self.closing.is_some() {
+        if self.closing.is_closing() {
             return Err(SessionError::Closing);
         }
         if self.cfg.role != Role::Initiator {
@@ -205,13 +241,13 @@ impl Session {
                 "only the initiator suspends and resumes a session",
             ));
         }
-        if !self.was_established {
+        if !self.recovery.was_established() {
             return Err(SessionError::BadState(
                 "a session is suspended once it has been established",
             ));
         }
         // A suspend after a resume still pending: the later word holds.
-        self.resume_when_suspended = None;
+        self.planned.resume_when_suspended = None;
         match state {
             State::Suspended => {}
             State::Recovering => self.enter_suspended(now),
@@ -223,7 +259,7 @@ impl Session {
     /// This end plans an outage (initiator): stop posting, tell the peer
     /// when established.
     fn begin_plan(&mut self, plan: Plan, path: Option<usize>, now: Timestamp) {
-        if let Some(p) = &mut self.planned {
+        if let Some(p) = &mut self.planned.under_way {
             // A suspend overrides a drain under way (and keeps its
             // handshake); a drain does not override a suspend.
             if plan == Plan::Suspend {
@@ -235,13 +271,13 @@ impl Session {
         // The standby goes: the plan moves or parks the session on its
         // own terms; a new one follows the resync.
         self.drop_standby(false, StandbyLoss::Released, now);
-        self.planned = Some(Planned {
+        self.planned.under_way = Some(Planned {
             plan,
             path,
             sent: false,
             peer_quiet: false,
         });
-        self.events.push_back(SessionEvent::Quiescing { plan });
+        self.out.emit(SessionEvent::Quiescing { plan });
         self.send_quiesce(now);
     }
 
@@ -251,7 +287,9 @@ impl Session {
         if self.state() != State::Established || self.cfg.role != Role::Initiator {
             return;
         }
-        let Some(p) = &mut self.planned else { return };
+        let Some(p) = &mut self.planned.under_way else {
+            return;
+        };
         if p.sent {
             return;
         }
@@ -273,11 +311,11 @@ impl Session {
             return;
         }
         let plan = Plan::from_purpose(purpose);
-        if self.planned.is_none() {
-            self.events.push_back(SessionEvent::Quiescing { plan });
+        if self.planned.under_way.is_none() {
+            self.out.emit(SessionEvent::Quiescing { plan });
         }
         self.drop_standby(false, StandbyLoss::Released, now);
-        self.planned = Some(Planned {
+        self.planned.under_way = Some(Planned {
             plan,
             path: None,
             sent: false,
@@ -288,7 +326,7 @@ impl Session {
 
     /// A `Quiesced` from the target (initiator).
     pub(super) fn on_quiesced(&mut self, now: Timestamp) {
-        if let Some(p) = &mut self.planned {
+        if let Some(p) = &mut self.planned.under_way {
             if self.cfg.role == Role::Initiator && p.sent {
                 p.peer_quiet = true;
             }
@@ -301,12 +339,12 @@ impl Session {
     pub(super) fn on_move_request(&mut self, now: Timestamp) {
         if self.cfg.role != Role::Initiator
             || self.state() != State::Established
-            || self.planned.is_some()
-            || self.closing.is_some()
+            || self.planned.is_under_way()
+            || self.closing.is_closing()
         {
             return;
         }
-        let cur_peer = self.cfg.paths[self.path_index].peer;
+        let cur_peer = self.cfg.paths[self.recovery.path_index()].peer;
         self.begin_move(|s, i| s.cfg.paths[i].peer != cur_peer, now);
     }
 
@@ -314,10 +352,12 @@ impl Session {
     /// target answers `Quiesced`; a quiet initiator with the answer takes
     /// the connection down.
     pub(super) fn settle_quiesce(&mut self, now: Timestamp) {
-        if self.state() != State::Established || !self.one_sided_inflight.is_empty() {
+        if self.state() != State::Established || !self.data.one_sided_idle() {
             return;
         }
-        let Some(p) = &mut self.planned else { return };
+        let Some(p) = &mut self.planned.under_way else {
+            return;
+        };
         match self.cfg.role {
             Role::Target => {
                 if !p.sent {
@@ -339,7 +379,7 @@ impl Session {
     /// connection down anyway (what is in flight is replayed).
     pub(super) fn quiesce_deadline_passed(&mut self, now: Timestamp) {
         if self.cfg.role == Role::Initiator && self.state() == State::Established {
-            if let Some(p) = &self.planned {
+            if let Some(p) = &self.planned.under_way {
                 tracing::warn!(session = %self.cfg.id, plan = ?p.plan, "the peer did not answer the quiesce; taking the connection down anyway");
                 self.take_down_planned(now);
             }
@@ -349,12 +389,12 @@ impl Session {
     /// Initiator, both ends quiet: disconnect, then move (a drain) or
     /// park (a suspend).
     fn take_down_planned(&mut self, now: Timestamp) {
-        let Some(p) = self.planned.take() else { return };
+        let Some(p) = self.planned.under_way.take() else {
+            return;
+        };
         self.timers.stop(TimerKind::QuiesceDeadline);
-        self.actions
-            .push_back(Action::Disconnect { epoch: self.epoch });
-        self.actions
-            .push_back(Action::TearDown { epoch: self.epoch });
+        self.out.act(Action::Disconnect { epoch: self.epoch });
+        self.out.act(Action::TearDown { epoch: self.epoch });
         self.planned_down();
         self.counters.planned += 1;
         match p.plan {
@@ -366,10 +406,8 @@ impl Session {
                     Cause::TransportDown(DownCause::Planned),
                     now,
                 );
-                self.attempt = 0;
-                self.refusals = 0;
-                self.prefer_path = p.path;
-                self.decided = true;
+                self.recovery.reset_attempts();
+                self.decision.decide(p.path);
                 self.try_attempt(now);
             }
         }
@@ -385,15 +423,14 @@ impl Session {
     /// while a plan was under way. Returns whether the plan absorbed it:
     /// a target that answered `Quiesced` takes the disconnect as planned.
     pub(super) fn planned_loss(&mut self, now: Timestamp) -> bool {
-        let Some(p) = self.planned.take() else {
+        let Some(p) = self.planned.under_way.take() else {
             return false;
         };
         self.timers.stop(TimerKind::QuiesceDeadline);
         match self.cfg.role {
             Role::Target if p.sent && self.state() == State::Established => {
                 tracing::info!(session = %self.cfg.id, plan = ?p.plan, "the initiator took the connection down as planned");
-                self.actions
-                    .push_back(Action::TearDown { epoch: self.epoch });
+                self.out.act(Action::TearDown { epoch: self.epoch });
                 self.planned_down();
                 self.counters.planned += 1;
                 match p.plan {
@@ -413,8 +450,8 @@ impl Session {
                 // A real loss: recovery as usual, but a suspend asked for
                 // parks the session, and a drain's path goes first.
                 match p.plan {
-                    Plan::Suspend => self.suspend_after_loss = true,
-                    Plan::Drain => self.prefer_path = p.path,
+                    Plan::Suspend => self.planned.suspend_after_loss = true,
+                    Plan::Drain => self.decision.prefer_path(p.path),
                 }
                 false
             }
@@ -426,15 +463,16 @@ impl Session {
     /// asked for (before the connection was up, or lost during its
     /// handshake) parks the session instead. Returns whether it did.
     pub(super) fn suspend_instead_of_attempt(&mut self, now: Timestamp) -> bool {
-        let asked = self.suspend_after_loss
+        let asked = self.planned.suspend_after_loss
             || self
                 .planned
+                .under_way
                 .as_ref()
                 .is_some_and(|p| p.plan == Plan::Suspend);
         if !asked || self.state() != State::Recovering || self.cfg.role != Role::Initiator {
             return false;
         }
-        self.planned = None;
+        self.planned.under_way = None;
         self.timers.stop(TimerKind::QuiesceDeadline);
         self.enter_suspended(now);
         true
@@ -445,9 +483,10 @@ impl Session {
     pub(super) fn suspend_asked(&self) -> bool {
         self.cfg.role == Role::Initiator
             && self.state() != State::Suspended
-            && (self.suspend_after_loss
+            && (self.planned.suspend_after_loss
                 || self
                     .planned
+                    .under_way
                     .as_ref()
                     .is_some_and(|p| p.plan == Plan::Suspend))
     }
@@ -455,17 +494,15 @@ impl Session {
     /// Park the session in `Suspended`: no attempt, no give-up deadline.
     /// A resume asked for meanwhile starts at once.
     pub(super) fn enter_suspended(&mut self, now: Timestamp) {
-        self.suspend_after_loss = false;
+        self.planned.suspend_after_loss = false;
         self.timers.stop(TimerKind::Backoff);
         self.timers.stop(TimerKind::GiveUp);
         self.timers.stop(TimerKind::FastFail);
         self.timers.stop(TimerKind::ConnectTimeout);
-        self.fast_failing = false;
-        self.outage_start = None;
-        self.attempt = 0;
+        self.recovery.suspended();
         self.go(State::Suspended, Cause::Suspend, now);
-        self.events.push_back(SessionEvent::Suspended);
-        if let Some(path) = self.resume_when_suspended.take() {
+        self.out.emit(SessionEvent::Suspended);
+        if let Some(path) = self.planned.resume_when_suspended.take() {
             if self.cfg.role == Role::Initiator {
                 self.resume_suspended(path, now);
             }
@@ -479,8 +516,7 @@ impl Session {
         tracing::info!(session = %self.cfg.id, ?path, "suspended session resumed");
         self.go(State::Recovering, Cause::Resume, now);
         self.start_outage(now);
-        self.prefer_path = path;
-        self.decided = true;
+        self.decision.decide(path);
         self.try_attempt(now);
     }
 

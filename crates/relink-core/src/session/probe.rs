@@ -10,35 +10,81 @@
 //! answers ([`Session::peer_answered`]).
 
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use relink_fabric::Timestamp;
 
 use super::{Role, Session};
+use crate::policy::Policy;
 use crate::state::State;
 use crate::timers::TimerKind;
 
-impl Session {
+/// Probes of a silent peer: the part of [`Session`] this file owns.
+#[derive(Debug, Default)]
+pub(super) struct Probes {
+    /// The peer may be away: the last attempt of this outage got no answer
+    /// at all (it timed out before the connection was up, or the peer was
+    /// unreachable), or the transport was lost on the peer's side. The
+    /// next attempt is a probe (`probe_interval`, `probe_timeout`). False
+    /// after any other failure, a local loss, or an establishment.
+    silent: bool,
+    /// When the current attempt started (the request's connection time is
+    /// measured from it).
+    attempt_started: Option<Timestamp>,
+    /// The longest connection time of the session's attempts (from an
+    /// attempt's start until the CM establishes it): what a probe's
+    /// timeout is scaled by. `None` until the first connection.
+    slowest_connect: Option<Duration>,
+    /// Set while another session of the node probes the same peer
+    /// address: the session makes no probe ([`Session::hold_probes`]).
+    held: bool,
+}
+
+impl Probes {
     /// Whether the next attempt is a probe: the peer is silent, probes are
     /// on, and the session has connected before (so its connection time is
     /// known).
-    pub(super) fn probing(&self) -> bool {
-        self.silent && self.cfg.policy.probe_interval.is_some() && self.slowest_connect.is_some()
+    pub(super) fn probing(&self, policy: &Policy) -> bool {
+        self.silent && policy.probe_interval.is_some() && self.slowest_connect.is_some()
     }
 
     /// Whether an attempt now would be a probe the driver holds.
-    pub(super) fn probe_waits(&self) -> bool {
-        self.probe_held && self.probing()
+    pub(super) fn waits(&self, policy: &Policy) -> bool {
+        self.held && self.probing(policy)
     }
 
+    /// The timeout of attempt `n` if it is a probe
+    /// ([`Policy::probe_attempt_timeout`]); `None` if it is not.
+    pub(super) fn attempt_timeout(&self, policy: &Policy, n: u32) -> Option<Duration> {
+        match self.slowest_connect {
+            Some(slowest) if self.probing(policy) => Some(policy.probe_attempt_timeout(n, slowest)),
+            _ => None,
+        }
+    }
+
+    /// Whether the peer may be away: set after a loss or a failed attempt,
+    /// by what it was.
+    pub(super) fn set_silent(&mut self, silent: bool) {
+        self.silent = silent;
+    }
+
+    /// An attempt starts now: its connection time is measured from now.
+    pub(super) fn attempt_started(&mut self, now: Timestamp) {
+        self.attempt_started = Some(now);
+    }
+}
+
+impl Session {
     /// The CM established the current attempt's connection: its time
     /// counts toward the slowest connection (what probes are scaled by),
     /// and the peer is not silent.
     pub(super) fn note_connected(&mut self, now: Timestamp) {
-        if let Some(start) = self.attempt_started.take() {
+        let p = &mut self.probes;
+        if let Some(start) = p.attempt_started.take() {
             let took = now - start;
-            self.slowest_connect = Some(self.slowest_connect.map_or(took, |s| s.max(took)));
+            p.slowest_connect = Some(p.slowest_connect.map_or(took, |s| s.max(took)));
         }
-        self.silent = false;
+        p.silent = false;
     }
 
     /// The peer address this initiator probes: `Some` while it recovers
@@ -48,10 +94,17 @@ impl Session {
     /// attempt, so it probes nothing).
     pub fn probe_peer(&self) -> Option<SocketAddr> {
         let recovering = matches!(self.state(), State::Recovering | State::Reconnecting);
-        if self.cfg.role != Role::Initiator || !recovering || self.held || !self.probing() {
+        if self.cfg.role != Role::Initiator
+            || !recovering
+            || self.decision.is_held()
+            || !self.probes.probing(&self.cfg.policy)
+        {
             return None;
         }
-        self.cfg.paths.get(self.path_index).map(|p| p.peer)
+        self.cfg
+            .paths
+            .get(self.recovery.path_index())
+            .map(|p| p.peer)
     }
 
     /// Holds (`true`) or releases (`false`) the session's probes: the
@@ -59,8 +112,8 @@ impl Session {
     /// address. A held session starts no probe (one under way runs to its
     /// end); a released one makes its next attempt at once.
     pub fn hold_probes(&mut self, hold: bool, now: Timestamp) {
-        let held_before = self.probe_held;
-        self.probe_held = hold;
+        let held_before = self.probes.held;
+        self.probes.held = hold;
         if held_before && !hold {
             self.attempt_now(now);
         }
@@ -71,14 +124,17 @@ impl Session {
     /// go and the next attempt, with the full attempt timeout, comes at
     /// once.
     pub fn peer_answered(&mut self, now: Timestamp) {
-        self.silent = false;
-        self.probe_held = false;
+        self.probes.silent = false;
+        self.probes.held = false;
         self.attempt_now(now);
     }
 
     /// A session waiting for its next attempt makes it now.
     fn attempt_now(&mut self, now: Timestamp) {
-        if self.state() == State::Recovering && self.cfg.role == Role::Initiator && !self.held {
+        if self.state() == State::Recovering
+            && self.cfg.role == Role::Initiator
+            && !self.decision.is_held()
+        {
             self.timers.stop(TimerKind::Backoff);
             self.try_attempt(now);
         }

@@ -3,16 +3,24 @@
 //! the give-up ([`Session::fail`]). An attempt that reaches the peer
 //! continues in [`resync`](super::resync); a close is in
 //! [`closing`](super::closing).
+//!
+//! Its part of the session is [`Recovery`]: the outage under way and its
+//! attempts (their number, path and refusals; the outage's start, its
+//! give-up and fast-fail deadlines). Whether an attempt is a probe is
+//! [`probe`](super::probe)'s, which path the application named
+//! [`decision`](super::decision)'s.
+
+use std::time::Duration;
 
 use relink_fabric::{Timestamp, WcStatus};
 
 use super::{Action, Role, Session, SessionError, SessionEvent, StandbyLoss};
 use crate::ids::Epoch;
 use crate::op::OpError;
-use crate::reason::AttemptFailure;
-use crate::state::{Cause, DownCause, State};
-use crate::timers::TimerKind;
-use crate::wire;
+use crate::policy::Policy;
+use crate::reason::{AttemptFailure, DownCause};
+use crate::state::{Cause, State};
+use crate::timers::{TimerKind, TimerTable};
 
 /// Small deterministic PRNG (SplitMix64) for backoff jitter: the core
 /// reads no OS randomness; the seed comes from the driver.
@@ -32,6 +40,163 @@ impl Jitter {
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
         z ^ (z >> 31)
+    }
+}
+
+/// The outage and its attempts: the part of [`Session`] this file owns.
+#[derive(Debug, Default)]
+pub(super) struct Recovery {
+    /// Number of the current attempt in this outage, from 1; 0 when the
+    /// transport is lost and once it is established again.
+    attempt: u32,
+    /// Index in the session's paths of the path of the current or last
+    /// attempt.
+    path_index: usize,
+    /// Attempts in a row the peer refused for want of a listener (their
+    /// retry delay is `refused_backoff`, doubling); 0 after any other
+    /// failure, a loss, or an establishment.
+    refusals: u32,
+    /// When the current outage began (the loss, or the first connect's
+    /// first failure); `None` while connected. The downtime of the
+    /// [`SessionEvent::Resumed`] is measured from it, and the give-up and
+    /// fast-fail deadlines are armed once per outage, when it is set.
+    outage_start: Option<Timestamp>,
+    /// `fast_io_fail_tmo` passed in this outage: every operation submitted
+    /// fails at once until the session is established again.
+    fast_failing: bool,
+    /// The session has been `Established` at least once: the initiator
+    /// holds the secret and reconnects with a Resume, never a Hello, and
+    /// an outage's give-up deadline is `ctrl_loss_tmo`.
+    was_established: bool,
+    /// When the give-up deadline of a session never established started
+    /// (its `connect`, or its accepted Hello): `set_policy` re-arms it
+    /// from there.
+    first_connect_at: Option<Timestamp>,
+}
+
+impl Recovery {
+    /// The index of the path of the current or last attempt.
+    pub(super) fn path_index(&self) -> usize {
+        self.path_index
+    }
+
+    /// The next attempt (or the one a resume names) takes path `i`.
+    pub(super) fn set_path(&mut self, i: usize) {
+        self.path_index = i;
+    }
+
+    /// The next path after the current one, for the next attempt.
+    fn rotate_path(&mut self, paths: usize) {
+        if paths > 0 {
+            self.path_index = (self.path_index + 1) % paths;
+        }
+    }
+
+    /// An attempt on path `i` starts; returns its number in the outage.
+    fn next_attempt(&mut self, i: usize) -> u32 {
+        self.path_index = i;
+        self.attempt += 1;
+        self.attempt
+    }
+
+    /// The transport is gone (lost, promoted past, or taken down as
+    /// planned): the attempts of the next outage count from 1, and the
+    /// streak of refusals ends.
+    pub(super) fn reset_attempts(&mut self) {
+        self.attempt = 0;
+        self.refusals = 0;
+    }
+
+    /// The peer's CM refused an attempt for want of a listener: one more
+    /// refusal in a row.
+    pub(super) fn refused(&mut self) {
+        self.refusals = self.refusals.saturating_add(1);
+    }
+
+    /// Whether every operation submitted fails at once
+    /// (`fast_io_fail_tmo` passed in this outage).
+    pub(super) fn fast_failing(&self) -> bool {
+        self.fast_failing
+    }
+
+    /// Whether the session has been `Established` at least once.
+    pub(super) fn was_established(&self) -> bool {
+        self.was_established
+    }
+
+    /// The session is established (again): the outage is over. Returns
+    /// how long it lasted (zero if there was none).
+    pub(super) fn established(&mut self, now: Timestamp) -> Duration {
+        self.fast_failing = false;
+        self.was_established = true;
+        self.reset_attempts();
+        self.outage_start
+            .take()
+            .map(|s| now - s)
+            .unwrap_or_default()
+    }
+
+    /// The session is suspended: no outage, no attempt, nothing fails fast.
+    pub(super) fn suspended(&mut self) {
+        self.fast_failing = false;
+        self.outage_start = None;
+        self.attempt = 0;
+    }
+
+    /// An outage begins, unless one is under way (see
+    /// [`Session::start_outage`]).
+    fn start_outage(&mut self, policy: &Policy, timers: &mut TimerTable, now: Timestamp) {
+        if self.outage_start.is_some() {
+            return;
+        }
+        self.outage_start = Some(now);
+        if self.was_established {
+            if let Some(t) = policy.ctrl_loss_tmo {
+                timers.set(TimerKind::GiveUp, now + t);
+            }
+        }
+        if let Some(t) = policy.fast_io_fail_tmo {
+            timers.set(TimerKind::FastFail, now + t);
+        }
+    }
+
+    /// Arm the give-up deadline of a session never established
+    /// (`first_connect_tmo`, from `now`, its start).
+    fn arm_first_connect_deadline(
+        &mut self,
+        policy: &Policy,
+        timers: &mut TimerTable,
+        now: Timestamp,
+    ) {
+        self.first_connect_at = Some(now);
+        if let Some(t) = policy.first_connect_tmo {
+            timers.set(TimerKind::GiveUp, now + t);
+        }
+    }
+
+    /// A new `policy` takes effect in the outage under way: the give-up
+    /// deadline is re-armed from the loss (the start, for a session never
+    /// established) or cancelled, as is the fast-fail deadline unless it
+    /// passed.
+    pub(super) fn rearm_deadlines(&self, policy: &Policy, timers: &mut TimerTable) {
+        let giveup = if self.was_established {
+            self.outage_start
+                .map(|start| policy.ctrl_loss_tmo.map(|t| start + t))
+        } else {
+            self.first_connect_at
+                .map(|start| policy.first_connect_tmo.map(|t| start + t))
+        };
+        match giveup {
+            Some(Some(at)) => timers.set(TimerKind::GiveUp, at),
+            Some(None) => timers.stop(TimerKind::GiveUp),
+            None => {}
+        }
+        if let (Some(start), false) = (self.outage_start, self.fast_failing) {
+            match policy.fast_io_fail_tmo {
+                Some(t) => timers.set(TimerKind::FastFail, start + t),
+                None => timers.stop(TimerKind::FastFail),
+            }
+        }
     }
 }
 
@@ -62,13 +227,12 @@ impl Session {
             self.attempt_failed(AttemptFailure::NoDevice, now);
             return Ok(());
         };
-        self.path_index = pick;
         self.epoch = self.next_epoch();
-        self.attempt = 1;
-        self.attempt_started = Some(now);
+        self.recovery.next_attempt(pick);
+        self.probes.attempt_started(now);
         self.counters.attempts += 1;
         let pd = self.resume_private_data();
-        self.actions.push_back(Action::Connect {
+        self.out.act(Action::Connect {
             epoch: self.epoch,
             path: self.attempt_path(pick),
             private_data: pd,
@@ -83,18 +247,15 @@ impl Session {
     /// transport's epoch down and forget its device's keys.
     pub(super) fn count_loss(&mut self, cause: DownCause) {
         self.counters.losses += 1;
-        self.loss_cause = Some(cause);
-        self.events.push_back(SessionEvent::DeviceLost { cause });
-        self.actions
-            .push_back(Action::TearDown { epoch: self.epoch });
+        self.decision.note_loss(cause);
+        self.out.emit(SessionEvent::DeviceLost { cause });
+        self.out.act(Action::TearDown { epoch: self.epoch });
         if cause == DownCause::CmDeviceRemoval {
             // rdma_cm says the device is going away; the device list may
             // still show it for a while (its removal waits for its users).
             // Forget it now, so the next attempt takes a path it does not
             // carry; its return is a device-add of a new registration.
-            if let Some(gone) = self.current_device.as_ref().map(|d| d.id.clone()) {
-                self.devices.retain(|d| d.id != gone);
-            }
+            self.devices.forget_current();
         }
         self.forget_transport();
     }
@@ -119,8 +280,7 @@ impl Session {
         self.count_loss(cause);
         self.start_outage(now);
         self.go(State::Recovering, Cause::TransportDown(cause), now);
-        self.attempt = 0;
-        self.refusals = 0;
+        self.recovery.reset_attempts();
         // A loss on the peer's side (or somewhere between): the next attempt
         // tries the next path first, so a second HCA or route takes over at
         // once instead of waiting for the dead address to time out. A loss
@@ -134,27 +294,26 @@ impl Session {
                 | DownCause::PortDown
                 | DownCause::CmDeviceRemoval
         );
-        if !local && !self.cfg.paths.is_empty() {
-            self.path_index = (self.path_index + 1) % self.cfg.paths.len();
+        if !local {
+            self.recovery.rotate_path(self.cfg.paths.len());
         }
         // The peer gone silent (its CM's disconnect, no acknowledgement,
         // no keepalive) may be its device going away: the first attempt is
         // a probe. Any other loss gets the full attempt timeout.
-        self.silent = matches!(
+        self.probes.set_silent(matches!(
             cause,
             DownCause::CmDisconnected
                 | DownCause::KeepaliveTimeout
                 | DownCause::Completion(WcStatus::RetryExcErr)
-        );
+        ));
         self.schedule_attempt(now);
     }
 
     /// The transport is gone, by loss or by plan: what was posted on it
     /// waits for replay, and its device and its timers go with it.
     pub(super) fn forget_transport(&mut self) {
-        self.journal.transport_down();
-        self.one_sided_inflight.clear();
-        self.current_device = None;
+        self.data.transport_down();
+        self.devices.release();
         self.timers.stop(TimerKind::KeepaliveSend);
         self.timers.stop(TimerKind::KeepaliveDeadline);
         self.timers.stop(TimerKind::ConnectTimeout);
@@ -170,11 +329,12 @@ impl Session {
             return;
         }
         let r = self.jitter.next();
-        let mut delay = self.cfg.policy.backoff(self.attempt, r);
-        if self.refusals > 0 {
-            delay = delay.min(self.cfg.policy.refused_delay(self.refusals, r));
+        let (attempt, refusals) = (self.recovery.attempt, self.recovery.refusals);
+        let mut delay = self.cfg.policy.backoff(attempt, r);
+        if refusals > 0 {
+            delay = delay.min(self.cfg.policy.refused_delay(refusals, r));
         }
-        if self.probing() {
+        if self.probes.probing(&self.cfg.policy) {
             if let Some(probe) = self.cfg.policy.probe_delay(r) {
                 delay = delay.min(probe);
             }
@@ -187,45 +347,43 @@ impl Session {
     pub(super) fn try_attempt(&mut self, now: Timestamp) {
         if self.state() != State::Recovering
             || self.cfg.role != Role::Initiator
-            || self.held
-            || self.probe_waits()
+            || self.decision.is_held()
+            || self.probes.waits(&self.cfg.policy)
         {
             return;
         }
         let viable = self.viable_paths();
-        let named_waits = self.prefer_path.is_some_and(|i| !viable.contains(&i));
+        let named_waits = self
+            .decision
+            .preferred_path()
+            .is_some_and(|i| !viable.contains(&i));
         if viable.is_empty() || named_waits {
             // Reported, not tried: a device event tries again at once.
             tracing::debug!(session = %self.cfg.id, "no device reaches the peer yet");
-            self.events.push_back(SessionEvent::AttemptFailed {
-                attempt: self.attempt + 1,
+            self.out.emit(SessionEvent::AttemptFailed {
+                attempt: self.recovery.attempt + 1,
                 reason: AttemptFailure::NoDevice,
             });
             return;
         }
         // A path the application named comes first; else the first path
         // when failing back, else keep rotating from the current one.
-        let pick = if let Some(i) = self.prefer_path.take() {
+        let pick = if let Some(i) = self.decision.take_preferred_path() {
             i
         } else if self.cfg.policy.failback {
             viable[0]
         } else {
-            *viable
-                .iter()
-                .find(|&&i| i >= self.path_index)
-                .unwrap_or(&viable[0])
+            let current = self.recovery.path_index;
+            *viable.iter().find(|&&i| i >= current).unwrap_or(&viable[0])
         };
-        self.path_index = pick;
-        self.attempt += 1;
-        self.attempt_started = Some(now);
+        let attempt = self.recovery.next_attempt(pick);
+        self.probes.attempt_started(now);
         self.counters.attempts += 1;
         self.epoch = self.next_epoch();
-        self.go(State::Reconnecting, Cause::Attempt(self.attempt), now);
-        self.events.push_back(SessionEvent::Recovering {
-            attempt: self.attempt,
-        });
+        self.go(State::Reconnecting, Cause::Attempt(attempt), now);
+        self.out.emit(SessionEvent::Recovering { attempt });
         let pd = self.resume_private_data();
-        self.actions.push_back(Action::Connect {
+        self.out.act(Action::Connect {
             epoch: self.epoch,
             path: self.attempt_path(pick),
             private_data: pd,
@@ -242,23 +400,21 @@ impl Session {
     /// a target the whole `connect_timeout`.
     pub(super) fn connect_deadline(&self, now: Timestamp) -> Timestamp {
         let p = &self.cfg.policy;
-        let n = self.attempt.max(1);
-        now + match (self.cfg.role, self.slowest_connect) {
-            (Role::Initiator, Some(slowest)) if self.probing() => {
-                p.probe_attempt_timeout(n, slowest)
-            }
-            (Role::Initiator, _) => p.attempt_timeout(n),
-            (Role::Target, _) => p.connect_timeout,
+        let n = self.recovery.attempt.max(1);
+        now + match self.cfg.role {
+            Role::Initiator => self
+                .probes
+                .attempt_timeout(p, n)
+                .unwrap_or_else(|| p.attempt_timeout(n)),
+            Role::Target => p.connect_timeout,
         }
     }
 
     /// Arm the give-up deadline of a session never established
     /// (`first_connect_tmo`, from its start).
     pub(super) fn arm_first_connect_deadline(&mut self, now: Timestamp) {
-        self.first_connect_at = Some(now);
-        if let Some(t) = self.cfg.policy.first_connect_tmo {
-            self.timers.set(TimerKind::GiveUp, now + t);
-        }
+        self.recovery
+            .arm_first_connect_deadline(&self.cfg.policy, &mut self.timers, now);
     }
 
     /// An outage begins (a loss, or the first connect's first failure),
@@ -267,24 +423,14 @@ impl Session {
     /// session that was established (`ctrl_loss_tmo`; one never
     /// established keeps `first_connect_tmo` from its start).
     pub(super) fn start_outage(&mut self, now: Timestamp) {
-        if self.outage_start.is_some() {
-            return;
-        }
-        self.outage_start = Some(now);
-        if self.was_established {
-            if let Some(t) = self.cfg.policy.ctrl_loss_tmo {
-                self.timers.set(TimerKind::GiveUp, now + t);
-            }
-        }
-        if let Some(t) = self.cfg.policy.fast_io_fail_tmo {
-            self.timers.set(TimerKind::FastFail, now + t);
-        }
+        self.recovery
+            .start_outage(&self.cfg.policy, &mut self.timers, now);
     }
 
     /// The attempt failed for a reason other than a refusal: the streak of
     /// refusals ends, the next attempt follows the plain backoff.
     pub(super) fn attempt_failed(&mut self, why: AttemptFailure, now: Timestamp) {
-        self.refusals = 0;
+        self.recovery.refusals = 0;
         self.attempt_failed_with(why, now);
     }
 
@@ -295,23 +441,24 @@ impl Session {
         if self.state() != State::Reconnecting && self.state() != State::Connecting {
             return;
         }
-        tracing::debug!(session = %self.cfg.id, attempt = self.attempt, %why, "attempt failed");
+        let attempt = self.recovery.attempt;
+        tracing::debug!(session = %self.cfg.id, attempt, %why, "attempt failed");
         // No answer at all: the peer (or its device) is away, and the next
         // attempt is a probe.
-        self.silent = matches!(why, AttemptFailure::Timeout | AttemptFailure::Unreachable);
-        self.actions
-            .push_back(Action::TearDown { epoch: self.epoch });
+        self.probes.set_silent(matches!(
+            why,
+            AttemptFailure::Timeout | AttemptFailure::Unreachable
+        ));
+        self.out.act(Action::TearDown { epoch: self.epoch });
         self.timers.stop(TimerKind::ConnectTimeout);
         self.start_outage(now);
-        self.events.push_back(SessionEvent::AttemptFailed {
-            attempt: self.attempt.max(1),
+        self.out.emit(SessionEvent::AttemptFailed {
+            attempt: attempt.max(1),
             reason: why.clone(),
         });
         self.go(State::Recovering, Cause::AttemptFailed(why), now);
         // Rotate to the next path for the next attempt.
-        if !self.cfg.paths.is_empty() {
-            self.path_index = (self.path_index + 1) % self.cfg.paths.len();
-        }
+        self.recovery.rotate_path(self.cfg.paths.len());
         self.schedule_attempt(now);
     }
 
@@ -353,45 +500,23 @@ impl Session {
             match t {
                 TimerKind::Backoff => self.try_attempt(now),
                 // Connected but the in-band handshake did not finish.
-                TimerKind::ConnectTimeout if self.current_device.is_some() => {
+                TimerKind::ConnectTimeout if self.devices.current().is_some() => {
                     self.lose_transport(DownCause::ResyncTimeout, now);
                 }
                 TimerKind::ConnectTimeout => self.attempt_failed(AttemptFailure::Timeout, now),
                 TimerKind::GiveUp => {
                     tracing::warn!(session = %self.cfg.id, "give-up deadline passed");
-                    self.events.push_back(SessionEvent::GaveUp);
+                    self.out.emit(SessionEvent::GaveUp);
                     self.fail(Cause::GaveUp, OpError::GaveUp, now);
                 }
                 TimerKind::FastFail => {
-                    self.fast_failing = true;
-                    let cs = self.journal.fail_queued(OpError::FastFail);
-                    self.complete(cs);
+                    self.recovery.fast_failing = true;
+                    let cs = self.data.journal.fail_queued(OpError::FastFail);
+                    self.out.complete(cs);
                 }
-                TimerKind::KeepaliveSend => {
-                    if self.state() == State::Established {
-                        self.keepalive_nonce += 1;
-                        let n = self.keepalive_nonce;
-                        self.send_control(|ack, out| {
-                            wire::encode_keepalive(ack, n, out);
-                            Ok(())
-                        });
-                        if let Some(k) = self.cfg.policy.keepalive {
-                            self.timers.set(TimerKind::KeepaliveSend, now + k);
-                        }
-                    }
-                }
-                TimerKind::AckDelay => {
-                    if matches!(self.state(), State::Established | State::Resyncing)
-                        && self.inbox.last_delivered() > self.last_ack_sent
-                    {
-                        self.send_ack();
-                    }
-                }
-                TimerKind::KeepaliveDeadline => {
-                    if matches!(self.state(), State::Established | State::Resyncing) {
-                        self.lose_transport(DownCause::KeepaliveTimeout, now);
-                    }
-                }
+                TimerKind::KeepaliveSend => self.keepalive_due(now),
+                TimerKind::AckDelay => self.ack_delay_passed(),
+                TimerKind::KeepaliveDeadline => self.keepalive_silent(now),
                 TimerKind::CloseDeadline => self.close_deadline_passed(now),
                 TimerKind::QuiesceDeadline => self.quiesce_deadline_passed(now),
                 TimerKind::Standby => self.standby_timer(now),
@@ -413,20 +538,17 @@ impl Session {
         }
         // A transport exists while connected or while an attempt (the
         // first one included) is under way.
-        if self.current_device.is_some()
+        if self.devices.current().is_some()
             || matches!(self.state(), State::Reconnecting | State::Connecting)
         {
-            self.actions
-                .push_back(Action::TearDown { epoch: self.epoch });
+            self.out.act(Action::TearDown { epoch: self.epoch });
         }
-        self.current_device = None;
+        self.devices.release();
         self.timers.clear();
-        self.closing = None;
-        self.planned = None;
-        self.resume_when_suspended = None;
-        let cs = self.journal.fail_all(err);
-        self.ended_pending = cs.len();
-        self.complete(cs);
+        self.planned.cancel();
+        let cs = self.data.journal.fail_all(err);
+        self.closing.ended(cs.len());
+        self.out.complete(cs);
         self.go(State::Failed, cause, now);
     }
 }

@@ -10,10 +10,11 @@ use relink_fabric::{DeviceInfo, Timestamp};
 
 use super::{Action, Session, SessionConfig, SessionEvent, StandbyLoss};
 use crate::auth::SessionSecret;
-use crate::ids::{Epoch, RegionId, Seq};
+use crate::ids::{Epoch, Incarnation, RegionId, Seq};
 use crate::op::OpError;
+use crate::reason::DownCause;
 use crate::reason::{AttemptFailure, PeerLostReason, ReplyFault};
-use crate::state::{Cause, DownCause, State};
+use crate::state::{Cause, State};
 use crate::timers::TimerKind;
 use crate::wire;
 
@@ -48,7 +49,50 @@ pub struct LocalKeys {
     pub rkey: u32,
 }
 
+/// The handshakes' secrets and the resync under way: the part of
+/// [`Session`] this file owns. (The peer's advertised keys are the data
+/// path's, which translates through them.)
+#[derive(Debug, Default)]
+pub(super) struct Handshake {
+    /// The secret that authenticates resumes: issued by the target in its
+    /// Welcome. `None` until the first connection; an initiator that has
+    /// one sends a Resume, else a Hello.
+    secret: Option<SessionSecret>,
+    /// The peer's incarnation, learned in the first handshake. A Resumed
+    /// with another one means the peer restarted and lost the session.
+    peer_incarnation: Option<Incarnation>,
+    /// The keys of our regions on the current device, as the driver
+    /// registered them: what the advertisements carry.
+    local_keys: Vec<LocalKeys>,
+    /// Target only: the peer's `last_delivered` from the Resume being
+    /// accepted, held from [`Session::handle_resume_request`] until the
+    /// connection is up ([`Session::handle_accepted`]), when it is applied
+    /// to the journal.
+    pending_peer_delivered: Seq,
+    /// Operations the current resume replays: counted when the resync
+    /// starts, reported in [`SessionEvent::Resumed`] when it ends.
+    replaying: u64,
+}
+
+impl Handshake {
+    /// The session secret, once the first handshake issued it.
+    pub(super) fn secret(&self) -> Option<&SessionSecret> {
+        self.secret.as_ref()
+    }
+
+    /// The keys of our regions on the device now carrying the transport.
+    pub(super) fn set_local_keys(&mut self, local: Vec<LocalKeys>) {
+        self.local_keys = local;
+    }
+}
+
 impl Session {
+    /// The peer's incarnation (a random id of its process), once the first
+    /// handshake told it; `None` before.
+    pub fn peer_incarnation(&self) -> Option<Incarnation> {
+        self.handshake.peer_incarnation
+    }
+
     /// The target's answer to a Resume or a standby request for `epoch`:
     /// a signed `Resumed` with what this end has delivered, as CM private
     /// data.
@@ -58,7 +102,7 @@ impl Session {
             self.cfg.id,
             epoch,
             self.cfg.incarnation,
-            self.inbox.last_delivered(),
+            self.data.inbox.last_delivered(),
         );
         wire::AcceptData::Resumed(reply).to_vec()
     }
@@ -66,12 +110,12 @@ impl Session {
     /// The CONNECT private data of the next attempt: a Resume signed with
     /// the session secret once there is one, a Hello before.
     pub(super) fn resume_private_data(&self) -> Vec<u8> {
-        match &self.secret {
+        match self.handshake.secret() {
             Some(secret) => wire::ConnectData::Resume(wire::Resume::sign(
                 secret,
                 self.cfg.id,
                 self.epoch,
-                self.inbox.last_delivered(),
+                self.data.inbox.last_delivered(),
             ))
             .to_vec(),
             None => wire::ConnectData::Hello(wire::Hello {
@@ -115,19 +159,19 @@ impl Session {
                 incarnation,
                 secret,
             }) => {
-                if session != self.cfg.id || self.secret.is_some() {
+                if session != self.cfg.id || self.handshake.secret.is_some() {
                     self.attempt_failed(
                         AttemptFailure::BadReply(ReplyFault::UnexpectedWelcome),
                         now,
                     );
                     return;
                 }
-                self.secret = Some(secret);
-                self.peer_incarnation = Some(incarnation);
+                self.handshake.secret = Some(secret);
+                self.handshake.peer_incarnation = Some(incarnation);
                 self.start_resync(device, local, Seq(0), now);
             }
             wire::AcceptData::Resumed(r) => {
-                let Some(secret) = &self.secret else {
+                let Some(secret) = self.handshake.secret() else {
                     self.attempt_failed(
                         AttemptFailure::BadReply(ReplyFault::UnexpectedResumed),
                         now,
@@ -138,7 +182,7 @@ impl Session {
                     self.attempt_failed(AttemptFailure::BadReply(ReplyFault::NotAuthentic), now);
                     return;
                 }
-                if self.peer_incarnation != Some(r.incarnation) {
+                if self.handshake.peer_incarnation != Some(r.incarnation) {
                     self.peer_lost(PeerLostReason::NewIncarnation, now);
                     return;
                 }
@@ -169,8 +213,7 @@ impl Session {
             Ok(reason) => {
                 let retrying = !reason.is_final();
                 tracing::info!(session = %self.cfg.id, ?reason, retrying, "the peer refused the connection");
-                self.events
-                    .push_back(SessionEvent::Refused { reason, retrying });
+                self.out.emit(SessionEvent::Refused { reason, retrying });
                 if retrying {
                     self.attempt_failed(AttemptFailure::Refused(reason), now);
                     return;
@@ -180,7 +223,7 @@ impl Session {
             Err(_) => {
                 // The peer's CM answered for it: host and device are there,
                 // the application is not listening (yet).
-                self.refusals = self.refusals.saturating_add(1);
+                self.recovery.refused();
                 self.attempt_failed_with(AttemptFailure::NoListener, now);
             }
         }
@@ -189,7 +232,7 @@ impl Session {
     /// The peer is a stranger or refused us for good: report it and fail.
     fn peer_lost(&mut self, reason: PeerLostReason, now: Timestamp) {
         tracing::warn!(session = %self.cfg.id, %reason, "peer lost");
-        self.events.push_back(SessionEvent::PeerLost { reason });
+        self.out.emit(SessionEvent::PeerLost { reason });
         self.fail(Cause::PeerLost(reason), OpError::PeerLost, now);
     }
 
@@ -212,7 +255,7 @@ impl Session {
         cfg.connect_data = hello.connect_data;
         let mut s = Session::new(cfg, now)?;
         let secret = SessionSecret::from_bytes(secret);
-        s.peer_incarnation = Some(hello.incarnation);
+        s.handshake.peer_incarnation = Some(hello.incarnation);
         s.epoch = hello.epoch.max(Epoch(1));
         s.go(State::Connecting, Cause::Connect, now);
         s.arm_first_connect_deadline(now);
@@ -222,8 +265,8 @@ impl Session {
             secret: secret.clone(),
         })
         .to_vec();
-        s.secret = Some(secret);
-        s.actions.push_back(Action::Accept {
+        s.handshake.secret = Some(secret);
+        s.out.act(Action::Accept {
             epoch: s.epoch,
             request,
             private_data: pd,
@@ -266,23 +309,22 @@ impl Session {
         let busy = HelloVerdict::Refuse(wire::RefuseReason::Busy);
         let epoch = hello.epoch.max(Epoch(1));
         let retried = self.cfg.role == super::Role::Target
-            && !self.was_established
-            && self.peer_incarnation == Some(hello.incarnation)
+            && !self.recovery.was_established()
+            && self.handshake.peer_incarnation == Some(hello.incarnation)
             && epoch > self.epoch
             && matches!(state, State::Connecting | State::Recovering);
         if !retried {
             return busy;
         }
-        let Some(secret) = self.secret.clone() else {
+        let Some(secret) = self.handshake.secret.clone() else {
             debug_assert!(false, "a target has its secret from the start");
             return busy;
         };
         tracing::info!(session = %self.cfg.id, old = %self.epoch, new = %epoch, "the initiator said hello again: the handshake starts again");
         if state == State::Connecting {
-            self.actions
-                .push_back(Action::TearDown { epoch: self.epoch });
+            self.out.act(Action::TearDown { epoch: self.epoch });
         }
-        self.current_device = None;
+        self.devices.release();
         self.timers.stop(TimerKind::KeepaliveSend);
         self.timers.stop(TimerKind::KeepaliveDeadline);
         self.epoch = epoch;
@@ -292,7 +334,7 @@ impl Session {
             secret,
         })
         .to_vec();
-        self.actions.push_back(Action::Accept {
+        self.out.act(Action::Accept {
             epoch,
             request,
             private_data: pd,
@@ -318,7 +360,7 @@ impl Session {
         now: Timestamp,
     ) {
         let refuse = |s: &mut Session, reason| {
-            s.actions.push_back(Action::Reject {
+            s.out.act(Action::Reject {
                 request,
                 private_data: wire::RejectData::Refused(wire::Refused { reason }).to_vec(),
             });
@@ -327,7 +369,7 @@ impl Session {
             refuse(self, wire::RefuseReason::UnknownSession);
             return;
         }
-        let Some(secret) = self.secret.clone() else {
+        let Some(secret) = self.handshake.secret.clone() else {
             refuse(self, wire::RefuseReason::UnknownSession);
             return;
         };
@@ -354,12 +396,12 @@ impl Session {
         }
         self.resumed_by_peer(now);
         self.epoch = resume.epoch;
-        self.actions.push_back(Action::Accept {
+        self.out.act(Action::Accept {
             epoch: self.epoch,
             request,
             private_data: self.resumed_reply(&secret, self.epoch),
         });
-        self.pending_peer_delivered = resume.last_delivered;
+        self.handshake.pending_peer_delivered = resume.last_delivered;
         self.go(State::Reconnecting, Cause::Attempt(1), now);
         self.timers
             .set(TimerKind::ConnectTimeout, self.connect_deadline(now));
@@ -380,7 +422,7 @@ impl Session {
         if epoch != self.epoch || !matches!(self.state(), State::Connecting | State::Reconnecting) {
             return;
         }
-        let delivered = self.pending_peer_delivered;
+        let delivered = self.handshake.pending_peer_delivered;
         self.start_resync(device, local, delivered, now);
     }
 
@@ -399,29 +441,31 @@ impl Session {
         self.timers
             .set(TimerKind::ConnectTimeout, self.connect_deadline(now));
         self.timers.stop(TimerKind::Backoff);
-        if self.first_guid.is_none() {
-            self.first_guid = Some(device.node_guid);
-        }
-        self.current_device = Some(device);
-        self.local_keys = local;
-        self.peer_keys.begin(self.epoch);
+        self.devices.carry(device);
+        self.handshake.local_keys = local;
+        self.data.peer_keys.begin(self.epoch);
         let first = self.state() == State::Connecting;
         if !first {
-            let cs = self
-                .journal
-                .resume(peer_delivered, self.cfg.policy.replay_atomics);
-            self.complete(cs);
-            self.replaying = self.journal.pending_replays() as u64;
-        } else {
-            let completions = &mut self.completions;
-            self.journal
-                .on_peer_delivered_with(peer_delivered, |c| completions.push_back(c));
-        }
-        self.peer_delivered = self.peer_delivered.max(peer_delivered);
-        if !first {
+            self.replay_from(peer_delivered);
             self.go(State::Resyncing, Cause::Accepted, now);
+        } else {
+            self.confirm_delivered(peer_delivered);
         }
         self.advertise(now);
+    }
+
+    /// A resume (or a promotion) goes on from what the peer delivered:
+    /// the journal confirms what it delivered and replays the rest, and
+    /// the replays are counted for the [`SessionEvent::Resumed`] that ends
+    /// the resync.
+    pub(super) fn replay_from(&mut self, peer_delivered: Seq) {
+        let cs = self
+            .data
+            .journal
+            .resume(peer_delivered, self.cfg.policy.replay_atomics);
+        self.out.complete(cs);
+        self.handshake.replaying = self.data.journal.pending_replays() as u64;
+        self.data.raise_peer_delivered(peer_delivered);
     }
 
     /// Advertise every advertised region for the current epoch, then say
@@ -434,7 +478,11 @@ impl Session {
             .iter()
             .filter(|r| r.advertise)
             .filter_map(|r| {
-                let k = self.local_keys.iter().find(|k| k.region == r.id)?;
+                let k = self
+                    .handshake
+                    .local_keys
+                    .iter()
+                    .find(|k| k.region == r.id)?;
                 Some(wire::Advert {
                     epoch: self.epoch,
                     region: r.id,
@@ -459,33 +507,14 @@ impl Session {
         self.settle_closing(now);
     }
 
-    /// Arm the keepalive probe and the silence deadline, as the policy
-    /// asks.
-    pub(super) fn arm_keepalive(&mut self, now: Timestamp) {
-        if let Some(k) = self.cfg.policy.keepalive {
-            self.timers.set(TimerKind::KeepaliveSend, now + k);
-        }
-        if let Some(d) = self.cfg.policy.keepalive_deadline() {
-            self.timers.set(TimerKind::KeepaliveDeadline, now + d);
-        }
-    }
-
     /// Both sides advertised: traffic flows.
     pub(super) fn finish_resync(&mut self, now: Timestamp) {
         let first = self.state() == State::Connecting;
-        let downtime = self
-            .outage_start
-            .take()
-            .map(|s| now - s)
-            .unwrap_or_default();
+        let downtime = self.recovery.established(now);
         self.timers.stop(TimerKind::GiveUp);
         self.timers.stop(TimerKind::FastFail);
         self.timers.stop(TimerKind::ConnectTimeout);
-        self.fast_failing = false;
-        self.decided = false;
-        self.was_established = true;
-        self.attempt = 0;
-        self.refusals = 0;
+        self.decision.established();
         self.go(
             State::Established,
             if first {
@@ -498,13 +527,13 @@ impl Session {
         if !first || downtime > Duration::ZERO {
             self.counters.resumes += 1;
             self.counters.downtime_ns += u64::try_from(downtime.as_nanos()).unwrap_or(u64::MAX);
-            let replayed = std::mem::take(&mut self.replaying);
+            let replayed = std::mem::take(&mut self.handshake.replaying);
             self.counters.replayed += replayed;
-            self.events.push_back(SessionEvent::Resumed {
+            self.out.emit(SessionEvent::Resumed {
                 downtime,
                 replayed,
-                deduplicated: self.inbox.duplicates(),
-                device: self.current_device.as_ref().map(|d| d.id.clone()),
+                deduplicated: self.data.inbox.duplicates(),
+                device: self.devices.current().map(|d| d.id.clone()),
             });
         }
         self.pump(now);

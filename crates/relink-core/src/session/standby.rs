@@ -62,7 +62,8 @@ use relink_fabric::{DeviceId, DeviceInfo, Timestamp};
 
 use super::{Action, LocalKeys, RequestToken, Role, Session, SessionEvent};
 use crate::ids::{Epoch, Seq};
-use crate::state::{Cause, DownCause, State};
+use crate::reason::DownCause;
+use crate::state::{Cause, State};
 use crate::timers::TimerKind;
 use crate::wire;
 
@@ -108,22 +109,51 @@ impl fmt::Display for StandbyLoss {
     }
 }
 
+/// The hot standby: the part of [`Session`] this file owns.
+#[derive(Debug, Default)]
+pub(super) struct Standby {
+    /// The standby transport, being made or up; boxed, so a session
+    /// without one pays a pointer.
+    transport: Option<Box<StandbyTransport>>,
+    /// The highest epoch a standby took: every later transport's epoch is
+    /// above it.
+    high: Epoch,
+    /// Standby connections that failed in a row (their retry backs off).
+    failures: u32,
+    /// A promoted standby waits for the peer's `Promote` (what it
+    /// delivered) before the journal is replayed.
+    promoting: bool,
+}
+
+impl Standby {
+    /// Whether a promoted standby waits for the peer's `Promote`.
+    pub(super) fn is_promoting(&self) -> bool {
+        self.promoting
+    }
+
+    /// The session left `Resyncing`: no promotion waits.
+    pub(super) fn stop_promoting(&mut self) {
+        self.promoting = false;
+    }
+}
+
 /// The standby transport of a session.
 #[derive(Debug)]
-pub(super) struct Standby {
+struct StandbyTransport {
     /// Its epoch: above the current one's.
-    pub epoch: Epoch,
+    epoch: Epoch,
     /// The initiator's path it takes (`None` at a target).
-    pub path: Option<usize>,
+    path: Option<usize>,
     /// Once established: its device and the keys of the regions the
     /// driver registered there.
-    pub up: Option<(DeviceInfo, Vec<LocalKeys>)>,
+    up: Option<(DeviceInfo, Vec<LocalKeys>)>,
 }
 
 impl Session {
     /// The device carrying the standby connection, once it is up.
     pub fn standby_device(&self) -> Option<&DeviceInfo> {
         self.standby
+            .transport
             .as_ref()
             .and_then(|s| s.up.as_ref())
             .map(|u| &u.0)
@@ -132,12 +162,15 @@ impl Session {
     /// The epoch of the next transport: above the current one and every
     /// standby's.
     pub(super) fn next_epoch(&self) -> Epoch {
-        self.epoch.max(self.standby_high).next()
+        self.epoch.max(self.standby.high).next()
     }
 
     /// Whether `epoch` is the standby's.
     pub(super) fn is_standby_epoch(&self, epoch: Epoch) -> bool {
-        self.standby.as_ref().is_some_and(|s| s.epoch == epoch)
+        self.standby
+            .transport
+            .as_ref()
+            .is_some_and(|s| s.epoch == epoch)
     }
 
     /// Initiator: connect a standby if the policy asks for one, the session
@@ -149,16 +182,16 @@ impl Session {
             || self.cfg.role != Role::Initiator
             || self.cfg.spec.shared_receive
             || self.state() != State::Established
-            || self.standby.is_some()
-            || self.planned.is_some()
-            || self.closing.is_some()
+            || self.standby.transport.is_some()
+            || self.planned.is_under_way()
+            || self.closing.is_closing()
         {
             return;
         }
-        let (Some(cur), Some(secret)) = (self.current_device.as_ref(), self.secret.as_ref()) else {
+        let (Some(cur), Some(secret)) = (self.devices.current(), self.handshake.secret()) else {
             return;
         };
-        let cur_peer = self.cfg.paths[self.path_index].peer;
+        let cur_peer = self.cfg.paths[self.recovery.path_index()].peer;
         let others: Vec<usize> = self
             .viable_paths()
             .into_iter()
@@ -176,17 +209,17 @@ impl Session {
             secret,
             self.cfg.id,
             epoch,
-            self.inbox.last_delivered(),
+            self.data.inbox.last_delivered(),
         ))
         .to_vec();
         tracing::info!(session = %self.cfg.id, %epoch, path = pick, "connecting a standby");
-        self.standby_high = epoch;
-        self.standby = Some(Box::new(Standby {
+        self.standby.high = epoch;
+        self.standby.transport = Some(Box::new(StandbyTransport {
             epoch,
             path: Some(pick),
             up: None,
         }));
-        self.actions.push_back(Action::ConnectStandby {
+        self.out.act(Action::ConnectStandby {
             epoch,
             path: self.attempt_path(pick),
             private_data: pd,
@@ -200,24 +233,24 @@ impl Session {
     /// `retry`: try again after a backoff (its connection failed);
     /// otherwise a new one is built when the session next allows.
     pub(super) fn drop_standby(&mut self, retry: bool, cause: StandbyLoss, now: Timestamp) {
-        let Some(sb) = self.standby.take() else {
+        let Some(sb) = self.standby.transport.take() else {
             return;
         };
         tracing::info!(session = %self.cfg.id, epoch = %sb.epoch, retry, %cause, "standby torn down");
-        self.actions.push_back(Action::TearDown { epoch: sb.epoch });
+        self.out.act(Action::TearDown { epoch: sb.epoch });
         self.timers.stop(TimerKind::Standby);
         self.timers.stop(TimerKind::StandbySilence);
         if let Some((device, _)) = sb.up {
-            self.events.push_back(SessionEvent::StandbyLost {
+            self.out.emit(SessionEvent::StandbyLost {
                 device: device.id,
                 path: sb.path.and_then(|i| self.cfg.paths.get(i).copied()),
                 cause,
             });
         }
         if retry && self.cfg.role == Role::Initiator && !self.state().is_terminal() {
-            self.standby_failures = self.standby_failures.saturating_add(1);
+            self.standby.failures = self.standby.failures.saturating_add(1);
             let r = self.jitter.next();
-            let delay = self.cfg.policy.backoff(self.standby_failures, r);
+            let delay = self.cfg.policy.backoff(self.standby.failures, r);
             self.timers.set(TimerKind::Standby, now + delay);
         }
     }
@@ -226,12 +259,11 @@ impl Session {
     /// (and retried); one up is sent its next keepalive; with none, one is
     /// tried again.
     pub(super) fn standby_timer(&mut self, now: Timestamp) {
-        match &self.standby {
+        match &self.standby.transport {
             Some(sb) if sb.up.is_none() => self.drop_standby(true, StandbyLoss::Released, now),
             Some(sb) => {
                 let epoch = sb.epoch;
-                self.keepalive_nonce += 1;
-                let imm = (self.keepalive_nonce as u32) & !KEEPALIVE_REPLY;
+                let imm = (self.keepalive.next_nonce() as u32) & !KEEPALIVE_REPLY;
                 self.probe_standby(epoch, imm);
                 if let Some(k) = self.cfg.policy.keepalive {
                     self.timers.set(TimerKind::Standby, now + k);
@@ -244,13 +276,18 @@ impl Session {
     /// Queue a keepalive (`imm`) on the standby of `epoch`.
     fn probe_standby(&mut self, epoch: Epoch, imm: u32) {
         self.counters.standby_keepalives_sent += 1;
-        self.actions.push_back(Action::ProbeStandby { epoch, imm });
+        self.out.act(Action::ProbeStandby { epoch, imm });
     }
 
     /// Start (or restart, with the policy's period) the keepalives of the
     /// standby that is up, or stop them when the policy has none.
     pub(super) fn arm_standby_keepalive(&mut self, now: Timestamp) {
-        if self.standby.as_ref().is_none_or(|s| s.up.is_none()) {
+        if self
+            .standby
+            .transport
+            .as_ref()
+            .is_none_or(|s| s.up.is_none())
+        {
             return;
         }
         match (
@@ -274,6 +311,7 @@ impl Session {
     pub(super) fn standby_silent(&mut self, now: Timestamp) {
         let Some(epoch) = self
             .standby
+            .transport
             .as_ref()
             .filter(|s| s.up.is_some())
             .map(|s| s.epoch)
@@ -294,6 +332,7 @@ impl Session {
     pub fn handle_standby_keepalive(&mut self, epoch: Epoch, imm: u32, now: Timestamp) {
         let up = self
             .standby
+            .transport
             .as_ref()
             .is_some_and(|s| s.epoch == epoch && s.up.is_some());
         if !up {
@@ -310,17 +349,17 @@ impl Session {
 
     /// The standby is established on `device`.
     fn standby_up(&mut self, device: DeviceInfo, local: Vec<LocalKeys>, now: Timestamp) {
-        let Some(sb) = self.standby.as_mut() else {
+        let Some(sb) = self.standby.transport.as_mut() else {
             return;
         };
         tracing::info!(session = %self.cfg.id, epoch = %sb.epoch, device = %device.id, "standby up");
-        self.events.push_back(SessionEvent::StandbyUp {
+        self.out.emit(SessionEvent::StandbyUp {
             device: device.id.clone(),
         });
         sb.up = Some((device, local));
         self.timers.stop(TimerKind::Standby);
         self.counters.standbys += 1;
-        self.standby_failures = 0;
+        self.standby.failures = 0;
         self.arm_standby_keepalive(now);
     }
 
@@ -334,12 +373,15 @@ impl Session {
         local: Vec<LocalKeys>,
         now: Timestamp,
     ) {
-        let authentic = match (wire::AcceptData::decode(private_data), &self.secret) {
+        let authentic = match (
+            wire::AcceptData::decode(private_data),
+            self.handshake.secret(),
+        ) {
             (Ok(wire::AcceptData::Resumed(r)), Some(secret)) => {
                 r.session == self.cfg.id
                     && r.epoch == epoch
                     && r.verify(secret)
-                    && self.peer_incarnation == Some(r.incarnation)
+                    && self.peer_incarnation() == Some(r.incarnation)
             }
             _ => false,
         };
@@ -372,12 +414,17 @@ impl Session {
         now: Timestamp,
     ) {
         let refuse = |s: &mut Session, reason| {
-            s.actions.push_back(Action::Reject {
+            s.out.act(Action::Reject {
                 request,
                 private_data: wire::RejectData::Refused(wire::Refused { reason }).to_vec(),
             });
         };
-        let Some(secret) = self.secret.clone().filter(|_| !self.state().is_terminal()) else {
+        let Some(secret) = self
+            .handshake
+            .secret()
+            .filter(|_| !self.state().is_terminal())
+            .cloned()
+        else {
             refuse(self, wire::RefuseReason::UnknownSession);
             return;
         };
@@ -391,8 +438,8 @@ impl Session {
         }
         if self.cfg.role != Role::Target
             || self.state() != State::Established
-            || self.planned.is_some()
-            || self.closing.is_some()
+            || self.planned.is_under_way()
+            || self.closing.is_closing()
             || self.cfg.spec.shared_receive
         {
             refuse(self, wire::RefuseReason::Busy);
@@ -401,13 +448,13 @@ impl Session {
         // A newer standby replaces an older one (the initiator gave that
         // one up).
         self.drop_standby(false, StandbyLoss::Released, now);
-        self.standby_high = standby.epoch;
-        self.standby = Some(Box::new(Standby {
+        self.standby.high = standby.epoch;
+        self.standby.transport = Some(Box::new(StandbyTransport {
             epoch: standby.epoch,
             path: None,
             up: None,
         }));
-        self.actions.push_back(Action::AcceptStandby {
+        self.out.act(Action::AcceptStandby {
             epoch: standby.epoch,
             request,
             private_data: self.resumed_reply(&secret, standby.epoch),
@@ -421,6 +468,7 @@ impl Session {
     pub(super) fn standby_device_lost(&mut self, id: &DeviceId, cause: DownCause, now: Timestamp) {
         let on_it = self
             .standby
+            .transport
             .as_ref()
             .and_then(|s| s.up.as_ref().map(|u| &u.0.id))
             .is_some_and(|d| d == id);
@@ -436,16 +484,16 @@ impl Session {
     /// builds the session anew).
     pub(super) fn promote_standby(&mut self, cause: DownCause, now: Timestamp) -> bool {
         let usable = self.state() == State::Established
-            && self.planned.is_none()
-            && self.standby.as_ref().is_some_and(|s| {
+            && !self.planned.is_under_way()
+            && self.standby.transport.as_ref().is_some_and(|s| {
                 s.up.as_ref()
-                    .is_some_and(|(d, _)| self.current_device.as_ref().is_none_or(|c| c.id != d.id))
+                    .is_some_and(|(d, _)| self.devices.current().is_none_or(|c| c.id != d.id))
             });
         if !usable {
             self.drop_standby(false, StandbyLoss::Released, now);
             return false;
         }
-        let sb = self.standby.take().expect("checked");
+        let sb = self.standby.transport.take().expect("checked");
         let (device, local) = sb.up.expect("checked");
         tracing::info!(session = %self.cfg.id, %cause, from = %self.epoch, to = %sb.epoch, device = %device.id, "transport lost: promoting the standby");
         self.counters.failovers += 1;
@@ -454,28 +502,26 @@ impl Session {
         self.timers.stop(TimerKind::StandbySilence);
         self.start_outage(now);
         self.go(State::Recovering, Cause::TransportDown(cause), now);
-        self.attempt = 0;
-        self.refusals = 0;
+        self.recovery.reset_attempts();
         if let Some(p) = sb.path {
-            self.path_index = p;
+            self.recovery.set_path(p);
         }
         self.epoch = sb.epoch;
-        self.actions
-            .push_back(Action::Promote { epoch: self.epoch });
+        self.out.act(Action::Promote { epoch: self.epoch });
         self.go(State::Reconnecting, Cause::Promote, now);
         // The resync of a recovery, but the peer's delivered count comes
         // in its Promote, not in a Resume or Resumed: the journal is
         // resumed when it arrives (`on_promote`).
-        self.promoting = true;
+        self.standby.promoting = true;
         self.timers.set(
             TimerKind::ConnectTimeout,
             now + self.cfg.policy.connect_timeout,
         );
-        self.current_device = Some(device);
-        self.local_keys = local;
-        self.peer_keys.begin(self.epoch);
+        self.devices.carry(device);
+        self.handshake.set_local_keys(local);
+        self.data.peer_keys.begin(self.epoch);
         self.go(State::Resyncing, Cause::Accepted, now);
-        let (epoch, delivered) = (self.epoch, self.inbox.last_delivered());
+        let (epoch, delivered) = (self.epoch, self.data.inbox.last_delivered());
         self.send_control(|ack, out| {
             wire::encode_body(
                 Seq(0),
@@ -511,6 +557,7 @@ impl Session {
     pub(super) fn peer_promoted(&mut self, epoch: Epoch, now: Timestamp) -> bool {
         let up = self
             .standby
+            .transport
             .as_ref()
             .is_some_and(|s| s.epoch == epoch && s.up.is_some());
         up && self.promote_standby(DownCause::PeerFailover, now)
@@ -520,17 +567,12 @@ impl Session {
     /// delivered, as a resume does; the resync ends with its
     /// advertisements.
     pub(super) fn on_promote(&mut self, epoch: Epoch, last_delivered: Seq, now: Timestamp) {
-        if !self.promoting || epoch != self.epoch || self.state() != State::Resyncing {
+        if !self.standby.promoting || epoch != self.epoch || self.state() != State::Resyncing {
             return;
         }
-        self.promoting = false;
-        let cs = self
-            .journal
-            .resume(last_delivered, self.cfg.policy.replay_atomics);
-        self.complete(cs);
-        self.replaying = self.journal.pending_replays() as u64;
-        self.peer_delivered = self.peer_delivered.max(last_delivered);
-        if self.peer_keys.is_complete() {
+        self.standby.promoting = false;
+        self.replay_from(last_delivered);
+        if self.data.peer_keys.is_complete() {
             self.finish_resync(now);
         }
     }
