@@ -3,78 +3,19 @@
 //! closing transports, `closing.rs`) and indexing what the session waits
 //! for next: its CQ, its queued work requests, its next timer.
 
-use std::collections::BTreeMap;
-
 use relink_core::reason::{AttemptFailure, CmCall, ProviderFailure};
 use relink_core::session::Action;
-use relink_core::state::State;
-use relink_fabric::{CmId, CqId, Provider};
+use relink_fabric::{CmId, Provider};
 
 use super::backlog::encode_messages;
-use super::cm::{CmOwner, Phase};
-use super::timeline::RecoveryTimeline;
+use super::closing::Goodbye;
+use super::index::{Index, Phase};
 use super::transport::Transport;
-use super::{Node, Retiring, RETIRE_HOLD};
-
-/// Forget a transport's CM id and CQ and destroy its objects (destroy calls
-/// only: after a device loss they report "already released").
-pub(super) fn retire_transport(
-    p: &dyn Provider,
-    mut t: Transport,
-    cm: &mut BTreeMap<CmId, CmOwner>,
-    cq_owner: &mut BTreeMap<CqId, u64>,
-) {
-    detach_transport(&t, cm, cq_owner);
-    t.tear_down(p);
-}
-
-/// Forget a transport's CM id and CQ: nothing that comes from them reaches
-/// its session any more. Its objects stay until [`Transport::tear_down`].
-pub(super) fn detach_transport(
-    t: &Transport,
-    cm: &mut BTreeMap<CmId, CmOwner>,
-    cq_owner: &mut BTreeMap<CqId, u64>,
-) {
-    if let Some(id) = t.cm {
-        cm.remove(&id);
-    }
-    if let Some(cq) = t.cq {
-        cq_owner.remove(&cq);
-    }
-}
+use super::transports::destroy;
+use super::wr::Pending;
+use super::Node;
 
 impl Node {
-    /// Give up session `key`'s transport `t`: detach it at once and destroy
-    /// it at the end of the next poll round (`Node::retiring`), so what
-    /// the session posts next goes out first. A connected one begins the
-    /// session's new outage in its recovery timeline.
-    pub(super) fn give_up(&mut self, key: u64, t: Transport) {
-        let lost = t.connected.then(|| self.provider.now());
-        if let (Some(at), Some(slot)) = (lost, self.sessions.get_mut(&key)) {
-            slot.timeline = Some(RecoveryTimeline::new(at));
-        }
-        detach_transport(&t, &mut self.cm, &mut self.cq_owner);
-        self.retiring.push(Retiring {
-            key,
-            round: self.rounds,
-            hold: None,
-            lost,
-            transport: t,
-        });
-    }
-
-    /// Hold session `key`'s transports given up so far — the one a
-    /// promotion replaces — until the session completed an operation on
-    /// the standby (its recovery timeline is complete), or [`RETIRE_HOLD`]
-    /// from now, whichever comes first: their destruction waits until the
-    /// switch (the peer's `Promote`, the resync, the replay) is over.
-    pub(super) fn hold_retiring(&mut self, key: u64) {
-        let by = self.provider.now() + RETIRE_HOLD;
-        for r in self.retiring.iter_mut().filter(|r| r.key == key) {
-            r.hold.get_or_insert(by);
-        }
-    }
-
     /// Perform the core's actions and index what the session now waits
     /// for (its CQ, queued work, its next timer). Completions, deliveries
     /// and events stay in the core until the application polls them; a
@@ -82,10 +23,10 @@ impl Node {
     /// [`Node::poll_output`].
     pub(super) fn run_actions(&mut self, key: u64) {
         loop {
-            let Some(slot) = self.sessions.get_mut(&key) else {
+            let Some(entry) = self.sessions.get_mut(&key) else {
                 return;
             };
-            let Some(action) = slot.next_action() else {
+            let Some(action) = entry.next_action() else {
                 break;
             };
             if matches!(action, Action::Disconnect { .. } | Action::TearDown { .. }) {
@@ -95,53 +36,8 @@ impl Node {
             }
             self.perform(key, action);
         }
-        let slot = self.sessions.get_mut(&key).expect("present");
-        if let Some(tl) = slot.timeline.as_mut().filter(|tl| !tl.complete()) {
-            if slot.core.state() == State::Established {
-                tl.established(self.provider.now(), slot.core.counters().completed);
-            }
-        }
-        // A CQ built since the last call: poll (and so arm) it.
-        if let Some(t) = slot.transport.as_mut().filter(|t| !t.cq_indexed) {
-            if let Some(cq) = t.cq {
-                t.cq_indexed = true;
-                self.cq_owner.insert(cq, key);
-                self.dirty.insert(key);
-            }
-        }
-        // A standby's CQ: indexed too, armed once it is connected.
-        if let Some(t) = slot.standby.as_mut().filter(|t| !t.cq_indexed) {
-            if let Some(cq) = t.cq {
-                t.cq_indexed = true;
-                self.cq_owner.insert(cq, key);
-            }
-        }
-        if !slot.backlog.is_empty() {
-            self.pending_drain.insert(key);
-        }
-        if slot.core.has_output() {
-            self.ready.push(key);
-        }
-        // An ended session is reaped once drained (`poll`), or when its
-        // linger runs out: that is its last deadline.
-        if slot.core.state().is_terminal() && !self.ended.contains_key(&key) {
-            self.ended.insert(key, self.provider.now());
-            self.reap_check.insert(key);
-        }
-        // Re-index the session's next timer.
-        let mut next = slot.core.poll_timeout();
-        if let Some(at) = self.ended.get(&key) {
-            let reap = *at + self.linger;
-            next = Some(next.map_or(reap, |n| n.min(reap)));
-        }
-        if slot.deadline != next {
-            if let Some(old) = slot.deadline.take() {
-                self.deadlines.remove(&(old, key));
-            }
-            if let Some(t) = next {
-                slot.deadline = Some(t);
-                self.deadlines.insert((t, key));
-            }
+        if let Some(entry) = self.sessions.get_mut(&key) {
+            entry.index_what_it_waits_for(key, &mut self.index, &*self.provider);
         }
         self.coordinate_probes(key);
     }
@@ -150,13 +46,16 @@ impl Node {
     /// the backlog in `Slot::next_action`).
     fn perform(&mut self, key: u64, action: Action) {
         let p = &*self.provider;
-        let slot = self.sessions.get_mut(&key).expect("present");
+        // Present: `run_actions` took the action from it just now.
+        let Some(slot) = self.sessions.get_mut(&key) else {
+            return;
+        };
         match action {
             Action::TearDown { epoch }
                 if slot.standby.as_ref().is_some_and(|t| t.epoch == epoch) =>
             {
                 if let Some(t) = slot.standby.take() {
-                    retire_transport(p, *t, &mut self.cm, &mut self.cq_owner);
+                    destroy(p, *t, &mut self.index);
                 }
                 slot.standby_ready = false;
             }
@@ -164,18 +63,22 @@ impl Node {
                 epoch,
                 path,
                 private_data,
-            } => self.connect_standby(key, epoch, path, private_data),
+            } => slot.connect_standby(key, epoch, path, private_data, p, &mut self.index),
             Action::AcceptStandby {
                 epoch,
                 request,
                 private_data,
             } => self.accept_standby(key, epoch, request, &private_data),
             Action::Promote { epoch } => self.promote_standby(key, epoch),
-            Action::ProbeStandby { epoch, imm } => self.probe_standby(key, epoch, imm),
+            Action::ProbeStandby { epoch, imm } => slot.probe_standby(epoch, imm, p),
             Action::TearDown { epoch } => {
                 slot.backlog.clear();
                 if let Some(t) = slot.transport.take_if(|t| t.epoch == epoch) {
-                    self.give_up(key, t);
+                    // Destroyed after the next round: what the session
+                    // posts next goes out first.
+                    let lost = slot.outage_begins(&t, p.now());
+                    self.transports
+                        .give_up(key, t, self.rounds, lost, &mut self.index);
                 }
             }
             Action::Connect {
@@ -184,7 +87,7 @@ impl Node {
                 private_data,
             } => {
                 if let Some(old) = slot.transport.take() {
-                    retire_transport(p, old, &mut self.cm, &mut self.cq_owner);
+                    destroy(p, old, &mut self.index);
                 }
                 let id = match p.cm_create_id() {
                     Ok(id) => id,
@@ -204,7 +107,7 @@ impl Node {
                 slot.connect_data = private_data;
                 slot.path = Some(path);
                 let timeout = slot.opts.policy.connect_timeout;
-                if let Err(why) = start_resolve(p, &mut self.cm, key, epoch, id, path, timeout) {
+                if let Err(why) = start_resolve(p, &mut self.index, key, epoch, id, path, timeout) {
                     slot.core.handle_attempt_failed(epoch, why.into(), p.now());
                 }
             }
@@ -217,7 +120,7 @@ impl Node {
                     return;
                 };
                 if let Some(old) = slot.transport.take() {
-                    retire_transport(p, old, &mut self.cm, &mut self.cq_owner);
+                    destroy(p, old, &mut self.index);
                 }
                 let mut t = Transport::new(epoch, Some(req.cm), slot.spec.send_slots);
                 if let Some(tl) = slot.timeline.as_mut() {
@@ -249,14 +152,7 @@ impl Node {
                             .into()
                         })
                 });
-                self.cm.insert(
-                    req.cm,
-                    CmOwner::Session {
-                        key,
-                        epoch,
-                        phase: Phase::Accepting,
-                    },
-                );
+                self.index.cm_phase(req.cm, key, epoch, Phase::Accepting);
                 slot.transport = Some(t);
                 if let Err(e) = accepted {
                     tracing::warn!("accept failed: {e}");
@@ -268,7 +164,7 @@ impl Node {
                 private_data,
             } => self.reject(request, &private_data),
             Action::Send { .. } | Action::SendMessage { .. } | Action::OneSided { .. } => {
-                unreachable!("work requests go to the backlog in Slot::next_action")
+                unreachable!("work requests go to the backlog in SessionEntry::next_action")
             }
             Action::Disconnect { epoch } => {
                 // Disconnected once the goodbye posted before has left
@@ -279,10 +175,26 @@ impl Node {
                     // It leaves the session: messages take their payloads.
                     encode_messages(&mut backlog, &slot.core);
                     // The windows' invalidations follow the goodbye.
-                    t.queue_invalidations(&mut backlog);
-                    let memory = slot.memory.clone();
-                    let (id, size) = (slot.core.id(), slot.spec.slot_size);
-                    self.begin_closing(id, t, backlog, memory, size);
+                    for (wr_id, op) in t.windows.invalidations() {
+                        backlog.push_back(Pending::Local { wr_id, op });
+                    }
+                    let goodbye = Goodbye {
+                        session: slot.core.id(),
+                        transport: t,
+                        backlog,
+                        memory: slot.memory.clone(),
+                        slot_size: slot.spec.slot_size,
+                    };
+                    let ck = self.next_key;
+                    self.next_key += 1;
+                    self.transports.begin_closing(
+                        ck,
+                        goodbye,
+                        p.now(),
+                        p,
+                        &mut self.index,
+                        &mut self.send_batch,
+                    );
                 }
             }
         }
@@ -294,7 +206,7 @@ impl Node {
 /// provider's refusal as the failure the core is told of.
 pub(super) fn start_resolve(
     p: &dyn Provider,
-    cm: &mut BTreeMap<CmId, CmOwner>,
+    index: &mut Index,
     key: u64,
     epoch: relink_core::ids::Epoch,
     id: CmId,
@@ -306,7 +218,6 @@ pub(super) fn start_resolve(
             call: CmCall::ResolveAddr,
             error,
         })?;
-    let phase = Phase::Resolving;
-    cm.insert(id, CmOwner::Session { key, epoch, phase });
+    index.cm_phase(id, key, epoch, Phase::Resolving);
     Ok(())
 }

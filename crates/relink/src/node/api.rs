@@ -17,7 +17,7 @@ use relink_fabric::{CmError, DeviceId, Memory};
 
 use super::{
     CloseError, ConnectError, ListenError, ListenerHandle, ListenerSlot, Node, OptionsError,
-    RegionError, SessionHandle, SessionInfo, SessionOptions, Slot, SubmitError,
+    RegionError, SessionEntry, SessionHandle, SessionInfo, SessionOptions, SubmitError,
 };
 
 impl Node {
@@ -79,7 +79,7 @@ impl Node {
         };
         let mut core = Session::new(cfg, now).map_err(OptionsError::Policy)?;
         core.set_devices(self.provider.devices(), now);
-        let key = self.insert_slot(core, opts)?;
+        let key = self.insert_session(core, opts)?;
         self.sessions
             .get_mut(&key)
             .expect("inserted")
@@ -159,7 +159,7 @@ impl Node {
         self.listeners.get(&l.0).map(|slot| slot.cm.is_some())
     }
 
-    fn slot(&mut self, s: SessionHandle) -> Option<&mut Slot> {
+    fn entry(&mut self, s: SessionHandle) -> Option<&mut SessionEntry> {
         self.sessions.get_mut(&s.0)
     }
 
@@ -178,7 +178,7 @@ impl Node {
         // The copy the journal keeps until the peer confirms delivery, in
         // the allocation of an earlier, confirmed message if there is one.
         let mut bytes = self
-            .slot(s)
+            .entry(s)
             .ok_or(SubmitError::NoSession(s))?
             .core
             .message_buffer(payload.len());
@@ -211,7 +211,7 @@ impl Node {
         let now = self.now();
         let message = matches!(kind, OpKind::Message { .. });
         let op = self
-            .slot(s)
+            .entry(s)
             .ok_or(SubmitError::NoSession(s))?
             .core
             .submit(kind, now)?;
@@ -441,7 +441,7 @@ impl Node {
     /// (and not reaped yet) does nothing; a failed one moves to `Closed`.
     pub fn close(&mut self, s: SessionHandle) -> Result<(), CloseError> {
         let now = self.now();
-        self.slot(s).ok_or(CloseError::NoSession(s))?.close(now);
+        self.entry(s).ok_or(CloseError::NoSession(s))?.close(now);
         self.run_actions(s.0);
         Ok(())
     }
@@ -451,7 +451,7 @@ impl Node {
     pub fn close_listener(&mut self, l: ListenerHandle) {
         if let Some(slot) = self.listeners.remove(&l.0) {
             if let Some(id) = slot.cm {
-                self.cm.remove(&id);
+                self.index.cm_gone(id);
                 let _ = self.provider.cm_destroy_id(id);
             }
         }

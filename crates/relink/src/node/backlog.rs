@@ -19,48 +19,10 @@ use relink_core::wire::HEADER_LEN;
 use relink_core::{OpId, Session};
 use relink_fabric::{Memory, MrInfo, SendOp, SendWr, Sge, Timestamp};
 
+use super::entry::SessionEntry;
 use super::transport::Transport;
-use super::wr::{WrBatch, TAG_ONE_SIDED, TAG_SEND};
-use super::{Node, Slot};
-
-/// A work request the core asked for, not yet posted.
-pub(super) enum Pending {
-    /// An application message: its header and then its payload, read from
-    /// the session's journal, go into a free send slot when it is posted.
-    Message {
-        /// The message's operation.
-        op: OpId,
-        /// Its encoded header.
-        header: [u8; HEADER_LEN],
-    },
-    /// A message of encoded bytes (a control message, or an application
-    /// message handed over with its payload): its bytes go into a free
-    /// send slot when it is posted.
-    Send {
-        /// The application operation it carries; `None` for relink's
-        /// control messages.
-        op: Option<OpId>,
-        /// The encoded message, header included.
-        bytes: Vec<u8>,
-    },
-    /// A one-sided operation, ready to post.
-    OneSided {
-        /// `TAG_ONE_SIDED` and the operation's id.
-        wr_id: u64,
-        /// The operation, with the peer's address and key.
-        op: SendOp,
-        /// The local range, in its region's MR on the current transport.
-        sge: Sge,
-    },
-    /// A local operation on the send queue without data: the
-    /// invalidation of a region's memory window (`windows.rs`).
-    Local {
-        /// `TAG_LOCAL` and the region's id.
-        wr_id: u64,
-        /// The operation.
-        op: SendOp,
-    },
-}
+use super::wr::{Pending, WrBatch, TAG_ONE_SIDED, TAG_SEND};
+use super::Node;
 
 /// Signal at least every this many requests (and the last request of each
 /// batch), messages and one-sided requests alike: completions of the
@@ -137,7 +99,7 @@ pub(super) fn encode_messages(backlog: &mut VecDeque<Pending>, core: &Session) {
     });
 }
 
-impl Slot {
+impl SessionEntry {
     /// Close the core ([`Session::close`]) with the messages of its
     /// backlog encoded first: the close ends their operations and empties
     /// the journal, and they still leave, ahead of the goodbye.
@@ -237,7 +199,7 @@ impl Node {
                     .get(&key)
                     .is_some_and(|s| s.backlog.is_empty()) =>
             {
-                self.pending_drain.remove(&key);
+                self.index.work_posted(key);
             }
             _ => {}
         }

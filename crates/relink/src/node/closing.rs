@@ -30,30 +30,31 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use relink_core::SessionId;
-use relink_fabric::{CmEventKind, DeviceId, Timestamp, WcStatus};
+use relink_fabric::{
+    CmEventKind, ContextId, DeviceId, Provider, RecvWr, SendWr, Timestamp, WcStatus, WorkCompletion,
+};
 
-use super::actions::retire_transport;
-use super::backlog::{fill_batch, mark_signaled, Detached, Pending};
-use super::cm::CmOwner;
+use super::backlog::{fill_batch, mark_signaled, Detached};
 use super::completions::{poll_or_arm, retire_through};
+use super::index::{Index, TimerEntry};
 use super::transport::{SessionMemory, Transport};
-use super::wr::{TAG_LOCAL, TAG_MASK, TAG_ONE_SIDED, TAG_SEND};
+use super::transports::{destroy, Closing, Transports};
+use super::wr::{Pending, WrBatch, TAG_LOCAL, TAG_MASK, TAG_ONE_SIDED, TAG_SEND};
 use super::Node;
 
-/// A closed session's transport whose goodbye has not left yet.
-pub(super) struct Closing {
+/// What a closed session hands its transport's goodbye: the transport and
+/// what it still has to post.
+pub(super) struct Goodbye {
     /// The session it carried (for logs).
-    session: SessionId,
-    transport: Transport,
-    /// Requests queued before the disconnect and not posted yet (the
-    /// goodbye among them, when the send slots were all taken).
-    backlog: VecDeque<Pending>,
+    pub session: SessionId,
+    pub transport: Transport,
+    /// Requests queued before the disconnect (the goodbye last, then the
+    /// windows' invalidations), every message encoded.
+    pub backlog: VecDeque<Pending>,
     /// The session's memory: the transport's registrations cover it.
-    memory: SessionMemory,
+    pub memory: SessionMemory,
     /// Bytes per send slot.
-    slot_size: u32,
-    /// When the goodbye is given up on.
-    deadline: Timestamp,
+    pub slot_size: u32,
 }
 
 /// Why a closing transport ends.
@@ -88,66 +89,59 @@ impl Node {
     /// clock (virtual time on the in-process soft fabric). Applies to the
     /// closes that follow.
     pub fn set_goodbye_timeout(&mut self, timeout: Duration) {
-        self.goodbye_timeout = timeout;
+        self.transports.goodbye_timeout = timeout;
     }
+}
 
-    /// Move session `key`'s transport `t` (closed, its goodbye and what
-    /// came before it posted or in `backlog`) to the closing transports;
-    /// it is disconnected and destroyed once they have left.
-    pub(super) fn begin_closing(
+impl Transports {
+    /// Move a closed session's transport (`goodbye`: its goodbye and what
+    /// came before it posted or queued) to the closing transports under
+    /// key `ck`, at `now`; it is disconnected and destroyed once they have
+    /// left. `batch`: the node's send batch, reused.
+    pub fn begin_closing(
         &mut self,
-        session: SessionId,
-        t: Transport,
-        backlog: VecDeque<Pending>,
-        memory: SessionMemory,
-        slot_size: u32,
+        ck: u64,
+        goodbye: Goodbye,
+        now: Timestamp,
+        p: &dyn Provider,
+        index: &mut Index,
+        batch: &mut WrBatch<SendWr>,
     ) {
-        let ck = self.key();
-        if let Some(cm) = t.cm {
-            self.cm.insert(cm, CmOwner::Closing(ck));
-        }
-        if let Some(cq) = t.cq {
-            self.cq_owner.insert(cq, ck);
-        }
-        let deadline = self.now() + self.goodbye_timeout;
-        self.closing.insert(
-            ck,
-            Closing {
-                session,
-                transport: t,
-                backlog,
-                memory,
-                slot_size,
-                deadline,
-            },
-        );
-        self.deadlines.insert((deadline, ck));
         // Its CQ is looked at in the next round (the goodbye may have
         // completed already, and the CQ may not be armed).
-        self.dirty.insert(ck);
-        self.push_closing(ck);
-    }
-
-    /// Whether `key` names a closing transport.
-    pub(super) fn is_closing(&self, key: u64) -> bool {
-        self.closing.contains_key(&key)
+        index.closing_began(ck, &goodbye.transport);
+        let mut c = Closing {
+            session: goodbye.session,
+            transport: goodbye.transport,
+            backlog: goodbye.backlog,
+            memory: goodbye.memory,
+            slot_size: goodbye.slot_size,
+            timer: TimerEntry::default(),
+        };
+        index.set_timer(ck, &mut c.timer, Some(now + self.goodbye_timeout));
+        self.closing.insert(ck, c);
+        self.push_closing(ck, p, index, batch);
     }
 
     /// Post what closing transport `ck` still has queued; end it when
     /// nothing is queued or in flight any more.
-    fn push_closing(&mut self, ck: u64) {
-        let p = &*self.provider;
+    fn push_closing(
+        &mut self,
+        ck: u64,
+        p: &dyn Provider,
+        index: &mut Index,
+        batch: &mut WrBatch<SendWr>,
+    ) {
         let Some(c) = self.closing.get_mut(&ck) else {
             return;
         };
         let t = &mut c.transport;
         let (Some(qp), Some(mr)) = (t.qp, t.send_mr) else {
             // Never built: nothing can have been sent.
-            self.end_closing(ck, Ending::Gone);
+            self.end_closing(ck, Ending::Gone, p, index);
             return;
         };
         if !c.backlog.is_empty() {
-            let batch = &mut self.send_batch;
             batch.clear();
             fill_batch(
                 &mut c.backlog,
@@ -162,37 +156,44 @@ impl Node {
                 mark_signaled(batch.as_mut_slice(), &mut t.unsignaled);
                 if let Err(e) = p.post_send(qp, batch.as_slice()) {
                     tracing::debug!(session = %c.session, "posting the goodbye: {e}");
-                    self.end_closing(ck, Ending::Failed);
+                    self.end_closing(ck, Ending::Failed, p, index);
                     return;
                 }
             }
         }
         if c.backlog.is_empty() && c.transport.posted.is_empty() {
-            self.end_closing(ck, Ending::Sent);
+            self.end_closing(ck, Ending::Sent, p, index);
         }
     }
 
     /// Drain the CQ of closing transport `ck`: send completions retire
     /// their requests (an error ends it at once), receives are dropped.
-    /// Returns whether there were completions.
-    pub(super) fn poll_closing_cq(&mut self, ck: u64) -> bool {
-        let p = &*self.provider;
+    /// Returns whether there were completions. `wcs`, `recv_batch` and
+    /// `send_batch`: the node's buffers, reused.
+    pub fn poll_closing_cq(
+        &mut self,
+        ck: u64,
+        p: &dyn Provider,
+        index: &mut Index,
+        wcs: &mut Vec<WorkCompletion>,
+        recv_batch: &mut WrBatch<RecvWr>,
+        send_batch: &mut WrBatch<SendWr>,
+    ) -> bool {
         let Some(c) = self.closing.get_mut(&ck) else {
             return false;
         };
         let Some(cq) = c.transport.cq else {
             return false;
         };
-        if !poll_or_arm(p, cq, &mut self.wcs) {
+        if !poll_or_arm(p, cq, wcs) {
             return false;
         }
-        self.dirty.insert(ck);
+        index.cq_signalled(ck);
         let mut failed = false;
         // Receives are dropped; the slots of a shared receive queue go
         // back to it.
-        c.transport
-            .return_shared_receives(p, &self.wcs, &mut self.recv_batch);
-        for wc in &self.wcs {
+        c.transport.return_shared_receives(p, wcs, recv_batch);
+        for wc in wcs.iter() {
             if matches!(wc.wr_id & TAG_MASK, TAG_SEND | TAG_ONE_SIDED | TAG_LOCAL) {
                 retire_through(&mut c.transport, wc, |_, status| {
                     failed |= status != WcStatus::Success;
@@ -200,30 +201,38 @@ impl Node {
             }
         }
         if failed {
-            self.end_closing(ck, Ending::Failed);
+            self.end_closing(ck, Ending::Failed, p, index);
         } else {
-            self.push_closing(ck);
+            self.push_closing(ck, p, index, send_batch);
         }
         true
     }
 
     /// A CM event of closing transport `ck`'s id: the connection or its
     /// device gone ends it at once; anything else is of no interest now.
-    pub(super) fn on_closing_cm(&mut self, ck: u64, kind: &CmEventKind) {
+    pub fn on_closing_cm(
+        &mut self,
+        ck: u64,
+        kind: &CmEventKind,
+        p: &dyn Provider,
+        index: &mut Index,
+    ) {
         if matches!(
             kind,
             CmEventKind::Disconnected | CmEventKind::DeviceRemoval | CmEventKind::AddrChange
         ) {
-            self.end_closing(ck, Ending::Gone);
+            self.end_closing(ck, Ending::Gone, p, index);
         }
     }
 
     /// Device `device` (or a context on it, `ctx`) is lost: the closing
     /// transports on it end at once.
-    pub(super) fn closing_device_lost(
+    pub fn closing_device_lost(
         &mut self,
         device: Option<&DeviceId>,
-        ctx: Option<relink_fabric::ContextId>,
+        ctx: Option<ContextId>,
+        p: &dyn Provider,
+        index: &mut Index,
     ) {
         let hit: Vec<u64> = self
             .closing
@@ -237,42 +246,35 @@ impl Node {
             .map(|(k, _)| *k)
             .collect();
         for ck in hit {
-            self.end_closing(ck, Ending::Gone);
+            self.end_closing(ck, Ending::Gone, p, index);
         }
-    }
-
-    /// Closing transport `ck`'s goodbye bound passed.
-    pub(super) fn closing_expired(&mut self, ck: u64) {
-        self.end_closing(ck, Ending::Expired);
     }
 
     /// Disconnect (unless the connection is gone already) and destroy
     /// closing transport `ck`.
-    pub(super) fn end_closing(&mut self, ck: u64, how: Ending) {
-        let Some(c) = self.closing.remove(&ck) else {
+    pub fn end_closing(&mut self, ck: u64, how: Ending, p: &dyn Provider, index: &mut Index) {
+        let Some(mut c) = self.closing.remove(&ck) else {
             return;
         };
-        self.deadlines.remove(&(c.deadline, ck));
-        self.dirty.remove(&ck);
+        index.closing_ended(ck, &mut c.timer);
         if how != Ending::Sent {
             tracing::debug!(session = %c.session, ?how, "goodbye transport ends before its goodbye completed");
         }
-        let p = &*self.provider;
         if how != Ending::Gone {
             if let Some(cm) = c.transport.cm {
                 let _ = p.cm_disconnect(cm);
             }
         }
-        retire_transport(p, c.transport, &mut self.cm, &mut self.cq_owner);
+        destroy(p, c.transport, index);
         drop(c.memory);
     }
 
     /// End every closing transport now (the node ends): how many had not
     /// seen their goodbye leave.
-    pub(super) fn cut_closing(&mut self) -> usize {
+    pub fn cut_closing(&mut self, p: &dyn Provider, index: &mut Index) -> usize {
         let keys: Vec<u64> = self.closing.keys().copied().collect();
         for ck in &keys {
-            self.end_closing(*ck, Ending::Cut);
+            self.end_closing(*ck, Ending::Cut, p, index);
         }
         keys.len()
     }

@@ -14,45 +14,8 @@ use relink_core::wire;
 use relink_core::Epoch;
 use relink_fabric::{CmError, CmEventKind, CmId, ConnParams, Timestamp};
 
+use super::index::{CmOwner, Phase};
 use super::{Accepted, ListenerHandle, Node, PendingRequest, SessionHandle};
-
-/// Where a session's CM id is in its connection: an initiator resolves the
-/// address, then the route, then connects; a target accepts; both end up.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Phase {
-    /// Initiator: waiting for `AddrResolved`.
-    Resolving,
-    /// Initiator: waiting for `RouteResolved`; then it builds the
-    /// transport and connects.
-    Routing,
-    /// Initiator: connected, waiting for `Established`.
-    Connecting,
-    /// Target: accepted, waiting for `Established`.
-    Accepting,
-    /// Established: a loss is reported as the transport going down.
-    Up,
-}
-
-/// What a CM id of the node belongs to.
-#[derive(Debug, Clone, Copy)]
-pub(super) enum CmOwner {
-    /// A session's attempt of epoch `epoch`.
-    Session {
-        /// The session's key.
-        key: u64,
-        /// The attempt's epoch.
-        epoch: Epoch,
-        /// Where the attempt is.
-        phase: Phase,
-    },
-    /// A listener (its key).
-    Listener(u64),
-    /// A connect request not yet accepted or rejected.
-    Pending,
-    /// A closed session's transport waiting for its goodbye to leave (its
-    /// key in the closing transports, `closing.rs`).
-    Closing(u64),
-}
 
 impl Node {
     /// Create, bind and listen the CM id of listener `key`.
@@ -65,7 +28,7 @@ impl Node {
         match r {
             Ok(()) => {
                 l.cm = Some(id);
-                self.cm.insert(id, CmOwner::Listener(key));
+                self.index.cm_belongs(id, CmOwner::Listener(key));
                 tracing::info!(addr = %l.addr, "listening");
                 Ok(())
             }
@@ -89,7 +52,7 @@ impl Node {
             self.on_connect_request(id, listener, private_data, (peer, local), now);
             return;
         }
-        let Some(owner) = self.cm.get(&id).copied() else {
+        let Some(owner) = self.index.cm_owner(id) else {
             return;
         };
         match owner {
@@ -97,7 +60,7 @@ impl Node {
                 if kind == CmEventKind::DeviceRemoval {
                     // Bound to a device's address: destroy, listen again
                     // when a device that owns the address appears.
-                    self.cm.remove(&id);
+                    self.index.cm_gone(id);
                     let _ = self.provider.cm_destroy_id(id);
                     if let Some(l) = self.listeners.get_mut(&k) {
                         tracing::info!(addr = %l.addr, "listener lost its device; will listen again");
@@ -114,7 +77,10 @@ impl Node {
                 }
             }
             CmOwner::Pending => {}
-            CmOwner::Closing(ck) => self.on_closing_cm(ck, &kind),
+            CmOwner::Closing(ck) => {
+                self.transports
+                    .on_closing_cm(ck, &kind, &*self.provider, &mut self.index)
+            }
             CmOwner::Session { key, epoch, phase } => {
                 self.on_session_cm(key, epoch, phase, id, kind, now)
             }
@@ -130,11 +96,6 @@ impl Node {
         }
     }
 
-    /// Record that a session's CM id moved on to `phase`.
-    fn set_phase(&mut self, id: CmId, key: u64, epoch: Epoch, phase: Phase) {
-        self.cm.insert(id, CmOwner::Session { key, epoch, phase });
-    }
-
     /// A CM event of a session's attempt: advance the attempt, or tell
     /// the core it failed or its transport went down.
     fn on_session_cm(
@@ -146,14 +107,15 @@ impl Node {
         kind: CmEventKind,
         now: Timestamp,
     ) {
-        if self.is_standby_cm(key, epoch, id) {
-            self.on_standby_cm(key, epoch, phase, id, kind, now);
-            return;
-        }
         let p = self.provider.clone();
         let Some(slot) = self.sessions.get_mut(&key) else {
             return;
         };
+        if slot.is_standby_cm(epoch, id) {
+            slot.on_standby_cm(key, epoch, phase, id, kind, now, &p, &mut self.index);
+            self.run_actions(key);
+            return;
+        }
         let current = slot
             .transport
             .as_ref()
@@ -175,8 +137,9 @@ impl Node {
             self.run_actions(key);
             // The peer's goodbye closed the session: its transport went to
             // the closing transports, but the connection is gone already.
-            if let Some(CmOwner::Closing(ck)) = self.cm.get(&id).copied() {
-                self.on_closing_cm(ck, &kind);
+            if let Some(CmOwner::Closing(ck)) = self.index.cm_owner(id) {
+                self.transports
+                    .on_closing_cm(ck, &kind, &*self.provider, &mut self.index);
             }
             return;
         }
@@ -190,7 +153,7 @@ impl Node {
                     slot.core
                         .handle_attempt_failed(epoch, cm_failed(CmCall::ResolveRoute, e), now);
                 } else {
-                    self.set_phase(id, key, epoch, Phase::Routing);
+                    self.index.cm_phase(id, key, epoch, Phase::Routing);
                 }
             }
             (Phase::Routing, CmEventKind::RouteResolved) => {
@@ -222,7 +185,7 @@ impl Node {
                     slot.core
                         .handle_attempt_failed(epoch, cm_failed(CmCall::Connect, e), now);
                 } else {
-                    self.set_phase(id, key, epoch, Phase::Connecting);
+                    self.index.cm_phase(id, key, epoch, Phase::Connecting);
                 }
             }
             (Phase::Connecting, CmEventKind::Established { private_data }) => {
@@ -240,9 +203,9 @@ impl Node {
                 }
                 slot.core
                     .handle_connected(epoch, device, &private_data, keys, now);
-                self.set_phase(id, key, epoch, Phase::Up);
+                self.index.cm_phase(id, key, epoch, Phase::Up);
                 // What arrived before this event waits in the CQ.
-                self.dirty.insert(key);
+                self.index.cq_signalled(key);
             }
             (Phase::Accepting, CmEventKind::Established { .. }) => {
                 let t = slot.transport.as_mut().expect("current");
@@ -258,9 +221,9 @@ impl Node {
                     tl.connected = Some(now);
                 }
                 slot.core.handle_accepted(epoch, device, keys, now);
-                self.set_phase(id, key, epoch, Phase::Up);
+                self.index.cm_phase(id, key, epoch, Phase::Up);
                 // What arrived before this event waits in the CQ.
-                self.dirty.insert(key);
+                self.index.cq_signalled(key);
             }
             (_, CmEventKind::Rejected { private_data, .. }) => {
                 slot.core.handle_rejected(epoch, &private_data, now);
@@ -314,13 +277,13 @@ impl Node {
         addrs: (SocketAddr, SocketAddr),
         now: Timestamp,
     ) {
-        let Some(CmOwner::Listener(lk)) = self.cm.get(&listener).copied() else {
+        let Some(CmOwner::Listener(lk)) = self.index.cm_owner(listener) else {
             let _ = self.provider.cm_reject(id, &[]);
             let _ = self.provider.cm_destroy_id(id);
             return;
         };
         let token = self.key();
-        self.cm.insert(id, CmOwner::Pending);
+        self.index.cm_belongs(id, CmOwner::Pending);
         self.pending.insert(token, PendingRequest { cm: id });
         let refuse = |node: &mut Node, reason| {
             let data = wire::RejectData::Refused(wire::Refused { reason }).to_vec();
@@ -368,7 +331,7 @@ impl Node {
                 match Session::accept_hello(cfg, RequestToken(token), &h, secret, now) {
                     Ok(mut core) => {
                         core.set_devices(self.provider.devices(), now);
-                        match self.insert_slot(core, opts) {
+                        match self.insert_session(core, opts) {
                             Ok(key) => {
                                 self.accepted.push_back(Accepted {
                                     session: SessionHandle(key),
@@ -419,7 +382,7 @@ impl Node {
     /// Reject a connect request with `data` and forget its CM id.
     pub(super) fn reject(&mut self, request: RequestToken, data: &[u8]) {
         if let Some(req) = self.pending.remove(&request.0) {
-            self.cm.remove(&req.cm);
+            self.index.cm_gone(req.cm);
             let _ = self.provider.cm_reject(req.cm, data);
             let _ = self.provider.cm_destroy_id(req.cm);
         }

@@ -22,8 +22,15 @@ impl Node {
     /// dirty for the next round. Returns whether there were completions.
     /// `now`: the poll round's time, handed to the core with them.
     pub(super) fn poll_cq(&mut self, key: u64, now: Timestamp) -> bool {
-        if self.is_closing(key) {
-            return self.poll_closing_cq(key);
+        if self.transports.is_closing(key) {
+            return self.transports.poll_closing_cq(
+                key,
+                &*self.provider,
+                &mut self.index,
+                &mut self.wcs,
+                &mut self.recv_batch,
+                &mut self.send_batch,
+            );
         }
         self.poll_cq_as(key, false, now)
     }
@@ -60,7 +67,7 @@ impl Node {
             return false;
         };
         if promoted {
-            self.dirty.insert(key);
+            self.index.cq_signalled(key);
         } else {
             if !t.connected {
                 // Nothing is read before the CM reports the connection up: the
@@ -79,17 +86,17 @@ impl Node {
                 if p.poll_cq(cq, BATCH, &mut self.wcs).unwrap_or(0) == 0 {
                     return false;
                 }
-                self.dirty.insert(key);
+                self.index.cq_signalled(key);
             } else if n < BATCH {
                 // Drained: armed now rather than found empty next round; what
                 // came before the arming is taken with this batch.
                 let _ = p.req_notify_cq(cq, false);
                 let room = BATCH - n;
                 if p.poll_cq(cq, room, &mut self.wcs).unwrap_or(0) == room {
-                    self.dirty.insert(key);
+                    self.index.cq_signalled(key);
                 }
             } else {
-                self.dirty.insert(key);
+                self.index.cq_signalled(key);
             }
         }
         let epoch = t.epoch;

@@ -34,7 +34,6 @@ use relink_core::state::State;
 use relink_core::{LocalRange, RegionId};
 use relink_fabric::{CmError, MemoryError};
 
-use super::shared_receive::SlotError;
 use super::{SessionHandle, SharedReceiveHandle};
 
 /// Invalid [`SessionOptions`](super::SessionOptions): the input must
@@ -104,11 +103,23 @@ pub enum ConnectError {
     SharedReceive(#[from] SharedReceiveError),
 }
 
-impl From<SlotError> for ConnectError {
-    fn from(e: SlotError) -> ConnectError {
+/// Why a session could not be given its entry: its memory, or its share of
+/// a shared receive queue.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum EntryError {
+    /// The session's memory could not be allocated.
+    #[error("cannot allocate the session's memory: {0}")]
+    Memory(#[source] MemoryError),
+    /// The shared receive queue refused the session.
+    #[error(transparent)]
+    SharedReceive(#[from] SharedReceiveError),
+}
+
+impl From<EntryError> for ConnectError {
+    fn from(e: EntryError) -> ConnectError {
         match e {
-            SlotError::Memory(e) => ConnectError::Memory(e),
-            SlotError::SharedReceive(e) => ConnectError::SharedReceive(e),
+            EntryError::Memory(e) => ConnectError::Memory(e),
+            EntryError::SharedReceive(e) => ConnectError::SharedReceive(e),
         }
     }
 }

@@ -1,5 +1,9 @@
-//! [`KeySet`]: the session keys a poll round works through (the sessions
-//! whose CQ may hold completions, those with queued work requests).
+//! Collections of session keys: [`KeySet`], the keys a poll round works
+//! through (the sessions whose CQ may hold completions, those with queued
+//! work requests), and [`ReadyQueue`], the sessions that have output.
+
+use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
 
 /// A set of session keys, filled between poll rounds and worked through by
 /// the next round in ascending key order. Kept as a vector that holds its
@@ -64,6 +68,96 @@ impl KeySet {
     }
 }
 
+/// The sessions that have output, in the order [`Node::poll_output`]
+/// serves them: each at most once, so it holds at most as many sessions as
+/// the node has. A session joins when it has output after an input
+/// (`Node::run_actions`) and leaves when the application took its last
+/// output, by either way (`Node::taken`), or when it is reaped.
+///
+/// A session's place is its turn, handed out in increasing order; the
+/// queue is a deque of turns in that order. Taking a session out anywhere
+/// forgets its turn and leaves the deque's entry behind, skipped when it
+/// comes to the front and swept out once stale entries outnumber the live
+/// ones: a session that joins and leaves at every message (an application
+/// that takes outputs session by session) costs no tree nodes.
+#[derive(Debug, Default)]
+pub(super) struct ReadyQueue {
+    /// (turn, session key), turns increasing: the front is served next.
+    /// Entries whose turn is not the session's in `turn_of` are stale.
+    order: VecDeque<(u64, u64)>,
+    /// Session key → its turn in `order`: the queued sessions.
+    turn_of: HashMap<u64, u64, BuildHasherDefault<KeyHasher>>,
+    /// The next turn to hand out (the back of the queue).
+    next_turn: u64,
+}
+
+impl ReadyQueue {
+    /// Stale entries `order` may hold besides the live ones before `push`
+    /// sweeps them out.
+    const SLACK: usize = 32;
+
+    /// Put session `key` at the back, unless it is queued already (then it
+    /// keeps its place).
+    pub fn push(&mut self, key: u64) {
+        if self.turn_of.contains_key(&key) {
+            return;
+        }
+        if self.order.len() >= 2 * self.turn_of.len() + ReadyQueue::SLACK {
+            let turn_of = &self.turn_of;
+            self.order.retain(|(t, k)| turn_of.get(k) == Some(t));
+        }
+        let turn = self.next_turn;
+        self.next_turn += 1;
+        self.order.push_back((turn, key));
+        self.turn_of.insert(key, turn);
+    }
+
+    /// Take the session at the front.
+    pub fn pop(&mut self) -> Option<u64> {
+        while let Some((turn, key)) = self.order.pop_front() {
+            if self.turn_of.get(&key) == Some(&turn) {
+                self.turn_of.remove(&key);
+                return Some(key);
+            }
+        }
+        None
+    }
+
+    /// Take session `key` out, wherever it is.
+    pub fn remove(&mut self, key: u64) {
+        self.turn_of.remove(&key);
+        if self.turn_of.is_empty() {
+            self.order.clear();
+        }
+    }
+
+    /// How many sessions are queued.
+    pub fn len(&self) -> usize {
+        self.turn_of.len()
+    }
+}
+
+/// The hasher of the ready queue's session keys: keys are the node's own
+/// counters, not chosen by a peer, so a multiply spreads them well enough.
+#[derive(Debug, Default)]
+pub(super) struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0 ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -94,5 +188,42 @@ mod tests {
         }
         assert!(s.keys.len() <= KeySet::MIN_COMPACT + 1);
         assert_eq!(sorted(&mut s), (0..10).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn the_ready_queue_holds_each_session_once_in_turn() {
+        let mut q = ReadyQueue::default();
+        for key in [3, 1, 3, 2, 1] {
+            q.push(key);
+        }
+        assert_eq!(q.len(), 3, "each session once");
+        assert_eq!(q.pop(), Some(3));
+        q.push(3); // more output: to the back
+        q.remove(1);
+        q.remove(9); // not queued: nothing happens
+        assert_eq!(q.pop(), Some(2));
+        assert_eq!(q.pop(), Some(3));
+        assert_eq!(q.pop(), None);
+        assert_eq!(q.len(), 0);
+        q.push(1);
+        assert_eq!(q.pop(), Some(1), "a removed session may come back");
+    }
+
+    #[test]
+    fn a_session_joining_and_leaving_at_every_output_leaves_nothing_behind() {
+        let mut q = ReadyQueue::default();
+        q.push(1);
+        for _ in 0..1000 {
+            q.push(2);
+            q.remove(2);
+        }
+        assert!(q.order.len() <= 2 + ReadyQueue::SLACK);
+        q.push(3);
+        q.push(2);
+        assert_eq!(q.len(), 3);
+        assert_eq!(
+            [q.pop(), q.pop(), q.pop(), q.pop()],
+            [Some(1), Some(3), Some(2), None]
+        );
     }
 }

@@ -7,7 +7,10 @@
 //!
 //! | file | its one concern |
 //! |---|---|
-//! | `mod.rs` | the node's tables ([`Node`], a session's `Slot`), how a session's slot is made and how an ended one is reaped |
+//! | `mod.rs` | the node ([`Node`]): its parts, how a session's entry is made and how an ended one is reaped |
+//! | `entry.rs` | a session's entry in the node's table (`SessionEntry`): its core, memory, transports, backlog |
+//! | `index.rs` | the node-wide indexes (CM ids, CQs, CQs to poll, queued work, timers, ready sessions, ended sessions), kept in step in one place |
+//! | `transports.rs` | the transports off their session: retiring ones (given up, destroyed a round later or after a promotion's hold) and closing ones |
 //! | `options.rs` | what the application hands in and gets back: handles, session options and their builder, a session's snapshot, the footprint |
 //! | `regions.rs` | region options (relink's memory or the application's, shared among sessions), their checks, a new session's memory |
 //! | `error.rs` | the errors of the node's calls, one type per family of calls |
@@ -22,15 +25,16 @@
 //! | `actions.rs` | performing a core's actions against the provider, and indexing what the session waits for next |
 //! | `probes.rs` | one probe per silent peer address: the session that probes it, the others' probes held until it is answered |
 //! | `backlog.rs` | work requests a core asks for: queued per session, posted in batches, every 16th signaled |
+//! | `destroy.rs` | what a destroy call's answer is worth: a warning only for an error |
 //! | `completions.rs` | draining a session's CQ: send completions retired in RC order, receives copied out and reposted |
 //! | `transport.rs` | one epoch's provider objects, built from the core's plan and torn down with destroy calls only |
 //! | `standby.rs` | a session's standby transport: built next to the current one, its CM events, the peer's promotion seen in its CQ, the swap on the core's promotion |
-//! | `wr.rs` | the `wr_id` encoding and `WrBatch`, the work requests reused from one post to the next |
+//! | `wr.rs` | the `wr_id` encoding, `Pending` (a work request not posted yet) and `WrBatch`, the work requests reused from one post to the next |
 //! | `shared_receive.rs` | shared receive queues: their options, the sessions' reservations (the credit rule), one SRQ per device context in use |
 //! | `timeline.rs` | the phases of a session's last outage, as the node drives it |
 //! | `windows.rs` | type 2 memory windows of regions: allocated with a transport, bound before the advertisement, invalidated at a close, freed at the teardown |
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,10 +42,9 @@ use std::time::Duration;
 use rand::rngs::OsRng;
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use relink_core::resources::SessionSpec;
-use relink_core::session::{Path, Session};
+use relink_core::session::Session;
 use relink_core::{Incarnation, SessionId};
-use relink_fabric::{CmId, CqId, Memory, Provider, RecvWr, SendWr, Timestamp, WorkCompletion};
+use relink_fabric::{CmId, Provider, RecvWr, SendWr, Timestamp, WorkCompletion};
 
 mod actions;
 mod api;
@@ -50,7 +53,10 @@ mod closing;
 mod cm;
 mod completions;
 mod decision;
+mod destroy;
+mod entry;
 mod error;
+mod index;
 mod keys;
 mod options;
 mod output;
@@ -63,6 +69,7 @@ mod shutdown;
 mod standby;
 mod timeline;
 mod transport;
+mod transports;
 mod wait;
 mod windows;
 mod wr;
@@ -83,68 +90,11 @@ pub use shared_receive::{
 pub use shutdown::ShutdownSummary;
 pub use timeline::RecoveryTimeline;
 
-use actions::retire_transport;
-use backlog::Pending;
-use closing::Closing;
-use cm::CmOwner;
-use keys::KeySet;
-use output::ReadyQueue;
-use shared_receive::{Reservation, SlotError};
-use transport::{SessionMemory, Transport};
+use entry::SessionEntry;
+use error::EntryError;
+use index::Index;
+use transports::Transports;
 use wr::WrBatch;
-
-/// A session's state in the node: its core and what the node keeps for it.
-struct Slot {
-    core: Session,
-    opts: SessionOptions,
-    spec: SessionSpec,
-    /// Allocated once (or the application's), registered on every
-    /// transport.
-    memory: SessionMemory,
-    /// The current epoch's provider objects; `None` between a teardown and
-    /// the next attempt.
-    transport: Option<Transport>,
-    /// Work requests waiting to be posted, in order (sends also wait for
-    /// a free slot).
-    backlog: VecDeque<Pending>,
-    /// Pending connect private data of the current attempt.
-    connect_data: Vec<u8>,
-    /// The path of the current attempt (initiator only).
-    path: Option<Path>,
-    /// The session's entry in the node's `deadlines`.
-    deadline: Option<Timestamp>,
-    /// Its share of its shared receive queue, if it is on one (its
-    /// transports hold it too).
-    shared: Option<Arc<Reservation>>,
-    /// The phases of its last outage.
-    timeline: Option<RecoveryTimeline>,
-    /// The standby transport (`Policy::standby`), being made or idle;
-    /// promoted to `transport` by the core's `Action::Promote`.
-    /// Boxed: a session without a standby pays a pointer, not a transport.
-    standby: Option<Box<Transport>>,
-    /// Connect private data and path of the standby being made.
-    standby_connect: (Vec<u8>, Option<Path>),
-    /// The standby's CQ signalled: look at it in the next poll round (a
-    /// completion there means the peer promoted it).
-    standby_ready: bool,
-}
-
-impl Slot {
-    /// Bytes of the session's memory relink allocated: its send and
-    /// receive slots and the regions that are not the application's.
-    fn own_memory_bytes(&self) -> usize {
-        let regions: usize = self
-            .opts
-            .regions
-            .iter()
-            .filter(|r| r.memory.is_none())
-            .filter_map(|r| self.memory.regions.get(&r.id))
-            .map(Memory::len)
-            .sum();
-        let alt = self.memory.recv_alt.as_ref().map_or(0, Memory::len);
-        self.memory.send.len() + self.memory.recv.len() + alt + regions
-    }
-}
 
 /// A listener: its address and the options of the sessions it accepts.
 struct ListenerSlot {
@@ -310,66 +260,31 @@ pub struct Node {
     /// The next key of a session, listener or connect request (one series
     /// for all three).
     next_key: u64,
-    sessions: BTreeMap<u64, Slot>,
+    sessions: BTreeMap<u64, SessionEntry>,
     by_id: BTreeMap<SessionId, u64>,
     listeners: BTreeMap<u64, ListenerSlot>,
-    cm: BTreeMap<CmId, CmOwner>,
     /// Connect requests by their `RequestToken`.
     pending: BTreeMap<u64, PendingRequest>,
     /// Accepted sessions not yet taken ([`Node::accept`]).
     accepted: VecDeque<Accepted>,
-    /// Sessions that have output, for [`Node::poll_output`].
-    ready: ReadyQueue,
-    wcs: Vec<WorkCompletion>,
-    /// Which session a CQ belongs to (for `CqReady`).
-    cq_owner: BTreeMap<CqId, u64>,
-    /// Transports given up (lost, or replaced by a promoted standby) and
-    /// detached, in the order of the poll rounds they were given up in:
-    /// destroyed at the end of the next round ([`Node::release_retiring`]);
-    /// one a promoted standby replaced, once the session completed an
-    /// operation on the standby (or [`RETIRE_HOLD`] later). Destroying a
-    /// QP, its CQ and registrations takes milliseconds on a live device;
-    /// what a loss's round posts and what the peer answers in the round
-    /// after are handled first, and a switch to the standby — the two
-    /// `Promote`s, the resync, the replay — before any of it.
-    /// [`Node::next_deadline`] is due while one waits for the next round,
-    /// or at its hold.
-    retiring: Vec<Retiring>,
+    /// The node-wide indexes: who owns each CM id and CQ, which CQs to
+    /// poll, queued work, timers, sessions with output, ended sessions.
+    index: Index,
+    /// The transports off their session: retiring (given up, waiting to
+    /// be destroyed) and closing (waiting for their goodbye to leave).
+    transports: Transports,
     /// Poll rounds begun.
     rounds: u64,
-    /// Sessions whose CQ may hold completions.
-    dirty: KeySet,
-    /// Every session's next timer, ordered: `poll` visits only the due ones.
-    deadlines: BTreeSet<(Timestamp, u64)>,
     /// The one session probing each silent peer address (`probes.rs`).
     probers: BTreeMap<SocketAddr, u64>,
-    /// Sessions with work requests waiting to be posted.
-    pending_drain: KeySet,
-    /// The set `poll` works through while `dirty` or `pending_drain`
-    /// collect for the next round (swapped, so neither is reallocated).
-    round: KeySet,
-    /// Sessions whose timer is due, collected by `poll`.
-    due: Vec<u64>,
+    /// Completions taken from a CQ.
+    wcs: Vec<WorkCompletion>,
     /// The send requests of the batch being posted.
     send_batch: WrBatch<SendWr>,
     /// The receives being reposted.
     recv_batch: WrBatch<RecvWr>,
     /// A received message, copied out of its slot.
     recv_buf: Vec<u8>,
-    /// Sessions that ended (closed or failed) and when: each is reaped once
-    /// drained, or `linger` after it ended.
-    ended: BTreeMap<u64, Timestamp>,
-    /// Ended sessions whose outputs the application took since the last
-    /// poll: `poll` reaps those now drained.
-    reap_check: BTreeSet<u64>,
-    /// How long an ended session that is not drained is kept.
-    linger: Duration,
-    /// Closed sessions' transports whose goodbye has not left yet
-    /// (`closing.rs`), by a key of the sessions' series (their CQ and
-    /// deadline are indexed under it).
-    closing: BTreeMap<u64, Closing>,
-    /// How long a closing transport waits for its goodbye.
-    goodbye_timeout: Duration,
     /// [`Node::shutdown`] is under way: a Hello is refused `ShuttingDown`.
     shutting_down: bool,
     /// Dropping the node says no goodbye ([`Node::abort`]).
@@ -414,28 +329,16 @@ impl Node {
             sessions: BTreeMap::new(),
             by_id: BTreeMap::new(),
             listeners: BTreeMap::new(),
-            cm: BTreeMap::new(),
             pending: BTreeMap::new(),
             accepted: VecDeque::new(),
-            ready: ReadyQueue::default(),
-            wcs: Vec::with_capacity(64),
-            cq_owner: BTreeMap::new(),
-            retiring: Vec::new(),
+            index: Index::new(Node::DEFAULT_LINGER),
+            transports: Transports::new(Node::DEFAULT_GOODBYE_TIMEOUT),
             rounds: 0,
-            dirty: KeySet::default(),
-            deadlines: BTreeSet::new(),
             probers: BTreeMap::new(),
-            pending_drain: KeySet::default(),
-            round: KeySet::default(),
-            due: Vec::new(),
+            wcs: Vec::with_capacity(64),
             send_batch: WrBatch::default(),
             recv_batch: WrBatch::default(),
             recv_buf: Vec::new(),
-            ended: BTreeMap::new(),
-            reap_check: BTreeSet::new(),
-            linger: Node::DEFAULT_LINGER,
-            closing: BTreeMap::new(),
-            goodbye_timeout: Node::DEFAULT_GOODBYE_TIMEOUT,
             shutting_down: false,
             skip_goodbyes: false,
             draining: Vec::new(),
@@ -454,7 +357,7 @@ impl Node {
     /// of them is reaped at the next [`poll`](Self::poll) whatever the
     /// linger. See [`Node::sessions`].
     pub fn set_linger(&mut self, linger: Duration) {
-        self.linger = linger;
+        self.index.set_linger(linger);
     }
 
     /// How many entries the node's tables hold (for leak checks: with
@@ -463,19 +366,24 @@ impl Node {
     pub fn footprint(&self) -> Footprint {
         let (shared_receive_queues, shared_receive_srqs, shared_receive_memory_bytes) =
             self.shared_receive_footprint();
+        let ix = self.index.counts();
         Footprint {
             sessions: self.sessions.len(),
             session_ids: self.by_id.len(),
             listeners: self.listeners.len(),
-            cm_ids: self.cm.len(),
+            cm_ids: ix.cm_ids,
             requests: self.pending.len(),
             accepted: self.accepted.len(),
-            cqs: self.cq_owner.len(),
-            deadlines: self.deadlines.len(),
-            ended: self.ended.len(),
-            ready: self.ready.len(),
-            closing: self.closing.len(),
-            session_memory_bytes: self.sessions.values().map(Slot::own_memory_bytes).sum(),
+            cqs: ix.cqs,
+            deadlines: ix.deadlines,
+            ended: ix.ended,
+            ready: ix.ready,
+            closing: self.transports.closing_count(),
+            session_memory_bytes: self
+                .sessions
+                .values()
+                .map(SessionEntry::own_memory_bytes)
+                .sum(),
             shared_receive_queues,
             shared_receive_srqs,
             shared_receive_memory_bytes,
@@ -503,73 +411,55 @@ impl Node {
     /// one may now be drained, and reaped at the next poll; one with no
     /// output left leaves the ready queue of [`Node::poll_output`].
     fn taken(&mut self, key: u64) {
-        if self.ended.contains_key(&key) {
-            self.reap_check.insert(key);
-        }
-        if !self.sessions.get(&key).is_some_and(|s| s.core.has_output()) {
-            self.ready.remove(key);
-        }
+        let more = self.sessions.get(&key).is_some_and(|s| s.core.has_output());
+        self.index.output_taken(key, more);
     }
 
     /// Whether ended session `key` left nothing behind: every output taken,
     /// its transport gone, and the application told of it (not waiting in
     /// [`Node::accept`]).
     fn drained(&self, key: u64) -> bool {
-        self.sessions.get(&key).is_some_and(|s| {
-            s.core.is_drained()
-                && s.transport.is_none()
-                && s.standby.is_none()
-                && s.backlog.is_empty()
-        }) && !self.accepted.iter().any(|a| a.session.0 == key)
+        self.sessions
+            .get(&key)
+            .is_some_and(SessionEntry::is_drained)
+            && !self.accepted.iter().any(|a| a.session.0 == key)
     }
 
     /// Reap the ended sessions the application drained since the last
     /// poll.
     fn reap_drained(&mut self) {
-        while let Some(key) = self.reap_check.pop_first() {
+        while let Some(key) = self.index.next_to_check() {
             if self.drained(key) {
                 self.reap(key);
             }
         }
     }
 
-    /// Forget session `key`: its slot, its memory and every index entry.
+    /// Forget session `key`: its entry, its memory and every index entry.
     /// Its handle is answered with a `NoSession` error (or `None`) from
     /// now on.
     fn reap(&mut self, key: u64) {
-        let Some(mut slot) = self.sessions.remove(&key) else {
+        let Some(mut entry) = self.sessions.remove(&key) else {
             return;
         };
-        tracing::debug!(session = %slot.core.id(), state = %slot.core.state(), "reaped");
-        self.ended.remove(&key);
-        self.reap_check.remove(&key);
-        let id = slot.core.id();
+        tracing::debug!(session = %entry.core.id(), state = %entry.core.state(), "reaped");
+        let id = entry.core.id();
         if self.by_id.get(&id) == Some(&key) {
             self.by_id.remove(&id);
         }
-        if let Some(d) = slot.deadline.take() {
-            self.deadlines.remove(&(d, key));
-        }
-        for t in [slot.transport.take(), slot.standby.take().map(|t| *t)]
-            .into_iter()
-            .flatten()
-        {
-            retire_transport(&*self.provider, t, &mut self.cm, &mut self.cq_owner);
-        }
-        self.dirty.remove(&key);
-        self.pending_drain.remove(&key);
+        self.index.session_reaped(key, &mut entry.timer);
+        entry.destroy_transports(&*self.provider, &mut self.index);
         self.release_probes_of(key);
-        self.ready.remove(key);
         self.accepted.retain(|a| a.session.0 != key);
     }
 
-    /// Give a new core its slot (and memory); returns its key.
-    fn insert_slot(&mut self, core: Session, opts: SessionOptions) -> Result<u64, SlotError> {
+    /// Give a new core its entry (and memory); returns its key.
+    fn insert_session(&mut self, core: Session, opts: SessionOptions) -> Result<u64, EntryError> {
         let spec = core.spec().clone();
         let shared = self.reserve_shared_receive(&opts)?;
         let memory = self
             .session_memory(&opts, &spec)
-            .map_err(SlotError::Memory)?;
+            .map_err(EntryError::Memory)?;
         let key = self.key();
         let mut core = core;
         let now = self.now();
@@ -577,48 +467,8 @@ impl Node {
             let _ = core.drain_device(d, now);
         }
         self.by_id.insert(core.id(), key);
-        self.sessions.insert(
-            key,
-            Slot {
-                core,
-                opts,
-                spec,
-                memory,
-                transport: None,
-                backlog: VecDeque::new(),
-                connect_data: Vec::new(),
-                path: None,
-                deadline: None,
-                shared,
-                timeline: None,
-                standby: None,
-                standby_connect: (Vec::new(), None),
-                standby_ready: false,
-            },
-        );
+        self.sessions
+            .insert(key, SessionEntry::new(core, opts, spec, memory, shared));
         Ok(key)
     }
-}
-
-/// How long a transport a promoted standby replaced may wait for its
-/// session's first completion on the standby before it is destroyed
-/// anyway (`Node::hold_retiring`): a switch takes well under it
-/// (16 ms on rxe under TCG), and a device being deleted waits no longer
-/// than that for the objects on it.
-pub(crate) const RETIRE_HOLD: Duration = Duration::from_millis(100);
-
-/// A transport given up and detached, waiting to be destroyed
-/// (`Node::retiring`).
-struct Retiring {
-    /// Its session.
-    key: u64,
-    /// The poll round it was given up in.
-    round: u64,
-    /// For a transport a promoted standby replaced: destroyed once its
-    /// session's recovery timeline is complete, or at this time.
-    hold: Option<Timestamp>,
-    /// The loss it was given up for (its session's `RecoveryTimeline::lost`),
-    /// if it was connected: destroying it records `released` there.
-    lost: Option<Timestamp>,
-    transport: Transport,
 }

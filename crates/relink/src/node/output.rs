@@ -5,14 +5,12 @@
 //! ([`Node::poll_output`], [`Output`]).
 //!
 //! `poll_output` serves the sessions that have output from a ready queue
-//! ([`ReadyQueue`]): a session joins it when the node hands its core an
+//! (`ReadyQueue`, `keys.rs`, in the node's `Index`): a session joins it when the node hands its core an
 //! input and it has output after (`Node::run_actions`), at most once,
 //! goes to the back after each output it gives, and leaves when its last
 //! output is taken, so a busy session cannot starve the others and no call
 //! scans every session.
 
-use std::collections::{HashMap, VecDeque};
-use std::hash::{BuildHasherDefault, Hasher};
 use std::net::SocketAddr;
 
 use relink_core::journal::Completion;
@@ -90,96 +88,6 @@ impl Output {
     }
 }
 
-/// The sessions that have output, in the order [`Node::poll_output`]
-/// serves them: each at most once, so it holds at most as many sessions as
-/// the node has. A session joins when it has output after an input
-/// (`Node::run_actions`) and leaves when the application took its last
-/// output, by either way (`Node::taken`), or when it is reaped.
-///
-/// A session's place is its turn, handed out in increasing order; the
-/// queue is a deque of turns in that order. Taking a session out anywhere
-/// forgets its turn and leaves the deque's entry behind, skipped when it
-/// comes to the front and swept out once stale entries outnumber the live
-/// ones: a session that joins and leaves at every message (an application
-/// that takes outputs session by session) costs no tree nodes.
-#[derive(Debug, Default)]
-pub(super) struct ReadyQueue {
-    /// (turn, session key), turns increasing: the front is served next.
-    /// Entries whose turn is not the session's in `turn_of` are stale.
-    order: VecDeque<(u64, u64)>,
-    /// Session key → its turn in `order`: the queued sessions.
-    turn_of: HashMap<u64, u64, BuildHasherDefault<KeyHasher>>,
-    /// The next turn to hand out (the back of the queue).
-    next_turn: u64,
-}
-
-impl ReadyQueue {
-    /// Stale entries `order` may hold besides the live ones before `push`
-    /// sweeps them out.
-    const SLACK: usize = 32;
-
-    /// Put session `key` at the back, unless it is queued already (then it
-    /// keeps its place).
-    pub fn push(&mut self, key: u64) {
-        if self.turn_of.contains_key(&key) {
-            return;
-        }
-        if self.order.len() >= 2 * self.turn_of.len() + ReadyQueue::SLACK {
-            let turn_of = &self.turn_of;
-            self.order.retain(|(t, k)| turn_of.get(k) == Some(t));
-        }
-        let turn = self.next_turn;
-        self.next_turn += 1;
-        self.order.push_back((turn, key));
-        self.turn_of.insert(key, turn);
-    }
-
-    /// Take the session at the front.
-    pub fn pop(&mut self) -> Option<u64> {
-        while let Some((turn, key)) = self.order.pop_front() {
-            if self.turn_of.get(&key) == Some(&turn) {
-                self.turn_of.remove(&key);
-                return Some(key);
-            }
-        }
-        None
-    }
-
-    /// Take session `key` out, wherever it is.
-    pub fn remove(&mut self, key: u64) {
-        self.turn_of.remove(&key);
-        if self.turn_of.is_empty() {
-            self.order.clear();
-        }
-    }
-
-    /// How many sessions are queued.
-    pub fn len(&self) -> usize {
-        self.turn_of.len()
-    }
-}
-
-/// The hasher of the ready queue's session keys: keys are the node's own
-/// counters, not chosen by a peer, so a multiply spreads them well enough.
-#[derive(Debug, Default)]
-pub(super) struct KeyHasher(u64);
-
-impl Hasher for KeyHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 = (self.0 ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
-        }
-    }
-
-    fn write_u64(&mut self, n: u64) {
-        self.0 = (self.0 ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    }
-}
-
 impl Node {
     /// The oldest session a listener accepted that was not taken yet, with
     /// its listener, the addresses of its first connection and the
@@ -230,7 +138,7 @@ impl Node {
         if let Some(a) = self.accept() {
             return Some(Output::Accepted(a));
         }
-        while let Some(key) = self.ready.pop() {
+        while let Some(key) = self.index.next_ready() {
             let Some(slot) = self.sessions.get_mut(&key) else {
                 continue;
             };
@@ -253,7 +161,7 @@ impl Node {
                 continue;
             };
             if slot.core.has_output() {
-                self.ready.push(key);
+                self.index.has_output(key);
             }
             self.taken(key);
             return Some(out);
@@ -270,47 +178,5 @@ impl Node {
     /// [`Node::sessions`]).
     pub fn connect_data(&self, s: SessionHandle) -> Option<&[u8]> {
         self.sessions.get(&s.0).map(|x| x.core.connect_data())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_ready_queue_holds_each_session_once_in_turn() {
-        let mut q = ReadyQueue::default();
-        for key in [3, 1, 3, 2, 1] {
-            q.push(key);
-        }
-        assert_eq!(q.len(), 3, "each session once");
-        assert_eq!(q.pop(), Some(3));
-        q.push(3); // more output: to the back
-        q.remove(1);
-        q.remove(9); // not queued: nothing happens
-        assert_eq!(q.pop(), Some(2));
-        assert_eq!(q.pop(), Some(3));
-        assert_eq!(q.pop(), None);
-        assert_eq!(q.len(), 0);
-        q.push(1);
-        assert_eq!(q.pop(), Some(1), "a removed session may come back");
-    }
-
-    #[test]
-    fn a_session_joining_and_leaving_at_every_output_leaves_nothing_behind() {
-        let mut q = ReadyQueue::default();
-        q.push(1);
-        for _ in 0..1000 {
-            q.push(2);
-            q.remove(2);
-        }
-        assert!(q.order.len() <= 2 + ReadyQueue::SLACK);
-        q.push(3);
-        q.push(2);
-        assert_eq!(q.len(), 3);
-        assert_eq!(
-            [q.pop(), q.pop(), q.pop(), q.pop()],
-            [Some(1), Some(3), Some(2), None]
-        );
     }
 }

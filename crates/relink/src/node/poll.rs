@@ -20,6 +20,7 @@ use std::collections::BTreeMap;
 
 use relink_fabric::{AsyncEvent, ContextId, DeviceEventKind, Event, Timestamp};
 
+use super::closing::Ending;
 use super::Node;
 
 impl Node {
@@ -35,13 +36,12 @@ impl Node {
     /// returns meanwhile (100 ms after the promotion).
     #[must_use]
     pub fn next_deadline(&self) -> Option<Timestamp> {
-        let timers = self.deadlines.first().map(|(t, _)| *t);
         // Connections given up wait for the next round to be destroyed;
         // one a promoted standby replaced, for its hold at the latest.
-        self.retiring
-            .iter()
-            .map(|r| r.hold.unwrap_or(Timestamp(0)))
-            .chain(timers)
+        let release = self.transports.next_release();
+        [self.index.next_timer(), release]
+            .into_iter()
+            .flatten()
             .min()
     }
 
@@ -71,34 +71,29 @@ impl Node {
         }
         // Only CQs that signalled (or were not yet armed) are polled; a CQ
         // that stays busy is marked again for the next round.
-        std::mem::swap(&mut self.dirty, &mut self.round);
-        self.round.sort();
+        self.index.begin_cq_round();
         for i in 0.. {
-            let Some(key) = self.round.get(i) else { break };
+            let Some(key) = self.index.round_key(i) else {
+                break;
+            };
             progress |= self.poll_cq(key, now);
         }
-        self.round.clear();
+        self.index.end_round();
         // Only sessions with a due timer or queued work are visited.
-        self.due.clear();
-        self.due.extend(
-            self.deadlines
-                .iter()
-                .take_while(|(t, _)| *t <= now)
-                .map(|(_, k)| *k),
-        );
-        for i in 0..self.due.len() {
-            let key = self.due[i];
-            if self.is_closing(key) {
+        self.index.collect_due(now);
+        for i in 0.. {
+            let Some(key) = self.index.due_key(i) else {
+                break;
+            };
+            if self.transports.is_closing(key) {
                 // A goodbye that did not leave within its bound.
-                self.closing_expired(key);
+                let p = &*self.provider;
+                self.transports
+                    .end_closing(key, Ending::Expired, p, &mut self.index);
                 progress = true;
                 continue;
             }
-            if self
-                .ended
-                .get(&key)
-                .is_some_and(|at| *at + self.linger <= now)
-            {
+            if self.index.linger_over(key, now) {
                 // Ended and not drained within the linger: reaped with
                 // whatever the application did not take.
                 self.reap(key);
@@ -112,10 +107,11 @@ impl Node {
             progress = true;
             self.run_actions(key);
         }
-        std::mem::swap(&mut self.pending_drain, &mut self.round);
-        self.round.sort();
+        self.index.begin_post_round();
         for i in 0.. {
-            let Some(key) = self.round.get(i) else { break };
+            let Some(key) = self.index.round_key(i) else {
+                break;
+            };
             if self.drain_backlog(key) {
                 progress = true;
                 // A failed post reports a loss to the core: collect its
@@ -124,7 +120,7 @@ impl Node {
                 self.run_actions(key);
             }
         }
-        self.round.clear();
+        self.index.end_round();
         // Closed and failed sessions the application drained are
         // forgotten.
         self.reap_drained();
@@ -133,32 +129,21 @@ impl Node {
     }
 
     /// Destroy the transports given up before this round and not held
-    /// (`all`: every one; see `Node::retiring`); a lost connection's records the moment
+    /// (`all`: every one; see `transports.rs`); a lost connection's records the moment
     /// in its session's recovery timeline (`released`); `now`: the round's
     /// time, against which holds are due. Whether one was.
     pub(super) fn release_retiring(&mut self, all: bool, now: Timestamp) -> bool {
-        if self.retiring.is_empty() {
-            return false;
-        }
-        let round = self.rounds;
         let sessions = &self.sessions;
-        let due = |r: &super::Retiring| {
-            all || (r.round < round
-                && r.hold.is_none_or(|by| {
-                    by <= now
-                        || sessions.get(&r.key).is_none_or(|s| {
-                            s.timeline.as_ref().is_none_or(|tl| tl.complete())
-                                || s.core.state().is_terminal()
-                        })
-                }))
+        // A held transport's switch is over once its session completed an
+        // operation after it (or ended, or is gone).
+        let switched = |key| {
+            sessions.get(&key).is_none_or(|s| {
+                s.timeline.as_ref().is_none_or(|tl| tl.complete()) || s.core.state().is_terminal()
+            })
         };
-        if !self.retiring.iter().any(due) {
+        let Some(gone) = self.transports.take_due(all, self.rounds, now, switched) else {
             return false;
-        }
-        let (gone, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.retiring)
-            .into_iter()
-            .partition(due);
-        self.retiring = kept;
+        };
         let p = &*self.provider;
         for mut r in gone {
             r.transport.tear_down(p);
@@ -192,7 +177,13 @@ impl Node {
                     de.kind,
                     DeviceEventKind::Removed | DeviceEventKind::Fatal | DeviceEventKind::PortDown
                 ) {
-                    self.closing_device_lost(Some(&de.device.id), None);
+                    let p = &*self.provider;
+                    self.transports.closing_device_lost(
+                        Some(&de.device.id),
+                        None,
+                        p,
+                        &mut self.index,
+                    );
                 }
                 if de.kind == DeviceEventKind::Removed {
                     // A drained device that left is done with; what comes
@@ -237,7 +228,9 @@ impl Node {
                     _ => None,
                 };
                 if let Some(cause) = cause {
-                    self.closing_device_lost(None, Some(ctx));
+                    let p = &*self.provider;
+                    self.transports
+                        .closing_device_lost(None, Some(ctx), p, &mut self.index);
                     let sessions = &self.sessions;
                     let owners = by_ctx
                         .get_or_insert_with(|| {
@@ -255,36 +248,32 @@ impl Node {
                         .cloned()
                         .unwrap_or_default();
                     for k in owners {
+                        let Some(entry) = self.sessions.get_mut(&k) else {
+                            continue;
+                        };
                         // The session's transport of now, if it is still on
                         // that context (one that left it since the map was
                         // made is not hit).
-                        let Some(epoch) = self
-                            .sessions
-                            .get(&k)
-                            .and_then(|s| {
-                                [s.transport.as_ref(), s.standby.as_deref()]
-                                    .into_iter()
-                                    .flatten()
-                                    .find(|t| t.ctx == Some(ctx))
-                            })
+                        let Some(epoch) = [entry.transport.as_ref(), entry.standby.as_deref()]
+                            .into_iter()
+                            .flatten()
+                            .find(|t| t.ctx == Some(ctx))
                             .map(|t| t.epoch)
                         else {
                             continue;
                         };
-                        self.sessions
-                            .get_mut(&k)
-                            .expect("present")
-                            .core
-                            .handle_transport_down(epoch, cause, now);
+                        entry.core.handle_transport_down(epoch, cause, now);
                         self.run_actions(k);
                     }
                 }
             }
             Event::Cm(ce) => self.on_cm(ce.id, ce.kind, now),
             Event::CqReady(cq) => {
-                if let Some(k) = self.cq_owner.get(&cq).copied() {
-                    self.dirty.insert(k);
-                    self.note_standby_cq(k, cq);
+                if let Some(k) = self.index.cq_owner(cq) {
+                    self.index.cq_signalled(k);
+                    if let Some(entry) = self.sessions.get_mut(&k) {
+                        entry.note_standby_cq(cq);
+                    }
                 }
             }
         }

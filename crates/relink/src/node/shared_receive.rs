@@ -42,13 +42,15 @@ use std::sync::{Arc, Mutex, Weak};
 use relink_core::reason::{AttemptFailure, ProviderFailure, TransportObject};
 use relink_core::wire;
 use relink_fabric::{
-    Access, ContextId, CreateError, DeviceId, DeviceInfo, Memory, MemoryError, MrInfo, OpenError,
-    PdId, Provider, SrqId, SrqInit,
+    Access, ContextId, CreateError, DeviceId, DeviceInfo, Memory, MrInfo, OpenError, PdId,
+    Provider, SrqId, SrqInit,
 };
 
-use super::transport::log_destroy;
+use super::destroy::log_destroy;
+use super::error::SharedReceiveError;
+use super::options::SessionOptions;
 use super::wr::WrBatch;
-use super::{Node, SessionOptions, SharedReceiveError};
+use super::Node;
 
 /// Identifies a shared receive queue of a [`Node`] (made with
 /// [`Node::create_shared_receive`]); never reused by that node.
@@ -310,18 +312,6 @@ fn build_device(
         .map_err(ProviderFailure::PostRecv)?;
     tracing::debug!(device = %device.id, depth = opts.depth, "shared receive queue built");
     Ok(d)
-}
-
-/// Why a session could not be given its slot: its memory, or its share of
-/// a shared receive queue.
-#[derive(Debug, thiserror::Error)]
-pub(super) enum SlotError {
-    /// The session's memory could not be allocated.
-    #[error("cannot allocate the session's memory: {0}")]
-    Memory(#[source] MemoryError),
-    /// The shared receive queue refused the session.
-    #[error(transparent)]
-    SharedReceive(#[from] SharedReceiveError),
 }
 
 impl Node {

@@ -7,7 +7,6 @@
 
 use std::time::Duration;
 
-use super::actions::retire_transport;
 use super::{CloseError, Node, SessionHandle};
 
 /// What [`Node::shutdown`] did with the sessions that were live when it
@@ -106,7 +105,7 @@ impl Node {
     pub fn shutdown(&mut self, timeout: Duration) -> ShutdownSummary {
         let start = self.now();
         let deadline = start + timeout;
-        let reserve = self.goodbye_timeout.min(timeout / 4);
+        let reserve = self.transports.goodbye_timeout.min(timeout / 4);
         let drain_until = start + timeout.saturating_sub(reserve);
         self.shutting_down = true;
         let live: Vec<u64> = self
@@ -129,7 +128,7 @@ impl Node {
                     .get(k)
                     .is_none_or(|s| s.core.state().is_terminal())
             });
-            if ended && self.closing.is_empty() {
+            if ended && self.transports.closing_count() == 0 {
                 break;
             }
             if self.now() >= deadline {
@@ -189,11 +188,11 @@ impl Node {
             }
             self.run_actions(k);
         }
-        if self.closing.is_empty() || self.provider.has_virtual_clock() {
+        if self.transports.closing_count() == 0 || self.provider.has_virtual_clock() {
             return;
         }
-        let until = self.now() + DROP_GOODBYE_WAIT.min(self.goodbye_timeout);
-        while !self.closing.is_empty() && self.now() < until {
+        let until = self.now() + DROP_GOODBYE_WAIT.min(self.transports.goodbye_timeout);
+        while self.transports.closing_count() != 0 && self.now() < until {
             let _ = self.wait(Some(until));
         }
     }
@@ -202,27 +201,23 @@ impl Node {
     /// (how many had not seen their goodbye leave is returned), sessions'
     /// transports, listeners, connect requests not yet answered.
     fn free_provider_objects(&mut self) -> usize {
-        let cut = self.cut_closing();
+        let cut = self
+            .transports
+            .cut_closing(&*self.provider, &mut self.index);
         let now = self.now();
         self.release_retiring(true, now);
         let p = &*self.provider;
-        for slot in self.sessions.values_mut() {
-            for t in [slot.transport.take(), slot.standby.take().map(|t| *t)]
-                .into_iter()
-                .flatten()
-            {
-                retire_transport(p, t, &mut self.cm, &mut self.cq_owner);
-            }
-            slot.backlog.clear();
+        for entry in self.sessions.values_mut() {
+            entry.destroy_transports(p, &mut self.index);
         }
         for (_, l) in std::mem::take(&mut self.listeners) {
             if let Some(id) = l.cm {
-                self.cm.remove(&id);
+                self.index.cm_gone(id);
                 let _ = p.cm_destroy_id(id);
             }
         }
         for (_, req) in std::mem::take(&mut self.pending) {
-            self.cm.remove(&req.cm);
+            self.index.cm_gone(req.cm);
             let _ = p.cm_reject(req.cm, &[]);
             let _ = p.cm_destroy_id(req.cm);
         }

@@ -15,6 +15,7 @@
 //! and the cause (`StandbyLoss::Silent` when no keepalive came for two
 //! periods).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use relink_core::reason::{AttemptFailure, CmCall, ProviderFailure, TransportObject};
@@ -22,14 +23,17 @@ use relink_core::session::{Path, RequestToken};
 use relink_core::state::DownCause;
 use relink_core::Epoch;
 use relink_fabric::{
-    CmEventKind, CmId, ConnParams, CreateError, SendOp, SendWr, Timestamp, WcStatus, WorkCompletion,
+    CmEventKind, CmId, ConnParams, CqId, CreateError, Provider, RecvWr, SendOp, SendWr, Timestamp,
+    WcStatus, WorkCompletion,
 };
 
-use super::actions::{retire_transport, start_resolve};
-use super::cm::{CmOwner, Phase};
+use super::actions::start_resolve;
 use super::completions::{poll_or_arm, retire_through};
+use super::entry::SessionEntry;
+use super::index::{Index, Phase};
 use super::transport::Transport;
-use super::wr::{TAG_LOCAL, TAG_MASK, TAG_RECV};
+use super::transports::{destroy, RETIRE_HOLD};
+use super::wr::{WrBatch, TAG_LOCAL, TAG_MASK, TAG_RECV};
 use super::Node;
 
 /// The `wr_id` of a keepalive on a standby: a local request's tag (no send
@@ -48,19 +52,17 @@ fn is_standby_own(wc: &WorkCompletion) -> bool {
         || (wc.byte_len == 0 && wc.imm.is_some())
 }
 
-impl Node {
+impl SessionEntry {
     /// The session's second receive area, allocated with its first
     /// standby; `false` if it cannot be.
-    fn ensure_recv_alt(&mut self, key: u64) -> bool {
-        let p = self.provider.clone();
-        let slot = self.sessions.get_mut(&key).expect("present");
-        if slot.memory.recv_alt.is_some() {
+    fn ensure_recv_alt(&mut self, p: &dyn Provider) -> bool {
+        if self.memory.recv_alt.is_some() {
             return true;
         }
-        let len = slot.spec.recv_slots as usize * slot.spec.slot_size as usize;
+        let len = self.spec.recv_slots as usize * self.spec.slot_size as usize;
         match p.alloc_memory(len) {
             Ok(m) => {
-                slot.memory.recv_alt = Some(m);
+                self.memory.recv_alt = Some(m);
                 true
             }
             Err(e) => {
@@ -70,36 +72,33 @@ impl Node {
         }
     }
 
-    /// A new standby transport of `epoch` for session `key`, replacing
-    /// one it had; its receives take the receive area the current
+    /// A new standby transport of `epoch` on CM id `cm`, replacing one the
+    /// session had; its receives take the receive area the current
     /// transport does not use.
-    fn new_standby(&mut self, key: u64, epoch: Epoch, cm: CmId) {
-        let p = self.provider.clone();
-        let slot = self.sessions.get_mut(&key).expect("present");
-        if let Some(old) = slot.standby.take() {
-            retire_transport(&*p, *old, &mut self.cm, &mut self.cq_owner);
+    fn new_standby(&mut self, epoch: Epoch, cm: CmId, p: &dyn Provider, index: &mut Index) {
+        if let Some(old) = self.standby.take() {
+            destroy(p, *old, index);
         }
-        let mut t = Transport::new(epoch, Some(cm), slot.spec.send_slots);
-        t.recv_alt = !slot.transport.as_ref().is_some_and(|c| c.recv_alt);
-        slot.standby = Some(Box::new(t));
-        slot.standby_ready = false;
+        let mut t = Transport::new(epoch, Some(cm), self.spec.send_slots);
+        t.recv_alt = !self.transport.as_ref().is_some_and(|c| c.recv_alt);
+        self.standby = Some(Box::new(t));
+        self.standby_ready = false;
     }
 
-    /// The core's `ConnectStandby`: resolve `path`; the rest follows its
-    /// CM events ([`Node::on_standby_cm`]).
-    pub(super) fn connect_standby(
+    /// The core's `ConnectStandby` for session `key`: resolve `path`; the
+    /// rest follows its CM events ([`SessionEntry::on_standby_cm`]).
+    pub fn connect_standby(
         &mut self,
         key: u64,
         epoch: Epoch,
         path: Path,
         private_data: Vec<u8>,
+        p: &dyn Provider,
+        index: &mut Index,
     ) {
-        let p = self.provider.clone();
         let now = p.now();
-        if !self.ensure_recv_alt(key) {
-            let why = no_recv_area();
-            let slot = self.sessions.get_mut(&key).expect("present");
-            slot.core.handle_attempt_failed(epoch, why, now);
+        if !self.ensure_recv_alt(p) {
+            self.core.handle_attempt_failed(epoch, no_recv_area(), now);
             return;
         }
         let id = match p.cm_create_id() {
@@ -109,62 +108,50 @@ impl Node {
                     call: CmCall::CreateId,
                     error,
                 };
-                let slot = self.sessions.get_mut(&key).expect("present");
-                slot.core.handle_attempt_failed(epoch, why.into(), now);
+                self.core.handle_attempt_failed(epoch, why.into(), now);
                 return;
             }
         };
-        self.new_standby(key, epoch, id);
-        let slot = self.sessions.get_mut(&key).expect("present");
-        slot.standby_connect = (private_data, Some(path));
-        let timeout = slot.opts.policy.connect_timeout;
-        if let Err(why) = start_resolve(&*p, &mut self.cm, key, epoch, id, path, timeout) {
-            slot.core.handle_attempt_failed(epoch, why.into(), now);
+        self.new_standby(epoch, id, p, index);
+        self.standby_connect = (private_data, Some(path));
+        let timeout = self.opts.policy.connect_timeout;
+        if let Err(why) = start_resolve(p, index, key, epoch, id, path, timeout) {
+            self.core.handle_attempt_failed(epoch, why.into(), now);
         }
     }
 
-    /// The core's `AcceptStandby`: build the standby on the request's
-    /// device and accept it.
-    pub(super) fn accept_standby(
+    /// The core's `AcceptStandby` for session `key`, its connect request
+    /// on CM id `cm`: build the standby on the request's device and accept
+    /// it.
+    pub fn accept_standby(
         &mut self,
         key: u64,
         epoch: Epoch,
-        request: RequestToken,
+        cm: CmId,
         private_data: &[u8],
+        p: &Arc<dyn Provider>,
+        index: &mut Index,
     ) {
-        let p = self.provider.clone();
         let now = p.now();
-        let Some(req) = self.pending.remove(&request.0) else {
-            return;
-        };
-        self.cm.insert(
-            req.cm,
-            CmOwner::Session {
-                key,
-                epoch,
-                phase: Phase::Accepting,
-            },
-        );
-        if !self.ensure_recv_alt(key) {
-            let _ = p.cm_reject(req.cm, &[]);
-            self.cm.remove(&req.cm);
-            let _ = p.cm_destroy_id(req.cm);
-            let slot = self.sessions.get_mut(&key).expect("present");
-            slot.core.handle_attempt_failed(epoch, no_recv_area(), now);
+        index.cm_phase(cm, key, epoch, Phase::Accepting);
+        if !self.ensure_recv_alt(&**p) {
+            let _ = p.cm_reject(cm, &[]);
+            index.cm_gone(cm);
+            let _ = p.cm_destroy_id(cm);
+            self.core.handle_attempt_failed(epoch, no_recv_area(), now);
             return;
         }
-        self.new_standby(key, epoch, req.cm);
-        let slot = self.sessions.get_mut(&key).expect("present");
-        let t = slot.standby.as_mut().expect("just made");
+        self.new_standby(epoch, cm, &**p, index);
+        let t = self.standby.as_mut().expect("just made");
         let device = p
-            .cm_device(req.cm)
+            .cm_device(cm)
             .and_then(|d| p.devices().into_iter().find(|x| x.id == d));
         let built = match device {
-            Some(d) => t.build(&p, d, &slot.spec, &slot.memory, slot.shared.as_ref()),
+            Some(d) => t.build(p, d, &self.spec, &self.memory, self.shared.as_ref()),
             None => Err(AttemptFailure::DeviceLost),
         };
         let accepted = built.and_then(|()| {
-            p.cm_accept(req.cm, t.qp.expect("built"), private_data)
+            p.cm_accept(cm, t.qp.expect("built"), private_data)
                 .map_err(|error| {
                     ProviderFailure::Cm {
                         call: CmCall::Accept,
@@ -175,44 +162,15 @@ impl Node {
         });
         if let Err(e) = accepted {
             tracing::warn!("standby accept failed: {e}");
-            slot.core.handle_attempt_failed(epoch, e, now);
+            self.core.handle_attempt_failed(epoch, e, now);
         }
-    }
-
-    /// The core's `Promote`: the standby of `epoch` becomes the current
-    /// transport. What it received already waits in its CQ, read in the
-    /// next poll round.
-    pub(super) fn promote_standby(&mut self, key: u64, epoch: Epoch) {
-        let p = self.provider.clone();
-        let slot = self.sessions.get_mut(&key).expect("present");
-        let Some(t) = slot.standby.take_if(|t| t.epoch == epoch) else {
-            return;
-        };
-        let old = slot.transport.replace(*t);
-        if let Some(path) = slot.standby_connect.1.take() {
-            slot.path = Some(path);
-        }
-        slot.standby_ready = false;
-        if let Some(old) = old {
-            self.give_up(key, old);
-        }
-        self.hold_retiring(key);
-        let slot = self.sessions.get_mut(&key).expect("present");
-        if let Some(tl) = slot.timeline.as_mut().filter(|tl| tl.out()) {
-            tl.promoted = Some(p.now());
-        }
-        self.dirty.insert(key);
     }
 
     /// The core's `ProbeStandby`: post a keepalive (a SEND with immediate
-    /// `imm` and no payload) on session `key`'s standby of `epoch`; a
-    /// refused post is the standby's loss.
-    pub(super) fn probe_standby(&mut self, key: u64, epoch: Epoch, imm: u32) {
-        let p = self.provider.clone();
-        let Some(slot) = self.sessions.get_mut(&key) else {
-            return;
-        };
-        let Some(t) = slot
+    /// `imm` and no payload) on the standby of `epoch`; a refused post is
+    /// the standby's loss.
+    pub fn probe_standby(&mut self, epoch: Epoch, imm: u32, p: &dyn Provider) {
+        let Some(t) = self
             .standby
             .as_mut()
             .filter(|t| t.epoch == epoch && t.connected)
@@ -226,27 +184,30 @@ impl Node {
         match p.post_send(qp, std::slice::from_ref(&wr)) {
             Ok(()) => t.posted.push_back(PROBE_WR),
             Err(e) => {
-                tracing::debug!(session = %slot.core.id(), %epoch, "standby keepalive not posted: {e}");
-                slot.core
+                tracing::debug!(session = %self.core.id(), %epoch, "standby keepalive not posted: {e}");
+                self.core
                     .handle_transport_down(epoch, DownCause::DeviceRemoved, p.now());
             }
         }
     }
 
-    /// The standby's own traffic `wcs` (see [`is_standby_own`]) of
-    /// session `key`'s standby of `epoch`: a send-queue completion retires
-    /// its request, a received keepalive goes to the core and its receive
-    /// is posted again, an error is the standby's loss.
-    fn standby_keepalives(&mut self, key: u64, epoch: Epoch, wcs: &[WorkCompletion]) {
-        let p = self.provider.clone();
+    /// The standby's own traffic `wcs` (see [`is_standby_own`]) of its
+    /// standby of `epoch`: a send-queue completion retires its request, a
+    /// received keepalive goes to the core and its receive is posted
+    /// again, an error is the standby's loss. `recv_batch`: the node's,
+    /// reused.
+    fn standby_keepalives(
+        &mut self,
+        epoch: Epoch,
+        wcs: &[WorkCompletion],
+        p: &dyn Provider,
+        recv_batch: &mut WrBatch<RecvWr>,
+    ) {
         let now = p.now();
-        let Some(slot) = self.sessions.get_mut(&key) else {
+        let Some(t) = self.standby.as_mut().filter(|t| t.epoch == epoch) else {
             return;
         };
-        let Some(t) = slot.standby.as_mut().filter(|t| t.epoch == epoch) else {
-            return;
-        };
-        self.recv_batch.clear();
+        recv_batch.clear();
         for wc in wcs {
             let recv = wc.wr_id & TAG_MASK == TAG_RECV;
             if !recv {
@@ -254,42 +215,211 @@ impl Node {
             }
             if wc.status != WcStatus::Success {
                 let cause = DownCause::Completion(wc.status);
-                slot.core.handle_transport_down(epoch, cause, now);
+                self.core.handle_transport_down(epoch, cause, now);
             } else if recv {
                 if let Some(mr) = t.recv_mr {
                     let s = (wc.wr_id & !TAG_MASK) as u32;
-                    self.recv_batch.push_recv(&mr, slot.spec.slot_size, s);
+                    recv_batch.push_recv(&mr, self.spec.slot_size, s);
                 }
-                slot.core
+                self.core
                     .handle_standby_keepalive(epoch, wc.imm.unwrap_or(0), now);
             }
         }
-        if let (false, Some(qp)) = (self.recv_batch.is_empty(), t.qp) {
-            if p.post_recv(qp, self.recv_batch.as_slice()).is_err() {
-                slot.core
+        if let (false, Some(qp)) = (recv_batch.is_empty(), t.qp) {
+            if p.post_recv(qp, recv_batch.as_slice()).is_err() {
+                self.core
                     .handle_transport_down(epoch, DownCause::DeviceRemoved, now);
             }
         }
-        self.recv_batch.clear();
+        recv_batch.clear();
+    }
+
+    /// Whether `cq` is the standby's: then it is looked at in the next
+    /// round.
+    pub fn note_standby_cq(&mut self, cq: CqId) {
+        if self.standby.as_ref().and_then(|t| t.cq) == Some(cq) {
+            self.standby_ready = true;
+        }
+    }
+
+    /// Whether CM id `id` of epoch `epoch` is the standby's.
+    pub fn is_standby_cm(&self, epoch: Epoch, id: CmId) -> bool {
+        self.standby
+            .as_ref()
+            .is_some_and(|t| t.epoch == epoch && t.cm == Some(id))
+    }
+
+    /// A CM event of session `key`'s standby: advance its connection, or
+    /// tell the core it failed or went down (which tears down only the
+    /// standby). The node runs the core's actions after.
+    #[allow(clippy::too_many_arguments)]
+    pub fn on_standby_cm(
+        &mut self,
+        key: u64,
+        epoch: Epoch,
+        phase: Phase,
+        id: CmId,
+        kind: CmEventKind,
+        now: Timestamp,
+        p: &Arc<dyn Provider>,
+        index: &mut Index,
+    ) {
+        let cm_failed = |call, error| AttemptFailure::Provider(ProviderFailure::Cm { call, error });
+        match (phase, kind) {
+            (Phase::Resolving, CmEventKind::AddrResolved) => {
+                if let Err(e) = p.cm_resolve_route(id, Duration::from_secs(2)) {
+                    self.core
+                        .handle_attempt_failed(epoch, cm_failed(CmCall::ResolveRoute, e), now);
+                } else {
+                    index.cm_phase(id, key, epoch, Phase::Routing);
+                }
+            }
+            (Phase::Routing, CmEventKind::RouteResolved) => {
+                let device = p
+                    .cm_device(id)
+                    .and_then(|d| p.devices().into_iter().find(|x| x.id == d));
+                let t = self.standby.as_mut().expect("checked");
+                let built = match device {
+                    Some(d) => t.build(p, d, &self.spec, &self.memory, self.shared.as_ref()),
+                    None => Err(AttemptFailure::DeviceLost),
+                };
+                let connected = built.and_then(|()| {
+                    let qp = t.qp.expect("built");
+                    p.cm_connect(id, qp, ConnParams::default(), &self.standby_connect.0)
+                        .map_err(|e| cm_failed(CmCall::Connect, e))
+                });
+                match connected {
+                    Ok(()) => index.cm_phase(id, key, epoch, Phase::Connecting),
+                    Err(e) => self.core.handle_attempt_failed(epoch, e, now),
+                }
+            }
+            (
+                phase @ (Phase::Connecting | Phase::Accepting),
+                CmEventKind::Established { private_data },
+            ) => {
+                let t = self.standby.as_mut().expect("checked");
+                t.connected = true;
+                let device = t.device.clone().expect("built");
+                if let Err(e) = t.bind_windows(&**p) {
+                    self.core.handle_attempt_failed(epoch, e, now);
+                } else {
+                    let keys = t.local_keys();
+                    if phase == Phase::Connecting {
+                        self.core
+                            .handle_connected(epoch, device, &private_data, keys, now);
+                    } else {
+                        self.core.handle_accepted(epoch, device, keys, now);
+                    }
+                    // Look at its CQ once (arming it): the peer may have
+                    // promoted it already.
+                    self.standby_ready = true;
+                    index.cq_signalled(key);
+                    index.cm_phase(id, key, epoch, Phase::Up);
+                }
+            }
+            (_, CmEventKind::Rejected { private_data, .. }) => {
+                self.core.handle_rejected(epoch, &private_data, now);
+            }
+            (Phase::Up, CmEventKind::Disconnected) => {
+                self.core
+                    .handle_transport_down(epoch, DownCause::CmDisconnected, now);
+            }
+            (Phase::Up, CmEventKind::DeviceRemoval) => {
+                self.core
+                    .handle_transport_down(epoch, DownCause::CmDeviceRemoval, now);
+            }
+            (Phase::Up, CmEventKind::AddrChange) => {
+                self.core
+                    .handle_transport_down(epoch, DownCause::AddrChange, now);
+            }
+            (
+                Phase::Resolving | Phase::Routing | Phase::Connecting | Phase::Accepting,
+                CmEventKind::AddrError
+                | CmEventKind::RouteError
+                | CmEventKind::Unreachable
+                | CmEventKind::ConnectError
+                | CmEventKind::DeviceRemoval
+                | CmEventKind::Disconnected,
+            ) => {
+                self.core
+                    .handle_attempt_failed(epoch, AttemptFailure::Disconnected, now);
+            }
+            (phase, kind) => tracing::debug!(?id, ?phase, ?kind, "standby CM event ignored"),
+        }
+    }
+}
+
+impl Node {
+    /// The core's `AcceptStandby` for session `key`: its connect request
+    /// goes to the session's entry, which builds the standby and accepts.
+    pub(super) fn accept_standby(
+        &mut self,
+        key: u64,
+        epoch: Epoch,
+        request: RequestToken,
+        private_data: &[u8],
+    ) {
+        let Some(req) = self.pending.remove(&request.0) else {
+            return;
+        };
+        if let Some(entry) = self.sessions.get_mut(&key) {
+            entry.accept_standby(
+                key,
+                epoch,
+                req.cm,
+                private_data,
+                &self.provider,
+                &mut self.index,
+            );
+        }
+    }
+
+    /// The core's `Promote`: session `key`'s standby of `epoch` becomes
+    /// the current transport; the one it replaces retires, held until the
+    /// switch is over. What the standby received already waits in its CQ,
+    /// read in the next poll round.
+    pub(super) fn promote_standby(&mut self, key: u64, epoch: Epoch) {
+        let Some(entry) = self.sessions.get_mut(&key) else {
+            return;
+        };
+        let Some(t) = entry.standby.take_if(|t| t.epoch == epoch) else {
+            return;
+        };
+        let old = entry.transport.replace(*t);
+        if let Some(path) = entry.standby_connect.1.take() {
+            entry.path = Some(path);
+        }
+        entry.standby_ready = false;
+        let p = &*self.provider;
+        if let Some(old) = old {
+            let lost = entry.outage_begins(&old, p.now());
+            self.transports
+                .give_up(key, old, self.rounds, lost, &mut self.index);
+        }
+        self.transports.hold(key, p.now() + RETIRE_HOLD);
+        if let Some(tl) = entry.timeline.as_mut().filter(|tl| tl.out()) {
+            tl.promoted = Some(p.now());
+        }
+        self.index.cq_signalled(key);
     }
 
     /// Before a poll round reads session `key`'s CQ, when its standby's CQ
     /// signalled (`standby_ready`): its own traffic is handled
-    /// ([`Node::standby_keepalives`]); anything else in it means the peer
-    /// promoted the standby. The core is told (it promotes the standby
+    /// (`SessionEntry::standby_keepalives`); anything else in it means the
+    /// peer promoted the standby. The core is told (it promotes the standby
     /// here too) and the node performs that; the completions from the
     /// first one that is not a keepalive's are left in the node's buffer
     /// for the round, which reads them as the current transport's.
     /// Returns whether it did.
     pub(super) fn standby_promoted_by_peer(&mut self, key: u64) -> bool {
         let p = self.provider.clone();
-        let Some(slot) = self.sessions.get_mut(&key) else {
+        let Some(mut entry) = self.sessions.get_mut(&key) else {
             return false;
         };
-        if !std::mem::take(&mut slot.standby_ready) {
+        if !std::mem::take(&mut entry.standby_ready) {
             return false;
         }
-        let Some((cq, epoch)) = slot
+        let Some((cq, epoch)) = entry
             .standby
             .as_ref()
             .filter(|t| t.connected)
@@ -302,32 +432,27 @@ impl Node {
                 return false;
             }
             let other = self.wcs.iter().position(|wc| !is_standby_own(wc));
-            let wcs = std::mem::take(&mut self.wcs);
-            let n = other.unwrap_or(wcs.len());
-            self.standby_keepalives(key, epoch, &wcs[..n]);
-            self.wcs = wcs;
+            let n = other.unwrap_or(self.wcs.len());
+            entry.standby_keepalives(epoch, &self.wcs[..n], &*p, &mut self.recv_batch);
             self.wcs.drain(..n);
             let wcs = std::mem::take(&mut self.wcs);
             self.run_actions(key);
             self.wcs = wcs;
-            let still = self
+            let Some(again) = self
                 .sessions
-                .get(&key)
-                .and_then(|s| s.standby.as_ref())
-                .is_some_and(|t| t.epoch == epoch);
-            if !still {
+                .get_mut(&key)
+                .filter(|s| s.standby.as_ref().is_some_and(|t| t.epoch == epoch))
+            else {
                 // Torn down (its QP failed): nothing to promote.
                 return false;
-            }
+            };
+            entry = again;
             if other.is_some() {
                 break;
             }
         }
-        let Some(slot) = self.sessions.get_mut(&key) else {
-            return false;
-        };
-        tracing::debug!(session = %slot.core.id(), %epoch, "traffic on the standby: the peer promoted it");
-        slot.core.handle_standby_traffic(epoch, p.now());
+        tracing::debug!(session = %entry.core.id(), %epoch, "traffic on the standby: the peer promoted it");
+        entry.core.handle_standby_traffic(epoch, p.now());
         let wcs = std::mem::take(&mut self.wcs);
         self.run_actions(key);
         self.wcs = wcs;
@@ -335,129 +460,6 @@ impl Node {
             .get(&key)
             .and_then(|s| s.transport.as_ref())
             .is_some_and(|t| t.epoch == epoch)
-    }
-
-    /// Whether `cq` is session `key`'s standby's: then it is looked at in
-    /// the next round.
-    pub(super) fn note_standby_cq(&mut self, key: u64, cq: relink_fabric::CqId) {
-        if let Some(slot) = self.sessions.get_mut(&key) {
-            if slot.standby.as_ref().and_then(|t| t.cq) == Some(cq) {
-                slot.standby_ready = true;
-            }
-        }
-    }
-
-    /// Whether CM id `id` of epoch `epoch` is session `key`'s standby's.
-    pub(super) fn is_standby_cm(&self, key: u64, epoch: Epoch, id: CmId) -> bool {
-        self.sessions.get(&key).is_some_and(|s| {
-            s.standby
-                .as_ref()
-                .is_some_and(|t| t.epoch == epoch && t.cm == Some(id))
-        })
-    }
-
-    /// A CM event of session `key`'s standby: advance its connection, or
-    /// tell the core it failed or went down (which tears down only the
-    /// standby).
-    pub(super) fn on_standby_cm(
-        &mut self,
-        key: u64,
-        epoch: Epoch,
-        phase: Phase,
-        id: CmId,
-        kind: CmEventKind,
-        now: Timestamp,
-    ) {
-        let p = self.provider.clone();
-        let Some(slot) = self.sessions.get_mut(&key) else {
-            return;
-        };
-        let set = |node: &mut Node, phase| {
-            node.cm.insert(id, CmOwner::Session { key, epoch, phase });
-        };
-        let cm_failed = |call, error| AttemptFailure::Provider(ProviderFailure::Cm { call, error });
-        match (phase, kind) {
-            (Phase::Resolving, CmEventKind::AddrResolved) => {
-                if let Err(e) = p.cm_resolve_route(id, Duration::from_secs(2)) {
-                    slot.core
-                        .handle_attempt_failed(epoch, cm_failed(CmCall::ResolveRoute, e), now);
-                } else {
-                    set(self, Phase::Routing);
-                }
-            }
-            (Phase::Routing, CmEventKind::RouteResolved) => {
-                let device = p
-                    .cm_device(id)
-                    .and_then(|d| p.devices().into_iter().find(|x| x.id == d));
-                let t = slot.standby.as_mut().expect("checked");
-                let built = match device {
-                    Some(d) => t.build(&p, d, &slot.spec, &slot.memory, slot.shared.as_ref()),
-                    None => Err(AttemptFailure::DeviceLost),
-                };
-                let connected = built.and_then(|()| {
-                    let qp = t.qp.expect("built");
-                    p.cm_connect(id, qp, ConnParams::default(), &slot.standby_connect.0)
-                        .map_err(|e| cm_failed(CmCall::Connect, e))
-                });
-                match connected {
-                    Ok(()) => set(self, Phase::Connecting),
-                    Err(e) => slot.core.handle_attempt_failed(epoch, e, now),
-                }
-            }
-            (
-                phase @ (Phase::Connecting | Phase::Accepting),
-                CmEventKind::Established { private_data },
-            ) => {
-                let t = slot.standby.as_mut().expect("checked");
-                t.connected = true;
-                let device = t.device.clone().expect("built");
-                if let Err(e) = t.bind_windows(&*p) {
-                    slot.core.handle_attempt_failed(epoch, e, now);
-                } else {
-                    let keys = t.local_keys();
-                    if phase == Phase::Connecting {
-                        slot.core
-                            .handle_connected(epoch, device, &private_data, keys, now);
-                    } else {
-                        slot.core.handle_accepted(epoch, device, keys, now);
-                    }
-                    // Look at its CQ once (arming it): the peer may have
-                    // promoted it already.
-                    slot.standby_ready = true;
-                    self.dirty.insert(key);
-                    set(self, Phase::Up);
-                }
-            }
-            (_, CmEventKind::Rejected { private_data, .. }) => {
-                slot.core.handle_rejected(epoch, &private_data, now);
-            }
-            (Phase::Up, CmEventKind::Disconnected) => {
-                slot.core
-                    .handle_transport_down(epoch, DownCause::CmDisconnected, now);
-            }
-            (Phase::Up, CmEventKind::DeviceRemoval) => {
-                slot.core
-                    .handle_transport_down(epoch, DownCause::CmDeviceRemoval, now);
-            }
-            (Phase::Up, CmEventKind::AddrChange) => {
-                slot.core
-                    .handle_transport_down(epoch, DownCause::AddrChange, now);
-            }
-            (
-                Phase::Resolving | Phase::Routing | Phase::Connecting | Phase::Accepting,
-                CmEventKind::AddrError
-                | CmEventKind::RouteError
-                | CmEventKind::Unreachable
-                | CmEventKind::ConnectError
-                | CmEventKind::DeviceRemoval
-                | CmEventKind::Disconnected,
-            ) => {
-                slot.core
-                    .handle_attempt_failed(epoch, AttemptFailure::Disconnected, now);
-            }
-            (phase, kind) => tracing::debug!(?id, ?phase, ?kind, "standby CM event ignored"),
-        }
-        self.run_actions(key);
     }
 }
 

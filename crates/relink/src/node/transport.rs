@@ -13,8 +13,9 @@ use relink_fabric::{
     QpInit, WorkCompletion,
 };
 
+use super::destroy::log_destroy;
 use super::shared_receive::{Attached, Reservation};
-use super::windows::Window;
+use super::windows::Windows;
 use super::wr::{WrBatch, TAG_MASK, TAG_ONE_SIDED, TAG_RECV, TAG_SEND};
 
 /// Host memory of a session: allocated once when the session is made (a
@@ -56,7 +57,7 @@ pub(super) struct Transport {
     pub region_mrs: BTreeMap<RegionId, MrInfo>,
     /// The type 2 windows of the regions exposed through one
     /// (`windows.rs`).
-    pub windows: BTreeMap<RegionId, Window>,
+    pub windows: Windows,
     /// The device's shared receive queue (with its context and PD), for a
     /// session on one (`shared_receive.rs`): `ctx` and `pd` are then its.
     pub shared: Option<Attached>,
@@ -92,7 +93,7 @@ impl Transport {
             send_mr: None,
             recv_mr: None,
             region_mrs: BTreeMap::new(),
-            windows: BTreeMap::new(),
+            windows: Windows::default(),
             shared: None,
             device: None,
             connected: false,
@@ -128,7 +129,7 @@ impl Transport {
                     self.shared = Some(a);
                     self.device = Some(device.clone());
                 }
-                Step::AllocWindow(r) => self.alloc_window(p, r)?,
+                Step::AllocWindow(r) => self.windows.alloc(p, self.pd.expect("pd"), r)?,
                 Step::OpenDevice => {
                     self.ctx = Some(p.open_device(&device.id).map_err(|x| match x {
                         // The registration the route resolved to is gone.
@@ -212,6 +213,22 @@ impl Transport {
         Ok(())
     }
 
+    /// Post the bind of every window on the QP before anything else is
+    /// posted on the connection (`windows.rs`); the windows' new rkeys are
+    /// what [`local_keys`](Transport::local_keys) advertises.
+    pub fn bind_windows(&mut self, p: &dyn Provider) -> Result<(), AttemptFailure> {
+        if self.windows.is_empty() {
+            return Ok(());
+        }
+        let qp = self.qp.expect("built");
+        self.windows
+            .bind(p, qp, &self.region_mrs, &mut self.posted)?;
+        // Each bind is signaled: the count of unsignaled requests starts
+        // again.
+        self.unsignaled = 0;
+        Ok(())
+    }
+
     /// A send-queue request finished: free its slot; the operation it
     /// carried, if any.
     pub fn retire(&mut self, wr_id: u64) -> Option<relink_core::OpId> {
@@ -235,7 +252,7 @@ impl Transport {
             .map(|(id, mr)| LocalKeys {
                 region: *id,
                 addr: mr.addr,
-                rkey: self.window_rkey(*id).unwrap_or(mr.rkey),
+                rkey: self.windows.rkey(*id).unwrap_or(mr.rkey),
             })
             .collect()
     }
@@ -269,7 +286,7 @@ impl Transport {
     /// still holds, and leaves the context, PD and SRQ to the device's
     /// last transport.
     pub fn tear_down(&mut self, p: &dyn Provider) {
-        self.free_windows(p);
+        self.windows.free(p);
         if let Some(qp) = self.qp.take() {
             log_destroy("QP", p.destroy_qp(qp));
         }
@@ -308,18 +325,5 @@ impl Transport {
             log_destroy("CM id", p.cm_destroy_id(cm));
         }
         self.connected = false;
-    }
-}
-
-pub(super) fn log_destroy(
-    what: &str,
-    r: Result<relink_fabric::Destroyed, relink_fabric::DestroyError>,
-) {
-    match r {
-        Ok(relink_fabric::Destroyed::Released) => {}
-        Ok(relink_fabric::Destroyed::AlreadyReleased) => {
-            tracing::debug!("{what} already released with its device");
-        }
-        Err(e) => tracing::warn!("destroying {what}: {e}"),
     }
 }

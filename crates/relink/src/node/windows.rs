@@ -22,16 +22,15 @@
 //!   bound one: after a loss the QP is in error and a LOCAL_INV would only
 //!   be flushed), before the MRs they lie in.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 
 use relink_core::reason::{AttemptFailure, ProviderFailure, TransportObject};
 use relink_core::resources::RegionSpec;
 use relink_core::RegionId;
-use relink_fabric::{MwBind, MwInfo, MwType, Provider, SendOp};
+use relink_fabric::{MrInfo, MwBind, MwInfo, MwType, PdId, Provider, QpId, SendOp};
 
-use super::backlog::Pending;
-use super::transport::{log_destroy, Transport};
-use super::wr::{WrBatch, TAG_LOCAL};
+use super::destroy::log_destroy;
+use super::wr::{WrBatch, TAG_LOCAL, TAG_MASK};
 
 /// A region's window on one transport.
 pub(super) struct Window {
@@ -49,16 +48,30 @@ fn inc_rkey(rkey: u32) -> u32 {
     (rkey & 0xFFFF_FF00) | (rkey.wrapping_add(1) & 0xFF)
 }
 
-impl Transport {
-    /// Allocate region `r`'s type 2 window in the transport's PD.
-    pub fn alloc_window(&mut self, p: &dyn Provider, r: RegionSpec) -> Result<(), AttemptFailure> {
+/// The windows of one transport, by region.
+#[derive(Default)]
+pub(super) struct Windows(BTreeMap<RegionId, Window>);
+
+impl Windows {
+    /// Whether the transport has no window.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Allocate region `r`'s type 2 window in PD `pd`.
+    pub fn alloc(
+        &mut self,
+        p: &dyn Provider,
+        pd: PdId,
+        r: RegionSpec,
+    ) -> Result<(), AttemptFailure> {
         let mw = p
-            .alloc_mw(self.pd.expect("pd"), MwType::Type2)
+            .alloc_mw(pd, MwType::Type2)
             .map_err(|error| ProviderFailure::Create {
                 object: TransportObject::Window(r.id),
                 error,
             })?;
-        self.windows.insert(
+        self.0.insert(
             r.id,
             Window {
                 mw,
@@ -69,19 +82,21 @@ impl Transport {
         Ok(())
     }
 
-    /// Post the bind of every window on the QP (signaled, in region
-    /// order), before anything else is posted on the connection; the
-    /// windows' new rkeys are what [`local_keys`](Transport::local_keys)
-    /// advertises. A bind that fails completes with `MwBindErr`, which the
-    /// core takes for a loss of the transport.
-    pub fn bind_windows(&mut self, p: &dyn Provider) -> Result<(), AttemptFailure> {
-        if self.windows.is_empty() {
-            return Ok(());
-        }
-        let qp = self.qp.expect("built");
+    /// Post the bind of every window on `qp` (signaled, in region
+    /// order) over its region's MR in `region_mrs`, before anything else is
+    /// posted on the connection; the posted requests join `posted`. A bind
+    /// that fails completes with `MwBindErr`, which the core takes for a
+    /// loss of the transport.
+    pub fn bind(
+        &mut self,
+        p: &dyn Provider,
+        qp: QpId,
+        region_mrs: &BTreeMap<RegionId, MrInfo>,
+        posted: &mut VecDeque<u64>,
+    ) -> Result<(), AttemptFailure> {
         let mut batch = WrBatch::default();
-        for (id, w) in &self.windows {
-            let Some(mr) = self.region_mrs.get(id) else {
+        for (id, w) in &self.0 {
+            let Some(mr) = region_mrs.get(id) else {
                 continue;
             };
             let rkey = inc_rkey(w.mw.rkey);
@@ -103,42 +118,35 @@ impl Transport {
         p.post_send(qp, batch.as_slice())
             .map_err(ProviderFailure::PostBind)?;
         for wr in batch.as_slice() {
-            self.posted.push_back(wr.wr_id);
+            posted.push_back(wr.wr_id);
             if let SendOp::BindMw { rkey, .. } = wr.op {
-                let id = RegionId((wr.wr_id & !super::wr::TAG_MASK) as u32);
-                if let Some(w) = self.windows.get_mut(&id) {
+                let id = RegionId((wr.wr_id & !TAG_MASK) as u32);
+                if let Some(w) = self.0.get_mut(&id) {
                     w.bound = Some(rkey);
                 }
             }
         }
-        // Each bind is signaled: the count of unsignaled requests starts
-        // again.
-        self.unsignaled = 0;
         Ok(())
     }
 
     /// The rkey a region's peers use: its bound window's, if it has one.
-    pub fn window_rkey(&self, region: RegionId) -> Option<u32> {
-        self.windows.get(&region).and_then(|w| w.bound)
+    pub fn rkey(&self, region: RegionId) -> Option<u32> {
+        self.0.get(&region).and_then(|w| w.bound)
     }
 
-    /// Queue a LOCAL_INV of every bound window behind what `backlog`
-    /// holds (the goodbye of a close): the peer's access ends with the
-    /// session.
-    pub fn queue_invalidations(&self, backlog: &mut VecDeque<Pending>) {
-        for (id, w) in &self.windows {
-            if let Some(rkey) = w.bound {
-                backlog.push_back(Pending::Local {
-                    wr_id: TAG_LOCAL | u64::from(id.0),
-                    op: SendOp::LocalInv { rkey },
-                });
-            }
-        }
+    /// The LOCAL_INV of every bound window (`wr_id` and operation), to
+    /// queue behind the goodbye of a close: the peer's access ends with
+    /// the session.
+    pub fn invalidations(&self) -> impl Iterator<Item = (u64, SendOp)> + '_ {
+        self.0.iter().filter_map(|(id, w)| {
+            let rkey = w.bound?;
+            Some((TAG_LOCAL | u64::from(id.0), SendOp::LocalInv { rkey }))
+        })
     }
 
     /// Free every window (before the MRs they lie in are deregistered).
-    pub fn free_windows(&mut self, p: &dyn Provider) {
-        for (_, w) in std::mem::take(&mut self.windows) {
+    pub fn free(&mut self, p: &dyn Provider) {
+        for (_, w) in std::mem::take(&mut self.0) {
             log_destroy("MW", p.dealloc_mw(w.mw.id));
         }
     }

@@ -1,6 +1,9 @@
-//! The shape of relink's work requests: what a `wr_id` says, and
-//! [`WrBatch`], the requests reused from one post to the next.
+//! The shape of relink's work requests: what a `wr_id` says, [`Pending`],
+//! a request the core asked for and not posted yet, and [`WrBatch`], the
+//! requests reused from one post to the next.
 
+use relink_core::wire::HEADER_LEN;
+use relink_core::OpId;
 use relink_fabric::{MrInfo, RecvWr, SendOp, SendWr, Sge, SgeList};
 
 // A `wr_id` carries a tag in its top two bits; below it, the send slot
@@ -19,6 +22,45 @@ pub(super) const TAG_RECV: u64 = 2 << 62;
 pub(super) const TAG_ONE_SIDED: u64 = 3 << 62;
 /// The tag bits.
 pub(super) const TAG_MASK: u64 = 3 << 62;
+
+/// A work request the core asked for, not yet posted.
+pub(super) enum Pending {
+    /// An application message: its header and then its payload, read from
+    /// the session's journal, go into a free send slot when it is posted.
+    Message {
+        /// The message's operation.
+        op: OpId,
+        /// Its encoded header.
+        header: [u8; HEADER_LEN],
+    },
+    /// A message of encoded bytes (a control message, or an application
+    /// message handed over with its payload): its bytes go into a free
+    /// send slot when it is posted.
+    Send {
+        /// The application operation it carries; `None` for relink's
+        /// control messages.
+        op: Option<OpId>,
+        /// The encoded message, header included.
+        bytes: Vec<u8>,
+    },
+    /// A one-sided operation, ready to post.
+    OneSided {
+        /// `TAG_ONE_SIDED` and the operation's id.
+        wr_id: u64,
+        /// The operation, with the peer's address and key.
+        op: SendOp,
+        /// The local range, in its region's MR on the current transport.
+        sge: Sge,
+    },
+    /// A local operation on the send queue without data: the
+    /// invalidation of a region's memory window (`windows.rs`).
+    Local {
+        /// `TAG_LOCAL` and the region's id.
+        wr_id: u64,
+        /// The operation.
+        op: SendOp,
+    },
+}
 
 /// Work requests kept from one post to the next: a batch reuses the
 /// requests of earlier batches (their one-element SGE lists are inline),
