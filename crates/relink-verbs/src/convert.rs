@@ -4,6 +4,8 @@
 //! ABI); with the `rdma` feature a test checks them against the generated
 //! bindings.
 
+#![forbid(unsafe_code)]
+
 use relink_fabric::{Access, QpState, RejectReason, WcOpcode, WcStatus};
 
 /// `enum ibv_wc_status` values [`status_from_raw`] names (any other is

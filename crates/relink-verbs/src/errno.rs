@@ -17,6 +17,8 @@
 //!
 //! The constants are Linux's (rdma-core only exists there).
 
+#![forbid(unsafe_code)]
+
 use std::net::{IpAddr, SocketAddr};
 
 use relink_fabric::{CmError, CreateError, DestroyError, Destroyed, OpenError, PostError};

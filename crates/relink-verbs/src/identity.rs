@@ -21,6 +21,8 @@
 //! [`DeviceId::index`] is the *uverbs* index (`uverbsN`), which the kernel
 //! reuses when the same device comes back, as the fabric's docs describe.
 
+#![forbid(unsafe_code)]
+
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use relink_fabric::{DeviceEvent, DeviceEventKind, DeviceId, DeviceInfo, Guid, IpNet, PortState};

@@ -6,9 +6,13 @@
 //! cargo feature, which needs rdma-core's headers, pkg-config and libclang
 //! (Debian: `apt-get install libibverbs-dev librdmacm-dev pkg-config
 //! libclang-dev clang`); without it this crate compiles everywhere and
-//! [`VerbsProvider::new`] returns [`VerbsError::NotBuilt`]. It is the only
-//! crate of relink with `unsafe` code (FFI), and every `unsafe` block says
-//! why it is sound.
+//! [`VerbsProvider::new`] returns [`VerbsError::NotBuilt`]. Every call
+//! into libibverbs, librdmacm and libc is in one module, `ffi`, split by
+//! object kind: it exposes safe functions and small owned handle types
+//! (one per rdma-core object; a destroy consumes its handle, and a child
+//! keeps its parents alive), and makes the soundness argument for them once,
+//! each block of it commented `// SAFETY:`. Every other module of the crate
+//! has `#![forbid(unsafe_code)]` and calls only those wrappers.
 //!
 //! ```
 //! match relink_verbs::VerbsProvider::new() {
@@ -142,7 +146,7 @@
 //! length: any [`HostMemory`](relink_fabric::HostMemory) may claim those),
 //! and the MR keeps that allocation mapped until it is deregistered.
 
-#![deny(unsafe_op_in_unsafe_fn)]
+#![deny(unsafe_code)]
 #![cfg_attr(not(feature = "rdma"), forbid(unsafe_code))]
 
 // The provider's internals. Those free of FFI are unit-tested in every
@@ -153,6 +157,10 @@ mod convert;
 #[cfg(any(feature = "rdma", test))]
 #[cfg_attr(not(feature = "rdma"), allow(dead_code))]
 mod errno;
+// The one FFI module (see the crate docs).
+#[cfg(feature = "rdma")]
+#[allow(unsafe_code)]
+mod ffi;
 #[cfg(any(feature = "rdma", test))]
 #[cfg_attr(not(feature = "rdma"), allow(dead_code))]
 mod identity;

@@ -14,6 +14,8 @@
 //! and keeps is its own, rebuilt from that `Arc`: no code of the caller's
 //! runs after the recognition.
 
+#![forbid(unsafe_code)]
+
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, Weak};
 
@@ -49,17 +51,25 @@ impl<T: HostMemory + 'static> OwnedMemory<T> {
     /// This provider's own handle to `memory` if `memory` is one of its
     /// live allocations (the same allocation, not merely the same address),
     /// else `None`.
+    #[cfg(test)]
     pub(crate) fn recognise(&self, memory: &Memory) -> Option<Memory> {
+        self.recognise_own(memory).map(|(ours, _)| ours)
+    }
+
+    /// As [`recognise`](Self::recognise), with the allocation itself too
+    /// (what `reg_mr` hands the FFI module, which registers only memory of
+    /// the provider's own mappings).
+    pub(crate) fn recognise_own(&self, memory: &Memory) -> Option<(Memory, Arc<T>)> {
         // A forged implementation runs here; no lock of ours is held.
         let addr = memory.addr();
-        let ours = self
+        let own = self
             .live
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .get(&addr)?
             .upgrade()?;
-        let ours = Memory::new(ours);
-        ours.same(memory).then_some(ours)
+        let ours = Memory::new(own.clone());
+        ours.same(memory).then_some((ours, own))
     }
 
     /// How many allocations are remembered (live or not yet forgotten).

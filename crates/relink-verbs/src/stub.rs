@@ -1,6 +1,8 @@
 //! The provider as built without the `rdma` feature: it cannot be created,
 //! so every method is unreachable (the type is uninhabited).
 
+#![forbid(unsafe_code)]
+
 use std::convert::Infallible;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;

@@ -12,6 +12,8 @@
 //!   `req_notify_cq`, the hardware arming is the caller's and every
 //!   notification becomes an `Event::CqReady`.
 
+#![forbid(unsafe_code)]
+
 use std::collections::VecDeque;
 
 use relink_fabric::WcOpcode;

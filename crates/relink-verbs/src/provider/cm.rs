@@ -4,6 +4,8 @@
 //! moved through INIT, RTR and RTS with the attributes rdma_cm computes
 //! (`rdma_init_qp_attr` + `ibv_modify_qp`).
 
+#![forbid(unsafe_code)]
+
 use std::net::{IpAddr, SocketAddr};
 use std::os::raw::c_int;
 use std::time::Duration;
@@ -14,11 +16,12 @@ use relink_fabric::{
 };
 use relink_verbs_sys as sys;
 
-use super::ffi::{last_errno, sockaddr_to_std, CAddr, Ptr};
 use super::objects::{modify_to_error, QP_ACCESS};
+use super::scan::id_reg_key;
 use super::{CmRec, Inner, ParkedId, VerbsProvider};
 use crate::convert;
 use crate::errno::{self, CmOp};
+use crate::ffi::{self, ConnParam, EventChannel};
 
 /// `IBV_LINK_LAYER_INFINIBAND` (a `#define`, not in the bindings).
 pub(super) const LINK_LAYER_INFINIBAND: u8 = 1;
@@ -26,11 +29,12 @@ pub(super) const LINK_LAYER_INFINIBAND: u8 = 1;
 /// rdma_cm's workaround mask for IB ports (librdmacm `ucma_modify_qp_rtr`).
 pub(super) const IB_RTR_MASK_OFF: c_int = 0xe0_0000;
 
-/// Move `qp` to `state` with the attributes rdma_cm computes for `id`,
-/// adjusted by `tweak`. Returns the errno on failure.
+/// Move `qp` to `state` with the attributes rdma_cm computes for `id`
+/// (on channel `chan`), adjusted by `tweak`. Returns the errno on failure.
 pub(super) fn cm_modify(
-    id: Ptr<sys::rdma_cm_id>,
-    qp: Ptr<sys::ibv_qp>,
+    chan: &EventChannel,
+    id: &ffi::CmId,
+    qp: &ffi::Qp,
     state: u32,
     tweak: impl FnOnce(&mut sys::ibv_qp_attr, &mut c_int),
 ) -> Result<(), i32> {
@@ -39,45 +43,62 @@ pub(super) fn cm_modify(
         ..Default::default()
     };
     let mut mask: c_int = 0;
-    // SAFETY: a live id and a valid attribute struct to fill.
-    if unsafe { sys::rdma_init_qp_attr(id.get(), &mut attr, &mut mask) } != 0 {
-        return Err(last_errno());
-    }
+    id.init_qp_attr(chan, &mut attr, &mut mask)?;
     tweak(&mut attr, &mut mask);
-    // SAFETY: a live QP on the id's device with the attributes the kernel
-    // gave for this id.
-    let rc = unsafe { sys::ibv_modify_qp(qp.get(), &mut attr, mask) };
+    // A QP on the id's device with the attributes the kernel gave for
+    // this id.
+    let rc = qp.modify(&mut attr, mask);
     if rc != 0 {
         return Err(rc);
     }
     Ok(())
 }
 
-impl VerbsProvider {
-    /// The rdma_cm id behind `id`.
-    fn cm(&self, inner: &Inner, id: CmId) -> Result<Ptr<sys::rdma_cm_id>, CmError> {
-        inner
+/// Where a caller's CM call finds its id: the tables and the event channel
+/// (see [`EventChannel`]: every call on an id borrows it).
+struct CmCall<'a> {
+    chan: &'a EventChannel,
+    id: &'a ffi::CmId,
+}
+
+impl Inner {
+    /// The rdma_cm id behind `id`, with the provider's event channel.
+    fn cm(&self, id: CmId) -> Result<CmCall<'_>, CmError> {
+        let raw = self
             .cms
             .get(&id.0)
-            .map(|c| c.raw)
-            .ok_or(CmError::InvalidHandle("CM id"))
+            .map(|c| &c.raw)
+            .ok_or(CmError::InvalidHandle("CM id"))?;
+        // The channel is out of the tables only while the event thread
+        // reads its events (under the lock, so never during a call) and
+        // once the provider is dropped.
+        let chan = self.channel.as_ref().ok_or(CmError::DeviceLost)?;
+        Ok(CmCall { chan, id: raw })
     }
+}
 
+impl VerbsProvider {
     /// INIT -> INIT with the id's port and pkey (and our access flags).
-    fn init_for_id(
-        inner: &Inner,
-        raw_id: Ptr<sys::rdma_cm_id>,
+    fn init_for_id<'a>(
+        inner: &'a Inner,
+        call: &CmCall<'_>,
         qp: u64,
         what: &'static str,
-    ) -> Result<Ptr<sys::ibv_qp>, CmError> {
+    ) -> Result<&'a ffi::Qp, CmError> {
         let q = inner.qps.get(&qp).ok_or(CmError::InvalidHandle("QP"))?;
-        let raw_qp = q.raw.ok_or(CmError::DeviceLost)?;
+        let raw_qp = q.raw.as_ref().ok_or(CmError::DeviceLost)?;
         if q.state != QpState::Init {
             return Err(CmError::BadState("the QP must be in Init to connect"));
         }
-        cm_modify(raw_id, raw_qp, convert::qp_state::INIT, |attr, _| {
-            attr.qp_access_flags = QP_ACCESS;
-        })
+        cm_modify(
+            call.chan,
+            call.id,
+            raw_qp,
+            convert::qp_state::INIT,
+            |attr, _| {
+                attr.qp_access_flags = QP_ACCESS;
+            },
+        )
         .map_err(|e| errno::cm_error(e, CmOp::Connect(what), true))?;
         Ok(raw_qp)
     }
@@ -102,19 +123,13 @@ impl VerbsProvider {
     }
     pub(super) fn cm_create_id(&self) -> Result<CmId, CmError> {
         let mut inner = self.lock();
-        let mut id: *mut sys::rdma_cm_id = std::ptr::null_mut();
-        // SAFETY: our live channel; the id is destroyed by cm_destroy_id or
-        // when the provider drops.
-        let rc = unsafe {
-            sys::rdma_create_id(
-                self.channel(),
-                &mut id,
-                std::ptr::null_mut(),
-                sys::RDMA_PS_TCP,
-            )
-        };
-        let raw = if rc == 0 { Ptr::new(id) } else { None };
-        let raw = raw.ok_or_else(|| errno::cm_error(last_errno(), CmOp::Create, true))?;
+        // Destroyed by cm_destroy_id or when the provider drops.
+        let raw = inner
+            .channel
+            .as_ref()
+            .ok_or(CmError::DeviceLost)?
+            .create_id()
+            .map_err(|e| errno::cm_error(e, CmOp::Create, true))?;
         let h = inner.handle();
         inner.cm_by_ptr.insert(raw.key(), h);
         inner.cms.insert(
@@ -137,31 +152,30 @@ impl VerbsProvider {
 
     pub(super) fn cm_bind(&self, id: CmId, addr: SocketAddr) -> Result<SocketAddr, CmError> {
         let mut inner = self.lock();
-        let raw = self.cm(&inner, id)?;
-        let mut c = CAddr::new(addr);
-        // SAFETY: a live id and a valid socket address.
-        if unsafe { sys::rdma_bind_addr(raw.get(), c.as_ptr()) } != 0 {
-            return Err(errno::cm_error(last_errno(), CmOp::Bind(addr), true));
-        }
-        let d = inner.id_device(raw);
+        let call = inner.cm(id)?;
+        call.id
+            .bind_addr(call.chan, addr)
+            .map_err(|e| errno::cm_error(e, CmOp::Bind(addr), true))?;
+        let key = id_reg_key(call.chan, call.id);
+        let d = inner.device_of_key(key);
         inner.cms.get_mut(&id.0).expect("present").device = d;
-        // SAFETY: a live, bound id.
-        let local = unsafe { sockaddr_to_std(sys::rdma_get_local_addr(raw.get()).cast()) };
+        let call = inner.cm(id)?;
+        // A bound id.
+        let local = call.id.local_addr(call.chan);
         Ok(local.unwrap_or(addr))
     }
 
     pub(super) fn cm_listen(&self, id: CmId, backlog: u32) -> Result<(), CmError> {
         let inner = self.lock();
-        let raw = self.cm(&inner, id)?;
-        // SAFETY: a live id.
-        let local = unsafe { sockaddr_to_std(sys::rdma_get_local_addr(raw.get()).cast()) }
+        let call = inner.cm(id)?;
+        let local = call
+            .id
+            .local_addr(call.chan)
             .unwrap_or(SocketAddr::new(errno::unspecified(false), 0));
         let backlog = c_int::try_from(backlog).unwrap_or(c_int::MAX);
-        // SAFETY: a live id.
-        if unsafe { sys::rdma_listen(raw.get(), backlog) } != 0 {
-            return Err(errno::cm_error(last_errno(), CmOp::Listen(local), true));
-        }
-        Ok(())
+        call.id
+            .listen(call.chan, backlog)
+            .map_err(|e| errno::cm_error(e, CmOp::Listen(local), true))
     }
 
     pub(super) fn cm_resolve_addr(
@@ -172,32 +186,27 @@ impl VerbsProvider {
         timeout: Duration,
     ) -> Result<(), CmError> {
         let inner = self.lock();
-        let raw = self.cm(&inner, id)?;
-        let mut d = CAddr::new(dst);
-        let mut s = src
+        let call = inner.cm(id)?;
+        let s = src
             .or(self.shared.default_source)
-            .map(|ip| CAddr::new(SocketAddr::new(ip, 0)));
-        let sp = s.as_mut().map_or(std::ptr::null_mut(), |s| s.as_ptr());
+            .map(|ip| SocketAddr::new(ip, 0));
         let ms = c_int::try_from(timeout.as_millis())
             .unwrap_or(c_int::MAX)
             .max(1);
-        // SAFETY: a live id and valid socket addresses.
-        if unsafe { sys::rdma_resolve_addr(raw.get(), sp, d.as_ptr(), ms) } != 0 {
-            return Err(errno::cm_error(last_errno(), CmOp::ResolveAddr(dst), true));
-        }
-        Ok(())
+        call.id
+            .resolve_addr(call.chan, s, dst, ms)
+            .map_err(|e| errno::cm_error(e, CmOp::ResolveAddr(dst), true))
     }
 
     pub(super) fn cm_resolve_route(&self, id: CmId, timeout: Duration) -> Result<(), CmError> {
         let inner = self.lock();
-        let raw = self.cm(&inner, id)?;
+        let call = inner.cm(id)?;
         let ms = c_int::try_from(timeout.as_millis())
             .unwrap_or(c_int::MAX)
             .max(1);
-        // SAFETY: a live id.
-        if unsafe { sys::rdma_resolve_route(raw.get(), ms) } != 0 {
+        if let Err(e) = call.id.resolve_route(call.chan, ms) {
             let lost = inner.cms[&id.0].lost;
-            return Err(errno::cm_error(last_errno(), CmOp::ResolveRoute, !lost));
+            return Err(errno::cm_error(e, CmOp::ResolveRoute, !lost));
         }
         Ok(())
     }
@@ -208,24 +217,19 @@ impl VerbsProvider {
         if c.device.is_some() || c.lost {
             return c.device.clone();
         }
-        let raw = c.raw;
-        let d = inner.id_device(raw);
+        let call = inner.cm(id).ok()?;
+        let key = id_reg_key(call.chan, call.id);
+        let d = inner.device_of_key(key);
         inner.cms.get_mut(&id.0).expect("present").device = d.clone();
         d
     }
 
     pub(super) fn cm_addrs(&self, id: CmId) -> (Option<SocketAddr>, Option<SocketAddr>) {
         let inner = self.lock();
-        let Some(c) = inner.cms.get(&id.0) else {
+        let Ok(call) = inner.cm(id) else {
             return (None, None);
         };
-        // SAFETY: a live id; its addresses are plain data inside it.
-        let (l, p) = unsafe {
-            (
-                sockaddr_to_std(sys::rdma_get_local_addr(c.raw.get()).cast()),
-                sockaddr_to_std(sys::rdma_get_peer_addr(c.raw.get()).cast()),
-            )
-        };
+        let (l, p) = (call.id.local_addr(call.chan), call.id.peer_addr(call.chan));
         let known = |a: Option<SocketAddr>| a.filter(|a| !a.ip().is_unspecified() || a.port() != 0);
         (known(l), known(p))
     }
@@ -240,31 +244,23 @@ impl VerbsProvider {
         check_private_data(private_data, MAX_CONNECT_PRIVATE_DATA)?;
         let mut inner = self.lock();
         Self::check_qp_for_id(&inner, id, qp)?;
-        let raw_id = self.cm(&inner, id)?;
-        let raw_qp = Self::init_for_id(&inner, raw_id, qp.0, "connect")?;
+        let call = inner.cm(id)?;
+        let raw_qp = Self::init_for_id(&inner, &call, qp.0, "connect")?;
         let q = &inner.qps[&qp.0];
         let c = &inner.ctxs[&q.ctx];
-        let mut p = sys::rdma_conn_param {
-            private_data: private_data.as_ptr().cast(),
-            private_data_len: private_data.len() as u8,
+        let p = ConnParam {
             responder_resources: c.max_qp_rd_atom,
             initiator_depth: c.max_qp_init_rd_atom,
             flow_control: 1,
             retry_count: params.retry_count.min(7),
             rnr_retry_count: params.rnr_retry_count.min(7),
             srq: u8::from(q.init.srq.is_some()),
-            // SAFETY: a live QP.
-            qp_num: unsafe { (*raw_qp.get()).qp_num },
+            qp_num: raw_qp.qp_num(),
         };
-        // SAFETY: a live, route-resolved id and an initialised parameter
-        // struct whose private data outlives the call.
-        if unsafe { sys::rdma_connect(raw_id.get(), &mut p) } != 0 {
-            return Err(errno::cm_error(
-                last_errno(),
-                CmOp::Connect("connect"),
-                true,
-            ));
-        }
+        // A route-resolved id.
+        call.id
+            .connect(call.chan, p, private_data)
+            .map_err(|e| errno::cm_error(e, CmOp::Connect("connect"), true))?;
         let crec = inner.cms.get_mut(&id.0).expect("present");
         crec.qp = Some(qp.0);
         crec.params = params;
@@ -277,8 +273,8 @@ impl VerbsProvider {
         check_private_data(private_data, MAX_ACCEPT_PRIVATE_DATA)?;
         let mut inner = self.lock();
         Self::check_qp_for_id(&inner, id, qp)?;
-        let raw_id = self.cm(&inner, id)?;
-        let raw_qp = Self::init_for_id(&inner, raw_id, qp.0, "accept")?;
+        let call = inner.cm(id)?;
+        let raw_qp = Self::init_for_id(&inner, &call, qp.0, "accept")?;
         let crec = &inner.cms[&id.0];
         let q = &inner.qps[&qp.0];
         let c = &inner.ctxs[&q.ctx];
@@ -287,33 +283,40 @@ impl VerbsProvider {
         let link_layer = c.link_layer;
         let srq = u8::from(q.init.srq.is_some());
         let fail = |e: i32| errno::cm_error(e, CmOp::Connect("accept"), true);
-        cm_modify(raw_id, raw_qp, convert::qp_state::RTR, |attr, mask| {
-            if link_layer == LINK_LAYER_INFINIBAND {
-                *mask &= !IB_RTR_MASK_OFF;
-            }
-            attr.max_dest_rd_atomic = resp_res;
-        })
+        cm_modify(
+            call.chan,
+            call.id,
+            raw_qp,
+            convert::qp_state::RTR,
+            |attr, mask| {
+                if link_layer == LINK_LAYER_INFINIBAND {
+                    *mask &= !IB_RTR_MASK_OFF;
+                }
+                attr.max_dest_rd_atomic = resp_res;
+            },
+        )
         .map_err(fail)?;
-        cm_modify(raw_id, raw_qp, convert::qp_state::RTS, |attr, _| {
-            attr.max_rd_atomic = init_depth;
-        })
+        cm_modify(
+            call.chan,
+            call.id,
+            raw_qp,
+            convert::qp_state::RTS,
+            |attr, _| {
+                attr.max_rd_atomic = init_depth;
+            },
+        )
         .map_err(fail)?;
-        let mut p = sys::rdma_conn_param {
-            private_data: private_data.as_ptr().cast(),
-            private_data_len: private_data.len() as u8,
+        let p = ConnParam {
             responder_resources: resp_res,
             initiator_depth: init_depth,
             flow_control: 1,
             retry_count: 7,
             rnr_retry_count: 7,
             srq,
-            // SAFETY: a live QP.
-            qp_num: unsafe { (*raw_qp.get()).qp_num },
+            qp_num: raw_qp.qp_num(),
         };
-        // SAFETY: a live id with a pending request and an initialised
-        // parameter struct whose private data outlives the call.
-        if unsafe { sys::rdma_accept(raw_id.get(), &mut p) } != 0 {
-            let e = last_errno();
+        // An id with a pending request.
+        if let Err(e) = call.id.accept(call.chan, p, private_data) {
             modify_to_error(raw_qp);
             return Err(fail(e));
         }
@@ -327,24 +330,15 @@ impl VerbsProvider {
     pub(super) fn cm_reject(&self, id: CmId, private_data: &[u8]) -> Result<(), CmError> {
         check_private_data(private_data, MAX_REJECT_PRIVATE_DATA)?;
         let inner = self.lock();
-        let raw = self.cm(&inner, id)?;
-        // SAFETY: a live id; the private data outlives the call.
-        let rc = unsafe {
-            sys::rdma_reject(
-                raw.get(),
-                private_data.as_ptr().cast(),
-                private_data.len() as u8,
-            )
-        };
-        if rc != 0 {
-            return Err(errno::cm_error(last_errno(), CmOp::Connect("reject"), true));
-        }
-        Ok(())
+        let call = inner.cm(id)?;
+        call.id
+            .reject(call.chan, private_data)
+            .map_err(|e| errno::cm_error(e, CmOp::Connect("reject"), true))
     }
 
     pub(super) fn cm_disconnect(&self, id: CmId) -> Result<(), CmError> {
         let mut inner = self.lock();
-        let raw = self.cm(&inner, id)?;
+        inner.cm(id)?;
         inner.cm_qp_to_error(id.0);
         if inner.cms[&id.0].must_defer_mads() {
             // The DREQ would wedge the port's GSI QP (see `Inner::parked`);
@@ -353,9 +347,8 @@ impl VerbsProvider {
             tracing::debug!(target: "relink_verbs", id = id.0, "port down: no DREQ now");
             return Ok(());
         }
-        // SAFETY: a live id.
-        if unsafe { sys::rdma_disconnect(raw.get()) } != 0 {
-            let e = last_errno();
+        let call = inner.cm(id)?;
+        if let Err(e) = call.id.disconnect(call.chan) {
             if inner.cms[&id.0].lost {
                 return Ok(());
             }
@@ -370,14 +363,14 @@ impl VerbsProvider {
             .cms
             .get(&id.0)
             .ok_or(DestroyError::InvalidHandle("CM id"))?;
-        let (raw, lost, qp) = (c.raw, c.lost, c.qp);
+        let (lost, qp) = (c.lost, c.qp);
         let park = c.must_defer_mads().then(|| c.device.clone()).flatten();
         if qp.is_some() && !lost {
             inner.cm_qp_to_error(id.0);
         }
         if let Some(device) = park {
             tracing::debug!(target: "relink_verbs", id = id.0, device = %device.name, "port down: CM id parked until the port is back");
-            inner.cms.remove(&id.0);
+            let raw = inner.cms.remove(&id.0).expect("present").raw;
             inner.cm_by_ptr.remove(&raw.key());
             if let Some(q) = qp.and_then(|q| inner.qps.get_mut(&q)) {
                 q.cm = None;
@@ -385,15 +378,13 @@ impl VerbsProvider {
             inner.parked.push(ParkedId { raw, device });
             return Ok(Destroyed::Released);
         }
-        // SAFETY: a live id of this provider, destroyed once; its events
-        // were all acked under this lock.
-        let rc = unsafe { sys::rdma_destroy_id(raw.get()) };
-        if rc != 0 {
-            let e = last_errno();
+        let raw = inner.cms.remove(&id.0).expect("present").raw;
+        let key = raw.key();
+        // Its events were all acked under this lock.
+        if let Err(e) = raw.destroy() {
             tracing::warn!(target: "relink_verbs", id = id.0, error = %errno::describe(e), "rdma_destroy_id failed");
         }
-        inner.cms.remove(&id.0);
-        inner.cm_by_ptr.remove(&raw.key());
+        inner.cm_by_ptr.remove(&key);
         if let Some(q) = qp.and_then(|q| inner.qps.get_mut(&q)) {
             q.cm = None;
         }

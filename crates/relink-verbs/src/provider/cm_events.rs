@@ -3,100 +3,67 @@
 //! id of the provider, and a connect response moves the active side's QP
 //! to RTR and RTS before `rdma_establish`.
 
+#![forbid(unsafe_code)]
+
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::os::raw::c_int;
 
-use relink_fabric::{CmEvent, CmEventKind, CmId, ConnParams, DeviceId, Event, QpState};
+use relink_fabric::{CmEvent, CmEventKind, CmId, ConnParams, Event, QpState};
 use relink_verbs_sys as sys;
 
 use super::cm::{cm_modify, IB_RTR_MASK_OFF, LINK_LAYER_INFINIBAND};
-use super::ffi::{last_errno, sockaddr_to_std, Ptr};
 use super::objects::modify_to_error;
-use super::scan::reg_key;
+use super::scan::id_reg_key;
 use super::{CmRec, Inner};
 use crate::convert;
 use crate::errno::{self, codes};
+use crate::ffi::{self, CmEventRef, EventChannel};
 
 impl Inner {
-    /// Read, handle and acknowledge every CM event waiting on `channel`.
-    pub(super) fn drain_cm_events(&mut self, channel: Ptr<sys::rdma_event_channel>) {
-        loop {
-            let mut ev: *mut sys::rdma_cm_event = std::ptr::null_mut();
-            // SAFETY: our channel, nonblocking.
-            if unsafe { sys::rdma_get_cm_event(channel.get(), &mut ev) } != 0 {
-                break;
-            }
-            let Some(ev) = Ptr::new(ev) else { break };
-            let orphan = self.on_cm(ev);
-            // SAFETY: the event came from rdma_get_cm_event and is acked
-            // once, after its last use.
-            unsafe { sys::rdma_ack_cm_event(ev.get()) };
+    /// Read, handle and acknowledge every CM event waiting on the
+    /// provider's channel.
+    pub(super) fn drain_cm_events(&mut self) {
+        // Out of the tables while its events are handled (under the lock:
+        // no caller's call runs meanwhile), back in afterwards.
+        let Some(channel) = self.channel.take() else {
+            return;
+        };
+        while let Some(mut ev) = channel.get_event() {
+            let orphan = self.on_cm(&channel, &mut ev);
+            // Acked once, after its last use.
+            ev.ack();
             if let Some(id) = orphan {
-                // SAFETY: a request's new id nobody knows, destroyed once,
-                // after its event was acked (destroy waits for that).
-                unsafe { sys::rdma_destroy_id(id.get()) };
+                // A request's new id nobody knows (or a parked one whose
+                // device goes), destroyed once, after its event was acked
+                // (destroy waits for that).
+                let _ = id.destroy();
             }
         }
+        self.channel = Some(channel);
     }
 
-    /// The device an id is bound to now (from its verbs context).
-    pub(super) fn id_device(&mut self, raw: Ptr<sys::rdma_cm_id>) -> Option<DeviceId> {
-        // SAFETY: a live id; `verbs` is null or librdmacm's live context.
-        let verbs = unsafe { (*raw.get()).verbs };
-        if verbs.is_null() {
+    /// Handle one CM event; returns an id to destroy after the ack (a
+    /// request on a listener this provider no longer knows, or a parked id
+    /// whose device goes).
+    fn on_cm(&mut self, chan: &EventChannel, ev: &mut CmEventRef<'_>) -> Option<ffi::CmId> {
+        // Private data is copied out before the ack.
+        let (kind, status) = (ev.kind(), ev.status());
+        let (private_data, resp_res, init_depth) = ev.conn();
+        if ev.id_key() == 0 {
             return None;
         }
-        // SAFETY: a live context names its live device.
-        let (key, _) = unsafe { reg_key((*verbs).device) };
-        if self.book.by_key(&key).is_none() {
-            // A registration newer than the last scan.
-            self.rescan();
-        }
-        self.book.by_key(&key).map(|i| i.id.clone())
-    }
-
-    /// Handle one CM event; returns a new id to destroy after the ack (a
-    /// request on a listener this provider no longer knows).
-    fn on_cm(&mut self, ev: Ptr<sys::rdma_cm_event>) -> Option<Ptr<sys::rdma_cm_id>> {
-        // SAFETY: a live event; the union member `conn` is the one used for
-        // RC ids (RDMA_PS_TCP); private data is copied out before the ack.
-        let (id_ptr, listen_ptr, kind, status, private_data, resp_res, init_depth) = unsafe {
-            let e = &*ev.get();
-            let conn = &e.param.conn;
-            let pd = if conn.private_data.is_null() || conn.private_data_len == 0 {
-                Vec::new()
-            } else {
-                std::slice::from_raw_parts(
-                    conn.private_data.cast::<u8>(),
-                    usize::from(conn.private_data_len),
-                )
-                .to_vec()
-            };
-            (
-                e.id,
-                e.listen_id,
-                e.event,
-                e.status,
-                pd,
-                conn.responder_resources,
-                conn.initiator_depth,
-            )
-        };
-        let id_raw = Ptr::new(id_ptr)?;
         tracing::debug!(target: "relink_verbs", event = kind, status, "CM event");
         if kind == sys::RDMA_CM_EVENT_CONNECT_REQUEST {
-            let Some(&listener) = self.cm_by_ptr.get(&(listen_ptr as usize)) else {
+            // The new id is ours from now on.
+            let id_raw = ev.take_request_id()?;
+            let Some(&listener) = self.cm_by_ptr.get(&ev.listen_key()) else {
                 return Some(id_raw);
             };
             let h = self.handle();
-            let device = self.id_device(id_raw);
-            // SAFETY: the new id is live; its addresses are plain data.
-            let (local, peer) = unsafe {
-                (
-                    sockaddr_to_std(sys::rdma_get_local_addr(id_ptr).cast()),
-                    sockaddr_to_std(sys::rdma_get_peer_addr(id_ptr).cast()),
-                )
-            };
+            let key = id_reg_key(chan, &id_raw);
+            let device = self.device_of_key(key);
+            let (local, peer) = (id_raw.local_addr(chan), id_raw.peer_addr(chan));
+            let id_key = id_raw.key();
             self.cms.insert(
                 h,
                 CmRec {
@@ -112,7 +79,7 @@ impl Inner {
                     wire: true,
                 },
             );
-            self.cm_by_ptr.insert(id_raw.key(), h);
+            self.cm_by_ptr.insert(id_key, h);
             let unspecified = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0);
             self.push(Event::Cm(CmEvent {
                 id: CmId(h),
@@ -125,7 +92,8 @@ impl Inner {
             }));
             return None;
         }
-        if let Some(i) = self.parked.iter().position(|p| p.raw.key() == id_raw.key()) {
+        let id_key = ev.id_key();
+        if let Some(i) = self.parked.iter().position(|p| p.raw.key() == id_key) {
             // A parked id: its device going is the only event that matters
             // (destroy it once the event is acked, so that the device can go).
             if kind == sys::RDMA_CM_EVENT_DEVICE_REMOVAL {
@@ -133,17 +101,18 @@ impl Inner {
             }
             return None;
         }
-        let &h = self.cm_by_ptr.get(&id_raw.key())?;
+        let &h = self.cm_by_ptr.get(&id_key)?;
         let kind = match kind {
             sys::RDMA_CM_EVENT_ADDR_RESOLVED => {
-                let d = self.id_device(id_raw);
+                let key = id_reg_key(chan, &self.cms[&h].raw);
+                let d = self.device_of_key(key);
                 self.cms.get_mut(&h).expect("present").device = d;
                 CmEventKind::AddrResolved
             }
             sys::RDMA_CM_EVENT_ADDR_ERROR => CmEventKind::AddrError,
             sys::RDMA_CM_EVENT_ROUTE_RESOLVED => CmEventKind::RouteResolved,
             sys::RDMA_CM_EVENT_ROUTE_ERROR => CmEventKind::RouteError,
-            sys::RDMA_CM_EVENT_CONNECT_RESPONSE => match self.complete_connect(h) {
+            sys::RDMA_CM_EVENT_CONNECT_RESPONSE => match self.complete_connect(chan, h) {
                 Ok(()) => CmEventKind::Established { private_data },
                 Err(e) => {
                     tracing::warn!(target: "relink_verbs", id = h, error = %errno::describe(e), "completing the connection failed");
@@ -201,30 +170,34 @@ impl Inner {
     }
 
     /// Active side, `CONNECT_RESPONSE`: RTR, RTS, then `rdma_establish`.
-    fn complete_connect(&mut self, h: u64) -> Result<(), i32> {
+    fn complete_connect(&mut self, chan: &EventChannel, h: u64) -> Result<(), i32> {
         let c = &self.cms[&h];
-        let (raw_id, params) = (c.raw, c.params);
+        let (raw_id, params) = (&c.raw, c.params);
         let qp = c.qp.ok_or(codes::EINVAL)?;
         let q = self.qps.get(&qp).ok_or(codes::EINVAL)?;
-        let raw_qp = q.raw.ok_or(codes::EIO)?;
+        let raw_qp = q.raw.as_ref().ok_or(codes::EIO)?;
         let link_layer = self.ctxs[&q.ctx].link_layer;
-        cm_modify(raw_id, raw_qp, convert::qp_state::RTR, |_, mask| {
+        cm_modify(chan, raw_id, raw_qp, convert::qp_state::RTR, |_, mask| {
             if link_layer == LINK_LAYER_INFINIBAND {
                 *mask &= !IB_RTR_MASK_OFF;
             }
         })?;
-        cm_modify(raw_id, raw_qp, convert::qp_state::RTS, |attr, mask| {
-            attr.timeout = params.ack_timeout.min(31);
-            attr.retry_cnt = params.retry_count.min(7);
-            attr.rnr_retry = params.rnr_retry_count.min(7);
-            *mask |= (sys::IBV_QP_TIMEOUT | sys::IBV_QP_RETRY_CNT | sys::IBV_QP_RNR_RETRY) as c_int;
-        })?;
+        cm_modify(
+            chan,
+            raw_id,
+            raw_qp,
+            convert::qp_state::RTS,
+            |attr, mask| {
+                attr.timeout = params.ack_timeout.min(31);
+                attr.retry_cnt = params.retry_count.min(7);
+                attr.rnr_retry = params.rnr_retry_count.min(7);
+                *mask |=
+                    (sys::IBV_QP_TIMEOUT | sys::IBV_QP_RETRY_CNT | sys::IBV_QP_RNR_RETRY) as c_int;
+            },
+        )?;
         self.qps.get_mut(&qp).expect("present").state = QpState::Rts;
-        // SAFETY: a live id whose connect response arrived.
-        if unsafe { sys::rdma_establish(raw_id.get()) } != 0 {
-            return Err(last_errno());
-        }
-        Ok(())
+        // An id whose connect response arrived.
+        self.cms[&h].raw.establish(chan)
     }
 
     /// The QP bound to a CM id goes to error (the connection ended).
@@ -232,7 +205,7 @@ impl Inner {
         let Some(qp) = self.cms.get(&h).and_then(|c| c.qp) else {
             return;
         };
-        if let Some(raw) = self.qps.get(&qp).and_then(|q| q.raw) {
+        if let Some(raw) = self.qps.get(&qp).and_then(|q| q.raw.as_ref()) {
             modify_to_error(raw);
         }
         self.qp_entered_error(qp);

@@ -3,16 +3,16 @@
 //! handled), CQ notifications from the completion channel, and the
 //! caller's `req_notify_cq` and `poll_cq`.
 
-use std::os::raw::{c_int, c_void};
+#![forbid(unsafe_code)]
 
 use relink_fabric::{
     AsyncEvent, ContextId, CqId, Event, PollError, QpId, QpState, WcOpcode, WorkCompletion,
 };
 use relink_verbs_sys as sys;
 
-use super::ffi::log_rc;
-use super::{Inner, VerbsProvider};
+use super::{log_rc, Inner, VerbsProvider};
 use crate::convert;
+use crate::ffi::Wc;
 use crate::track::OnEvent;
 
 /// The kernel's `IB_WC_WITH_INVALIDATE`, as rxe leaks it to user space.
@@ -24,15 +24,16 @@ const POLL_BATCH: usize = 16;
 impl Inner {
     /// Move up to `max` completions from the hardware CQ into `pending`.
     pub(super) fn poll_hw(&mut self, cq: u64, max: usize) -> usize {
-        let Some(c) = self.cqs.get(&cq) else { return 0 };
-        let Some(raw) = c.raw else { return 0 };
-        let ctx = c.ctx;
         let mut got = 0;
-        let mut wcs: [sys::ibv_wc; POLL_BATCH] = Default::default();
+        let mut wcs: [Wc; POLL_BATCH] = Default::default();
         while got < max {
-            let want = (max - got).min(POLL_BATCH) as c_int;
-            // SAFETY: a live CQ; `wcs` has room for `want` entries.
-            let n = unsafe { sys::ibv_poll_cq(raw.get(), want, wcs.as_mut_ptr()) };
+            // Looked up at each round (once for up to `POLL_BATCH`
+            // completions): converting them below needs the tables mutably.
+            let Some(c) = self.cqs.get(&cq) else { break };
+            let Some(raw) = c.raw.as_ref() else { break };
+            let ctx = c.ctx;
+            let want = (max - got).min(POLL_BATCH);
+            let n = raw.poll(&mut wcs[..want]);
             if n <= 0 {
                 if n < 0 {
                     tracing::warn!(target: "relink_verbs", cq, rc = n, "ibv_poll_cq failed");
@@ -49,7 +50,7 @@ impl Inner {
                 }
             }
             got += n as usize;
-            if (n as usize) < want as usize {
+            if (n as usize) < want {
                 break;
             }
         }
@@ -58,36 +59,36 @@ impl Inner {
 
     /// One hardware completion as the caller's, matched against its QP's
     /// bookkeeping; `None` if its QP was destroyed.
-    fn convert_wc(&mut self, ctx: u64, cq: u64, wc: &sys::ibv_wc) -> Option<WorkCompletion> {
-        let Some(&qp) = self.qp_by_num.get(&(ctx, wc.qp_num)) else {
-            tracing::debug!(target: "relink_verbs", qpn = wc.qp_num, "completion of a destroyed QP dropped");
+    fn convert_wc(&mut self, ctx: u64, cq: u64, wc: &Wc) -> Option<WorkCompletion> {
+        let Some(&qp) = self.qp_by_num.get(&(ctx, wc.qp_num())) else {
+            tracing::debug!(target: "relink_verbs", qpn = wc.qp_num(), "completion of a destroyed QP dropped");
             return None;
         };
         let q = self.qps.get_mut(&qp)?;
-        let status = convert::status_from_raw(wc.status);
+        let status = convert::status_from_raw(wc.status());
         let ok = status.is_ok();
-        let raw_op = convert::opcode_from_raw(wc.opcode);
+        let raw_op = convert::opcode_from_raw(wc.opcode());
         // Which queue: by CQ if the QP's two CQs differ, else by what the
         // bookkeeping expects (an error completion's opcode is undefined).
         let is_recv = if q.init.send_cq != q.init.recv_cq {
             q.init.recv_cq.0 == cq
         } else if ok {
-            convert::is_recv_opcode(wc.opcode)
-        } else if q.sq.front_is(wc.wr_id) {
+            convert::is_recv_opcode(wc.opcode())
+        } else if q.sq.front_is(wc.wr_id()) {
             false
         } else {
-            q.rq.contains(wc.wr_id) || convert::is_recv_opcode(wc.opcode)
+            q.rq.contains(wc.wr_id()) || convert::is_recv_opcode(wc.opcode())
         };
         let opcode = if is_recv {
             if q.init.srq.is_none() {
-                q.rq.complete(wc.wr_id);
+                q.rq.complete(wc.wr_id());
             }
             match raw_op {
                 Some(op) if ok && convert::is_recv(op) => op,
                 _ => WcOpcode::Recv,
             }
         } else {
-            let tracked = q.sq.complete(wc.wr_id, ok);
+            let tracked = q.sq.complete(wc.wr_id(), ok);
             match (ok, raw_op, tracked) {
                 (true, Some(op), _) => op,
                 (_, _, Some(op)) => op,
@@ -95,9 +96,8 @@ impl Inner {
                 (_, None, None) => WcOpcode::Send,
             }
         };
-        let flags = wc.wc_flags;
-        // SAFETY: reading a plain u32 of a union filled by the provider.
-        let imm_or_inv = unsafe { wc.__bindgen_anon_1.imm_data };
+        let flags = wc.wc_flags();
+        let imm_or_inv = wc.imm_or_inv();
         let imm = (flags & sys::IBV_WC_WITH_IMM != 0).then(|| u32::from_be(imm_or_inv));
         let rxe = self.ctxs.get(&ctx).is_some_and(|c| c.rxe);
         let inv_flag = if rxe && is_recv {
@@ -110,11 +110,11 @@ impl Inner {
             self.qp_entered_error(qp);
         }
         Some(WorkCompletion {
-            wr_id: wc.wr_id,
+            wr_id: wc.wr_id(),
             status,
             opcode,
             qp: QpId(qp),
-            byte_len: wc.byte_len,
+            byte_len: wc.byte_len(),
             imm,
             invalidated_rkey,
         })
@@ -163,19 +163,14 @@ impl Inner {
     /// `ctx`, reporting `CqReady` where the caller's arming asks for it
     /// (see `crate::track::Notify`).
     pub(super) fn drain_cq_events(&mut self, ctx: u64) {
-        let Some(ch) = self.ctxs.get(&ctx).and_then(|c| c.chan) else {
-            return;
-        };
-        loop {
-            let mut cq: *mut sys::ibv_cq = std::ptr::null_mut();
-            let mut cq_ctx: *mut c_void = std::ptr::null_mut();
-            // SAFETY: a live channel with a nonblocking fd.
-            if unsafe { sys::ibv_get_cq_event(ch.get(), &mut cq, &mut cq_ctx) } != 0 {
-                break;
-            }
-            // SAFETY: the event names a live CQ of this channel; acked once.
-            unsafe { sys::ibv_ack_cq_events(cq, 1) };
-            let Some(&h) = self.cq_by_ptr.get(&(cq as usize)) else {
+        // Each event is read and acked at once.
+        while let Some(cq) = self
+            .ctxs
+            .get(&ctx)
+            .and_then(|c| c.chan.as_ref())
+            .and_then(|ch| ch.get_cq_event())
+        {
+            let Some(&h) = self.cq_by_ptr.get(&cq) else {
                 continue;
             };
             self.note_activity();
@@ -185,10 +180,11 @@ impl Inner {
                 OnEvent::Ready => self.push(Event::CqReady(CqId(h))),
                 OnEvent::Resolve => {
                     // Re-arm for solicited completions, then look at what
-                    // came (see track::Notify).
-                    // SAFETY: a live CQ.
-                    let rc = unsafe { sys::ibv_req_notify_cq(cq, 1) };
-                    log_rc("ibv_req_notify_cq", rc);
+                    // came (see track::Notify). The CQ is the event's: a CQ
+                    // in `cq_by_ptr` is live.
+                    if let Some(raw) = self.cqs[&h].raw.as_ref() {
+                        log_rc("ibv_req_notify_cq", raw.req_notify(true));
+                    }
                     let before = self.cqs[&h].pending.len();
                     self.poll_hw(h, usize::MAX);
                     let found: Vec<(bool, bool)> = self.cqs[&h]
@@ -212,13 +208,11 @@ impl Inner {
         let cqs: Vec<u64> = self.cqs.keys().copied().collect();
         for h in cqs {
             let c = self.cqs.get_mut(&h).expect("present");
-            let Some(raw) = c.raw else { continue };
+            let Some(raw) = c.raw.as_ref() else { continue };
             if !c.notify.arm_for_activity() {
                 continue;
             }
-            // SAFETY: a live CQ.
-            let rc = unsafe { sys::ibv_req_notify_cq(raw.get(), 0) };
-            log_rc("ibv_req_notify_cq", rc);
+            log_rc("ibv_req_notify_cq", raw.req_notify(false));
             if c.pending.len() < c.depth as usize && self.poll_hw(h, 1) > 0 {
                 found = true;
             }
@@ -232,10 +226,8 @@ impl VerbsProvider {
         let mut inner = self.lock();
         let c = inner.cqs.get_mut(&cq.0).ok_or(PollError::InvalidHandle)?;
         c.notify.user_arm(solicited_only);
-        if let Some(raw) = c.raw {
-            // SAFETY: a live CQ.
-            let rc = unsafe { sys::ibv_req_notify_cq(raw.get(), c_int::from(solicited_only)) };
-            log_rc("ibv_req_notify_cq", rc);
+        if let Some(raw) = c.raw.as_ref() {
+            log_rc("ibv_req_notify_cq", raw.req_notify(solicited_only));
         }
         Ok(())
     }

@@ -2,15 +2,14 @@
 //! own on the device (not librdmacm's, see the crate docs) with a
 //! completion channel, and `close_device` closes it.
 
-use std::os::raw::c_int;
+#![forbid(unsafe_code)]
 
 use relink_fabric::{ContextId, DestroyError, Destroyed, DeviceId, OpenError};
-use relink_verbs_sys as sys;
 
-use super::ffi::{last_errno, log_rc, set_nonblocking, Ptr};
 use super::scan::reg_key;
-use super::{Ctx, VerbsProvider};
+use super::{log_rc, Ctx, VerbsProvider};
 use crate::errno::{self, codes};
+use crate::ffi::{self, DeviceList};
 
 /// The vendor id rxe (Soft-RoCE) reports. Two rxe deviations are worked
 /// around on its contexts: it reports a received SEND_WITH_INV with the
@@ -26,61 +25,43 @@ impl VerbsProvider {
         let Some(key) = inner.book.key_of(device).cloned() else {
             return Err(OpenError::NoDevice(device.to_string()));
         };
-        let mut n: c_int = 0;
-        // SAFETY: no preconditions; freed below.
-        let list = unsafe { sys::ibv_get_device_list(&mut n) };
-        if list.is_null() {
-            return Err(errno::open_error(last_errno(), &device.name));
-        }
+        let list = DeviceList::get().map_err(|e| errno::open_error(e, &device.name))?;
         let mut raw_ctx = None;
         let mut err = codes::ENODEV;
-        for i in 0..usize::try_from(n).unwrap_or(0) {
-            // SAFETY: the list holds `n` device pointers.
-            let dev = unsafe { *list.add(i) };
-            if dev.is_null() {
-                break;
-            }
-            // SAFETY: an entry of the live list.
-            let (k, _) = unsafe { reg_key(dev) };
+        for dev in list.iter() {
+            let (k, _) = reg_key(dev);
             if k.same_registration(&key) {
-                // SAFETY: an entry of the live list; the context holds its
-                // own reference to the device.
-                raw_ctx = Ptr::new(unsafe { sys::ibv_open_device(dev) });
-                if raw_ctx.is_none() {
-                    err = last_errno();
+                // The context holds its own reference to the device.
+                match dev.open() {
+                    Ok(c) => raw_ctx = Some(c),
+                    Err(e) => err = e,
                 }
                 break;
             }
         }
-        // SAFETY: the list is freed once; the context keeps its device.
-        unsafe { sys::ibv_free_device_list(list) };
+        // The list is freed once; the context keeps its device.
+        drop(list);
         let raw_ctx = raw_ctx.ok_or_else(|| errno::open_error(err, &device.name))?;
-        let close = |e: i32| {
-            // SAFETY: the context opened above, with nothing on it.
-            unsafe { sys::ibv_close_device(raw_ctx.get()) };
+        // The context opened above, with nothing on it, is closed on failure.
+        let close = |raw_ctx: ffi::Context, e: i32| {
+            let _ = raw_ctx.close();
             errno::open_error(e, &device.name)
         };
-        let mut dattr = sys::ibv_device_attr::default();
-        // SAFETY: a live context and a struct to fill.
-        let rc = unsafe { sys::ibv_query_device(raw_ctx.get(), &mut dattr) };
-        if rc != 0 {
-            return Err(close(rc));
-        }
-        let mut pattr = sys::ibv_port_attr::default();
-        // SAFETY: as above (the inline wrapper, not the compat symbol).
-        let rc = unsafe { sys::___ibv_query_port(raw_ctx.get(), 1, &mut pattr) };
-        let link_layer = if rc == 0 { pattr.link_layer } else { 0 };
-        // SAFETY: a live context.
-        let chan = Ptr::new(unsafe { sys::ibv_create_comp_channel(raw_ctx.get()) });
-        let Some(chan) = chan else {
-            return Err(close(last_errno()));
+        let dattr = match raw_ctx.query_device() {
+            Ok(a) => a,
+            Err(rc) => return Err(close(raw_ctx, rc)),
         };
-        // SAFETY: live context and channel; their fds are rdma-core's.
-        let (afd, cfd) = unsafe { ((*raw_ctx.get()).async_fd, (*chan.get()).fd) };
-        if let Err(e) = set_nonblocking(afd).and_then(|()| set_nonblocking(cfd)) {
-            // SAFETY: the channel created above has no CQ.
-            unsafe { sys::ibv_destroy_comp_channel(chan.get()) };
-            return Err(close(e.raw_os_error().unwrap_or(codes::EIO)));
+        let link_layer = raw_ctx.query_port(1).map_or(0, |p| p.link_layer);
+        let chan = match raw_ctx.create_comp_channel() {
+            Ok(ch) => ch,
+            Err(e) => return Err(close(raw_ctx, e)),
+        };
+        if let Err(e) = ffi::set_nonblocking(raw_ctx.async_fd_borrowed())
+            .and_then(|()| ffi::set_nonblocking(chan.fd_borrowed()))
+        {
+            // The channel created above has no CQ.
+            let _ = chan.destroy();
+            return Err(close(raw_ctx, e.raw_os_error().unwrap_or(codes::EIO)));
         }
         let h = inner.handle();
         inner.ctxs.insert(
@@ -120,16 +101,14 @@ impl VerbsProvider {
             return Ok(Destroyed::AlreadyReleased);
         };
         if let Some(ch) = c.chan {
-            // SAFETY: no CQ is left on the channel.
-            let rc = unsafe { sys::ibv_destroy_comp_channel(ch.get()) };
-            log_rc("ibv_destroy_comp_channel", rc);
+            // No CQ is left on the channel.
+            log_rc("ibv_destroy_comp_channel", ch.destroy().err().unwrap_or(0));
         }
-        // SAFETY: no object is left on the context; closed once.
-        let rc = unsafe { sys::ibv_close_device(raw.get()) };
+        // No object is left on the context; closed once.
+        let rc = raw.close().err().unwrap_or(0);
         inner.fds_changed = true;
         drop(inner);
         self.shared.kick();
-        let rc = if rc != 0 { last_errno() } else { 0 };
         errno::destroy_result(rc, "context", alive)
     }
 

@@ -5,6 +5,8 @@
 //! `DEVICE_FATAL`); and the caller's side of it: `wait`, or the readiness
 //! eventfd of `event_fd` ([`Ready`]).
 
+#![forbid(unsafe_code)]
+
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::os::raw::c_int;
 use std::sync::atomic::Ordering;
@@ -18,8 +20,9 @@ use relink_fabric::{
 };
 use relink_verbs_sys as sys;
 
-use super::scan::{resync_librdmacm, scan_devices};
+use super::scan::scan_devices;
 use super::{Inner, Shared, VerbsProvider};
+use crate::ffi::{self, resync_librdmacm, AsyncEventInfo};
 
 /// How often CQs armed for solicited completions are checked for errors
 /// (see `Notify::error_completion`).
@@ -44,11 +47,7 @@ pub(super) fn event_loop(sh: &Arc<Shared>) {
     let mut next_scan = Instant::now() + sh.rescan_interval;
     let mut fds: Vec<libc::pollfd> = Vec::new();
     let mut srcs: Vec<Src> = Vec::new();
-    let chan_fd = {
-        // SAFETY: the channel lives until the provider drops, after this
-        // thread ended.
-        unsafe { (*sh.channel.get()).fd }
-    };
+    let chan_fd = sh.chan_fd;
     while !sh.stop.load(Ordering::SeqCst) {
         {
             let mut inner = sh.lock();
@@ -67,12 +66,9 @@ pub(super) fn event_loop(sh: &Arc<Shared>) {
                 push(sh.wake.as_raw_fd(), Src::Wake);
                 push(chan_fd, Src::Cm);
                 for (h, c) in &inner.ctxs {
-                    if let (Some(raw), Some(ch)) = (c.raw, c.chan) {
-                        // SAFETY: the context and channel are live (under
-                        // the lock); their fds are read only.
-                        let (afd, cfd) = unsafe { ((*raw.get()).async_fd, (*ch.get()).fd) };
-                        push(afd, Src::Async(*h));
-                        push(cfd, Src::Comp(*h));
+                    if let (Some(raw), Some(ch)) = (&c.raw, &c.chan) {
+                        push(raw.async_fd(), Src::Async(*h));
+                        push(ch.fd(), Src::Comp(*h));
                     }
                 }
             }
@@ -89,10 +85,9 @@ pub(super) fn event_loop(sh: &Arc<Shared>) {
         for p in &mut fds {
             p.revents = 0;
         }
-        // SAFETY: `fds` is a valid array of pollfd of that length. An fd
-        // closed meanwhile by another thread is harmless: poll holds its
-        // own reference, and every close kicks the wake fd.
-        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
+        // An fd closed meanwhile by another thread is harmless: poll holds
+        // its own reference, and every close kicks the wake fd.
+        let n = ffi::poll(&mut fds, timeout);
         let mut inner = sh.lock();
         if n > 0 {
             for (p, s) in fds.iter().zip(&srcs) {
@@ -100,19 +95,8 @@ pub(super) fn event_loop(sh: &Arc<Shared>) {
                     continue;
                 }
                 match *s {
-                    Src::Wake => {
-                        let mut buf = 0u64;
-                        // SAFETY: reading 8 bytes into a live u64 from our
-                        // nonblocking eventfd.
-                        let _ = unsafe {
-                            libc::read(
-                                sh.wake.as_raw_fd(),
-                                (&mut buf as *mut u64).cast(),
-                                std::mem::size_of::<u64>(),
-                            )
-                        };
-                    }
-                    Src::Cm => inner.drain_cm_events(sh.channel),
+                    Src::Wake => ffi::read_eventfd(sh.wake.as_fd()),
+                    Src::Cm => inner.drain_cm_events(),
                     Src::Async(h) => inner.drain_async_events(h),
                     Src::Comp(h) => inner.drain_cq_events(h),
                 }
@@ -204,25 +188,16 @@ impl Inner {
     /// Read, acknowledge and handle every async event of context `ctx`
     /// waiting now.
     fn drain_async_events(&mut self, ctx: u64) {
-        let Some(raw) = self.ctxs.get(&ctx).and_then(|c| c.raw) else {
-            return;
-        };
-        loop {
-            let mut ev = sys::ibv_async_event::default();
-            // SAFETY: a live context with a nonblocking async fd.
-            if unsafe { sys::ibv_get_async_event(raw.get(), &mut ev) } != 0 {
-                break;
-            }
-            // Ack at once: handling the event may close the context
-            // (DEVICE_FATAL), and only the element's address is used below.
-            let copy = sys::ibv_async_event {
-                element: ev.element,
-                event_type: ev.event_type,
-            };
-            // SAFETY: the event came from ibv_get_async_event and is acked
-            // once; its element is not dereferenced afterwards.
-            unsafe { sys::ibv_ack_async_event(&mut ev) };
-            self.on_async(ctx, &copy);
+        // Each event is acked at once, by the read: handling it may close
+        // the context (DEVICE_FATAL), and only the element's address is used
+        // below.
+        while let Some(ev) = self
+            .ctxs
+            .get(&ctx)
+            .and_then(|c| c.raw.as_ref())
+            .and_then(|raw| raw.get_async_event())
+        {
+            self.on_async(ctx, &ev);
             if !self.ctx_alive(ctx) {
                 break;
             }
@@ -232,11 +207,11 @@ impl Inner {
     /// One async event: reported as `Event::Async` if it names something
     /// of this provider; `DEVICE_FATAL` loses the device, and port and GID
     /// changes ask for a re-scan.
-    fn on_async(&mut self, ctx: u64, ev: &sys::ibv_async_event) {
+    fn on_async(&mut self, ctx: u64, ev: &AsyncEventInfo) {
         let ty = ev.event_type;
-        // SAFETY: reading the pointer member of the element union; which
-        // member is meant depends on the type, checked below before use.
-        let (qp_ptr, cq_ptr) = unsafe { (ev.element.qp as usize, ev.element.cq as usize) };
+        // Which member of the element union is meant depends on the type,
+        // checked below before use.
+        let (qp_ptr, cq_ptr) = (ev.element, ev.element);
         let qp = || self.qp_by_ptr.get(&qp_ptr).copied();
         let event = match ty {
             sys::IBV_EVENT_DEVICE_FATAL => Some(AsyncEvent::DeviceFatal),

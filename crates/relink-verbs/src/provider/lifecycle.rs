@@ -3,19 +3,17 @@
 //! watcher), its public methods, and `Drop`, which stops the thread and
 //! releases everything the caller left.
 
+#![forbid(unsafe_code)]
+
 use std::collections::{HashMap, VecDeque};
-use std::os::fd::{FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::Instant;
 
-use relink_verbs_sys as sys;
-
 use super::events::{event_loop, Ready};
-use super::ffi::{last_errno, set_nonblocking, Ptr};
-use super::scan::resync_librdmacm;
 use super::{Inner, RescanHandle, Shared, VerbsProvider};
 use crate::errno;
+use crate::ffi::{self, resync_librdmacm};
 use crate::identity::DeviceBook;
 use crate::memory::Allocations;
 use crate::{init_environment, VerbsConfig, VerbsError};
@@ -44,31 +42,27 @@ impl VerbsProvider {
                 );
             }
         }
-        // SAFETY: no preconditions; destroyed in Drop.
-        let channel = unsafe { sys::rdma_create_event_channel() };
-        let channel = Ptr::new(channel).ok_or_else(|| {
+        // Destroyed in Drop.
+        let channel = ffi::EventChannel::create().map_err(|e| {
             VerbsError::Unavailable(format!(
                 "rdma_create_event_channel: {} (is the rdma_ucm module loaded?)",
-                errno::describe(last_errno())
+                errno::describe(e)
             ))
         })?;
-        // SAFETY: the channel is valid; its fd is owned by librdmacm.
-        let chan_fd = unsafe { (*channel.get()).fd };
-        if let Err(e) = set_nonblocking(chan_fd) {
-            // SAFETY: created above, no ids on it.
-            unsafe { sys::rdma_destroy_event_channel(channel.get()) };
+        let chan_fd = channel.fd();
+        if let Err(e) = ffi::set_nonblocking(channel.fd_borrowed()) {
+            // No ids on it.
+            channel.destroy();
             return Err(e.into());
         }
-        // SAFETY: eventfd has no preconditions; the fd is owned below.
-        let efd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-        if efd < 0 {
-            let e = std::io::Error::last_os_error();
-            // SAFETY: created above, no ids on it.
-            unsafe { sys::rdma_destroy_event_channel(channel.get()) };
-            return Err(e.into());
-        }
-        // SAFETY: `efd` is a fresh fd nobody else owns.
-        let wake = unsafe { OwnedFd::from_raw_fd(efd) };
+        let wake = match ffi::new_eventfd() {
+            Ok(fd) => Arc::new(fd),
+            Err(e) => {
+                // No ids on it.
+                channel.destroy();
+                return Err(e.into());
+            }
+        };
         let mut inner = Inner {
             next_handle: 1,
             book: DeviceBook::new(),
@@ -76,7 +70,8 @@ impl VerbsProvider {
             resync_pending: false,
             resync_now: false,
             reapers: Vec::new(),
-            wake_fd: efd,
+            wake: wake.clone(),
+            channel: Some(channel),
             rescan_requested: false,
             events: VecDeque::new(),
             activity: false,
@@ -110,7 +105,7 @@ impl VerbsProvider {
             stop: AtomicBool::new(false),
             wake,
             ready_fd: OnceLock::new(),
-            channel,
+            chan_fd,
             rescan_interval: config.rescan_interval,
             default_source: config.default_source,
         });
@@ -193,9 +188,13 @@ impl Drop for VerbsProvider {
         }
         let mut inner = self.shared.lock();
         inner.release_everything();
-        // SAFETY: every id on the channel was destroyed above; the channel
-        // is destroyed once, and the event thread has stopped.
-        unsafe { sys::rdma_destroy_event_channel(self.shared.channel.get()) };
+        // Every id on the channel was destroyed above, and the event
+        // thread has stopped.
+        if let Some(channel) = inner.channel.take() {
+            if !channel.destroy() {
+                tracing::warn!(target: "relink_verbs", "a CM id outlived its provider: its event channel is left open");
+            }
+        }
         resync_librdmacm();
     }
 }

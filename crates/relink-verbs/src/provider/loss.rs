@@ -6,18 +6,18 @@
 //! [`Released`]); and the CM ids parked while their port was down,
 //! destroyed when the port is back or the device goes.
 
-use std::os::raw::c_int;
+#![forbid(unsafe_code)]
+
+use std::os::fd::AsFd;
 
 use relink_fabric::{
     CmEvent, CmEventKind, CmId, CqId, DeviceId, Event, QpId, QpState, WcOpcode, WcStatus,
     WorkCompletion,
 };
-use relink_verbs_sys as sys;
 
-use super::ffi::{last_errno, log_rc, Ptr};
 use super::objects::modify_to_error;
-use super::scan::resync_librdmacm;
-use super::{Inner, ParkedId};
+use super::{log_rc, Inner, ParkedId};
+use crate::ffi::{self, resync_librdmacm};
 use crate::track::Notify;
 
 impl Inner {
@@ -103,7 +103,7 @@ impl Inner {
     /// kick brings a round when another thread found the device gone.
     pub(super) fn resync_librdmacm_soon(&mut self) {
         self.resync_now = true;
-        super::kick_eventfd(self.wake_fd);
+        ffi::write_eventfd(self.wake.as_fd());
     }
 
     /// Release everything on a context at once (its device is gone): QPs to
@@ -113,7 +113,7 @@ impl Inner {
     /// nothing. `None` if the context was released already.
     fn release_ctx(&mut self, ctx: u64) -> Option<Released> {
         let c = self.ctxs.get(&ctx)?;
-        let raw_ctx = c.raw?;
+        c.raw.as_ref()?;
         let device = c.device.clone();
         tracing::info!(target: "relink_verbs", %device, "device lost: releasing its context");
         let qps: Vec<u64> = self
@@ -123,7 +123,7 @@ impl Inner {
             .map(|(h, _)| *h)
             .collect();
         for q in &qps {
-            if let Some(raw) = self.qps[q].raw {
+            if let Some(raw) = self.qps[q].raw.as_ref() {
                 modify_to_error(raw);
             }
         }
@@ -157,7 +157,7 @@ impl Inner {
             cqs: Vec::new(),
             pds: Vec::new(),
             chan: None,
-            ctx: raw_ctx,
+            ctx: None,
         };
         r.mws.extend(
             self.mws
@@ -205,7 +205,7 @@ impl Inner {
         );
         self.qp_by_num.retain(|(c, _), _| *c != ctx);
         let c = self.ctxs.get_mut(&ctx).expect("present");
-        c.raw = None;
+        r.ctx = c.raw.take();
         r.chan = c.chan.take();
         self.fds_changed = true;
         Some(r)
@@ -248,11 +248,9 @@ impl Inner {
         let ids: Vec<u64> = self.cms.keys().copied().collect();
         for h in ids {
             if let Some(c) = self.cms.remove(&h) {
-                // SAFETY: a live id of this provider, destroyed once; no
-                // event for it is unacknowledged.
-                let rc = unsafe { sys::rdma_destroy_id(c.raw.get()) };
-                if rc != 0 {
-                    log_rc("rdma_destroy_id", last_errno());
+                // No event for it is unacknowledged.
+                if let Err(e) = c.raw.destroy() {
+                    log_rc("rdma_destroy_id", e);
                 }
             }
         }
@@ -272,10 +270,9 @@ impl Inner {
             }
             let p = self.parked.swap_remove(i);
             tracing::debug!(target: "relink_verbs", device = %p.device.name, "destroying a CM id parked while its port was down");
-            // SAFETY: a live id of this provider the caller gave up, kept
-            // only here, destroyed once; its events were all acked.
-            if unsafe { sys::rdma_destroy_id(p.raw.get()) } != 0 {
-                log_rc("rdma_destroy_id", last_errno());
+            // The caller gave it up; its events were all acked.
+            if let Err(e) = p.raw.destroy() {
+                log_rc("rdma_destroy_id", e);
             }
         }
     }
@@ -286,28 +283,28 @@ impl Inner {
 /// lock, on whichever thread drops this.
 pub(super) struct Released {
     device: DeviceId,
-    mws: Vec<Ptr<sys::ibv_mw>>,
-    qps: Vec<Ptr<sys::ibv_qp>>,
-    srqs: Vec<Ptr<sys::ibv_srq>>,
-    mrs: Vec<Ptr<sys::ibv_mr>>,
-    cqs: Vec<Ptr<sys::ibv_cq>>,
-    pds: Vec<Ptr<sys::ibv_pd>>,
-    chan: Option<Ptr<sys::ibv_comp_channel>>,
-    ctx: Ptr<sys::ibv_context>,
+    mws: Vec<ffi::Mw>,
+    qps: Vec<ffi::Qp>,
+    srqs: Vec<ffi::Srq>,
+    mrs: Vec<ffi::Mr>,
+    cqs: Vec<ffi::Cq>,
+    pds: Vec<ffi::Pd>,
+    chan: Option<ffi::CompChannel>,
+    /// Always `Some` until dropped.
+    ctx: Option<ffi::Context>,
 }
 
-/// Destroy each of `objs` with `call` (named `what` in the log); errors
-/// are logged (EIO: already released with the device).
-fn destroy_each<T>(
-    what: &str,
-    objs: &mut Vec<Ptr<T>>,
-    call: unsafe extern "C" fn(*mut T) -> c_int,
-) {
+/// Destroy each of `objs` with `destroy` (named `what` in the log); errors
+/// are logged (EIO: already released with the device), and an object that
+/// failed to go is left behind (its handle dropped: it lets go of its
+/// parents, which are destroyed next all the same).
+fn destroy_each<T>(what: &str, objs: &mut Vec<T>, destroy: impl Fn(T) -> Result<(), (T, i32)>) {
     for o in objs.drain(..) {
-        // SAFETY: every object of a `Released` is live, out of the
-        // provider's tables and destroyed once, here, after its dependents
-        // (`Released::drop`'s order).
-        log_rc(what, unsafe { call(o.get()) });
+        // Live, out of the provider's tables and destroyed once, here,
+        // after its dependents (`Released::drop`'s order).
+        if let Err((_left, rc)) = destroy(o) {
+            log_rc(what, rc);
+        }
     }
 }
 
@@ -322,25 +319,23 @@ impl Drop for Released {
         // Then QPs; SRQs with no QP left; MRs with no MW left; CQs with no
         // QP left and every event acked (the event thread acks under the
         // lock, and the CQ left the tables under it); PDs with no child.
-        destroy_each("ibv_dealloc_mw", &mut self.mws, sys::ibv_dealloc_mw);
-        destroy_each("ibv_destroy_qp", &mut self.qps, sys::ibv_destroy_qp);
-        destroy_each("ibv_destroy_srq", &mut self.srqs, sys::ibv_destroy_srq);
-        destroy_each("ibv_dereg_mr", &mut self.mrs, sys::ibv_dereg_mr);
-        destroy_each("ibv_destroy_cq", &mut self.cqs, sys::ibv_destroy_cq);
-        destroy_each("ibv_dealloc_pd", &mut self.pds, sys::ibv_dealloc_pd);
+        destroy_each("ibv_dealloc_mw", &mut self.mws, ffi::Mw::dealloc);
+        destroy_each("ibv_destroy_qp", &mut self.qps, ffi::Qp::destroy);
+        destroy_each("ibv_destroy_srq", &mut self.srqs, ffi::Srq::destroy);
+        destroy_each("ibv_dereg_mr", &mut self.mrs, ffi::Mr::dereg);
+        destroy_each("ibv_destroy_cq", &mut self.cqs, ffi::Cq::destroy);
+        destroy_each("ibv_dealloc_pd", &mut self.pds, ffi::Pd::dealloc);
         if let Some(ch) = self.chan.take() {
-            // SAFETY: every CQ on the channel was destroyed above; the
-            // event thread polls its fd no more once it rebuilt its set
-            // (a poll already under way holds its own reference).
-            log_rc("ibv_destroy_comp_channel", unsafe {
-                sys::ibv_destroy_comp_channel(ch.get())
-            });
+            // Every CQ on the channel was destroyed above; the event thread
+            // polls its fd no more once it rebuilt its set (a poll already
+            // under way holds its own reference).
+            log_rc("ibv_destroy_comp_channel", ch.destroy().err().unwrap_or(0));
         }
-        // SAFETY: every object on the context was destroyed above; the
-        // context is closed once (a `Released` is dropped once).
-        log_rc("ibv_close_device", unsafe {
-            sys::ibv_close_device(self.ctx.get())
-        });
+        // Every object on the context was destroyed above; the context is
+        // closed once (a `Released` is dropped once).
+        if let Some(ctx) = self.ctx.take() {
+            log_rc("ibv_close_device", ctx.close().err().unwrap_or(0));
+        }
         tracing::debug!(target: "relink_verbs", device = %self.device, elapsed = ?t0.elapsed(), "lost device's context destroyed");
     }
 }

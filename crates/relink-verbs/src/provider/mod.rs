@@ -32,20 +32,24 @@
 //!   computes for a QP the id does not own.
 //! - `cm_events.rs`: rdma_cm events translated into [`Event::Cm`], and the
 //!   active side's RTR/RTS on a connect response.
-//! - `ffi.rs`: small helpers at the C boundary: [`Ptr`], `errno`, logging
-//!   of ignored return codes, socket addresses, nonblocking fds.
+//!
+//! None of these files calls C: rdma-core, librdmacm and libc are reached
+//! through the crate's FFI module (`crate::ffi`), whose handles the tables
+//! below own (one handle per rdma-core object); each file has
+//! `#![forbid(unsafe_code)]`.
 //!
 //! The provider's methods hold the one lock ([`Shared::lock`]) while they
 //! touch the tables or call rdma-core, and the event thread takes it to
 //! handle what it read: the tables and the rdma-core objects they hold
 //! change only under it.
 
+#![forbid(unsafe_code)]
+
 mod cm;
 mod cm_events;
 mod completions;
 mod context;
 mod events;
-mod ffi;
 mod lifecycle;
 mod loss;
 mod objects;
@@ -54,25 +58,25 @@ mod wr;
 
 use std::collections::{HashMap, VecDeque};
 use std::net::{IpAddr, SocketAddr};
-use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd, RawFd};
+use std::os::raw::c_int;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::errno;
+use crate::ffi;
+use crate::identity::{DeviceBook, RegKey};
+use crate::memory::Allocations;
+use crate::track::{Notify, RecvQueue, SendQueue};
+use events::Ready;
 use relink_fabric::{
     Access, CmError, CmId, ConnParams, ContextId, CqId, CreateError, DestroyError, Destroyed,
     DeviceId, DeviceInfo, Event, Memory, MemoryError, MrId, MrInfo, MwBind, MwId, MwInfo, MwType,
     ObjectCounts, OpenError, PdId, PollError, PostError, Provider, QpId, QpInit, QpState, RecvWr,
     SendWr, SrqId, SrqInit, Timestamp, WorkCompletion,
 };
-use relink_verbs_sys as sys;
-
-use crate::identity::{DeviceBook, RegKey};
-use crate::memory::Allocations;
-use crate::track::{Notify, RecvQueue, SendQueue};
-use events::Ready;
-use ffi::Ptr;
 use scan::port_down_listed;
 
 // ---------------------------------------------------------------------
@@ -80,18 +84,18 @@ use scan::port_down_listed;
 // ---------------------------------------------------------------------
 
 // Every record names its parent objects by handle (`ctx`, `pd`: keys of
-// the tables in `Inner`), and holds its rdma-core object as `raw`: `None`
-// once the object was released because its device is gone (the record
-// stays until the caller destroys it).
+// the tables in `Inner`), and owns its rdma-core object as `raw` (the FFI
+// module's handle): `None` once the object was released because its device
+// is gone (the record stays until the caller destroys it).
 
 /// An opened device: the provider's own verbs context on it.
 struct Ctx {
     device: DeviceId,
     /// `None` once released (the device was lost).
-    raw: Option<Ptr<sys::ibv_context>>,
+    raw: Option<ffi::Context>,
     /// The completion channel of every CQ on this context; `None` once
     /// released with the context.
-    chan: Option<Ptr<sys::ibv_comp_channel>>,
+    chan: Option<ffi::CompChannel>,
     /// The port QPs are created on (always 1).
     port: u8,
     /// Port 1's link layer (`IBV_LINK_LAYER_*`; 0 if the query failed).
@@ -108,12 +112,12 @@ struct Ctx {
 
 struct Pd {
     ctx: u64,
-    raw: Option<Ptr<sys::ibv_pd>>,
+    raw: Option<ffi::Pd>,
 }
 
 struct Cq {
     ctx: u64,
-    raw: Option<Ptr<sys::ibv_cq>>,
+    raw: Option<ffi::Cq>,
     /// The depth the caller asked for: the provider's own polls (for
     /// `wait`, the solicited scan) keep `pending` within it.
     depth: u32,
@@ -126,14 +130,14 @@ struct Cq {
 struct Srq {
     ctx: u64,
     pd: u64,
-    raw: Option<Ptr<sys::ibv_srq>>,
+    raw: Option<ffi::Srq>,
     init: SrqInit,
 }
 
 struct Mr {
     ctx: u64,
     pd: u64,
-    raw: Option<Ptr<sys::ibv_mr>>,
+    raw: Option<ffi::Mr>,
     /// Keeps the memory mapped while registered.
     _memory: Memory,
 }
@@ -141,14 +145,14 @@ struct Mr {
 struct Mw {
     ctx: u64,
     pd: u64,
-    raw: Option<Ptr<sys::ibv_mw>>,
+    raw: Option<ffi::Mw>,
     kind: MwType,
 }
 
 struct Qp {
     ctx: u64,
     pd: u64,
-    raw: Option<Ptr<sys::ibv_qp>>,
+    raw: Option<ffi::Qp>,
     /// The QP number (the key of `Inner::qp_by_num` with `ctx`).
     qpn: u32,
     init: QpInit,
@@ -167,7 +171,7 @@ struct Qp {
 }
 
 struct CmRec {
-    raw: Ptr<sys::rdma_cm_id>,
+    raw: ffi::CmId,
     /// The device the id is bound to; `None` until it is bound or
     /// resolved.
     device: Option<DeviceId>,
@@ -206,7 +210,7 @@ impl CmRec {
 /// A CM id the caller destroyed while its device's port was down, kept
 /// until the port is ACTIVE again (or the device goes) and destroyed then.
 struct ParkedId {
-    raw: Ptr<sys::rdma_cm_id>,
+    raw: ffi::CmId,
     device: DeviceId,
 }
 
@@ -226,10 +230,14 @@ struct Inner {
     /// for the devices it opens and closes (milliseconds under emulation,
     /// on the recovery path).
     resync_now: bool,
-    /// The event thread's wake-up eventfd ([`Shared::kick`]), to have it
-    /// carry out `resync_now` when another thread found the device gone.
-    /// Owned by `Shared`, which outlives every use of it here.
-    wake_fd: std::os::fd::RawFd,
+    /// The event thread's wake-up eventfd ([`Shared::kick`], shared with
+    /// [`Shared::wake`]), to have it carry out `resync_now` when another
+    /// thread found the device gone.
+    wake: Arc<OwnedFd>,
+    /// The rdma_cm event channel every CM id of the provider is on; taken
+    /// out only while the event thread reads its events, and when the
+    /// provider is dropped.
+    channel: Option<ffi::EventChannel>,
     /// Someone asked for a re-scan; the event thread does it next.
     rescan_requested: bool,
     /// The threads destroying lost devices' objects (`Inner::reap`),
@@ -254,8 +262,8 @@ struct Inner {
     mws: HashMap<u64, Mw>,
     qps: HashMap<u64, Qp>,
     cms: HashMap<u64, CmRec>,
-    /// Handles by rdma-core object address ([`Ptr::key`]), for events that
-    /// name the object.
+    /// Handles by rdma-core object address (the FFI handles' `key`), for
+    /// events that name the object.
     cq_by_ptr: HashMap<usize, u64>,
     qp_by_ptr: HashMap<usize, u64>,
     srq_by_ptr: HashMap<usize, u64>,
@@ -274,7 +282,7 @@ struct Inner {
     allocs: Allocations,
     /// The request lists of the post calls, reused from one call to the
     /// next so that posting allocates nothing once warm.
-    scratch: wr::Scratch,
+    scratch: Scratch,
 }
 
 /// What the provider and its event thread share.
@@ -288,12 +296,13 @@ struct Shared {
     /// The event thread stops when set.
     stop: AtomicBool,
     /// An eventfd that wakes the event thread.
-    wake: OwnedFd,
+    wake: Arc<OwnedFd>,
     /// The readiness eventfd handed out by `event_fd` (also in
     /// [`Inner::ready`]), created by its first call.
     ready_fd: OnceLock<Arc<OwnedFd>>,
-    /// The rdma_cm event channel every CM id of the provider is on.
-    channel: Ptr<sys::rdma_event_channel>,
+    /// The fd of the rdma_cm event channel ([`Inner::channel`]), open
+    /// until the provider is dropped, after the event thread stopped.
+    chan_fd: RawFd,
     rescan_interval: Duration,
     default_source: Option<IpAddr>,
 }
@@ -310,16 +319,25 @@ impl Shared {
     /// Wake the event thread (the set of fds changed, a rescan is wanted,
     /// or it must stop).
     fn kick(&self) {
-        kick_eventfd(self.wake.as_raw_fd());
+        ffi::write_eventfd(self.wake.as_fd());
     }
 }
 
-/// Make the event thread's wake-up eventfd `fd` readable.
-fn kick_eventfd(fd: std::os::fd::RawFd) {
-    let one: u64 = 1;
-    // SAFETY: writing 8 bytes from a live u64 to the provider's eventfd,
-    // open while the provider lives.
-    let _ = unsafe { libc::write(fd, (&one as *const u64).cast(), std::mem::size_of::<u64>()) };
+/// The request lists of the post calls, one of each kind, kept in the
+/// provider's [`Inner`] and used under its lock.
+#[derive(Default)]
+struct Scratch {
+    send: ffi::SendBatch,
+    recv: ffi::RecvBatch,
+}
+
+/// Log, at debug level, a nonzero return code that is ignored: a release
+/// goes ahead anyway (and fails as expected on a lost device), and a failed
+/// CQ arming is only logged.
+fn log_rc(what: &str, rc: c_int) {
+    if rc != 0 {
+        tracing::debug!(target: "relink_verbs", call = what, error = %errno::describe(rc.abs()), "ignored during release");
+    }
 }
 
 impl Inner {
@@ -393,10 +411,6 @@ impl std::fmt::Debug for VerbsProvider {
 impl VerbsProvider {
     fn lock(&self) -> MutexGuard<'_, Inner> {
         self.shared.lock()
-    }
-
-    fn channel(&self) -> *mut sys::rdma_event_channel {
-        self.shared.channel.get()
     }
 }
 

@@ -2,8 +2,10 @@
 //! QPs (a QP is created in Init, so it takes receives before any CM id
 //! names it), QP state, the provider's memory, and object counts.
 
+#![forbid(unsafe_code)]
+
 use std::collections::VecDeque;
-use std::os::raw::{c_int, c_void};
+use std::os::raw::c_int;
 
 use relink_fabric::{
     Access, ContextId, CqId, CreateError, DestroyError, Destroyed, Memory, MemoryError, MrId,
@@ -12,21 +14,20 @@ use relink_fabric::{
 };
 use relink_verbs_sys as sys;
 
-use super::ffi::{last_errno, Ptr};
 use super::{Cq, Mr, Mw, Pd, Qp, Srq, VerbsProvider};
 use crate::convert;
 use crate::errno;
+use crate::ffi;
 use crate::memory::MappedMemory;
 use crate::track::{Notify, RecvQueue, SendQueue};
 
 /// Move `qp` to the error state; returns `ibv_modify_qp`'s code.
-pub(super) fn modify_to_error(qp: Ptr<sys::ibv_qp>) -> c_int {
+pub(super) fn modify_to_error(qp: &ffi::Qp) -> c_int {
     let mut attr = sys::ibv_qp_attr {
         qp_state: convert::qp_state::ERR,
         ..Default::default()
     };
-    // SAFETY: a live QP; the attribute struct is initialised.
-    unsafe { sys::ibv_modify_qp(qp.get(), &mut attr, sys::IBV_QP_STATE as c_int) }
+    qp.modify(&mut attr, sys::IBV_QP_STATE as c_int)
 }
 
 /// The access flags every QP gets at Init: local write, remote write, read
@@ -48,10 +49,10 @@ impl VerbsProvider {
             .ctxs
             .get(&ctx.0)
             .ok_or(CreateError::InvalidHandle("context"))?;
-        let raw_ctx = c.raw.ok_or(CreateError::DeviceLost)?;
-        // SAFETY: a live context.
-        let raw = Ptr::new(unsafe { sys::ibv_alloc_pd(raw_ctx.get()) })
-            .ok_or_else(|| errno::create_error(last_errno(), "PD", true))?;
+        let raw_ctx = c.raw.as_ref().ok_or(CreateError::DeviceLost)?;
+        let raw = raw_ctx
+            .alloc_pd()
+            .map_err(|e| errno::create_error(e, "PD", true))?;
         let h = inner.handle();
         inner.pds.insert(
             h,
@@ -77,9 +78,9 @@ impl VerbsProvider {
             return Err(DestroyError::Busy("PD"));
         }
         let alive = inner.ctx_alive(p.ctx);
-        // SAFETY: a live PD with no children; destroyed once (the
-        // record goes below unless the call failed).
-        let r = unsafe { destroy_raw(p.raw, sys::ibv_dealloc_pd, "PD", alive) };
+        // No children; the record goes below unless the call failed.
+        let slot = &mut inner.pds.get_mut(&pd.0).expect("present").raw;
+        let r = destroy_raw(slot, ffi::Pd::dealloc, "PD", alive);
         if r.is_ok() {
             inner.pds.remove(&pd.0);
         }
@@ -92,24 +93,17 @@ impl VerbsProvider {
             .ctxs
             .get(&ctx.0)
             .ok_or(CreateError::InvalidHandle("context"))?;
-        let (raw_ctx, chan) = match (c.raw, c.chan) {
-            (Some(r), Some(ch)) => (r, ch),
+        let chan = match (&c.raw, &c.chan) {
+            (Some(_), Some(ch)) => ch,
             _ => return Err(CreateError::DeviceLost),
         };
         if depth == 0 || depth > i32::MAX as u32 {
             return Err(CreateError::InvalidArgument(format!("CQ depth {depth}")));
         }
-        // SAFETY: a live context and its completion channel.
-        let raw = Ptr::new(unsafe {
-            sys::ibv_create_cq(
-                raw_ctx.get(),
-                depth as c_int,
-                std::ptr::null_mut(),
-                chan.get(),
-                0,
-            )
-        })
-        .ok_or_else(|| errno::create_error(last_errno(), "CQ", true))?;
+        // On the context of the channel.
+        let raw = chan
+            .create_cq(depth as c_int)
+            .map_err(|e| errno::create_error(e, "CQ", true))?;
         let h = inner.handle();
         inner.cq_by_ptr.insert(raw.key(), h);
         inner.cqs.insert(
@@ -139,13 +133,14 @@ impl VerbsProvider {
             return Err(DestroyError::Busy("CQ"));
         }
         let alive = inner.ctx_alive(c.ctx);
-        // SAFETY: a live CQ with no QP; every event on it was acked.
-        let r = unsafe { destroy_raw(c.raw, sys::ibv_destroy_cq, "CQ", alive) };
+        let key = c.raw.as_ref().map(|r| r.key());
+        // No QP; every event on it was acked.
+        let slot = &mut inner.cqs.get_mut(&cq.0).expect("present").raw;
+        let r = destroy_raw(slot, ffi::Cq::destroy, "CQ", alive);
         if r.is_ok() {
-            if let Some(c) = inner.cqs.remove(&cq.0) {
-                if let Some(raw) = c.raw {
-                    inner.cq_by_ptr.remove(&raw.key());
-                }
+            inner.cqs.remove(&cq.0);
+            if let Some(key) = key {
+                inner.cq_by_ptr.remove(&key);
             }
         }
         r
@@ -157,24 +152,16 @@ impl VerbsProvider {
             .pds
             .get(&pd.0)
             .ok_or(CreateError::InvalidHandle("PD"))?;
-        let raw_pd = p.raw.ok_or(CreateError::DeviceLost)?;
+        let raw_pd = p.raw.as_ref().ok_or(CreateError::DeviceLost)?;
         let ctx = p.ctx;
         if init.max_wr == 0 || init.max_sge == 0 {
             return Err(CreateError::InvalidArgument(
                 "SRQ max_wr and max_sge must be > 0".into(),
             ));
         }
-        let mut attr = sys::ibv_srq_init_attr {
-            srq_context: std::ptr::null_mut(),
-            attr: sys::ibv_srq_attr {
-                max_wr: init.max_wr,
-                max_sge: init.max_sge,
-                srq_limit: 0,
-            },
-        };
-        // SAFETY: a live PD and an initialised attribute struct.
-        let raw = Ptr::new(unsafe { sys::ibv_create_srq(raw_pd.get(), &mut attr) })
-            .ok_or_else(|| errno::create_error(last_errno(), "SRQ", true))?;
+        let raw = raw_pd
+            .create_srq(init.max_wr, init.max_sge)
+            .map_err(|e| errno::create_error(e, "SRQ", true))?;
         let h = inner.handle();
         inner.srq_by_ptr.insert(raw.key(), h);
         inner.srqs.insert(
@@ -199,11 +186,14 @@ impl VerbsProvider {
             return Err(DestroyError::Busy("SRQ"));
         }
         let alive = inner.ctx_alive(s.ctx);
-        // SAFETY: a live SRQ with no QP; destroyed once.
-        let r = unsafe { destroy_raw(s.raw, sys::ibv_destroy_srq, "SRQ", alive) };
+        let key = s.raw.as_ref().map(|r| r.key());
+        // No QP; destroyed once.
+        let slot = &mut inner.srqs.get_mut(&srq.0).expect("present").raw;
+        let r = destroy_raw(slot, ffi::Srq::destroy, "SRQ", alive);
         if r.is_ok() {
-            if let Some(raw) = inner.srqs.remove(&srq.0).and_then(|s| s.raw) {
-                inner.srq_by_ptr.remove(&raw.key());
+            inner.srqs.remove(&srq.0);
+            if let Some(key) = key {
+                inner.srq_by_ptr.remove(&key);
             }
         }
         r
@@ -220,7 +210,7 @@ impl VerbsProvider {
         // Recognised by identity, not by address (module `owned`), and
         // before taking the lock: a forged `memory` runs code of its own.
         let allocs = self.lock().allocs.clone();
-        let memory = allocs.recognise(memory).ok_or_else(|| {
+        let (memory, mapping) = allocs.recognise_own(memory).ok_or_else(|| {
             CreateError::InvalidArgument(
                 "memory not allocated by this provider (use alloc_memory)".into(),
             )
@@ -230,25 +220,16 @@ impl VerbsProvider {
             .pds
             .get(&pd.0)
             .ok_or(CreateError::InvalidHandle("PD"))?;
-        let raw_pd = p.raw.ok_or(CreateError::DeviceLost)?;
+        let raw_pd = p.raw.as_ref().ok_or(CreateError::DeviceLost)?;
         let ctx = p.ctx;
         // `memory` is this provider's own handle now: its address and
         // length are the mapping's.
         relink_fabric::check_reg_mr(&memory, addr, length, access)?;
-        // SAFETY: a live PD; the range lies inside a live mapping of this
-        // provider (checked above) that the MR record keeps alive
-        // (`_memory`).
-        let raw = Ptr::new(unsafe {
-            sys::ibv_reg_mr(
-                raw_pd.get(),
-                addr as *mut c_void,
-                length as usize,
-                convert::access_to_raw(access) as c_int,
-            )
-        })
-        .ok_or_else(|| errno::create_error(last_errno(), "MR", true))?;
-        // SAFETY: a live MR; keys are plain fields.
-        let (lkey, rkey) = unsafe { ((*raw.get()).lkey, (*raw.get()).rkey) };
+        // The MR record keeps the mapping alive too (`_memory`).
+        let raw = raw_pd
+            .reg_mr(&mapping, addr, length, convert::access_to_raw(access))
+            .map_err(|e| errno::create_error(e, "MR", true))?;
+        let (lkey, rkey) = raw.keys();
         let h = inner.handle();
         inner.mrs.insert(
             h,
@@ -276,8 +257,8 @@ impl VerbsProvider {
             .get(&mr.0)
             .ok_or(DestroyError::InvalidHandle("MR"))?;
         let alive = inner.ctx_alive(m.ctx);
-        // SAFETY: a live MR, deregistered once.
-        let r = unsafe { destroy_raw(m.raw, sys::ibv_dereg_mr, "MR", alive) };
+        let slot = &mut inner.mrs.get_mut(&mr.0).expect("present").raw;
+        let r = destroy_raw(slot, ffi::Mr::dereg, "MR", alive);
         if r.is_ok() {
             inner.mrs.remove(&mr.0);
         }
@@ -290,17 +271,16 @@ impl VerbsProvider {
             .pds
             .get(&pd.0)
             .ok_or(CreateError::InvalidHandle("PD"))?;
-        let raw_pd = p.raw.ok_or(CreateError::DeviceLost)?;
+        let raw_pd = p.raw.as_ref().ok_or(CreateError::DeviceLost)?;
         let ctx = p.ctx;
         let ty = match kind {
             MwType::Type1 => sys::IBV_MW_TYPE_1,
             MwType::Type2 => sys::IBV_MW_TYPE_2,
         };
-        // SAFETY: a live PD.
-        let raw = Ptr::new(unsafe { sys::ibv_alloc_mw(raw_pd.get(), ty) })
-            .ok_or_else(|| errno::create_error(last_errno(), "MW", true))?;
-        // SAFETY: a live MW.
-        let rkey = unsafe { (*raw.get()).rkey };
+        let raw = raw_pd
+            .alloc_mw(ty)
+            .map_err(|e| errno::create_error(e, "MW", true))?;
+        let rkey = raw.rkey();
         let h = inner.handle();
         inner.mws.insert(
             h,
@@ -325,8 +305,8 @@ impl VerbsProvider {
             .get(&mw.0)
             .ok_or(DestroyError::InvalidHandle("MW"))?;
         let alive = inner.ctx_alive(w.ctx);
-        // SAFETY: a live MW, deallocated once.
-        let r = unsafe { destroy_raw(w.raw, sys::ibv_dealloc_mw, "MW", alive) };
+        let slot = &mut inner.mws.get_mut(&mw.0).expect("present").raw;
+        let r = destroy_raw(slot, ffi::Mw::dealloc, "MW", alive);
         if r.is_ok() {
             inner.mws.remove(&mw.0);
         }
@@ -340,8 +320,8 @@ impl VerbsProvider {
             .get(&pd.0)
             .ok_or(CreateError::InvalidHandle("PD"))?;
         let ctx = p.ctx;
-        let raw_pd = p.raw.ok_or(CreateError::DeviceLost)?;
-        let mut cq_raw = [std::ptr::null_mut(); 2];
+        let raw_pd = p.raw.as_ref().ok_or(CreateError::DeviceLost)?;
+        let mut cq_raw = [None; 2];
         for (i, cq) in [init.send_cq, init.recv_cq].into_iter().enumerate() {
             let c = inner
                 .cqs
@@ -350,8 +330,11 @@ impl VerbsProvider {
             if c.ctx != ctx {
                 return Err(CreateError::Mismatch("CQ on another device"));
             }
-            cq_raw[i] = c.raw.ok_or(CreateError::DeviceLost)?.get();
+            cq_raw[i] = Some(c.raw.as_ref().ok_or(CreateError::DeviceLost)?);
         }
+        let [Some(send_cq), Some(recv_cq)] = cq_raw else {
+            unreachable!("both CQs were looked up")
+        };
         let srq_raw = match init.srq {
             Some(s) => {
                 let s = inner
@@ -361,9 +344,9 @@ impl VerbsProvider {
                 if s.pd != pd.0 {
                     return Err(CreateError::Mismatch("SRQ of another PD"));
                 }
-                s.raw.ok_or(CreateError::DeviceLost)?.get()
+                Some(s.raw.as_ref().ok_or(CreateError::DeviceLost)?)
             }
-            None => std::ptr::null_mut(),
+            None => None,
         };
         let c = init.caps;
         if c.max_send_wr == 0 || c.max_send_sge == 0 {
@@ -376,29 +359,21 @@ impl VerbsProvider {
                 "max_recv_wr and max_recv_sge must be > 0 without an SRQ".into(),
             ));
         }
-        let mut attr = sys::ibv_qp_init_attr {
-            qp_context: std::ptr::null_mut(),
-            send_cq: cq_raw[0],
-            recv_cq: cq_raw[1],
-            srq: srq_raw,
-            cap: sys::ibv_qp_cap {
-                max_send_wr: c.max_send_wr,
-                max_recv_wr: if init.srq.is_some() { 0 } else { c.max_recv_wr },
-                max_send_sge: c.max_send_sge,
-                max_recv_sge: if init.srq.is_some() {
-                    0
-                } else {
-                    c.max_recv_sge
-                },
-                max_inline_data: 0,
+        let cap = sys::ibv_qp_cap {
+            max_send_wr: c.max_send_wr,
+            max_recv_wr: if init.srq.is_some() { 0 } else { c.max_recv_wr },
+            max_send_sge: c.max_send_sge,
+            max_recv_sge: if init.srq.is_some() {
+                0
+            } else {
+                c.max_recv_sge
             },
-            qp_type: sys::IBV_QPT_RC,
-            sq_sig_all: c_int::from(init.sq_sig_all),
+            max_inline_data: 0,
         };
-        // SAFETY: a live PD, CQs and SRQ of one context; the attribute
-        // struct is initialised.
-        let raw = Ptr::new(unsafe { sys::ibv_create_qp(raw_pd.get(), &mut attr) })
-            .ok_or_else(|| errno::create_error(last_errno(), "QP", true))?;
+        // The PD, CQs and SRQ of one context.
+        let raw = raw_pd
+            .create_qp(send_cq, recv_cq, srq_raw, cap, init.sq_sig_all)
+            .map_err(|e| errno::create_error(e, "QP", true))?;
         // Init at once (port 1, pkey 0, our access), so receives can be
         // posted before a connection; cm_connect/cm_accept redo Init with
         // the id's port.
@@ -414,15 +389,13 @@ impl VerbsProvider {
             | sys::IBV_QP_PKEY_INDEX
             | sys::IBV_QP_PORT
             | sys::IBV_QP_ACCESS_FLAGS;
-        // SAFETY: the QP just created; the attribute struct is initialised.
-        let rc = unsafe { sys::ibv_modify_qp(raw.get(), &mut a, mask as c_int) };
+        let rc = raw.modify(&mut a, mask as c_int);
         if rc != 0 {
-            // SAFETY: the QP just created, destroyed once.
-            unsafe { sys::ibv_destroy_qp(raw.get()) };
+            // The QP just created, destroyed once.
+            let _ = raw.destroy();
             return Err(errno::create_error(rc, "QP", true));
         }
-        // SAFETY: a live QP.
-        let qpn = unsafe { (*raw.get()).qp_num };
+        let qpn = raw.qp_num();
         let h = inner.handle();
         inner.qp_by_ptr.insert(raw.key(), h);
         inner.qp_by_num.insert((ctx, qpn), h);
@@ -451,13 +424,15 @@ impl VerbsProvider {
             .get(&qp.0)
             .ok_or(DestroyError::InvalidHandle("QP"))?;
         let alive = inner.ctx_alive(q.ctx);
-        // SAFETY: a live QP (no MW bound through it is used after);
-        // every async event on it was acked.
-        let r = unsafe { destroy_raw(q.raw, sys::ibv_destroy_qp, "QP", alive) };
+        let key = q.raw.as_ref().map(|r| r.key());
+        // No MW bound through it is used after; every async event on it
+        // was acked.
+        let slot = &mut inner.qps.get_mut(&qp.0).expect("present").raw;
+        let r = destroy_raw(slot, ffi::Qp::destroy, "QP", alive);
         if r.is_ok() {
             let q = inner.qps.remove(&qp.0).expect("present");
-            if let Some(raw) = q.raw {
-                inner.qp_by_ptr.remove(&raw.key());
+            if let Some(key) = key {
+                inner.qp_by_ptr.remove(&key);
             }
             if inner.qp_by_num.get(&(q.ctx, q.qpn)) == Some(&qp.0) {
                 inner.qp_by_num.remove(&(q.ctx, q.qpn));
@@ -472,17 +447,11 @@ impl VerbsProvider {
     pub(super) fn qp_state(&self, qp: QpId) -> Result<QpState, PollError> {
         let mut inner = self.lock();
         let q = inner.qps.get_mut(&qp.0).ok_or(PollError::InvalidHandle)?;
-        let Some(raw) = q.raw else {
+        let Some(raw) = q.raw.as_ref() else {
             return Ok(QpState::Err);
         };
-        let mut attr = sys::ibv_qp_attr::default();
-        let mut init = sys::ibv_qp_init_attr::default();
-        // SAFETY: a live QP and structs to fill.
-        let rc = unsafe {
-            sys::ibv_query_qp(raw.get(), &mut attr, sys::IBV_QP_STATE as c_int, &mut init)
-        };
-        if rc == 0 {
-            q.state = convert::qp_state_from_raw(attr.qp_state);
+        if let Ok(state) = raw.query_state() {
+            q.state = convert::qp_state_from_raw(state);
         }
         Ok(q.state)
     }
@@ -490,7 +459,7 @@ impl VerbsProvider {
     pub(super) fn qp_to_error(&self, qp: QpId) -> Result<(), PostError> {
         let mut inner = self.lock();
         let q = inner.qps.get(&qp.0).ok_or(PostError::InvalidHandle("QP"))?;
-        if let Some(raw) = q.raw {
+        if let Some(raw) = q.raw.as_ref() {
             let rc = modify_to_error(raw);
             if rc != 0 && !errno::is_device_gone(rc) {
                 return Err(errno::post_error(rc, 0, true));
@@ -515,24 +484,25 @@ impl VerbsProvider {
     }
 }
 
-/// Destroy a verbs object with `destroy` unless its device released it
-/// already (`raw` is `None`): the shared tail of every destroy call.
-///
-/// # Safety
-/// `raw`, if any, is a live object of the kind `destroy` frees, with no
-/// dependants left, destroyed only here.
-unsafe fn destroy_raw<T>(
-    raw: Option<Ptr<T>>,
-    destroy: unsafe extern "C" fn(*mut T) -> c_int,
+/// Destroy the verbs object in `slot` with `destroy` unless its device
+/// released it already (`None`): the shared tail of every destroy call. On
+/// a failure that leaves the object in place, its handle goes back into
+/// `slot` (the record stays, and the caller may try again).
+fn destroy_raw<H>(
+    slot: &mut Option<H>,
+    destroy: impl FnOnce(H) -> Result<(), (H, i32)>,
     what: &'static str,
     ctx_alive: bool,
 ) -> Result<Destroyed, DestroyError> {
-    match raw {
-        None => Ok(Destroyed::AlreadyReleased),
-        Some(raw) => {
-            // SAFETY: the caller's contract.
-            let rc = unsafe { destroy(raw.get()) };
-            errno::destroy_result(rc, what, ctx_alive)
+    let Some(raw) = slot.take() else {
+        return Ok(Destroyed::AlreadyReleased);
+    };
+    let rc = match destroy(raw) {
+        Ok(()) => 0,
+        Err((raw, rc)) => {
+            *slot = Some(raw);
+            rc
         }
-    }
+    };
+    errno::destroy_result(rc, what, ctx_alive)
 }

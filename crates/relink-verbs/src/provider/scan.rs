@@ -2,20 +2,19 @@
 //! device's registration key (see `crate::identity`), netdev, addresses and
 //! port state from sysfs; the process-wide generations that turn a
 //! registration into a `DeviceId`; [`Inner::rescan`], which reports what
-//! changed; and re-syncing librdmacm's own device list.
+//! changed; and when librdmacm's own device list is re-synced.
+
+#![forbid(unsafe_code)]
 
 use std::collections::HashMap;
-use std::ffi::CStr;
 use std::net::IpAddr;
-use std::os::raw::c_int;
 use std::sync::Mutex;
 use std::time::UNIX_EPOCH;
 
-use relink_fabric::{DeviceEventKind, Event, Guid, IpNet, PortState};
-use relink_verbs_sys as sys;
+use relink_fabric::{DeviceEventKind, DeviceId, Event, Guid, IpNet, PortState};
 
-use super::ffi::sockaddr_to_std;
 use super::Inner;
+use crate::ffi::{self, Device, DeviceList, EventChannel};
 use crate::identity::{Generations, Observed, RegKey};
 
 /// Generations of device registrations, shared by every provider of the
@@ -31,33 +30,7 @@ fn with_generations<R>(f: impl FnOnce(&mut Generations) -> R) -> R {
 /// Addresses of every network interface, by name.
 fn interface_addrs() -> HashMap<String, Vec<IpNet>> {
     let mut out: HashMap<String, Vec<IpNet>> = HashMap::new();
-    let mut ifa: *mut libc::ifaddrs = std::ptr::null_mut();
-    // SAFETY: getifaddrs fills `ifa` with a list freed below with freeifaddrs.
-    if unsafe { libc::getifaddrs(&mut ifa) } != 0 {
-        return out;
-    }
-    let mut cur = ifa;
-    while !cur.is_null() {
-        // SAFETY: `cur` is a node of the list getifaddrs returned, alive
-        // until freeifaddrs.
-        let node = unsafe { &*cur };
-        cur = node.ifa_next;
-        if node.ifa_addr.is_null() || node.ifa_name.is_null() {
-            continue;
-        }
-        // SAFETY: ifa_name is a NUL-terminated string owned by the list.
-        let name = unsafe { CStr::from_ptr(node.ifa_name) }
-            .to_string_lossy()
-            .into_owned();
-        // SAFETY: ifa_addr and ifa_netmask point to socket addresses of the
-        // family in sa_family (or are null), owned by the list.
-        let (addr, mask) = unsafe {
-            (
-                sockaddr_to_std(node.ifa_addr.cast()),
-                sockaddr_to_std(node.ifa_netmask.cast()),
-            )
-        };
-        let Some(addr) = addr else { continue };
+    ffi::interface_addrs(|name, addr, mask| {
         let prefix = match mask.map(|m| m.ip()) {
             Some(IpAddr::V4(m)) => u32::from(m).count_ones() as u8,
             Some(IpAddr::V6(m)) => u128::from(m).count_ones() as u8,
@@ -67,9 +40,7 @@ fn interface_addrs() -> HashMap<String, Vec<IpNet>> {
         out.entry(name)
             .or_default()
             .push(IpNet::new(addr.ip(), prefix));
-    }
-    // SAFETY: the list came from getifaddrs and is freed once.
-    unsafe { libc::freeifaddrs(ifa) };
+    });
     out
 }
 
@@ -108,36 +79,11 @@ pub(super) fn port_down_listed(name: &str) -> bool {
         && sysfs_port_state(name) != PortState::Active
 }
 
-/// A fixed-size, NUL-terminated C string field as a string.
-fn c_array_str(a: &[std::os::raw::c_char]) -> String {
-    let bytes: Vec<u8> = a
-        .iter()
-        .take_while(|c| **c != 0)
-        .map(|c| *c as u8)
-        .collect();
-    String::from_utf8_lossy(&bytes).into_owned()
-}
-
 /// The registration key of a device, and its uverbs index.
-///
-/// # Safety
-/// `dev` must be a valid `ibv_device` (from a live device list or a live
-/// context).
-pub(super) unsafe fn reg_key(dev: *mut sys::ibv_device) -> (RegKey, u32) {
-    // SAFETY: the caller guarantees `dev` is valid; ibv_get_device_name
-    // returns a string owned by it.
-    let name = unsafe { CStr::from_ptr(sys::ibv_get_device_name(dev)) }
-        .to_string_lossy()
-        .into_owned();
-    // SAFETY: as above.
-    let kidx = unsafe { sys::ibv_get_device_index(dev) };
-    // SAFETY: as above; the fields are plain arrays inside the device.
-    let (dev_name, ibdev_path) = unsafe {
-        (
-            c_array_str(&(*dev).dev_name),
-            c_array_str(&(*dev).ibdev_path),
-        )
-    };
+pub(super) fn reg_key(dev: Device<'_>) -> (RegKey, u32) {
+    let name = dev.name();
+    let kidx = dev.kernel_index();
+    let (dev_name, ibdev_path) = dev.dev_name_and_path();
     let uverbs = dev_name
         .trim_start_matches("uverbs")
         .parse::<u32>()
@@ -157,30 +103,26 @@ pub(super) unsafe fn reg_key(dev: *mut sys::ibv_device) -> (RegKey, u32) {
     )
 }
 
+/// The registration key of the device CM id `id` (on channel `chan`) is
+/// bound to now, if any.
+pub(super) fn id_reg_key(chan: &EventChannel, id: &ffi::CmId) -> Option<RegKey> {
+    id.device(chan).map(|d| reg_key(d).0)
+}
+
 /// Every device the kernel lists now. Takes no lock of the provider's
 /// (`ibv_get_device_list` has its own): the event thread scans without
 /// holding the provider, so the caller's verbs calls do not wait for a
 /// scan's system calls, and applies the result under it
 /// ([`Inner::apply_scan`]).
 pub(super) fn scan_devices() -> Vec<Observed> {
-    let mut n: c_int = 0;
-    // SAFETY: no preconditions; the list is freed below.
-    let list = unsafe { sys::ibv_get_device_list(&mut n) };
-    if list.is_null() {
+    let Ok(list) = DeviceList::get() else {
         return Vec::new();
-    }
+    };
     let addrs = interface_addrs();
     let mut out = Vec::new();
-    for i in 0..usize::try_from(n).unwrap_or(0) {
-        // SAFETY: the list holds `n` device pointers (NULL-terminated).
-        let dev = unsafe { *list.add(i) };
-        if dev.is_null() {
-            break;
-        }
-        // SAFETY: `dev` is an entry of the live list.
-        let (key, uverbs_index) = unsafe { reg_key(dev) };
-        // SAFETY: as above.
-        let guid = Guid(u64::from_be(unsafe { sys::ibv_get_device_guid(dev) }));
+    for dev in list.iter() {
+        let (key, uverbs_index) = reg_key(dev);
+        let guid = Guid(u64::from_be(dev.guid_be()));
         let netdev = sysfs_netdev(&key.name);
         let port_state = sysfs_port_state(&key.name);
         let a = netdev
@@ -196,27 +138,23 @@ pub(super) fn scan_devices() -> Vec<Observed> {
             port_state,
         });
     }
-    // SAFETY: the list came from ibv_get_device_list and is freed once; no
-    // device pointer from it is kept.
-    unsafe { sys::ibv_free_device_list(list) };
+    // The list is freed here (no device pointer from it is kept).
+    drop(list);
     out
 }
 
-/// Make librdmacm re-sync its device list: it closes its cached context of
-/// every device that is gone and no longer used by an id. (It also opens a
-/// context on every present device it has not opened yet; those are closed
-/// at the next re-sync after that device goes.)
-pub(super) fn resync_librdmacm() {
-    let mut n: c_int = 0;
-    // SAFETY: no preconditions; the list is given back below.
-    let list = unsafe { sys::rdma_get_devices(&mut n) };
-    if !list.is_null() {
-        // SAFETY: the list came from rdma_get_devices and is freed once.
-        unsafe { sys::rdma_free_devices(list) };
-    }
-}
-
 impl Inner {
+    /// The device of registration `key` (an id's, [`id_reg_key`]), if any;
+    /// a registration newer than the last scan brings a re-scan first.
+    pub(super) fn device_of_key(&mut self, key: Option<RegKey>) -> Option<DeviceId> {
+        let key = key?;
+        if self.book.by_key(&key).is_none() {
+            // A registration newer than the last scan.
+            self.rescan();
+        }
+        self.book.by_key(&key).map(|i| i.id.clone())
+    }
+
     /// Scan the kernel's device list and report what changed.
     pub(super) fn rescan(&mut self) {
         self.apply_scan(scan_devices());
