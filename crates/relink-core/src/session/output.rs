@@ -1,6 +1,6 @@
 //! What a session hands out: the [`Action`]s its driver performs, the
 //! [`SessionEvent`]s observers see, its [`Counters`], and the `poll_*`
-//! calls that drain them (with the operation completions and the delivered
+//! calls that take them (with the operation completions and the delivered
 //! messages).
 
 use std::collections::VecDeque;
@@ -505,8 +505,8 @@ impl Session {
 
     /// Whether everything the session produced was taken: no action,
     /// completion, delivery or event waits. A driver may forget a closed
-    /// or failed session once it is drained.
-    pub fn is_drained(&self) -> bool {
+    /// or failed session once they all are.
+    pub fn all_taken(&self) -> bool {
         self.out.actions.is_empty()
             && self.out.completions.is_empty()
             && self.out.deliveries.is_empty()

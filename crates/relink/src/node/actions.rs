@@ -32,7 +32,7 @@ impl Node {
             if matches!(action, Action::Disconnect { .. } | Action::TearDown { .. }) {
                 // Messages queued before a disconnect (the goodbye of an
                 // admin close) go out first.
-                self.drain_backlog(key);
+                self.post_queued(key);
             }
             self.perform(key, action);
         }

@@ -209,11 +209,11 @@ impl Node {
     /// slots last; signal every [`SIGNAL_EVERY`]th and the last one.
     /// Returns whether it posted anything (a failed post included: it
     /// reports a loss to the core).
-    pub(super) fn drain_backlog(&mut self, key: u64) -> bool {
+    pub(super) fn post_queued(&mut self, key: u64) -> bool {
         self.post_backlog(key).is_some()
     }
 
-    /// [`Node::drain_backlog`]: `None` if nothing was posted, else whether
+    /// [`Node::post_queued`]: `None` if nothing was posted, else whether
     /// the post succeeded.
     fn post_backlog(&mut self, key: u64) -> Option<bool> {
         let p = &*self.provider;

@@ -129,7 +129,7 @@ impl Node {
             // when it closed the session) may wait in the CQ, raised in the
             // same poll round: read it before the transport goes, or the
             // admin close would look like a loss and be recovered from.
-            self.drain_cq_before_loss(key);
+            self.read_cq_before_loss(key);
             if let Some(slot) = self.sessions.get_mut(&key) {
                 slot.core
                     .handle_transport_down(epoch, DownCause::CmDisconnected, now);

@@ -16,8 +16,8 @@ use super::Node;
 const BATCH: usize = 64;
 
 impl Node {
-    /// Drain up to a batch of completions of a session. A CQ found empty,
-    /// or drained by this batch, is armed (and checked once more, for a
+    /// Read up to a batch of completions of a session. A CQ found empty,
+    /// or emptied by this batch, is armed (and checked once more, for a
     /// completion that raced the arming); one that filled the batch stays
     /// dirty for the next round. Returns whether there were completions.
     /// `now`: the poll round's time, handed to the core with them.
@@ -41,13 +41,13 @@ impl Node {
     /// `Close` is never mistaken for a loss. The flush errors the
     /// disconnect itself causes are not reported (the disconnect is the
     /// cause); any other completion is handled as in a poll round.
-    pub(super) fn drain_cq_before_loss(&mut self, key: u64) {
+    pub(super) fn read_cq_before_loss(&mut self, key: u64) {
         let now = self.now();
         while self.poll_cq_as(key, true, now) {}
     }
 
     /// [`poll_cq`](Self::poll_cq); `before_loss`: drop flush errors (see
-    /// [`drain_cq_before_loss`](Self::drain_cq_before_loss)).
+    /// [`read_cq_before_loss`](Self::read_cq_before_loss)).
     fn poll_cq_as(&mut self, key: u64, before_loss: bool, now: Timestamp) -> bool {
         let Some(mut slot) = self.sessions.get_mut(&key) else {
             return false;

@@ -100,8 +100,8 @@ impl SessionEntry {
 
     /// Whether the session left nothing behind in itself: every output
     /// taken, no transport, nothing queued.
-    pub fn is_drained(&self) -> bool {
-        self.core.is_drained()
+    pub fn all_taken(&self) -> bool {
+        self.core.all_taken()
             && self.transport.is_none()
             && self.standby.is_none()
             && self.backlog.is_empty()
@@ -156,7 +156,7 @@ impl SessionEntry {
         if self.core.has_output() {
             index.has_output(key);
         }
-        // An ended session is reaped once drained (`poll`), or when its
+        // An ended session is reaped once its outputs are taken (`poll`), or when its
         // linger runs out: that is its last deadline.
         // (The clock is read only then: this runs after every input.)
         if self.core.state().is_terminal() && !index.has_ended(key) {

@@ -353,8 +353,8 @@ impl Node {
 
     /// How long a closed or failed session is kept when the application
     /// does not take everything it produced (its completions, deliveries
-    /// and events); after that it is reaped with them. A session drained
-    /// of them is reaped at the next [`poll`](Self::poll) whatever the
+    /// and events); after that it is reaped with them. A session whose
+    /// outputs were all taken is reaped at the next [`poll`](Self::poll) whatever the
     /// linger. See [`Node::sessions`].
     pub fn set_linger(&mut self, linger: Duration) {
         self.index.set_linger(linger);
@@ -408,7 +408,7 @@ impl Node {
     }
 
     /// Note that the application took outputs of session `key`: an ended
-    /// one may now be drained, and reaped at the next poll; one with no
+    /// one may now have none left, and be reaped at the next poll; one with no
     /// output left leaves the ready queue of [`Node::poll_output`].
     fn taken(&mut self, key: u64) {
         let more = self.sessions.get(&key).is_some_and(|s| s.core.has_output());
@@ -418,18 +418,16 @@ impl Node {
     /// Whether ended session `key` left nothing behind: every output taken,
     /// its transport gone, and the application told of it (not waiting in
     /// [`Node::accept`]).
-    fn drained(&self, key: u64) -> bool {
-        self.sessions
-            .get(&key)
-            .is_some_and(SessionEntry::is_drained)
+    fn reapable(&self, key: u64) -> bool {
+        self.sessions.get(&key).is_some_and(SessionEntry::all_taken)
             && !self.accepted.iter().any(|a| a.session.0 == key)
     }
 
-    /// Reap the ended sessions the application drained since the last
-    /// poll.
-    fn reap_drained(&mut self) {
+    /// Reap the ended sessions whose outputs the application took since
+    /// the last poll.
+    fn reap_ended(&mut self) {
         while let Some(key) = self.index.next_to_check() {
-            if self.drained(key) {
+            if self.reapable(key) {
                 self.reap(key);
             }
         }

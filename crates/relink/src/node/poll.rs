@@ -5,13 +5,13 @@
 //! yet; a closing transport's too), the sessions whose timer is due (an
 //! ended session whose linger ran out is reaped there; a closing transport
 //! whose goodbye bound passed is destroyed), the sessions with queued work
-//! requests, and last the ended sessions the application drained since the
-//! last round (reaped). The order is part of the node's behaviour: a run on the
+//! requests, and last the ended sessions whose outputs the application took
+//! since the last round (reaped). The order is part of the node's behaviour: a run on the
 //! simulated fabric with the same seed is the same run, event for event.
 //!
 //! One exception to "events before completions": a `DISCONNECTED` of a
-//! session's established connection first drains that session's CQ
-//! (`Node::drain_cq_before_loss`), so a message the peer sent before it
+//! session's established connection first reads that session's CQ to the end
+//! (`Node::read_cq_before_loss`), so a message the peer sent before it
 //! disconnected — the goodbye of [`Node::close`] above all — is read before
 //! the transport is reported down.
 
@@ -94,7 +94,7 @@ impl Node {
                 continue;
             }
             if self.index.linger_over(key, now) {
-                // Ended and not drained within the linger: reaped with
+                // Ended and its outputs not all taken within the linger: reaped with
                 // whatever the application did not take.
                 self.reap(key);
                 progress = true;
@@ -112,7 +112,7 @@ impl Node {
             let Some(key) = self.index.round_key(i) else {
                 break;
             };
-            if self.drain_backlog(key) {
+            if self.post_queued(key) {
                 progress = true;
                 // A failed post reports a loss to the core: collect its
                 // actions. Work still waiting for send slots is marked
@@ -121,9 +121,9 @@ impl Node {
             }
         }
         self.index.end_round();
-        // Closed and failed sessions the application drained are
-        // forgotten.
-        self.reap_drained();
+        // Closed and failed sessions whose outputs the application
+        // took are forgotten.
+        self.reap_ended();
         progress |= self.release_retiring(false, now);
         progress
     }

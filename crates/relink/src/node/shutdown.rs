@@ -106,7 +106,7 @@ impl Node {
         let start = self.now();
         let deadline = start + timeout;
         let reserve = self.transports.goodbye_timeout.min(timeout / 4);
-        let drain_until = start + timeout.saturating_sub(reserve);
+        let close_by = start + timeout.saturating_sub(reserve);
         self.shutting_down = true;
         let live: Vec<u64> = self
             .sessions
@@ -117,7 +117,7 @@ impl Node {
         tracing::info!(sessions = live.len(), ?timeout, "shutting down");
         for &k in &live {
             if let Some(slot) = self.sessions.get_mut(&k) {
-                slot.core.close_gracefully(drain_until, start);
+                slot.core.close_gracefully(close_by, start);
             }
             self.run_actions(k);
         }
