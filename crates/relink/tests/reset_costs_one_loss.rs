@@ -190,6 +190,25 @@ impl Pair {
                 .is_some_and(|d| d.id.generation == generation)
     }
 
+    /// Completes a reset of `side`'s device (registers its new
+    /// generation), waits until the session is back on it, and returns
+    /// `(side, losses of side, losses of the peer)` since `before`.
+    fn finish_reset(&mut self, what: &str, side: usize, before: [u64; 2]) -> (usize, u64, u64) {
+        let generation = self.registries[side].reset("soft0").unwrap().id.generation;
+        self.until(&format!("{what}: back on generation {generation}"), |p| {
+            p.back(side, generation)
+        });
+        let figure = (
+            side,
+            self.losses(side) - before[side],
+            self.losses(1 - side) - before[1 - side],
+        );
+        if (figure.1, figure.2) != (1, 1) {
+            eprintln!("{what} {figure:?}: events {:?}", self.events);
+        }
+        figure
+    }
+
     /// Every message submitted completes and is delivered.
     fn finish(&mut self) {
         self.sending = false;
@@ -224,19 +243,7 @@ fn a_hundred_resets_cost_one_loss_each() {
             pair.round();
         }
         pair.take_events();
-        let generation = pair.registries[side].reset("soft0").unwrap().id.generation;
-        pair.until(
-            &format!("reset {i} of side {side}: back on generation {generation}"),
-            |p| p.back(side, generation),
-        );
-        let figure = (
-            side,
-            pair.losses(side) - before[side],
-            pair.losses(1 - side) - before[1 - side],
-        );
-        if (figure.1, figure.2) != (1, 1) {
-            eprintln!("reset {i} {figure:?}: events {:?}", pair.events);
-        }
+        let figure = pair.finish_reset(&format!("reset {i} of side {side}"), side, before);
         figures.push(figure);
     }
     let took = started.elapsed();
@@ -311,19 +318,7 @@ fn a_reset_seen_half_done_costs_one_loss() {
             });
         }
         // The second half: the new generation.
-        let generation = pair.registries[side].reset("soft0").unwrap().id.generation;
-        pair.until(
-            &format!("side {side} back on generation {generation}"),
-            |p| p.back(side, generation),
-        );
-        let figure = (
-            side,
-            pair.losses(side) - before[side],
-            pair.losses(1 - side) - before[1 - side],
-        );
-        if (figure.1, figure.2) != (1, 1) {
-            eprintln!("reset of side {side} {figure:?}: events {:?}", pair.events);
-        }
+        let figure = pair.finish_reset(&format!("reset of side {side}"), side, before);
         figures.push(figure);
     }
     pair.finish();
