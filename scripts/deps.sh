@@ -72,12 +72,14 @@ esac
 PKGS=$(list "$@") || exit 2
 if [ $LIST = 1 ]; then printf '%s\n' "$PKGS"; exit 0; fi
 
-ci() { case ${CI:-} in true|TRUE|1) return 0 ;; esac; return 1; }
+# skip_ci: the one reading of CI=true, shared with the tests' skips
+# shellcheck source=scripts/skip.sh
+. "$(dirname "$0")/skip.sh"
 cannot() { # cannot WHY: say what to install; a failure under CI
   echo "deps: cannot install ${missing[*]}: $*"
   echo "deps: install them by hand: apt-get install ${missing[*]}"
   echo "deps: until then the tests that need them report SKIPPED (scripts/test.sh counts them)"
-  if ci; then echo "FAILED: deps: CI=true and packages are missing: ${missing[*]}"; exit 1; fi
+  if skip_ci; then echo "FAILED: deps: CI=true and packages are missing: ${missing[*]}"; exit 1; fi
   exit 0
 }
 
