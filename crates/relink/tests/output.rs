@@ -179,8 +179,12 @@ fn poll_output_hands_out_every_output_once_with_its_session() {
     let (node_wide, footprints) = scenario(true);
     assert_eq!(reference.accepted.len(), 4);
     assert_eq!(node_wide.accepted, reference.accepted);
-    for (key, log) in &reference.logs {
-        assert_eq!(node_wide.logs.get(key), Some(log), "session {key:?}");
+    for (session, log) in &reference.logs {
+        assert_eq!(
+            node_wide.logs.get(session),
+            Some(log),
+            "session {session:?}"
+        );
     }
     assert_eq!(node_wide.logs.len(), reference.logs.len());
 

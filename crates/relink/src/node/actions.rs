@@ -21,9 +21,9 @@ impl Node {
     /// and events stay in the core until the application polls them; a
     /// session that has some joins the ready queue of
     /// [`Node::poll_output`].
-    pub(super) fn run_actions(&mut self, key: u64) {
+    pub(super) fn run_actions(&mut self, handle: u64) {
         loop {
-            let Some(entry) = self.sessions.get_mut(&key) else {
+            let Some(entry) = self.sessions.get_mut(&handle) else {
                 return;
             };
             let Some(action) = entry.next_action() else {
@@ -32,53 +32,53 @@ impl Node {
             if matches!(action, Action::Disconnect { .. } | Action::TearDown { .. }) {
                 // Messages queued before a disconnect (the goodbye of an
                 // admin close) go out first.
-                self.post_queued(key);
+                self.post_queued(handle);
             }
-            self.perform(key, action);
+            self.perform(handle, action);
         }
-        if let Some(entry) = self.sessions.get_mut(&key) {
-            entry.index_what_it_waits_for(key, &mut self.index, &*self.provider);
+        if let Some(entry) = self.sessions.get_mut(&handle) {
+            entry.index_what_it_waits_for(handle, &mut self.index, &*self.provider);
         }
-        self.coordinate_probes(key);
+        self.coordinate_probes(handle);
     }
 
     /// Carry out one action of the core (not a work request: those join
-    /// the backlog in `Slot::next_action`).
-    fn perform(&mut self, key: u64, action: Action) {
+    /// the backlog in `SessionEntry::next_action`).
+    fn perform(&mut self, handle: u64, action: Action) {
         let p = &*self.provider;
         // Present: `run_actions` took the action from it just now.
-        let Some(slot) = self.sessions.get_mut(&key) else {
+        let Some(entry) = self.sessions.get_mut(&handle) else {
             return;
         };
         match action {
             Action::TearDown { epoch }
-                if slot.standby.as_ref().is_some_and(|t| t.epoch == epoch) =>
+                if entry.standby.as_ref().is_some_and(|t| t.epoch == epoch) =>
             {
-                if let Some(t) = slot.standby.take() {
+                if let Some(t) = entry.standby.take() {
                     destroy(p, *t, &mut self.index);
                 }
-                slot.standby_ready = false;
+                entry.standby_ready = false;
             }
             Action::ConnectStandby {
                 epoch,
                 path,
                 private_data,
-            } => slot.connect_standby(key, epoch, path, private_data, p, &mut self.index),
+            } => entry.connect_standby(handle, epoch, path, private_data, p, &mut self.index),
             Action::AcceptStandby {
                 epoch,
                 request,
                 private_data,
-            } => self.accept_standby(key, epoch, request, &private_data),
-            Action::Promote { epoch } => self.promote_standby(key, epoch),
-            Action::ProbeStandby { epoch, imm } => slot.probe_standby(epoch, imm, p),
+            } => self.accept_standby(handle, epoch, request, &private_data),
+            Action::Promote { epoch } => self.promote_standby(handle, epoch),
+            Action::ProbeStandby { epoch, imm } => entry.probe_standby(epoch, imm, p),
             Action::TearDown { epoch } => {
-                slot.backlog.clear();
-                if let Some(t) = slot.transport.take_if(|t| t.epoch == epoch) {
+                entry.backlog.clear();
+                if let Some(t) = entry.transport.take_if(|t| t.epoch == epoch) {
                     // Destroyed after the next round: what the session
                     // posts next goes out first.
-                    let lost = slot.outage_begins(&t, p.now());
+                    let lost = entry.outage_begins(&t, p.now());
                     self.transports
-                        .give_up(key, t, self.rounds, lost, &mut self.index);
+                        .give_up(handle, t, self.rounds, lost, &mut self.index);
                 }
             }
             Action::Connect {
@@ -86,7 +86,7 @@ impl Node {
                 path,
                 private_data,
             } => {
-                if let Some(old) = slot.transport.take() {
+                if let Some(old) = entry.transport.take() {
                     destroy(p, old, &mut self.index);
                 }
                 let id = match p.cm_create_id() {
@@ -96,19 +96,21 @@ impl Node {
                             call: CmCall::CreateId,
                             error,
                         };
-                        slot.core.handle_attempt_failed(epoch, why.into(), p.now());
+                        entry.core.handle_attempt_failed(epoch, why.into(), p.now());
                         return;
                     }
                 };
-                slot.transport = Some(Transport::new(epoch, Some(id), slot.spec.send_slots));
-                if let Some(tl) = slot.timeline.as_mut() {
+                entry.transport = Some(Transport::new(epoch, Some(id), entry.spec.send_slots));
+                if let Some(tl) = entry.timeline.as_mut() {
                     tl.attempt(p.now());
                 }
-                slot.connect_data = private_data;
-                slot.path = Some(path);
-                let timeout = slot.opts.policy.connect_timeout;
-                if let Err(why) = start_resolve(p, &mut self.index, key, epoch, id, path, timeout) {
-                    slot.core.handle_attempt_failed(epoch, why.into(), p.now());
+                entry.connect_data = private_data;
+                entry.path = Some(path);
+                let timeout = entry.opts.policy.connect_timeout;
+                if let Err(why) =
+                    start_resolve(p, &mut self.index, handle, epoch, id, path, timeout)
+                {
+                    entry.core.handle_attempt_failed(epoch, why.into(), p.now());
                 }
             }
             Action::Accept {
@@ -119,11 +121,11 @@ impl Node {
                 let Some(req) = self.pending.remove(&request.0) else {
                     return;
                 };
-                if let Some(old) = slot.transport.take() {
+                if let Some(old) = entry.transport.take() {
                     destroy(p, old, &mut self.index);
                 }
-                let mut t = Transport::new(epoch, Some(req.cm), slot.spec.send_slots);
-                if let Some(tl) = slot.timeline.as_mut() {
+                let mut t = Transport::new(epoch, Some(req.cm), entry.spec.send_slots);
+                if let Some(tl) = entry.timeline.as_mut() {
                     tl.attempt(p.now());
                 }
                 let device = p
@@ -133,13 +135,13 @@ impl Node {
                     Some(d) => t.build(
                         &self.provider,
                         d,
-                        &slot.spec,
-                        &slot.memory,
-                        slot.shared.as_ref(),
+                        &entry.spec,
+                        &entry.memory,
+                        entry.shared.as_ref(),
                     ),
                     None => Err(AttemptFailure::DeviceLost),
                 };
-                if let (Ok(()), Some(tl)) = (&built, slot.timeline.as_mut()) {
+                if let (Ok(()), Some(tl)) = (&built, entry.timeline.as_mut()) {
                     tl.resources = Some(p.now());
                 }
                 let accepted = built.and_then(|()| {
@@ -152,11 +154,11 @@ impl Node {
                             .into()
                         })
                 });
-                self.index.cm_phase(req.cm, key, epoch, Phase::Accepting);
-                slot.transport = Some(t);
+                self.index.cm_phase(req.cm, handle, epoch, Phase::Accepting);
+                entry.transport = Some(t);
                 if let Err(e) = accepted {
                     tracing::warn!("accept failed: {e}");
-                    slot.core.handle_attempt_failed(epoch, e, p.now());
+                    entry.core.handle_attempt_failed(epoch, e, p.now());
                 }
             }
             Action::Reject {
@@ -170,25 +172,25 @@ impl Node {
                 // Disconnected once the goodbye posted before has left
                 // (`closing.rs`); the TearDown that follows finds no
                 // transport.
-                if let Some(t) = slot.transport.take_if(|t| t.epoch == epoch) {
-                    let mut backlog = std::mem::take(&mut slot.backlog);
+                if let Some(t) = entry.transport.take_if(|t| t.epoch == epoch) {
+                    let mut backlog = std::mem::take(&mut entry.backlog);
                     // It leaves the session: messages take their payloads.
-                    encode_messages(&mut backlog, &slot.core);
+                    encode_messages(&mut backlog, &entry.core);
                     // The windows' invalidations follow the goodbye.
                     for (wr_id, op) in t.windows.invalidations() {
                         backlog.push_back(Pending::Local { wr_id, op });
                     }
                     let goodbye = Goodbye {
-                        session: slot.core.id(),
+                        session: entry.core.id(),
                         transport: t,
                         backlog,
-                        memory: slot.memory.clone(),
-                        slot_size: slot.spec.slot_size,
+                        memory: entry.memory.clone(),
+                        slot_size: entry.spec.slot_size,
                     };
-                    let ck = self.next_key;
-                    self.next_key += 1;
+                    let closing = self.next_handle;
+                    self.next_handle += 1;
                     self.transports.begin_closing(
-                        ck,
+                        closing,
                         goodbye,
                         p.now(),
                         p,
@@ -202,12 +204,12 @@ impl Node {
 }
 
 /// Starts resolving `path` on `id`, the CM id of attempt (or standby)
-/// `epoch` of session `key`, and files the id under that attempt; the
+/// `epoch` of session `handle`, and files the id under that attempt; the
 /// provider's refusal as the failure the core is told of.
 pub(super) fn start_resolve(
     p: &dyn Provider,
     index: &mut Index,
-    key: u64,
+    handle: u64,
     epoch: relink_core::ids::Epoch,
     id: CmId,
     path: relink_core::session::Path,
@@ -218,6 +220,6 @@ pub(super) fn start_resolve(
             call: CmCall::ResolveAddr,
             error,
         })?;
-    index.cm_phase(id, key, epoch, Phase::Resolving);
+    index.cm_phase(id, handle, epoch, Phase::Resolving);
     Ok(())
 }

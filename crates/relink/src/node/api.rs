@@ -16,7 +16,7 @@ use relink_core::{BufferToken, OpId, RegionId, Seq, SessionId};
 use relink_fabric::{CmError, DeviceId, Memory};
 
 use super::{
-    CloseError, ConnectError, ListenError, ListenerHandle, ListenerSlot, Node, OptionsError,
+    CloseError, ConnectError, ListenError, ListenerEntry, ListenerHandle, Node, OptionsError,
     RegionError, SessionEntry, SessionHandle, SessionInfo, SessionOptions, SubmitError,
 };
 
@@ -79,15 +79,15 @@ impl Node {
         };
         let mut core = Session::new(cfg, now).map_err(OptionsError::Policy)?;
         core.set_devices(self.provider.devices(), now);
-        let key = self.insert_session(core, opts)?;
+        let handle = self.insert_session(core, opts)?;
         self.sessions
-            .get_mut(&key)
+            .get_mut(&handle)
             .expect("inserted")
             .core
             .connect(now)
             .expect("a new initiator with a path connects");
-        self.run_actions(key);
-        Ok(SessionHandle(key))
+        self.run_actions(handle);
+        Ok(SessionHandle(handle))
     }
 
     /// Listen on `addr` (a device's address, or the wildcard address for
@@ -125,29 +125,29 @@ impl Node {
         if addr.port() == 0 {
             return Err(ListenError::NoPort(addr));
         }
-        let key = self.key();
+        let handle = self.new_handle();
         self.listeners.insert(
-            key,
-            ListenerSlot {
+            handle,
+            ListenerEntry {
                 addr,
                 cm: None,
                 opts,
             },
         );
-        match self.start_listener(key) {
+        match self.start_listener(handle) {
             Ok(()) => {}
             Err(CmError::AddrNotAvailable(_)) => {
                 tracing::info!(%addr, "no device owns the address yet: listening once one does");
             }
             Err(error) => {
-                self.listeners.remove(&key);
+                self.listeners.remove(&handle);
                 return Err(match error {
                     CmError::AddrInUse(_) => ListenError::AddrInUse(addr),
                     error => ListenError::Provider { addr, error },
                 });
             }
         }
-        Ok(ListenerHandle(key))
+        Ok(ListenerHandle(handle))
     }
 
     /// Whether a listener listens now: `Some(true)` when it does,
@@ -156,7 +156,9 @@ impl Node {
     /// (never made, or closed with [`Node::close_listener`]).
     #[must_use]
     pub fn listener_active(&self, l: ListenerHandle) -> Option<bool> {
-        self.listeners.get(&l.0).map(|slot| slot.cm.is_some())
+        self.listeners
+            .get(&l.0)
+            .map(|listener| listener.cm.is_some())
     }
 
     fn entry(&mut self, s: SessionHandle) -> Option<&mut SessionEntry> {
@@ -296,8 +298,9 @@ impl Node {
     /// or reaped: [`Node::sessions`]); [`RegionError::NoRegion`] if it has
     /// no such region.
     pub fn region(&self, s: SessionHandle, id: RegionId) -> Result<Memory, RegionError> {
-        let slot = self.sessions.get(&s.0).ok_or(RegionError::NoSession(s))?;
-        slot.memory
+        let entry = self.sessions.get(&s.0).ok_or(RegionError::NoSession(s))?;
+        entry
+            .memory
             .regions
             .get(&id)
             .cloned()
@@ -378,8 +381,8 @@ impl Node {
     /// (never made, or reaped: [`Node::sessions`]).
     #[must_use]
     pub fn session_info(&self, s: SessionHandle) -> Option<SessionInfo> {
-        let slot = self.sessions.get(&s.0)?;
-        let core = &slot.core;
+        let entry = self.sessions.get(&s.0)?;
+        let core = &entry.core;
         Some(SessionInfo {
             id: core.id(),
             role: core.role(),
@@ -395,7 +398,7 @@ impl Node {
             awaiting_decision: core.awaiting_decision(),
             planned: core.planned(),
             counters: core.counters(),
-            last_recovery: slot.timeline,
+            last_recovery: entry.timeline,
         })
     }
 
@@ -411,7 +414,7 @@ impl Node {
     /// the closed and failed ones not yet reaped.
     ///
     /// A session that ended (state `Closed` or `Failed`) is reaped — its
-    /// slot, memory and index entries freed — at the first [`Node::poll`]
+    /// entry, memory and index entries freed — at the first [`Node::poll`]
     /// after the application took everything it produced (every
     /// completion, delivery and event; an accepted session must also have
     /// been taken with [`Node::accept`]), or
@@ -422,7 +425,7 @@ impl Node {
     /// `device` return `None`.
     /// Handles are never reused.
     pub fn sessions(&self) -> Vec<SessionHandle> {
-        self.sessions.keys().map(|k| SessionHandle(*k)).collect()
+        self.sessions.keys().map(|h| SessionHandle(*h)).collect()
     }
 
     /// Close a session now: recovery stops, pending operations fail
@@ -449,8 +452,8 @@ impl Node {
     /// Stop a listener (sessions it accepted go on); an unknown handle is
     /// ignored.
     pub fn close_listener(&mut self, l: ListenerHandle) {
-        if let Some(slot) = self.listeners.remove(&l.0) {
-            if let Some(id) = slot.cm {
+        if let Some(listener) = self.listeners.remove(&l.0) {
+            if let Some(id) = listener.cm {
                 self.index.cm_gone(id);
                 let _ = self.provider.cm_destroy_id(id);
             }

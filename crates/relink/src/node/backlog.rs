@@ -179,10 +179,10 @@ impl Node {
     /// what else is queued by then. One-sided operations always wait for
     /// the round: they come in windows, and the first of a window posted
     /// alone costs a batch split and one more completion per window.
-    pub(super) fn post_if_idle(&mut self, key: u64) {
-        let idle = self.sessions.get(&key).is_some_and(|slot| {
-            !slot.backlog.is_empty()
-                && slot
+    pub(super) fn post_if_idle(&mut self, handle: u64) {
+        let idle = self.sessions.get(&handle).is_some_and(|entry| {
+            !entry.backlog.is_empty()
+                && entry
                     .transport
                     .as_ref()
                     .is_some_and(|t| t.connected && t.posted.is_empty())
@@ -190,16 +190,16 @@ impl Node {
         if !idle {
             return;
         }
-        match self.post_backlog(key) {
+        match self.post_backlog(handle) {
             // A failed post reports a loss to the core: collect its actions.
-            Some(false) => self.run_actions(key),
+            Some(false) => self.run_actions(handle),
             Some(true)
                 if self
                     .sessions
-                    .get(&key)
+                    .get(&handle)
                     .is_some_and(|s| s.backlog.is_empty()) =>
             {
-                self.index.work_posted(key);
+                self.index.work_posted(handle);
             }
             _ => {}
         }
@@ -209,36 +209,36 @@ impl Node {
     /// slots last; signal every [`SIGNAL_EVERY`]th and the last one.
     /// Returns whether it posted anything (a failed post included: it
     /// reports a loss to the core).
-    pub(super) fn post_queued(&mut self, key: u64) -> bool {
-        self.post_backlog(key).is_some()
+    pub(super) fn post_queued(&mut self, handle: u64) -> bool {
+        self.post_backlog(handle).is_some()
     }
 
     /// [`Node::post_queued`]: `None` if nothing was posted, else whether
     /// the post succeeded.
-    fn post_backlog(&mut self, key: u64) -> Option<bool> {
+    fn post_backlog(&mut self, handle: u64) -> Option<bool> {
         let p = &*self.provider;
-        let slot = self.sessions.get_mut(&key)?;
-        if slot.backlog.is_empty() {
+        let entry = self.sessions.get_mut(&handle)?;
+        if entry.backlog.is_empty() {
             return None;
         }
-        let Some(t) = slot.transport.as_mut() else {
-            slot.backlog.clear();
+        let Some(t) = entry.transport.as_mut() else {
+            entry.backlog.clear();
             return None;
         };
         let (Some(qp), Some(mr)) = (t.qp, t.send_mr) else {
             return None;
         };
-        let size = slot.spec.slot_size;
+        let size = entry.spec.slot_size;
         let batch = &mut self.send_batch;
         batch.clear();
         fill_batch(
-            &mut slot.backlog,
+            &mut entry.backlog,
             t,
-            &slot.memory.send,
+            &entry.memory.send,
             mr,
             size,
             batch,
-            &mut slot.core,
+            &mut entry.core,
         );
         if batch.is_empty() {
             return None;
@@ -247,8 +247,9 @@ impl Node {
         if let Err(e) = p.post_send(qp, batch.as_slice()) {
             tracing::debug!("post send: {e}");
             let epoch = t.epoch;
-            slot.backlog.clear();
-            slot.core
+            entry.backlog.clear();
+            entry
+                .core
                 .handle_transport_down(epoch, DownCause::DeviceRemoved, p.now());
             return Some(false);
         }

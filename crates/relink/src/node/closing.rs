@@ -96,11 +96,11 @@ impl Node {
 impl Transports {
     /// Move a closed session's transport (`goodbye`: its goodbye and what
     /// came before it posted or queued) to the closing transports under
-    /// key `ck`, at `now`; it is disconnected and destroyed once they have
+    /// `handle`, at `now`; it is disconnected and destroyed once they have
     /// left. `batch`: the node's send batch, reused.
     pub fn begin_closing(
         &mut self,
-        ck: u64,
+        handle: u64,
         goodbye: Goodbye,
         now: Timestamp,
         p: &dyn Provider,
@@ -109,7 +109,7 @@ impl Transports {
     ) {
         // Its CQ is looked at in the next round (the goodbye may have
         // completed already, and the CQ may not be armed).
-        index.closing_began(ck, &goodbye.transport);
+        index.closing_began(handle, &goodbye.transport);
         let mut c = Closing {
             session: goodbye.session,
             transport: goodbye.transport,
@@ -118,27 +118,27 @@ impl Transports {
             slot_size: goodbye.slot_size,
             timer: TimerEntry::default(),
         };
-        index.set_timer(ck, &mut c.timer, Some(now + self.goodbye_timeout));
-        self.closing.insert(ck, c);
-        self.push_closing(ck, p, index, batch);
+        index.set_timer(handle, &mut c.timer, Some(now + self.goodbye_timeout));
+        self.closing.insert(handle, c);
+        self.push_closing(handle, p, index, batch);
     }
 
-    /// Post what closing transport `ck` still has queued; end it when
+    /// Post what closing transport `handle` still has queued; end it when
     /// nothing is queued or in flight any more.
     fn push_closing(
         &mut self,
-        ck: u64,
+        handle: u64,
         p: &dyn Provider,
         index: &mut Index,
         batch: &mut WrBatch<SendWr>,
     ) {
-        let Some(c) = self.closing.get_mut(&ck) else {
+        let Some(c) = self.closing.get_mut(&handle) else {
             return;
         };
         let t = &mut c.transport;
         let (Some(qp), Some(mr)) = (t.qp, t.send_mr) else {
             // Never built: nothing can have been sent.
-            self.end_closing(ck, Ending::Gone, p, index);
+            self.end_closing(handle, Ending::Gone, p, index);
             return;
         };
         if !c.backlog.is_empty() {
@@ -156,30 +156,30 @@ impl Transports {
                 mark_signaled(batch.as_mut_slice(), &mut t.unsignaled);
                 if let Err(e) = p.post_send(qp, batch.as_slice()) {
                     tracing::debug!(session = %c.session, "posting the goodbye: {e}");
-                    self.end_closing(ck, Ending::Failed, p, index);
+                    self.end_closing(handle, Ending::Failed, p, index);
                     return;
                 }
             }
         }
         if c.backlog.is_empty() && c.transport.posted.is_empty() {
-            self.end_closing(ck, Ending::Sent, p, index);
+            self.end_closing(handle, Ending::Sent, p, index);
         }
     }
 
-    /// Drain the CQ of closing transport `ck`: send completions retire
+    /// Drain the CQ of closing transport `handle`: send completions retire
     /// their requests (an error ends it at once), receives are dropped.
     /// Returns whether there were completions. `wcs`, `recv_batch` and
     /// `send_batch`: the node's buffers, reused.
     pub fn poll_closing_cq(
         &mut self,
-        ck: u64,
+        handle: u64,
         p: &dyn Provider,
         index: &mut Index,
         wcs: &mut Vec<WorkCompletion>,
         recv_batch: &mut WrBatch<RecvWr>,
         send_batch: &mut WrBatch<SendWr>,
     ) -> bool {
-        let Some(c) = self.closing.get_mut(&ck) else {
+        let Some(c) = self.closing.get_mut(&handle) else {
             return false;
         };
         let Some(cq) = c.transport.cq else {
@@ -188,7 +188,7 @@ impl Transports {
         if !poll_or_arm(p, cq, wcs) {
             return false;
         }
-        index.cq_signalled(ck);
+        index.cq_signalled(handle);
         let mut failed = false;
         // Receives are dropped; the slots of a shared receive queue go
         // back to it.
@@ -201,18 +201,18 @@ impl Transports {
             }
         }
         if failed {
-            self.end_closing(ck, Ending::Failed, p, index);
+            self.end_closing(handle, Ending::Failed, p, index);
         } else {
-            self.push_closing(ck, p, index, send_batch);
+            self.push_closing(handle, p, index, send_batch);
         }
         true
     }
 
-    /// A CM event of closing transport `ck`'s id: the connection or its
+    /// A CM event of closing transport `handle`'s id: the connection or its
     /// device gone ends it at once; anything else is of no interest now.
     pub fn on_closing_cm(
         &mut self,
-        ck: u64,
+        handle: u64,
         kind: &CmEventKind,
         p: &dyn Provider,
         index: &mut Index,
@@ -221,7 +221,7 @@ impl Transports {
             kind,
             CmEventKind::Disconnected | CmEventKind::DeviceRemoval | CmEventKind::AddrChange
         ) {
-            self.end_closing(ck, Ending::Gone, p, index);
+            self.end_closing(handle, Ending::Gone, p, index);
         }
     }
 
@@ -243,20 +243,20 @@ impl Transports {
                     device.is_some_and(|d| t.device.as_ref().is_some_and(|x| x.id == *d));
                 on_device || (ctx.is_some() && t.ctx == ctx)
             })
-            .map(|(k, _)| *k)
+            .map(|(h, _)| *h)
             .collect();
-        for ck in hit {
-            self.end_closing(ck, Ending::Gone, p, index);
+        for handle in hit {
+            self.end_closing(handle, Ending::Gone, p, index);
         }
     }
 
     /// Disconnect (unless the connection is gone already) and destroy
-    /// closing transport `ck`.
-    pub fn end_closing(&mut self, ck: u64, how: Ending, p: &dyn Provider, index: &mut Index) {
-        let Some(mut c) = self.closing.remove(&ck) else {
+    /// closing transport `handle`.
+    pub fn end_closing(&mut self, handle: u64, how: Ending, p: &dyn Provider, index: &mut Index) {
+        let Some(mut c) = self.closing.remove(&handle) else {
             return;
         };
-        index.closing_ended(ck, &mut c.timer);
+        index.closing_ended(handle, &mut c.timer);
         if how != Ending::Sent {
             tracing::debug!(session = %c.session, ?how, "goodbye transport ends before its goodbye completed");
         }
@@ -272,10 +272,10 @@ impl Transports {
     /// End every closing transport now (the node ends): how many had not
     /// seen their goodbye leave.
     pub fn cut_closing(&mut self, p: &dyn Provider, index: &mut Index) -> usize {
-        let keys: Vec<u64> = self.closing.keys().copied().collect();
-        for ck in &keys {
-            self.end_closing(*ck, Ending::Cut, p, index);
+        let handles: Vec<u64> = self.closing.keys().copied().collect();
+        for handle in &handles {
+            self.end_closing(*handle, Ending::Cut, p, index);
         }
-        keys.len()
+        handles.len()
     }
 }

@@ -18,17 +18,17 @@ use super::index::{CmOwner, Phase};
 use super::{Accepted, ListenerHandle, Node, PendingRequest, SessionHandle};
 
 impl Node {
-    /// Create, bind and listen the CM id of listener `key`.
+    /// Create, bind and listen the CM id of listener `handle`.
     /// `CmError::AddrNotAvailable`: no device owns its address now.
-    pub(super) fn start_listener(&mut self, key: u64) -> Result<(), CmError> {
+    pub(super) fn start_listener(&mut self, handle: u64) -> Result<(), CmError> {
         let p = self.provider.clone();
-        let l = self.listeners.get_mut(&key).expect("listener");
+        let l = self.listeners.get_mut(&handle).expect("listener");
         let id = p.cm_create_id()?;
         let r = p.cm_bind(id, l.addr).and_then(|_| p.cm_listen(id, 128));
         match r {
             Ok(()) => {
                 l.cm = Some(id);
-                self.index.cm_belongs(id, CmOwner::Listener(key));
+                self.index.cm_belongs(id, CmOwner::Listener(handle));
                 tracing::info!(addr = %l.addr, "listening");
                 Ok(())
             }
@@ -56,42 +56,44 @@ impl Node {
             return;
         };
         match owner {
-            CmOwner::Listener(k) => {
+            CmOwner::Listener(handle) => {
                 if kind == CmEventKind::DeviceRemoval {
                     // Bound to a device's address: destroy, listen again
                     // when a device that owns the address appears.
                     self.index.cm_gone(id);
                     let _ = self.provider.cm_destroy_id(id);
-                    if let Some(l) = self.listeners.get_mut(&k) {
+                    if let Some(l) = self.listeners.get_mut(&handle) {
                         tracing::info!(addr = %l.addr, "listener lost its device; will listen again");
                         l.cm = None;
                     }
                     // A device owning the address may already be back.
                     let back = self
                         .listeners
-                        .get(&k)
+                        .get(&handle)
                         .is_some_and(|l| self.provider.devices().iter().any(|d| l.served_by(d)));
                     if back {
-                        self.restart_listener(k);
+                        self.restart_listener(handle);
                     }
                 }
             }
             CmOwner::Pending => {}
-            CmOwner::Closing(ck) => {
+            CmOwner::Closing(handle) => {
                 self.transports
-                    .on_closing_cm(ck, &kind, &*self.provider, &mut self.index)
+                    .on_closing_cm(handle, &kind, &*self.provider, &mut self.index)
             }
-            CmOwner::Session { key, epoch, phase } => {
-                self.on_session_cm(key, epoch, phase, id, kind, now)
-            }
+            CmOwner::Session {
+                handle,
+                epoch,
+                phase,
+            } => self.on_session_cm(handle, epoch, phase, id, kind, now),
         }
     }
 
-    /// Listen again on listener `key` (its address's device came back);
+    /// Listen again on listener `handle` (its address's device came back);
     /// a failure leaves it waiting for the next device event.
-    pub(super) fn restart_listener(&mut self, key: u64) {
-        if let Err(e) = self.start_listener(key) {
-            let addr = self.listeners.get(&key).map(|l| l.addr);
+    pub(super) fn restart_listener(&mut self, handle: u64) {
+        if let Err(e) = self.start_listener(handle) {
+            let addr = self.listeners.get(&handle).map(|l| l.addr);
             tracing::warn!(?addr, "cannot listen again: {e}");
         }
     }
@@ -100,7 +102,7 @@ impl Node {
     /// the core it failed or its transport went down.
     fn on_session_cm(
         &mut self,
-        key: u64,
+        handle: u64,
         epoch: Epoch,
         phase: Phase,
         id: CmId,
@@ -108,15 +110,15 @@ impl Node {
         now: Timestamp,
     ) {
         let p = self.provider.clone();
-        let Some(slot) = self.sessions.get_mut(&key) else {
+        let Some(entry) = self.sessions.get_mut(&handle) else {
             return;
         };
-        if slot.is_standby_cm(epoch, id) {
-            slot.on_standby_cm(key, epoch, phase, id, kind, now, &p, &mut self.index);
-            self.run_actions(key);
+        if entry.is_standby_cm(epoch, id) {
+            entry.on_standby_cm(handle, epoch, phase, id, kind, now, &p, &mut self.index);
+            self.run_actions(handle);
             return;
         }
-        let current = slot
+        let current = entry
             .transport
             .as_ref()
             .is_some_and(|t| t.epoch == epoch && t.cm == Some(id));
@@ -129,104 +131,111 @@ impl Node {
             // when it closed the session) may wait in the CQ, raised in the
             // same poll round: read it before the transport goes, or the
             // admin close would look like a loss and be recovered from.
-            self.read_cq_before_loss(key);
-            if let Some(slot) = self.sessions.get_mut(&key) {
-                slot.core
+            self.read_cq_before_loss(handle);
+            if let Some(entry) = self.sessions.get_mut(&handle) {
+                entry
+                    .core
                     .handle_transport_down(epoch, DownCause::CmDisconnected, now);
             }
-            self.run_actions(key);
+            self.run_actions(handle);
             // The peer's goodbye closed the session: its transport went to
             // the closing transports, but the connection is gone already.
-            if let Some(CmOwner::Closing(ck)) = self.index.cm_owner(id) {
+            if let Some(CmOwner::Closing(closing)) = self.index.cm_owner(id) {
                 self.transports
-                    .on_closing_cm(ck, &kind, &*self.provider, &mut self.index);
+                    .on_closing_cm(closing, &kind, &*self.provider, &mut self.index);
             }
             return;
         }
         let cm_failed = |call, error| AttemptFailure::Provider(ProviderFailure::Cm { call, error });
         match (phase, kind) {
             (Phase::Resolving, CmEventKind::AddrResolved) => {
-                if let Some(tl) = slot.timeline.as_mut() {
+                if let Some(tl) = entry.timeline.as_mut() {
                     tl.addr_resolved = Some(now);
                 }
                 if let Err(e) = p.cm_resolve_route(id, Duration::from_secs(2)) {
-                    slot.core
-                        .handle_attempt_failed(epoch, cm_failed(CmCall::ResolveRoute, e), now);
+                    entry.core.handle_attempt_failed(
+                        epoch,
+                        cm_failed(CmCall::ResolveRoute, e),
+                        now,
+                    );
                 } else {
-                    self.index.cm_phase(id, key, epoch, Phase::Routing);
+                    self.index.cm_phase(id, handle, epoch, Phase::Routing);
                 }
             }
             (Phase::Routing, CmEventKind::RouteResolved) => {
-                if let Some(tl) = slot.timeline.as_mut() {
+                if let Some(tl) = entry.timeline.as_mut() {
                     tl.route_resolved = Some(now);
                 }
                 let device = p
                     .cm_device(id)
                     .and_then(|d| p.devices().into_iter().find(|x| x.id == d));
                 let Some(device) = device else {
-                    slot.core
+                    entry
+                        .core
                         .handle_attempt_failed(epoch, AttemptFailure::DeviceLost, now);
-                    self.run_actions(key);
+                    self.run_actions(handle);
                     return;
                 };
-                let t = slot.transport.as_mut().expect("current");
-                let shared = slot.shared.as_ref();
-                if let Err(e) = t.build(&p, device, &slot.spec, &slot.memory, shared) {
-                    slot.core.handle_attempt_failed(epoch, e, now);
-                    self.run_actions(key);
+                let t = entry.transport.as_mut().expect("current");
+                let shared = entry.shared.as_ref();
+                if let Err(e) = t.build(&p, device, &entry.spec, &entry.memory, shared) {
+                    entry.core.handle_attempt_failed(epoch, e, now);
+                    self.run_actions(handle);
                     return;
                 }
-                if let Some(tl) = slot.timeline.as_mut() {
+                if let Some(tl) = entry.timeline.as_mut() {
                     tl.resources = Some(p.now());
                 }
                 let qp = t.qp.expect("built");
                 let params = ConnParams::default();
-                if let Err(e) = p.cm_connect(id, qp, params, &slot.connect_data) {
-                    slot.core
+                if let Err(e) = p.cm_connect(id, qp, params, &entry.connect_data) {
+                    entry
+                        .core
                         .handle_attempt_failed(epoch, cm_failed(CmCall::Connect, e), now);
                 } else {
-                    self.index.cm_phase(id, key, epoch, Phase::Connecting);
+                    self.index.cm_phase(id, handle, epoch, Phase::Connecting);
                 }
             }
             (Phase::Connecting, CmEventKind::Established { private_data }) => {
-                let t = slot.transport.as_mut().expect("current");
+                let t = entry.transport.as_mut().expect("current");
                 t.connected = true;
                 let device = t.device.clone().expect("built");
                 if let Err(e) = t.bind_windows(&*p) {
-                    slot.core.handle_attempt_failed(epoch, e, now);
-                    self.run_actions(key);
+                    entry.core.handle_attempt_failed(epoch, e, now);
+                    self.run_actions(handle);
                     return;
                 }
                 let keys = t.local_keys();
-                if let Some(tl) = slot.timeline.as_mut() {
+                if let Some(tl) = entry.timeline.as_mut() {
                     tl.connected = Some(now);
                 }
-                slot.core
+                entry
+                    .core
                     .handle_connected(epoch, device, &private_data, keys, now);
-                self.index.cm_phase(id, key, epoch, Phase::Up);
+                self.index.cm_phase(id, handle, epoch, Phase::Up);
                 // What arrived before this event waits in the CQ.
-                self.index.cq_signalled(key);
+                self.index.cq_signalled(handle);
             }
             (Phase::Accepting, CmEventKind::Established { .. }) => {
-                let t = slot.transport.as_mut().expect("current");
+                let t = entry.transport.as_mut().expect("current");
                 t.connected = true;
                 let device = t.device.clone().expect("built");
                 if let Err(e) = t.bind_windows(&*p) {
-                    slot.core.handle_attempt_failed(epoch, e, now);
-                    self.run_actions(key);
+                    entry.core.handle_attempt_failed(epoch, e, now);
+                    self.run_actions(handle);
                     return;
                 }
                 let keys = t.local_keys();
-                if let Some(tl) = slot.timeline.as_mut() {
+                if let Some(tl) = entry.timeline.as_mut() {
                     tl.connected = Some(now);
                 }
-                slot.core.handle_accepted(epoch, device, keys, now);
-                self.index.cm_phase(id, key, epoch, Phase::Up);
+                entry.core.handle_accepted(epoch, device, keys, now);
+                self.index.cm_phase(id, handle, epoch, Phase::Up);
                 // What arrived before this event waits in the CQ.
-                self.index.cq_signalled(key);
+                self.index.cq_signalled(handle);
             }
             (_, CmEventKind::Rejected { private_data, .. }) => {
-                slot.core.handle_rejected(epoch, &private_data, now);
+                entry.core.handle_rejected(epoch, &private_data, now);
             }
             (
                 Phase::Resolving | Phase::Routing | Phase::Connecting | Phase::Accepting,
@@ -245,19 +254,21 @@ impl Node {
                     CmEventKind::DeviceRemoval => AttemptFailure::DeviceLost,
                     _ => AttemptFailure::Disconnected,
                 };
-                slot.core.handle_attempt_failed(epoch, why, now);
+                entry.core.handle_attempt_failed(epoch, why, now);
             }
             (Phase::Up, CmEventKind::DeviceRemoval) => {
-                slot.core
+                entry
+                    .core
                     .handle_transport_down(epoch, DownCause::CmDeviceRemoval, now);
             }
             (Phase::Up, CmEventKind::AddrChange) => {
-                slot.core
+                entry
+                    .core
                     .handle_transport_down(epoch, DownCause::AddrChange, now);
             }
             (phase, kind) => tracing::debug!(?id, ?phase, ?kind, "CM event ignored"),
         }
-        self.run_actions(key);
+        self.run_actions(handle);
     }
 
     /// A connect request to a listener: a hello is refused `ShuttingDown`
@@ -282,7 +293,7 @@ impl Node {
             let _ = self.provider.cm_destroy_id(id);
             return;
         };
-        let token = self.key();
+        let token = self.new_handle();
         self.index.cm_belongs(id, CmOwner::Pending);
         self.pending.insert(token, PendingRequest { cm: id });
         let refuse = |node: &mut Node, reason| {
@@ -301,8 +312,8 @@ impl Node {
                     // A session of this id exists here: it takes the Hello
                     // (a retried first handshake), gives way to a new
                     // session (it is over), or refuses (`handle_hello`).
-                    let slot = self.sessions.get_mut(&old).expect("indexed");
-                    let verdict = slot.core.handle_hello(RequestToken(token), &h, now);
+                    let entry = self.sessions.get_mut(&old).expect("indexed");
+                    let verdict = entry.core.handle_hello(RequestToken(token), &h, now);
                     self.run_actions(old);
                     match verdict {
                         HelloVerdict::Taken => return,
@@ -332,15 +343,15 @@ impl Node {
                     Ok(mut core) => {
                         core.set_devices(self.provider.devices(), now);
                         match self.insert_session(core, opts) {
-                            Ok(key) => {
+                            Ok(handle) => {
                                 self.accepted.push_back(Accepted {
-                                    session: SessionHandle(key),
+                                    session: SessionHandle(handle),
                                     listener: ListenerHandle(lk),
                                     peer: addrs.0,
                                     local: addrs.1,
                                     connect_data: h.connect_data.to_vec(),
                                 });
-                                self.run_actions(key);
+                                self.run_actions(handle);
                             }
                             Err(e) => {
                                 tracing::warn!("accept: {e}");
@@ -355,20 +366,22 @@ impl Node {
                 }
             }
             Ok(wire::ConnectData::Resume(r)) => match self.by_id.get(&r.session).copied() {
-                Some(key) => {
-                    let slot = self.sessions.get_mut(&key).expect("indexed");
-                    slot.core
+                Some(handle) => {
+                    let entry = self.sessions.get_mut(&handle).expect("indexed");
+                    entry
+                        .core
                         .handle_resume_request(RequestToken(token), &r, now);
-                    self.run_actions(key);
+                    self.run_actions(handle);
                 }
                 None => refuse(self, wire::RefuseReason::UnknownSession),
             },
             Ok(wire::ConnectData::Standby(r)) => match self.by_id.get(&r.session).copied() {
-                Some(key) => {
-                    let slot = self.sessions.get_mut(&key).expect("indexed");
-                    slot.core
+                Some(handle) => {
+                    let entry = self.sessions.get_mut(&handle).expect("indexed");
+                    entry
+                        .core
                         .handle_standby_request(RequestToken(token), &r, now);
-                    self.run_actions(key);
+                    self.run_actions(handle);
                 }
                 None => refuse(self, wire::RefuseReason::UnknownSession),
             },

@@ -21,10 +21,10 @@ impl Node {
     /// completion that raced the arming); one that filled the batch stays
     /// dirty for the next round. Returns whether there were completions.
     /// `now`: the poll round's time, handed to the core with them.
-    pub(super) fn poll_cq(&mut self, key: u64, now: Timestamp) -> bool {
-        if self.transports.is_closing(key) {
+    pub(super) fn poll_cq(&mut self, handle: u64, now: Timestamp) -> bool {
+        if self.transports.is_closing(handle) {
             return self.transports.poll_closing_cq(
-                key,
+                handle,
                 &*self.provider,
                 &mut self.index,
                 &mut self.wcs,
@@ -32,7 +32,7 @@ impl Node {
                 &mut self.send_batch,
             );
         }
-        self.poll_cq_as(key, false, now)
+        self.poll_cq_as(handle, false, now)
     }
 
     /// Drain a session's CQ to the end before its transport is reported
@@ -41,33 +41,33 @@ impl Node {
     /// `Close` is never mistaken for a loss. The flush errors the
     /// disconnect itself causes are not reported (the disconnect is the
     /// cause); any other completion is handled as in a poll round.
-    pub(super) fn read_cq_before_loss(&mut self, key: u64) {
+    pub(super) fn read_cq_before_loss(&mut self, handle: u64) {
         let now = self.now();
-        while self.poll_cq_as(key, true, now) {}
+        while self.poll_cq_as(handle, true, now) {}
     }
 
     /// [`poll_cq`](Self::poll_cq); `before_loss`: drop flush errors (see
     /// [`read_cq_before_loss`](Self::read_cq_before_loss)).
-    fn poll_cq_as(&mut self, key: u64, before_loss: bool, now: Timestamp) -> bool {
-        let Some(mut slot) = self.sessions.get_mut(&key) else {
+    fn poll_cq_as(&mut self, handle: u64, before_loss: bool, now: Timestamp) -> bool {
+        let Some(mut entry) = self.sessions.get_mut(&handle) else {
             return false;
         };
         // Completions on the standby: the peer promoted it, and so does
         // this end; they are the (new) current transport's first ones.
         let mut promoted = false;
-        if slot.standby_ready && !before_loss {
-            promoted = self.standby_promoted_by_peer(key);
-            let Some(s) = self.sessions.get_mut(&key) else {
+        if entry.standby_ready && !before_loss {
+            promoted = self.standby_promoted_by_peer(handle);
+            let Some(s) = self.sessions.get_mut(&handle) else {
                 return false;
             };
-            slot = s;
+            entry = s;
         }
         let p = &*self.provider;
-        let Some(t) = slot.transport.as_mut() else {
+        let Some(t) = entry.transport.as_mut() else {
             return false;
         };
         if promoted {
-            self.index.cq_signalled(key);
+            self.index.cq_signalled(handle);
         } else {
             if !t.connected {
                 // Nothing is read before the CM reports the connection up: the
@@ -86,17 +86,17 @@ impl Node {
                 if p.poll_cq(cq, BATCH, &mut self.wcs).unwrap_or(0) == 0 {
                     return false;
                 }
-                self.index.cq_signalled(key);
+                self.index.cq_signalled(handle);
             } else if n < BATCH {
                 // Drained: armed now rather than found empty next round; what
                 // came before the arming is taken with this batch.
                 let _ = p.req_notify_cq(cq, false);
                 let room = BATCH - n;
                 if p.poll_cq(cq, room, &mut self.wcs).unwrap_or(0) == room {
-                    self.index.cq_signalled(key);
+                    self.index.cq_signalled(handle);
                 }
             } else {
-                self.index.cq_signalled(key);
+                self.index.cq_signalled(handle);
             }
         }
         let epoch = t.epoch;
@@ -107,7 +107,7 @@ impl Node {
                 TAG_SEND | TAG_ONE_SIDED | TAG_LOCAL => {
                     retire_through(t, wc, |op, status| {
                         if !(before_loss && status == WcStatus::WrFlushErr) {
-                            slot.core.handle_send_completion(epoch, op, status, now)
+                            entry.core.handle_send_completion(epoch, op, status, now)
                         }
                     });
                 }
@@ -123,7 +123,7 @@ impl Node {
                         continue;
                     }
                     if wc.status != WcStatus::Success {
-                        slot.core.handle_transport_down(
+                        entry.core.handle_transport_down(
                             epoch,
                             DownCause::Completion(wc.status),
                             now,
@@ -132,15 +132,15 @@ impl Node {
                     }
                     let (recv, size) = match shared {
                         Some(d) => (&d.memory, d.slot_size),
-                        None => (slot.memory.recv_of(t.recv_alt), slot.spec.slot_size),
+                        None => (entry.memory.recv_of(t.recv_alt), entry.spec.slot_size),
                     };
                     if let (Some(mr), None) = (t.recv_mr, shared) {
-                        self.recv_batch.push_recv(&mr, slot.spec.slot_size, s);
+                        self.recv_batch.push_recv(&mr, entry.spec.slot_size, s);
                     }
                     // The message is read in its slot where the memory
                     // lends it (the receive is posted again only after this
                     // loop), else through a scratch copy.
-                    let core = &mut slot.core;
+                    let core = &mut entry.core;
                     read_slot(recv, s, size, wc.byte_len, &mut self.recv_buf, |bytes| {
                         core.handle_received(epoch, bytes, now);
                     });
@@ -156,11 +156,12 @@ impl Node {
                 (None, None) => None,
             };
             if posted.is_some_and(|r| r.is_err()) {
-                slot.core
+                entry
+                    .core
                     .handle_transport_down(epoch, DownCause::DeviceRemoved, now);
             }
         }
-        self.run_actions(key);
+        self.run_actions(handle);
         true
     }
 }

@@ -80,14 +80,15 @@ impl Node {
     /// policy is invalid (the session keeps its own).
     pub fn set_policy(&mut self, s: SessionHandle, policy: Policy) -> Result<(), SetPolicyError> {
         let now = self.now();
-        let slot = self
+        let entry = self
             .sessions
             .get_mut(&s.0)
             .ok_or(SetPolicyError::NoSession(s))?;
-        slot.core
+        entry
+            .core
             .set_policy(policy.clone(), now)
             .map_err(SetPolicyError::Policy)?;
-        slot.opts.policy = policy;
+        entry.opts.policy = policy;
         self.run_actions(s.0);
         Ok(())
     }

@@ -3,7 +3,7 @@
 //! current attempt, its place in the timer index. A session's own work
 //! (queue its core's work requests, build or promote its standby, index
 //! what it waits for next) is done by methods of its entry, handed the
-//! node's parts they need, so it never looks itself up again by key.
+//! node's parts they need, so it never looks itself up again by handle.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -32,7 +32,7 @@ pub(super) struct SessionEntry {
     /// the next attempt.
     pub transport: Option<Transport>,
     /// Work requests waiting to be posted, in order (sends also wait for
-    /// a free slot).
+    /// a free send slot).
     pub backlog: VecDeque<Pending>,
     /// Pending connect private data of the current attempt.
     pub connect_data: Vec<u8>,
@@ -133,35 +133,35 @@ impl SessionEntry {
         lost
     }
 
-    /// After the core of session `key` ran: index what it now
+    /// After the core of session `handle` ran: index what it now
     /// waits for — a CQ built since (polled at once; a standby's is armed
     /// once it is connected), queued work, output for the application, its
     /// end, its next timer — and note an outage's end in its timeline.
     #[inline]
-    pub fn index_what_it_waits_for(&mut self, key: u64, index: &mut Index, p: &dyn Provider) {
+    pub fn index_what_it_waits_for(&mut self, handle: u64, index: &mut Index, p: &dyn Provider) {
         if let Some(tl) = self.timeline.as_mut().filter(|tl| !tl.complete()) {
             if self.core.state() == State::Established {
                 tl.established(p.now(), self.core.counters().completed);
             }
         }
         if let Some(t) = self.transport.as_mut() {
-            index.cq_built(key, t, true);
+            index.cq_built(handle, t, true);
         }
         if let Some(t) = self.standby.as_mut() {
-            index.cq_built(key, t, false);
+            index.cq_built(handle, t, false);
         }
         if !self.backlog.is_empty() {
-            index.work_queued(key);
+            index.work_queued(handle);
         }
         if self.core.has_output() {
-            index.has_output(key);
+            index.has_output(handle);
         }
         // An ended session is reaped once its outputs are taken (`poll`), or when its
         // linger runs out: that is its last deadline.
         // (The clock is read only then: this runs after every input.)
-        if self.core.state().is_terminal() && !index.has_ended(key) {
-            index.session_ended(key, p.now());
+        if self.core.state().is_terminal() && !index.has_ended(handle) {
+            index.session_ended(handle, p.now());
         }
-        index.session_timer(key, &mut self.timer, self.core.poll_timeout());
+        index.session_timer(handle, &mut self.timer, self.core.poll_timeout());
     }
 }

@@ -11,7 +11,7 @@
 //! transport is detached", "K ended", "K is reaped" — and it moves every
 //! entry concerned, so no caller keeps two maps in step by hand.
 //!
-//! The keys are the node's one series: sessions, and closed sessions'
+//! The handles are the node's one series: sessions, and closed sessions'
 //! transports waiting for their goodbye (`closing.rs`), which have a CQ,
 //! a CM id and a timer of their own.
 
@@ -21,7 +21,7 @@ use std::time::Duration;
 use relink_core::Epoch;
 use relink_fabric::{CmId, CqId, Timestamp};
 
-use super::keys::{KeySet, ReadyQueue};
+use super::handles::{HandleSet, ReadyQueue};
 use super::transport::Transport;
 
 /// Where a session's CM id is in its connection: an initiator resolves the
@@ -46,23 +46,23 @@ pub(super) enum Phase {
 pub(super) enum CmOwner {
     /// A session's attempt of epoch `epoch`.
     Session {
-        /// The session's key.
-        key: u64,
+        /// The session's handle.
+        handle: u64,
         /// The attempt's epoch.
         epoch: Epoch,
         /// Where the attempt is.
         phase: Phase,
     },
-    /// A listener (its key).
+    /// A listener (its handle).
     Listener(u64),
     /// A connect request not yet accepted or rejected.
     Pending,
     /// A closed session's transport waiting for its goodbye to leave (its
-    /// key in the closing transports, `closing.rs`).
+    /// handle in the closing transports, `closing.rs`).
     Closing(u64),
 }
 
-/// A key's place in the ordered set of timers, kept by the key's owner (a
+/// A handle's place in the ordered set of timers, kept by the handle's owner (a
 /// session's entry, a closing transport) so that moving it needs no
 /// lookup. Only [`Index`] changes it.
 #[derive(Debug, Default)]
@@ -75,16 +75,16 @@ pub(super) struct Index {
     /// Which session (or closing transport) a CQ belongs to (for
     /// `CqReady`).
     cq_owner: BTreeMap<CqId, u64>,
-    /// Keys whose CQ may hold completions.
-    dirty: KeySet,
+    /// Handles whose CQ may hold completions.
+    dirty: HandleSet,
     /// Sessions with work requests waiting to be posted.
-    queued: KeySet,
+    queued: HandleSet,
     /// The set a poll round works through while `dirty` or `queued`
     /// collect for the next round (swapped, so neither is reallocated).
-    round: KeySet,
-    /// Every key's next timer, ordered: a round visits only the due ones.
+    round: HandleSet,
+    /// Every handle's next timer, ordered: a round visits only the due ones.
     deadlines: BTreeSet<(Timestamp, u64)>,
-    /// Keys whose timer is due, collected by a round.
+    /// Handles whose timer is due, collected by a round.
     due: Vec<u64>,
     /// Sessions that have output, for `Node::poll_output`.
     ready: ReadyQueue,
@@ -113,9 +113,9 @@ impl Index {
         Index {
             cm: BTreeMap::new(),
             cq_owner: BTreeMap::new(),
-            dirty: KeySet::default(),
-            queued: KeySet::default(),
-            round: KeySet::default(),
+            dirty: HandleSet::default(),
+            queued: HandleSet::default(),
+            round: HandleSet::default(),
             deadlines: BTreeSet::new(),
             due: Vec::new(),
             ready: ReadyQueue::default(),
@@ -138,11 +138,18 @@ impl Index {
         self.cm.insert(id, owner);
     }
 
-    /// Session `key`'s attempt of `epoch` on CM id `id` moved on to
+    /// Session `handle`'s attempt of `epoch` on CM id `id` moved on to
     /// `phase`.
     #[inline]
-    pub fn cm_phase(&mut self, id: CmId, key: u64, epoch: Epoch, phase: Phase) {
-        self.cm.insert(id, CmOwner::Session { key, epoch, phase });
+    pub fn cm_phase(&mut self, id: CmId, handle: u64, epoch: Epoch, phase: Phase) {
+        self.cm.insert(
+            id,
+            CmOwner::Session {
+                handle,
+                epoch,
+                phase,
+            },
+        );
     }
 
     /// CM id `id` is destroyed (or handed to nobody).
@@ -152,40 +159,40 @@ impl Index {
 
     // --- CQs and transports ---
 
-    /// Which key CQ `cq` belongs to.
+    /// Which handle (a session or closing transport) CQ `cq` belongs to.
     #[inline]
     pub fn cq_owner(&self, cq: CqId) -> Option<u64> {
         self.cq_owner.get(&cq).copied()
     }
 
-    /// Session `key`'s transport `t` may have a CQ built since it was last
-    /// looked at: file it under `key` (once per transport), and if `poll`,
+    /// Session `handle`'s transport `t` may have a CQ built since it was last
+    /// looked at: file it under `handle` (once per transport), and if `poll`,
     /// look at it in the next round (which arms it). Nothing if it has no
     /// CQ yet or is filed already.
     #[inline]
-    pub fn cq_built(&mut self, key: u64, t: &mut Transport, poll: bool) {
+    pub fn cq_built(&mut self, handle: u64, t: &mut Transport, poll: bool) {
         if t.cq_indexed {
             return;
         }
         if let Some(cq) = t.cq {
             t.cq_indexed = true;
-            self.cq_owner.insert(cq, key);
+            self.cq_owner.insert(cq, handle);
             if poll {
-                self.dirty.insert(key);
+                self.dirty.insert(handle);
             }
         }
     }
 
-    /// Transport `t` moved to closing transport `ck`: its CM id and CQ are
-    /// filed under `ck`, and its CQ is looked at in the next round.
-    pub fn closing_began(&mut self, ck: u64, t: &Transport) {
+    /// Transport `t` moved to closing transport `handle`: its CM id and CQ are
+    /// filed under `handle`, and its CQ is looked at in the next round.
+    pub fn closing_began(&mut self, handle: u64, t: &Transport) {
         if let Some(cm) = t.cm {
-            self.cm.insert(cm, CmOwner::Closing(ck));
+            self.cm.insert(cm, CmOwner::Closing(handle));
         }
         if let Some(cq) = t.cq {
-            self.cq_owner.insert(cq, ck);
+            self.cq_owner.insert(cq, handle);
         }
-        self.dirty.insert(ck);
+        self.dirty.insert(handle);
     }
 
     /// Transport `t` is detached from whatever owned it: nothing that comes
@@ -199,30 +206,30 @@ impl Index {
         }
     }
 
-    /// Key `key`'s CQ may hold completions: the next round looks at it.
+    /// The CQ of `handle` may hold completions: the next round looks at it.
     #[inline]
-    pub fn cq_signalled(&mut self, key: u64) {
-        self.dirty.insert(key);
+    pub fn cq_signalled(&mut self, handle: u64) {
+        self.dirty.insert(handle);
     }
 
     // --- queued work ---
 
-    /// Session `key` has work requests queued: the next round posts them.
+    /// Session `handle` has work requests queued: the next round posts them.
     #[inline]
-    pub fn work_queued(&mut self, key: u64) {
-        self.queued.insert(key);
+    pub fn work_queued(&mut self, handle: u64) {
+        self.queued.insert(handle);
     }
 
-    /// Session `key`'s queue was emptied outside a round.
+    /// Session `handle`'s queue was emptied outside a round.
     #[inline]
-    pub fn work_posted(&mut self, key: u64) {
-        self.queued.remove(&key);
+    pub fn work_posted(&mut self, handle: u64) {
+        self.queued.remove(&handle);
     }
 
     // --- a poll round's sets ---
 
-    /// Begin working through the keys whose CQ may hold completions
-    /// ([`round_key`](Self::round_key)); the ones signalled from now on
+    /// Begin working through the handles whose CQ may hold completions
+    /// ([`round_handle`](Self::round_handle)); the ones signalled from now on
     /// are for the next round.
     #[inline]
     pub fn begin_cq_round(&mut self) {
@@ -237,9 +244,9 @@ impl Index {
         self.round.sort();
     }
 
-    /// The `i`th key of the set being worked through, in ascending order.
+    /// The `i`th handle of the set being worked through, in ascending order.
     #[inline]
-    pub fn round_key(&self, i: usize) -> Option<u64> {
+    pub fn round_handle(&self, i: usize) -> Option<u64> {
         self.round.get(i)
     }
 
@@ -249,8 +256,8 @@ impl Index {
         self.round.clear();
     }
 
-    /// Collect the keys whose timer is due at `now`
-    /// ([`due_key`](Self::due_key)), in timer order.
+    /// Collect the handles whose timer is due at `now`
+    /// ([`due_handle`](Self::due_handle)), in timer order.
     #[inline]
     pub fn collect_due(&mut self, now: Timestamp) {
         self.due.clear();
@@ -258,59 +265,59 @@ impl Index {
             self.deadlines
                 .iter()
                 .take_while(|(t, _)| *t <= now)
-                .map(|(_, k)| *k),
+                .map(|(_, h)| *h),
         );
     }
 
-    /// The `i`th key [`collect_due`](Self::collect_due) found.
+    /// The `i`th handle [`collect_due`](Self::collect_due) found.
     #[inline]
-    pub fn due_key(&self, i: usize) -> Option<u64> {
+    pub fn due_handle(&self, i: usize) -> Option<u64> {
         self.due.get(i).copied()
     }
 
     // --- timers ---
 
-    /// The earliest timer of any key.
+    /// The earliest timer of any handle.
     #[inline]
     pub fn next_timer(&self) -> Option<Timestamp> {
         self.deadlines.first().map(|(t, _)| *t)
     }
 
-    /// Key `key`'s next timer is `at` (none: `None`); `entry` is its
+    /// The next timer of `handle` is `at` (none: `None`); `entry` is its
     /// place, kept by its owner.
     #[inline]
-    pub fn set_timer(&mut self, key: u64, entry: &mut TimerEntry, at: Option<Timestamp>) {
+    pub fn set_timer(&mut self, handle: u64, entry: &mut TimerEntry, at: Option<Timestamp>) {
         if entry.0 == at {
             return;
         }
         if let Some(old) = entry.0.take() {
-            self.deadlines.remove(&(old, key));
+            self.deadlines.remove(&(old, handle));
         }
         if let Some(t) = at {
             entry.0 = Some(t);
-            self.deadlines.insert((t, key));
+            self.deadlines.insert((t, handle));
         }
     }
 
-    /// Session `key`'s core wants its next timeout at `core` (none:
+    /// Session `handle`'s core wants its next timeout at `core` (none:
     /// `None`): that is its timer, or the end of its linger if it ended
     /// and that comes first.
     #[inline]
-    pub fn session_timer(&mut self, key: u64, entry: &mut TimerEntry, core: Option<Timestamp>) {
+    pub fn session_timer(&mut self, handle: u64, entry: &mut TimerEntry, core: Option<Timestamp>) {
         let mut next = core;
-        if let Some(at) = self.ended.get(&key) {
+        if let Some(at) = self.ended.get(&handle) {
             let reap = *at + self.linger;
             next = Some(next.map_or(reap, |n| n.min(reap)));
         }
-        self.set_timer(key, entry, next);
+        self.set_timer(handle, entry, next);
     }
 
     // --- output and the end of sessions ---
 
-    /// Session `key` has output for the application.
+    /// Session `handle` has output for the application.
     #[inline]
-    pub fn has_output(&mut self, key: u64) {
-        self.ready.push(key);
+    pub fn has_output(&mut self, handle: u64) {
+        self.ready.push(handle);
     }
 
     /// The session whose output `Node::poll_output` serves next; it
@@ -321,27 +328,27 @@ impl Index {
         self.ready.pop()
     }
 
-    /// Session `key` ended at `now` (closed or failed), if it had not
+    /// Session `handle` ended at `now` (closed or failed), if it had not
     /// already: it is reaped once drained, or at the end of its linger.
     #[inline]
-    pub fn session_ended(&mut self, key: u64, now: Timestamp) {
-        if let std::collections::btree_map::Entry::Vacant(e) = self.ended.entry(key) {
+    pub fn session_ended(&mut self, handle: u64, now: Timestamp) {
+        if let std::collections::btree_map::Entry::Vacant(e) = self.ended.entry(handle) {
             e.insert(now);
-            self.reap_check.insert(key);
+            self.reap_check.insert(handle);
         }
     }
 
-    /// Whether session `key` ended.
+    /// Whether session `handle` ended.
     #[inline]
-    pub fn has_ended(&self, key: u64) -> bool {
-        self.ended.contains_key(&key)
+    pub fn has_ended(&self, handle: u64) -> bool {
+        self.ended.contains_key(&handle)
     }
 
-    /// Whether session `key` ended and its linger ran out at `now`.
+    /// Whether session `handle` ended and its linger ran out at `now`.
     #[inline]
-    pub fn linger_over(&self, key: u64, now: Timestamp) -> bool {
+    pub fn linger_over(&self, handle: u64, now: Timestamp) -> bool {
         self.ended
-            .get(&key)
+            .get(&handle)
             .is_some_and(|at| *at + self.linger <= now)
     }
 
@@ -350,16 +357,16 @@ impl Index {
         self.linger = linger;
     }
 
-    /// The application took outputs of session `key`, which has output
+    /// The application took outputs of session `handle`, which has output
     /// left (`more`) or not: an ended one may now be drained (looked at
     /// in the next round), one with none left leaves the ready queue.
     #[inline]
-    pub fn output_taken(&mut self, key: u64, more: bool) {
-        if self.ended.contains_key(&key) {
-            self.reap_check.insert(key);
+    pub fn output_taken(&mut self, handle: u64, more: bool) {
+        if self.ended.contains_key(&handle) {
+            self.reap_check.insert(handle);
         }
         if !more {
-            self.ready.remove(key);
+            self.ready.remove(handle);
         }
     }
 
@@ -369,22 +376,22 @@ impl Index {
         self.reap_check.pop_first()
     }
 
-    /// Session `key` is reaped: every entry of it goes (its transports are
+    /// Session `handle` is reaped: every entry of it goes (its transports are
     /// detached by whoever destroys them).
-    pub fn session_reaped(&mut self, key: u64, timer: &mut TimerEntry) {
-        self.ended.remove(&key);
-        self.reap_check.remove(&key);
-        self.set_timer(key, timer, None);
-        self.dirty.remove(&key);
-        self.queued.remove(&key);
-        self.ready.remove(key);
+    pub fn session_reaped(&mut self, handle: u64, timer: &mut TimerEntry) {
+        self.ended.remove(&handle);
+        self.reap_check.remove(&handle);
+        self.set_timer(handle, timer, None);
+        self.dirty.remove(&handle);
+        self.queued.remove(&handle);
+        self.ready.remove(handle);
     }
 
-    /// Closing transport `ck` ended: its timer and CQ mark go (its
+    /// Closing transport `handle` ended: its timer and CQ mark go (its
     /// transport is detached by whoever destroys it).
-    pub fn closing_ended(&mut self, ck: u64, timer: &mut TimerEntry) {
-        self.set_timer(ck, timer, None);
-        self.dirty.remove(&ck);
+    pub fn closing_ended(&mut self, handle: u64, timer: &mut TimerEntry) {
+        self.set_timer(handle, timer, None);
+        self.dirty.remove(&handle);
     }
 
     /// How many entries the indexes hold.
@@ -413,7 +420,7 @@ mod tests {
         ix.set_timer(2, &mut b, Some(Timestamp(40)));
         assert_eq!(ix.next_timer(), Some(Timestamp(30)));
         ix.collect_due(Timestamp(35));
-        assert_eq!((ix.due_key(0), ix.due_key(1)), (Some(1), None));
+        assert_eq!((ix.due_handle(0), ix.due_handle(1)), (Some(1), None));
         ix.session_reaped(1, &mut a);
         ix.closing_ended(2, &mut b);
         assert_eq!(ix.next_timer(), None);

@@ -56,8 +56,8 @@ mod decision;
 mod destroy;
 mod entry;
 mod error;
+mod handles;
 mod index;
-mod keys;
 mod options;
 mod output;
 mod planned;
@@ -97,14 +97,14 @@ use transports::Transports;
 use wr::WrBatch;
 
 /// A listener: its address and the options of the sessions it accepts.
-struct ListenerSlot {
+struct ListenerEntry {
     addr: SocketAddr,
     /// `None` while no device owns `addr` (it listens again when one does).
     cm: Option<CmId>,
     opts: SessionOptions,
 }
 
-impl ListenerSlot {
+impl ListenerEntry {
     /// Whether `device` can carry this listener: it owns the address, or
     /// the address is the wildcard (any device).
     fn served_by(&self, device: &relink_fabric::DeviceInfo) -> bool {
@@ -257,12 +257,12 @@ pub struct Node {
     provider: Arc<dyn Provider>,
     incarnation: Incarnation,
     rng: Randomness,
-    /// The next key of a session, listener or connect request (one series
-    /// for all three).
-    next_key: u64,
+    /// The next handle of a session, listener, connect request, shared
+    /// receive queue or closing transport (one series for all of them).
+    next_handle: u64,
     sessions: BTreeMap<u64, SessionEntry>,
     by_id: BTreeMap<SessionId, u64>,
-    listeners: BTreeMap<u64, ListenerSlot>,
+    listeners: BTreeMap<u64, ListenerEntry>,
     /// Connect requests by their `RequestToken`.
     pending: BTreeMap<u64, PendingRequest>,
     /// Accepted sessions not yet taken ([`Node::accept`]).
@@ -292,7 +292,7 @@ pub struct Node {
     /// Devices being drained ([`Node::drain`]): every session, new ones
     /// too, avoids them.
     draining: Vec<relink_fabric::DeviceId>,
-    /// Shared receive queues, by their handle's key.
+    /// Shared receive queues, by their handle's number.
     shared: BTreeMap<u64, Arc<shared_receive::SharedPool>>,
 }
 
@@ -325,7 +325,7 @@ impl Node {
             provider,
             incarnation: Incarnation(rng.next_u64()),
             rng,
-            next_key: 1,
+            next_handle: 1,
             sessions: BTreeMap::new(),
             by_id: BTreeMap::new(),
             listeners: BTreeMap::new(),
@@ -401,72 +401,77 @@ impl Node {
         self.provider.now()
     }
 
-    fn key(&mut self) -> u64 {
-        let k = self.next_key;
-        self.next_key += 1;
-        k
+    fn new_handle(&mut self) -> u64 {
+        let h = self.next_handle;
+        self.next_handle += 1;
+        h
     }
 
-    /// Note that the application took outputs of session `key`: an ended
+    /// Note that the application took outputs of session `handle`: an ended
     /// one may now have none left, and be reaped at the next poll; one with no
     /// output left leaves the ready queue of [`Node::poll_output`].
-    fn taken(&mut self, key: u64) {
-        let more = self.sessions.get(&key).is_some_and(|s| s.core.has_output());
-        self.index.output_taken(key, more);
+    fn taken(&mut self, handle: u64) {
+        let more = self
+            .sessions
+            .get(&handle)
+            .is_some_and(|s| s.core.has_output());
+        self.index.output_taken(handle, more);
     }
 
-    /// Whether ended session `key` left nothing behind: every output taken,
+    /// Whether ended session `handle` left nothing behind: every output taken,
     /// its transport gone, and the application told of it (not waiting in
     /// [`Node::accept`]).
-    fn reapable(&self, key: u64) -> bool {
-        self.sessions.get(&key).is_some_and(SessionEntry::all_taken)
-            && !self.accepted.iter().any(|a| a.session.0 == key)
+    fn reapable(&self, handle: u64) -> bool {
+        self.sessions
+            .get(&handle)
+            .is_some_and(SessionEntry::all_taken)
+            && !self.accepted.iter().any(|a| a.session.0 == handle)
     }
 
     /// Reap the ended sessions whose outputs the application took since
     /// the last poll.
     fn reap_ended(&mut self) {
-        while let Some(key) = self.index.next_to_check() {
-            if self.reapable(key) {
-                self.reap(key);
+        while let Some(handle) = self.index.next_to_check() {
+            if self.reapable(handle) {
+                self.reap(handle);
             }
         }
     }
 
-    /// Forget session `key`: its entry, its memory and every index entry.
+    /// Forget session `handle`: its entry, its memory and every index entry.
     /// Its handle is answered with a `NoSession` error (or `None`) from
     /// now on.
-    fn reap(&mut self, key: u64) {
-        let Some(mut entry) = self.sessions.remove(&key) else {
+    fn reap(&mut self, handle: u64) {
+        let Some(mut entry) = self.sessions.remove(&handle) else {
             return;
         };
         tracing::debug!(session = %entry.core.id(), state = %entry.core.state(), "reaped");
         let id = entry.core.id();
-        if self.by_id.get(&id) == Some(&key) {
+        if self.by_id.get(&id) == Some(&handle) {
             self.by_id.remove(&id);
         }
-        self.index.session_reaped(key, &mut entry.timer);
+        self.index.session_reaped(handle, &mut entry.timer);
         entry.destroy_transports(&*self.provider, &mut self.index);
-        self.release_probes_of(key);
-        self.accepted.retain(|a| a.session.0 != key);
+        self.release_probes_of(handle);
+        self.accepted.retain(|a| a.session.0 != handle);
     }
 
-    /// Give a new core its entry (and memory); returns its key.
+    /// Give a new core its entry (and memory); returns its handle.
     fn insert_session(&mut self, core: Session, opts: SessionOptions) -> Result<u64, EntryError> {
         let spec = core.spec().clone();
         let shared = self.reserve_shared_receive(&opts)?;
         let memory = self
             .session_memory(&opts, &spec)
             .map_err(EntryError::Memory)?;
-        let key = self.key();
+        let handle = self.new_handle();
         let mut core = core;
         let now = self.now();
         for d in &self.draining {
             let _ = core.drain_device(d, now);
         }
-        self.by_id.insert(core.id(), key);
+        self.by_id.insert(core.id(), handle);
         self.sessions
-            .insert(key, SessionEntry::new(core, opts, spec, memory, shared));
-        Ok(key)
+            .insert(handle, SessionEntry::new(core, opts, spec, memory, shared));
+        Ok(handle)
     }
 }

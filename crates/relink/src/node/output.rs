@@ -5,7 +5,7 @@
 //! ([`Node::poll_output`], [`Output`]).
 //!
 //! `poll_output` serves the sessions that have output from a ready queue
-//! (`ReadyQueue`, `keys.rs`, in the node's `Index`): a session joins it when the node hands its core an
+//! (`ReadyQueue`, `handles.rs`, in the node's `Index`): a session joins it when the node hands its core an
 //! input and it has output after (`Node::run_actions`), at most once,
 //! goes to the back after each output it gives, and leaves when its last
 //! output is taken, so a busy session cannot starve the others and no call
@@ -138,32 +138,32 @@ impl Node {
         if let Some(a) = self.accept() {
             return Some(Output::Accepted(a));
         }
-        while let Some(key) = self.index.next_ready() {
-            let Some(slot) = self.sessions.get_mut(&key) else {
+        while let Some(handle) = self.index.next_ready() {
+            let Some(entry) = self.sessions.get_mut(&handle) else {
                 continue;
             };
-            let session = SessionHandle(key);
-            let out = if let Some(completion) = slot.core.poll_completion() {
+            let session = SessionHandle(handle);
+            let out = if let Some(completion) = entry.core.poll_completion() {
                 Output::Completion {
                     session,
                     completion,
                 }
-            } else if let Some((seq, payload)) = slot.core.poll_delivery() {
+            } else if let Some((seq, payload)) = entry.core.poll_delivery() {
                 Output::Delivery {
                     session,
                     seq,
                     payload,
                 }
-            } else if let Some(event) = slot.core.poll_event() {
+            } else if let Some(event) = entry.core.poll_event() {
                 Output::Event { session, event }
             } else {
                 debug_assert!(false, "a session in the ready queue has output");
                 continue;
             };
-            if slot.core.has_output() {
-                self.index.has_output(key);
+            if entry.core.has_output() {
+                self.index.has_output(handle);
             }
-            self.taken(key);
+            self.taken(handle);
             return Some(out);
         }
         None

@@ -82,19 +82,19 @@ impl Node {
             self.draining.push(device.clone());
         }
         let mut report = DrainReport::default();
-        let keys: Vec<u64> = self.sessions.keys().copied().collect();
-        for key in keys {
-            let Some(slot) = self.sessions.get_mut(&key) else {
+        let handles: Vec<u64> = self.sessions.keys().copied().collect();
+        for handle in handles {
+            let Some(entry) = self.sessions.get_mut(&handle) else {
                 continue;
             };
-            let on = slot.core.device().is_some_and(|d| d.id == *device);
-            let moving = slot.core.drain_device(device, now);
+            let on = entry.core.device().is_some_and(|d| d.id == *device);
+            let moving = entry.core.drain_device(device, now);
             if moving {
-                report.moving.push(SessionHandle(key));
-            } else if on && slot.core.state() == State::Established {
-                report.blocked.push(SessionHandle(key));
+                report.moving.push(SessionHandle(handle));
+            } else if on && entry.core.state() == State::Established {
+                report.blocked.push(SessionHandle(handle));
             }
-            self.run_actions(key);
+            self.run_actions(handle);
         }
         tracing::info!(%device, moving = report.moving.len(), blocked = report.blocked.len(), "drain");
         report
@@ -105,12 +105,12 @@ impl Node {
     pub fn undrain(&mut self, device: &DeviceId) {
         let now = self.now();
         self.draining.retain(|d| d != device);
-        let keys: Vec<u64> = self.sessions.keys().copied().collect();
-        for key in keys {
-            if let Some(slot) = self.sessions.get_mut(&key) {
-                slot.core.undrain_device(device, now);
+        let handles: Vec<u64> = self.sessions.keys().copied().collect();
+        for handle in handles {
+            if let Some(entry) = self.sessions.get_mut(&handle) {
+                entry.core.undrain_device(device, now);
             }
-            self.run_actions(key);
+            self.run_actions(handle);
         }
     }
 
@@ -124,15 +124,15 @@ impl Node {
     pub fn sessions_on(&self, device: &DeviceId) -> Vec<SessionHandle> {
         self.sessions
             .iter()
-            .filter(|(_, slot)| {
-                slot.core.device().is_some_and(|d| d.id == *device)
-                    || slot
+            .filter(|(_, entry)| {
+                entry.core.device().is_some_and(|d| d.id == *device)
+                    || entry
                         .transport
                         .as_ref()
                         .and_then(|t| t.device.as_ref())
                         .is_some_and(|d| d.id == *device)
             })
-            .map(|(k, _)| SessionHandle(*k))
+            .map(|(h, _)| SessionHandle(*h))
             .collect()
     }
 }

@@ -73,51 +73,51 @@ impl Node {
         // that stays busy is marked again for the next round.
         self.index.begin_cq_round();
         for i in 0.. {
-            let Some(key) = self.index.round_key(i) else {
+            let Some(handle) = self.index.round_handle(i) else {
                 break;
             };
-            progress |= self.poll_cq(key, now);
+            progress |= self.poll_cq(handle, now);
         }
         self.index.end_round();
         // Only sessions with a due timer or queued work are visited.
         self.index.collect_due(now);
         for i in 0.. {
-            let Some(key) = self.index.due_key(i) else {
+            let Some(handle) = self.index.due_handle(i) else {
                 break;
             };
-            if self.transports.is_closing(key) {
+            if self.transports.is_closing(handle) {
                 // A goodbye that did not leave within its bound.
                 let p = &*self.provider;
                 self.transports
-                    .end_closing(key, Ending::Expired, p, &mut self.index);
+                    .end_closing(handle, Ending::Expired, p, &mut self.index);
                 progress = true;
                 continue;
             }
-            if self.index.linger_over(key, now) {
+            if self.index.linger_over(handle, now) {
                 // Ended and its outputs not all taken within the linger: reaped with
                 // whatever the application did not take.
-                self.reap(key);
+                self.reap(handle);
                 progress = true;
                 continue;
             }
-            let Some(slot) = self.sessions.get_mut(&key) else {
+            let Some(entry) = self.sessions.get_mut(&handle) else {
                 continue;
             };
-            slot.core.handle_timeout(now);
+            entry.core.handle_timeout(now);
             progress = true;
-            self.run_actions(key);
+            self.run_actions(handle);
         }
         self.index.begin_post_round();
         for i in 0.. {
-            let Some(key) = self.index.round_key(i) else {
+            let Some(handle) = self.index.round_handle(i) else {
                 break;
             };
-            if self.post_queued(key) {
+            if self.post_queued(handle) {
                 progress = true;
                 // A failed post reports a loss to the core: collect its
                 // actions. Work still waiting for send slots is marked
                 // again when a completion frees them (poll_cq).
-                self.run_actions(key);
+                self.run_actions(handle);
             }
         }
         self.index.end_round();
@@ -136,8 +136,8 @@ impl Node {
         let sessions = &self.sessions;
         // A held transport's switch is over once its session completed an
         // operation after it (or ended, or is gone).
-        let switched = |key| {
-            sessions.get(&key).is_none_or(|s| {
+        let switched = |handle| {
+            sessions.get(&handle).is_none_or(|s| {
                 s.timeline.as_ref().is_none_or(|tl| tl.complete()) || s.core.state().is_terminal()
             })
         };
@@ -149,7 +149,7 @@ impl Node {
             r.transport.tear_down(p);
             let timeline = self
                 .sessions
-                .get_mut(&r.key)
+                .get_mut(&r.handle)
                 .and_then(|s| s.timeline.as_mut());
             // The outage it was given up for, if that is still the last.
             if let Some(tl) = timeline.filter(|tl| r.lost == Some(tl.lost) && tl.released.is_none())
@@ -191,11 +191,11 @@ impl Node {
                     self.draining.retain(|d| *d != de.device.id);
                 }
                 let added = de.kind == DeviceEventKind::Added;
-                for slot in self.sessions.values_mut() {
-                    if let Some(tl) = slot.timeline.as_mut().filter(|tl| added && tl.out()) {
+                for entry in self.sessions.values_mut() {
+                    if let Some(tl) = entry.timeline.as_mut().filter(|tl| added && tl.out()) {
                         tl.device_visible = Some(now);
                     }
-                    slot.core.handle_device_event(&de, now);
+                    entry.core.handle_device_event(&de, now);
                 }
                 if matches!(
                     de.kind,
@@ -210,15 +210,15 @@ impl Node {
                         .listeners
                         .iter()
                         .filter(|(_, l)| l.cm.is_none() && l.served_by(&de.device))
-                        .map(|(k, _)| *k)
+                        .map(|(h, _)| *h)
                         .collect();
-                    for k in idle {
-                        self.restart_listener(k);
+                    for h in idle {
+                        self.restart_listener(h);
                     }
                 }
-                let keys: Vec<u64> = self.sessions.keys().copied().collect();
-                for k in keys {
-                    self.run_actions(k);
+                let handles: Vec<u64> = self.sessions.keys().copied().collect();
+                for h in handles {
+                    self.run_actions(h);
                 }
             }
             Event::Async { ctx, event } => {
@@ -235,10 +235,10 @@ impl Node {
                     let owners = by_ctx
                         .get_or_insert_with(|| {
                             let mut map: BTreeMap<ContextId, Vec<u64>> = BTreeMap::new();
-                            for (k, s) in sessions {
+                            for (h, s) in sessions {
                                 for t in [s.transport.as_ref(), s.standby.as_deref()] {
                                     if let Some(c) = t.and_then(|t| t.ctx) {
-                                        map.entry(c).or_default().push(*k);
+                                        map.entry(c).or_default().push(*h);
                                     }
                                 }
                             }
@@ -247,8 +247,8 @@ impl Node {
                         .get(&ctx)
                         .cloned()
                         .unwrap_or_default();
-                    for k in owners {
-                        let Some(entry) = self.sessions.get_mut(&k) else {
+                    for h in owners {
+                        let Some(entry) = self.sessions.get_mut(&h) else {
                             continue;
                         };
                         // The session's transport of now, if it is still on
@@ -263,15 +263,15 @@ impl Node {
                             continue;
                         };
                         entry.core.handle_transport_down(epoch, cause, now);
-                        self.run_actions(k);
+                        self.run_actions(h);
                     }
                 }
             }
             Event::Cm(ce) => self.on_cm(ce.id, ce.kind, now),
             Event::CqReady(cq) => {
-                if let Some(k) = self.index.cq_owner(cq) {
-                    self.index.cq_signalled(k);
-                    if let Some(entry) = self.sessions.get_mut(&k) {
+                if let Some(h) = self.index.cq_owner(cq) {
+                    self.index.cq_signalled(h);
+                    if let Some(entry) = self.sessions.get_mut(&h) {
                         entry.note_standby_cq(cq);
                     }
                 }

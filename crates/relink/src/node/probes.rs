@@ -16,14 +16,14 @@ use std::net::SocketAddr;
 use super::Node;
 
 impl Node {
-    /// After session `key`'s core ran: keep the table of probing sessions
+    /// After session `handle`'s core ran: keep the table of probing sessions
     /// in step with it (called at the end of `run_actions`).
-    pub(super) fn coordinate_probes(&mut self, key: u64) {
-        let Some(slot) = self.sessions.get(&key) else {
-            self.release_probes_of(key);
+    pub(super) fn coordinate_probes(&mut self, handle: u64) {
+        let Some(entry) = self.sessions.get(&handle) else {
+            self.release_probes_of(handle);
             return;
         };
-        let probe = slot.core.probe_peer();
+        let probe = entry.core.probe_peer();
         if probe.is_none() && self.probers.is_empty() {
             return;
         }
@@ -31,14 +31,14 @@ impl Node {
         let left: Vec<SocketAddr> = self
             .probers
             .iter()
-            .filter(|&(addr, &k)| k == key && probe != Some(*addr))
+            .filter(|&(addr, &h)| h == handle && probe != Some(*addr))
             .map(|(addr, _)| *addr)
             .collect();
         if !left.is_empty() {
             // Alive and probing no more: its peer answered (it connected,
             // or was refused). Probing another address (its next path)
             // says nothing of this one.
-            let answered = probe.is_none() && !slot.core.state().is_terminal();
+            let answered = probe.is_none() && !entry.core.state().is_terminal();
             for addr in left {
                 self.probers.remove(&addr);
                 self.release(addr, answered);
@@ -50,30 +50,30 @@ impl Node {
         let now = self.provider.now();
         let prober = self.probers.get(&addr).copied();
         match prober {
-            Some(k) if k == key => {}
-            Some(k) if self.probes(k, addr) => {
-                if let Some(slot) = self.sessions.get_mut(&key) {
-                    slot.core.hold_probes(true, now);
+            Some(h) if h == handle => {}
+            Some(h) if self.probes(h, addr) => {
+                if let Some(entry) = self.sessions.get_mut(&handle) {
+                    entry.core.hold_probes(true, now);
                 }
             }
             // None, or a prober that no longer probes this address.
             _ => {
-                self.probers.insert(addr, key);
-                if let Some(slot) = self.sessions.get_mut(&key) {
-                    slot.core.hold_probes(false, now);
+                self.probers.insert(addr, handle);
+                if let Some(entry) = self.sessions.get_mut(&handle) {
+                    entry.core.hold_probes(false, now);
                 }
-                self.run_actions(key);
+                self.run_actions(handle);
             }
         }
     }
 
-    /// Session `key` is gone: the addresses it probed are probed by one of
+    /// Session `handle` is gone: the addresses it probed are probed by one of
     /// the sessions it held.
-    pub(super) fn release_probes_of(&mut self, key: u64) {
+    pub(super) fn release_probes_of(&mut self, handle: u64) {
         let left: Vec<SocketAddr> = self
             .probers
             .iter()
-            .filter(|&(_, &k)| k == key)
+            .filter(|&(_, &h)| h == handle)
             .map(|(addr, _)| *addr)
             .collect();
         for addr in left {
@@ -82,10 +82,10 @@ impl Node {
         }
     }
 
-    /// Whether session `key` probes `addr`.
-    fn probes(&self, key: u64, addr: SocketAddr) -> bool {
+    /// Whether session `handle` probes `addr`.
+    fn probes(&self, handle: u64, addr: SocketAddr) -> bool {
         self.sessions
-            .get(&key)
+            .get(&handle)
             .is_some_and(|s| s.core.probe_peer() == Some(addr))
     }
 
@@ -98,18 +98,18 @@ impl Node {
             .sessions
             .iter()
             .filter(|(_, s)| s.core.probe_peer() == Some(addr))
-            .map(|(&k, _)| k)
+            .map(|(&h, _)| h)
             .take(if answered { usize::MAX } else { 1 })
             .collect();
-        for k in waiting {
-            if let Some(slot) = self.sessions.get_mut(&k) {
+        for h in waiting {
+            if let Some(entry) = self.sessions.get_mut(&h) {
                 if answered {
-                    slot.core.peer_answered(now);
+                    entry.core.peer_answered(now);
                 } else {
-                    slot.core.hold_probes(false, now);
+                    entry.core.hold_probes(false, now);
                 }
             }
-            self.run_actions(k);
+            self.run_actions(h);
         }
     }
 }

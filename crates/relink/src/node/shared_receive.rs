@@ -176,7 +176,7 @@ pub(super) struct SharedPool {
 }
 
 /// A session's share of a [`SharedPool`]: `slots` receives, given back when
-/// the last holder (the session's slot, its transports) drops it.
+/// the last holder (the session's entry, its transports) drops it.
 pub(super) struct Reservation {
     pool: Arc<SharedPool>,
     slots: u32,
@@ -341,16 +341,16 @@ impl Node {
         opts: SharedReceiveOptions,
     ) -> Result<SharedReceiveHandle, SharedReceiveError> {
         opts.validate()?;
-        let key = self.key();
+        let handle = self.new_handle();
         self.shared.insert(
-            key,
+            handle,
             Arc::new(SharedPool {
                 opts,
                 reserved: AtomicU32::new(0),
                 devices: Mutex::new(BTreeMap::new()),
             }),
         );
-        Ok(SharedReceiveHandle(key))
+        Ok(SharedReceiveHandle(handle))
     }
 
     /// Forget a shared receive queue no session or listener uses any more.

@@ -63,11 +63,11 @@ impl Node {
         timeout: Duration,
     ) -> Result<(), CloseError> {
         let now = self.now();
-        let slot = self
+        let entry = self
             .sessions
             .get_mut(&s.0)
             .ok_or(CloseError::NoSession(s))?;
-        slot.core.close_gracefully(now + timeout, now);
+        entry.core.close_gracefully(now + timeout, now);
         self.run_actions(s.0);
         Ok(())
     }
@@ -112,20 +112,20 @@ impl Node {
             .sessions
             .iter()
             .filter(|(_, s)| !s.core.state().is_terminal())
-            .map(|(k, _)| *k)
+            .map(|(h, _)| *h)
             .collect();
         tracing::info!(sessions = live.len(), ?timeout, "shutting down");
-        for &k in &live {
-            if let Some(slot) = self.sessions.get_mut(&k) {
-                slot.core.close_gracefully(close_by, start);
+        for &h in &live {
+            if let Some(entry) = self.sessions.get_mut(&h) {
+                entry.core.close_gracefully(close_by, start);
             }
-            self.run_actions(k);
+            self.run_actions(h);
         }
         let mut summary = ShutdownSummary::default();
         loop {
-            let ended = live.iter().all(|k| {
+            let ended = live.iter().all(|h| {
                 self.sessions
-                    .get(k)
+                    .get(h)
                     .is_none_or(|s| s.core.state().is_terminal())
             });
             if ended && self.transports.closing_count() == 0 {
@@ -138,16 +138,16 @@ impl Node {
             let _ = self.wait(Some(deadline));
         }
         let now = self.now();
-        for &k in &live {
-            let Some(slot) = self.sessions.get_mut(&k) else {
+        for &h in &live {
+            let Some(entry) = self.sessions.get_mut(&h) else {
                 summary.clean += 1;
                 continue;
             };
-            if !slot.core.state().is_terminal() {
-                slot.close(now);
-                self.run_actions(k);
+            if !entry.core.state().is_terminal() {
+                entry.close(now);
+                self.run_actions(h);
             }
-            let pending = self.sessions.get(&k).map_or(0, |s| s.core.ended_pending());
+            let pending = self.sessions.get(&h).map_or(0, |s| s.core.ended_pending());
             if pending == 0 {
                 summary.clean += 1;
             } else {
@@ -180,13 +180,13 @@ impl Node {
             .sessions
             .iter()
             .filter(|(_, s)| !s.core.state().is_terminal())
-            .map(|(k, _)| *k)
+            .map(|(h, _)| *h)
             .collect();
-        for k in live {
-            if let Some(slot) = self.sessions.get_mut(&k) {
-                slot.close(now);
+        for h in live {
+            if let Some(entry) = self.sessions.get_mut(&h) {
+                entry.close(now);
             }
-            self.run_actions(k);
+            self.run_actions(h);
         }
         if self.transports.closing_count() == 0 || self.provider.has_virtual_clock() {
             return;

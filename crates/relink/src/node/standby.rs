@@ -85,11 +85,11 @@ impl SessionEntry {
         self.standby_ready = false;
     }
 
-    /// The core's `ConnectStandby` for session `key`: resolve `path`; the
+    /// The core's `ConnectStandby` for session `handle`: resolve `path`; the
     /// rest follows its CM events ([`SessionEntry::on_standby_cm`]).
     pub fn connect_standby(
         &mut self,
-        key: u64,
+        handle: u64,
         epoch: Epoch,
         path: Path,
         private_data: Vec<u8>,
@@ -115,17 +115,17 @@ impl SessionEntry {
         self.new_standby(epoch, id, p, index);
         self.standby_connect = (private_data, Some(path));
         let timeout = self.opts.policy.connect_timeout;
-        if let Err(why) = start_resolve(p, index, key, epoch, id, path, timeout) {
+        if let Err(why) = start_resolve(p, index, handle, epoch, id, path, timeout) {
             self.core.handle_attempt_failed(epoch, why.into(), now);
         }
     }
 
-    /// The core's `AcceptStandby` for session `key`, its connect request
+    /// The core's `AcceptStandby` for session `handle`, its connect request
     /// on CM id `cm`: build the standby on the request's device and accept
     /// it.
     pub fn accept_standby(
         &mut self,
-        key: u64,
+        handle: u64,
         epoch: Epoch,
         cm: CmId,
         private_data: &[u8],
@@ -133,7 +133,7 @@ impl SessionEntry {
         index: &mut Index,
     ) {
         let now = p.now();
-        index.cm_phase(cm, key, epoch, Phase::Accepting);
+        index.cm_phase(cm, handle, epoch, Phase::Accepting);
         if !self.ensure_recv_alt(&**p) {
             let _ = p.cm_reject(cm, &[]);
             index.cm_gone(cm);
@@ -249,13 +249,13 @@ impl SessionEntry {
             .is_some_and(|t| t.epoch == epoch && t.cm == Some(id))
     }
 
-    /// A CM event of session `key`'s standby: advance its connection, or
+    /// A CM event of session `handle`'s standby: advance its connection, or
     /// tell the core it failed or went down (which tears down only the
     /// standby). The node runs the core's actions after.
     #[allow(clippy::too_many_arguments)]
     pub fn on_standby_cm(
         &mut self,
-        key: u64,
+        handle: u64,
         epoch: Epoch,
         phase: Phase,
         id: CmId,
@@ -271,7 +271,7 @@ impl SessionEntry {
                     self.core
                         .handle_attempt_failed(epoch, cm_failed(CmCall::ResolveRoute, e), now);
                 } else {
-                    index.cm_phase(id, key, epoch, Phase::Routing);
+                    index.cm_phase(id, handle, epoch, Phase::Routing);
                 }
             }
             (Phase::Routing, CmEventKind::RouteResolved) => {
@@ -289,7 +289,7 @@ impl SessionEntry {
                         .map_err(|e| cm_failed(CmCall::Connect, e))
                 });
                 match connected {
-                    Ok(()) => index.cm_phase(id, key, epoch, Phase::Connecting),
+                    Ok(()) => index.cm_phase(id, handle, epoch, Phase::Connecting),
                     Err(e) => self.core.handle_attempt_failed(epoch, e, now),
                 }
             }
@@ -313,8 +313,8 @@ impl SessionEntry {
                     // Look at its CQ once (arming it): the peer may have
                     // promoted it already.
                     self.standby_ready = true;
-                    index.cq_signalled(key);
-                    index.cm_phase(id, key, epoch, Phase::Up);
+                    index.cq_signalled(handle);
+                    index.cm_phase(id, handle, epoch, Phase::Up);
                 }
             }
             (_, CmEventKind::Rejected { private_data, .. }) => {
@@ -350,11 +350,11 @@ impl SessionEntry {
 }
 
 impl Node {
-    /// The core's `AcceptStandby` for session `key`: its connect request
+    /// The core's `AcceptStandby` for session `handle`: its connect request
     /// goes to the session's entry, which builds the standby and accepts.
     pub(super) fn accept_standby(
         &mut self,
-        key: u64,
+        handle: u64,
         epoch: Epoch,
         request: RequestToken,
         private_data: &[u8],
@@ -362,9 +362,9 @@ impl Node {
         let Some(req) = self.pending.remove(&request.0) else {
             return;
         };
-        if let Some(entry) = self.sessions.get_mut(&key) {
+        if let Some(entry) = self.sessions.get_mut(&handle) {
             entry.accept_standby(
-                key,
+                handle,
                 epoch,
                 req.cm,
                 private_data,
@@ -374,12 +374,12 @@ impl Node {
         }
     }
 
-    /// The core's `Promote`: session `key`'s standby of `epoch` becomes
+    /// The core's `Promote`: session `handle`'s standby of `epoch` becomes
     /// the current transport; the one it replaces retires, held until the
     /// switch is over. What the standby received already waits in its CQ,
     /// read in the next poll round.
-    pub(super) fn promote_standby(&mut self, key: u64, epoch: Epoch) {
-        let Some(entry) = self.sessions.get_mut(&key) else {
+    pub(super) fn promote_standby(&mut self, handle: u64, epoch: Epoch) {
+        let Some(entry) = self.sessions.get_mut(&handle) else {
             return;
         };
         let Some(t) = entry.standby.take_if(|t| t.epoch == epoch) else {
@@ -394,16 +394,16 @@ impl Node {
         if let Some(old) = old {
             let lost = entry.outage_begins(&old, p.now());
             self.transports
-                .give_up(key, old, self.rounds, lost, &mut self.index);
+                .give_up(handle, old, self.rounds, lost, &mut self.index);
         }
-        self.transports.hold(key, p.now() + RETIRE_HOLD);
+        self.transports.hold(handle, p.now() + RETIRE_HOLD);
         if let Some(tl) = entry.timeline.as_mut().filter(|tl| tl.out()) {
             tl.promoted = Some(p.now());
         }
-        self.index.cq_signalled(key);
+        self.index.cq_signalled(handle);
     }
 
-    /// Before a poll round reads session `key`'s CQ, when its standby's CQ
+    /// Before a poll round reads session `handle`'s CQ, when its standby's CQ
     /// signalled (`standby_ready`): its own traffic is handled
     /// (`SessionEntry::standby_keepalives`); anything else in it means the
     /// peer promoted the standby. The core is told (it promotes the standby
@@ -411,9 +411,9 @@ impl Node {
     /// first one that is not a keepalive's are left in the node's buffer
     /// for the round, which reads them as the current transport's.
     /// Returns whether it did.
-    pub(super) fn standby_promoted_by_peer(&mut self, key: u64) -> bool {
+    pub(super) fn standby_promoted_by_peer(&mut self, handle: u64) -> bool {
         let p = self.provider.clone();
-        let Some(mut entry) = self.sessions.get_mut(&key) else {
+        let Some(mut entry) = self.sessions.get_mut(&handle) else {
             return false;
         };
         if !std::mem::take(&mut entry.standby_ready) {
@@ -436,11 +436,11 @@ impl Node {
             entry.standby_keepalives(epoch, &self.wcs[..n], &*p, &mut self.recv_batch);
             self.wcs.drain(..n);
             let wcs = std::mem::take(&mut self.wcs);
-            self.run_actions(key);
+            self.run_actions(handle);
             self.wcs = wcs;
             let Some(again) = self
                 .sessions
-                .get_mut(&key)
+                .get_mut(&handle)
                 .filter(|s| s.standby.as_ref().is_some_and(|t| t.epoch == epoch))
             else {
                 // Torn down (its QP failed): nothing to promote.
@@ -454,10 +454,10 @@ impl Node {
         tracing::debug!(session = %entry.core.id(), %epoch, "traffic on the standby: the peer promoted it");
         entry.core.handle_standby_traffic(epoch, p.now());
         let wcs = std::mem::take(&mut self.wcs);
-        self.run_actions(key);
+        self.run_actions(handle);
         self.wcs = wcs;
         self.sessions
-            .get(&key)
+            .get(&handle)
             .and_then(|s| s.transport.as_ref())
             .is_some_and(|t| t.epoch == epoch)
     }

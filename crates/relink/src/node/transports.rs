@@ -48,7 +48,7 @@ pub(super) fn destroy(p: &dyn Provider, mut t: Transport, index: &mut Index) {
 /// A transport given up and detached, waiting to be destroyed.
 pub(super) struct Retiring {
     /// Its session.
-    pub key: u64,
+    pub handle: u64,
     /// The poll round it was given up in.
     round: u64,
     /// For a transport a promoted standby replaced: destroyed once its
@@ -83,7 +83,7 @@ pub(super) struct Transports {
     /// they were given up in.
     retiring: Vec<Retiring>,
     /// Closed sessions' transports whose goodbye has not left yet
-    /// (`closing.rs`), by a key of the sessions' series (their CQ and
+    /// (`closing.rs`), by a handle of the sessions' series (their CQ and
     /// timer are indexed under it).
     pub(super) closing: BTreeMap<u64, Closing>,
     /// How long a closing transport waits for its goodbye.
@@ -100,12 +100,12 @@ impl Transports {
         }
     }
 
-    /// Session `key` gives up transport `t` in poll round `round` (for the
+    /// Session `handle` gives up transport `t` in poll round `round` (for the
     /// loss at `lost`, if it was connected): detached now, destroyed at
     /// the end of the next round ([`take_due`](Self::take_due)).
     pub fn give_up(
         &mut self,
-        key: u64,
+        handle: u64,
         t: Transport,
         round: u64,
         lost: Option<Timestamp>,
@@ -113,7 +113,7 @@ impl Transports {
     ) {
         index.detached(&t);
         self.retiring.push(Retiring {
-            key,
+            handle,
             round,
             hold: None,
             lost,
@@ -121,11 +121,11 @@ impl Transports {
         });
     }
 
-    /// Hold session `key`'s transports given up so far — the one a
+    /// Hold session `handle`'s transports given up so far — the one a
     /// promotion replaces — until the switch is over, or `by` at the
     /// latest.
-    pub fn hold(&mut self, key: u64, by: Timestamp) {
-        for r in self.retiring.iter_mut().filter(|r| r.key == key) {
+    pub fn hold(&mut self, handle: u64, by: Timestamp) {
+        for r in self.retiring.iter_mut().filter(|r| r.handle == handle) {
             r.hold.get_or_insert(by);
         }
     }
@@ -143,7 +143,7 @@ impl Transports {
 
     /// Take out the retiring transports due for destruction (`all`: every
     /// one) in round `round` at `now`: given up before this round and
-    /// not held, or held past their hold or until `switched(key)` says
+    /// not held, or held past their hold or until `switched(handle)` says
     /// their session's switch is over. `None` if none is due.
     pub fn take_due(
         &mut self,
@@ -156,7 +156,7 @@ impl Transports {
             return None;
         }
         let due = |r: &Retiring| {
-            all || (r.round < round && r.hold.is_none_or(|by| by <= now || switched(r.key)))
+            all || (r.round < round && r.hold.is_none_or(|by| by <= now || switched(r.handle)))
         };
         if !self.retiring.iter().any(due) {
             return None;
@@ -173,9 +173,9 @@ impl Transports {
         self.closing.len()
     }
 
-    /// Whether `key` names a closing transport.
+    /// Whether `handle` names a closing transport.
     #[inline]
-    pub fn is_closing(&self, key: u64) -> bool {
-        self.closing.contains_key(&key)
+    pub fn is_closing(&self, handle: u64) -> bool {
+        self.closing.contains_key(&handle)
     }
 }

@@ -1,70 +1,70 @@
-//! Collections of session keys: [`KeySet`], the keys a poll round works
+//! Collections of session handles: [`HandleSet`], the handles a poll round works
 //! through (the sessions whose CQ may hold completions, those with queued
 //! work requests), and [`ReadyQueue`], the sessions that have output.
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 
-/// A set of session keys, filled between poll rounds and worked through by
-/// the next round in ascending key order. Kept as a vector that holds its
-/// allocation from round to round: an insert is a push (a key inserted
+/// A set of session handles, filled between poll rounds and worked through by
+/// the next round in ascending handle order. Kept as a vector that holds its
+/// allocation from round to round: an insert is a push (a handle inserted
 /// twice is found twice until the set is sorted), and the round sorts and
-/// deduplicates once ([`KeySet::sort`]) before it walks the keys. So the
-/// round visits the same keys in the same order as an ordered set would,
-/// without a tree node made and freed per key.
+/// deduplicates once ([`HandleSet::sort`]) before it walks the handles. So the
+/// round visits the same handles in the same order as an ordered set would,
+/// without a tree node made and freed per handle.
 #[derive(Debug)]
-pub(super) struct KeySet {
-    /// The keys, unsorted and possibly repeated until `sort`.
-    keys: Vec<u64>,
+pub(super) struct HandleSet {
+    /// The handles, unsorted and possibly repeated until `sort`.
+    handles: Vec<u64>,
     /// The length at which `insert` sorts and deduplicates, so the vector
-    /// holds at most about twice as many entries as distinct keys.
+    /// holds at most about twice as many entries as distinct handles.
     compact_at: usize,
 }
 
-impl Default for KeySet {
-    fn default() -> KeySet {
-        KeySet {
-            keys: Vec::new(),
-            compact_at: KeySet::MIN_COMPACT,
+impl Default for HandleSet {
+    fn default() -> HandleSet {
+        HandleSet {
+            handles: Vec::new(),
+            compact_at: HandleSet::MIN_COMPACT,
         }
     }
 }
 
-impl KeySet {
+impl HandleSet {
     /// Entries below which `insert` never sorts.
     const MIN_COMPACT: usize = 64;
 
-    /// Add `key` (a key already in the set stays in it once).
-    pub fn insert(&mut self, key: u64) {
-        if self.keys.last() == Some(&key) {
+    /// Add `handle` (a handle already in the set stays in it once).
+    pub fn insert(&mut self, handle: u64) {
+        if self.handles.last() == Some(&handle) {
             return;
         }
-        if self.keys.len() >= self.compact_at {
+        if self.handles.len() >= self.compact_at {
             self.sort();
-            self.compact_at = (2 * self.keys.len()).max(KeySet::MIN_COMPACT);
+            self.compact_at = (2 * self.handles.len()).max(HandleSet::MIN_COMPACT);
         }
-        self.keys.push(key);
+        self.handles.push(handle);
     }
 
-    /// Take `key` out.
-    pub fn remove(&mut self, key: &u64) {
-        self.keys.retain(|k| k != key);
+    /// Take `handle` out.
+    pub fn remove(&mut self, handle: &u64) {
+        self.handles.retain(|h| h != handle);
     }
 
-    /// Put the keys in ascending order, each once.
+    /// Put the handles in ascending order, each once.
     pub fn sort(&mut self) {
-        self.keys.sort_unstable();
-        self.keys.dedup();
+        self.handles.sort_unstable();
+        self.handles.dedup();
     }
 
-    /// The key at `i` (in ascending order after [`sort`](Self::sort)).
+    /// The handle at `i` (in ascending order after [`sort`](Self::sort)).
     pub fn get(&self, i: usize) -> Option<u64> {
-        self.keys.get(i).copied()
+        self.handles.get(i).copied()
     }
 
     /// Empty the set, keeping its allocation.
     pub fn clear(&mut self) {
-        self.keys.clear();
+        self.handles.clear();
     }
 }
 
@@ -82,11 +82,11 @@ impl KeySet {
 /// that takes outputs session by session) costs no tree nodes.
 #[derive(Debug, Default)]
 pub(super) struct ReadyQueue {
-    /// (turn, session key), turns increasing: the front is served next.
+    /// (turn, session handle), turns increasing: the front is served next.
     /// Entries whose turn is not the session's in `turn_of` are stale.
     order: VecDeque<(u64, u64)>,
-    /// Session key → its turn in `order`: the queued sessions.
-    turn_of: HashMap<u64, u64, BuildHasherDefault<KeyHasher>>,
+    /// Session handle → its turn in `order`: the queued sessions.
+    turn_of: HashMap<u64, u64, BuildHasherDefault<HandleHasher>>,
     /// The next turn to hand out (the back of the queue).
     next_turn: u64,
 }
@@ -96,36 +96,36 @@ impl ReadyQueue {
     /// sweeps them out.
     const SLACK: usize = 32;
 
-    /// Put session `key` at the back, unless it is queued already (then it
+    /// Put session `handle` at the back, unless it is queued already (then it
     /// keeps its place).
-    pub fn push(&mut self, key: u64) {
-        if self.turn_of.contains_key(&key) {
+    pub fn push(&mut self, handle: u64) {
+        if self.turn_of.contains_key(&handle) {
             return;
         }
         if self.order.len() >= 2 * self.turn_of.len() + ReadyQueue::SLACK {
             let turn_of = &self.turn_of;
-            self.order.retain(|(t, k)| turn_of.get(k) == Some(t));
+            self.order.retain(|(t, h)| turn_of.get(h) == Some(t));
         }
         let turn = self.next_turn;
         self.next_turn += 1;
-        self.order.push_back((turn, key));
-        self.turn_of.insert(key, turn);
+        self.order.push_back((turn, handle));
+        self.turn_of.insert(handle, turn);
     }
 
     /// Take the session at the front.
     pub fn pop(&mut self) -> Option<u64> {
-        while let Some((turn, key)) = self.order.pop_front() {
-            if self.turn_of.get(&key) == Some(&turn) {
-                self.turn_of.remove(&key);
-                return Some(key);
+        while let Some((turn, handle)) = self.order.pop_front() {
+            if self.turn_of.get(&handle) == Some(&turn) {
+                self.turn_of.remove(&handle);
+                return Some(handle);
             }
         }
         None
     }
 
-    /// Take session `key` out, wherever it is.
-    pub fn remove(&mut self, key: u64) {
-        self.turn_of.remove(&key);
+    /// Take session `handle` out, wherever it is.
+    pub fn remove(&mut self, handle: u64) {
+        self.turn_of.remove(&handle);
         if self.turn_of.is_empty() {
             self.order.clear();
         }
@@ -137,12 +137,12 @@ impl ReadyQueue {
     }
 }
 
-/// The hasher of the ready queue's session keys: keys are the node's own
+/// The hasher of the ready queue's session handles: handles are the node's own
 /// counters, not chosen by a peer, so a multiply spreads them well enough.
 #[derive(Debug, Default)]
-pub(super) struct KeyHasher(u64);
+pub(super) struct HandleHasher(u64);
 
-impl Hasher for KeyHasher {
+impl Hasher for HandleHasher {
     fn finish(&self) -> u64 {
         self.0
     }
@@ -162,16 +162,16 @@ impl Hasher for KeyHasher {
 mod tests {
     use super::*;
 
-    fn sorted(s: &mut KeySet) -> Vec<u64> {
+    fn sorted(s: &mut HandleSet) -> Vec<u64> {
         s.sort();
         (0..).map_while(|i| s.get(i)).collect()
     }
 
     #[test]
     fn a_round_sees_each_key_once_in_ascending_order() {
-        let mut s = KeySet::default();
-        for k in [7, 3, 3, 9, 7, 1] {
-            s.insert(k);
+        let mut s = HandleSet::default();
+        for h in [7, 3, 3, 9, 7, 1] {
+            s.insert(h);
         }
         s.remove(&9);
         s.remove(&4); // not in the set: nothing happens
@@ -182,19 +182,19 @@ mod tests {
 
     #[test]
     fn repeated_inserts_stay_bounded() {
-        let mut s = KeySet::default();
+        let mut s = HandleSet::default();
         for i in 0..10_000u64 {
             s.insert(i % 10);
         }
-        assert!(s.keys.len() <= KeySet::MIN_COMPACT + 1);
+        assert!(s.handles.len() <= HandleSet::MIN_COMPACT + 1);
         assert_eq!(sorted(&mut s), (0..10).collect::<Vec<_>>());
     }
 
     #[test]
     fn the_ready_queue_holds_each_session_once_in_turn() {
         let mut q = ReadyQueue::default();
-        for key in [3, 1, 3, 2, 1] {
-            q.push(key);
+        for handle in [3, 1, 3, 2, 1] {
+            q.push(handle);
         }
         assert_eq!(q.len(), 3, "each session once");
         assert_eq!(q.pop(), Some(3));
