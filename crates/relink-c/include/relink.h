@@ -791,9 +791,46 @@ typedef enum {
   // A drain found no other present path: the session stays on the
   // drained device.
   RELINK_EVENT_DRAIN_BLOCKED = 13,
+  // A hot standby connection is up (`relink_options_set_standby`) on
+  // the device `text` names (`name#index@generation`): a loss of the
+  // current one switches to it. Reported at each end that has it: at
+  // a target, for the standby its initiator built (whatever the
+  // target's options), and at an initiator with a path through a
+  // second device (not one of `relink_connect`, which gives one path).
+  RELINK_EVENT_STANDBY_UP = 14,
+  // The standby connection that was up (`RELINK_EVENT_STANDBY_UP`) is
+  // gone; the current one is unaffected. `standby_loss` says why (a
+  // `relink_standby_loss`); `text` names its device, the initiator's
+  // path it took, and for `RELINK_STANDBY_DOWN` how it was lost.
+  // Reported once per standby; until a new one is up (the initiator
+  // builds one when a device allows), a loss reconnects.
+  RELINK_EVENT_STANDBY_LOST = 15,
   // An event this header does not name; `text` describes it.
   RELINK_EVENT_OTHER = 99,
 } relink_event_kind;
+
+// Why a standby connection went (`RELINK_EVENT_STANDBY_LOST`).
+typedef enum {
+  // Not a STANDBY_LOST event.
+  RELINK_STANDBY_NONE = 0,
+  // Silent: no keepalive heard on it for two keepalive periods
+  // (`relink_options_set_keepalive_ms`) — its peer's half or its path
+  // died without telling this end, or the peer could not send in time;
+  // counted in `RELINK_COUNTER_STANDBYS_SILENT`.
+  RELINK_STANDBY_SILENT = 1,
+  // Down: its device or connection was lost (a device removed or
+  // reset, a port down, a disconnect, a failed keepalive); `text` says
+  // how, as `RELINK_EVENT_DEVICE_LOST`'s does.
+  RELINK_STANDBY_DOWN = 2,
+  // Released: the session let it go — a drain or a suspend, the knob
+  // turned off, the session's end (closed or failed), a loss the
+  // standby could not take over, or, at a target, the initiator asked
+  // for a new standby or reconnected without it.
+  RELINK_STANDBY_RELEASED = 3,
+  // A cause this header does not know (a newer librelink); `text`
+  // describes it.
+  RELINK_STANDBY_OTHER = 99,
+} relink_standby_loss;
 
 // What `relink_poll_output` took.
 typedef enum {
@@ -841,6 +878,11 @@ typedef struct {
   int32_t retrying;
   // The event in words, NUL-terminated (cut to fit).
   char text[128];
+  // STANDBY_LOST: why the standby went (a `relink_standby_loss`). Added
+  // last, in what was the struct's tail padding: on 64-bit targets
+  // `sizeof(relink_event)` and every other member's offset are as
+  // before it.
+  relink_standby_loss standby_loss;
 } relink_event;
 
 // One output of a node, from any session. Only the member its `kind`
@@ -1012,7 +1054,9 @@ relink_status relink_options_set_manual_recovery(relink_options *options, int32_
 // on another path's device, and a loss of the current one switches to it
 // with no connection setup in the stall. A session needs a path through
 // another device for it: `relink_connect` gives one path, so from C the
-// knob is kept (and validated) but no standby is built. It needs
+// knob is kept (and validated) but no standby is built. (A C target needs
+// no knob: it accepts the standby its initiator builds, and reports it
+// with `RELINK_EVENT_STANDBY_UP` and `RELINK_EVENT_STANDBY_LOST`.) It needs
 // automatic recovery: with `relink_options_set_manual_recovery` on, it
 // is refused naming `standby` (and so is manual recovery with it on).
 //

@@ -6,7 +6,7 @@
 
 use std::ffi::c_char;
 
-use relink_rs::{OpError, Outcome, SessionEvent, SessionHandle};
+use relink_rs::{OpError, Outcome, SessionEvent, SessionHandle, StandbyLoss};
 
 use crate::node::{node_mut, relink_node};
 use crate::ops::relink_op;
@@ -234,6 +234,20 @@ pub enum relink_event_kind {
     /// A drain found no other present path: the session stays on the
     /// drained device.
     RELINK_EVENT_DRAIN_BLOCKED = 13,
+    /// A hot standby connection is up (`relink_options_set_standby`) on
+    /// the device `text` names (`name#index@generation`): a loss of the
+    /// current one switches to it. Reported at each end that has it: at
+    /// a target, for the standby its initiator built (whatever the
+    /// target's options), and at an initiator with a path through a
+    /// second device (not one of `relink_connect`, which gives one path).
+    RELINK_EVENT_STANDBY_UP = 14,
+    /// The standby connection that was up (`RELINK_EVENT_STANDBY_UP`) is
+    /// gone; the current one is unaffected. `standby_loss` says why (a
+    /// `relink_standby_loss`); `text` names its device, the initiator's
+    /// path it took, and for `RELINK_STANDBY_DOWN` how it was lost.
+    /// Reported once per standby; until a new one is up (the initiator
+    /// builds one when a device allows), a loss reconnects.
+    RELINK_EVENT_STANDBY_LOST = 15,
     /// An event this header does not name; `text` describes it.
     RELINK_EVENT_OTHER = 99,
 }
@@ -258,6 +272,44 @@ pub struct relink_event {
     pub retrying: i32,
     /// The event in words, NUL-terminated (cut to fit).
     pub text: [c_char; 128],
+    /// STANDBY_LOST: why the standby went (a `relink_standby_loss`). Added
+    /// last, in what was the struct's tail padding: on 64-bit targets
+    /// `sizeof(relink_event)` and every other member's offset are as
+    /// before it.
+    pub standby_loss: relink_standby_loss,
+}
+
+// The member added last took the tail padding: the struct's size is the
+// one programs built before it allocate (x86-64, AArch64: 168 bytes).
+#[cfg(target_pointer_width = "64")]
+const _: () = assert!(
+    std::mem::size_of::<relink_event>() == 168
+        && std::mem::offset_of!(relink_event, standby_loss) == 164
+);
+
+/// Why a standby connection went (`RELINK_EVENT_STANDBY_LOST`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum relink_standby_loss {
+    /// Not a STANDBY_LOST event.
+    RELINK_STANDBY_NONE = 0,
+    /// Silent: no keepalive heard on it for two keepalive periods
+    /// (`relink_options_set_keepalive_ms`) — its peer's half or its path
+    /// died without telling this end, or the peer could not send in time;
+    /// counted in `RELINK_COUNTER_STANDBYS_SILENT`.
+    RELINK_STANDBY_SILENT = 1,
+    /// Down: its device or connection was lost (a device removed or
+    /// reset, a port down, a disconnect, a failed keepalive); `text` says
+    /// how, as `RELINK_EVENT_DEVICE_LOST`'s does.
+    RELINK_STANDBY_DOWN = 2,
+    /// Released: the session let it go — a drain or a suspend, the knob
+    /// turned off, the session's end (closed or failed), a loss the
+    /// standby could not take over, or, at a target, the initiator asked
+    /// for a new standby or reconnected without it.
+    RELINK_STANDBY_RELEASED = 3,
+    /// A cause this header does not know (a newer librelink); `text`
+    /// describes it.
+    RELINK_STANDBY_OTHER = 99,
 }
 
 fn event(e: &SessionEvent) -> relink_event {
@@ -271,6 +323,7 @@ fn event(e: &SessionEvent) -> relink_event {
         replayed: 0,
         retrying: 0,
         text: [0; 128],
+        standby_loss: relink_standby_loss::RELINK_STANDBY_NONE,
     };
     let text = match e {
         SessionEvent::Transition(t) => {
@@ -342,11 +395,42 @@ fn event(e: &SessionEvent) -> relink_event {
             out.kind = RELINK_EVENT_DRAIN_BLOCKED;
             "drain blocked: no other present path".to_string()
         }
+        SessionEvent::StandbyUp { device } => {
+            out.kind = RELINK_EVENT_STANDBY_UP;
+            format!("standby up on {device}")
+        }
+        SessionEvent::StandbyLost {
+            device,
+            path,
+            cause,
+        } => {
+            out.kind = RELINK_EVENT_STANDBY_LOST;
+            out.standby_loss = standby_loss(cause);
+            let path = match path {
+                Some(p) => match p.local {
+                    Some(l) => format!("path {l} -> {}", p.peer),
+                    None => format!("path -> {}", p.peer),
+                },
+                None => "accepted".to_string(),
+            };
+            format!("standby on {device} ({path}) went: {cause}")
+        }
         #[allow(unreachable_patterns)]
         other => format!("{other:?}"),
     };
     out.text = c_text(&text);
     out
+}
+
+fn standby_loss(cause: &StandbyLoss) -> relink_standby_loss {
+    use relink_standby_loss::*;
+    #[allow(unreachable_patterns)]
+    match cause {
+        StandbyLoss::Silent => RELINK_STANDBY_SILENT,
+        StandbyLoss::Down(_) => RELINK_STANDBY_DOWN,
+        StandbyLoss::Released => RELINK_STANDBY_RELEASED,
+        _ => RELINK_STANDBY_OTHER,
+    }
 }
 
 /// Take the next event of a session: `RELINK_OK` and `*out` filled, or
@@ -512,4 +596,91 @@ pub unsafe extern "C" fn relink_poll_output(
         unsafe { put(out, "out", v) }?;
         Ok(RELINK_OK)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use relink_rs::{DeviceId, DownCause, Path, SessionEvent, StandbyLoss};
+
+    use super::{event, relink_event, relink_event_kind::*, relink_standby_loss::*};
+
+    fn text(e: &relink_event) -> String {
+        let bytes: Vec<u8> = e
+            .text
+            .iter()
+            .take_while(|c| **c != 0)
+            .map(|c| *c as u8)
+            .collect();
+        String::from_utf8(bytes).expect("UTF-8")
+    }
+
+    fn soft1() -> DeviceId {
+        DeviceId {
+            name: "soft1".into(),
+            index: 3,
+            generation: 7,
+        }
+    }
+
+    #[test]
+    fn a_standby_up_names_its_device() {
+        let e = event(&SessionEvent::StandbyUp { device: soft1() });
+        assert_eq!(e.kind, RELINK_EVENT_STANDBY_UP);
+        assert_eq!(e.standby_loss, RELINK_STANDBY_NONE);
+        assert_eq!(text(&e), "standby up on soft1#3@7");
+    }
+
+    #[test]
+    fn a_standby_lost_has_its_cause_device_and_path() {
+        let path = Path {
+            local: Some("10.0.1.1".parse().expect("an address")),
+            peer: "10.0.1.2:7471".parse().expect("an address"),
+        };
+        for (cause, want, said) in [
+            (
+                StandbyLoss::Silent,
+                RELINK_STANDBY_SILENT,
+                "silent for two keepalive periods",
+            ),
+            (
+                StandbyLoss::Down(DownCause::CmDeviceRemoval),
+                RELINK_STANDBY_DOWN,
+                "lost: CM device removal",
+            ),
+            (
+                StandbyLoss::Released,
+                RELINK_STANDBY_RELEASED,
+                "released by the session",
+            ),
+        ] {
+            let e = event(&SessionEvent::StandbyLost {
+                device: soft1(),
+                path: Some(path),
+                cause,
+            });
+            assert_eq!((e.kind, e.standby_loss), (RELINK_EVENT_STANDBY_LOST, want));
+            assert_eq!(
+                text(&e),
+                format!("standby on soft1#3@7 (path 10.0.1.1 -> 10.0.1.2:7471) went: {said}")
+            );
+        }
+        // At a target, which names no path.
+        let e = event(&SessionEvent::StandbyLost {
+            device: soft1(),
+            path: None,
+            cause: StandbyLoss::Down(DownCause::DeviceRemoved),
+        });
+        assert_eq!(e.standby_loss, RELINK_STANDBY_DOWN);
+        assert_eq!(
+            text(&e),
+            "standby on soft1#3@7 (accepted) went: lost: device removed"
+        );
+    }
+
+    #[test]
+    fn other_events_have_no_standby_loss() {
+        let e = event(&SessionEvent::Disconnected);
+        assert_eq!(e.kind, RELINK_EVENT_DISCONNECTED);
+        assert_eq!(e.standby_loss, RELINK_STANDBY_NONE);
+    }
 }

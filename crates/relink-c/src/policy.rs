@@ -248,7 +248,9 @@ pub unsafe extern "C" fn relink_options_set_manual_recovery(
 /// on another path's device, and a loss of the current one switches to it
 /// with no connection setup in the stall. A session needs a path through
 /// another device for it: `relink_connect` gives one path, so from C the
-/// knob is kept (and validated) but no standby is built. It needs
+/// knob is kept (and validated) but no standby is built. (A C target needs
+/// no knob: it accepts the standby its initiator builds, and reports it
+/// with `RELINK_EVENT_STANDBY_UP` and `RELINK_EVENT_STANDBY_LOST`.) It needs
 /// automatic recovery: with `relink_options_set_manual_recovery` on, it
 /// is refused naming `standby` (and so is manual recovery with it on).
 ///

@@ -267,3 +267,125 @@ fn standby_and_probe_knobs_from_c() {
     let out = run(&mut Command::new(exe), "standby");
     assert!(out.contains("standby: ok"), "{out}");
 }
+
+/// A child process killed if the test ends before it exits.
+struct Reaped(std::process::Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        if matches!(self.0.try_wait(), Ok(None)) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+/// `tests/c/standby_events.c`: a hot standby's events reach a C program —
+/// `RELINK_EVENT_STANDBY_UP`, then `RELINK_EVENT_STANDBY_LOST` with
+/// `RELINK_STANDBY_DOWN` when its device goes, `STANDBY_UP` again when it
+/// is back, `STANDBY_LOST` with `RELINK_STANDBY_RELEASED` when the session
+/// is closed. The C program is the target, on the TCP soft fabric (host
+/// `b`: soft0 127.0.0.2, soft1 127.0.1.2); this test is its initiator
+/// (host `a`: soft0 127.0.0.1, soft1 127.0.1.1), a relink node with a path
+/// through each pair and the standby on — from C, `relink_connect` gives
+/// one path, so a C initiator builds no standby.
+#[test]
+fn standby_events_reach_a_c_target() {
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    use relink_rs::{Node, Path as SessionPath, Policy, SessionEvent, SessionOptions};
+    use relink_soft::TcpHost;
+
+    let exe = build(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/standby_events.c"),
+        "standby_events",
+    );
+    let root = std::env::temp_dir().join(format!("relink-c-standby-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let (a, b) = (root.join("a"), root.join("b"));
+    for (dir, host) in [(&a, 1), (&b, 2)] {
+        let reg = Registry::open(dir).expect("soft device directory");
+        for (dev, net) in [("soft0", 0), ("soft1", 1)] {
+            let cidr = format!("127.0.{net}.{host}/24");
+            reg.add(dev, vec![cidr.parse().expect("net")], None, None)
+                .unwrap_or_else(|e| panic!("add {dev}: {e}"));
+        }
+    }
+    let port = free_port([0, 0, 0, 0]);
+    let mut target = Reaped(
+        Command::new(&exe)
+            .arg(&b)
+            .arg(format!("0.0.0.0:{port}"))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start standby_events"),
+    );
+    let mut lines = BufReader::new(target.0.stdout.take().expect("stdout")).lines();
+    let first = lines
+        .next()
+        .expect("the target says it listens")
+        .expect("read");
+    assert!(first.contains("listening"), "{first}");
+
+    let mut node = Node::new(Arc::new(TcpHost::open(&a).expect("host a")));
+    let policy = Policy::builder()
+        .standby(true)
+        .keepalive(None)
+        .build()
+        .expect("policy");
+    let opts = SessionOptions::builder()
+        .policy(policy)
+        .build()
+        .expect("options");
+    let paths = [0, 1]
+        .map(|net| SessionPath {
+            local: Some(format!("127.0.{net}.1").parse().expect("an address")),
+            peer: format!("127.0.{net}.2:{port}").parse().expect("an address"),
+        })
+        .to_vec();
+    let s = node.connect(paths, opts).expect("connect");
+    // Until the target closed the session (it is reaped once its last
+    // event is taken); a hang's bound, not a measurement.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut events = Vec::new();
+    while node.state(s).is_some_and(|st| !st.is_terminal()) && Instant::now() < deadline {
+        let _ = node.wait_for(Duration::from_millis(10));
+        while let Some(e) = node.poll_event(s) {
+            events.push(e);
+        }
+    }
+    while let Some(e) = node.poll_event(s) {
+        events.push(e);
+    }
+    let status = target.0.wait().expect("the target exits");
+    let out: Vec<String> = lines.map_while(Result::ok).collect();
+    let out = out.join("\n");
+    assert!(
+        status.success() && out.contains("standby_events: ok"),
+        "the target: {status}:\n{out}\nthe initiator's events: {events:#?}"
+    );
+    let r = result(&out);
+    assert_eq!(
+        (field(&r, "ups"), field(&r, "downs"), field(&r, "released")),
+        (2, 1, 1),
+        "{out}"
+    );
+    // The initiator had a standby up (the second too, unless the target's
+    // goodbye on the current connection overtook its answer on the
+    // standby's), and its session ended with the target's close, not a
+    // loss.
+    let ups = events
+        .iter()
+        .filter(|e| matches!(e, SessionEvent::StandbyUp { .. }))
+        .count();
+    assert!((1..=2).contains(&ups), "{events:#?}");
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e, SessionEvent::DeviceLost { .. })),
+        "{events:#?}"
+    );
+    let _ = std::fs::remove_dir_all(&root);
+}

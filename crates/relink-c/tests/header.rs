@@ -307,3 +307,98 @@ fn relink_h_has_no_fault_hook() {
     let in_main: Vec<&str> = hooks.intersection(&mentioned(&main)).copied().collect();
     assert!(in_main.is_empty(), "relink.h mentions hooks: {in_main:?}");
 }
+
+/// The body of `typedef enum|struct { ... } name;` in a header: its code
+/// lines.
+fn typedef_body<'a>(header: &'a str, name: &str) -> Vec<&'a str> {
+    let lines: Vec<&str> = code(header).collect();
+    let end = lines
+        .iter()
+        .position(|l| l.trim() == format!("}} {name};"))
+        .unwrap_or_else(|| panic!("the header declares no {name}"));
+    let start = lines[..end]
+        .iter()
+        .rposition(|l| l.starts_with("typedef "))
+        .unwrap_or_else(|| panic!("{name} has no typedef"));
+    lines[start + 1..end].to_vec()
+}
+
+/// An enum's `NAME = value` pairs, in order.
+fn enum_values(header: &str, name: &str) -> Vec<(String, i64)> {
+    typedef_body(header, name)
+        .into_iter()
+        .filter_map(|l| l.trim().trim_end_matches(',').split_once(" = "))
+        .map(|(k, v)| {
+            let v = v.parse().unwrap_or_else(|_| panic!("{name}: {k} = {v}"));
+            (k.to_string(), v)
+        })
+        .collect()
+}
+
+/// The numbers C programs are built with stay theirs: event kinds and
+/// standby loss causes keep their values, new ones come after (before the
+/// catch-all `*_OTHER` = 99), and `relink_event`'s members keep their
+/// order, the ones added last at its end.
+#[test]
+fn event_numbers_and_members_are_pinned() {
+    let main = generate(&HEADERS[0]);
+    let pinned = |name: &str, want: &[(&str, i64)]| {
+        let got = enum_values(&main, name);
+        let want: Vec<(String, i64)> = want.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+        assert_eq!(got, want, "{name}: values changed (append, never renumber)");
+    };
+    pinned(
+        "relink_event_kind",
+        &[
+            ("RELINK_EVENT_TRANSITION", 1),
+            ("RELINK_EVENT_DEVICE_LOST", 2),
+            ("RELINK_EVENT_RECOVERING", 3),
+            ("RELINK_EVENT_RESUMED", 4),
+            ("RELINK_EVENT_GAVE_UP", 5),
+            ("RELINK_EVENT_REFUSED", 6),
+            ("RELINK_EVENT_PEER_LOST", 7),
+            ("RELINK_EVENT_DISCONNECTED", 8),
+            ("RELINK_EVENT_ATTEMPT_FAILED", 9),
+            ("RELINK_EVENT_AWAITING_DECISION", 10),
+            ("RELINK_EVENT_QUIESCING", 11),
+            ("RELINK_EVENT_SUSPENDED", 12),
+            ("RELINK_EVENT_DRAIN_BLOCKED", 13),
+            ("RELINK_EVENT_STANDBY_UP", 14),
+            ("RELINK_EVENT_STANDBY_LOST", 15),
+            ("RELINK_EVENT_OTHER", 99),
+        ],
+    );
+    pinned(
+        "relink_standby_loss",
+        &[
+            ("RELINK_STANDBY_NONE", 0),
+            ("RELINK_STANDBY_SILENT", 1),
+            ("RELINK_STANDBY_DOWN", 2),
+            ("RELINK_STANDBY_RELEASED", 3),
+            ("RELINK_STANDBY_OTHER", 99),
+        ],
+    );
+    let members: Vec<String> = typedef_body(&main, "relink_event")
+        .into_iter()
+        .map(|l| {
+            let decl = l.trim().trim_end_matches(';');
+            let name = decl.rsplit(' ').next().expect("a member");
+            name.split('[').next().expect("a name").to_string()
+        })
+        .collect();
+    assert_eq!(
+        members,
+        [
+            "kind",
+            "from",
+            "to",
+            "attempt",
+            "downtime_ns",
+            "replayed",
+            "retrying",
+            "text",
+            "standby_loss"
+        ],
+        "relink_event's members moved (add new ones at its end)"
+    );
+}
