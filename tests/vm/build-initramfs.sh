@@ -12,11 +12,11 @@
 #
 # Contents: static busybox as the base userland; /init (guest/init) and
 # /vm/run.sh (guest/run.sh); the host's own rdma-core userspace (rdma, ip,
-# ibv_devices, ibv_devinfo, rping, perftest's ib_write_bw/ib_send_bw, ...)
+# ibv_devices, ibv_devinfo, rping, perftest's ib_write_bw/ib_send_bw, tc, ...)
 # with the rxe provider and every library they need, byte-identical to the
 # host's (Debian 12: rdma-core 44, glibc 2.36), so host-built binaries run
 # unchanged in the guest; the kernel modules rdma_rxe, rdma_ucm, ib_umad,
-# veth, bridge, dummy, crc32 (+ dependencies), decompressed (6.12 ships
+# veth, bridge, dummy, sch_netem, crc32 (+ dependencies), decompressed (6.12 ships
 # .ko.xz), with /etc/relink-vm/modules.list = the insmod order computed here.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -72,7 +72,7 @@ ln -sf ../bin/busybox "$STAGE/usr/sbin/modprobe"   # the kernel's request_module
 # --- rdma-core userspace + iproute2 (replaces busybox's ip) --------------------------
 TOOLS="/usr/bin/ip /usr/bin/rdma /usr/bin/ibv_devices /usr/bin/ibv_devinfo /usr/bin/ibv_rc_pingpong
  /usr/bin/rping /usr/bin/udaddy /usr/bin/ib_send_bw /usr/bin/ib_write_bw /usr/bin/ib_write_lat
- /usr/bin/ib_send_lat"
+ /usr/bin/ib_send_lat /usr/bin/tc"
 for t in $TOOLS; do
   h=$t; [ -e "$h" ] || h=$(command -v "$(basename "$t")" || true)
   [ -n "$h" ] && [ -e "$h" ] || { echo "build-initramfs: missing $t (run tests/vm/setup.sh)" >&2; exit 1; }
@@ -110,7 +110,7 @@ printf '127.0.0.1 localhost\n' > "$STAGE/etc/hosts"
 # --- kernel modules ---------------------------------------------------------------------
 # crc32*: rxe's ICRC asks the crypto API for "crc32" (a request_module, not a
 # module dependency); optional where the kernel has them built in.
-ROOT_MODS="crc32_generic crc32-pclmul rdma_rxe rdma_ucm ib_umad veth dummy bridge"
+ROOT_MODS="crc32_generic crc32-pclmul rdma_rxe rdma_ucm ib_umad veth dummy bridge sch_netem"
 : > "$STAGE/etc/relink-vm/modules.list"
 for m in $ROOT_MODS; do
   if ! deps=$(modprobe -d "$KDIR" -S "$KV" --show-depends "$m" 2>&1); then

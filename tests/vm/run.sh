@@ -52,6 +52,9 @@
 #   --groups LIST    RELINK_VM_GROUPS    override the groups (sanity,devwatch,verbs,bench,sessions,example,capi,relinkd)
 #   --accel A        RELINK_VM_ACCEL     tcg (default) or kvm (real VMX/SVM only)
 #   --verbose        RELINK_VM_VERBOSE=1 stream the whole serial console
+#   --netem-loss PCT RELINK_VM_NETEM_LOSS a lossy wire: the bridge drops PCT%
+#                    of the first pair's packets each way (tc netem), so rxe
+#                    retransmits, NAKs and replays; off by default
 #   RELINK_VM_CACHE     download/unpack cache (default target/vm/cache)
 #   RELINK_VM_TIMEOUT   host timeout per VM in seconds (default 480)
 #   RELINK_VM_TEST_TIMEOUT  per test binary in the guest (default 180)
@@ -68,6 +71,7 @@ KERNELS=${RELINK_VM_KERNELS:-6.12,6.1}
 GROUPS_OVERRIDE=${RELINK_VM_GROUPS:-}
 ACCEL=${RELINK_VM_ACCEL:-tcg}
 VERBOSE=${RELINK_VM_VERBOSE:-0}
+NETEM_LOSS=${RELINK_VM_NETEM_LOSS:-}
 HT=${RELINK_VM_TIMEOUT:-480}
 # shellcheck source=scripts/skip.sh
 . "$ROOT/scripts/skip.sh"
@@ -83,11 +87,17 @@ while [ $# -gt 0 ]; do
     --accel) ACCEL=$2; shift 2 ;;
     --accel=*) ACCEL=${1#*=}; shift ;;
     --verbose|-v) VERBOSE=1; shift ;;
+    --netem-loss) NETEM_LOSS=$2; shift 2 ;;
+    --netem-loss=*) NETEM_LOSS=${1#*=}; shift ;;
     -h|--help) awk 'NR>1 && /^#/{sub(/^# ?/,"");print;next} NR>1{exit}' "$0"; exit 0 ;;
     *) echo "run.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
 
+case $NETEM_LOSS in
+  '') ;;
+  *[!0-9.]*|.|*.*.*) echo "run.sh: --netem-loss $NETEM_LOSS: a percentage (0-100) is expected" >&2; exit 2 ;;
+esac
 now() { date +%s.%N; }
 secs() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.0f", b-a}'; }
 banner() { printf '\n--- VM tier: %s\n' "$*"; }
@@ -330,7 +340,7 @@ for s in "${SERIES[@]}"; do
     || { echo "FAILED: VM tier: building the initramfs for $KV failed"; exit 1; }
   KERNEL=$KDIR/vmlinux; [ -f "$KERNEL" ] || KERNEL=$(ls "$KDIR"/boot/vmlinuz-*)
   GT=$(( HT > 60 ? HT - 30 : HT ))   # the guest watchdog fires before the host timeout
-  APPEND="console=ttyS0 panic=-1 quiet loglevel=4 relink.groups=${groups:-none} relink.expect=$expect relink.timeout=$GT relink.test_timeout=$TT"
+  APPEND="console=ttyS0 panic=-1 quiet loglevel=4 relink.groups=${groups:-none} relink.expect=$expect relink.timeout=$GT relink.test_timeout=$TT${NETEM_LOSS:+ relink.netem_loss=$NETEM_LOSS}"
   banner "kernel $KV: booting ($ACCEL, groups ${groups:-none}, expected watcher backend $expect; log $LOG)"
   tv=$(now)
   # A guest kernel that crashes before its init ran (no RELINK_VM_BOOTED

@@ -116,6 +116,7 @@ macro_rules! __relink_testkit_cases {
             write_then_read
             write_with_imm
             atomics
+            atomics_in_flight
             srq_receives
             cq_notification
             event_fd_readiness

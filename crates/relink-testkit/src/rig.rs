@@ -159,6 +159,13 @@ pub enum Quirk {
     /// Memory windows are range-checked against their MR, not against the
     /// window: a WRITE past a window's end but inside the MR succeeds (rxe).
     MwBoundsCheckedAgainstMr,
+    /// After a lost packet, a FETCH_ADD or CMP_SWAP may complete `Success`
+    /// without its old value written into its local buffer (rxe on 6.1 and
+    /// 6.12: the completer takes the replayed atomic response as a plain
+    /// ACK once a PSN-sequence NAK has moved its expected PSN past the
+    /// atomic). The operation itself executed exactly once. Seen under
+    /// `tests/vm/run.sh --netem-loss` and, rarely, on a loaded machine.
+    AtomicResultLostOnReplay,
 }
 
 /// Print a known deviation (see [`Rig::has_quirk`]).

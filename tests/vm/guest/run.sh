@@ -48,8 +48,9 @@ EXPECT=${VM_EXPECT:-}
 TEST_TIMEOUT=${VM_TEST_TIMEOUT:-240}
 KV=$(uname -r)
 # Debian's static busybox runs its own applets in preference to PATH
-# lookups (FEATURE_SH_STANDALONE): call iproute2's ip explicitly.
+# lookups (FEATURE_SH_STANDALONE): call iproute2's ip and tc explicitly.
 ip() { /usr/bin/ip "$@"; }
+tc() { /usr/bin/tc "$@"; }
 want() { case ",$GROUPS_," in *,all,*|*,$1,*) return 0 ;; esac; return 1; }
 ts() { cut -d' ' -f1 /proc/uptime; }
 dt() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", b-a}'; }
@@ -142,6 +143,19 @@ for k in all default veth0 veth1 veth2; do
 done
 ip -br addr | sed 's/^/  /'
 endstep $rc
+
+if [ -n "${VM_NETEM_LOSS:-}" ]; then
+# A lossy wire (run.sh --netem-loss): the bridge ports drop packets each
+# way between the first pair (veth1p carries .1 -> .2, veth0p the answers),
+# so rxe retransmits, NAKs sequence errors and replays responses.
+step setup netem_loss
+rc=0
+for p in veth0p veth1p; do
+  tc qdisc add dev $p root netem loss "${VM_NETEM_LOSS}%" || rc=1
+done
+tc qdisc show | grep netem | sed 's/^/  /'
+endstep $rc
+fi
 
 step setup rxe_add
 rc=0
@@ -640,6 +654,12 @@ fi
 step final devices_and_kernel_log
 rc=0
 for d in rxe0 rxe1; do [ -d /sys/class/infiniband/$d ] || { echo "  !!! $d is gone at the end"; rc=1; }; done
+if [ -n "${VM_NETEM_LOSS:-}" ]; then
+  for p in veth0p veth1p; do
+    echo "  netem on $p: $(tc -s qdisc show dev $p | grep Sent)"
+  done
+  NOTE="netem loss ${VM_NETEM_LOSS}%: $(tc -s qdisc show | awk '/netem/{q=1} q && /Sent/{gsub(/[(,]/,""); s+=$4; d+=$7; q=0} END{printf "%d of %d packets dropped", d, s+d}')"
+fi
 dmesg | grep -E 'BUG:|Oops|general protection|blocked for more than|Call Trace|WARNING:' > /tmp/klog
 if [ -s /tmp/klog ]; then
   echo "  kernel log (with the stacks):"

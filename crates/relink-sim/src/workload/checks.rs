@@ -9,7 +9,7 @@ use relink::{Node, OpError, OpId, Outcome, State};
 use relink_fabric::{Memory, Timestamp};
 use serde::Serialize;
 
-use super::books::Workload;
+use super::books::{Fetched, Workload};
 use super::layout::{BLOCK, BLOCKS, COUNTER, TARGET_DATA};
 use super::payload::pattern;
 use super::tally::Class;
@@ -208,13 +208,41 @@ pub fn check_atomics(s: &Workload, target_region: Option<&Memory>) -> Check {
         }
         can[want]
     };
-    // Every fetched old value plus its addend fits under the counter, and
-    // no two successful atomics saw the same old value.
-    let mut olds: Vec<u64> = s.fetched.iter().map(|(o, _)| *o).collect();
-    olds.sort_unstable();
-    let distinct = olds.windows(2).all(|w| w[0] != w[1]);
-    let bounded = s.fetched.iter().all(|(o, a)| o + a <= counter);
-    let ok = in_range && subset && distinct && bounded;
+    // Every fetched old value plus its addend fits under the counter, no
+    // two successful atomics saw the same old value, and every successful
+    // atomic's result was written.
+    let mut olds: Vec<&Fetched> = s.fetched.iter().collect();
+    olds.sort_unstable_by_key(|f| (f.old, f.op));
+    let same: Vec<(&Fetched, &Fetched)> = olds
+        .windows(2)
+        .filter(|w| w[0].old == w[1].old)
+        .map(|w| (w[0], w[1]))
+        .collect();
+    let distinct = same.is_empty();
+    let bounded = s.fetched.iter().all(|f| f.old + f.add <= counter);
+    let written = s.unwritten.is_empty() || s.unwritten_excused.is_some();
+    let ok = in_range && subset && distinct && bounded && written;
+    let describe = |f: &Fetched| {
+        format!(
+            "{} (slot {}, completed at {:.3}s{})",
+            f.op,
+            f.slot,
+            secs(f.at),
+            if f.replayed { ", replayed" } else { "" }
+        )
+    };
+    let mut found = String::new();
+    for (a, b) in same.iter().take(4) {
+        found += &format!(
+            "; old value {} returned to both {} and {}",
+            a.old,
+            describe(a),
+            describe(b)
+        );
+    }
+    for f in s.unwritten.iter().take(4) {
+        found += &format!("; no result written for {}", describe(f));
+    }
     Check::new(
         name,
         ok,
@@ -237,9 +265,19 @@ pub fn check_atomics(s: &Workload, target_region: Option<&Memory>) -> Check {
             },
             t.failed_gave_up + t.failed_disconnected + t.failed_other,
             if ok {
-                String::new()
+                match s.unwritten_excused {
+                    Some(why) if !s.unwritten.is_empty() => format!(
+                        "; {} Success FETCH_ADDs without a written result ({why})",
+                        s.unwritten.len()
+                    ),
+                    _ => String::new(),
+                }
             } else {
-                format!(" [in range: {in_range}, subset sum: {subset}, distinct old values: {distinct}, old values bounded: {bounded}]")
+                format!(
+                    " [in range: {in_range}, subset sum: {subset}, distinct old values: {distinct}, old values bounded: {bounded}, results written: {written} ({} of {} successes without a result)]{found}",
+                    s.unwritten.len(),
+                    s.unwritten.len() + s.fetched.len()
+                )
             }
         ),
     )

@@ -519,13 +519,15 @@ impl Rig for VerbsRig {
     }
 
     fn has_quirk(&self, quirk: Quirk) -> bool {
-        // Soft-RoCE (rdma_rxe) deviations, seen on kernel 6.1.
+        // Soft-RoCE (rdma_rxe) deviations, seen on kernels 6.1 and 6.12.
         let rxe = [Side::Initiator, Side::Target]
             .iter()
             .all(|s| self.device_name(*s).starts_with("rxe"));
         rxe && matches!(
             quirk,
-            Quirk::BadLkeyIsLocQpOpErr | Quirk::MwBoundsCheckedAgainstMr
+            Quirk::BadLkeyIsLocQpOpErr
+                | Quirk::MwBoundsCheckedAgainstMr
+                | Quirk::AtomicResultLostOnReplay
         )
     }
 
