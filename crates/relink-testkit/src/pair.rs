@@ -6,6 +6,7 @@
 //! [`open_end`], [`wait_connect_request`], [`connect_via`]).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::time::Duration;
 
 use relink_fabric::{
     Access, CmEvent, CmEventKind, CmId, ConnParams, ContextId, CqId, DestroyError, Destroyed,
@@ -16,6 +17,11 @@ use relink_fabric::{
 use crate::check::{assert_private_data, pattern};
 use crate::harness::Harness;
 use crate::rig::Side;
+
+/// How long a retried listen or address resolution waits before the next
+/// try (a device just added may not answer yet): a fixed pause, so a
+/// rig's generous hang bound ([`Rig::settle_time`]) does not slow it.
+const RETRY_PAUSE: Duration = Duration::from_millis(50);
 
 /// Every right an MR can have: the access of each end's main MR.
 pub const FULL_ACCESS: Access = Access::LOCAL_WRITE
@@ -388,8 +394,7 @@ pub fn listen(h: &mut Harness<'_>, addr: SocketAddr) -> CmId {
             Err(e) if e.class() == ErrorClass::Retryable && h.now(side) < deadline => {
                 tracing::debug!(target: "relink_testkit", %addr, error = %e, "listen: retrying");
                 destroy_id(h, side, id);
-                let pause = h.rig().settle_time() / 100;
-                h.idle(side, pause);
+                h.idle(side, RETRY_PAUSE);
             }
             Err(e) => panic!("listening on {addr} on the target host: {e}"),
         }
@@ -431,8 +436,7 @@ pub fn resolve(h: &mut Harness<'_>, side: Side, dst: SocketAddr) -> CmId {
             h.now(side) < deadline,
             "could not resolve {dst} from the {side} host before the deadline: last {retry}"
         );
-        let pause = h.rig().settle_time() / 50;
-        h.idle(side, pause);
+        h.idle(side, RETRY_PAUSE);
     }
 }
 

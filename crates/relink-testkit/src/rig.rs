@@ -123,8 +123,9 @@ pub trait Rig {
     fn replace_device(&self, side: Side) -> Result<(), Skip>;
 
     /// How long asynchronous things (events, completions, connection setup,
-    /// flushes) may take before a case gives up: cheap on virtual time,
-    /// about two seconds for TCP, more for real devices.
+    /// flushes) may take before a case gives up: a bound on a hang, far
+    /// above what they take (nothing waits for it to pass; cheap on
+    /// virtual time, 30 s over TCP, 10 s on real devices).
     fn settle_time(&self) -> Duration;
 
     /// The slice the suite waits for at a time before looking at the other

@@ -231,6 +231,12 @@ impl Rig for TcpRig {
         Ok(())
     }
     fn settle_time(&self) -> Duration {
-        Duration::from_secs(3)
+        // A bound on a hang, not a wait: real threads and sockets on a
+        // machine that may be busy with other jobs.
+        Duration::from_secs(30)
+    }
+    fn quiet_time(&self) -> Duration {
+        // What must not happen shows within this on loopback.
+        Duration::from_millis(750)
     }
 }
