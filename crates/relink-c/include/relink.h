@@ -38,22 +38,40 @@ extern "C" {
 // What a call did. Every function of the API returns one; `RELINK_OK`
 // and `RELINK_EMPTY` are not errors, every negative value is, and
 // `relink_last_error` then says what went wrong in one line.
+//
+// Each mistake has one code, whichever call it is made in:
+//
+// | mistake | code |
+// |---|---|
+// | a NULL pointer where one is needed, a string that is not UTF-8 or not an address, a number no enum names | `RELINK_ERR_ARGUMENT` |
+// | a session the node does not have | `RELINK_ERR_NO_SESSION` |
+// | a region the session (or the options) does not have | `RELINK_ERR_NO_REGION` |
+// | a byte range outside its region (`offset` + `len` past its end) | `RELINK_ERR_RANGE` |
+// | a length over its limit (a message over `max_message`, connect data over `RELINK_MAX_CONNECT_DATA`) | `RELINK_ERR_TOO_LARGE` |
+// | an atomic's offset (local or token) that is not a multiple of 8 | `RELINK_ERR_MISALIGNED` |
+//
+// Lengths are checked before anything is copied or allocated. The
+// numbers are fixed: new codes take new numbers.
 typedef enum {
   // Done.
   RELINK_OK = 0,
   // A `relink_poll_*` or `relink_accept` call found nothing waiting (no
   // output was taken; not an error).
   RELINK_EMPTY = 1,
-  // An argument is invalid: a NULL pointer where one is needed, a string
-  // that is not UTF-8 or not an address, an unknown enum value.
+  // An argument is invalid: a NULL pointer where one is needed (every
+  // call, for every pointer it needs), a string that is not UTF-8 or not
+  // an address, an unknown enum value, an unknown listener, device or
+  // path.
   RELINK_ERR_ARGUMENT = -1,
   // The node has no such session: never made, or ended and reaped.
   RELINK_ERR_NO_SESSION = -2,
-  // The session has no such region.
+  // The session has no such region: a local range's or
+  // `relink_region_read`/`relink_region_write`'s region, or the options
+  // have none of that id (`relink_options_set_region_window`).
   RELINK_ERR_NO_REGION = -3,
-  // The session refused the operation: it ended, the message is larger
-  // than `max_message`, a local range is outside its region (the message
-  // says which).
+  // The session refused the operation: it ended (closed or failed) or
+  // is closing, or it is not in a state that allows the call (the
+  // message says which).
   RELINK_ERR_SESSION = -4,
   // The options are invalid (the message names the key).
   RELINK_ERR_OPTIONS = -5,
@@ -69,8 +87,24 @@ typedef enum {
   RELINK_ERR_IO = -9,
   // Another listener has the address now: retry once it is closed.
   RELINK_ERR_ADDR_IN_USE = -10,
-  // A bug in relink: it panicked. The node is left as it was at the
-  // panic; free it.
+  // A length is over its limit: a message longer than the session's
+  // `max_message` (`relink_send`), connect data longer than
+  // `RELINK_MAX_CONNECT_DATA`. Refused before anything was copied.
+  RELINK_ERR_TOO_LARGE = -11,
+  // A byte range is outside its region: `offset` + `len` past the end
+  // of the region (`relink_region_read`, `relink_region_write`, the
+  // local range of `relink_write`, `relink_read` and the atomics).
+  // The message gives the range and the region's length.
+  RELINK_ERR_RANGE = -12,
+  // An atomic (`relink_fetch_add`, `relink_cmp_swap`) at an offset that
+  // is not a multiple of 8, in its local region or in its token: atomics
+  // work on 8-byte aligned words (regions start page aligned). Refused
+  // before it is posted: the session is unaffected.
+  RELINK_ERR_MISALIGNED = -13,
+  // A bug in relink: it panicked (the message says where). The node is
+  // left as it was at the panic; free it. Nothing is printed unless
+  // the environment variable `RELINK_LOG` is set (non-empty) when
+  // librelink is first called.
   RELINK_ERR_INTERNAL = -100,
 } relink_status;
 
@@ -78,6 +112,10 @@ typedef enum {
 // negative status); an empty string if none did. The pointer stays valid
 // until the next call into librelink on this thread; copy it to keep it.
 const char *relink_last_error(void);
+
+// This librelink's version, `"MAJOR.MINOR.PATCH"`: relink's, the one
+// `pkg-config --modversion relink` gives. A static string.
+const char *relink_version(void);
 
 // The name of a status (`"RELINK_ERR_ARGUMENT"`, ...), a static string; an
 // unknown value gives `"RELINK_UNKNOWN_STATUS"`.
@@ -285,7 +323,8 @@ relink_status relink_options_set_max_one_sided(relink_options *options, uint32_t
 // Bytes for the peer's application, sent with the first connect of a
 // session made with these options (at most `RELINK_MAX_CONNECT_DATA`;
 // copied); the accepting side reads them in `relink_accepted`. `len` 0
-// clears them.
+// clears them. `RELINK_ERR_TOO_LARGE` for more than
+// `RELINK_MAX_CONNECT_DATA` bytes (nothing is read then).
 //
 // # Safety
 // `options` is live options; `data` valid for reads of `len` bytes (NULL
@@ -602,7 +641,8 @@ relink_status relink_options_add_region(relink_options *options,
 // type 2 memory window (`window` non-zero) that relink binds on the
 // session's connection before each advertisement and invalidates at its
 // end: the region's own registration then grants the peer nothing.
-// `RELINK_ERR_OPTIONS` if no region has that id or it cannot be windowed.
+// `RELINK_ERR_NO_REGION` if no region has that id, `RELINK_ERR_OPTIONS`
+// if it cannot be windowed.
 //
 // # Safety
 // `options` is live options.
@@ -612,9 +652,13 @@ relink_status relink_options_set_region_window(relink_options *options,
 
 // Copy `len` bytes from `buf` into the session's own region `region` at
 // `offset` (what a later WRITE sends, or what the peer reads).
+// `RELINK_ERR_NO_SESSION`, `RELINK_ERR_NO_REGION` for an unknown session
+// or region; `RELINK_ERR_RANGE` if `offset` + `len` is past the region's
+// end (checked before `buf` is read).
 //
 // # Safety
-// `node` is a live node; `buf` valid for reads of `len` bytes.
+// `node` is a live node; `buf` valid for reads of `len` bytes (NULL only
+// if `len` is 0).
 relink_status relink_region_write(relink_node *node,
                                   relink_session session,
                                   uint32_t region,
@@ -623,10 +667,12 @@ relink_status relink_region_write(relink_node *node,
                                   uintptr_t len);
 
 // Copy `len` bytes of the session's own region `region` at `offset` into
-// `buf` (what the peer wrote, or a READ or atomic brought).
+// `buf` (what the peer wrote, or a READ or atomic brought). Errors as
+// `relink_region_write`'s.
 //
 // # Safety
-// `node` is a live node; `buf` valid for writes of `len` bytes.
+// `node` is a live node; `buf` valid for writes of `len` bytes (NULL only
+// if `len` is 0).
 relink_status relink_region_read(relink_node *node,
                                  relink_session session,
                                  uint32_t region,
@@ -648,6 +694,10 @@ typedef uint64_t relink_op;
 // Send `len` bytes from `buf` as one message (copied; `buf` may be reused
 // at once). It is delivered exactly once and in order; its completion
 // says the peer's node has it. `*op` (if not NULL) gets its id.
+// `RELINK_ERR_TOO_LARGE` if `len` is over the session's `max_message`
+// (checked before `buf` is read or anything allocated),
+// `RELINK_ERR_NO_SESSION` for an unknown session, `RELINK_ERR_SESSION`
+// for one that ended or is closing.
 //
 // # Safety
 // `node` is a live node; `buf` valid for reads of `len` bytes (NULL only
@@ -660,7 +710,12 @@ relink_status relink_send(relink_node *node,
 
 // RDMA WRITE `len` bytes at `offset` of the session's own region `region`
 // to the peer's memory at `remote`. Replayed after a loss if it was not
-// confirmed (a write is idempotent).
+// confirmed (a write is idempotent). Refused with `RELINK_ERR_NO_SESSION`
+// (unknown session), `RELINK_ERR_NO_REGION` (the session has no region
+// `region`), `RELINK_ERR_RANGE` (`offset` + `len` past its end) or
+// `RELINK_ERR_SESSION` (it ended or is closing). A token the peer did not
+// advertise is no error here: the operation completes
+// `RELINK_OUTCOME_FAILED` with `RELINK_OP_REMOTE`.
 //
 // # Safety
 // `node` is a live node; `op` NULL or valid for a write.
@@ -674,6 +729,7 @@ relink_status relink_write(relink_node *node,
 
 // RDMA READ `len` bytes of the peer's memory at `remote` into `offset` of
 // the session's own region `region` (which needs local write access).
+// Refused as `relink_write` is.
 //
 // # Safety
 // `node` is a live node; `op` NULL or valid for a write.
@@ -688,7 +744,10 @@ relink_status relink_read(relink_node *node,
 // Atomic FETCH_ADD of `add` on the 8 bytes of the peer's memory at
 // `remote`; the old value lands at `offset` of region `region` (8 bytes).
 // Not replayed after a loss unless the policy says so: an unconfirmed one
-// completes `RELINK_OUTCOME_INDETERMINATE`.
+// completes `RELINK_OUTCOME_INDETERMINATE`. Both words are 8-byte
+// aligned: `offset` and `remote.offset` are multiples of 8, else
+// `RELINK_ERR_MISALIGNED` (refused before it is posted; the session is
+// unaffected). Otherwise refused as `relink_write` is (with `len` 8).
 //
 // # Safety
 // `node` is a live node; `op` NULL or valid for a write.
@@ -702,7 +761,8 @@ relink_status relink_fetch_add(relink_node *node,
 
 // Atomic CMP_SWAP on the 8 bytes of the peer's memory at `remote`: `swap`
 // is stored if they hold `compare`; the old value lands at `offset` of
-// region `region` (8 bytes). Replay rule as `relink_fetch_add`.
+// region `region` (8 bytes). Replay rule, alignment and refusals as
+// `relink_fetch_add`'s.
 //
 // # Safety
 // `node` is a live node; `op` NULL or valid for a write.
@@ -723,16 +783,32 @@ relink_status relink_cmp_swap(relink_node *node,
 // (`relink_poll_output`).
 // --------------------------------------------------------------------------
 
-// How an operation ended.
+// How an operation ended: each operation gets exactly one completion,
+// across every recovery, a give-up, a lost peer and a close. What each
+// outcome means, by kind of operation:
+//
+// | outcome | message (`relink_send`) | `relink_write`, `relink_read` | `relink_fetch_add`, `relink_cmp_swap` |
+// |---|---|---|---|
+// | SUCCESS | delivered to the peer's application (its node confirmed it; not just the RC ack), exactly once, in order | executed and acknowledged (a READ's data landed in the region), or a WRITE proven executed by a later confirmed message | executed once and acknowledged; the old value landed in the region |
+// | FAILED | it never left this side: not delivered | not confirmed before the session ended or failed fast: if it had been posted, the target range (the peer's for a WRITE, the region's for a READ) is undefined | never executed: not posted before the session ended, or refused by the peer (`RELINK_OP_REMOTE`) |
+// | INDETERMINATE | posted, not confirmed, and the session ended (gave up, lost its peer, closed) or failed fast (`RELINK_OP_FAST_FAIL`'s timeout; then it may still be delivered once on resume): the peer's application may or may not have it (`executed` 0) | never | posted, and its acknowledgement lost with the transport or the session's end (not replayed unless the policy replays atomics): `executed` 1 if it is proven executed (its old value is lost), 0 if unknown |
+//
+// `replayed` (SUCCESS) says it was posted on more than one transport;
+// `error` (FAILED) says why. What to do with INDETERMINATE: relink cannot
+// know whether it took effect and does not retry it; the application
+// checks (reads the peer's word back, or asks the peer in a message) and
+// retries only if the effect is missing.
 typedef enum {
-  // Done: the message was delivered to the peer's node, the one-sided
-  // operation executed and was acknowledged.
+  // Done: the message was delivered to the peer's application, the
+  // one-sided operation executed and was acknowledged.
   RELINK_OUTCOME_SUCCESS = 0,
   // Not done; `error` says why.
   RELINK_OUTCOME_FAILED = 1,
-  // An atomic whose effect cannot be known: it was in flight when the
-  // device was lost and is not replayed (it is not idempotent). Check
-  // the peer's memory, or let the policy replay atomics.
+  // Its effect cannot be known: an atomic in flight when the device was
+  // lost (not replayed: it is not idempotent), or a message posted and
+  // not confirmed when the session ended (gave up, lost its peer,
+  // closed) or failed fast. `executed` says whether it is proven to
+  // have run. WRITEs and READs never end so (they are replayed).
   RELINK_OUTCOME_INDETERMINATE = 2,
 } relink_outcome;
 
@@ -858,6 +934,12 @@ typedef struct {
   // Whether it was posted on more than one transport (replayed after a
   // loss) before it succeeded.
   int32_t replayed;
+  // INDETERMINATE: 1 if it is proven executed (an atomic a later
+  // confirmed message shows ran; its result is lost), 0 if unknown; 0
+  // for the other outcomes. Added last, in what was the struct's tail
+  // padding: on 64-bit targets `sizeof(relink_completion)` and every
+  // other member's offset are as before it.
+  int32_t executed;
 } relink_completion;
 
 // An event of a session. Fields that do not apply to its kind are zero.

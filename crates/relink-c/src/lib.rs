@@ -72,8 +72,19 @@
 //!   (1: a poll found nothing; not an error) or a negative error. After an
 //!   error, `relink_last_error()` gives its message in one line (per
 //!   thread, valid until the next call on that thread).
-//! - **No panic crosses into C.** A bug inside relink returns
-//!   `RELINK_ERR_INTERNAL` with its message.
+//! - **No panic crosses into C, and librelink prints nothing.** A bug
+//!   inside relink returns `RELINK_ERR_INTERNAL` with its message and
+//!   where it happened (`relink_last_error`); the panic is printed only if
+//!   `RELINK_LOG` is set. The panic hook librelink installs at its first
+//!   call passes every panic outside librelink calls to the hook that was
+//!   there before. Lengths are checked before anything is copied or
+//!   allocated.
+//! - **One code per mistake.** The same mistake gets the same status in
+//!   every call (`relink_status` lists them): a NULL pointer
+//!   `RELINK_ERR_ARGUMENT`, an unknown session `RELINK_ERR_NO_SESSION`,
+//!   an unknown region `RELINK_ERR_NO_REGION`, a range outside its region
+//!   `RELINK_ERR_RANGE`, a length over its limit `RELINK_ERR_TOO_LARGE`, a
+//!   misaligned atomic `RELINK_ERR_MISALIGNED`.
 //! - **Ownership.** A `relink_*_new*` call stores an object the caller owns
 //!   in its out-pointer; the matching `relink_*_free` frees it (NULL is
 //!   ignored), and it is not used after. Every other pointer argument is
@@ -100,7 +111,9 @@
 //! confirmed are replayed, an atomic not confirmed completes
 //! `RELINK_OUTCOME_INDETERMINATE` (unless the policy replays atomics). If
 //! the give-up deadline passes first, pending operations fail with
-//! `RELINK_OP_GAVE_UP`. Events (`relink_poll_event`) say what happened.
+//! `RELINK_OP_GAVE_UP`, and a message already posted but not confirmed
+//! completes `RELINK_OUTCOME_INDETERMINATE` (`relink_outcome` has the
+//! whole table). Events (`relink_poll_event`) say what happened.
 //!
 //! The Rust API this wraps is the `relink` crate's; its docs explain every
 //! concept in depth.
@@ -136,4 +149,4 @@ pub use shared_receive::*;
 pub use soft_fabric::*;
 #[cfg(feature = "soft")]
 pub use soft_hooks::*;
-pub use status::{relink_last_error, relink_status, relink_status_name};
+pub use status::{relink_last_error, relink_status, relink_status_name, relink_version};

@@ -123,7 +123,7 @@ pub unsafe extern "C" fn relink_node_free(node: *mut relink_node) {
         // caller gives up the pointer.
         let n = unsafe { Box::from_raw(node) };
         // Dropping a node runs relink code: keep a panic on this side.
-        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(n)));
+        guard_free(move || drop(n));
     }
 }
 

@@ -54,7 +54,8 @@ pub unsafe extern "C" fn relink_options_free(options: *mut relink_options) {
     if !options.is_null() {
         // SAFETY: made by `Box::into_raw` in `relink_options_new`; the
         // caller gives up the pointer.
-        drop(unsafe { Box::from_raw(options) });
+        let o = unsafe { Box::from_raw(options) };
+        guard_free(move || drop(o));
     }
 }
 
@@ -67,15 +68,28 @@ pub(crate) unsafe fn change(
     change: impl FnOnce(&mut SessionOptions) -> Result<(), Fail>,
 ) -> relink_status {
     guard(|| {
-        non_null(options, "options")?;
-        // SAFETY: non-NULL; the caller's contract.
-        let o = unsafe { &mut *options };
-        let mut next = o.opts.clone();
-        change(&mut next)?;
-        next.validate()?;
-        o.opts = next;
+        // SAFETY: the caller's contract.
+        unsafe { change_now(options, change) }?;
         Ok(RELINK_OK)
     })
+}
+
+/// [`change`] inside an exported function's guard.
+///
+/// # Safety
+/// As [`change`].
+unsafe fn change_now(
+    options: *mut relink_options,
+    change: impl FnOnce(&mut SessionOptions) -> Result<(), Fail>,
+) -> Result<(), Fail> {
+    non_null(options, "options")?;
+    // SAFETY: non-NULL; the caller's contract.
+    let o = unsafe { &mut *options };
+    let mut next = o.opts.clone();
+    change(&mut next)?;
+    next.validate()?;
+    o.opts = next;
+    Ok(())
 }
 
 pub(crate) fn ms(v: u64) -> Duration {
@@ -167,7 +181,8 @@ pub unsafe extern "C" fn relink_options_set_max_one_sided(
 /// Bytes for the peer's application, sent with the first connect of a
 /// session made with these options (at most `RELINK_MAX_CONNECT_DATA`;
 /// copied); the accepting side reads them in `relink_accepted`. `len` 0
-/// clears them.
+/// clears them. `RELINK_ERR_TOO_LARGE` for more than
+/// `RELINK_MAX_CONNECT_DATA` bytes (nothing is read then).
 ///
 /// # Safety
 /// `options` is live options; `data` valid for reads of `len` bytes (NULL
@@ -178,22 +193,37 @@ pub unsafe extern "C" fn relink_options_set_connect_data(
     data: *const std::ffi::c_void,
     len: usize,
 ) -> relink_status {
-    if len != 0 && data.is_null() {
-        return guard(|| Err(Fail::arg("`data` is NULL")));
-    }
-    let bytes = if len == 0 {
-        Vec::new()
-    } else {
-        // SAFETY: non-NULL, valid for `len` bytes by the contract.
-        unsafe { std::slice::from_raw_parts(data.cast::<u8>(), len) }.to_vec()
-    };
-    // SAFETY: the caller's contract.
-    unsafe {
-        change(options, |o| {
-            o.connect_data = bytes;
-            Ok(())
-        })
-    }
+    guard(|| {
+        non_null(options, "options")?;
+        if len != 0 {
+            non_null(data, "data")?;
+        }
+        // Before a byte is read: `len` is the caller's, any size.
+        if len > RELINK_MAX_CONNECT_DATA {
+            return Err(Fail::new(
+                RELINK_ERR_TOO_LARGE,
+                format!(
+                    "connect data of {len} bytes is longer than the most, \
+                     {RELINK_MAX_CONNECT_DATA} (RELINK_MAX_CONNECT_DATA)"
+                ),
+            ));
+        }
+        let bytes = if len == 0 {
+            Vec::new()
+        } else {
+            // SAFETY: non-NULL, valid for `len` bytes by the contract; `len`
+            // is at most RELINK_MAX_CONNECT_DATA.
+            unsafe { std::slice::from_raw_parts(data.cast::<u8>(), len) }.to_vec()
+        };
+        // SAFETY: the caller's contract.
+        unsafe {
+            change_now(options, |o| {
+                o.connect_data = bytes;
+                Ok(())
+            })
+        }?;
+        Ok(RELINK_OK)
+    })
 }
 
 /// The most bytes of connect data (`relink_options_set_connect_data`).

@@ -13,18 +13,34 @@ use crate::ops::relink_op;
 use crate::session::{c_text, relink_accepted, relink_session, relink_state};
 use crate::status::*;
 
-/// How an operation ended.
+/// How an operation ended: each operation gets exactly one completion,
+/// across every recovery, a give-up, a lost peer and a close. What each
+/// outcome means, by kind of operation:
+///
+/// | outcome | message (`relink_send`) | `relink_write`, `relink_read` | `relink_fetch_add`, `relink_cmp_swap` |
+/// |---|---|---|---|
+/// | SUCCESS | delivered to the peer's application (its node confirmed it; not just the RC ack), exactly once, in order | executed and acknowledged (a READ's data landed in the region), or a WRITE proven executed by a later confirmed message | executed once and acknowledged; the old value landed in the region |
+/// | FAILED | it never left this side: not delivered | not confirmed before the session ended or failed fast: if it had been posted, the target range (the peer's for a WRITE, the region's for a READ) is undefined | never executed: not posted before the session ended, or refused by the peer (`RELINK_OP_REMOTE`) |
+/// | INDETERMINATE | posted, not confirmed, and the session ended (gave up, lost its peer, closed) or failed fast (`RELINK_OP_FAST_FAIL`'s timeout; then it may still be delivered once on resume): the peer's application may or may not have it (`executed` 0) | never | posted, and its acknowledgement lost with the transport or the session's end (not replayed unless the policy replays atomics): `executed` 1 if it is proven executed (its old value is lost), 0 if unknown |
+///
+/// `replayed` (SUCCESS) says it was posted on more than one transport;
+/// `error` (FAILED) says why. What to do with INDETERMINATE: relink cannot
+/// know whether it took effect and does not retry it; the application
+/// checks (reads the peer's word back, or asks the peer in a message) and
+/// retries only if the effect is missing.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum relink_outcome {
-    /// Done: the message was delivered to the peer's node, the one-sided
-    /// operation executed and was acknowledged.
+    /// Done: the message was delivered to the peer's application, the
+    /// one-sided operation executed and was acknowledged.
     RELINK_OUTCOME_SUCCESS = 0,
     /// Not done; `error` says why.
     RELINK_OUTCOME_FAILED = 1,
-    /// An atomic whose effect cannot be known: it was in flight when the
-    /// device was lost and is not replayed (it is not idempotent). Check
-    /// the peer's memory, or let the policy replay atomics.
+    /// Its effect cannot be known: an atomic in flight when the device was
+    /// lost (not replayed: it is not idempotent), or a message posted and
+    /// not confirmed when the session ended (gave up, lost its peer,
+    /// closed) or failed fast. `executed` says whether it is proven to
+    /// have run. WRITEs and READs never end so (they are replayed).
     RELINK_OUTCOME_INDETERMINATE = 2,
 }
 
@@ -61,14 +77,32 @@ pub struct relink_completion {
     /// Whether it was posted on more than one transport (replayed after a
     /// loss) before it succeeded.
     pub replayed: i32,
+    /// INDETERMINATE: 1 if it is proven executed (an atomic a later
+    /// confirmed message shows ran; its result is lost), 0 if unknown; 0
+    /// for the other outcomes. Added last, in what was the struct's tail
+    /// padding: on 64-bit targets `sizeof(relink_completion)` and every
+    /// other member's offset are as before it.
+    pub executed: i32,
 }
+
+// The member added last took the tail padding: the struct's size is the
+// one programs built before it allocate (x86-64, AArch64: 24 bytes).
+#[cfg(target_pointer_width = "64")]
+const _: () = assert!(
+    std::mem::size_of::<relink_completion>() == 24
+        && std::mem::offset_of!(relink_completion, executed) == 20
+);
 
 fn completion(op: u64, outcome: Outcome) -> relink_completion {
     use relink_op_error::*;
     use relink_outcome::*;
+    let mut executed = false;
     let (outcome, error, replayed) = match outcome {
         Outcome::Success { replayed } => (RELINK_OUTCOME_SUCCESS, RELINK_OP_NONE, replayed),
-        Outcome::Indeterminate { .. } => (RELINK_OUTCOME_INDETERMINATE, RELINK_OP_NONE, false),
+        Outcome::Indeterminate { executed: e } => {
+            executed = e == Some(true);
+            (RELINK_OUTCOME_INDETERMINATE, RELINK_OP_NONE, false)
+        }
         Outcome::Failed(e) => {
             #[allow(unreachable_patterns)]
             let error = match e {
@@ -89,6 +123,7 @@ fn completion(op: u64, outcome: Outcome) -> relink_completion {
         outcome,
         error,
         replayed: i32::from(replayed),
+        executed: i32::from(executed),
     }
 }
 
@@ -356,7 +391,7 @@ fn event(e: &SessionEvent) -> relink_event {
         SessionEvent::Refused { reason, retrying } => {
             out.kind = RELINK_EVENT_REFUSED;
             out.retrying = i32::from(*retrying);
-            format!("refused by the peer: {reason:?}")
+            format!("refused by the peer: {reason}")
         }
         SessionEvent::PeerLost { reason } => {
             out.kind = RELINK_EVENT_PEER_LOST;

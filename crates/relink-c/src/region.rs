@@ -6,7 +6,7 @@
 //! session reads and writes its own regions' bytes with
 //! `relink_region_read` and `relink_region_write`.
 
-use relink_rs::{Access, BufferToken, RegionId, RegionOptions, SessionHandle};
+use relink_rs::{Access, BufferToken, Memory, RegionId, RegionOptions, SessionHandle};
 
 use crate::node::{node_mut, relink_node};
 use crate::options::{change, relink_options};
@@ -82,7 +82,8 @@ pub unsafe extern "C" fn relink_options_add_region(
 /// type 2 memory window (`window` non-zero) that relink binds on the
 /// session's connection before each advertisement and invalidates at its
 /// end: the region's own registration then grants the peer nothing.
-/// `RELINK_ERR_OPTIONS` if no region has that id or it cannot be windowed.
+/// `RELINK_ERR_NO_REGION` if no region has that id, `RELINK_ERR_OPTIONS`
+/// if it cannot be windowed.
 ///
 /// # Safety
 /// `options` is live options.
@@ -101,7 +102,12 @@ pub unsafe extern "C" fn relink_options_set_region_window(
             .regions
             .iter_mut()
             .find(|r| r.id.0 == id)
-            .ok_or_else(|| Fail::new(RELINK_ERR_OPTIONS, format!("no region {id}")))?;
+            .ok_or_else(|| {
+                Fail::new(
+                    RELINK_ERR_NO_REGION,
+                    format!("the options have no region {id}"),
+                )
+            })?;
         *r = r.clone().window(window != 0);
         next.validate()?;
         o.opts = next;
@@ -109,11 +115,63 @@ pub unsafe extern "C" fn relink_options_set_region_window(
     })
 }
 
+/// `offset` + `len` inside a region of `size` bytes, or `RELINK_ERR_RANGE`
+/// naming the range (`what`: "range", "local range") and the region.
+pub(crate) fn in_region(
+    what: &str,
+    region: u32,
+    offset: u64,
+    len: u64,
+    size: u64,
+) -> Result<(), Fail> {
+    if offset.checked_add(len).is_some_and(|end| end <= size) {
+        Ok(())
+    } else {
+        Err(Fail::new(
+            RELINK_ERR_RANGE,
+            format!("{what} {offset:#x}+{len} is outside region {region} ({size} bytes)"),
+        ))
+    }
+}
+
+/// The memory of region `region` of a session, and `offset` as an index
+/// into it, once `offset` + `len` is checked to be inside it: before the
+/// caller's buffer is touched.
+fn checked_region(
+    n: &relink_node,
+    session: relink_session,
+    region: u32,
+    offset: u64,
+    len: usize,
+) -> Result<(Memory, usize), Fail> {
+    let mem = n.node.region(SessionHandle(session), RegionId(region))?;
+    let size = u64::try_from(mem.len()).unwrap_or(u64::MAX);
+    in_region(
+        "range",
+        region,
+        offset,
+        u64::try_from(len).unwrap_or(u64::MAX),
+        size,
+    )?;
+    // Inside a region of `usize` bytes: it fits.
+    let offset = usize::try_from(offset).map_err(|_| {
+        Fail::new(
+            RELINK_ERR_RANGE,
+            format!("offset {offset:#x} is outside region {region}"),
+        )
+    })?;
+    Ok((mem, offset))
+}
+
 /// Copy `len` bytes from `buf` into the session's own region `region` at
 /// `offset` (what a later WRITE sends, or what the peer reads).
+/// `RELINK_ERR_NO_SESSION`, `RELINK_ERR_NO_REGION` for an unknown session
+/// or region; `RELINK_ERR_RANGE` if `offset` + `len` is past the region's
+/// end (checked before `buf` is read).
 ///
 /// # Safety
-/// `node` is a live node; `buf` valid for reads of `len` bytes.
+/// `node` is a live node; `buf` valid for reads of `len` bytes (NULL only
+/// if `len` is 0).
 #[no_mangle]
 pub unsafe extern "C" fn relink_region_write(
     node: *mut relink_node,
@@ -126,22 +184,29 @@ pub unsafe extern "C" fn relink_region_write(
     guard(|| {
         // SAFETY: the caller's contract.
         let n = unsafe { node_mut(node)? };
-        non_null(buf, "buf")?;
-        // SAFETY: non-NULL, valid for `len` bytes by the contract.
+        if len != 0 {
+            non_null(buf, "buf")?;
+        }
+        let (mem, offset) = checked_region(n, session, region, offset, len)?;
+        if len == 0 {
+            return Ok(RELINK_OK);
+        }
+        // SAFETY: non-NULL, valid for `len` bytes by the contract; `len`
+        // fits in the region, so it is no larger than an allocation.
         let data = unsafe { std::slice::from_raw_parts(buf.cast::<u8>(), len) };
-        let mem = n.node.region(SessionHandle(session), RegionId(region))?;
-        let offset = usize::try_from(offset).map_err(|_| Fail::arg("`offset` too large"))?;
         mem.write(offset, data)
-            .map_err(|e| Fail::arg(format!("region {region}: {e}")))?;
+            .map_err(|e| Fail::new(RELINK_ERR_RANGE, format!("region {region}: {e}")))?;
         Ok(RELINK_OK)
     })
 }
 
 /// Copy `len` bytes of the session's own region `region` at `offset` into
-/// `buf` (what the peer wrote, or a READ or atomic brought).
+/// `buf` (what the peer wrote, or a READ or atomic brought). Errors as
+/// `relink_region_write`'s.
 ///
 /// # Safety
-/// `node` is a live node; `buf` valid for writes of `len` bytes.
+/// `node` is a live node; `buf` valid for writes of `len` bytes (NULL only
+/// if `len` is 0).
 #[no_mangle]
 pub unsafe extern "C" fn relink_region_read(
     node: *mut relink_node,
@@ -154,14 +219,19 @@ pub unsafe extern "C" fn relink_region_read(
     guard(|| {
         // SAFETY: the caller's contract.
         let n = unsafe { node_mut(node)? };
-        non_null(buf, "buf")?;
+        if len != 0 {
+            non_null(buf, "buf")?;
+        }
+        let (mem, offset) = checked_region(n, session, region, offset, len)?;
+        if len == 0 {
+            return Ok(RELINK_OK);
+        }
         // SAFETY: non-NULL, valid for writes of `len` bytes by the
-        // contract, and not aliased during the call.
+        // contract, and not aliased during the call; `len` fits in the
+        // region, so it is no larger than an allocation.
         let out = unsafe { std::slice::from_raw_parts_mut(buf.cast::<u8>(), len) };
-        let mem = n.node.region(SessionHandle(session), RegionId(region))?;
-        let offset = usize::try_from(offset).map_err(|_| Fail::arg("`offset` too large"))?;
         mem.read(offset, out)
-            .map_err(|e| Fail::arg(format!("region {region}: {e}")))?;
+            .map_err(|e| Fail::new(RELINK_ERR_RANGE, format!("region {region}: {e}")))?;
         Ok(RELINK_OK)
     })
 }

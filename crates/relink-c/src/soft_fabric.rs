@@ -75,7 +75,9 @@ pub unsafe extern "C" fn relink_soft_fabric_free(fabric: *mut relink_soft_fabric
     if !fabric.is_null() {
         // SAFETY: made by `Box::into_raw` in `relink_soft_fabric_new`;
         // the caller gives up the pointer.
-        drop(unsafe { Box::from_raw(fabric) });
+        let f = unsafe { Box::from_raw(fabric) };
+        // Dropping a fabric runs relink code: keep a panic on this side.
+        guard_free(move || drop(f));
     }
 }
 

@@ -7,13 +7,28 @@
 //! guard every exported function runs its body in (no panic crosses into
 //! C) and the helpers that read C arguments and write out-pointers.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::ffi::{c_char, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Once;
 
 /// What a call did. Every function of the API returns one; `RELINK_OK`
 /// and `RELINK_EMPTY` are not errors, every negative value is, and
 /// `relink_last_error` then says what went wrong in one line.
+///
+/// Each mistake has one code, whichever call it is made in:
+///
+/// | mistake | code |
+/// |---|---|
+/// | a NULL pointer where one is needed, a string that is not UTF-8 or not an address, a number no enum names | `RELINK_ERR_ARGUMENT` |
+/// | a session the node does not have | `RELINK_ERR_NO_SESSION` |
+/// | a region the session (or the options) does not have | `RELINK_ERR_NO_REGION` |
+/// | a byte range outside its region (`offset` + `len` past its end) | `RELINK_ERR_RANGE` |
+/// | a length over its limit (a message over `max_message`, connect data over `RELINK_MAX_CONNECT_DATA`) | `RELINK_ERR_TOO_LARGE` |
+/// | an atomic's offset (local or token) that is not a multiple of 8 | `RELINK_ERR_MISALIGNED` |
+///
+/// Lengths are checked before anything is copied or allocated. The
+/// numbers are fixed: new codes take new numbers.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum relink_status {
@@ -22,16 +37,20 @@ pub enum relink_status {
     /// A `relink_poll_*` or `relink_accept` call found nothing waiting (no
     /// output was taken; not an error).
     RELINK_EMPTY = 1,
-    /// An argument is invalid: a NULL pointer where one is needed, a string
-    /// that is not UTF-8 or not an address, an unknown enum value.
+    /// An argument is invalid: a NULL pointer where one is needed (every
+    /// call, for every pointer it needs), a string that is not UTF-8 or not
+    /// an address, an unknown enum value, an unknown listener, device or
+    /// path.
     RELINK_ERR_ARGUMENT = -1,
     /// The node has no such session: never made, or ended and reaped.
     RELINK_ERR_NO_SESSION = -2,
-    /// The session has no such region.
+    /// The session has no such region: a local range's or
+    /// `relink_region_read`/`relink_region_write`'s region, or the options
+    /// have none of that id (`relink_options_set_region_window`).
     RELINK_ERR_NO_REGION = -3,
-    /// The session refused the operation: it ended, the message is larger
-    /// than `max_message`, a local range is outside its region (the message
-    /// says which).
+    /// The session refused the operation: it ended (closed or failed) or
+    /// is closing, or it is not in a state that allows the call (the
+    /// message says which).
     RELINK_ERR_SESSION = -4,
     /// The options are invalid (the message names the key).
     RELINK_ERR_OPTIONS = -5,
@@ -47,8 +66,24 @@ pub enum relink_status {
     RELINK_ERR_IO = -9,
     /// Another listener has the address now: retry once it is closed.
     RELINK_ERR_ADDR_IN_USE = -10,
-    /// A bug in relink: it panicked. The node is left as it was at the
-    /// panic; free it.
+    /// A length is over its limit: a message longer than the session's
+    /// `max_message` (`relink_send`), connect data longer than
+    /// `RELINK_MAX_CONNECT_DATA`. Refused before anything was copied.
+    RELINK_ERR_TOO_LARGE = -11,
+    /// A byte range is outside its region: `offset` + `len` past the end
+    /// of the region (`relink_region_read`, `relink_region_write`, the
+    /// local range of `relink_write`, `relink_read` and the atomics).
+    /// The message gives the range and the region's length.
+    RELINK_ERR_RANGE = -12,
+    /// An atomic (`relink_fetch_add`, `relink_cmp_swap`) at an offset that
+    /// is not a multiple of 8, in its local region or in its token: atomics
+    /// work on 8-byte aligned words (regions start page aligned). Refused
+    /// before it is posted: the session is unaffected.
+    RELINK_ERR_MISALIGNED = -13,
+    /// A bug in relink: it panicked (the message says where). The node is
+    /// left as it was at the panic; free it. Nothing is printed unless
+    /// the environment variable `RELINK_LOG` is set (non-empty) when
+    /// librelink is first called.
     RELINK_ERR_INTERNAL = -100,
 }
 
@@ -56,6 +91,12 @@ pub use relink_status::*;
 
 thread_local! {
     static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+    /// How many librelink calls this thread is inside: the panic hook keeps
+    /// quiet about a panic while it is not 0.
+    static INSIDE: Cell<u32> = const { Cell::new(0) };
+    /// Where the last panic inside a call happened (`file:line`), for its
+    /// error message.
+    static PANIC_AT: RefCell<Option<String>> = const { RefCell::new(None) };
 }
 
 /// An error on its way to C: a status and its message.
@@ -95,7 +136,11 @@ fn chain(e: &dyn std::error::Error) -> String {
 
 impl From<relink_rs::OptionsError> for Fail {
     fn from(e: relink_rs::OptionsError) -> Fail {
-        Fail::new(RELINK_ERR_OPTIONS, chain(&e))
+        let status = match &e {
+            relink_rs::OptionsError::ConnectDataTooLong { .. } => RELINK_ERR_TOO_LARGE,
+            _ => RELINK_ERR_OPTIONS,
+        };
+        Fail::new(status, chain(&e))
     }
 }
 
@@ -128,8 +173,13 @@ impl From<relink_rs::ListenError> for Fail {
 
 impl From<relink_rs::SubmitError> for Fail {
     fn from(e: relink_rs::SubmitError) -> Fail {
+        use relink_rs::SubmitError as E;
         let status = match &e {
-            relink_rs::SubmitError::NoSession(_) => RELINK_ERR_NO_SESSION,
+            E::NoSession(_) => RELINK_ERR_NO_SESSION,
+            E::TooLarge { .. } => RELINK_ERR_TOO_LARGE,
+            // `ops.rs` tells an unknown region (RELINK_ERR_NO_REGION) apart.
+            E::BadLocal(_) => RELINK_ERR_RANGE,
+            E::Misaligned { .. } => RELINK_ERR_MISALIGNED,
             _ => RELINK_ERR_SESSION,
         };
         Fail::new(status, chain(&e))
@@ -140,6 +190,7 @@ impl From<relink_rs::RegionError> for Fail {
     fn from(e: relink_rs::RegionError) -> Fail {
         let status = match &e {
             relink_rs::RegionError::NoRegion(_) => RELINK_ERR_NO_REGION,
+            // `NoSession`, and what a newer relink adds.
             _ => RELINK_ERR_NO_SESSION,
         };
         Fail::new(status, chain(&e))
@@ -202,24 +253,103 @@ fn set_last_error(message: &str) {
     LAST_ERROR.with(|e| *e.borrow_mut() = c);
 }
 
+/// Install, once, the panic hook that keeps librelink quiet: a panic
+/// inside a librelink call (caught, it becomes `RELINK_ERR_INTERNAL`) prints
+/// nothing unless `RELINK_LOG` is set; its location is kept for the error
+/// message. Every other panic — the host application's own, on any thread —
+/// goes to the hook that was installed before, as it did.
+fn install_panic_hook() {
+    static HOOK: Once = Once::new();
+    // `set_hook` panics on a thread that is panicking: a call from a
+    // destructor during an unwind of the host's installs it later.
+    if std::thread::panicking() {
+        return;
+    }
+    HOOK.call_once(|| {
+        let log = std::env::var_os("RELINK_LOG").is_some_and(|v| !v.is_empty());
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let inside = INSIDE.try_with(|n| n.get() > 0).unwrap_or(false);
+            if inside {
+                let at = info
+                    .location()
+                    .map(|l| format!("{}:{}", l.file(), l.line()));
+                let _ = PANIC_AT.try_with(|p| {
+                    if let Ok(mut p) = p.try_borrow_mut() {
+                        *p = at;
+                    }
+                });
+            }
+            if !inside || log {
+                previous(info);
+            }
+        }));
+    });
+}
+
+/// This thread is inside a librelink call while it lives.
+struct Inside;
+
+impl Inside {
+    fn enter() -> Inside {
+        install_panic_hook();
+        let _ = INSIDE.try_with(|n| n.set(n.get() + 1));
+        Inside
+    }
+}
+
+impl Drop for Inside {
+    fn drop(&mut self) {
+        let _ = INSIDE.try_with(|n| n.set(n.get().saturating_sub(1)));
+    }
+}
+
+/// Run `body` as a librelink call: a panic in it is caught, printed by
+/// nobody (unless `RELINK_LOG` is set), and returned as its message, with
+/// where it happened.
+pub(crate) fn catch<R>(body: impl FnOnce() -> R) -> Result<R, String> {
+    let _inside = Inside::enter();
+    let _ = PANIC_AT.try_with(|p| p.try_borrow_mut().map(|mut p| *p = None));
+    catch_unwind(AssertUnwindSafe(body)).map_err(|panic| {
+        let what = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown panic".to_string());
+        // Dropping the payload runs its code: keep a panic there inside.
+        let _ = catch_unwind(AssertUnwindSafe(move || drop(panic)));
+        let at = PANIC_AT
+            .try_with(|p| p.try_borrow_mut().ok().and_then(|mut p| p.take()))
+            .ok()
+            .flatten();
+        match at {
+            Some(at) => format!("internal error: relink panicked at {at}: {what}"),
+            None => format!("internal error: relink panicked: {what}"),
+        }
+    })
+}
+
 /// Run an exported function's body: its error becomes the status and this
 /// thread's last error; a panic becomes `RELINK_ERR_INTERNAL`.
 pub(crate) fn guard(body: impl FnOnce() -> Result<relink_status, Fail>) -> relink_status {
-    match catch_unwind(AssertUnwindSafe(body)) {
+    match catch(body) {
         Ok(Ok(status)) => status,
         Ok(Err(fail)) => {
             set_last_error(&fail.message);
             fail.status
         }
-        Err(panic) => {
-            let what = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown panic".to_string());
-            set_last_error(&format!("internal error (relink panicked): {what}"));
+        Err(message) => {
+            set_last_error(&message);
             RELINK_ERR_INTERNAL
         }
+    }
+}
+
+/// Run a `*_free` function's body (it returns nothing): a panic in it is
+/// caught and kept as this thread's last error.
+pub(crate) fn guard_free(body: impl FnOnce()) {
+    if let Err(message) = catch(body) {
+        set_last_error(&message);
     }
 }
 
@@ -228,7 +358,21 @@ pub(crate) fn guard(body: impl FnOnce() -> Result<relink_status, Fail>) -> relin
 /// until the next call into librelink on this thread; copy it to keep it.
 #[no_mangle]
 pub extern "C" fn relink_last_error() -> *const c_char {
-    LAST_ERROR.with(|e| e.borrow().as_ptr())
+    LAST_ERROR
+        .try_with(|e| e.borrow().as_ptr())
+        .unwrap_or(c"".as_ptr())
+}
+
+/// This librelink's version, `"MAJOR.MINOR.PATCH"`: relink's, the one
+/// `pkg-config --modversion relink` gives. A static string.
+#[no_mangle]
+pub extern "C" fn relink_version() -> *const c_char {
+    const VERSION: &CStr =
+        match CStr::from_bytes_with_nul(concat!(env!("CARGO_PKG_VERSION"), "\0").as_bytes()) {
+            Ok(v) => v,
+            Err(_) => panic!("the crate version has a NUL"),
+        };
+    VERSION.as_ptr()
 }
 
 /// The name of a status (`"RELINK_ERR_ARGUMENT"`, ...), a static string; an
@@ -248,6 +392,9 @@ pub extern "C" fn relink_status_name(status: i32) -> *const c_char {
         -8 => c"RELINK_ERR_UNSUPPORTED",
         -9 => c"RELINK_ERR_IO",
         -10 => c"RELINK_ERR_ADDR_IN_USE",
+        -11 => c"RELINK_ERR_TOO_LARGE",
+        -12 => c"RELINK_ERR_RANGE",
+        -13 => c"RELINK_ERR_MISALIGNED",
         -100 => c"RELINK_ERR_INTERNAL",
         _ => c"RELINK_UNKNOWN_STATUS",
     };
@@ -308,5 +455,102 @@ pub(crate) unsafe fn put_opt<T>(p: *mut T, v: T) {
     if !p.is_null() {
         // SAFETY: non-NULL and valid for writes by the caller's contract.
         unsafe { p.write(v) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::CStr;
+    use std::process::Command;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+
+    fn last_error() -> String {
+        // SAFETY: `relink_last_error` returns a NUL-terminated string valid
+        // until the next call on this thread.
+        unsafe { CStr::from_ptr(relink_last_error()) }
+            .to_string_lossy()
+            .into_owned()
+    }
+
+    #[test]
+    fn the_version_is_relinks() {
+        // SAFETY: a static NUL-terminated string.
+        let v = unsafe { CStr::from_ptr(relink_version()) };
+        assert_eq!(v.to_str(), Ok(env!("CARGO_PKG_VERSION")));
+    }
+
+    /// Run by [`caught_panics_print_nothing`] alone in a child process:
+    /// the host's panic hook, set before librelink's first call, sees the
+    /// host's own panics (on any thread) and none of relink's, unless
+    /// `RELINK_LOG` is set; relink's panic becomes `RELINK_ERR_INTERNAL`
+    /// with its message and location.
+    #[test]
+    #[ignore = "run in a child process by caught_panics_print_nothing"]
+    fn panics_in_a_child() {
+        static HOST: AtomicUsize = AtomicUsize::new(0);
+        std::panic::set_hook(Box::new(|info| {
+            HOST.fetch_add(1, Ordering::SeqCst);
+            eprintln!("host hook: {}", info.payload_as_str().unwrap_or("?"));
+        }));
+        let log = usize::from(std::env::var_os("RELINK_LOG").is_some());
+        assert_eq!(guard(|| panic!("boom")), RELINK_ERR_INTERNAL);
+        let msg = last_error();
+        assert!(
+            msg.starts_with("internal error: relink panicked at ")
+                && msg.contains("status.rs:")
+                && msg.ends_with(": boom"),
+            "{msg}"
+        );
+        assert_eq!(HOST.load(Ordering::SeqCst), log);
+        guard_free(|| panic!("boom in a free"));
+        assert!(last_error().ends_with(": boom in a free"));
+        assert_eq!(HOST.load(Ordering::SeqCst), 2 * log);
+        // The host's own panics, outside librelink: its hook has them.
+        let _ = std::panic::catch_unwind(|| panic!("the host's own"));
+        assert_eq!(HOST.load(Ordering::SeqCst), 2 * log + 1);
+        let _ = std::thread::spawn(|| panic!("the host's other thread")).join();
+        assert_eq!(HOST.load(Ordering::SeqCst), 2 * log + 2);
+        println!("child: ok");
+    }
+
+    /// A panic inside a librelink call prints nothing (the default hook
+    /// would write it to stderr) unless `RELINK_LOG` is set; the host's
+    /// own panics still reach its hook.
+    #[test]
+    fn caught_panics_print_nothing() {
+        for log in [false, true] {
+            let mut cmd = Command::new(std::env::current_exe().expect("the test binary"));
+            cmd.args([
+                "status::tests::panics_in_a_child",
+                "--exact",
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ]);
+            if log {
+                cmd.env("RELINK_LOG", "1");
+            } else {
+                cmd.env_remove("RELINK_LOG");
+            }
+            let out = cmd.output().expect("run the child");
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                out.status.success() && stdout.contains("child: ok"),
+                "log {log}: {}\n{stdout}\n{stderr}",
+                out.status
+            );
+            let mut want = vec![
+                "host hook: the host's own",
+                "host hook: the host's other thread",
+            ];
+            if log {
+                want.splice(0..0, ["host hook: boom", "host hook: boom in a free"]);
+            }
+            let got: Vec<&str> = stderr.lines().collect();
+            assert_eq!(got, want, "log {log}: stderr:\n{stderr}");
+        }
     }
 }

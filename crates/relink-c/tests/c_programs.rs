@@ -111,16 +111,33 @@ fn ping_pong() -> &'static Path {
 }
 
 /// `tests/c/errors.c`: bad input from C gets a status and a message naming
-/// the problem; a poll with nothing is `RELINK_EMPTY`; a too-small buffer
-/// loses nothing.
+/// the problem in plain words, one status per mistake in every call;
+/// lengths of 2^40 and `SIZE_MAX` are refused before anything is read or
+/// allocated; misaligned atomics are refused at submit and cost the
+/// session no transport; a poll with nothing is `RELINK_EMPTY`; a
+/// too-small buffer loses nothing; `relink_version()` is relink's
+/// version. librelink prints nothing on the way.
 #[test]
 fn errors_from_c_are_statuses_with_messages() {
     let exe = build(
         &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/errors.c"),
         "errors",
     );
-    let out = run(&mut Command::new(exe), "errors");
-    assert!(out.contains("0 failure(s)"), "{out}");
+    let out = Command::new(exe).output().expect("run errors");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(
+        out.status.success() && stdout.contains("0 failure(s)"),
+        "errors: {}:\n{stdout}{stderr}",
+        out.status
+    );
+    assert!(
+        stdout.contains(&format!("version {}\n", env!("CARGO_PKG_VERSION"))),
+        "{stdout}"
+    );
+    assert!(stderr.is_empty(), "librelink printed:\n{stderr}");
 }
 
 /// The `RESULT` line's `key=value` fields.

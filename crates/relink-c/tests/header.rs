@@ -402,3 +402,82 @@ fn event_numbers_and_members_are_pinned() {
         "relink_event's members moved (add new ones at its end)"
     );
 }
+
+/// A struct's member names, in order.
+fn members(header: &str, name: &str) -> Vec<String> {
+    typedef_body(header, name)
+        .into_iter()
+        .map(|l| {
+            let decl = l.trim().trim_end_matches(';');
+            let name = decl.rsplit(' ').next().expect("a member");
+            name.split('[').next().expect("a name").to_string()
+        })
+        .collect()
+}
+
+/// Status codes, outcomes and failure reasons keep their numbers (new
+/// codes take new ones: one code per mistake, documented in the header),
+/// and `relink_completion`'s members keep their order, `executed` (added
+/// in its tail padding) last.
+#[test]
+fn statuses_outcomes_and_completion_members_are_pinned() {
+    let main = generate(&HEADERS[0]);
+    let pinned = |name: &str, want: &[(&str, i64)]| {
+        let got = enum_values(&main, name);
+        let want: Vec<(String, i64)> = want.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+        assert_eq!(got, want, "{name}: values changed (append, never renumber)");
+    };
+    pinned(
+        "relink_status",
+        &[
+            ("RELINK_OK", 0),
+            ("RELINK_EMPTY", 1),
+            ("RELINK_ERR_ARGUMENT", -1),
+            ("RELINK_ERR_NO_SESSION", -2),
+            ("RELINK_ERR_NO_REGION", -3),
+            ("RELINK_ERR_SESSION", -4),
+            ("RELINK_ERR_OPTIONS", -5),
+            ("RELINK_ERR_PROVIDER", -6),
+            ("RELINK_ERR_TRUNCATED", -7),
+            ("RELINK_ERR_UNSUPPORTED", -8),
+            ("RELINK_ERR_IO", -9),
+            ("RELINK_ERR_ADDR_IN_USE", -10),
+            ("RELINK_ERR_TOO_LARGE", -11),
+            ("RELINK_ERR_RANGE", -12),
+            ("RELINK_ERR_MISALIGNED", -13),
+            ("RELINK_ERR_INTERNAL", -100),
+        ],
+    );
+    pinned(
+        "relink_outcome",
+        &[
+            ("RELINK_OUTCOME_SUCCESS", 0),
+            ("RELINK_OUTCOME_FAILED", 1),
+            ("RELINK_OUTCOME_INDETERMINATE", 2),
+        ],
+    );
+    pinned(
+        "relink_op_error",
+        &[
+            ("RELINK_OP_NONE", 0),
+            ("RELINK_OP_GAVE_UP", 1),
+            ("RELINK_OP_FAST_FAIL", 2),
+            ("RELINK_OP_PEER_LOST", 3),
+            ("RELINK_OP_DISCONNECTED", 4),
+            ("RELINK_OP_REMOTE", 5),
+            ("RELINK_OP_OTHER", 99),
+        ],
+    );
+    assert_eq!(
+        members(&main, "relink_completion"),
+        ["op", "outcome", "error", "replayed", "executed"],
+        "relink_completion's members moved (add new ones at its end)"
+    );
+    // Every status has its name.
+    for (code, _) in enum_values(&main, "relink_status") {
+        assert!(
+            read(&crate_dir().join("src/status.rs")).contains(&format!("c\"{code}\"")),
+            "relink_status_name does not name {code}"
+        );
+    }
+}

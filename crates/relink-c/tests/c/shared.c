@@ -105,8 +105,8 @@ int main(void) {
                                   1),
         "region");
   check(relink_options_set_region_window(so, REGION, 1), "window");
-  if (relink_options_set_region_window(so, 7, 1) != RELINK_ERR_OPTIONS)
-    fail("a window on a region that does not exist is RELINK_ERR_OPTIONS");
+  if (relink_options_set_region_window(so, 7, 1) != RELINK_ERR_NO_REGION)
+    fail("a window on a region that does not exist is RELINK_ERR_NO_REGION");
   relink_listener l;
   check(relink_listen(w.b, "10.0.0.2:7471", so, &l), "listen");
   relink_options_free(so);

@@ -153,6 +153,19 @@ impl Session {
                 return Err(SessionError::BadLocal(l));
             }
         }
+        // An atomic's 8 bytes must be 8-byte aligned, on both sides: a
+        // device refuses a misaligned one only once it is posted, and the
+        // transport is lost with it. Regions start page aligned, so the
+        // offsets tell.
+        if let OpKind::FetchAdd { local, remote, .. } | OpKind::CmpSwap { local, remote, .. } =
+            &kind
+        {
+            for (what, offset) in [("local", local.offset), ("remote", remote.offset)] {
+                if offset % 8 != 0 {
+                    return Err(SessionError::Misaligned { what, offset });
+                }
+            }
+        }
         let (op, _) = self.data.journal.submit(kind);
         if self.recovery.fast_failing() {
             let cs = self.data.journal.fail_queued(OpError::FastFail);
@@ -544,5 +557,139 @@ impl Session {
             wire::encode_ack(ack, out);
             Ok(())
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use relink_fabric::{Access, Timestamp};
+
+    use crate::ids::{BufferToken, Incarnation, RegionId, SessionId};
+    use crate::op::{LocalRange, OpKind};
+    use crate::policy::Policy;
+    use crate::resources::{RegionSpec, SessionSpec};
+    use crate::session::{Role, Session, SessionConfig, SessionError};
+    use crate::wire::{self, ConnectBytes};
+
+    const REGION: RegionId = RegionId(1);
+
+    /// An initiator that has not connected yet (submit validates all the
+    /// same) with one 64-byte region of every right.
+    fn session() -> Session {
+        let cfg = SessionConfig {
+            role: Role::Initiator,
+            id: SessionId(1),
+            incarnation: Incarnation(1),
+            paths: Vec::new(),
+            policy: Policy::default(),
+            spec: SessionSpec {
+                recv_slots: 16,
+                slot_size: 256 + wire::HEADER_LEN as u32,
+                send_slots: 32,
+                max_one_sided: 8,
+                regions: vec![RegionSpec {
+                    id: REGION,
+                    len: 64,
+                    access: Access::LOCAL_WRITE
+                        | Access::REMOTE_WRITE
+                        | Access::REMOTE_READ
+                        | Access::REMOTE_ATOMIC,
+                    advertise: true,
+                    window: false,
+                }],
+                shared_receive: false,
+            },
+            seed: 7,
+            connect_data: ConnectBytes::EMPTY,
+        };
+        Session::new(cfg, Timestamp(0)).expect("a valid configuration")
+    }
+
+    fn fetch_add(local: u64, remote: u64) -> OpKind {
+        OpKind::FetchAdd {
+            local: LocalRange {
+                region: REGION,
+                offset: local,
+                len: 8,
+            },
+            remote: BufferToken {
+                region: REGION,
+                offset: remote,
+            },
+            add: 1,
+        }
+    }
+
+    fn cmp_swap(local: u64, remote: u64) -> OpKind {
+        OpKind::CmpSwap {
+            local: LocalRange {
+                region: REGION,
+                offset: local,
+                len: 8,
+            },
+            remote: BufferToken {
+                region: REGION,
+                offset: remote,
+            },
+            compare: 0,
+            swap: 1,
+        }
+    }
+
+    #[test]
+    fn a_misaligned_atomic_is_refused_at_submit() {
+        let mut s = session();
+        let now = Timestamp(0);
+        for make in [fetch_add, cmp_swap] {
+            assert_eq!(
+                s.submit(make(4, 0), now),
+                Err(SessionError::Misaligned {
+                    what: "local",
+                    offset: 4
+                })
+            );
+            assert_eq!(
+                s.submit(make(0, 12), now),
+                Err(SessionError::Misaligned {
+                    what: "remote",
+                    offset: 12
+                })
+            );
+            // The local offset is named first when both are off.
+            assert_eq!(
+                s.submit(make(1, 3), now),
+                Err(SessionError::Misaligned {
+                    what: "local",
+                    offset: 1
+                })
+            );
+            assert!(s.submit(make(8, 16), now).is_ok(), "aligned: accepted");
+        }
+        let e = s.submit(fetch_add(0, 0x1c), now).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "an atomic needs 8-byte alignment: its remote offset 0x1c is not a multiple of 8"
+        );
+        // Out of the region is still BadLocal, named plainly.
+        let e = s.submit(fetch_add(64, 0), now).unwrap_err();
+        assert!(matches!(e, SessionError::BadLocal(_)), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            "local range 0x40+8 is not inside region 1: no such region, outside it, \
+             or (for an atomic) not 8 bytes"
+        );
+        // Writes and reads need no alignment.
+        let write = OpKind::Write {
+            local: LocalRange {
+                region: REGION,
+                offset: 3,
+                len: 5,
+            },
+            remote: BufferToken {
+                region: REGION,
+                offset: 7,
+            },
+        };
+        assert!(s.submit(write, now).is_ok());
     }
 }

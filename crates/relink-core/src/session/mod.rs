@@ -147,9 +147,30 @@ pub enum SessionError {
     /// A token names memory the peer never advertised, or outside it.
     #[error(transparent)]
     Key(#[from] KeyError),
-    /// A local range is outside its region or the region is unknown.
-    #[error("local range {0:?} is not inside a registered region")]
+    /// A local range is outside its region, the region is unknown, or an
+    /// atomic's local range is not 8 bytes long.
+    #[error(
+        "local range {:#x}+{} is not inside region {}: no such region, \
+         outside it, or (for an atomic) not 8 bytes",
+        .0.offset,
+        .0.len,
+        .0.region.0
+    )]
     BadLocal(LocalRange),
+    /// An atomic (FETCH_ADD, CMP_SWAP) names 8 bytes that are not 8-byte
+    /// aligned: its local range's offset or its token's offset is not a
+    /// multiple of 8 (regions start page aligned). A device would refuse
+    /// it and lose the transport; the session refuses it at submit.
+    #[error(
+        "an atomic needs 8-byte alignment: its {what} offset {offset:#x} is not a multiple of 8"
+    )]
+    Misaligned {
+        /// Which offset: `"local"` (the local range's) or `"remote"` (the
+        /// token's).
+        what: &'static str,
+        /// The offset.
+        offset: u64,
+    },
     /// The message is larger than a receive slot.
     #[error("message of {len} bytes exceeds the slot payload of {max}")]
     TooLarge {

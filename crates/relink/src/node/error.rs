@@ -53,14 +53,14 @@ pub enum OptionsError {
         reason: &'static str,
     },
     /// Two regions have the same id.
-    #[error("region {0} is listed twice")]
+    #[error("region {} is listed twice", .0.0)]
     DuplicateRegion(RegionId),
     /// A region is empty.
-    #[error("region {0} has length 0")]
+    #[error("region {} has length 0", .0.0)]
     EmptyRegion(RegionId),
     /// A region no device can register: longer than the application's
     /// memory it names, or rights no device grants.
-    #[error("region {id}: {reason}")]
+    #[error("region {}: {reason}", id.0)]
     BadRegion {
         /// The region.
         id: RegionId,
@@ -139,7 +139,7 @@ pub enum SharedReceiveError {
     },
     /// The node has no shared receive queue of this handle (never made,
     /// or removed): the input must change.
-    #[error("no shared receive queue {0:?} on this node")]
+    #[error("no shared receive queue {} on this node", .0.0)]
     Unknown(SharedReceiveHandle),
     /// The session's `max_message` is larger than the queue's slots: the
     /// input must change.
@@ -215,7 +215,7 @@ pub enum ListenError {
 pub enum SubmitError {
     /// The node has no session of this handle: it never made one, or the
     /// session ended and was reaped ([`Node::sessions`](super::Node::sessions)).
-    #[error("no session {0:?}")]
+    #[error("no session {}", .0.0)]
     NoSession(SessionHandle),
     /// The session ended (state `Closed` or `Failed`): it takes no more
     /// operations; a new session must be made.
@@ -237,9 +237,30 @@ pub enum SubmitError {
         max: usize,
     },
     /// The local range is outside its region, or names no region of the
-    /// session.
-    #[error("local range {0:?} is not inside a region of the session")]
+    /// session, or is an atomic's and not 8 bytes long.
+    #[error(
+        "local range {:#x}+{} is not inside region {} of the session: no such region, \
+         outside it, or (for an atomic) not 8 bytes",
+        .0.offset,
+        .0.len,
+        .0.region.0
+    )]
     BadLocal(LocalRange),
+    /// An atomic ([`fetch_add`](super::Node::fetch_add),
+    /// [`cmp_swap`](super::Node::cmp_swap)) whose 8 bytes are not 8-byte
+    /// aligned: its local range's offset or its token's offset is not a
+    /// multiple of 8 (regions start page aligned). Refused here: posted, a
+    /// device would refuse it and the session would lose its transport.
+    #[error(
+        "an atomic needs 8-byte alignment: its {what} offset {offset:#x} is not a multiple of 8"
+    )]
+    Misaligned {
+        /// Which offset: `"local"` (the local range's) or `"remote"` (the
+        /// token's).
+        what: &'static str,
+        /// The offset.
+        offset: u64,
+    },
     /// The session refused the operation for another reason.
     #[error("the session refused the operation")]
     Session(#[source] SessionError),
@@ -252,6 +273,7 @@ impl From<SessionError> for SubmitError {
             SessionError::Closing => SubmitError::Closing,
             SessionError::TooLarge { len, max } => SubmitError::TooLarge { len, max },
             SessionError::BadLocal(range) => SubmitError::BadLocal(range),
+            SessionError::Misaligned { what, offset } => SubmitError::Misaligned { what, offset },
             other => SubmitError::Session(other),
         }
     }
@@ -262,10 +284,10 @@ impl From<SessionError> for SubmitError {
 #[non_exhaustive]
 pub enum RegionError {
     /// The node has no session of this handle (never made, or reaped).
-    #[error("no session {0:?}")]
+    #[error("no session {}", .0.0)]
     NoSession(SessionHandle),
     /// The session has no region of this id.
-    #[error("no region {0}")]
+    #[error("no region {}", .0.0)]
     NoRegion(RegionId),
 }
 
@@ -274,7 +296,7 @@ pub enum RegionError {
 #[non_exhaustive]
 pub enum CloseError {
     /// The node has no session of this handle (never made, or reaped).
-    #[error("no session {0:?}")]
+    #[error("no session {}", .0.0)]
     NoSession(SessionHandle),
 }
 
@@ -284,7 +306,7 @@ pub enum CloseError {
 #[non_exhaustive]
 pub enum ResumeError {
     /// The node has no session of this handle (never made, or reaped).
-    #[error("no session {0:?}")]
+    #[error("no session {}", .0.0)]
     NoSession(SessionHandle),
     /// The session is neither held for a decision nor suspended
     /// (automatic, connected, already resumed, or ended): nothing to
@@ -307,7 +329,7 @@ pub enum ResumeError {
 #[non_exhaustive]
 pub enum SuspendError {
     /// The node has no session of this handle (never made, or reaped).
-    #[error("no session {0:?}")]
+    #[error("no session {}", .0.0)]
     NoSession(SessionHandle),
     /// The session was accepted here: its initiator, which reconnects,
     /// suspends and resumes it.
@@ -331,7 +353,7 @@ pub enum SuspendError {
 #[non_exhaustive]
 pub enum SetPolicyError {
     /// The node has no session of this handle (never made, or reaped).
-    #[error("no session {0:?}")]
+    #[error("no session {}", .0.0)]
     NoSession(SessionHandle),
     /// A policy key is out of range (the key is named).
     #[error("invalid policy")]
