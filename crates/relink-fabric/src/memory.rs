@@ -180,12 +180,28 @@ pub struct HeapMemory {
 }
 
 impl HeapMemory {
-    /// `len` zeroed bytes that claim virtual address `addr`.
+    /// `len` zeroed bytes that claim virtual address `addr`. Aborts if the
+    /// allocation fails, as `vec!` does: sizes a caller chose go through
+    /// [`HeapMemory::try_new`].
     pub fn new(addr: u64, len: usize) -> HeapMemory {
         HeapMemory {
             addr,
             bytes: Mutex::new(vec![0; len].into_boxed_slice()),
         }
+    }
+
+    /// [`HeapMemory::new`], or [`MemoryError::Exhausted`] if the bytes
+    /// cannot be allocated (instead of aborting the process).
+    pub fn try_new(addr: u64, len: usize) -> Result<HeapMemory, MemoryError> {
+        let mut bytes = Vec::new();
+        bytes
+            .try_reserve_exact(len)
+            .map_err(|_| MemoryError::Exhausted(len))?;
+        bytes.resize(len, 0);
+        Ok(HeapMemory {
+            addr,
+            bytes: Mutex::new(bytes.into_boxed_slice()),
+        })
     }
 
     fn lock(&self) -> MutexGuard<'_, Box<[u8]>> {

@@ -29,7 +29,7 @@ macro_rules! delegate_to_host {
             if len > 1 << 34 {
                 return Err(MemoryError::Exhausted(len));
             }
-            Ok(self.with(|h, _| h.alloc_memory(len)))
+            self.with(|h, _| h.alloc_memory(len))
         }
 
         fn alloc_pd(&self, ctx: ContextId) -> Result<PdId, CreateError> {

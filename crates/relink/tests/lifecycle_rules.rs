@@ -237,6 +237,20 @@ fn bad_input_gets_a_typed_error_that_names_what_is_wrong() {
         ),
         "{e:?}"
     );
+    let e = SessionOptions::builder()
+        .max_message(u32::MAX)
+        .build()
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            OptionsError::Invalid {
+                key: "max_message",
+                ..
+            }
+        ),
+        "a max_message whose slot (plus the header) would not fit a u32: {e:?}"
+    );
 
     // Calls: checked before anything is made.
     let mut sim = Sim::new(14);

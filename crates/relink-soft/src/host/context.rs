@@ -53,13 +53,12 @@ impl HostState {
     }
 
     /// Host memory at a fresh, never reused, page-aligned address.
-    pub fn alloc_memory(&mut self, len: usize) -> Memory {
+    pub fn alloc_memory(&mut self, len: usize) -> Result<Memory, relink_fabric::MemoryError> {
         let addr = self.next_mem;
+        let memory = relink_fabric::HeapMemory::try_new(addr, len)?;
         let pages = (len as u64).div_ceil(4096).max(1);
         self.next_mem += (pages + 1) * 4096;
-        Memory::new(std::sync::Arc::new(relink_fabric::HeapMemory::new(
-            addr, len,
-        )))
+        Ok(Memory::new(std::sync::Arc::new(memory)))
     }
 
     fn ctx_dev(&self, ctx: ContextId) -> Result<DeviceId, CreateError> {

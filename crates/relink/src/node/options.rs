@@ -50,7 +50,8 @@ pub struct SessionOptions {
     /// for control messages. Default: 64.
     pub recv_slots: u32,
     /// Largest message payload in bytes, at least 8 (34 with an advertised
-    /// region: control messages travel in the same slots); a receive slot
+    /// region: control messages travel in the same slots), at most 1 GiB;
+    /// a receive slot
     /// holds this plus relink's message header. Default: 4096.
     pub max_message: u32,
     /// The most one-sided operations in flight at once, at least 1.
@@ -91,6 +92,10 @@ impl Default for SessionOptions {
 /// Receive slots kept for control messages (the core's credit reserve).
 const CONTROL_SLOTS: u32 = 8;
 
+/// The largest [`SessionOptions::max_message`]: 1 GiB (a receive slot is
+/// the message plus its header, in a `u32`).
+const MAX_MESSAGE: u32 = 1 << 30;
+
 impl SessionOptions {
     /// A builder that starts from the defaults.
     pub fn builder() -> SessionOptionsBuilder {
@@ -109,7 +114,7 @@ impl SessionOptions {
     /// # Errors
     /// [`OptionsError::Policy`] naming a policy key out of range;
     /// [`OptionsError::Invalid`] naming `recv_slots` (must be > 8),
-    /// `max_message` (≥ 8, ≥ 34 with an advertised region) or
+    /// `max_message` (≥ 8, ≥ 34 with an advertised region, ≤ 1 GiB) or
     /// `max_one_sided` (≥ 1); [`OptionsError::DuplicateRegion`],
     /// [`OptionsError::EmptyRegion`].
     pub fn validate(&self) -> Result<(), OptionsError> {
@@ -123,6 +128,9 @@ impl SessionOptions {
         }
         if self.max_message < 8 {
             return invalid("max_message", "must be >= 8");
+        }
+        if self.max_message > MAX_MESSAGE {
+            return invalid("max_message", "must be <= 1073741824 (1 GiB)");
         }
         let advert = 2 + wire::ADVERT_LEN as u32;
         if self.max_message < advert && self.regions.iter().any(|r| r.advertise) {
