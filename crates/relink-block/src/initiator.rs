@@ -2,6 +2,7 @@
 //! depth, one completion per command ([`InitiatorEngine`]).
 
 use std::collections::{HashMap, VecDeque};
+use std::time::Duration;
 
 use relink::{
     BufferToken, Completion, ConnectError, Node, OpError, OpId, Outcome, Output, Path,
@@ -110,6 +111,15 @@ pub enum InitiatorEvent {
     /// The session ended: every command outstanding or queued completed
     /// with [`BlockError::SessionEnded`].
     Ended(SessionEnd),
+    /// Commands completed with [`BlockError::FastFail`] in the outage
+    /// under way: once per outage, when its `fast_io_fail_tmo` passed (or
+    /// at the resume, if relink failed commands first), with how many
+    /// failed until then; commands submitted later in the outage fail at
+    /// once too.
+    FastFailed {
+        /// Commands failed so far in this outage.
+        commands: usize,
+    },
 }
 
 /// What an outstanding command needs when its reply comes.
@@ -156,10 +166,19 @@ pub type BlockCompletion = (Tag, Result<BlockReply, BlockError>);
 ///
 /// With a `fast_io_fail_tmo` in the policy, the commands outstanding
 /// when it passes in an outage complete with [`BlockError::FastFail`]
-/// (and new ones fail at once) while the session keeps recovering; a
-/// command whose message may still be delivered keeps its slot until its
-/// reply comes ([`InitiatorEngine::quarantined`]), so a late transfer
-/// never lands in a reused slot.
+/// (and new ones fail at once) while the session keeps recovering
+/// ([`InitiatorEvent::FastFailed`] says how many, once per outage). A
+/// command whose message never left (relink failed it unsent) gives its
+/// slot back at once; one whose message may still be delivered keeps its
+/// slot until its reply comes ([`InitiatorEngine::quarantined`]) — relink
+/// delivers or replays it once the session is back, and the target
+/// answers it — so a late transfer never lands in a reused slot and no
+/// slot stays held past that reply.
+///
+/// The engine follows the session's live policy: a `fast_io_fail_tmo`
+/// set, changed or cancelled with [`Node::set_policy`] takes effect at
+/// the engine's next [`InitiatorEngine::handle_timeout`] (in an outage
+/// under way too, as in relink: from the loss, unless it passed already).
 #[derive(Debug)]
 pub struct InitiatorEngine {
     session: SessionHandle,
@@ -180,6 +199,13 @@ pub struct InitiatorEngine {
     down_since: Option<Timestamp>,
     /// Whether this outage's `fast_io_fail_tmo` passed.
     fast_failed: bool,
+    /// The session's `fast_io_fail_tmo`, as its live policy has it
+    /// ([`Node::options`]).
+    fast_io_fail_tmo: Option<Duration>,
+    /// Commands completed `FastFail` in this outage.
+    outage_fast_fails: usize,
+    /// Whether [`InitiatorEvent::FastFailed`] was emitted for this outage.
+    outage_reported: bool,
 }
 
 impl InitiatorEngine {
@@ -199,6 +225,7 @@ impl InitiatorEngine {
         Ok(InitiatorEngine {
             session,
             free: (0..u32::from(config.queue_depth)).rev().collect(),
+            fast_io_fail_tmo: config.policy.fast_io_fail_tmo,
             config,
             next_tag: 1,
             queued: VecDeque::new(),
@@ -210,6 +237,8 @@ impl InitiatorEngine {
             ended: None,
             down_since: None,
             fast_failed: false,
+            outage_fast_fails: 0,
+            outage_reported: false,
         })
     }
 
@@ -224,7 +253,8 @@ impl InitiatorEngine {
     }
 
     /// Slots held by fast-failed commands that may still reach the target
-    /// ([`BlockError::FastFail`]): each is released when its reply comes.
+    /// ([`BlockError::FastFail`]): each is released when its reply comes
+    /// (relink delivers or replays the command once the session is back).
     pub fn quarantined(&self) -> usize {
         self.quarantined.len()
     }
@@ -267,7 +297,7 @@ impl InitiatorEngine {
         let tag = Tag(self.next_tag);
         self.next_tag += 1;
         if self.fast_failed {
-            self.completions.push_back((tag, Err(BlockError::FastFail)));
+            self.fast_fail(tag);
             return Ok(tag);
         }
         self.queued.push_back((tag, op));
@@ -316,12 +346,19 @@ impl InitiatorEngine {
                     offset: offset_in_region,
                 },
             };
-            if let Err(e) = node.send(self.session, &cmd.encode()) {
-                // The session ended: its end event fails every command.
-                tracing::debug!(session = self.session.0, %e, "command not sent");
-                self.free.push(slot);
-                self.queued.push_front((tag, op));
-                return;
+            match node.send(self.session, &cmd.encode()) {
+                Ok(op) => {
+                    // Its completion tells whether a fast failure kept it
+                    // from leaving ([`InitiatorEngine::on_sent`]).
+                    self.sends.insert(op, tag);
+                }
+                Err(e) => {
+                    // The session ended: its end event fails every command.
+                    tracing::debug!(session = self.session.0, %e, "command not sent");
+                    self.free.push(slot);
+                    self.queued.push_front((tag, op));
+                    return;
+                }
             }
             self.outstanding.insert(tag, Pending { slot, opcode, len });
         }
@@ -333,6 +370,7 @@ impl InitiatorEngine {
         if output.session() != self.session {
             return Some(output);
         }
+        self.sync_policy(node);
         match output {
             Output::Delivery { payload, .. } => self.on_reply(node, &payload),
             Output::Event { event, .. } => self.on_event(node, &event),
@@ -379,7 +417,7 @@ impl InitiatorEngine {
                 self.quarantined.insert(tag, p.slot);
             }
         }
-        self.completions.push_back((tag, Err(BlockError::FastFail)));
+        self.fast_fail(tag);
         self.pump(node);
     }
 
@@ -426,11 +464,13 @@ impl InitiatorEngine {
     /// `fast_io_fail_tmo` after the start of an outage under way. `None`
     /// with no such policy, while the session is up, or once that work is
     /// done for this outage. It changes with [`InitiatorEngine::handle`]
-    /// (a loss, a resume): read it after handing over the outputs, and
-    /// wake the loop by the earlier of it and [`Node::next_deadline`].
+    /// (a loss, a resume) and with the session's policy
+    /// ([`Node::set_policy`], taken at [`InitiatorEngine::handle_timeout`]):
+    /// read it after those calls, and wake the loop by the earlier of it
+    /// and [`Node::next_deadline`].
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Timestamp> {
-        let tmo = self.config.policy.fast_io_fail_tmo?;
+        let tmo = self.fast_io_fail_tmo?;
         match (self.down_since, self.fast_failed, self.ended) {
             (Some(since), false, None) => Some(since + tmo),
             _ => None,
@@ -444,8 +484,12 @@ impl InitiatorEngine {
     /// it still holds in the same way, so commands submitted until the
     /// session is back fail at once too); the slot of a command the
     /// target may have received stays reserved until its reply comes
-    /// ([`InitiatorEngine::quarantined`]).
+    /// ([`InitiatorEngine::quarantined`]); one relink failed unsent gets
+    /// its slot back. [`InitiatorEvent::FastFailed`] tells how many
+    /// failed. It also takes the session's live `fast_io_fail_tmo`
+    /// ([`Node::set_policy`]).
     pub fn handle_timeout(&mut self, node: &mut Node) {
+        self.sync_policy(node);
         match self.poll_timeout() {
             Some(at) if at <= node.now() => {}
             _ => return,
@@ -455,11 +499,45 @@ impl InitiatorEngine {
         tags.sort_by_key(|(tag, _)| *tag);
         for (tag, p) in tags {
             self.quarantined.insert(tag, p.slot);
-            self.completions.push_back((tag, Err(BlockError::FastFail)));
+            self.fast_fail(tag);
         }
-        for (tag, _) in self.queued.drain(..) {
-            self.completions.push_back((tag, Err(BlockError::FastFail)));
+        let queued: Vec<Tag> = self.queued.drain(..).map(|(tag, _)| tag).collect();
+        for tag in queued {
+            self.fast_fail(tag);
         }
+        self.report_fast_fails();
+    }
+
+    /// Take the session's live `fast_io_fail_tmo` (a policy set on the
+    /// node since); kept as it is once the session is gone.
+    fn sync_policy(&mut self, node: &Node) {
+        if let Some(opts) = node.options(self.session) {
+            self.fast_io_fail_tmo = opts.policy.fast_io_fail_tmo;
+        }
+    }
+
+    /// Complete `tag` with [`BlockError::FastFail`], counted for the
+    /// outage's report.
+    fn fast_fail(&mut self, tag: Tag) {
+        self.outage_fast_fails += 1;
+        self.completions.push_back((tag, Err(BlockError::FastFail)));
+    }
+
+    /// [`InitiatorEvent::FastFailed`], once per outage, if any failed.
+    fn report_fast_fails(&mut self) {
+        if self.outage_reported || self.outage_fast_fails == 0 {
+            return;
+        }
+        self.outage_reported = true;
+        tracing::debug!(
+            session = self.session.0,
+            commands = self.outage_fast_fails,
+            slots_held = self.quarantined.len(),
+            "commands fast-failed in the outage"
+        );
+        self.events.push_back(InitiatorEvent::FastFailed {
+            commands: self.outage_fast_fails,
+        });
     }
 
     fn on_event(&mut self, node: &Node, event: &SessionEvent) {
@@ -468,8 +546,13 @@ impl InitiatorEngine {
                 self.down_since.get_or_insert_with(|| node.now());
             }
             SessionEvent::Resumed { .. } => {
+                // Commands relink failed before the engine's own deadline
+                // (the session resumed in between) are reported too.
+                self.report_fast_fails();
                 self.down_since = None;
                 self.fast_failed = false;
+                self.outage_fast_fails = 0;
+                self.outage_reported = false;
             }
             _ => {}
         }

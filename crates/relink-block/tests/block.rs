@@ -517,3 +517,168 @@ fn a_fast_fail_fails_outstanding_commands_and_their_slots_come_back_after_the_re
     t.run(&mut w, 20, DEPTH, |_, _| {});
     t.finish(&mut w);
 }
+
+/// A policy that fast-fails after `fast` and gives up after 30 s.
+fn fast_fail_policy(fast: Option<Duration>) -> Policy {
+    Policy::builder()
+        .fast_io_fail_tmo(fast)
+        .ctrl_loss_tmo(Some(Duration::from_secs(30)))
+        .build()
+        .expect("policy")
+}
+
+fn initiator_state(w: &mut World) -> Option<relink::State> {
+    let s = w.init.session();
+    w.sim.node(INITIATOR).state(s)
+}
+
+#[test]
+fn commands_fast_failed_before_they_left_give_their_slots_back_after_every_outage() {
+    // A queue depth of 4 and three commands submitted in each outage
+    // (they wait in relink, unsent, until the fast-fail deadline fails
+    // them): a slot kept by any of them stalls the engine by the second
+    // outage.
+    let mut w = World::new(Setup {
+        seed: 43,
+        init_qd: 4,
+        policy: fast_fail_policy(Some(Duration::from_millis(20))),
+        ..Setup::default()
+    });
+    assert_eq!(w.call(BlockOp::Flush), Ok(BlockReply::Done));
+    for outage in 0..4 {
+        inject(&w, INITIATOR, |h| Fault::Remove(h, "soft0".into()));
+        let down = w.run_until(Duration::from_secs(1), |w| {
+            initiator_state(w) == Some(relink::State::Recovering)
+        });
+        assert!(down, "outage {outage}: the loss was never noticed");
+        let tags: Vec<Tag> = (0..3)
+            .map(|i| {
+                w.submit(BlockOp::Write {
+                    offset: i * BLOCK,
+                    data: vec![outage as u8 + 1; BLOCK as usize],
+                    fua: false,
+                })
+            })
+            .collect();
+        let failed = w.run_until(Duration::from_secs(1), |w| {
+            tags.iter().all(|t| w.done.contains_key(t))
+        });
+        assert!(failed, "outage {outage}: commands never fast-failed");
+        for t in &tags {
+            assert_eq!(w.done.remove(t), Some(Err(BlockError::FastFail)));
+        }
+        inject(&w, INITIATOR, |h| Fault::Readd(h, "soft0".into()));
+        let back = w.run_until(Duration::from_secs(5), |w| {
+            initiator_state(w) == Some(relink::State::Established) && w.init.quarantined() == 0
+        });
+        assert!(
+            back,
+            "outage {outage}: {} slot(s) still held after the resume ({:?})",
+            w.init.quarantined(),
+            initiator_state(&mut w)
+        );
+        assert_eq!(
+            w.call(BlockOp::Flush),
+            Ok(BlockReply::Done),
+            "outage {outage}"
+        );
+        // Reported once per outage (at its fast-fail deadline), with the
+        // count.
+        let reports: Vec<&InitiatorEvent> = w
+            .init_events
+            .iter()
+            .filter(|e| matches!(e, InitiatorEvent::FastFailed { .. }))
+            .collect();
+        assert_eq!(
+            reports,
+            vec![&InitiatorEvent::FastFailed { commands: 3 }; outage as usize + 1],
+            "outage {outage}"
+        );
+    }
+    // More commands than the queue depth still go through.
+    let tags: Vec<Tag> = (0..12).map(|_| w.submit(BlockOp::Flush)).collect();
+    let all = w.run_until(Duration::from_secs(5), |w| {
+        tags.iter().all(|t| w.done.contains_key(t))
+    });
+    assert!(
+        all,
+        "{} outstanding, {} queued",
+        w.init.outstanding(),
+        w.init.queued()
+    );
+}
+
+#[test]
+fn a_fast_fail_set_live_on_the_session_reaches_the_engine() {
+    // Made without a fast-fail deadline; one is set on the live session.
+    let mut w = World::new(Setup {
+        seed: 44,
+        policy: fast_fail_policy(None),
+        ..Setup::default()
+    });
+    let s = w.init.session();
+    w.sim
+        .node(INITIATOR)
+        .set_policy(s, fast_fail_policy(Some(Duration::from_millis(5))))
+        .expect("set the policy");
+    let mut t = Traffic::new(44);
+    t.run(&mut w, 10, DEPTH, |_, _| {});
+    t.fill(&mut w, DEPTH);
+    assert!(w.init.outstanding() >= 16);
+    inject(&w, INITIATOR, |h| Fault::Remove(h, "soft0".into()));
+    let failed = w.run_until(Duration::from_secs(1), |w| {
+        w.init.outstanding() == 0 && w.init.queued() == 0
+    });
+    assert!(
+        failed,
+        "{} commands outstanding past the live fast-fail deadline",
+        w.init.outstanding()
+    );
+    let fast = w
+        .done
+        .values()
+        .filter(|r| **r == Err(BlockError::FastFail))
+        .count();
+    assert!(fast >= 16, "{fast} fast-failed");
+    inject(&w, INITIATOR, |h| Fault::Readd(h, "soft0".into()));
+    let back = w.run_until(Duration::from_secs(5), |w| w.init.quarantined() == 0);
+    assert!(back, "{} slots still quarantined", w.init.quarantined());
+    assert_eq!(w.call(BlockOp::Flush), Ok(BlockReply::Done));
+}
+
+#[test]
+fn a_fast_fail_cancelled_live_on_the_session_stops_the_engine_failing() {
+    // Made with a fast-fail deadline; the live session's is cancelled.
+    let mut w = World::new(Setup {
+        seed: 45,
+        policy: fast_fail_policy(Some(Duration::from_millis(5))),
+        ..Setup::default()
+    });
+    let mut t = Traffic::new(45);
+    t.run(&mut w, 10, DEPTH, |_, _| {});
+    // Both sides' (the target's transfers would fail fast too).
+    let s = w.init.session();
+    w.sim
+        .node(INITIATOR)
+        .set_policy(s, fast_fail_policy(None))
+        .expect("set the policy");
+    let ts = w.target.sessions()[0];
+    w.sim
+        .node(TARGET)
+        .set_policy(ts, fast_fail_policy(None))
+        .expect("set the target's policy");
+    t.fill(&mut w, DEPTH);
+    assert!(w.init.outstanding() >= 16);
+    inject(&w, INITIATOR, |h| Fault::Remove(h, "soft0".into()));
+    // Well past the deadline the engine was made with: nothing fails.
+    w.run_until(Duration::from_millis(200), |_| false);
+    assert!(
+        w.done.values().all(|r| r.is_ok()),
+        "commands failed although the session's fast-fail deadline was cancelled: {:?}",
+        w.done.values().filter(|r| r.is_err()).collect::<Vec<_>>()
+    );
+    assert!(w.init.outstanding() >= 1);
+    assert_eq!(w.init.quarantined(), 0);
+    inject(&w, INITIATOR, |h| Fault::Readd(h, "soft0".into()));
+    t.finish(&mut w);
+}

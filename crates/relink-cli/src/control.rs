@@ -59,6 +59,10 @@ pub enum ControlCommand {
         /// Give up this long after a loss.
         #[arg(long, value_name = "SECS")]
         give_up_secs: Option<u64>,
+        /// Fail I/O waiting on an outage this long after the loss (at
+        /// most the give-up deadline); the session keeps recovering.
+        #[arg(long, value_name = "SECS")]
+        fast_fail_secs: Option<u64>,
         /// Commands outstanding at once (1 to 1024; default 32).
         #[arg(long, value_name = "N")]
         queue_depth: Option<u64>,
@@ -260,6 +264,7 @@ pub fn run(command: ControlCommand, out: &mut dyn Write) -> anyhow::Result<()> {
             nbd_socket,
             nbd_tcp,
             give_up_secs,
+            fast_fail_secs,
             queue_depth,
             max_io,
         } => ack(
@@ -271,6 +276,7 @@ pub fn run(command: ControlCommand, out: &mut dyn Write) -> anyhow::Result<()> {
                 nbd_socket,
                 nbd_tcp,
                 give_up_secs,
+                fast_fail_secs,
                 queue_depth,
                 max_io,
             },

@@ -86,6 +86,10 @@ pub enum Command {
         /// The give-up deadline after a loss, in seconds.
         #[serde(default)]
         give_up_secs: Option<u64>,
+        /// When I/O waiting on an outage fails, in seconds after the loss
+        /// (at most the give-up deadline); none by default.
+        #[serde(default)]
+        fast_fail_secs: Option<u64>,
         /// Commands outstanding at once (1 to 1024; default 32).
         #[serde(default)]
         queue_depth: Option<u64>,

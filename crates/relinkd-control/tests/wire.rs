@@ -21,6 +21,7 @@ fn requests_round_trip() {
             nbd_socket: "/x".into(),
             nbd_tcp: None,
             give_up_secs: Some(3),
+            fast_fail_secs: Some(2),
             queue_depth: Some(8),
             max_io: None,
         },

@@ -20,6 +20,11 @@ pub fn nbd_error(e: BlockError) -> nbd::BlockError {
         }
         BlockError::Target(TargetError::Unsupported) => nbd::BlockError::NotSupported,
         BlockError::SessionEnded(_) => nbd::BlockError::ShuttingDown,
+        BlockError::FastFail => nbd::BlockError::Io(
+            "fast_fail_secs passed in an outage: the request failed while the session recovers \
+             (it may still take effect once the session is back)"
+                .into(),
+        ),
         other => nbd::BlockError::Io(other.to_string()),
     }
 }

@@ -44,6 +44,15 @@ fn secs(d: Option<std::time::Duration>) -> Option<u64> {
     d.map(|d| d.as_secs())
 }
 
+/// relink's message of a refused policy in the words of relinkd's keys
+/// (`fast_io_fail_tmo` is `fast_fail_secs`, `ctrl_loss_tmo` is
+/// `give_up_secs`).
+pub(crate) fn policy_error(message: &str) -> String {
+    message
+        .replace("fast_io_fail_tmo", "fast_fail_secs")
+        .replace("ctrl_loss_tmo", "give_up_secs")
+}
+
 impl Run {
     /// Carry out `a` and answer it. While the daemon stops, commands that
     /// change something are refused.
@@ -86,12 +95,14 @@ impl Run {
                 nbd_socket,
                 nbd_tcp,
                 give_up_secs,
+                fast_fail_secs,
                 queue_depth,
                 max_io,
             } => {
-                if give_up_secs == Some(0) {
-                    return Err(err(ErrorKind::Invalid, "give_up_secs must be at least 1"));
-                }
+                let (give_up, fast_fail) =
+                    crate::config::policy_settings(give_up_secs, fast_fail_secs).map_err(
+                        |(key, reason)| err(ErrorKind::Invalid, format!("{key} {reason}")),
+                    )?;
                 let (queue_depth, max_io) =
                     crate::config::engine_settings("connect", queue_depth, max_io).map_err(
                         |(key, reason)| err(ErrorKind::Invalid, format!("{key} {reason}")),
@@ -101,7 +112,8 @@ impl Run {
                     targets,
                     nbd_socket,
                     nbd_tcp,
-                    give_up: give_up_secs.map(std::time::Duration::from_secs),
+                    give_up,
+                    fast_fail,
                     queue_depth,
                     max_io,
                 };
@@ -319,7 +331,9 @@ impl Run {
         })
     }
 
-    /// Change a connection's policy, on its live session too.
+    /// Change a connection's policy, on its live session too (its block
+    /// engine follows the session's: a `fast_fail_secs` set or cancelled
+    /// applies to the outage under way as well, from the loss).
     fn set_policy(
         &mut self,
         name: &str,
@@ -329,12 +343,12 @@ impl Run {
         let mut p = c.policy.clone();
         change(&mut p);
         p.validate()
-            .map_err(|e| err(ErrorKind::Invalid, e.to_string()))?;
+            .map_err(|e| err(ErrorKind::Invalid, policy_error(&e.to_string())))?;
         let session = c.engine.session();
         c.policy = p.clone();
         if let Err(e) = self.node.set_policy(session, p) {
             // The session ended: the next one takes the policy.
-            tracing::error!(connect = %name, error = %e, "cannot read the session's policy");
+            tracing::error!(connect = %name, error = %e, "cannot set the session's policy");
         }
         self.policy(name)
     }

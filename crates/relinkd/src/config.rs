@@ -22,6 +22,7 @@
 //! nbd_socket = "/run/relinkd/disk0.sock"
 //! nbd_tcp = "127.0.0.1:10809"        # optional
 //! give_up_secs = 600                 # optional
+//! fast_fail_secs = 10                # optional: fail I/O this long into an outage
 //! queue_depth = 32                   # optional: commands outstanding at once
 //! max_io = 131072                    # optional: the longest command, bytes
 //!
@@ -34,6 +35,11 @@
 //! to 16 MiB; both default to relink-block's engine defaults (32 and 128
 //! KiB). A connection's NBD maximum block size is the smaller of its own
 //! and the target's `max_io`.
+//!
+//! `give_up_secs` (relink's `ctrl_loss_tmo`; 600 s by default) and
+//! `fast_fail_secs` (`fast_io_fail_tmo`; none by default) are at least
+//! 1, and `fast_fail_secs` is at most the give-up deadline. Both are the
+//! connection's initial policy; `relink policy set` changes them live.
 //!
 //! A top-level `conf_dir = "/etc/relinkd/conf.d"` (relative paths are
 //! taken from the file's directory) adds the `[[export]]` and
@@ -149,6 +155,10 @@ pub struct ConnectConfig {
     /// How long the session keeps recovering after a loss before it gives
     /// up (then requests fail); `None`: relink's default policy.
     pub give_up: Option<Duration>,
+    /// How long into an outage the requests waiting on it fail (`EIO`)
+    /// while the session keeps recovering (`fast_fail_secs`); `None`:
+    /// they wait until the session is back or gives up.
+    pub fast_fail: Option<Duration>,
     /// Commands outstanding at once on the session.
     pub queue_depth: u16,
     /// The longest command, bytes (the target's may be smaller).
@@ -246,6 +256,7 @@ struct RawConnect {
     nbd_socket: PathBuf,
     nbd_tcp: Option<String>,
     give_up_secs: Option<u64>,
+    fast_fail_secs: Option<u64>,
     queue_depth: Option<u64>,
     max_io: Option<u64>,
 }
@@ -254,6 +265,39 @@ struct RawConnect {
 const MAX_IO_LIMIT: u64 = 16 << 20;
 /// The deepest `queue_depth` accepted.
 const QUEUE_DEPTH_LIMIT: u64 = 1024;
+
+/// A connection's give-up and fast-fail deadlines (`None`: not set).
+pub(crate) type Deadlines = (Option<Duration>, Option<Duration>);
+
+/// A connection's `give_up_secs` and `fast_fail_secs`, checked:
+/// `Err((key, reason))` names the offending one.
+pub(crate) fn policy_settings(
+    give_up_secs: Option<u64>,
+    fast_fail_secs: Option<u64>,
+) -> Result<Deadlines, (&'static str, String)> {
+    if give_up_secs == Some(0) {
+        return Err(("give_up_secs", "must be at least 1".into()));
+    }
+    if fast_fail_secs == Some(0) {
+        return Err(("fast_fail_secs", "must be at least 1".into()));
+    }
+    let give_up = give_up_secs.map(Duration::from_secs);
+    let fast_fail = fast_fail_secs.map(Duration::from_secs);
+    let deadline = give_up.or(relink::Policy::default().ctrl_loss_tmo);
+    if let (Some(f), Some(d)) = (fast_fail, deadline) {
+        if f > d {
+            let reason = match give_up_secs {
+                Some(g) => format!("must not exceed give_up_secs ({g})"),
+                None => format!(
+                    "must not exceed the give-up deadline (give_up_secs, {} by default)",
+                    d.as_secs()
+                ),
+            };
+            return Err(("fast_fail_secs", reason));
+        }
+    }
+    Ok((give_up, fast_fail))
+}
 
 /// `queue_depth` and `max_io` of the table at `key` (`export[0]`), or
 /// relink-block's defaults; `Err((key, reason))` for a value out of range.
@@ -439,15 +483,8 @@ impl Config {
                 .as_deref()
                 .map(|t| addr(format!("connect[{i}].nbd_tcp"), t))
                 .transpose()?;
-            let give_up = match c.give_up_secs {
-                Some(0) => {
-                    return Err(bad(
-                        format!("connect[{i}].give_up_secs"),
-                        "must be at least 1",
-                    ))
-                }
-                s => s.map(Duration::from_secs),
-            };
+            let (give_up, fast_fail) = policy_settings(c.give_up_secs, c.fast_fail_secs)
+                .map_err(|(key, reason)| bad(format!("connect[{i}].{key}"), &reason))?;
             let (queue_depth, max_io) =
                 engine_settings(&format!("connect[{i}]"), c.queue_depth, c.max_io)
                     .map_err(|(key, reason)| bad(key, reason))?;
@@ -457,6 +494,7 @@ impl Config {
                 nbd_socket: c.nbd_socket,
                 nbd_tcp,
                 give_up,
+                fast_fail,
                 queue_depth,
                 max_io,
             });
@@ -707,6 +745,28 @@ mod tests {
         assert!(reason.contains("4096"), "{reason}");
         let negative = BOTH.replace("give_up_secs = 30", "give_up_secs = 30\nqueue_depth = -1");
         assert!(matches!(parse(&negative), Err(ConfigError::Syntax { .. })));
+    }
+
+    #[test]
+    fn fast_fail_secs_is_a_connect_key_checked_by_name() {
+        let set = BOTH.replace("give_up_secs = 30", "give_up_secs = 30\nfast_fail_secs = 5");
+        let c = parse(&set).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(c.connects[0].fast_fail, Some(Duration::from_secs(5)));
+        assert_eq!(parse(BOTH).unwrap().connects[0].fast_fail, None);
+        for (value, why) in [("0", "at least 1"), ("31", "give_up_secs")] {
+            let text = BOTH.replace(
+                "give_up_secs = 30",
+                &format!("give_up_secs = 30\nfast_fail_secs = {value}"),
+            );
+            let (key, reason) = invalid(&text);
+            assert_eq!(key, "connect[0].fast_fail_secs", "{value}");
+            assert!(reason.contains(why), "{value}: {reason}");
+        }
+        // Without give_up_secs, relink's default give-up deadline bounds it.
+        let text = BOTH.replace("give_up_secs = 30", "fast_fail_secs = 601");
+        assert_eq!(invalid(&text).0, "connect[0].fast_fail_secs");
+        let text = BOTH.replace("give_up_secs = 30", "fast_fail_secs = 600");
+        assert!(parse(&text).is_ok());
     }
 
     #[test]

@@ -41,13 +41,17 @@ pub(crate) struct Conn {
 
 impl Conn {
     /// The policy of a connection's configuration: relink's default, with
-    /// its `give_up_secs`.
+    /// its `give_up_secs` and `fast_fail_secs`.
     pub(crate) fn initial_policy(c: &ConnectConfig) -> Result<Policy, String> {
         let mut b = Policy::builder();
         if let Some(give_up) = c.give_up {
             b = b.ctrl_loss_tmo(Some(give_up));
         }
-        b.build().map_err(|e| e.to_string())
+        if let Some(fast_fail) = c.fast_fail {
+            b = b.fast_io_fail_tmo(Some(fast_fail));
+        }
+        b.build()
+            .map_err(|e| crate::commands::policy_error(&e.to_string()))
     }
 
     /// Connect a session for `c` under `policy` and send its IDENTIFY.

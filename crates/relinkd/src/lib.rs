@@ -11,7 +11,12 @@
 //!
 //! relink keeps the sessions through device resets, replacements and
 //! failovers: NBD clients see the outage as latency, not as errors, up
-//! to the connection's `give_up_secs`. When a session ends (the target
+//! to the connection's `give_up_secs` — or its `fast_fail_secs`, if set:
+//! then the requests waiting on the outage fail (`EIO`, one warning per
+//! outage with how many) while the session keeps recovering, and their
+//! queue slots come back once relink has settled them (at once for a
+//! command that never left, at its late reply for one that may have).
+//! When a session ends (the target
 //! restarted or closed, or the give-up deadline passed), the requests
 //! under way fail (`ESHUTDOWN`) and the initiator connects a new session;
 //! it serves requests again once the target's IDENTIFY shows the same

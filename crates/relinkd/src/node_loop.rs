@@ -9,7 +9,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
-use relink_block::{BlockReply, Node, Output, TargetConfig, TargetEngine, Volume, VolumeInfo};
+use relink_block::{
+    BlockReply, InitiatorEvent, Node, Output, TargetConfig, TargetEngine, Volume, VolumeInfo,
+};
 use relink_nbd::BlockRequest;
 use rustix::event::{EventfdFlags, PollFd, PollFlags};
 
@@ -476,7 +478,17 @@ impl Run {
             }
             while let Some(ev) = c.engine.poll_event() {
                 busy = true;
-                tracing::info!(connect = %c.name(), event = ?ev, "connection event");
+                if let InitiatorEvent::FastFailed { commands } = ev {
+                    // Once per outage: the I/O its clients saw fail.
+                    tracing::warn!(
+                        connect = %c.name(),
+                        commands,
+                        fast_fail_secs = c.policy.fast_io_fail_tmo.map(|d| d.as_secs()),
+                        "{commands} command(s) fast-failed in this outage: their NBD requests were answered EIO; the session keeps recovering"
+                    );
+                } else {
+                    tracing::info!(connect = %c.name(), event = ?ev, "connection event");
+                }
                 events.push((format!("connect {}", c.name()), format!("{ev:?}")));
             }
         }

@@ -191,6 +191,7 @@ impl Reloader {
                 nbd_socket: c.nbd_socket,
                 nbd_tcp: c.nbd_tcp,
                 give_up_secs: c.give_up.map(|d| d.as_secs()),
+                fast_fail_secs: c.fast_fail.map(|d| d.as_secs()),
                 queue_depth: Some(u64::from(c.queue_depth)),
                 max_io: Some(u64::from(c.max_io)),
             };

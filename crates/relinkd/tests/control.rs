@@ -50,6 +50,11 @@ struct Hosts {
 /// Both daemons, the initiator's connection `disk` ready; `a_devices`
 /// soft devices on host `a` (127.0.0.1, 127.0.0.3, ...).
 fn hosts(name: &str, give_up_secs: u64, a_devices: usize) -> Hosts {
+    hosts_with(name, give_up_secs, a_devices, "")
+}
+
+/// [`hosts`], with `extra` lines in the connection's table.
+fn hosts_with(name: &str, give_up_secs: u64, a_devices: usize, extra: &str) -> Hosts {
     let root = Root::new(&format!("control-{name}"));
     let (dir_a, dir_b) = (root.0.join("a"), root.0.join("b"));
     let reg_a = Registry::open(&dir_a).unwrap();
@@ -90,7 +95,7 @@ fn hosts(name: &str, give_up_secs: u64, a_devices: usize) -> Hosts {
     std::fs::write(
         &init_conf,
         format!(
-            "conf_dir = \"conf.d\"\n[backend]\nsoft_dir = {dir_a:?}\n[control]\nsocket = {ctl:?}\nmetrics_listen = \"{metrics}\"\n[[connect]]\nname = \"disk\"\ntargets = [\"{addr}\"]\nnbd_socket = {nbd:?}\ngive_up_secs = {give_up_secs}\n"
+            "conf_dir = \"conf.d\"\n[backend]\nsoft_dir = {dir_a:?}\n[control]\nsocket = {ctl:?}\nmetrics_listen = \"{metrics}\"\n[[connect]]\nname = \"disk\"\ntargets = [\"{addr}\"]\nnbd_socket = {nbd:?}\ngive_up_secs = {give_up_secs}\n{extra}"
         ),
     )
     .unwrap();
@@ -441,6 +446,123 @@ fn give_up_none_during_an_outage_keeps_the_session() {
 }
 
 #[test]
+fn fast_fail_set_live_fails_io_in_each_outage_and_frees_its_slots() {
+    if let Err(skip) = tool("qemu-io") {
+        return skip_test(
+            "fast_fail_set_live_fails_io_in_each_outage_and_frees_its_slots",
+            &skip,
+        );
+    }
+    // A queue depth of 2: a slot kept by a fast-failed command of any
+    // outage stalls every later request.
+    let h = hosts_with("fastfail", 300, 1, "queue_depth = 2\n");
+    run_io(&h, &h.nbd, "disk", &["write -P 0x3c 0 64k"]);
+    let p: PolicyResult = h.ok(Ctl::PolicySet {
+        name: "disk".into(),
+        give_up_secs: None,
+        fast_fail_secs: Some(Limit::Secs(2)),
+        mode: None,
+    });
+    assert_eq!(p.fast_fail_secs, Some(2));
+    for outage in 1..=3u64 {
+        h.reg_b.remove("soft0").expect("remove b/soft0");
+        h.wait("the loss", || {
+            h.conn("disk").is_some_and(|c| c.session.losses >= outage)
+        });
+        // Submitted in the outage, failed by the fast-fail deadline (the
+        // give-up deadline, 300 s, is longer than any wait here).
+        let read = qemu_io(&h.nbd, "disk", &["read -P 0x3c 0 64k"])
+            .spawn()
+            .unwrap();
+        let o = finish(read, &h);
+        assert!(
+            !io_ok(&o),
+            "outage {outage}: the read did not fail: {}",
+            text(&o)
+        );
+        assert!(
+            text(&o).contains("Input/output error"),
+            "outage {outage}: {}",
+            text(&o)
+        );
+        h.wait("one warning per outage", || {
+            h.init.stderr_count("fast-failed") >= outage as usize
+        });
+        h.reg_b
+            .add("soft0", vec!["127.0.0.2/8".parse().unwrap()], None, None)
+            .expect("add b/soft0 again");
+        h.wait("the recovery", || {
+            h.conn("disk")
+                .is_some_and(|c| c.session.recoveries >= outage && c.session.state == "Established")
+        });
+        // Every slot came back: the volume is served as before.
+        run_io(
+            &h,
+            &h.nbd,
+            "disk",
+            &["read -P 0x3c 0 64k", "read -P 0x3c 0 64k"],
+        );
+        let c = h.conn("disk").unwrap();
+        assert_eq!((c.state.as_str(), c.in_flight), ("ready", 0), "{c:?}");
+    }
+    let warnings = h.init.stderr_count("fast-failed");
+    assert_eq!(warnings, 3, "one warning per outage\n{}", h.transcripts());
+    h.stop();
+}
+
+#[test]
+fn fast_fail_secs_of_the_configuration_can_be_cancelled_live() {
+    if let Err(skip) = tool("qemu-io") {
+        return skip_test(
+            "fast_fail_secs_of_the_configuration_can_be_cancelled_live",
+            &skip,
+        );
+    }
+    let h = hosts_with("nofastfail", 300, 1, "fast_fail_secs = 1\n");
+    let p: PolicyResult = h.ok(Ctl::PolicyGet {
+        name: "disk".into(),
+    });
+    assert_eq!(p.fast_fail_secs, Some(1));
+    run_io(&h, &h.nbd, "disk", &["write -P 0x6e 0 64k"]);
+    let p: PolicyResult = h.ok(Ctl::PolicySet {
+        name: "disk".into(),
+        give_up_secs: None,
+        fast_fail_secs: Some(Limit::Off(Never::None)),
+        mode: None,
+    });
+    assert_eq!(p.fast_fail_secs, None);
+    h.reg_b.remove("soft0").expect("remove b/soft0");
+    h.wait("the loss", || {
+        h.conn("disk").is_some_and(|c| c.session.losses >= 1)
+    });
+    let mut read = qemu_io(&h.nbd, "disk", &["read -P 0x6e 0 64k"])
+        .spawn()
+        .unwrap();
+    h.wait("the read in flight", || {
+        h.conn("disk").is_some_and(|c| c.in_flight >= 1)
+    });
+    // Well past the configured second: the read waits for the session.
+    thread::sleep(Duration::from_secs(3));
+    assert!(
+        read.try_wait().unwrap().is_none(),
+        "the read ended in the outage\n{}",
+        h.transcripts()
+    );
+    h.reg_b
+        .add("soft0", vec!["127.0.0.2/8".parse().unwrap()], None, None)
+        .expect("add b/soft0 again");
+    let o = finish(read, &h);
+    assert!(
+        io_ok(&o),
+        "the read after the recovery: {}\n{}",
+        text(&o),
+        h.transcripts()
+    );
+    assert_eq!(h.init.stderr_count("fast-failed"), 0, "{}", h.transcripts());
+    h.stop();
+}
+
+#[test]
 fn connect_at_runtime_serves_a_new_socket() {
     if let Err(skip) = tool("qemu-io") {
         return skip_test("connect_at_runtime_serves_a_new_socket", &skip);
@@ -453,6 +575,7 @@ fn connect_at_runtime_serves_a_new_socket() {
         nbd_socket: nbd2.clone(),
         nbd_tcp: None,
         give_up_secs: Some(60),
+        fast_fail_secs: None,
         queue_depth: Some(16),
         max_io: None,
     });
@@ -464,6 +587,7 @@ fn connect_at_runtime_serves_a_new_socket() {
             nbd_socket: h.root.0.join("nbd3.sock"),
             nbd_tcp: None,
             give_up_secs: None,
+            fast_fail_secs: None,
             queue_depth: None,
             max_io: None,
         },
