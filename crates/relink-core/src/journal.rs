@@ -150,6 +150,8 @@ struct Entry {
     posts: u16,
     /// Where it is with respect to the current transport.
     stage: Stage,
+    /// The application's context, returned in the completion.
+    context: u64,
     /// Already completed (by [`Journal::fail_queued`]) but kept so that its
     /// sequence number still reaches the peer: a message that may have been
     /// delivered cannot be un-sent, and the peer accepts no gap.
@@ -233,6 +235,12 @@ impl Journal {
 
     /// Records a new operation; messages get the next sequence number.
     pub fn submit(&mut self, kind: OpKind) -> (OpId, Option<Seq>) {
+        self.submit_with(kind, 0)
+    }
+
+    /// [`Journal::submit`] with the application's `context`, returned in
+    /// the operation's [`Completion`].
+    pub fn submit_with(&mut self, kind: OpKind, context: u64) -> (OpId, Option<Seq>) {
         let id = OpId(self.next_op);
         self.next_op += 1;
         let seq = if kind.is_message() {
@@ -250,9 +258,15 @@ impl Journal {
             kind,
             posts: 0,
             stage: Stage::Queued,
+            context,
             orphan: false,
         });
         (id, seq)
+    }
+
+    /// Operations submitted so far.
+    pub fn submitted(&self) -> u64 {
+        self.next_op - 1
     }
 
     /// An empty buffer for a payload of `len` bytes of a message to
@@ -328,7 +342,7 @@ impl Journal {
                 let outcome = Outcome::Success {
                     replayed: e.replayed(),
                 };
-                Some(self.complete(e.id, outcome))
+                Some(self.complete(&e, outcome))
             }
         }
     }
@@ -359,7 +373,7 @@ impl Journal {
         if e.orphan {
             return None;
         }
-        Some(self.complete(e.id, Outcome::Failed(OpError::Remote(status))))
+        Some(self.complete(&e, Outcome::Failed(OpError::Remote(status))))
     }
 
     /// `op`, not posted on the current transport, cannot be posted on it at
@@ -386,7 +400,7 @@ impl Journal {
         }
         let outcome = self.final_outcome(e, err);
         let e = self.remove_at(i);
-        Some(self.complete(e.id, outcome))
+        Some(self.complete(&e, outcome))
     }
 
     /// The peer reports it delivered every message up to `delivered`.
@@ -437,16 +451,14 @@ impl Journal {
         if !replay_atomics {
             // Nothing is posted now: every atomic that was posted is unknown.
             let unknown = |e: &Entry| e.kind.is_atomic() && e.posts > 0;
-            let lost: Vec<OpId> = self
-                .entries
-                .iter()
-                .filter(|e| unknown(e))
-                .map(|e| e.id)
-                .collect();
-            self.entries.retain(|e| !unknown(e));
-            for op in lost {
+            let (lost, kept): (VecDeque<Entry>, VecDeque<Entry>) =
+                std::mem::take(&mut self.entries)
+                    .into_iter()
+                    .partition(unknown);
+            self.entries = kept;
+            for e in lost {
                 let outcome = Outcome::Indeterminate { executed: None };
-                out.push(self.complete(op, outcome));
+                out.push(self.complete(&e, outcome));
             }
             out.sort_by_key(|c| c.op);
         }
@@ -481,7 +493,7 @@ impl Journal {
         for e in std::mem::take(&mut self.entries) {
             if !e.orphan {
                 let outcome = self.final_outcome(&e, err);
-                out.push(self.complete(e.id, outcome));
+                out.push(self.complete(&e, outcome));
             }
         }
         out
@@ -504,7 +516,7 @@ impl Journal {
         for mut e in std::mem::take(&mut self.entries) {
             if !e.orphan {
                 let outcome = self.final_outcome(&e, err);
-                out.push(self.complete(e.id, outcome));
+                out.push(self.complete(&e, outcome));
                 if !e.kind.is_message() {
                     continue;
                 }
@@ -605,12 +617,18 @@ impl Journal {
         e
     }
 
-    fn complete(&mut self, op: OpId, outcome: Outcome) -> Completion {
+    fn complete(&mut self, e: &Entry, outcome: Outcome) -> Completion {
         self.stats.completed += 1;
         if matches!(outcome, Outcome::Indeterminate { .. }) {
             self.stats.indeterminate += 1;
         }
-        Completion { op, outcome }
+        Completion {
+            op: e.id,
+            outcome,
+            context: e.context,
+            class: e.kind.class(),
+            len: e.kind.bytes(),
+        }
     }
 
     /// Raises the confirmed sequence number and the RC-ordering proof.
@@ -653,7 +671,7 @@ impl Journal {
             let e = self.remove_at(i);
             end -= 1;
             if !e.orphan {
-                done(self.complete(e.id, outcome));
+                done(self.complete(&e, outcome));
             }
             if let OpKind::Message { payload } = e.kind {
                 self.spare.put(payload);

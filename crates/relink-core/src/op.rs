@@ -96,6 +96,29 @@ impl OpKind {
         }
     }
 
+    /// What kind of operation it is (what its completion reports).
+    pub fn class(&self) -> OpClass {
+        match self {
+            OpKind::Message { .. } => OpClass::Message,
+            OpKind::Write { .. } => OpClass::Write,
+            OpKind::Read { .. } => OpClass::Read,
+            OpKind::FetchAdd { .. } => OpClass::FetchAdd,
+            OpKind::CmpSwap { .. } => OpClass::CmpSwap,
+        }
+    }
+
+    /// The bytes it moves: a message's payload, a WRITE's or READ's local
+    /// range, an atomic's 8.
+    pub fn bytes(&self) -> u64 {
+        match self {
+            OpKind::Message { payload } => payload.len() as u64,
+            OpKind::Write { local, .. }
+            | OpKind::Read { local, .. }
+            | OpKind::FetchAdd { local, .. }
+            | OpKind::CmpSwap { local, .. } => u64::from(local.len),
+        }
+    }
+
     /// Bytes of payload it carries (0 but for a message).
     pub(crate) fn payload_len(&self) -> usize {
         match self {
@@ -170,7 +193,52 @@ impl Outcome {
     }
 }
 
+/// What kind of operation a [`Completion`] ends ([`OpKind::class`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum OpClass {
+    /// A sequenced message (SEND).
+    Message,
+    /// RDMA WRITE.
+    Write,
+    /// RDMA READ.
+    Read,
+    /// Atomic fetch-and-add.
+    FetchAdd,
+    /// Atomic compare-and-swap.
+    CmpSwap,
+}
+
+impl OpClass {
+    /// Short lower-case name, for logs ([`OpKind::name`]).
+    pub fn name(self) -> &'static str {
+        match self {
+            OpClass::Message => "message",
+            OpClass::Write => "write",
+            OpClass::Read => "read",
+            OpClass::FetchAdd => "fetch-add",
+            OpClass::CmpSwap => "cmp-swap",
+        }
+    }
+}
+
 /// The one completion of an operation. Read-only outside this crate.
+///
+/// # Order, per session
+///
+/// - Messages complete in submission order (the peer's confirmations are
+///   cumulative).
+/// - One-sided operations (WRITE, READ, atomics) that end `Success`
+///   complete in submission order among themselves (RC completes a send
+///   queue in order, and a replay keeps the order).
+/// - A one-sided operation that ends otherwise may complete before
+///   one-sided operations submitted ahead of it: an atomic that a loss
+///   made `Indeterminate` completes at the resume, before the READs ahead
+///   of it are replayed; one whose token the peer no longer advertises
+///   fails when it would have been posted.
+/// - Between messages and one-sided operations nothing is promised: a
+///   message completes when the peer confirms it, usually after the
+///   one-sided operations submitted behind it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Completion {
@@ -178,4 +246,11 @@ pub struct Completion {
     pub op: OpId,
     /// How it ended.
     pub outcome: Outcome,
+    /// The application's context of the operation, as submitted (0 if none
+    /// was given).
+    pub context: u64,
+    /// What kind of operation it was.
+    pub class: OpClass,
+    /// The bytes it moved or was to move ([`OpKind::bytes`]).
+    pub len: u64,
 }

@@ -74,6 +74,10 @@ pub struct SessionSpec {
     /// Most one-sided operations posted and not yet completed; more wait,
     /// in order, in the journal.
     pub max_one_sided: u32,
+    /// Most operations outstanding (submitted, their completion not yet
+    /// taken by the application); past it a submit is refused
+    /// ([`SessionError::Full`](crate::SessionError::Full)).
+    pub max_outstanding: u32,
     /// The application's regions, registered on every device in this
     /// order.
     pub regions: Vec<RegionSpec>,
@@ -207,6 +211,7 @@ mod tests {
             slot_size: 4096,
             send_slots: 64,
             max_one_sided: 32,
+            max_outstanding: 1 << 20,
             regions: vec![
                 RegionSpec {
                     id: RegionId(1),

@@ -52,6 +52,7 @@ fn spec() -> SessionSpec {
         slot_size: 256,
         send_slots: 32,
         max_one_sided: 8,
+        max_outstanding: 1 << 20,
         regions: Vec::new(),
         shared_receive: false,
     }

@@ -201,7 +201,7 @@ pub use relink_core::session::{
 };
 pub use relink_core::state::{Cause, DownCause, IllegalTransition, State, Transition};
 pub use relink_core::wire::{RefuseReason, MAX_CONNECT_DATA};
-pub use relink_core::{BufferToken, Epoch, Incarnation, OpId, RegionId, Seq, SessionId};
+pub use relink_core::{BufferToken, Epoch, Incarnation, OpClass, OpId, RegionId, Seq, SessionId};
 pub use relink_fabric::{
     Access, CmError, CreateError, DeviceId, DeviceInfo, Guid, IpNet, Memory, MemoryError,
     PortState, PostError, Provider, Timestamp, WcStatus,

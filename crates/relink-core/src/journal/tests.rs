@@ -8,6 +8,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::ids::{BufferToken, RegionId};
+use crate::op::OpClass;
 
 fn range() -> LocalRange {
     LocalRange {
@@ -71,8 +72,27 @@ fn post_all(j: &mut Journal) -> Vec<OpId> {
     posted
 }
 
+/// The completion of `op` as these tests compare it: operation and
+/// outcome (what the class, length and context are is checked by
+/// `completions_carry_class_length_and_context`).
 fn done(op: OpId, outcome: Outcome) -> Completion {
-    Completion { op, outcome }
+    Completion {
+        op,
+        outcome,
+        context: 0,
+        class: OpClass::Message,
+        len: 0,
+    }
+}
+
+/// `c` with what [`done`] leaves out cleared.
+fn n(c: Completion) -> Completion {
+    done(c.op, c.outcome)
+}
+
+/// [`n`] of each.
+fn ns(cs: Vec<Completion>) -> Vec<Completion> {
+    cs.into_iter().map(n).collect()
 }
 
 const OK: Outcome = Outcome::Success { replayed: false };
@@ -126,8 +146,8 @@ fn rdma_operations_complete_on_their_success() {
     let ops = [write(), read(), fetch_add(), cmp_swap()].map(|k| j.submit(k).0);
     post_all(&mut j);
     for op in ops {
-        assert_eq!(j.on_success(op), Some(done(op, OK)));
-        assert_eq!(j.on_success(op), None, "completes once");
+        assert_eq!(j.on_success(op).map(n), Some(done(op, OK)));
+        assert_eq!(j.on_success(op).map(n), None, "completes once");
     }
     assert!(j.is_empty());
     assert_eq!(j.stats().completed, 4);
@@ -139,13 +159,13 @@ fn a_message_completes_when_the_peer_delivers_it() {
     let (m1, _) = j.submit(msg(b"one"));
     let (m2, _) = j.submit(msg(b"two"));
     post_all(&mut j);
-    assert_eq!(j.on_success(m1), None, "an RC ack is not a delivery");
+    assert_eq!(j.on_success(m1).map(n), None, "an RC ack is not a delivery");
     assert!(j.contains(m1));
-    assert_eq!(j.on_peer_delivered(Seq(1)), vec![done(m1, OK)]);
+    assert_eq!(ns(j.on_peer_delivered(Seq(1))), vec![done(m1, OK)]);
     assert_eq!(j.payload_bytes(), 3, "dropped at confirmation");
     // Confirmed before its own completion was polled.
-    assert_eq!(j.on_peer_delivered(Seq(2)), vec![done(m2, OK)]);
-    assert_eq!(j.on_success(m2), None);
+    assert_eq!(ns(j.on_peer_delivered(Seq(2))), vec![done(m2, OK)]);
+    assert_eq!(j.on_success(m2).map(n), None);
     assert!(j.is_empty());
     assert_eq!(j.payload_bytes(), 0);
     assert_eq!(j.peer_delivered(), Seq(2));
@@ -158,11 +178,11 @@ fn a_refused_operation_fails_and_is_never_replayed() {
     post_all(&mut j);
     let refused = Outcome::Failed(OpError::Remote(WcStatus::RemAccessErr));
     assert_eq!(
-        j.on_remote_error(w, WcStatus::RemAccessErr),
+        j.on_remote_error(w, WcStatus::RemAccessErr).map(n),
         Some(done(w, refused))
     );
     j.transport_down();
-    assert!(j.resume(Seq(0), true).is_empty());
+    assert!(ns(j.resume(Seq(0), true)).is_empty());
     assert!(j.next_unposted().is_none());
     assert!(j.is_empty());
 }
@@ -179,13 +199,13 @@ fn an_unpostable_operation_fails_alone_and_the_rest_keeps_its_order() {
     let refused = Outcome::Failed(OpError::Remote(WcStatus::RemAccessErr));
     let err = OpError::Remote(WcStatus::RemAccessErr);
     assert_eq!(
-        j.fail_unpostable(w1, err),
+        j.fail_unpostable(w1, err).map(n),
         None,
         "posted: its completion settles it"
     );
     assert_eq!(j.next_unposted().map(|n| n.0), Some(bad));
-    assert_eq!(j.fail_unpostable(bad, err), Some(done(bad, refused)));
-    assert_eq!(j.fail_unpostable(bad, err), None, "completed once");
+    assert_eq!(j.fail_unpostable(bad, err).map(n), Some(done(bad, refused)));
+    assert_eq!(j.fail_unpostable(bad, err).map(n), None, "completed once");
     let rest: Vec<OpId> = std::iter::from_fn(|| {
         let (op, ..) = j.next_unposted()?;
         j.mark_posted(op);
@@ -193,7 +213,7 @@ fn an_unpostable_operation_fails_alone_and_the_rest_keeps_its_order() {
     })
     .collect();
     assert_eq!(rest, vec![m, w2], "the rest is posted, in order");
-    assert_eq!(j.on_success(w1), Some(done(w1, OK)));
+    assert_eq!(j.on_success(w1).map(n), Some(done(w1, OK)));
     assert_eq!(j.stats().completed, 2);
     assert_eq!(j.len(), 2);
 }
@@ -205,15 +225,15 @@ fn an_unpostable_replay_ends_as_a_give_up_would() {
     let (w, _) = j.submit(write());
     post_all(&mut j);
     j.transport_down();
-    assert!(j.resume(Seq(0), true).is_empty(), "atomics replayed");
+    assert!(ns(j.resume(Seq(0), true)).is_empty(), "atomics replayed");
     let err = OpError::Remote(WcStatus::RemAccessErr);
     assert_eq!(
-        j.fail_unpostable(fa, err).map(|c| c.outcome),
+        j.fail_unpostable(fa, err).map(n).map(|c| c.outcome),
         Some(Outcome::Indeterminate { executed: None }),
         "it may have run on the lost transport"
     );
     assert_eq!(
-        j.fail_unpostable(w, err).map(|c| c.outcome),
+        j.fail_unpostable(w, err).map(n).map(|c| c.outcome),
         Some(Outcome::Failed(err))
     );
     assert!(j.is_empty());
@@ -224,7 +244,7 @@ fn a_refused_message_breaks_the_sequence() {
     let mut j = Journal::new();
     let (m, _) = j.submit(msg(b"too long"));
     post_all(&mut j);
-    let c = j.on_remote_error(m, WcStatus::RemInvReqErr).unwrap();
+    let c = j.on_remote_error(m, WcStatus::RemInvReqErr).map(n).unwrap();
     assert_eq!(
         c.outcome,
         Outcome::Failed(OpError::Remote(WcStatus::RemInvReqErr))
@@ -244,7 +264,7 @@ fn a_delivered_message_proves_what_was_posted_before_it() {
     let (after, _) = j.submit(write());
     post_all(&mut j);
     j.transport_down();
-    let resumed = j.resume(Seq(1), false);
+    let resumed = ns(j.resume(Seq(1), false));
     assert_eq!(
         resumed,
         vec![
@@ -256,8 +276,8 @@ fn a_delivered_message_proves_what_was_posted_before_it() {
     );
     // The read's data may not have landed; the write after the message is unknown.
     assert_eq!(post_all(&mut j), vec![r, after]);
-    assert_eq!(j.on_success(r), Some(done(r, REPLAYED)));
-    assert_eq!(j.on_success(after), Some(done(after, REPLAYED)));
+    assert_eq!(j.on_success(r).map(n), Some(done(r, REPLAYED)));
+    assert_eq!(j.on_success(after).map(n), Some(done(after, REPLAYED)));
     assert_eq!(j.stats().replayed, 2);
     assert_eq!(j.stats().indeterminate, 2);
 }
@@ -271,11 +291,11 @@ fn a_proof_waits_for_the_live_transport_completion() {
     post_all(&mut j);
     // The write's buffer may still be read by an RC retransmission, the
     // atomic's result may still arrive: only the message completes.
-    assert_eq!(j.on_peer_delivered(Seq(1)), vec![done(m, OK)]);
-    assert_eq!(j.on_success(fa), Some(done(fa, OK)));
+    assert_eq!(ns(j.on_peer_delivered(Seq(1))), vec![done(m, OK)]);
+    assert_eq!(j.on_success(fa).map(n), Some(done(fa, OK)));
     // Lost before its own completion: the proof settles it, no replay.
     j.transport_down();
-    assert_eq!(j.resume(Seq(1), false), vec![done(w, OK)]);
+    assert_eq!(ns(j.resume(Seq(1), false)), vec![done(w, OK)]);
     assert!(j.is_empty());
 }
 
@@ -289,9 +309,9 @@ fn unknown_atomics_are_indeterminate_on_resume() {
     j.mark_posted(m);
     j.transport_down();
     // cs was never posted: it is sent as new, not as a replay.
-    assert_eq!(j.resume(Seq(0), false), vec![done(fa, UNKNOWN)]);
+    assert_eq!(ns(j.resume(Seq(0), false)), vec![done(fa, UNKNOWN)]);
     assert_eq!(post_all(&mut j), vec![m, cs]);
-    assert_eq!(j.on_success(cs), Some(done(cs, OK)));
+    assert_eq!(j.on_success(cs).map(n), Some(done(cs, OK)));
     assert_eq!(j.stats().indeterminate, 1);
 }
 
@@ -301,9 +321,9 @@ fn atomics_are_replayed_when_the_application_opts_in() {
     let (fa, _) = j.submit(fetch_add());
     post_all(&mut j);
     j.transport_down();
-    assert!(j.resume(Seq(0), true).is_empty());
+    assert!(ns(j.resume(Seq(0), true)).is_empty());
     assert_eq!(post_all(&mut j), vec![fa]);
-    assert_eq!(j.on_success(fa), Some(done(fa, REPLAYED)));
+    assert_eq!(j.on_success(fa).map(n), Some(done(fa, REPLAYED)));
 }
 
 #[test]
@@ -315,13 +335,13 @@ fn replay_keeps_the_original_order_across_losses() {
     let (m3, _) = j.submit(msg(b"3"));
     post_all(&mut j);
     j.transport_down();
-    assert_eq!(j.resume(Seq(1), false), vec![done(m1, OK)]);
+    assert_eq!(ns(j.resume(Seq(1), false)), vec![done(m1, OK)]);
     j.mark_posted(w);
     j.mark_posted(m2);
     j.transport_down();
     // The peer got m2 on the second transport: w is proven, m3 is next.
     assert_eq!(
-        j.resume(Seq(2), false),
+        ns(j.resume(Seq(2), false)),
         vec![done(w, REPLAYED), done(m2, REPLAYED)]
     );
     assert_eq!(
@@ -336,8 +356,8 @@ fn a_late_success_from_a_lost_transport_counts() {
     let (w, _) = j.submit(write());
     post_all(&mut j);
     j.transport_down();
-    assert_eq!(j.on_success(w), Some(done(w, OK)));
-    assert!(j.resume(Seq(0), false).is_empty());
+    assert_eq!(j.on_success(w).map(n), Some(done(w, OK)));
+    assert!(ns(j.resume(Seq(0), false)).is_empty());
     assert!(j.next_unposted().is_none());
 }
 
@@ -348,9 +368,9 @@ fn peer_reports_are_monotone_and_clamped() {
     let (m2, _) = j.submit(msg(b"2"));
     j.mark_posted(m1);
     // Seq(2) was never sent: the report cannot cover it.
-    assert_eq!(j.on_peer_delivered(Seq(5)), vec![done(m1, OK)]);
+    assert_eq!(ns(j.on_peer_delivered(Seq(5))), vec![done(m1, OK)]);
     assert_eq!(j.peer_delivered(), Seq(1));
-    assert!(j.on_peer_delivered(Seq(0)).is_empty());
+    assert!(ns(j.on_peer_delivered(Seq(0))).is_empty());
     assert_eq!(j.peer_delivered(), Seq(1));
     assert!(j.contains(m2));
 }
@@ -367,11 +387,11 @@ fn fail_all_ends_everything_in_order_without_hiding_effects() {
     post_all(&mut j);
     let (m3, _) = j.submit(msg(b"3"));
     let (w3, _) = j.submit(write());
-    assert_eq!(j.on_peer_delivered(Seq(1)), vec![done(m1, OK)]);
+    assert_eq!(ns(j.on_peer_delivered(Seq(1))), vec![done(m1, OK)]);
     j.transport_down();
     let gave_up = Outcome::Failed(OpError::GaveUp);
     assert_eq!(
-        j.fail_all(OpError::GaveUp),
+        ns(j.fail_all(OpError::GaveUp)),
         vec![
             done(w1, OK),      // proven by m1
             done(fa, UNKNOWN), // posted, may have executed
@@ -398,7 +418,7 @@ fn fail_queued_keeps_the_sequence_gap_free() {
     j.transport_down();
     let fast = Outcome::Failed(OpError::FastFail);
     assert_eq!(
-        j.fail_queued(OpError::FastFail),
+        ns(j.fail_queued(OpError::FastFail)),
         vec![
             done(m1, UNKNOWN),
             done(m2, UNKNOWN),
@@ -413,11 +433,11 @@ fn fail_queued_keeps_the_sequence_gap_free() {
     let (m4, seq) = j.submit(msg(b"4"));
     assert_eq!(seq, Some(Seq(3)));
     // The peer had m1: the orphan is dropped silently, m2 is replayed.
-    assert!(j.resume(Seq(1), false).is_empty());
+    assert!(ns(j.resume(Seq(1), false)).is_empty());
     assert_eq!(j.next_unposted().map(|n| n.2), Some(Some(Seq(2))));
     assert_eq!(post_all(&mut j), vec![m2, m4]);
-    assert_eq!(j.on_success(m2), None);
-    assert_eq!(j.on_peer_delivered(Seq(3)), vec![done(m4, OK)]);
+    assert_eq!(j.on_success(m2).map(n), None);
+    assert_eq!(ns(j.on_peer_delivered(Seq(3))), vec![done(m4, OK)]);
     assert!(j.is_empty());
     assert_eq!(j.stats().completed, 5);
 }

@@ -120,6 +120,24 @@ impl Session {
     /// Submit an operation. It completes exactly once (see
     /// [`crate::journal`]); while the session recovers it waits.
     pub fn submit(&mut self, kind: OpKind, now: Timestamp) -> Result<OpId, SessionError> {
+        self.submit_with(kind, 0, now)
+    }
+
+    /// [`Session::submit`] with the application's `context`, returned in
+    /// the operation's [`Completion`](crate::Completion).
+    ///
+    /// Refused, changing nothing: in a terminal state or while closing;
+    /// for bad input (a message above `max_message`, a local range outside
+    /// its region, a misaligned atomic); and with `max_outstanding`
+    /// operations outstanding ([`SessionError::Full`], until the
+    /// application takes completions; [`SessionEvent::Writable`](crate::SessionEvent::Writable) says when
+    /// room returned).
+    pub fn submit_with(
+        &mut self,
+        kind: OpKind,
+        context: u64,
+        now: Timestamp,
+    ) -> Result<OpId, SessionError> {
         if self.state().is_terminal() {
             return Err(SessionError::Terminal(self.state()));
         }
@@ -166,7 +184,14 @@ impl Session {
                 }
             }
         }
-        let (op, _) = self.data.journal.submit(kind);
+        if self.room() == 0 {
+            self.out.refused_full = true;
+            return Err(SessionError::Full {
+                outstanding: self.outstanding(),
+                max: self.cfg.spec.max_outstanding,
+            });
+        }
+        let (op, _) = self.data.journal.submit_with(kind, context);
         if self.recovery.fast_failing() {
             let cs = self.data.journal.fail_queued(OpError::FastFail);
             self.out.complete(cs);
@@ -565,10 +590,10 @@ mod tests {
     use relink_fabric::{Access, Timestamp};
 
     use crate::ids::{BufferToken, Incarnation, RegionId, SessionId};
-    use crate::op::{LocalRange, OpKind};
+    use crate::op::{LocalRange, OpClass, OpKind};
     use crate::policy::Policy;
     use crate::resources::{RegionSpec, SessionSpec};
-    use crate::session::{Role, Session, SessionConfig, SessionError};
+    use crate::session::{Role, Session, SessionConfig, SessionError, SessionEvent};
     use crate::wire::{self, ConnectBytes};
 
     const REGION: RegionId = RegionId(1);
@@ -576,6 +601,11 @@ mod tests {
     /// An initiator that has not connected yet (submit validates all the
     /// same) with one 64-byte region of every right.
     fn session() -> Session {
+        session_with(1 << 20)
+    }
+
+    /// [`session`] taking at most `max_outstanding` operations.
+    fn session_with(max_outstanding: u32) -> Session {
         let cfg = SessionConfig {
             role: Role::Initiator,
             id: SessionId(1),
@@ -587,6 +617,7 @@ mod tests {
                 slot_size: 256 + wire::HEADER_LEN as u32,
                 send_slots: 32,
                 max_one_sided: 8,
+                max_outstanding,
                 regions: vec![RegionSpec {
                     id: REGION,
                     len: 64,
@@ -634,6 +665,83 @@ mod tests {
             compare: 0,
             swap: 1,
         }
+    }
+
+    fn write(offset: u64, len: u32) -> OpKind {
+        OpKind::Write {
+            local: LocalRange {
+                region: REGION,
+                offset,
+                len,
+            },
+            remote: BufferToken {
+                region: REGION,
+                offset: 0,
+            },
+        }
+    }
+
+    #[test]
+    fn a_full_session_refuses_until_a_completion_is_taken_then_says_writable() {
+        let mut s = session_with(3);
+        let now = Timestamp(0);
+        for i in 0..3 {
+            s.submit_with(write(0, 8), 100 + i, now).expect("room");
+        }
+        assert_eq!(s.room(), 0);
+        assert_eq!(
+            s.submit(write(0, 8), now),
+            Err(SessionError::Full {
+                outstanding: 3,
+                max: 3
+            })
+        );
+        // Completed but not taken still counts.
+        s.close(now);
+        assert_eq!(s.outstanding(), 3);
+        while s.poll_event().is_some() {}
+        let c = s
+            .poll_completion()
+            .expect("closed: every operation completed");
+        assert_eq!((c.context, c.class, c.len), (100, OpClass::Write, 8));
+        assert_eq!(s.outstanding(), 2);
+        let events: Vec<_> = std::iter::from_fn(|| s.poll_event()).collect();
+        assert_eq!(
+            events,
+            vec![SessionEvent::Writable],
+            "once, after the refusal"
+        );
+        s.poll_completion().expect("the second");
+        assert_eq!(s.poll_event(), None, "no refusal since: no event");
+    }
+
+    #[test]
+    fn completions_carry_context_class_and_length() {
+        let mut s = session();
+        let now = Timestamp(0);
+        let ops = [
+            (
+                OpKind::Message {
+                    payload: vec![7; 5],
+                },
+                OpClass::Message,
+                5,
+            ),
+            (write(8, 16), OpClass::Write, 16),
+            (fetch_add(0, 8), OpClass::FetchAdd, 8),
+            (cmp_swap(8, 16), OpClass::CmpSwap, 8),
+        ];
+        let mut want = Vec::new();
+        for (i, (kind, class, len)) in ops.into_iter().enumerate() {
+            let context = u64::MAX - i as u64;
+            let op = s.submit_with(kind, context, now).expect("accepted");
+            want.push((op, context, class, len));
+        }
+        s.close(now);
+        let got: Vec<_> = std::iter::from_fn(|| s.poll_completion())
+            .map(|c| (c.op, c.context, c.class, c.len))
+            .collect();
+        assert_eq!(got, want);
     }
 
     #[test]

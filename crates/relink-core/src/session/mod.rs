@@ -171,6 +171,18 @@ pub enum SessionError {
         /// The offset.
         offset: u64,
     },
+    /// The session has `max` operations outstanding (submitted, completion
+    /// not taken): take completions first. [`SessionEvent::Writable`]
+    /// says when room returned.
+    #[error(
+        "{outstanding} operations are outstanding, the session's most: take completions first"
+    )]
+    Full {
+        /// Operations submitted whose completion was not taken.
+        outstanding: u64,
+        /// The session's `max_outstanding`.
+        max: u32,
+    },
     /// The message is larger than a receive slot.
     #[error("message of {len} bytes exceeds the slot payload of {max}")]
     TooLarge {

@@ -327,6 +327,12 @@ pub enum SessionEvent {
         /// Why it went.
         cause: super::StandbyLoss,
     },
+    /// The session takes operations again: a [`Session::submit`] was
+    /// refused with [`SessionError::Full`](super::SessionError::Full), and
+    /// since then the application took a completion that brought the
+    /// operations outstanding below the session's `max_outstanding`. Once
+    /// per refusal.
+    Writable,
 }
 
 /// Counters, for observability. Read-only outside this crate (more may
@@ -394,6 +400,9 @@ pub(super) struct Outputs {
     completions: VecDeque<Completion>,
     /// Completions the application took ([`Session::poll_completion`]).
     completions_taken: u64,
+    /// A submit was refused for want of room and no
+    /// [`SessionEvent::Writable`] has said since that room returned.
+    pub(super) refused_full: bool,
     /// For [`Session::poll_delivery`]: sequence number and payload.
     deliveries: VecDeque<(Seq, Vec<u8>)>,
     /// Buffers the application handed back with
@@ -472,7 +481,24 @@ impl Session {
     pub fn poll_completion(&mut self) -> Option<Completion> {
         let c = self.out.completions.pop_front();
         self.out.completions_taken += u64::from(c.is_some());
+        if c.is_some() && self.out.refused_full && self.room() > 0 {
+            self.out.refused_full = false;
+            self.out.events.push_back(SessionEvent::Writable);
+        }
         c
+    }
+
+    /// Operations submitted whose completion the application has not
+    /// taken yet ([`Session::poll_completion`]): what counts against the
+    /// session's `max_outstanding`.
+    pub fn outstanding(&self) -> u64 {
+        self.data.journal.submitted() - self.out.completions_taken
+    }
+
+    /// How many more operations [`Session::submit`] takes now before it
+    /// refuses with [`SessionError::Full`].
+    pub fn room(&self) -> u64 {
+        u64::from(self.cfg.spec.max_outstanding).saturating_sub(self.outstanding())
     }
 
     /// Next delivered message for the application and its sequence number

@@ -153,6 +153,7 @@ impl Setup {
             slot_size: MAX_MESSAGE + wire::HEADER_LEN as u32,
             send_slots: self.recv_slots + 16,
             max_one_sided: self.max_one_sided,
+            max_outstanding: 1 << 20,
             regions: self.regions.clone(),
             shared_receive: false,
         }

@@ -210,18 +210,48 @@ impl Node {
     /// A remote token the peer did not advertise is not an error here: the
     /// operation completes `Failed(Remote(..))`.
     pub fn submit(&mut self, s: SessionHandle, kind: OpKind) -> Result<OpId, SubmitError> {
+        self.submit_with(s, kind, 0)
+    }
+
+    /// [`Node::submit`] with the application's `context`: the operation's
+    /// [`Completion`](crate::Completion) carries it back, with the
+    /// operation's [`class`](crate::Completion::class) and
+    /// [`len`](crate::Completion::len).
+    ///
+    /// # Errors
+    /// As [`Node::submit`]; and [`SubmitError::WouldBlock`] with
+    /// [`SessionOptions::max_outstanding`](crate::SessionOptions::max_outstanding)
+    /// operations outstanding ([`Node::room`]).
+    pub fn submit_with(
+        &mut self,
+        s: SessionHandle,
+        kind: OpKind,
+        context: u64,
+    ) -> Result<OpId, SubmitError> {
         let now = self.now();
         let message = matches!(kind, OpKind::Message { .. });
         let op = self
             .entry(s)
             .ok_or(SubmitError::NoSession(s))?
             .core
-            .submit(kind, now)?;
+            .submit_with(kind, context, now)?;
         self.run_actions(s.0);
         if message {
             self.post_if_idle(s.0);
         }
         Ok(op)
+    }
+
+    /// How many more operations the session takes now before a submit is
+    /// refused with [`SubmitError::WouldBlock`]:
+    /// [`SessionOptions::max_outstanding`](crate::SessionOptions::max_outstanding)
+    /// less the operations submitted whose completion was not taken.
+    ///
+    /// # Errors
+    /// [`SubmitError::NoSession`] if there is no such session.
+    pub fn room(&self, s: SessionHandle) -> Result<u64, SubmitError> {
+        let entry = self.sessions.get(&s.0).ok_or(SubmitError::NoSession(s))?;
+        Ok(entry.core.room())
     }
 
     /// RDMA WRITE `local` to the peer's `remote`. Keep `local` unchanged

@@ -261,6 +261,17 @@ pub enum SubmitError {
         /// The offset.
         offset: u64,
     },
+    /// The session has [`SessionOptions::max_outstanding`](super::SessionOptions::max_outstanding)
+    /// operations outstanding (submitted, completion not taken): take
+    /// completions, then submit again ([`SessionEvent::Writable`](crate::SessionEvent::Writable)
+    /// says when room returned). Nothing was submitted.
+    #[error("the session has {outstanding} operations outstanding, its most ({max}): take completions first")]
+    WouldBlock {
+        /// Operations submitted whose completion was not taken.
+        outstanding: u64,
+        /// The session's `max_outstanding`.
+        max: u32,
+    },
     /// The session refused the operation for another reason.
     #[error("the session refused the operation")]
     Session(#[source] SessionError),
@@ -274,6 +285,7 @@ impl From<SessionError> for SubmitError {
             SessionError::TooLarge { len, max } => SubmitError::TooLarge { len, max },
             SessionError::BadLocal(range) => SubmitError::BadLocal(range),
             SessionError::Misaligned { what, offset } => SubmitError::Misaligned { what, offset },
+            SessionError::Full { outstanding, max } => SubmitError::WouldBlock { outstanding, max },
             other => SubmitError::Session(other),
         }
     }

@@ -57,6 +57,17 @@ pub struct SessionOptions {
     /// The most one-sided operations in flight at once, at least 1.
     /// Default: 64.
     pub max_one_sided: u32,
+    /// The most operations outstanding — submitted, their completion not
+    /// yet taken ([`Node::poll_completion`](super::Node::poll_completion)
+    /// or [`Node::poll_output`](super::Node::poll_output)) — at least 1.
+    /// Past it a submit is refused with
+    /// [`SubmitError::WouldBlock`](super::SubmitError::WouldBlock) until
+    /// the application takes a completion;
+    /// [`SessionEvent::Writable`](crate::SessionEvent::Writable) says when
+    /// room returned. Bounds what an application can queue while the
+    /// session cannot make progress (a message's bytes are held until the
+    /// peer confirms it). Default: 4096.
+    pub max_outstanding: u32,
     /// Application regions, registered with the session on every device
     /// (ids distinct, lengths above 0). Default: none.
     pub regions: Vec<RegionOptions>,
@@ -82,6 +93,7 @@ impl Default for SessionOptions {
             recv_slots: 64,
             max_message: 4096,
             max_one_sided: 64,
+            max_outstanding: 4096,
             regions: Vec::new(),
             connect_data: Vec::new(),
             shared_receive: None,
@@ -142,6 +154,9 @@ impl SessionOptions {
         if self.max_one_sided == 0 {
             return invalid("max_one_sided", "must be >= 1");
         }
+        if self.max_outstanding == 0 {
+            return invalid("max_outstanding", "must be >= 1");
+        }
         let mut seen = BTreeSet::new();
         for r in &self.regions {
             if !seen.insert(r.id) {
@@ -171,6 +186,7 @@ impl SessionOptions {
             slot_size: self.max_message + wire::HEADER_LEN as u32,
             send_slots: self.recv_slots + 16,
             max_one_sided: self.max_one_sided,
+            max_outstanding: self.max_outstanding,
             regions: self
                 .regions
                 .iter()
@@ -214,6 +230,13 @@ impl SessionOptionsBuilder {
     /// [`SessionOptions::max_message`]: largest message payload in bytes.
     pub fn max_message(mut self, bytes: u32) -> SessionOptionsBuilder {
         self.opts.max_message = bytes;
+        self
+    }
+
+    /// [`SessionOptions::max_outstanding`]: operations submitted whose
+    /// completion was not taken.
+    pub fn max_outstanding(mut self, n: u32) -> SessionOptionsBuilder {
+        self.opts.max_outstanding = n;
         self
     }
 
