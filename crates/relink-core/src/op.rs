@@ -226,19 +226,22 @@ impl OpClass {
 ///
 /// # Order, per session
 ///
-/// - Messages complete in submission order (the peer's confirmations are
-///   cumulative).
-/// - One-sided operations (WRITE, READ, atomics) that end `Success`
-///   complete in submission order among themselves (RC completes a send
-///   queue in order, and a replay keeps the order).
-/// - A one-sided operation that ends otherwise may complete before
-///   one-sided operations submitted ahead of it: an atomic that a loss
-///   made `Indeterminate` completes at the resume, before the READs ahead
-///   of it are replayed; one whose token the peer no longer advertises
-///   fails when it would have been posted.
-/// - Between messages and one-sided operations nothing is promised: a
-///   message completes when the peer confirms it, usually after the
-///   one-sided operations submitted behind it.
+/// - Messages complete in submission order, whatever their outcome (the
+///   peer's confirmations are cumulative).
+/// - Within one class of one-sided operations (WRITEs, READs, atomics),
+///   those that end `Success` complete in submission order (RC completes
+///   a send queue in order, a replay keeps the order, and a proof of
+///   execution covers every operation before the confirmed message).
+/// - Nothing more is promised. Across classes: after a loss, a WRITE proven
+///   executed by the peer's confirmation completes at the resume, before
+///   the READs submitted ahead of it are replayed; a message completes
+///   when the peer confirms it, usually after the one-sided operations
+///   submitted behind it. An operation that does not end `Success` may
+///   complete before earlier ones of its class: an atomic a loss made
+///   `Indeterminate` completes at the resume, one whose token the peer no
+///   longer advertises fails when it would have been posted.
+///
+/// The simulation's oracle checks these under every fault kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Completion {

@@ -4,7 +4,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use relink::{
-    BufferToken, LocalRange, Node, OpError, OpId, Outcome, Seq, SessionHandle, SubmitError,
+    BufferToken, Completion, LocalRange, Node, OpClass, OpError, OpId, OpKind, Outcome, Seq,
+    SessionHandle, SubmitError,
 };
 use relink_fabric::{Memory, Timestamp};
 
@@ -139,6 +140,17 @@ pub struct Workload {
     /// (a known provider defect): such completions are then a figure of
     /// the atomics check, not a failure.
     pub(crate) unwritten_excused: Option<&'static str>,
+    /// Contexts handed out so far (each operation is submitted with its own).
+    contexts: u64,
+    /// Per pending operation: the context it was submitted with and the
+    /// length its completion must report.
+    expected: BTreeMap<OpId, (u64, u64)>,
+    /// Per class, the last operation that completed `Success` (the order
+    /// check: within a class, successes complete in submission order).
+    last_success: BTreeMap<Class, OpId>,
+    /// The last message that completed (messages complete in order, any
+    /// outcome).
+    last_message: Option<OpId>,
     /// Successful READs whose bytes matched the block's expected pattern.
     pub reads_verified: u64,
     /// Successful READs that returned other bytes.
@@ -204,6 +216,10 @@ impl Workload {
             fetched: Vec::new(),
             unwritten: Vec::new(),
             unwritten_excused: None,
+            contexts: 0,
+            expected: BTreeMap::new(),
+            last_success: BTreeMap::new(),
+            last_message: None,
             reads_verified: 0,
             read_mismatches: 0,
             completed_twice: 0,
@@ -294,7 +310,15 @@ impl Workload {
         self.pending_by_class.get(&c).copied().unwrap_or(0)
     }
 
-    fn record(&mut self, op: OpId, d: Detail) {
+    /// The context the next operation is submitted with: distinct per
+    /// operation, and not simply its id.
+    fn next_context(&mut self) -> u64 {
+        self.contexts += 1;
+        self.contexts.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ self.seed
+    }
+
+    fn record(&mut self, op: OpId, d: Detail, context: u64, len: u64) {
+        self.expected.insert(op, (context, len));
         self.pending.insert(op, d);
         *self.pending_by_class.entry(d.class()).or_default() += 1;
         self.tally.entry(d.class()).or_default().submitted += 1;
@@ -396,9 +420,10 @@ impl Workload {
     fn submit_message(&mut self, node: &mut Node) -> Result<OpId, SubmitError> {
         let index = self.sent.len() as u64;
         let payload = message(self.seed, self.stream, index);
-        let op = node.send(self.session, &payload)?;
+        let (context, len) = (self.next_context(), payload.len() as u64);
+        let op = node.submit_with(self.session, OpKind::Message { payload }, context)?;
         self.sent.push(op);
-        self.record(op, Detail::Message);
+        self.record(op, Detail::Message, context, len);
         Ok(op)
     }
 
@@ -438,9 +463,10 @@ impl Workload {
             region: TARGET_DATA,
             offset: off,
         };
-        match node.write(self.session, local, remote) {
+        let context = self.next_context();
+        match node.submit_with(self.session, OpKind::Write { local, remote }, context) {
             Ok(op) => {
-                self.record(op, Detail::Write { block, version });
+                self.record(op, Detail::Write { block, version }, context, BLOCK);
                 Ok(Some(op))
             }
             Err(e) => {
@@ -491,7 +517,8 @@ impl Workload {
             region: TARGET_DATA,
             offset: block * BLOCK,
         };
-        match node.read(self.session, local, remote) {
+        let context = self.next_context();
+        match node.submit_with(self.session, OpKind::Read { local, remote }, context) {
             Ok(op) => {
                 self.record(
                     op,
@@ -500,6 +527,8 @@ impl Workload {
                         expect,
                         slot,
                     },
+                    context,
+                    BLOCK,
                 );
                 Ok(Some(op))
             }
@@ -547,9 +576,14 @@ impl Workload {
             region: TARGET_DATA,
             offset: COUNTER,
         };
-        match node.fetch_add(self.session, local, remote, add) {
+        let context = self.next_context();
+        match node.submit_with(
+            self.session,
+            OpKind::FetchAdd { local, remote, add },
+            context,
+        ) {
             Ok(op) => {
-                self.record(op, Detail::FetchAdd { add, slot });
+                self.record(op, Detail::FetchAdd { add, slot }, context, 8);
                 Ok(Some(op))
             }
             Err(e) => {
@@ -581,6 +615,7 @@ impl Workload {
     pub fn drain_completions(&mut self, initiator: &mut Node) {
         let now = initiator.now();
         while let Some(c) = initiator.poll_completion(self.session) {
+            self.check_completion(&c, now);
             self.complete(c.op, c.outcome, now);
         }
     }
@@ -594,6 +629,50 @@ impl Workload {
         let now = target.now();
         while let Some((seq, payload)) = target.poll_delivery(t) {
             self.deliver(seq, &payload, now);
+        }
+    }
+
+    /// What a completion says beyond its outcome — the context, class and
+    /// length of its operation — and its place in the order
+    /// ([`relink::Completion`]'s: messages in submission order, and within
+    /// a class of one-sided operations the successes).
+    fn check_completion(&mut self, c: &Completion, now: Timestamp) {
+        let Some(d) = self.pending.get(&c.op).copied() else {
+            return; // a second or unknown completion: `complete` reports it
+        };
+        let (context, len) = self.expected.remove(&c.op).unwrap_or_default();
+        let class = match d.class() {
+            Class::Message => OpClass::Message,
+            Class::Write => OpClass::Write,
+            Class::Read => OpClass::Read,
+            Class::FetchAdd => OpClass::FetchAdd,
+        };
+        if (c.context, c.class, c.len) != (context, class, len) {
+            self.problem(
+                now,
+                format!(
+                    "{} completed with context {:#x}, class {:?}, length {}; submitted with {context:#x}, {class:?}, {len}",
+                    c.op, c.context, c.class, c.len
+                ),
+            );
+        }
+        let last = if d.class() == Class::Message {
+            self.last_message.replace(c.op)
+        } else if c.outcome.is_success() {
+            self.last_success.insert(d.class(), c.op)
+        } else {
+            None
+        };
+        if let Some(last) = last.filter(|last| *last > c.op) {
+            self.problem(
+                now,
+                format!(
+                    "{} ({}, {:?}) completed after {last}, submitted later: out of order",
+                    c.op,
+                    class.name(),
+                    c.outcome
+                ),
+            );
         }
     }
 
