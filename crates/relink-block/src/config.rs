@@ -63,6 +63,10 @@ fn base(queue_depth: u16, policy: &Policy) -> SessionOptionsBuilder {
         .recv_slots(u32::from(queue_depth) + SLOT_MARGIN)
         .max_message(MAX_MESSAGE)
         .max_one_sided(u32::from(queue_depth))
+        // A command is one message (and a target's reply one more), each
+        // outstanding until its completion is taken: room for every
+        // command twice over, so a full queue never refuses a send.
+        .max_outstanding(2 * u32::from(queue_depth) + SLOT_MARGIN)
 }
 
 /// The setters both engines' options share: one per field, each

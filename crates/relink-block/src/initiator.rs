@@ -353,7 +353,10 @@ impl InitiatorEngine {
                     self.sends.insert(op, tag);
                 }
                 Err(e) => {
-                    // The session ended: its end event fails every command.
+                    // The session ended (its end event fails every
+                    // command), or it has `max_outstanding` messages whose
+                    // completions the engine has not taken yet
+                    // (`WouldBlock`: its `Writable` event pumps again).
                     tracing::debug!(session = self.session.0, %e, "command not sent");
                     self.free.push(slot);
                     self.queued.push_front((tag, op));
@@ -373,6 +376,11 @@ impl InitiatorEngine {
         self.sync_policy(node);
         match output {
             Output::Delivery { payload, .. } => self.on_reply(node, &payload),
+            // Room again after a refused send: the queued commands go.
+            Output::Event {
+                event: SessionEvent::Writable,
+                ..
+            } => self.pump(node),
             Output::Event { event, .. } => self.on_event(node, &event),
             Output::Completion { completion, .. } => self.on_sent(node, completion),
             _ => {}
