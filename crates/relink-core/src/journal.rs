@@ -85,7 +85,7 @@ use std::collections::VecDeque;
 use relink_fabric::WcStatus;
 
 use crate::buffers::SpareBuffers;
-use crate::ids::{OpId, Seq};
+use crate::ids::{OpId, RegionId, Seq};
 // Re-exported so that `journal::{OpKind, Outcome, Inbox, ...}` name them
 // too: a journal user needs them at hand.
 #[doc(no_inline)]
@@ -262,6 +262,18 @@ impl Journal {
             orphan: false,
         });
         (id, seq)
+    }
+
+    /// Whether an operation not yet completed names region `id` as its
+    /// local range.
+    pub fn uses_region(&self, id: RegionId) -> bool {
+        self.entries.iter().any(|e| match &e.kind {
+            OpKind::Message { .. } => false,
+            OpKind::Write { local, .. }
+            | OpKind::Read { local, .. }
+            | OpKind::FetchAdd { local, .. }
+            | OpKind::CmpSwap { local, .. } => local.region == id && !e.orphan,
+        })
     }
 
     /// Operations submitted so far.

@@ -117,6 +117,12 @@ impl Session {
         self.data.journal.message_buffer(len)
     }
 
+    /// Whether an operation not yet completed names region `id` as its
+    /// local range.
+    pub fn uses_region(&self, id: crate::RegionId) -> bool {
+        self.data.journal.uses_region(id)
+    }
+
     /// Submit an operation. It completes exactly once (see
     /// [`crate::journal`]); while the session recovers it waits.
     pub fn submit(&mut self, kind: OpKind, now: Timestamp) -> Result<OpId, SessionError> {

@@ -64,7 +64,7 @@
 
 use relink_fabric::Timestamp;
 
-use crate::ids::{Epoch, Incarnation, SessionId};
+use crate::ids::{Epoch, Incarnation, RegionId, SessionId};
 use crate::keys::KeyError;
 use crate::op::LocalRange;
 use crate::policy::Policy;
@@ -183,6 +183,16 @@ pub enum SessionError {
         /// The session's `max_outstanding`.
         max: u32,
     },
+    /// [`Session::add_region`] of an id the session has.
+    #[error("the session has a region {} already", .0.0)]
+    RegionExists(RegionId),
+    /// [`Session::remove_region`] of a region an operation not yet
+    /// completed uses.
+    #[error("region {} is in use by an operation not yet completed", .0.0)]
+    RegionInUse(RegionId),
+    /// [`Session::remove_region`] of a region the session does not have.
+    #[error("the session has no region {}", .0.0)]
+    NoRegion(RegionId),
     /// The message is larger than a receive slot.
     #[error("message of {len} bytes exceeds the slot payload of {max}")]
     TooLarge {

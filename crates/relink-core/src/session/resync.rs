@@ -8,12 +8,13 @@ use std::time::Duration;
 
 use relink_fabric::{DeviceInfo, Timestamp};
 
-use super::{Action, Session, SessionConfig, SessionEvent, StandbyLoss};
+use super::{Action, Session, SessionConfig, SessionError, SessionEvent, StandbyLoss};
 use crate::auth::SessionSecret;
 use crate::ids::{Epoch, Incarnation, RegionId, Seq};
 use crate::op::OpError;
 use crate::reason::DownCause;
 use crate::reason::{AttemptFailure, PeerLostReason, ReplyFault};
+use crate::resources::RegionSpec;
 use crate::state::{Cause, State};
 use crate::timers::TimerKind;
 use crate::wire;
@@ -64,6 +65,9 @@ pub(super) struct Handshake {
     /// The keys of our regions on the current device, as the driver
     /// registered them: what the advertisements carry.
     local_keys: Vec<LocalKeys>,
+    /// The epoch whose advertisements were sent: a region added since is
+    /// advertised on its own ([`Session::add_local_key`]).
+    advertised: Option<Epoch>,
     /// Target only: the peer's `last_delivered` from the Resume being
     /// accepted, held from [`Session::handle_resume_request`] until the
     /// connection is up ([`Session::handle_accepted`]), when it is applied
@@ -87,6 +91,76 @@ impl Handshake {
 }
 
 impl Session {
+    /// Add a region to the session: a node-wide registration joining it.
+    /// Every transport built from now on registers it (it is part of
+    /// [`Session::spec`]); for the transports already built the driver
+    /// registers it itself and gives its keys with
+    /// [`Session::add_local_key`]. Submits may name it at once.
+    ///
+    /// # Errors
+    /// [`SessionError::RegionExists`] if the session has a region of that
+    /// id (nothing changes).
+    pub fn add_region(&mut self, region: RegionSpec) -> Result<(), SessionError> {
+        if self.cfg.spec.regions.iter().any(|r| r.id == region.id) {
+            return Err(SessionError::RegionExists(region.id));
+        }
+        self.cfg.spec.regions.push(region);
+        Ok(())
+    }
+
+    /// The driver registered region `keys.region` on the transport of
+    /// `epoch` (after [`Session::add_region`]). For the current epoch the
+    /// keys join what its advertisements carry; if they were sent already,
+    /// an advertisement of this region follows on its own, so the peer can
+    /// reach it without a new connection. Keys of the standby's epoch join
+    /// what its promotion advertises (the driver gives a standby's keys
+    /// when it comes up; these are of a region registered since).
+    pub fn add_local_key(&mut self, epoch: Epoch, keys: LocalKeys) {
+        if epoch != self.epoch {
+            self.standby.add_local_key(epoch, keys);
+            return;
+        }
+        let local = &mut self.handshake.local_keys;
+        local.retain(|k| k.region != keys.region);
+        local.push(keys);
+        if self.handshake.advertised != Some(epoch) {
+            return;
+        }
+        let advert = self
+            .cfg
+            .spec
+            .regions
+            .iter()
+            .find(|r| r.id == keys.region)
+            .and_then(|r| self.advert_of(r));
+        if let Some(advert) = advert {
+            self.counters.adverts_sent += 1;
+            self.send_control(|ack, out| wire::encode_adverts(Seq(0), ack, &[advert], out));
+        }
+    }
+
+    /// Take region `id` out of the session (a node-wide registration
+    /// leaving it): no submit may name it any more, and the driver
+    /// deregisters it from the session's transports. The peer's copy of
+    /// its keys goes stale: what it still sends there is refused by the
+    /// device (`REM_ACCESS_ERR`), as after `ibv_dereg_mr`.
+    ///
+    /// # Errors
+    /// [`SessionError::RegionInUse`] while an operation not yet completed
+    /// names it as its local range (nothing changes);
+    /// [`SessionError::NoRegion`] if the session has no such region.
+    pub fn remove_region(&mut self, id: RegionId) -> Result<(), SessionError> {
+        if !self.cfg.spec.regions.iter().any(|r| r.id == id) {
+            return Err(SessionError::NoRegion(id));
+        }
+        if self.data.journal.uses_region(id) {
+            return Err(SessionError::RegionInUse(id));
+        }
+        self.cfg.spec.regions.retain(|r| r.id != id);
+        self.handshake.local_keys.retain(|k| k.region != id);
+        Ok(())
+    }
+
     /// The peer's incarnation (a random id of its process), once the first
     /// handshake told it; `None` before.
     pub fn peer_incarnation(&self) -> Option<Incarnation> {
@@ -468,6 +542,27 @@ impl Session {
         self.data.raise_peer_delivered(peer_delivered);
     }
 
+    /// The advertisement of region `r` for the current epoch, if it is
+    /// advertised and the driver gave its keys.
+    fn advert_of(&self, r: &RegionSpec) -> Option<wire::Advert> {
+        if !r.advertise {
+            return None;
+        }
+        let k = self
+            .handshake
+            .local_keys
+            .iter()
+            .find(|k| k.region == r.id)?;
+        Some(wire::Advert {
+            epoch: self.epoch,
+            region: r.id,
+            addr: k.addr,
+            len: r.len,
+            rkey: k.rkey,
+            access: r.access.bits(),
+        })
+    }
+
     /// Advertise every advertised region for the current epoch, then say
     /// done; keepalives start.
     pub(super) fn advertise(&mut self, now: Timestamp) {
@@ -476,23 +571,9 @@ impl Session {
             .spec
             .regions
             .iter()
-            .filter(|r| r.advertise)
-            .filter_map(|r| {
-                let k = self
-                    .handshake
-                    .local_keys
-                    .iter()
-                    .find(|k| k.region == r.id)?;
-                Some(wire::Advert {
-                    epoch: self.epoch,
-                    region: r.id,
-                    addr: k.addr,
-                    len: r.len,
-                    rkey: k.rkey,
-                    access: r.access.bits(),
-                })
-            })
+            .filter_map(|r| self.advert_of(r))
             .collect();
+        self.handshake.advertised = Some(self.epoch);
         // An advertisement message is a 2-byte count and the adverts.
         let per_message = self.max_message().saturating_sub(2) / wire::ADVERT_LEN;
         for chunk in adverts.chunks(per_message.clamp(1, wire::MAX_ADVERTS_PER_MESSAGE)) {

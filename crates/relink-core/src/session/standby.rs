@@ -126,6 +126,17 @@ pub(super) struct Standby {
 }
 
 impl Standby {
+    /// The driver registered a region on the standby transport of `epoch`
+    /// after it came up: its keys join those a promotion advertises.
+    pub(super) fn add_local_key(&mut self, epoch: Epoch, keys: LocalKeys) {
+        if let Some(t) = self.transport.as_mut().filter(|t| t.epoch == epoch) {
+            if let Some((_, local)) = t.up.as_mut() {
+                local.retain(|k| k.region != keys.region);
+                local.push(keys);
+            }
+        }
+    }
+
     /// Whether a promoted standby waits for the peer's `Promote`.
     pub(super) fn is_promoting(&self) -> bool {
         self.promoting

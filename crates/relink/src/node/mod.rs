@@ -64,6 +64,7 @@ mod planned;
 mod poll;
 mod probes;
 mod regions;
+mod registrations;
 mod shared_receive;
 mod shutdown;
 mod standby;
@@ -84,6 +85,7 @@ pub use options::{
 pub use output::{Accepted, Output};
 pub use planned::DrainReport;
 pub use regions::RegionOptions;
+pub use registrations::{RegisterError, REGISTERED_BASE};
 pub use shared_receive::{
     SharedReceiveHandle, SharedReceiveOptions, SharedReceiveOptionsBuilder, SharedReceiveUsage,
 };
@@ -294,6 +296,11 @@ pub struct Node {
     draining: Vec<relink_fabric::DeviceId>,
     /// Shared receive queues, by their handle's number.
     shared: BTreeMap<u64, Arc<shared_receive::SharedPool>>,
+    /// Node-wide registrations ([`Node::register`]), by id.
+    registrations: BTreeMap<relink_core::RegionId, registrations::Registration>,
+    /// The number of the next registration (its id is
+    /// [`REGISTERED_BASE`] plus it; never reused).
+    next_registration: u32,
 }
 
 impl Node {
@@ -343,6 +350,8 @@ impl Node {
             skip_goodbyes: false,
             draining: Vec::new(),
             shared: BTreeMap::new(),
+            registrations: BTreeMap::new(),
+            next_registration: 0,
         }
     }
 
@@ -470,8 +479,9 @@ impl Node {
             let _ = core.drain_device(d, now);
         }
         self.by_id.insert(core.id(), handle);
-        self.sessions
-            .insert(handle, SessionEntry::new(core, opts, spec, memory, shared));
+        let mut entry = SessionEntry::new(core, opts, spec, memory, shared);
+        self.join_registrations(&mut entry);
+        self.sessions.insert(handle, entry);
         Ok(handle)
     }
 }

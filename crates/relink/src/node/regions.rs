@@ -141,6 +141,9 @@ impl RegionOptions {
         if !self.access.is_valid_for_mr() {
             return Some("REMOTE_WRITE and REMOTE_ATOMIC need LOCAL_WRITE");
         }
+        if self.id.0 >= super::REGISTERED_BASE {
+            return Some("ids from 2^31 up are the node's registrations (Node::register)");
+        }
         if self.window && !self.advertise {
             return Some("a window exposes an advertised region: advertise it");
         }
