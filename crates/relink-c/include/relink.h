@@ -47,8 +47,9 @@ extern "C" {
 // | a session the node does not have | `RELINK_ERR_NO_SESSION` |
 // | a region the session (or the options) does not have | `RELINK_ERR_NO_REGION` |
 // | a byte range outside its region (`offset` + `len` past its end) | `RELINK_ERR_RANGE` |
-// | a length over its limit (a message over `max_message`, connect data over `RELINK_MAX_CONNECT_DATA`) | `RELINK_ERR_TOO_LARGE` |
+// | a length over its limit (a message over `max_message`, a one-sided operation over `UINT32_MAX` bytes, connect data over `RELINK_MAX_CONNECT_DATA`) | `RELINK_ERR_TOO_LARGE` |
 // | an atomic's offset (local or token) that is not a multiple of 8 | `RELINK_ERR_MISALIGNED` |
+// | an operation past the session's `max_outstanding` (completions not taken) | `RELINK_ERR_AGAIN` |
 //
 // Lengths are checked before anything is copied or allocated. The
 // numbers are fixed: new codes take new numbers.
@@ -88,8 +89,9 @@ typedef enum {
   // Another listener has the address now: retry once it is closed.
   RELINK_ERR_ADDR_IN_USE = -10,
   // A length is over its limit: a message longer than the session's
-  // `max_message` (`relink_send`), connect data longer than
-  // `RELINK_MAX_CONNECT_DATA`. Refused before anything was copied.
+  // `max_message` (`relink_send`, `relink_post`), a one-sided operation
+  // longer than `UINT32_MAX` bytes (`relink_post`), connect data longer
+  // than `RELINK_MAX_CONNECT_DATA`. Refused before anything was copied.
   RELINK_ERR_TOO_LARGE = -11,
   // A byte range is outside its region: `offset` + `len` past the end
   // of the region (`relink_region_read`, `relink_region_write`, the
@@ -101,6 +103,15 @@ typedef enum {
   // work on 8-byte aligned words (regions start page aligned). Refused
   // before it is posted: the session is unaffected.
   RELINK_ERR_MISALIGNED = -13,
+  // Try again later: the session has its `max_outstanding` operations
+  // outstanding (submitted, their completion not taken;
+  // `relink_options_set_max_outstanding`). Nothing was submitted: take
+  // completions (`relink_poll_completion`, `relink_poll_output`), then
+  // submit again; `RELINK_EVENT_WRITABLE` says when room returned,
+  // `relink_room` how much there is. Every submitting call returns it
+  // (`relink_send`, `relink_write`, `relink_read`, `relink_fetch_add`,
+  // `relink_cmp_swap`, `relink_post`).
+  RELINK_ERR_AGAIN = -14,
   // A bug in relink: it panicked (the message says where). The node is
   // left as it was at the panic; free it. Nothing is printed unless
   // the environment variable `RELINK_LOG` is set (non-empty) when
@@ -280,7 +291,8 @@ relink_status relink_soft_device_add(const char *dir, const char *name, const ch
 
 // How a session is built: its recovery policy, its queues, its regions.
 // Made by `relink_options_new` with relink's defaults (give up 600 s after
-// a loss, keepalive 5 s, 64 receive slots, messages up to 4096 bytes);
+// a loss, keepalive 5 s, 64 receive slots, messages up to 4096 bytes, at
+// most 4096 operations outstanding);
 // freed by `relink_options_free`. `relink_connect` and `relink_listen`
 // copy it: it may be freed or changed after the call.
 typedef struct relink_options relink_options;
@@ -319,6 +331,20 @@ relink_status relink_options_set_max_message(relink_options *options, uint32_t b
 // # Safety
 // `options` is live options.
 relink_status relink_options_set_max_one_sided(relink_options *options, uint32_t ops);
+
+// The most operations a session holds outstanding — submitted, their
+// completion not yet taken (`relink_poll_completion`,
+// `relink_poll_output`) — default 4096, at least 1 (0 is refused naming
+// `max_outstanding`). Past it every submitting call returns
+// `RELINK_ERR_AGAIN` and submits nothing, until the application takes a
+// completion; `RELINK_EVENT_WRITABLE` says when room returned,
+// `relink_room` how much there is. It bounds what a program can queue
+// while the session cannot make progress (a message's bytes are held
+// until the peer confirms it).
+//
+// # Safety
+// `options` is live options.
+relink_status relink_options_set_max_outstanding(relink_options *options, uint32_t ops);
 
 // Bytes for the peer's application, sent with the first connect of a
 // session made with these options (at most `RELINK_MAX_CONNECT_DATA`;
@@ -682,22 +708,97 @@ relink_status relink_region_read(relink_node *node,
 
 // --------------------------------------------------------------------------
 // Operations: messages, RDMA WRITE and READ, and atomics on the peer's
-// advertised memory (named by tokens). A session accepts each with an id
-// and completes it exactly once (`relink_poll_completion`), also across
-// recoveries.
+// advertised memory (named by tokens), each by a call of its own or any
+// of them through `relink_post` with a context its completion carries
+// back. A session accepts each with an id and completes it exactly once
+// (`relink_poll_completion`), also across recoveries; it holds at most
+// its `max_outstanding` operations whose completion was not taken
+// (`relink_room`; past it, `RELINK_ERR_AGAIN`).
 // --------------------------------------------------------------------------
+
+// What kind of operation: a `relink_work_request`'s `kind`
+// (`relink_post`) and a completion's (`relink_completion`). The numbers
+// are fixed: new kinds take new numbers.
+typedef enum {
+  // No operation: a work request whose kind was not set (refused), or
+  // the `completion` of a `relink_output` of another kind.
+  RELINK_OP_KIND_NONE = 0,
+  // A message (`relink_send`).
+  RELINK_OP_KIND_MESSAGE = 1,
+  // An RDMA WRITE (`relink_write`).
+  RELINK_OP_KIND_WRITE = 2,
+  // An RDMA READ (`relink_read`).
+  RELINK_OP_KIND_READ = 3,
+  // An atomic FETCH_ADD (`relink_fetch_add`).
+  RELINK_OP_KIND_FETCH_ADD = 4,
+  // An atomic CMP_SWAP (`relink_cmp_swap`).
+  RELINK_OP_KIND_CMP_SWAP = 5,
+  // A kind this header does not name (a newer librelink), in a
+  // completion; `relink_post` refuses it.
+  RELINK_OP_KIND_OTHER = 99,
+} relink_op_kind;
 
 // An operation a session accepted: it completes exactly once
 // (`relink_poll_completion`), also across recoveries.
 typedef uint64_t relink_op;
 
+// One operation for `relink_post`, as a work request (`ibv_send_wr`) is
+// for `ibv_post_send`: its `kind` says which members it reads, the others
+// are ignored. Start from a zeroed one (`relink_work_request wr = {0};`,
+// or designated initializers) and set what the kind needs:
+//
+// | kind | members read |
+// |---|---|
+// | `RELINK_OP_KIND_MESSAGE` | `buf`, `len` (at most the session's `max_message`) |
+// | `RELINK_OP_KIND_WRITE`, `RELINK_OP_KIND_READ` | `region`, `offset`, `len` (at most `UINT32_MAX`), `remote` |
+// | `RELINK_OP_KIND_FETCH_ADD` | `region`, `offset`, `remote`, `add` (`len` 8, or 0 for 8) |
+// | `RELINK_OP_KIND_CMP_SWAP` | `region`, `offset`, `remote`, `compare`, `swap` (`len` 8, or 0 for 8) |
+//
+// `kind`, `flags` and `context` are read for every kind. The struct may
+// grow at its end in a later librelink: it then reads a new member only
+// when a flag in `flags` says the caller set it, so a program built
+// against this header keeps working.
+typedef struct {
+  // What it does: a `relink_op_kind`, MESSAGE to CMP_SWAP (any other
+  // number is `RELINK_ERR_ARGUMENT`).
+  int32_t kind;
+  // None defined yet: 0 (anything else is `RELINK_ERR_ARGUMENT`).
+  uint32_t flags;
+  // The application's context: returned as is in the operation's
+  // completion (`relink_completion.context`): a number, or a pointer
+  // cast to one.
+  uint64_t context;
+  // MESSAGE: the bytes to send (copied; NULL only if `len` is 0).
+  const void *buf;
+  // MESSAGE: the bytes at `buf`; WRITE, READ: the local range's
+  // length; the atomics: 8 (or 0, which stands for 8).
+  uint64_t len;
+  // WRITE, READ, the atomics: the session's own region the local range
+  // is in (the data's source for a WRITE, where a READ's data or an
+  // atomic's old value lands).
+  uint32_t region;
+  // WRITE, READ, the atomics: the local range's offset in `region` (a
+  // multiple of 8 for the atomics).
+  uint64_t offset;
+  // WRITE, READ, the atomics: the peer's memory (its offset a multiple
+  // of 8 for the atomics).
+  relink_token remote;
+  // FETCH_ADD: added to the peer's word.
+  uint64_t add;
+  // CMP_SWAP: the value the peer's word is compared with.
+  uint64_t compare;
+  // CMP_SWAP: stored into the peer's word if it holds `compare`.
+  uint64_t swap;
+} relink_work_request;
+
 // Send `len` bytes from `buf` as one message (copied; `buf` may be reused
 // at once). It is delivered exactly once and in order; its completion
-// says the peer's node has it. `*op` (if not NULL) gets its id.
-// `RELINK_ERR_TOO_LARGE` if `len` is over the session's `max_message`
-// (checked before `buf` is read or anything allocated),
-// `RELINK_ERR_NO_SESSION` for an unknown session, `RELINK_ERR_SESSION`
-// for one that ended or is closing.
+// says the peer's node has it (its context is 0: `relink_post` gives
+// one). `*op` (if not NULL) gets its id. `RELINK_ERR_TOO_LARGE` if `len`
+// is over the session's `max_message` (checked before `buf` is read or
+// anything allocated), `RELINK_ERR_NO_SESSION` for an unknown session,
+// `RELINK_ERR_SESSION` for one that ended or is closing,
+// `RELINK_ERR_AGAIN` with `max_outstanding` operations outstanding.
 //
 // # Safety
 // `node` is a live node; `buf` valid for reads of `len` bytes (NULL only
@@ -712,10 +813,12 @@ relink_status relink_send(relink_node *node,
 // to the peer's memory at `remote`. Replayed after a loss if it was not
 // confirmed (a write is idempotent). Refused with `RELINK_ERR_NO_SESSION`
 // (unknown session), `RELINK_ERR_NO_REGION` (the session has no region
-// `region`), `RELINK_ERR_RANGE` (`offset` + `len` past its end) or
-// `RELINK_ERR_SESSION` (it ended or is closing). A token the peer did not
+// `region`), `RELINK_ERR_RANGE` (`offset` + `len` past its end),
+// `RELINK_ERR_SESSION` (it ended or is closing) or `RELINK_ERR_AGAIN`
+// (`max_outstanding` operations outstanding). A token the peer did not
 // advertise is no error here: the operation completes
-// `RELINK_OUTCOME_FAILED` with `RELINK_OP_REMOTE`.
+// `RELINK_OUTCOME_FAILED` with `RELINK_OP_REMOTE`. Its context is 0
+// (`relink_post` gives one), as that of every per-kind call.
 //
 // # Safety
 // `node` is a live node; `op` NULL or valid for a write.
@@ -774,6 +877,39 @@ relink_status relink_cmp_swap(relink_node *node,
                               uint64_t compare,
                               uint64_t swap,
                               relink_op *op);
+
+// Submit the one operation `wr` describes (a `relink_work_request`): any
+// kind, with the context its completion carries back. It is what the
+// per-kind calls do (`relink_send`, `relink_write`, `relink_read`,
+// `relink_fetch_add`, `relink_cmp_swap`), with their refusals, and
+// `*op` (if not NULL) gets its id. Everything is checked before anything
+// is read through `buf` or copied, and a refusal submits nothing:
+// `RELINK_ERR_ARGUMENT` for a NULL `wr`, a `kind` that is no operation, a
+// `flags` not 0, a NULL `buf` with a `len`, an atomic's `len` other than
+// 8 (or 0); `RELINK_ERR_TOO_LARGE` for a message over `max_message` or a
+// WRITE or READ over `UINT32_MAX` bytes; `RELINK_ERR_NO_SESSION`,
+// `RELINK_ERR_NO_REGION`, `RELINK_ERR_RANGE`, `RELINK_ERR_MISALIGNED`,
+// `RELINK_ERR_SESSION` and `RELINK_ERR_AGAIN` as the per-kind calls.
+//
+// # Safety
+// `node` is a live node; `wr` NULL or valid for a read of a
+// `relink_work_request`, whose `buf` (for a MESSAGE) is valid for reads
+// of `len` bytes (NULL only if `len` is 0); `op` NULL or valid for a
+// write.
+relink_status relink_post(relink_node *node,
+                          relink_session session,
+                          const relink_work_request *wr,
+                          relink_op *op);
+
+// How many more operations the session takes now before a submit is
+// refused with `RELINK_ERR_AGAIN`, in `*room`: its `max_outstanding`
+// (`relink_options_set_max_outstanding`) less the operations submitted
+// whose completion was not taken. `RELINK_ERR_NO_SESSION` if there is no
+// such session.
+//
+// # Safety
+// `node` is a live node; `room` valid for a write.
+relink_status relink_room(relink_node *node, relink_session session, uint64_t *room);
 
 // --------------------------------------------------------------------------
 // Outputs: what sessions produce, taken by the application —
@@ -881,6 +1017,11 @@ typedef enum {
   // Reported once per standby; until a new one is up (the initiator
   // builds one when a device allows), a loss reconnects.
   RELINK_EVENT_STANDBY_LOST = 15,
+  // The session takes operations again: a submit was refused with
+  // `RELINK_ERR_AGAIN` (`max_outstanding` operations outstanding), and
+  // since then the application took a completion that made room
+  // (`relink_room`). Once per refusal.
+  RELINK_EVENT_WRITABLE = 16,
   // An event this header does not name; `text` describes it.
   RELINK_EVENT_OTHER = 99,
 } relink_event_kind;
@@ -923,7 +1064,36 @@ typedef enum {
   RELINK_OUTPUT_OTHER = 99,
 } relink_output_kind;
 
-// The one completion of an operation.
+// The one completion of an operation: which (`op`, `context`), what
+// (`kind`, `len`) and how it ended (`outcome`, `error`, `replayed`,
+// `executed`).
+//
+// The struct may grow at its end in a later librelink (members are only
+// ever added there; none moves): allocate it as the header you build
+// with declares it (`sizeof(relink_completion)`, or a `relink_output`),
+// and build with the header of the librelink the program runs with.
+//
+// The order completions come in, per session (`relink_poll_completion`,
+// `relink_poll_output`):
+//
+// - Messages complete in the order they were submitted, whatever their
+//   outcome (the peer confirms them cumulatively).
+// - Within one kind of one-sided operation — WRITEs, READs, atomics —
+//   those that end SUCCESS complete in the order they were submitted
+//   (the connection completes its sends in order, a replay keeps it, and
+//   a proof of execution covers every operation before the confirmed
+//   message).
+// - Nothing more is promised. Across kinds: after a loss, a WRITE proven
+//   executed by the peer's confirmation completes at the resume, before
+//   the READs submitted ahead of it are replayed; a message completes
+//   when the peer confirms it, usually after the one-sided operations
+//   submitted behind it. An operation that does not end SUCCESS may
+//   complete before earlier ones of its kind: an atomic a loss made
+//   INDETERMINATE completes at the resume, one whose token the peer no
+//   longer advertises fails when it would have been posted.
+//
+// Match a completion to its operation by `op` or `context`, not by its
+// place in line.
 typedef struct {
   // The operation, as its submit call returned it.
   relink_op op;
@@ -936,10 +1106,22 @@ typedef struct {
   int32_t replayed;
   // INDETERMINATE: 1 if it is proven executed (an atomic a later
   // confirmed message shows ran; its result is lost), 0 if unknown; 0
-  // for the other outcomes. Added last, in what was the struct's tail
-  // padding: on 64-bit targets `sizeof(relink_completion)` and every
-  // other member's offset are as before it.
+  // for the other outcomes. Added in what was the struct's tail
+  // padding: on 64-bit targets every member before it kept its offset
+  // and the struct its size then (24 bytes).
   int32_t executed;
+  // The application's context of the operation, as given to
+  // `relink_post` (0 for the per-kind calls: `relink_send`,
+  // `relink_write`, ...). Added with `len` and `kind`: the struct grew
+  // from 24 to 48 bytes on 64-bit targets, the members before keep
+  // their offsets.
+  uint64_t context;
+  // The bytes the operation moved or was to move: a message's length,
+  // a WRITE's or READ's local range's, an atomic's 8.
+  uint64_t len;
+  // What kind of operation it was (`RELINK_OP_KIND_OTHER` for a kind
+  // this header does not name).
+  relink_op_kind kind;
 } relink_completion;
 
 // An event of a session. Fields that do not apply to its kind are zero.
@@ -978,7 +1160,9 @@ typedef struct {
   relink_accepted accepted;
   // EVENT: what happened.
   relink_event event;
-  // COMPLETION: the operation and how it ended.
+  // COMPLETION: the operation and how it ended (a `relink_completion`
+  // that grows moves the members after it: build with the header of
+  // the librelink the program runs with).
   relink_completion completion;
   // DELIVERY: the message's sequence number (from 1, per session).
   uint64_t seq;

@@ -84,7 +84,9 @@
 //!   `RELINK_ERR_ARGUMENT`, an unknown session `RELINK_ERR_NO_SESSION`,
 //!   an unknown region `RELINK_ERR_NO_REGION`, a range outside its region
 //!   `RELINK_ERR_RANGE`, a length over its limit `RELINK_ERR_TOO_LARGE`, a
-//!   misaligned atomic `RELINK_ERR_MISALIGNED`.
+//!   misaligned atomic `RELINK_ERR_MISALIGNED`, an operation past the
+//!   session's `max_outstanding` `RELINK_ERR_AGAIN` (take completions,
+//!   then submit again: `RELINK_EVENT_WRITABLE` says when).
 //! - **Ownership.** A `relink_*_new*` call stores an object the caller owns
 //!   in its out-pointer; the matching `relink_*_free` frees it (NULL is
 //!   ignored), and it is not used after. Every other pointer argument is

@@ -12,7 +12,8 @@ use crate::status::*;
 
 /// How a session is built: its recovery policy, its queues, its regions.
 /// Made by `relink_options_new` with relink's defaults (give up 600 s after
-/// a loss, keepalive 5 s, 64 receive slots, messages up to 4096 bytes);
+/// a loss, keepalive 5 s, 64 receive slots, messages up to 4096 bytes, at
+/// most 4096 operations outstanding);
 /// freed by `relink_options_free`. `relink_connect` and `relink_listen`
 /// copy it: it may be freed or changed after the call.
 pub struct relink_options {
@@ -173,6 +174,38 @@ pub unsafe extern "C" fn relink_options_set_max_one_sided(
                 ));
             }
             o.max_one_sided = ops;
+            Ok(())
+        })
+    }
+}
+
+/// The most operations a session holds outstanding — submitted, their
+/// completion not yet taken (`relink_poll_completion`,
+/// `relink_poll_output`) — default 4096, at least 1 (0 is refused naming
+/// `max_outstanding`). Past it every submitting call returns
+/// `RELINK_ERR_AGAIN` and submits nothing, until the application takes a
+/// completion; `RELINK_EVENT_WRITABLE` says when room returned,
+/// `relink_room` how much there is. It bounds what a program can queue
+/// while the session cannot make progress (a message's bytes are held
+/// until the peer confirms it).
+///
+/// # Safety
+/// `options` is live options.
+#[no_mangle]
+pub unsafe extern "C" fn relink_options_set_max_outstanding(
+    options: *mut relink_options,
+    ops: u32,
+) -> relink_status {
+    // SAFETY: the caller's contract.
+    unsafe {
+        change(options, |o| {
+            if ops == 0 {
+                return Err(Fail::new(
+                    RELINK_ERR_OPTIONS,
+                    "`max_outstanding` must be at least 1",
+                ));
+            }
+            o.max_outstanding = ops;
             Ok(())
         })
     }

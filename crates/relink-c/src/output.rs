@@ -6,10 +6,10 @@
 
 use std::ffi::c_char;
 
-use relink_rs::{OpError, Outcome, SessionEvent, SessionHandle, StandbyLoss};
+use relink_rs::{Completion, OpClass, OpError, Outcome, SessionEvent, SessionHandle, StandbyLoss};
 
 use crate::node::{node_mut, relink_node};
-use crate::ops::relink_op;
+use crate::ops::{relink_op, relink_op_kind};
 use crate::session::{c_text, relink_accepted, relink_session, relink_state};
 use crate::status::*;
 
@@ -64,7 +64,36 @@ pub enum relink_op_error {
     RELINK_OP_OTHER = 99,
 }
 
-/// The one completion of an operation.
+/// The one completion of an operation: which (`op`, `context`), what
+/// (`kind`, `len`) and how it ended (`outcome`, `error`, `replayed`,
+/// `executed`).
+///
+/// The struct may grow at its end in a later librelink (members are only
+/// ever added there; none moves): allocate it as the header you build
+/// with declares it (`sizeof(relink_completion)`, or a `relink_output`),
+/// and build with the header of the librelink the program runs with.
+///
+/// The order completions come in, per session (`relink_poll_completion`,
+/// `relink_poll_output`):
+///
+/// - Messages complete in the order they were submitted, whatever their
+///   outcome (the peer confirms them cumulatively).
+/// - Within one kind of one-sided operation — WRITEs, READs, atomics —
+///   those that end SUCCESS complete in the order they were submitted
+///   (the connection completes its sends in order, a replay keeps it, and
+///   a proof of execution covers every operation before the confirmed
+///   message).
+/// - Nothing more is promised. Across kinds: after a loss, a WRITE proven
+///   executed by the peer's confirmation completes at the resume, before
+///   the READs submitted ahead of it are replayed; a message completes
+///   when the peer confirms it, usually after the one-sided operations
+///   submitted behind it. An operation that does not end SUCCESS may
+///   complete before earlier ones of its kind: an atomic a loss made
+///   INDETERMINATE completes at the resume, one whose token the peer no
+///   longer advertises fails when it would have been posted.
+///
+/// Match a completion to its operation by `op` or `context`, not by its
+/// place in line.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct relink_completion {
@@ -79,25 +108,67 @@ pub struct relink_completion {
     pub replayed: i32,
     /// INDETERMINATE: 1 if it is proven executed (an atomic a later
     /// confirmed message shows ran; its result is lost), 0 if unknown; 0
-    /// for the other outcomes. Added last, in what was the struct's tail
-    /// padding: on 64-bit targets `sizeof(relink_completion)` and every
-    /// other member's offset are as before it.
+    /// for the other outcomes. Added in what was the struct's tail
+    /// padding: on 64-bit targets every member before it kept its offset
+    /// and the struct its size then (24 bytes).
     pub executed: i32,
+    /// The application's context of the operation, as given to
+    /// `relink_post` (0 for the per-kind calls: `relink_send`,
+    /// `relink_write`, ...). Added with `len` and `kind`: the struct grew
+    /// from 24 to 48 bytes on 64-bit targets, the members before keep
+    /// their offsets.
+    pub context: u64,
+    /// The bytes the operation moved or was to move: a message's length,
+    /// a WRITE's or READ's local range's, an atomic's 8.
+    pub len: u64,
+    /// What kind of operation it was (`RELINK_OP_KIND_OTHER` for a kind
+    /// this header does not name).
+    pub kind: relink_op_kind,
 }
 
-// The member added last took the tail padding: the struct's size is the
-// one programs built before it allocate (x86-64, AArch64: 24 bytes).
+// The members before `context` keep their offsets (`executed` took the
+// tail padding of the 24-byte struct); the three added after it grew it to
+// 48 bytes, leaving 4 bytes of tail padding (x86-64, AArch64).
 #[cfg(target_pointer_width = "64")]
 const _: () = assert!(
-    std::mem::size_of::<relink_completion>() == 24
+    std::mem::size_of::<relink_completion>() == 48
         && std::mem::offset_of!(relink_completion, executed) == 20
+        && std::mem::offset_of!(relink_completion, context) == 24
+        && std::mem::offset_of!(relink_completion, len) == 32
+        && std::mem::offset_of!(relink_completion, kind) == 40
 );
 
-fn completion(op: u64, outcome: Outcome) -> relink_completion {
+/// The completion of no operation (the `completion` of a `relink_output`
+/// of another kind).
+const NO_COMPLETION: relink_completion = relink_completion {
+    op: 0,
+    outcome: relink_outcome::RELINK_OUTCOME_SUCCESS,
+    error: relink_op_error::RELINK_OP_NONE,
+    replayed: 0,
+    executed: 0,
+    context: 0,
+    len: 0,
+    kind: relink_op_kind::RELINK_OP_KIND_NONE,
+};
+
+fn op_kind(class: OpClass) -> relink_op_kind {
+    use relink_op_kind::*;
+    #[allow(unreachable_patterns)]
+    match class {
+        OpClass::Message => RELINK_OP_KIND_MESSAGE,
+        OpClass::Write => RELINK_OP_KIND_WRITE,
+        OpClass::Read => RELINK_OP_KIND_READ,
+        OpClass::FetchAdd => RELINK_OP_KIND_FETCH_ADD,
+        OpClass::CmpSwap => RELINK_OP_KIND_CMP_SWAP,
+        _ => RELINK_OP_KIND_OTHER,
+    }
+}
+
+fn completion(c: &Completion) -> relink_completion {
     use relink_op_error::*;
     use relink_outcome::*;
     let mut executed = false;
-    let (outcome, error, replayed) = match outcome {
+    let (outcome, error, replayed) = match c.outcome {
         Outcome::Success { replayed } => (RELINK_OUTCOME_SUCCESS, RELINK_OP_NONE, replayed),
         Outcome::Indeterminate { executed: e } => {
             executed = e == Some(true);
@@ -119,11 +190,14 @@ fn completion(op: u64, outcome: Outcome) -> relink_completion {
         _ => (RELINK_OUTCOME_FAILED, RELINK_OP_OTHER, false),
     };
     relink_completion {
-        op,
+        op: c.op.0,
         outcome,
         error,
         replayed: i32::from(replayed),
         executed: i32::from(executed),
+        context: c.context,
+        len: c.len,
+        kind: op_kind(c.class),
     }
 }
 
@@ -147,7 +221,7 @@ pub unsafe extern "C" fn relink_poll_completion(
             None => Ok(RELINK_EMPTY),
             Some(c) => {
                 // SAFETY: the caller's contract.
-                unsafe { put(out, "out", completion(c.op.0, c.outcome)) }?;
+                unsafe { put(out, "out", completion(&c)) }?;
                 Ok(RELINK_OK)
             }
         }
@@ -283,6 +357,11 @@ pub enum relink_event_kind {
     /// Reported once per standby; until a new one is up (the initiator
     /// builds one when a device allows), a loss reconnects.
     RELINK_EVENT_STANDBY_LOST = 15,
+    /// The session takes operations again: a submit was refused with
+    /// `RELINK_ERR_AGAIN` (`max_outstanding` operations outstanding), and
+    /// since then the application took a completion that made room
+    /// (`relink_room`). Once per refusal.
+    RELINK_EVENT_WRITABLE = 16,
     /// An event this header does not name; `text` describes it.
     RELINK_EVENT_OTHER = 99,
 }
@@ -450,6 +529,10 @@ fn event(e: &SessionEvent) -> relink_event {
             };
             format!("standby on {device} ({path}) went: {cause}")
         }
+        SessionEvent::Writable => {
+            out.kind = RELINK_EVENT_WRITABLE;
+            "writable: room for operations again".to_string()
+        }
         #[allow(unreachable_patterns)]
         other => format!("{other:?}"),
     };
@@ -524,7 +607,9 @@ pub struct relink_output {
     pub accepted: relink_accepted,
     /// EVENT: what happened.
     pub event: relink_event,
-    /// COMPLETION: the operation and how it ended.
+    /// COMPLETION: the operation and how it ended (a `relink_completion`
+    /// that grows moves the members after it: build with the header of
+    /// the librelink the program runs with).
     pub completion: relink_completion,
     /// DELIVERY: the message's sequence number (from 1, per session).
     pub seq: u64,
@@ -579,7 +664,7 @@ pub unsafe extern "C" fn relink_poll_output(
             // structs (integers, arrays, enums whose 0 is a variant).
             accepted: unsafe { std::mem::zeroed() },
             event: event(&SessionEvent::Disconnected),
-            completion: completion(0, Outcome::Success { replayed: false }),
+            completion: NO_COMPLETION,
             seq: 0,
             len: 0,
         };
@@ -595,7 +680,7 @@ pub unsafe extern "C" fn relink_poll_output(
             }
             relink_rs::Output::Completion { completion: c, .. } => {
                 v.kind = relink_output_kind::RELINK_OUTPUT_COMPLETION;
-                v.completion = completion(c.op.0, c.outcome);
+                v.completion = completion(c);
             }
             relink_rs::Output::Delivery { seq, payload, .. } => {
                 v.kind = relink_output_kind::RELINK_OUTPUT_DELIVERY;
@@ -710,6 +795,30 @@ mod tests {
             text(&e),
             "standby on soft1#3@7 (accepted) went: lost: device removed"
         );
+    }
+
+    #[test]
+    fn writable_is_its_own_event() {
+        let e = event(&SessionEvent::Writable);
+        assert_eq!(e.kind, RELINK_EVENT_WRITABLE);
+        assert_eq!(e.standby_loss, RELINK_STANDBY_NONE);
+        assert_eq!(text(&e), "writable: room for operations again");
+    }
+
+    #[test]
+    fn every_class_has_its_kind() {
+        use super::op_kind;
+        use crate::ops::relink_op_kind::*;
+        use relink_rs::OpClass;
+        for (class, kind) in [
+            (OpClass::Message, RELINK_OP_KIND_MESSAGE),
+            (OpClass::Write, RELINK_OP_KIND_WRITE),
+            (OpClass::Read, RELINK_OP_KIND_READ),
+            (OpClass::FetchAdd, RELINK_OP_KIND_FETCH_ADD),
+            (OpClass::CmpSwap, RELINK_OP_KIND_CMP_SWAP),
+        ] {
+            assert_eq!(op_kind(class), kind, "{class:?}");
+        }
     }
 
     #[test]

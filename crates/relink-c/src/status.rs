@@ -24,8 +24,9 @@ use std::sync::Once;
 /// | a session the node does not have | `RELINK_ERR_NO_SESSION` |
 /// | a region the session (or the options) does not have | `RELINK_ERR_NO_REGION` |
 /// | a byte range outside its region (`offset` + `len` past its end) | `RELINK_ERR_RANGE` |
-/// | a length over its limit (a message over `max_message`, connect data over `RELINK_MAX_CONNECT_DATA`) | `RELINK_ERR_TOO_LARGE` |
+/// | a length over its limit (a message over `max_message`, a one-sided operation over `UINT32_MAX` bytes, connect data over `RELINK_MAX_CONNECT_DATA`) | `RELINK_ERR_TOO_LARGE` |
 /// | an atomic's offset (local or token) that is not a multiple of 8 | `RELINK_ERR_MISALIGNED` |
+/// | an operation past the session's `max_outstanding` (completions not taken) | `RELINK_ERR_AGAIN` |
 ///
 /// Lengths are checked before anything is copied or allocated. The
 /// numbers are fixed: new codes take new numbers.
@@ -67,8 +68,9 @@ pub enum relink_status {
     /// Another listener has the address now: retry once it is closed.
     RELINK_ERR_ADDR_IN_USE = -10,
     /// A length is over its limit: a message longer than the session's
-    /// `max_message` (`relink_send`), connect data longer than
-    /// `RELINK_MAX_CONNECT_DATA`. Refused before anything was copied.
+    /// `max_message` (`relink_send`, `relink_post`), a one-sided operation
+    /// longer than `UINT32_MAX` bytes (`relink_post`), connect data longer
+    /// than `RELINK_MAX_CONNECT_DATA`. Refused before anything was copied.
     RELINK_ERR_TOO_LARGE = -11,
     /// A byte range is outside its region: `offset` + `len` past the end
     /// of the region (`relink_region_read`, `relink_region_write`, the
@@ -80,6 +82,15 @@ pub enum relink_status {
     /// work on 8-byte aligned words (regions start page aligned). Refused
     /// before it is posted: the session is unaffected.
     RELINK_ERR_MISALIGNED = -13,
+    /// Try again later: the session has its `max_outstanding` operations
+    /// outstanding (submitted, their completion not taken;
+    /// `relink_options_set_max_outstanding`). Nothing was submitted: take
+    /// completions (`relink_poll_completion`, `relink_poll_output`), then
+    /// submit again; `RELINK_EVENT_WRITABLE` says when room returned,
+    /// `relink_room` how much there is. Every submitting call returns it
+    /// (`relink_send`, `relink_write`, `relink_read`, `relink_fetch_add`,
+    /// `relink_cmp_swap`, `relink_post`).
+    RELINK_ERR_AGAIN = -14,
     /// A bug in relink: it panicked (the message says where). The node is
     /// left as it was at the panic; free it. Nothing is printed unless
     /// the environment variable `RELINK_LOG` is set (non-empty) when
@@ -180,6 +191,7 @@ impl From<relink_rs::SubmitError> for Fail {
             // `ops.rs` tells an unknown region (RELINK_ERR_NO_REGION) apart.
             E::BadLocal(_) => RELINK_ERR_RANGE,
             E::Misaligned { .. } => RELINK_ERR_MISALIGNED,
+            E::WouldBlock { .. } => RELINK_ERR_AGAIN,
             _ => RELINK_ERR_SESSION,
         };
         Fail::new(status, chain(&e))
@@ -395,6 +407,7 @@ pub extern "C" fn relink_status_name(status: i32) -> *const c_char {
         -11 => c"RELINK_ERR_TOO_LARGE",
         -12 => c"RELINK_ERR_RANGE",
         -13 => c"RELINK_ERR_MISALIGNED",
+        -14 => c"RELINK_ERR_AGAIN",
         -100 => c"RELINK_ERR_INTERNAL",
         _ => c"RELINK_UNKNOWN_STATUS",
     };

@@ -285,6 +285,38 @@ fn standby_and_probe_knobs_from_c() {
     assert!(out.contains("standby: ok"), "{out}");
 }
 
+/// `tests/c/backpressure.c`: backpressure and what a completion says,
+/// from C — a session nobody serves takes its `max_outstanding` (100 of
+/// 1,000 sends) and refuses the rest with `RELINK_ERR_AGAIN`, every
+/// submitting call alike, `relink_room` 0; on a connected pair, taking a
+/// completion of a full session gives one `RELINK_EVENT_WRITABLE` and a
+/// room of 1; `relink_post` of every kind carries each operation's
+/// context, kind and length to its completion, and bad input to it gets
+/// its documented status and costs the session nothing. librelink prints
+/// nothing on the way.
+#[test]
+fn backpressure_and_post_from_c() {
+    let exe = build(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/backpressure.c"),
+        "backpressure",
+    );
+    let out = Command::new(exe).output().expect("run backpressure");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(
+        out.status.success() && stdout.contains("backpressure: ok"),
+        "backpressure: {}:\n{stdout}{stderr}",
+        out.status
+    );
+    assert!(
+        stdout.contains("nobody serves: 100 accepted, 900 RELINK_ERR_AGAIN"),
+        "{stdout}"
+    );
+    assert!(stderr.is_empty(), "librelink printed:\n{stderr}");
+}
+
 /// A child process killed if the test ends before it exits.
 struct Reaped(std::process::Child);
 

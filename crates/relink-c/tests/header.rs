@@ -365,6 +365,7 @@ fn event_numbers_and_members_are_pinned() {
             ("RELINK_EVENT_DRAIN_BLOCKED", 13),
             ("RELINK_EVENT_STANDBY_UP", 14),
             ("RELINK_EVENT_STANDBY_LOST", 15),
+            ("RELINK_EVENT_WRITABLE", 16),
             ("RELINK_EVENT_OTHER", 99),
         ],
     );
@@ -403,13 +404,14 @@ fn event_numbers_and_members_are_pinned() {
     );
 }
 
-/// A struct's member names, in order.
+/// A struct's member names, in order (a pointer's without its `*`).
 fn members(header: &str, name: &str) -> Vec<String> {
     typedef_body(header, name)
         .into_iter()
         .map(|l| {
             let decl = l.trim().trim_end_matches(';');
             let name = decl.rsplit(' ').next().expect("a member");
+            let name = name.trim_start_matches('*');
             name.split('[').next().expect("a name").to_string()
         })
         .collect()
@@ -417,8 +419,9 @@ fn members(header: &str, name: &str) -> Vec<String> {
 
 /// Status codes, outcomes and failure reasons keep their numbers (new
 /// codes take new ones: one code per mistake, documented in the header),
-/// and `relink_completion`'s members keep their order, `executed` (added
-/// in its tail padding) last.
+/// and `relink_completion`'s members keep their order, those added later
+/// (`executed` in its tail padding; `context`, `len`, `kind`) at its end.
+/// Their offsets are pinned in `src/output.rs`.
 #[test]
 fn statuses_outcomes_and_completion_members_are_pinned() {
     let main = generate(&HEADERS[0]);
@@ -445,6 +448,7 @@ fn statuses_outcomes_and_completion_members_are_pinned() {
             ("RELINK_ERR_TOO_LARGE", -11),
             ("RELINK_ERR_RANGE", -12),
             ("RELINK_ERR_MISALIGNED", -13),
+            ("RELINK_ERR_AGAIN", -14),
             ("RELINK_ERR_INTERNAL", -100),
         ],
     );
@@ -470,7 +474,7 @@ fn statuses_outcomes_and_completion_members_are_pinned() {
     );
     assert_eq!(
         members(&main, "relink_completion"),
-        ["op", "outcome", "error", "replayed", "executed"],
+        ["op", "outcome", "error", "replayed", "executed", "context", "len", "kind"],
         "relink_completion's members moved (add new ones at its end)"
     );
     // Every status has its name.
@@ -479,5 +483,49 @@ fn statuses_outcomes_and_completion_members_are_pinned() {
             read(&crate_dir().join("src/status.rs")).contains(&format!("c\"{code}\"")),
             "relink_status_name does not name {code}"
         );
+    }
+}
+
+/// Operation kinds keep their numbers (`RELINK_OP_KIND_NONE` 0 for a work
+/// request whose kind was not set, new kinds before the catch-all
+/// `RELINK_OP_KIND_OTHER` = 99), and `relink_work_request`'s members keep
+/// their order (a later librelink adds members at its end, read only when
+/// a flag says so); their offsets are pinned in `src/ops.rs`.
+#[test]
+fn operation_kinds_and_work_request_members_are_pinned() {
+    let main = generate(&HEADERS[0]);
+    let got = enum_values(&main, "relink_op_kind");
+    let want: Vec<(String, i64)> = [
+        ("RELINK_OP_KIND_NONE", 0),
+        ("RELINK_OP_KIND_MESSAGE", 1),
+        ("RELINK_OP_KIND_WRITE", 2),
+        ("RELINK_OP_KIND_READ", 3),
+        ("RELINK_OP_KIND_FETCH_ADD", 4),
+        ("RELINK_OP_KIND_CMP_SWAP", 5),
+        ("RELINK_OP_KIND_OTHER", 99),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), *v))
+    .collect();
+    assert_eq!(
+        got, want,
+        "relink_op_kind: values changed (append, never renumber)"
+    );
+    assert_eq!(
+        members(&main, "relink_work_request"),
+        [
+            "kind", "flags", "context", "buf", "len", "region", "offset", "remote", "add",
+            "compare", "swap"
+        ],
+        "relink_work_request's members moved (add new ones at its end)"
+    );
+    // The new calls are in the header, in their sections.
+    let declared = declared(&main);
+    for name in [
+        "relink_post",
+        "relink_room",
+        "relink_options_set_max_outstanding",
+    ] {
+        assert!(declared.contains(name), "relink.h declares {name}");
     }
 }

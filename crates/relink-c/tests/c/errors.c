@@ -266,7 +266,8 @@ int main(void) {
   }
   if (strcmp(relink_status_name(RELINK_ERR_TOO_LARGE), "RELINK_ERR_TOO_LARGE") != 0 ||
       strcmp(relink_status_name(RELINK_ERR_RANGE), "RELINK_ERR_RANGE") != 0 ||
-      strcmp(relink_status_name(RELINK_ERR_MISALIGNED), "RELINK_ERR_MISALIGNED") != 0) {
+      strcmp(relink_status_name(RELINK_ERR_MISALIGNED), "RELINK_ERR_MISALIGNED") != 0 ||
+      strcmp(relink_status_name(RELINK_ERR_AGAIN), "RELINK_ERR_AGAIN") != 0) {
     fprintf(stderr, "FAIL status names of the new codes\n");
     failures++;
   }
