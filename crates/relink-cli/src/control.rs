@@ -66,8 +66,9 @@ pub enum ControlCommand {
         /// Commands outstanding at once (1 to 1024; default 32).
         #[arg(long, value_name = "N")]
         queue_depth: Option<u64>,
-        /// The longest command, bytes (a multiple of 4096 up to 16 MiB;
-        /// default 131072).
+        /// The longest command on the relink session, bytes (a multiple
+        /// of 4096 up to 16 MiB; default 131072). NBD requests may be
+        /// longer (up to 32 MiB): they are split into commands.
         #[arg(long, value_name = "BYTES")]
         max_io: Option<u64>,
     },

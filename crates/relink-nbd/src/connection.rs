@@ -179,8 +179,14 @@ where
             Ok(c) => c,
             Err(rej) => {
                 tracing::debug!(cookie = header.cookie, %rej, "nbd request rejected");
-                // The reply goes out before a refused write's payload is
-                // read: that payload is dropped as it arrives, never held.
+                // A refused write's payload is read first (dropped as it
+                // arrives, never held), then the reply goes out: the
+                // protocol answers a request once it was received whole,
+                // and a client still sending it (libnbd) takes an earlier
+                // reply for a broken server and drops the connection.
+                if let Err(e) = discard(&mut r, u64::from(header.payload_len())).await {
+                    break Err(e.into());
+                }
                 let out = Outgoing {
                     header: SimpleReply {
                         error: rej.nbd_errno(),
@@ -190,9 +196,6 @@ where
                 };
                 if tx.send(out).await.is_err() {
                     break Ok(());
-                }
-                if let Err(e) = discard(&mut r, u64::from(header.payload_len())).await {
-                    break Err(e.into());
                 }
                 continue;
             }

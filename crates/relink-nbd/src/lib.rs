@@ -35,11 +35,14 @@
 //!   and the connection continues ([`request::Rejection`]): `EINVAL` for an
 //!   unknown command or flag, an operation the export does not offer, a
 //!   read or write longer than the export's maximum block size (at most
-//!   [`ServerConfig::max_payload`]; its payload is read and dropped in 64
-//!   KiB pieces, never buffered whole), an offset or length that is not a
+//!   [`ServerConfig::max_payload`]), an offset or length that is not a
 //!   multiple of the export's minimum block size, or a read outside the
 //!   export; `ENOSPC` for a write, trim or zeroing past the end;
-//!   `EPERM` for any modification of a read-only export.
+//!   `EPERM` for any modification of a read-only export. A refused
+//!   write's payload is read first — dropped in 64 KiB pieces, never
+//!   buffered whole — and the error reply follows it, so the stream stays
+//!   in step and a client still sending the payload (libnbd) never sees a
+//!   reply to a request it has not finished.
 //! - A backend failure is a [`BlockError`], sent as its errno
 //!   ([`BlockError::nbd_errno`]).
 //!

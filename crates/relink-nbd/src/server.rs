@@ -14,8 +14,10 @@ use crate::handshake::MAX_STRING_LEN;
 #[non_exhaustive]
 pub struct ServerConfig {
     /// The longest read or write accepted (advertised as the maximum block
-    /// size); longer ones get `EINVAL` and their payload is discarded
-    /// without being buffered. Default 32 MiB.
+    /// size); longer ones get `EINVAL` once a write's payload was read
+    /// and discarded (never buffered). Default 32 MiB (nbdkit's default,
+    /// and the NBD protocol's bound below which a payload is not to be
+    /// taken for a denial of service).
     pub max_payload: u32,
     /// Requests of one connection in flight at the backend at once. Default 64.
     pub queue_depth: usize,

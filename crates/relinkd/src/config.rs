@@ -33,8 +33,11 @@
 //!
 //! `queue_depth` is 1 to 1024 and `max_io` a multiple of 4096 from 4096
 //! to 16 MiB; both default to relink-block's engine defaults (32 and 128
-//! KiB). A connection's NBD maximum block size is the smaller of its own
-//! and the target's `max_io`.
+//! KiB). `max_io` is the longest command on the relink session (each
+//! side registers `queue_depth` slots of it); NBD clients are not bound
+//! by it: a connection advertises a maximum block size of 32 MiB
+//! ([`crate::NBD_MAX_REQUEST`]) and splits a longer request into
+//! commands of at most the smaller of its own and the target's `max_io`.
 //!
 //! `give_up_secs` (relink's `ctrl_loss_tmo`; 600 s by default) and
 //! `fast_fail_secs` (`fast_io_fail_tmo`; none by default) are at least

@@ -1,11 +1,12 @@
 //! One initiator connection on the node thread: its engine, the NBD
-//! requests under way ([`Bridge`]), its IDENTIFY and what the control
-//! plane reports of it (outages, bytes).
+//! requests under way ([`Bridge`]), its IDENTIFY, its new sessions after
+//! one ended ([`Retry`]) and what the control plane reports of it
+//! (outages, bytes).
 
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use relink::{SessionEvent, Timestamp};
+use relink::{PeerLostReason, RefuseReason, SessionEvent, Timestamp};
 use relink_block::{
     BlockOp, InitiatorConfig, InitiatorEngine, Node, Path, Policy, Tag, VolumeInfo,
 };
@@ -17,6 +18,175 @@ use crate::node_loop::StartError;
 
 /// How many outages a connection remembers for `status`.
 const OUTAGES: usize = 8;
+
+/// The pause before the first new session after the one serving ended
+/// (or after a session that served briefly, see [`RETRY_RESET`]); each
+/// new session that does not serve doubles it.
+pub(crate) const RETRY_FIRST: Duration = Duration::from_millis(100);
+/// The longest pause between new sessions: whatever the target answers,
+/// at most one new session per this long once the pauses have grown.
+pub(crate) const RETRY_MAX: Duration = Duration::from_secs(5);
+/// A session that served this long starts the pauses over from
+/// [`RETRY_FIRST`] when it ends; one that served less goes on from the
+/// pause before it (a target that answers IDENTIFY and then drops every
+/// session is not reconnected faster than one that refuses them).
+pub(crate) const RETRY_RESET: Duration = Duration::from_secs(10);
+
+/// What ended a session of the connection, as its events said.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ending {
+    /// The target refused it for good (`ShuttingDown`, ...).
+    Refused(RefuseReason),
+    /// The target is another process now: it restarted.
+    Restarted,
+    /// The give-up deadline passed: no connection could be made or
+    /// remade (`first_connect_tmo`, `give_up_secs`).
+    GaveUp,
+    /// It was closed: by the target's goodbye, or here.
+    Closed,
+}
+
+impl Ending {
+    fn of(event: &SessionEvent) -> Option<Ending> {
+        Some(match event {
+            SessionEvent::Refused {
+                reason,
+                retrying: false,
+            } => Ending::Refused(*reason),
+            SessionEvent::PeerLost {
+                reason: PeerLostReason::Refused(reason),
+            } => Ending::Refused(*reason),
+            SessionEvent::PeerLost { .. } => Ending::Restarted,
+            SessionEvent::GaveUp => Ending::GaveUp,
+            SessionEvent::Disconnected => Ending::Closed,
+            _ => return None,
+        })
+    }
+
+    fn describe(self) -> String {
+        match self {
+            Ending::Refused(RefuseReason::UnknownSession) => {
+                "the target no longer knows it (it closed it, or restarted)".into()
+            }
+            Ending::Refused(r) => format!("the target refused it: {r}"),
+            Ending::Restarted => "the target restarted".into(),
+            Ending::GaveUp => "the give-up deadline passed".into(),
+            Ending::Closed => "closed by the target".into(),
+        }
+    }
+}
+
+/// Why a new session (after the one serving ended) does not serve: said
+/// once per change, not once per session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Trouble {
+    /// The target refuses new sessions with this reason.
+    Refused(RefuseReason),
+    /// The target closes new sessions before they identify the volume.
+    Closed,
+    /// The target restarted while the session was being made.
+    Restarted,
+    /// No connection could be made before `first_connect_tmo`.
+    Unreachable,
+    /// The target serves another volume.
+    OtherVolume {
+        /// What the target serves now.
+        now: VolumeInfo,
+        /// What was served (announced to the NBD clients).
+        served: VolumeInfo,
+    },
+    /// IDENTIFY failed or had an answer that is not a volume.
+    Identify(String),
+    /// The session cannot be made here (its options, memory).
+    Connect(String),
+}
+
+impl Trouble {
+    /// The trouble of a new session that ended before it served.
+    pub(crate) fn of(ending: Option<Ending>) -> Trouble {
+        match ending {
+            // The target does not know the session it accepted: it closed
+            // it (lost, the session tried to resume and was told so).
+            Some(Ending::Refused(RefuseReason::UnknownSession)) => Trouble::Closed,
+            Some(Ending::Refused(r)) => Trouble::Refused(r),
+            Some(Ending::Restarted) => Trouble::Restarted,
+            Some(Ending::GaveUp) => Trouble::Unreachable,
+            Some(Ending::Closed) | None => Trouble::Closed,
+        }
+    }
+
+    /// Whether it is an error of configuration or of this host (ERROR),
+    /// not a state of the target that passes (WARN).
+    fn is_error(&self) -> bool {
+        matches!(self, Trouble::OtherVolume { .. } | Trouble::Connect(_))
+    }
+
+    fn describe(&self) -> String {
+        let volume = |v: &VolumeInfo| {
+            format!(
+                "{} bytes{}",
+                v.size,
+                if v.read_only { " read-only" } else { "" }
+            )
+        };
+        match self {
+            Trouble::Refused(r) => format!("the target refuses new sessions: {r}"),
+            Trouble::Closed => "the target closes new sessions before they identify the volume \
+                (its export's allow list may leave this host out, or it is stopping)"
+                .into(),
+            Trouble::Restarted => "the target restarted while a new session was made".into(),
+            Trouble::Unreachable => "no new session reached the target before its first-connect \
+                deadline"
+                .into(),
+            Trouble::OtherVolume { now, served } => format!(
+                "the target serves another volume: {} where {} were served",
+                volume(now),
+                volume(served)
+            ),
+            Trouble::Identify(e) => format!("the target did not identify its volume: {e}"),
+            Trouble::Connect(e) => format!("a new session cannot be made: {e}"),
+        }
+    }
+}
+
+/// The new sessions of a connection whose session ended after its volume
+/// was announced: when the next may be made, with a pause that starts at
+/// [`RETRY_FIRST`] and doubles up to [`RETRY_MAX`] while they fail, and
+/// what was said of them.
+#[derive(Debug, Clone)]
+pub(crate) struct Retry {
+    /// The pause before the next new session after this one fails.
+    pause: Duration,
+    /// When the next new session is made: `Some` from the end of a session
+    /// (or a failed one) until then.
+    pub(crate) due: Option<Timestamp>,
+    /// New sessions made since the connection last served.
+    attempts: u32,
+    /// When the connection stopped serving.
+    down_since: Option<Timestamp>,
+    /// The trouble said last (`None` while serving, or before any).
+    said: Option<Trouble>,
+}
+
+impl Default for Retry {
+    fn default() -> Retry {
+        Retry {
+            pause: RETRY_FIRST,
+            due: None,
+            attempts: 0,
+            down_since: None,
+            said: None,
+        }
+    }
+}
+
+impl Retry {
+    /// The next new session after the pause; the pause doubles.
+    fn schedule(&mut self, now: Timestamp) {
+        self.due = Some(now + self.pause);
+        self.pause = (self.pause * 2).min(RETRY_MAX);
+    }
+}
 
 /// One initiator connection.
 pub(crate) struct Conn {
@@ -33,6 +203,13 @@ pub(crate) struct Conn {
     pub(crate) identify: Option<Tag>,
     /// The longest command (the smaller of both sides' `max_io`).
     pub(crate) max_io: u32,
+    /// When the session's IDENTIFY showed the volume served (the first
+    /// one, or the same again): `None` until then.
+    serving_since: Option<Timestamp>,
+    /// What ended the session, once its events said.
+    ending: Option<Ending>,
+    /// New sessions after an end, carried from session to session.
+    pub(crate) retry: Retry,
     /// When the outage under way began.
     down_since: Option<Timestamp>,
     /// The last outages' lengths.
@@ -89,6 +266,9 @@ impl Conn {
             bridge: Bridge::default(),
             identify: Some(identify),
             max_io,
+            serving_since: None,
+            ending: None,
+            retry: Retry::default(),
             down_since: None,
             outages: VecDeque::new(),
         })
@@ -99,8 +279,115 @@ impl Conn {
         &self.config.name
     }
 
-    /// Take note of a session event (outages).
+    /// Whether NBD requests go to the session: its IDENTIFY showed the
+    /// volume, it lives, and no new session is awaited.
+    pub(crate) fn serving(&self) -> bool {
+        self.serving_since.is_some() && self.retry.due.is_none() && self.engine.ended().is_none()
+    }
+
+    /// Whether the session is a new one after an end (the volume was
+    /// announced) that has not shown the same volume yet.
+    pub(crate) fn is_retry(&self) -> bool {
+        self.announced.is_some() && self.serving_since.is_none()
+    }
+
+    /// Whether a new session should be made now (its pause is over).
+    pub(crate) fn retry_due(&self, now: Timestamp) -> bool {
+        self.retry.due.is_some_and(|due| due <= now)
+    }
+
+    /// The session's IDENTIFY showed the volume served (the first, or the
+    /// same again): it serves from now on.
+    pub(crate) fn served(&mut self, now: Timestamp) {
+        self.serving_since = Some(now);
+        if let Some(since) = self.retry.down_since.take() {
+            tracing::info!(
+                connect = %self.name(),
+                sessions = self.retry.attempts,
+                down_secs = now.saturating_since(since).as_secs_f64(),
+                "serving again: a new session identified the same volume"
+            );
+            println!("connect {} reconnected", self.name());
+        }
+        self.retry.attempts = 0;
+        self.retry.said = None;
+    }
+
+    /// Take note that the connection's session ended (`serving`: it
+    /// served the volume) and plan the next new session; say so once per
+    /// change. Returns false if it was noted already.
+    pub(crate) fn ended(&mut self, now: Timestamp) -> bool {
+        if self.retry.due.is_some() {
+            return false;
+        }
+        match self.serving_since.take() {
+            Some(since) => {
+                // It served: the connection goes down.
+                if now.saturating_since(since) >= RETRY_RESET {
+                    self.retry.pause = RETRY_FIRST;
+                }
+                self.retry.down_since = Some(now);
+                tracing::warn!(
+                    connect = %self.name(),
+                    why = %self.ending.map_or_else(|| "ended".into(), Ending::describe),
+                    "the session ended: NBD requests fail (ESHUTDOWN) until a new session to the target identifies the same volume; reconnecting"
+                );
+                self.retry.schedule(now);
+            }
+            None => self.failed(now, Trouble::of(self.ending)),
+        }
+        true
+    }
+
+    /// A new session will not serve (`trouble`): close it if it lives and
+    /// plan the next one after the pause. The trouble is said when it
+    /// differs from the one said last (at ERROR for another volume or a
+    /// local failure, WARN otherwise); the same again only at DEBUG.
+    pub(crate) fn failed(&mut self, now: Timestamp, trouble: Trouble) {
+        self.serving_since = None;
+        self.retry.down_since.get_or_insert(now);
+        let pause = self.retry.pause;
+        if self.retry.said.as_ref() == Some(&trouble) {
+            tracing::debug!(
+                connect = %self.name(),
+                sessions = self.retry.attempts,
+                next_in_ms = pause.as_millis() as u64,
+                "{}", trouble.describe()
+            );
+        } else {
+            let text = trouble.describe();
+            if trouble.is_error() {
+                tracing::error!(
+                    connect = %self.name(),
+                    "{text}; NBD requests fail (ESHUTDOWN) meanwhile; new sessions at most every {} s",
+                    RETRY_MAX.as_secs()
+                );
+            } else {
+                tracing::warn!(
+                    connect = %self.name(),
+                    "{text}; NBD requests fail (ESHUTDOWN) meanwhile; new sessions at most every {} s",
+                    RETRY_MAX.as_secs()
+                );
+            }
+            self.retry.said = Some(trouble);
+        }
+        self.retry.schedule(now);
+    }
+
+    /// The next new session was made: it takes over `old`'s announced
+    /// volume and its retry state.
+    pub(crate) fn take_over(&mut self, old: &Conn) {
+        self.announced = old.announced;
+        self.retry = old.retry.clone();
+        self.retry.due = None;
+        self.retry.attempts += 1;
+    }
+
+    /// Take note of a session event (outages, what ended it).
     pub(crate) fn on_event(&mut self, now: Timestamp, event: &SessionEvent) {
+        if self.ending.is_none() {
+            self.ending = Ending::of(event);
+        }
         match event {
             SessionEvent::DeviceLost { .. } => {
                 self.down_since.get_or_insert(now);
@@ -130,10 +417,10 @@ impl Conn {
                     (counted as f64 + node.now().saturating_since(since).as_nanos() as f64) / 1e9;
             }
         }
-        let state = match (self.identify.is_some(), self.announced.is_some()) {
-            (true, false) => "connecting",
-            (true, true) => "reconnecting",
-            (false, _) => "ready",
+        let state = match (self.serving(), self.announced.is_some()) {
+            (false, false) => "connecting",
+            (false, true) => "reconnecting",
+            (true, _) => "ready",
         };
         ConnectionStatus {
             name: self.config.name.clone(),
@@ -208,4 +495,72 @@ fn phases(tl: &relink::RecoveryTimeline) -> RecoveryPhases {
     };
     p.total_ms = from.saturating_since(tl.lost).as_secs_f64() * 1e3;
     p
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pause_starts_at_100_ms_and_doubles_to_5_s() {
+        let mut r = Retry::default();
+        let mut now = Timestamp::ZERO;
+        let mut pauses = Vec::new();
+        for _ in 0..9 {
+            r.schedule(now);
+            let due = r.due.take().unwrap();
+            pauses.push(due.saturating_since(now).as_millis());
+            now = due;
+        }
+        assert_eq!(
+            pauses,
+            [100, 200, 400, 800, 1600, 3200, 5000, 5000, 5000],
+            "at most a few new sessions a second, whatever the target answers"
+        );
+        // In the first 2 s: the sessions at 0.1, 0.3, 0.7 and 1.5 s.
+        let mut at = 0;
+        let made = pauses
+            .iter()
+            .take_while(|&&p| {
+                at += p;
+                at <= 2000
+            })
+            .count();
+        assert_eq!(made, 4);
+    }
+
+    #[test]
+    fn a_new_session_that_ended_says_what_the_target_did() {
+        assert_eq!(
+            Trouble::of(Some(Ending::Refused(RefuseReason::ShuttingDown))),
+            Trouble::Refused(RefuseReason::ShuttingDown)
+        );
+        // Accepted, then dropped: the resume is told the session is unknown.
+        assert_eq!(
+            Trouble::of(Some(Ending::Refused(RefuseReason::UnknownSession))),
+            Trouble::Closed
+        );
+        assert_eq!(Trouble::of(Some(Ending::Closed)), Trouble::Closed);
+        assert_eq!(Trouble::of(Some(Ending::GaveUp)), Trouble::Unreachable);
+        assert!(Trouble::Refused(RefuseReason::ShuttingDown)
+            .describe()
+            .starts_with("the target refuses new sessions: shutting down"));
+        let v = |size| VolumeInfo {
+            size,
+            block_size: 512,
+            max_io: 131072,
+            queue_depth: 32,
+            read_only: false,
+        };
+        let other = Trouble::OtherVolume {
+            now: v(4 << 20),
+            served: v(8 << 20),
+        };
+        assert!(other.is_error());
+        assert_eq!(
+            other.describe(),
+            "the target serves another volume: 4194304 bytes where 8388608 bytes were served"
+        );
+        assert!(!Trouble::Closed.is_error());
+    }
 }

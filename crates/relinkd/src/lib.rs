@@ -20,7 +20,17 @@
 //! restarted or closed, or the give-up deadline passed), the requests
 //! under way fail (`ESHUTDOWN`) and the initiator connects a new session;
 //! it serves requests again once the target's IDENTIFY shows the same
-//! volume (size and read-only flag).
+//! volume (size and read-only flag). New sessions are paced: the first
+//! 100 ms after the end, then twice the pause after each one that does
+//! not serve (refused, closed, another volume), up to 5 s; a session that
+//! served 10 s starts the pauses over. The log says what happened once
+//! per change (the end at WARN; the target refusing or closing new
+//! sessions at WARN with its reason; another volume at ERROR with both
+//! sizes; serving again at INFO), not once per session.
+//!
+//! NBD clients may send reads and writes up to 32 MiB
+//! ([`NBD_MAX_REQUEST`], the maximum block size advertised), whatever the
+//! `max_io` of the relink session: the [`Bridge`] splits them.
 //!
 //! # Structure
 //!
@@ -90,4 +100,4 @@ pub use bridge::{nbd_error, Bridge};
 pub use config::{Backend, Config, ConfigError, ConnectConfig, ControlConfig, ExportConfig};
 pub use node_loop::{Daemon, DaemonHandle, Ready, StartError, Summary};
 pub use reload::{ConfigChange, ReloadError};
-pub use serve::{run, RunError};
+pub use serve::{run, RunError, NBD_MAX_REQUEST};

@@ -10,14 +10,15 @@ use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use relink_block::{
-    BlockReply, InitiatorEvent, Node, Output, TargetConfig, TargetEngine, Volume, VolumeInfo,
+    BlockError, BlockReply, InitiatorEvent, Node, Output, TargetConfig, TargetEngine, Volume,
+    VolumeInfo,
 };
 use relink_nbd::BlockRequest;
 use rustix::event::{EventfdFlags, PollFd, PollFlags};
 
 use crate::commands::Admin;
 use crate::config::{Config, ConnectConfig, ExportConfig};
-use crate::connection::Conn;
+use crate::connection::{Conn, Trouble};
 use crate::control::protocol::{Command, ControlError, ErrorKind, EventRecord, StatusResult};
 
 /// How long a stopping daemon lets NBD requests under way finish.
@@ -366,13 +367,20 @@ impl Run {
             }
         }
         if let Output::Event { session, event } = &out {
-            tracing::info!(session = session.0, ?event, "session event");
             let now = self.node.now();
             let source = if let Some(c) = self
                 .connects
                 .iter_mut()
                 .find(|c| c.engine.session() == *session)
             {
+                if c.is_retry() {
+                    // A new session after an end: what it meets is said
+                    // once per change (`Conn::failed`), its events at
+                    // debug.
+                    tracing::debug!(session = session.0, ?event, "session event");
+                } else {
+                    tracing::info!(session = session.0, ?event, "session event");
+                }
                 c.on_event(now, event);
                 format!("connect {}", c.name())
             } else if let Some(e) = self
@@ -380,8 +388,10 @@ impl Run {
                 .iter()
                 .find(|e| e.engine.sessions().contains(session))
             {
+                tracing::info!(session = session.0, ?event, "session event");
                 format!("export {}", e.config.name)
             } else {
+                tracing::info!(session = session.0, ?event, "session event");
                 "node".into()
             };
             self.publish(source, "session", format!("{session:?}: {event:?}"));
@@ -432,6 +442,7 @@ impl Run {
                     continue;
                 }
                 c.identify = None;
+                let now = self.node.now();
                 if let Some(before) = c.announced {
                     // A new session after the last one ended: go on only
                     // with the same volume.
@@ -440,15 +451,22 @@ impl Run {
                             if info.size == before.size && info.read_only == before.read_only =>
                         {
                             c.max_io = c.max_io.min(info.max_io);
-                            println!("connect {} reconnected", c.name());
+                            c.served(now);
                         }
+                        // The session ended first: `reconnect` says why.
+                        Err(BlockError::SessionEnded(_)) => {}
                         other => {
-                            tracing::error!(
-                                connect = %c.name(),
-                                identify = ?other,
-                                "the new session's volume is not the one served; requests fail until a session with it"
-                            );
-                            c.identify = Some(tag);
+                            let trouble = match other {
+                                Ok(BlockReply::Volume(info)) => Trouble::OtherVolume {
+                                    now: info,
+                                    served: before,
+                                },
+                                Ok(reply) => Trouble::Identify(format!("answered {reply:?}")),
+                                Err(e) => Trouble::Identify(e.to_string()),
+                            };
+                            // Not this session: a new one after the pause.
+                            let _ = self.node.close(c.engine.session());
+                            c.failed(now, trouble);
                         }
                     }
                     continue;
@@ -456,6 +474,7 @@ impl Run {
                 let result = match result {
                     Ok(BlockReply::Volume(info)) => {
                         c.announced = Some(info);
+                        c.served(now);
                         c.max_io = c.max_io.min(info.max_io);
                         println!(
                             "connect {} ready: {} bytes, block size {}, max_io {}{}",
@@ -486,6 +505,8 @@ impl Run {
                         fast_fail_secs = c.policy.fast_io_fail_tmo.map(|d| d.as_secs()),
                         "{commands} command(s) fast-failed in this outage: their NBD requests were answered EIO; the session keeps recovering"
                     );
+                } else if c.is_retry() {
+                    tracing::debug!(connect = %c.name(), event = ?ev, "connection event");
                 } else {
                     tracing::info!(connect = %c.name(), event = ?ev, "connection event");
                 }
@@ -500,22 +521,33 @@ impl Run {
 
     /// Connect a new session for every connection whose session ended
     /// after its volume was announced (the target restarted, gave up,
-    /// closed): requests fail `ESHUTDOWN` until its IDENTIFY confirms the
-    /// same volume.
+    /// closed, refused, or serves another volume): requests fail
+    /// `ESHUTDOWN` until its IDENTIFY confirms the same volume. Each new
+    /// session waits its pause ([`crate::connection::Retry`]: 100 ms,
+    /// doubling to 5 s while they fail), so a target that answers every
+    /// new session at once, whatever it answers, gets a few a second at
+    /// most.
     fn reconnect(&mut self) -> bool {
         let mut busy = false;
+        let now = self.node.now();
         for c in &mut self.connects {
-            if c.announced.is_none() || c.engine.ended().is_none() {
+            if c.announced.is_none() {
                 continue;
             }
+            if c.engine.ended().is_some() && c.ended(now) {
+                busy = true;
+            }
+            if !c.retry_due(now) {
+                continue;
+            }
+            busy = true;
             match Conn::connect(&mut self.node, c.id, &c.config, c.policy.clone()) {
                 Ok(mut new) => {
-                    new.announced = c.announced;
-                    tracing::warn!(connect = %c.name(), "the session ended: reconnecting");
+                    new.take_over(c);
+                    tracing::debug!(connect = %c.name(), session = new.engine.session().0, "a new session");
                     *c = new;
-                    busy = true;
                 }
-                Err(e) => tracing::error!("{e}"),
+                Err(e) => c.failed(now, Trouble::Connect(e.to_string())),
             }
         }
         busy
@@ -540,7 +572,7 @@ impl Run {
             while let Ok((id, req)) = self.requests.try_recv() {
                 busy = true;
                 match self.connects.iter_mut().find(|c| c.id == id) {
-                    Some(c) if stop_by.is_none() && c.identify.is_none() => {
+                    Some(c) if stop_by.is_none() && c.serving() => {
                         c.bridge
                             .submit(&mut self.node, &mut c.engine, c.max_io, req);
                     }
@@ -586,7 +618,8 @@ impl Run {
         let deadline = self
             .connects
             .iter()
-            .filter_map(|c| c.engine.poll_timeout())
+            .flat_map(|c| [c.engine.poll_timeout(), c.retry.due])
+            .flatten()
             .chain(self.node.next_deadline())
             .min();
         let timeout = deadline.map(|d| d.saturating_since(now));

@@ -15,6 +15,15 @@ use crate::config::Config;
 use crate::node_loop::{Daemon, DaemonHandle, Ready, StartError, Summary};
 use crate::reload::Reloader;
 
+/// The longest NBD read or write a connection takes (its advertised
+/// maximum block size): 32 MiB, nbdkit's default and the NBD protocol's
+/// bound below which a request is not to be refused as too costly.
+/// Clients send requests larger than relinkd's `max_io` (`nbdcopy` sends
+/// 256 KiB at its defaults, whatever the server advertises): each is split
+/// into commands of at most `max_io` ([`crate::Bridge`]), as many
+/// outstanding at once as the queue depth allows.
+pub const NBD_MAX_REQUEST: u32 = 32 << 20;
+
 /// Why the daemon stopped with an error.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -230,13 +239,10 @@ async fn serve_one(ready: Ready, handle: &DaemonHandle, served: &Served) -> Resu
             h.submit(id, req);
         }
     })];
-    // The block service takes whole blocks: clients are told so, and the
-    // longest request is the smaller of both sides' max_io.
-    let sizes = BlockSizes::new(
-        info.block_size,
-        info.block_size.max(4096),
-        info.max_io.min(c.max_io),
-    );
+    // The block service takes whole blocks: clients are told so. Reads
+    // and writes up to NBD_MAX_REQUEST are taken and split into commands
+    // of at most the smaller of both sides' max_io (the bridge).
+    let sizes = BlockSizes::new(info.block_size, info.block_size.max(4096), NBD_MAX_REQUEST);
     let export = Export::new(c.name.clone(), info.size, flags, tx)
         .with_block_sizes(sizes)
         .with_description(format!("relink volume from {:?}", c.targets));
@@ -246,7 +252,8 @@ async fn serve_one(ready: Ready, handle: &DaemonHandle, served: &Served) -> Resu
         reason: e.to_string(),
     };
     let abort = |tasks: Vec<JoinHandle<()>>| tasks.into_iter().for_each(|t| t.abort());
-    let server = match Server::new(vec![export], ServerConfig::default()) {
+    let config = ServerConfig::default().with_max_payload(NBD_MAX_REQUEST);
+    let server = match Server::new(vec![export], config) {
         Ok(s) => Arc::new(s),
         Err(e) => {
             abort(tasks);

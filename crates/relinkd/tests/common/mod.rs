@@ -70,6 +70,22 @@ impl Daemon {
         self.proc.count(needle)
     }
 
+    /// Its stderr lines so far (the logs).
+    pub fn stderr_lines(&self) -> Vec<String> {
+        self.proc.stderr()
+    }
+
+    /// Sends `sig` (a name `kill -s` takes: "STOP", "CONT", "TERM")
+    /// without waiting for anything.
+    #[track_caller]
+    pub fn send(&self, sig: &str) {
+        let ok = Command::new("kill")
+            .args(["-s", sig, &self.pid().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(ok.success(), "kill -s {sig} the {}", self.what);
+    }
+
     /// Waits until a stdout line contains `needle` (the progress lines),
     /// or panics.
     #[track_caller]
@@ -170,11 +186,13 @@ impl Drop for Root {
     }
 }
 
-/// The path of client `program` (`qemu-img`, `qemu-io`) on `PATH`, or
-/// the [`Skip`] that names it and its package (qemu-utils).
+/// The path of client `program` (`qemu-img`, `qemu-io`, `nbdcopy`) on
+/// `PATH`, or the [`Skip`] that names it and its package (qemu-utils,
+/// libnbd-bin).
 pub fn tool(program: &str) -> Result<PathBuf, Skip> {
     let package = match program {
         "qemu-img" | "qemu-io" => "qemu-utils",
+        "nbdcopy" | "nbdinfo" => "libnbd-bin",
         other => panic!("no package known for the client `{other}`"),
     };
     relink_skip::find_program(program, package)
