@@ -842,6 +842,10 @@ fn unplug_replug_cycles() {
 #[path = "sessions_verbs/admin_close.rs"]
 mod admin_close;
 
+// Node-wide registrations across device loss.
+#[path = "sessions_verbs/registrations.rs"]
+mod registrations;
+
 // Shared receive queues and type 2 memory windows across device loss.
 #[path = "sessions_verbs/shared_receive.rs"]
 mod shared_receive;
