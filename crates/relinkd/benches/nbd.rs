@@ -34,8 +34,12 @@
 //! install step provides both) and goes on without that part. Run without
 //! `--bench` (as `cargo test --benches` does) it makes a quick run.
 
+/// The integration tests' helpers: the soft hosts and the configuration
+/// files are set up as theirs are.
+#[path = "../tests/common/mod.rs"]
+mod common;
+
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -44,12 +48,13 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::config::ConfigFile;
+use common::{free_addr, SoftHosts};
 use relink_nbd::consts::*;
 use relink_nbd::handshake::OptionHeader;
 use relink_nbd::reply::{OptionReply, SimpleReply};
 use relink_nbd::request::RequestHeader;
 use relink_proctest::Proc;
-use relink_soft::Registry;
 use relinkd::control::protocol::{self, ConnectionStatus, DrainResult, Response, StatusResult};
 
 /// How long any one setup step may take.
@@ -140,13 +145,6 @@ fn clk_tck() -> f64 {
         .and_then(|o| String::from_utf8(o.stdout).ok())
         .and_then(|s| s.trim().parse().ok())
         .unwrap_or(100.0)
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.2:0")
-        .and_then(|l| l.local_addr())
-        .expect("bind a free port on 127.0.0.2")
-        .port()
 }
 
 /// One `qemu-img bench` run: seconds, from its "Run completed in" line.
@@ -281,12 +279,6 @@ fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
     }
 }
 
-fn write_file(path: &Path, text: &str) {
-    std::fs::File::create(path)
-        .and_then(|mut f| f.write_all(text.as_bytes()))
-        .unwrap();
-}
-
 fn main() {
     let quick = std::env::var("RELINK_BENCH_QUICK").is_ok_and(|v| !v.is_empty() && v != "0")
         || !std::env::args().any(|a| a == "--bench");
@@ -305,15 +297,12 @@ fn main() {
 }
 
 fn run(p: &Plan, root: &Path, quick: bool) {
-    let (dir_a, dir_b) = (root.join("a"), root.join("b"));
-    let reg_a = Registry::open(&dir_a).unwrap();
-    let reg_b = Registry::open(&dir_b).unwrap();
-    reg_a
-        .add("soft0", vec!["127.0.0.1/8".parse().unwrap()], None, None)
-        .unwrap();
-    reg_b
-        .add("soft0", vec!["127.0.0.2/8".parse().unwrap()], None, None)
-        .unwrap();
+    let SoftHosts {
+        dir_a,
+        dir_b,
+        reg_a,
+        reg_b,
+    } = SoftHosts::create(root);
     let volume = root.join("volume.img");
     let baseline = root.join("baseline.img");
     for f in [&volume, &baseline] {
@@ -324,23 +313,23 @@ fn run(p: &Plan, root: &Path, quick: bool) {
         .filter(|v| !v.is_empty())
         .map(|v| format!("max_io = {v}\n"))
         .unwrap_or_default();
-    let addr = format!("127.0.0.2:{}", free_port());
+    let addr = free_addr("127.0.0.2");
     let target_conf = root.join("target.toml");
-    write_file(
-        &target_conf,
-        &format!(
-            "[backend]\nsoft_dir = {dir_b:?}\n\n[[export]]\nname = \"disk\"\nlisten = \"{addr}\"\nfile = {volume:?}\n{max_io}"
-        ),
-    );
+    ConfigFile::new()
+        .backend(&dir_b)
+        .export("disk", &addr, &volume)
+        .push(&max_io)
+        .write(&target_conf);
     let socket = root.join("relinkd.sock");
     let ctl = root.join("initiator.ctl");
     let init_conf = root.join("initiator.toml");
-    write_file(
-        &init_conf,
-        &format!(
-            "[backend]\nsoft_dir = {dir_a:?}\n[control]\nsocket = {ctl:?}\n\n[[connect]]\nname = \"disk\"\ntargets = [\"{addr}\"]\nnbd_socket = {socket:?}\ngive_up_secs = 300\n{max_io}"
-        ),
-    );
+    ConfigFile::new()
+        .backend(&dir_a)
+        .control(&ctl)
+        .connect("disk", &addr, &socket)
+        .set("give_up_secs", 300)
+        .push(&max_io)
+        .write(&init_conf);
     let mut target = Daemon::relinkd("target", &target_conf);
     target.wait_lines("export disk listening", 1, false);
     let mut init = Daemon::relinkd("initiator", &init_conf);
@@ -508,14 +497,14 @@ fn run(p: &Plan, root: &Path, quick: bool) {
 
     // Idle CPU with 100 connections to the one export.
     let idle_conf = root.join("idle.toml");
-    let mut text = format!("[backend]\nsoft_dir = {dir_a:?}\n");
+    let mut config = ConfigFile::new().backend(&dir_a);
     for i in 0..IDLE_CONNECTIONS {
         let s = root.join(format!("idle{i}.sock"));
-        text.push_str(&format!(
-            "\n[[connect]]\nname = \"disk{i}\"\ntargets = [\"{addr}\"]\nnbd_socket = {s:?}\nqueue_depth = 4\n"
-        ));
+        config = config
+            .connect(&format!("disk{i}"), &addr, &s)
+            .set("queue_depth", 4);
     }
-    write_file(&idle_conf, &text);
+    config.write(&idle_conf);
     let mut idle = Daemon::relinkd("idle initiator", &idle_conf);
     idle.wait_lines("serving nbd", IDLE_CONNECTIONS, false);
     thread::sleep(Duration::from_secs(1));

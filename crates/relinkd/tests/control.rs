@@ -22,7 +22,11 @@ use std::process::{Child, Command, Output};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{call, free_port, qemu_io, raw, status, tool, wait_for, Daemon, Root, STEP};
+use common::config::ConfigFile;
+use common::images::empty_volume;
+use common::{
+    call, free_addr, qemu_io, raw, status, tool, wait_for, Daemon, Root, SoftHosts, STEP,
+};
 use relink_skip::{skip_part, skip_test, Skip};
 use relink_soft::Registry;
 use relinkd::control::protocol::{
@@ -56,11 +60,9 @@ fn hosts(name: &str, give_up_secs: u64, a_devices: usize) -> Hosts {
 /// [`hosts`], with `extra` lines in the connection's table.
 fn hosts_with(name: &str, give_up_secs: u64, a_devices: usize, extra: &str) -> Hosts {
     let root = Root::new(&format!("control-{name}"));
-    let (dir_a, dir_b) = (root.0.join("a"), root.0.join("b"));
-    let reg_a = Registry::open(&dir_a).unwrap();
-    let reg_b = Registry::open(&dir_b).unwrap();
-    for i in 0..a_devices {
-        reg_a
+    let soft = SoftHosts::create(&root.0);
+    for i in 1..a_devices {
+        soft.reg_a
             .add(
                 &format!("soft{i}"),
                 vec![format!("127.0.0.{}/8", 1 + 2 * i).parse().unwrap()],
@@ -69,45 +71,36 @@ fn hosts_with(name: &str, give_up_secs: u64, a_devices: usize, extra: &str) -> H
             )
             .unwrap();
     }
-    reg_b
-        .add("soft0", vec!["127.0.0.2/8".parse().unwrap()], None, None)
-        .unwrap();
     let volume = root.0.join("volume.img");
-    std::fs::File::create(&volume)
-        .unwrap()
-        .set_len(SIZE)
-        .unwrap();
-    let addr = format!("127.0.0.2:{}", free_port("127.0.0.2"));
+    empty_volume(&volume, SIZE);
+    let addr = free_addr("127.0.0.2");
     let target_conf = root.0.join("target.toml");
-    std::fs::write(
-        &target_conf,
-        format!(
-            "[backend]\nsoft_dir = {dir_b:?}\n[control]\nsocket = {:?}\n[[export]]\nname = \"disk\"\nlisten = \"{addr}\"\nfile = {volume:?}\n",
-            root.0.join("b.ctl")
-        ),
-    )
-    .unwrap();
+    ConfigFile::new()
+        .backend(&soft.dir_b)
+        .control(&root.0.join("b.ctl"))
+        .export("disk", &addr, &volume)
+        .write(&target_conf);
     let nbd = root.0.join("nbd.sock");
     let ctl = root.0.join("ctl").join("a.ctl");
-    let metrics = format!("127.0.0.1:{}", free_port("127.0.0.1"));
+    let metrics = free_addr("127.0.0.1");
     let init_conf = root.0.join("initiator.toml");
     std::fs::create_dir(root.0.join("conf.d")).unwrap();
-    std::fs::write(
-        &init_conf,
-        format!(
-            "conf_dir = \"conf.d\"\n[backend]\nsoft_dir = {dir_a:?}\n[control]\nsocket = {ctl:?}\nmetrics_listen = \"{metrics}\"\n[[connect]]\nname = \"disk\"\ntargets = [\"{addr}\"]\nnbd_socket = {nbd:?}\ngive_up_secs = {give_up_secs}\n{extra}"
-        ),
-    )
-    .unwrap();
-    let mut target = Daemon::start("target", &target_conf);
-    target.expect_line("export disk listening");
-    let mut init = Daemon::start("initiator", &init_conf);
-    init.expect_line("connect disk serving nbd");
+    ConfigFile::new()
+        .set("conf_dir", "\"conf.d\"")
+        .backend(&soft.dir_a)
+        .control(&ctl)
+        .set("metrics_listen", format!("\"{metrics}\""))
+        .connect("disk", &addr, &nbd)
+        .set("give_up_secs", give_up_secs)
+        .push(extra)
+        .write(&init_conf);
+    let target = Daemon::start_target(&target_conf, "disk");
+    let init = Daemon::start_initiator(&init_conf, "disk");
     Hosts {
         metrics,
         root,
-        _reg_a: reg_a,
-        reg_b,
+        _reg_a: soft.reg_a,
+        reg_b: soft.reg_b,
         addr,
         target,
         init,
@@ -141,19 +134,9 @@ impl Hosts {
     }
 
     fn stop(mut self) {
-        let s = self.init.terminate();
-        assert!(
-            s.success(),
-            "initiator exit: {s}\n{}",
-            self.init.transcript()
-        );
+        self.init.terminate_ok();
         assert!(!self.ctl.exists(), "the control socket is removed at exit");
-        let s = self.target.terminate();
-        assert!(
-            s.success(),
-            "target exit: {s}\n{}",
-            self.target.transcript()
-        );
+        self.target.terminate_ok();
     }
 }
 

@@ -5,6 +5,8 @@ mod common;
 
 use std::process::{Command, Stdio};
 
+use common::config::ConfigFile;
+use common::images::empty_volume;
 use common::Root;
 
 #[test]
@@ -13,19 +15,14 @@ fn json_logs_are_one_object_per_line() {
     let soft = root.0.join("soft");
     std::fs::create_dir_all(&soft).unwrap();
     let volume = root.0.join("v.img");
-    std::fs::File::create(&volume)
-        .unwrap()
-        .set_len(1 << 20)
-        .unwrap();
+    empty_volume(&volume, 1 << 20);
     let ctl = root.0.join("ctl.sock");
     let config = root.0.join("relinkd.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[backend]\nsoft_dir = {soft:?}\n[control]\nsocket = {ctl:?}\n[[export]]\nname = \"d\"\nlisten = \"127.0.0.9:7999\"\nfile = {volume:?}\n"
-        ),
-    )
-    .unwrap();
+    ConfigFile::new()
+        .backend(&soft)
+        .control(&ctl)
+        .export("d", "127.0.0.9:7999", &volume)
+        .write(&config);
     let child = Command::new(env!("CARGO_BIN_EXE_relinkd"))
         .arg(&config)
         .env("RELINKD_LOG_FORMAT", "json")

@@ -17,12 +17,12 @@
 
 mod common;
 
-use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
-use common::images::{compare, convert, empty_volume, finish, random_image, same_prefix};
-use common::{free_port, tool, wait_for, Daemon, Root, STEP};
+use common::config::ConfigFile;
+use common::images::{compare, convert, finish, random_image, same_prefix, source_and_volume};
+use common::{free_addr, tool, wait_for, Daemon, Root, SoftHosts, STEP};
 use relink_skip::skip_test;
 use relink_soft::Registry;
 
@@ -43,47 +43,28 @@ struct Setup {
 
 fn setup(name: &str, size: u64) -> Setup {
     let root = Root::new(&format!("e2e-{name}"));
-    let (dir_a, dir_b) = (root.0.join("a"), root.0.join("b"));
-    let (reg_a, reg_b) = (
-        Registry::open(&dir_a).unwrap(),
-        Registry::open(&dir_b).unwrap(),
-    );
-    reg_a
-        .add("soft0", vec!["127.0.0.1/8".parse().unwrap()], None, None)
-        .unwrap();
-    reg_b
-        .add("soft0", vec!["127.0.0.2/8".parse().unwrap()], None, None)
-        .unwrap();
-
+    let soft = SoftHosts::create(&root.0);
     // The image to write, and the target's volume.
-    let source = root.0.join("source.img");
-    random_image(&source, size, 12);
-    let volume = root.0.join("volume.img");
-    empty_volume(&volume, size);
+    let (source, volume) = source_and_volume(&root.0, size, 12);
 
-    let addr = format!("127.0.0.2:{}", free_port("127.0.0.2"));
+    let addr = free_addr("127.0.0.2");
     let target_conf = root.0.join("target.toml");
-    let mut f = std::fs::File::create(&target_conf).unwrap();
-    write!(
-        f,
-        "[backend]\nsoft_dir = {:?}\n\n[[export]]\nname = \"disk\"\nlisten = \"{addr}\"\nfile = {:?}\n",
-        dir_b, volume
-    )
-    .unwrap();
+    ConfigFile::new()
+        .backend(&soft.dir_b)
+        .export("disk", &addr, &volume)
+        .write(&target_conf);
     let socket = root.0.join("nbd.sock");
     let init_conf = root.0.join("initiator.toml");
-    let mut f = std::fs::File::create(&init_conf).unwrap();
-    write!(
-        f,
-        "[backend]\nsoft_dir = {:?}\n\n[[connect]]\nname = \"disk\"\ntargets = [\"{addr}\"]\nnbd_socket = {:?}\ngive_up_secs = 300\n",
-        dir_a, socket
-    )
-    .unwrap();
+    ConfigFile::new()
+        .backend(&soft.dir_a)
+        .connect("disk", &addr, &socket)
+        .set("give_up_secs", 300)
+        .write(&init_conf);
 
     Setup {
         root,
-        reg_a,
-        reg_b,
+        reg_a: soft.reg_a,
+        reg_b: soft.reg_b,
         source,
         volume,
         socket,
@@ -110,11 +91,9 @@ fn qemu_img_writes_through_relinkd_across_device_resets() {
         target_conf,
         init_conf,
     } = setup("resets", SIZE);
-    let mut target = Daemon::start("target", &target_conf);
-    target.expect_line("export disk listening");
-    let mut init = Daemon::start("initiator", &init_conf);
+    let mut target = Daemon::start_target(&target_conf, "disk");
+    let mut init = Daemon::start_initiator(&init_conf, "disk");
     init.expect_line("connect disk ready: 67108864 bytes");
-    init.expect_line("connect disk serving nbd");
 
     let url = format!("nbd+unix:///disk?socket={}", socket.display());
     let mut convert = Command::new("qemu-img")
@@ -159,11 +138,9 @@ fn qemu_img_writes_through_relinkd_across_device_resets() {
 
     // For whoever reads the test's output: what the daemons saw.
     println!("{}\n{}", target.transcript(), init.transcript());
-    let s = init.terminate();
-    assert!(s.success(), "initiator exit: {s}\n{}", init.transcript());
+    init.terminate_ok();
     assert!(!socket.exists(), "the NBD socket is removed at exit");
-    let s = target.terminate();
-    assert!(s.success(), "target exit: {s}\n{}", target.transcript());
+    target.terminate_ok();
 
     compare(&source, &volume.to_string_lossy(), &[]);
 }
@@ -176,26 +153,20 @@ fn the_initiator_reconnects_when_the_target_restarts() {
     const SMALL: u64 = 8 << 20;
     let s = setup("restart", SMALL);
     let url = format!("nbd+unix:///disk?socket={}", s.socket.display());
-    let mut target = Daemon::start("target", &s.target_conf);
-    target.expect_line("export disk listening");
-    let mut init = Daemon::start("initiator", &s.init_conf);
-    init.expect_line("connect disk serving nbd");
+    let mut target = Daemon::start_target(&s.target_conf, "disk");
+    let mut init = Daemon::start_initiator(&s.init_conf, "disk");
     convert(&s.source, &url, &[&target, &init]);
 
     // The target stops (its goodbye ends the session) and comes back.
-    let st = target.terminate();
-    assert!(st.success(), "target exit: {st}\n{}", target.transcript());
-    let mut target = Daemon::start("target", &s.target_conf);
-    target.expect_line("export disk listening");
+    target.terminate_ok();
+    let mut target = Daemon::start_target(&s.target_conf, "disk");
     init.expect_line("connect disk reconnected");
 
     let second = s.root.0.join("second.img");
     random_image(&second, SMALL, 13);
     convert(&second, &url, &[&target, &init]);
     compare(&second, &url, &[&target, &init]);
-    let st = init.terminate();
-    assert!(st.success(), "initiator exit: {st}\n{}", init.transcript());
-    let st = target.terminate();
-    assert!(st.success(), "target exit: {st}\n{}", target.transcript());
+    init.terminate_ok();
+    target.terminate_ok();
     compare(&second, &s.volume.to_string_lossy(), &[]);
 }

@@ -16,39 +16,12 @@
 
 mod common;
 
-use std::path::Path;
-use std::process::Command;
-
-use common::images::{empty_volume, random_image, transcripts};
-use common::{free_port, run_bounded, tool, Daemon, Root};
+use common::config::ConfigFile;
+use common::images::{empty_volume, source_and_volume, transcripts};
+use common::{free_addr, run_ok, tool, Daemon, Root, SoftHosts};
 use relink_skip::skip_test;
-use relink_soft::Registry;
 
 const SIZE: u64 = 32 << 20;
-
-#[track_caller]
-fn run_ok(program: &Path, args: &[&str], daemons: &[&Daemon]) -> String {
-    let out = run_bounded(Command::new(program).args(args)).unwrap_or_else(|| {
-        panic!(
-            "{} {args:?} hung\n{}",
-            program.display(),
-            transcripts(daemons)
-        )
-    });
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        out.status.success(),
-        "{} {args:?}: {}\n{text}\n{}",
-        program.display(),
-        out.status,
-        transcripts(daemons)
-    );
-    text
-}
 
 #[test]
 fn nbdcopy_at_its_defaults_copies_in_and_out() {
@@ -58,43 +31,24 @@ fn nbdcopy_at_its_defaults_copies_in_and_out() {
         Err(skip) => return skip_test(test, &skip),
     };
     let root = Root::new("nbdcopy");
-    let (dir_a, dir_b) = (root.0.join("a"), root.0.join("b"));
-    let reg_a = Registry::open(&dir_a).unwrap();
-    let reg_b = Registry::open(&dir_b).unwrap();
-    reg_a
-        .add("soft0", vec!["127.0.0.1/8".parse().unwrap()], None, None)
-        .unwrap();
-    reg_b
-        .add("soft0", vec!["127.0.0.2/8".parse().unwrap()], None, None)
-        .unwrap();
-    let source = root.0.join("source.img");
-    random_image(&source, SIZE, 26);
-    let volume = root.0.join("volume.img");
-    empty_volume(&volume, SIZE);
-    let addr = format!("127.0.0.2:{}", free_port("127.0.0.2"));
+    let soft = SoftHosts::create(&root.0);
+    let (source, volume) = source_and_volume(&root.0, SIZE, 26);
+    let addr = free_addr("127.0.0.2");
     let target_conf = root.0.join("target.toml");
-    std::fs::write(
-        &target_conf,
-        format!(
-            "[backend]\nsoft_dir = {dir_b:?}\n[control]\nsocket = {:?}\n[[export]]\nname = \"disk\"\nlisten = \"{addr}\"\nfile = {volume:?}\n",
-            root.0.join("b.ctl")
-        ),
-    )
-    .unwrap();
+    ConfigFile::new()
+        .backend(&soft.dir_b)
+        .control(&root.0.join("b.ctl"))
+        .export("disk", &addr, &volume)
+        .write(&target_conf);
     let socket = root.0.join("nbd.sock");
     let init_conf = root.0.join("initiator.toml");
-    std::fs::write(
-        &init_conf,
-        format!(
-            "[backend]\nsoft_dir = {dir_a:?}\n[control]\nsocket = {:?}\n[[connect]]\nname = \"disk\"\ntargets = [\"{addr}\"]\nnbd_socket = {socket:?}\n",
-            root.0.join("a.ctl")
-        ),
-    )
-    .unwrap();
-    let mut target = Daemon::start("target", &target_conf);
-    target.expect_line("export disk listening");
-    let mut init = Daemon::start("initiator", &init_conf);
-    init.expect_line("connect disk serving nbd");
+    ConfigFile::new()
+        .backend(&soft.dir_a)
+        .control(&root.0.join("a.ctl"))
+        .connect("disk", &addr, &socket)
+        .write(&init_conf);
+    let mut target = Daemon::start_target(&target_conf, "disk");
+    let mut init = Daemon::start_initiator(&init_conf, "disk");
     let url = format!("nbd+unix:///disk?socket={}", socket.display());
 
     // In, at nbdcopy's defaults.
@@ -117,10 +71,8 @@ fn nbdcopy_at_its_defaults_copies_in_and_out() {
         "the NBD maximum is 32 MiB: {info}"
     );
 
-    let s = init.terminate();
-    assert!(s.success(), "initiator exit: {s}\n{}", init.transcript());
-    let s = target.terminate();
-    assert!(s.success(), "target exit: {s}\n{}", target.transcript());
+    init.terminate_ok();
+    target.terminate_ok();
     assert!(
         a == std::fs::read(&volume).unwrap(),
         "the target's file differs from the bytes copied in"

@@ -30,7 +30,9 @@ use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{free_port, qemu_io, tool, wait_for, Daemon, Root};
+use common::config::ConfigFile;
+use common::images::empty_volume;
+use common::{free_addr, qemu_io, soft_host, tool, wait_for, Daemon, Root, SoftHosts};
 use relink_skip::{skip_part, skip_test, Skip};
 use relink_soft::Registry;
 
@@ -45,8 +47,8 @@ const OTHER: &str =
 /// other initiator (`c`).
 struct Rig {
     root: Root,
-    _regs: Vec<Registry>,
-    dir_b: PathBuf,
+    soft: SoftHosts,
+    _c: Registry,
     addr: String,
     volume: PathBuf,
     target_conf: PathBuf,
@@ -56,46 +58,28 @@ struct Rig {
 
 fn rig(name: &str) -> Rig {
     let root = Root::new(&format!("reconnect-{name}"));
-    let mut regs = Vec::new();
-    for (host, ip) in [("a", "127.0.0.1"), ("b", "127.0.0.2"), ("c", "127.0.0.3")] {
-        let reg = Registry::open(root.0.join(host)).unwrap();
-        reg.add(
-            "soft0",
-            vec![format!("{ip}/8").parse().unwrap()],
-            None,
-            None,
-        )
-        .unwrap();
-        regs.push(reg);
-    }
+    let soft = SoftHosts::create(&root.0);
+    let c = soft_host(&root.0.join("c"), "127.0.0.3");
     let volume = root.0.join("volume.img");
-    std::fs::File::create(&volume)
-        .unwrap()
-        .set_len(SIZE)
-        .unwrap();
-    let addr = format!("127.0.0.2:{}", free_port("127.0.0.2"));
-    let dir_b = root.0.join("b");
+    empty_volume(&volume, SIZE);
+    let addr = free_addr("127.0.0.2");
     let target_conf = root.0.join("target.toml");
-    write_target(&target_conf, &dir_b, &addr, &volume);
+    write_target(&target_conf, &soft.dir_b, &addr, &volume);
     let initiator = |host: &str| {
         let conf = root.0.join(format!("{host}.toml"));
-        std::fs::write(
-            &conf,
-            format!(
-                "[backend]\nsoft_dir = {:?}\n[control]\nsocket = {:?}\n[[connect]]\nname = \"disk\"\ntargets = [\"{addr}\"]\nnbd_socket = {:?}\ngive_up_secs = 300\n",
-                root.0.join(host),
-                root.0.join(format!("{host}.ctl")),
-                root.0.join(format!("{host}.sock"))
-            ),
-        )
-        .unwrap();
+        ConfigFile::new()
+            .backend(&root.0.join(host))
+            .control(&root.0.join(format!("{host}.ctl")))
+            .connect("disk", &addr, &root.0.join(format!("{host}.sock")))
+            .set("give_up_secs", 300)
+            .write(&conf);
         conf
     };
     Rig {
         init_conf: initiator("a"),
         holder_conf: initiator("c"),
-        _regs: regs,
-        dir_b,
+        soft,
+        _c: c,
         addr,
         volume,
         target_conf,
@@ -103,37 +87,32 @@ fn rig(name: &str) -> Rig {
     }
 }
 
-fn write_target(conf: &PathBuf, dir_b: &PathBuf, addr: &str, volume: &PathBuf) {
+fn write_target(conf: &Path, dir_b: &Path, addr: &str, volume: &Path) {
     write_target_allowing(conf, dir_b, addr, volume, "127.0.0.0/8");
 }
 
 /// The target's configuration, its export allowing `allow`.
-fn write_target_allowing(
-    conf: &PathBuf,
-    dir_b: &PathBuf,
-    addr: &str,
-    volume: &PathBuf,
-    allow: &str,
-) {
-    std::fs::write(
-        conf,
-        format!(
-            "[backend]\nsoft_dir = {dir_b:?}\n[control]\nsocket = {:?}\n[[export]]\nname = \"disk\"\nlisten = \"{addr}\"\nfile = {volume:?}\nallow = [\"{allow}\"]\n",
-            dir_b.with_extension("ctl")
-        ),
-    )
-    .unwrap();
+fn write_target_allowing(conf: &Path, dir_b: &Path, addr: &str, volume: &Path, allow: &str) {
+    ConfigFile::new()
+        .backend(dir_b)
+        .control(&dir_b.with_extension("ctl"))
+        .export("disk", addr, volume)
+        .set("allow", format!("[\"{allow}\"]"))
+        .write(conf);
 }
 
 /// The initiator under test, its own debug lines logged: each session's
-/// events (those of new sessions that do not serve are at debug).
+/// events (those of new sessions that do not serve are at debug); once
+/// its connection `disk` serves NBD.
 fn initiator(conf: &Path) -> Daemon {
-    Daemon::spawn(
+    let mut init = Daemon::spawn(
         "initiator",
         Command::new(env!("CARGO_BIN_EXE_relinkd"))
             .arg(conf)
             .env("RELINKD_LOG", "info,relinkd=debug"),
-    )
+    );
+    init.expect_line("connect disk serving nbd");
+    init
 }
 
 /// How many of `lines` are logged at relinkd's default level (info).
@@ -157,15 +136,19 @@ fn sessions(lines: &[String]) -> BTreeSet<u64> {
 #[test]
 fn a_target_that_closes_every_new_session_gets_a_few_attempts_a_second() {
     let r = rig("closed");
-    let mut target = Daemon::start("target", &r.target_conf);
-    target.expect_line("export disk listening");
+    let mut target = Daemon::start_target(&r.target_conf, "disk");
     let mut init = initiator(&r.init_conf);
-    init.expect_line("connect disk serving nbd");
 
     // The export is reloaded with an allow list that leaves the initiator
     // out: its session is closed, and every new one at once.
     let first = sessions(&init.stderr_lines());
-    write_target_allowing(&r.target_conf, &r.dir_b, &r.addr, &r.volume, "127.0.0.5/32");
+    write_target_allowing(
+        &r.target_conf,
+        &r.soft.dir_b,
+        &r.addr,
+        &r.volume,
+        "127.0.0.5/32",
+    );
     target.send("HUP");
     target.expect_line("reload: removed [export disk], added [export disk]");
     wait_for(
@@ -210,13 +193,11 @@ fn a_target_that_closes_every_new_session_gets_a_few_attempts_a_second() {
     );
 
     // The allow list names the initiator again: served again.
-    write_target(&r.target_conf, &r.dir_b, &r.addr, &r.volume);
+    write_target(&r.target_conf, &r.soft.dir_b, &r.addr, &r.volume);
     target.send("HUP");
     init.expect_line("connect disk reconnected");
-    let s = init.terminate();
-    assert!(s.success(), "initiator exit: {s}\n{}", init.transcript());
-    let s = target.terminate();
-    assert!(s.success(), "target exit: {s}\n{}", target.transcript());
+    init.terminate_ok();
+    target.terminate_ok();
 }
 
 #[test]
@@ -226,10 +207,8 @@ fn a_target_shutting_down_refuses_new_sessions_and_gets_a_few_attempts_a_second(
         return skip_test(test, &skip);
     }
     let r = rig("refused");
-    let mut target = Daemon::start("target", &r.target_conf);
-    target.expect_line("export disk listening");
+    let mut target = Daemon::start_target(&r.target_conf, "disk");
     let mut init = initiator(&r.init_conf);
-    init.expect_line("connect disk serving nbd");
     let mut holder = Daemon::start("holder", &r.holder_conf);
     holder.expect_line("connect disk serving nbd");
 
@@ -305,34 +284,25 @@ fn a_target_shutting_down_refuses_new_sessions_and_gets_a_few_attempts_a_second(
     );
 
     // Once the target is back, the initiator serves again.
-    let mut target = Daemon::start("target", &r.target_conf);
-    target.expect_line("export disk listening");
+    let mut target = Daemon::start_target(&r.target_conf, "disk");
     init.expect_line("connect disk reconnected");
-    let s = init.terminate();
-    assert!(s.success(), "initiator exit: {s}\n{}", init.transcript());
+    init.terminate_ok();
     let _ = holder.terminate();
-    let s = target.terminate();
-    assert!(s.success(), "target exit: {s}\n{}", target.transcript());
+    target.terminate_ok();
 }
 
 #[test]
 fn a_target_serving_another_volume_is_named_once_and_retried_slowly() {
     let r = rig("volume");
-    let mut target = Daemon::start("target", &r.target_conf);
-    target.expect_line("export disk listening");
+    let mut target = Daemon::start_target(&r.target_conf, "disk");
     let mut init = initiator(&r.init_conf);
-    init.expect_line("connect disk serving nbd");
 
     // The target comes back with a 4 MiB volume in place of 8 MiB.
-    let s = target.terminate();
-    assert!(s.success(), "target exit: {s}\n{}", target.transcript());
+    target.terminate_ok();
     let other = r.root.0.join("other.img");
-    std::fs::File::create(&other)
-        .unwrap()
-        .set_len(SIZE / 2)
-        .unwrap();
+    empty_volume(&other, SIZE / 2);
     let other_conf = r.root.0.join("other.toml");
-    write_target(&other_conf, &r.dir_b, &r.addr, &other);
+    write_target(&other_conf, &r.soft.dir_b, &r.addr, &other);
     let mut wrong = Daemon::start("target with another volume", &other_conf);
     wrong.expect_line("export disk listening");
     let named = |d: &Daemon| {
@@ -372,11 +342,8 @@ fn a_target_serving_another_volume_is_named_once_and_retried_slowly() {
     // The right volume is back: served again.
     let s = wrong.terminate();
     assert!(s.success(), "target exit: {s}\n{}", wrong.transcript());
-    let mut target = Daemon::start("target", &r.target_conf);
-    target.expect_line("export disk listening");
+    let mut target = Daemon::start_target(&r.target_conf, "disk");
     init.expect_line("connect disk reconnected");
-    let s = init.terminate();
-    assert!(s.success(), "initiator exit: {s}\n{}", init.transcript());
-    let s = target.terminate();
-    assert!(s.success(), "target exit: {s}\n{}", target.transcript());
+    init.terminate_ok();
+    target.terminate_ok();
 }

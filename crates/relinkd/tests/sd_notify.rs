@@ -4,25 +4,15 @@
 //! (the target's export listens; the initiator's NBD socket exists by
 //! then) and `STOPPING=1` on SIGTERM.
 
-use std::net::TcpListener;
+mod common;
+
 use std::os::unix::net::UnixDatagram;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
 
-use relink_soft::Registry;
-
-/// How long a datagram may take to come. Nothing here measures time:
-/// this only keeps a hang from lasting forever on a slow machine.
-const STEP: Duration = Duration::from_secs(120);
-
-struct Root(PathBuf);
-
-impl Drop for Root {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use common::config::ConfigFile;
+use common::images::empty_volume;
+use common::{free_addr, Root, SoftHosts, STEP};
 
 /// A relinkd, killed on drop.
 struct Killed(Child);
@@ -68,45 +58,22 @@ fn terminate(d: &mut Killed) {
 
 #[test]
 fn relinkd_tells_its_service_manager_ready_once_it_serves_and_stopping_on_sigterm() {
-    let root = std::env::temp_dir().join(format!("relinkd-notify-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&root);
-    std::fs::create_dir_all(&root).unwrap();
-    let root = Root(root);
-    let (dir_a, dir_b) = (root.0.join("a"), root.0.join("b"));
-    Registry::open(&dir_a)
-        .unwrap()
-        .add("soft0", vec!["127.0.0.1/8".parse().unwrap()], None, None)
-        .unwrap();
-    Registry::open(&dir_b)
-        .unwrap()
-        .add("soft0", vec!["127.0.0.2/8".parse().unwrap()], None, None)
-        .unwrap();
+    let root = Root::new("notify");
+    let soft = SoftHosts::create(&root.0);
     let volume = root.0.join("volume.img");
-    std::fs::File::create(&volume)
-        .unwrap()
-        .set_len(1 << 20)
-        .unwrap();
-    let port = TcpListener::bind("127.0.0.2:0")
-        .and_then(|l| l.local_addr())
-        .unwrap()
-        .port();
+    empty_volume(&volume, 1 << 20);
+    let addr = free_addr("127.0.0.2");
     let t_conf = root.0.join("target.toml");
-    std::fs::write(
-        &t_conf,
-        format!(
-            "[backend]\nsoft_dir = {dir_b:?}\n\n[[export]]\nname = \"disk\"\nlisten = \"127.0.0.2:{port}\"\nfile = {volume:?}\n"
-        ),
-    )
-    .unwrap();
+    ConfigFile::new()
+        .backend(&soft.dir_b)
+        .export("disk", &addr, &volume)
+        .write(&t_conf);
     let socket = root.0.join("nbd.sock");
     let i_conf = root.0.join("initiator.toml");
-    std::fs::write(
-        &i_conf,
-        format!(
-            "[backend]\nsoft_dir = {dir_a:?}\n\n[[connect]]\nname = \"disk\"\ntargets = [\"127.0.0.2:{port}\"]\nnbd_socket = {socket:?}\n"
-        ),
-    )
-    .unwrap();
+    ConfigFile::new()
+        .backend(&soft.dir_a)
+        .connect("disk", &addr, &socket)
+        .write(&i_conf);
     let bind = |name: &str| {
         let path = root.0.join(name);
         let sock = UnixDatagram::bind(&path).unwrap();

@@ -2,7 +2,7 @@
 //! `qemu-img` runs checked with the daemons' transcripts on failure.
 
 use std::io::Read;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -22,6 +22,16 @@ pub fn random_image(path: &Path, size: u64, seed: u64) {
 /// Creates `path` as a file of `size` zero bytes.
 pub fn empty_volume(path: &Path, size: u64) {
     std::fs::File::create(path).unwrap().set_len(size).unwrap();
+}
+
+/// In `dir`: `source.img`, `size` random bytes from `seed`, and
+/// `volume.img`, `size` zero bytes (a target's volume to copy it into).
+pub fn source_and_volume(dir: &Path, size: u64, seed: u64) -> (PathBuf, PathBuf) {
+    let source = dir.join("source.img");
+    random_image(&source, size, seed);
+    let volume = dir.join("volume.img");
+    empty_volume(&volume, size);
+    (source, volume)
 }
 
 /// Whether the first `len` bytes of `a` and `b` are equal.

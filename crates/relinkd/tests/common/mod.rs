@@ -1,6 +1,7 @@
 //! Helpers of the relinkd end-to-end tests: relinkd processes with their
-//! output collected, soft hosts, temporary directories, the control
-//! socket's client side.
+//! output collected, soft hosts, temporary directories, configuration
+//! files ([`config`]), disk images ([`images`]), bounded runs of client
+//! programs, the control socket's client side.
 
 #![allow(dead_code)]
 
@@ -14,8 +15,10 @@ use std::time::{Duration, Instant};
 
 use relink_proctest::Proc;
 use relink_skip::Skip;
+use relink_soft::Registry;
 use relinkd::control::protocol::{self, Response, StatusResult};
 
+pub mod config;
 pub mod images;
 
 /// How long any one step may take. Nothing here measures time: these
@@ -38,6 +41,24 @@ impl Daemon {
             what,
             Command::new(env!("CARGO_BIN_EXE_relinkd")).arg(config),
         )
+    }
+
+    /// Starts the target `relinkd CONFIG` ("target" in messages) and waits
+    /// until its export `export` listens.
+    #[track_caller]
+    pub fn start_target(config: &Path, export: &str) -> Daemon {
+        let mut d = Daemon::start("target", config);
+        d.expect_line(&format!("export {export} listening"));
+        d
+    }
+
+    /// Starts the initiator `relinkd CONFIG` ("initiator" in messages) and
+    /// waits until its connection `connect` serves NBD.
+    #[track_caller]
+    pub fn start_initiator(config: &Path, connect: &str) -> Daemon {
+        let mut d = Daemon::start("initiator", config);
+        d.expect_line(&format!("connect {connect} serving nbd"));
+        d
     }
 
     /// Starts `command` (relinkd itself, or a program that execs it, as
@@ -156,6 +177,19 @@ impl Daemon {
         self.signal("TERM")
     }
 
+    /// SIGTERM, and asserts that it exits with success (panics with
+    /// "`what` exit: STATUS" and its transcript otherwise).
+    #[track_caller]
+    pub fn terminate_ok(&mut self) {
+        let s = self.terminate();
+        assert!(
+            s.success(),
+            "{} exit: {s}\n{}",
+            self.what,
+            self.transcript()
+        );
+    }
+
     /// SIGKILL, then the exit status.
     #[track_caller]
     pub fn kill9(&mut self) -> ExitStatus {
@@ -172,12 +206,52 @@ impl Daemon {
 pub struct Root(pub PathBuf);
 
 impl Root {
+    /// `relinkd-NAME-PID` in the temporary directory, created empty.
     pub fn new(name: &str) -> Root {
         let root = std::env::temp_dir().join(format!("relinkd-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
         std::fs::create_dir_all(&root).unwrap();
         Root(root)
     }
+}
+
+/// Soft hosts `a` and `b` for a target (`b`) and an initiator (`a`) on
+/// the soft TCP fabric: the registries `ROOT/a` and `ROOT/b`, each with
+/// device `soft0`, `a`'s at 127.0.0.1/8 and `b`'s at 127.0.0.2/8.
+pub struct SoftHosts {
+    /// Host `a`'s registry directory: the initiator's `soft_dir`.
+    pub dir_a: PathBuf,
+    /// Host `b`'s registry directory: the target's `soft_dir`.
+    pub dir_b: PathBuf,
+    pub reg_a: Registry,
+    pub reg_b: Registry,
+}
+
+impl SoftHosts {
+    /// Creates hosts `a` and `b` below `root`.
+    pub fn create(root: &Path) -> SoftHosts {
+        let (dir_a, dir_b) = (root.join("a"), root.join("b"));
+        SoftHosts {
+            reg_a: soft_host(&dir_a, "127.0.0.1"),
+            reg_b: soft_host(&dir_b, "127.0.0.2"),
+            dir_a,
+            dir_b,
+        }
+    }
+}
+
+/// Opens (creating it) the soft device registry `dir`, a soft host, and
+/// adds device `soft0` owning `ip`/8.
+pub fn soft_host(dir: &Path, ip: &str) -> Registry {
+    let reg = Registry::open(dir).unwrap();
+    reg.add(
+        "soft0",
+        vec![format!("{ip}/8").parse().unwrap()],
+        None,
+        None,
+    )
+    .unwrap();
+    reg
 }
 
 impl Drop for Root {
@@ -198,11 +272,17 @@ pub fn tool(program: &str) -> Result<PathBuf, Skip> {
     relink_skip::find_program(program, package)
 }
 
+/// A TCP port free on `ip` when asked (bound, then let go).
 pub fn free_port(ip: &str) -> u16 {
     TcpListener::bind(format!("{ip}:0"))
         .and_then(|l| l.local_addr())
         .expect("bind a free port")
         .port()
+}
+
+/// `IP:PORT` with a port free on `ip`: an export's `listen` address.
+pub fn free_addr(ip: &str) -> String {
+    format!("{ip}:{}", free_port(ip))
 }
 
 /// Waits until `f()`, or panics with `what` and the transcripts.
@@ -300,4 +380,31 @@ pub fn run_bounded(command: &mut Command) -> Option<Output> {
         }
         thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// Runs `program` with `args` (bounded by [`STEP`]) and asserts that it
+/// succeeds: its stdout and stderr, one after the other. Panics with
+/// them and the transcripts of `daemons` if it fails or hangs.
+#[track_caller]
+pub fn run_ok(program: &Path, args: &[&str], daemons: &[&Daemon]) -> String {
+    let out = run_bounded(Command::new(program).args(args)).unwrap_or_else(|| {
+        panic!(
+            "{} {args:?} hung\n{}",
+            program.display(),
+            images::transcripts(daemons)
+        )
+    });
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success(),
+        "{} {args:?}: {}\n{text}\n{}",
+        program.display(),
+        out.status,
+        images::transcripts(daemons)
+    );
+    text
 }
