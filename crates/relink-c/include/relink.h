@@ -7,8 +7,10 @@
  * nothing): RELINK_OK, RELINK_EMPTY (a poll found nothing) or a negative
  * error whose message relink_last_error() gives. Objects made by a
  * relink_*_new* call are owned by the caller and freed with the matching
- * relink_*_free; every other pointer is borrowed for the call only. A node
- * and what is made with it are used by one thread at a time.
+ * relink_*_free; every other pointer is borrowed for the call only, but
+ * the buffer given to relink_register, which the node uses in place until
+ * relink_deregister. A node and what is made with it are used by one
+ * thread at a time.
  *
  * Sections, in order: status and errors (every call returns a status);
  * nodes; the embedded soft fabric's nodes and devices; session options;
@@ -50,6 +52,9 @@ extern "C" {
 // | a length over its limit (a message over `max_message`, a one-sided operation over `UINT32_MAX` bytes, connect data over `RELINK_MAX_CONNECT_DATA`) | `RELINK_ERR_TOO_LARGE` |
 // | an atomic's offset (local or token) that is not a multiple of 8 | `RELINK_ERR_MISALIGNED` |
 // | an operation past the session's `max_outstanding` (completions not taken) | `RELINK_ERR_AGAIN` |
+// | a buffer to register (`relink_register`) that is NULL, empty or wraps around, or access rights no `RELINK_ACCESS_*` names or no device grants | `RELINK_ERR_ARGUMENT` |
+// | a registration the node does not have (`relink_deregister`) | `RELINK_ERR_NO_REGION` |
+// | deregistering while an operation not yet completed uses the registration | `RELINK_ERR_BUSY` |
 //
 // Lengths are checked before anything is copied or allocated. The
 // numbers are fixed: new codes take new numbers.
@@ -62,13 +67,18 @@ typedef enum {
   // An argument is invalid: a NULL pointer where one is needed (every
   // call, for every pointer it needs), a string that is not UTF-8 or not
   // an address, an unknown enum value, an unknown listener, device or
-  // path.
+  // path; a buffer `relink_register` cannot register (NULL with a
+  // length, empty, wrapping around the address space) or rights it
+  // cannot give (bits no `RELINK_ACCESS_*` names, remote write or
+  // atomic rights without `RELINK_ACCESS_LOCAL_WRITE`).
   RELINK_ERR_ARGUMENT = -1,
   // The node has no such session: never made, or ended and reaped.
   RELINK_ERR_NO_SESSION = -2,
   // The session has no such region: a local range's or
   // `relink_region_read`/`relink_region_write`'s region, or the options
-  // have none of that id (`relink_options_set_region_window`).
+  // have none of that id (`relink_options_set_region_window`), or the
+  // node has no registration of that id (`relink_deregister`; a local
+  // range naming a registration deregistered since is refused so too).
   RELINK_ERR_NO_REGION = -3,
   // The session refused the operation: it ended (closed or failed) or
   // is closing, or it is not in a state that allows the call (the
@@ -112,6 +122,10 @@ typedef enum {
   // (`relink_send`, `relink_write`, `relink_read`, `relink_fetch_add`,
   // `relink_cmp_swap`, `relink_post`).
   RELINK_ERR_AGAIN = -14,
+  // In use: `relink_deregister` of a registration that an operation not
+  // yet completed names as its local range. Nothing changed: take its
+  // completion, then deregister again.
+  RELINK_ERR_BUSY = -15,
   // A bug in relink: it panicked (the message says where). The node is
   // left as it was at the panic; free it. Nothing is printed unless
   // the environment variable `RELINK_LOG` is set (non-empty) when
@@ -167,7 +181,9 @@ relink_status relink_node_new_tcp(const char *dir, relink_node **out);
 relink_status relink_node_new_verbs(relink_node **out);
 
 // Free a node: its sessions end (a live session says goodbye to its peer
-// first), its provider objects are destroyed. NULL is ignored.
+// first), its provider objects are destroyed, and the buffers still
+// registered with it (`relink_register`) are the caller's again once it
+// returned. NULL is ignored.
 //
 // # Safety
 // `node` is NULL or a live node, not used again after the call.
@@ -620,7 +636,10 @@ relink_status relink_options_set_shared_receive(relink_options *options,
 // (`relink_token`), which stay valid across every recovery, optionally
 // through a memory window relink binds anew on each connection; the
 // session reads and writes its own regions' bytes with
-// `relink_region_read` and `relink_region_write`.
+// `relink_region_read` and `relink_region_write`. The program may also
+// register a buffer of its own with the node (`relink_register`, as
+// `ibv_reg_mr` does): every session of the node has it, under an id the
+// node gives, until `relink_deregister`.
 // --------------------------------------------------------------------------
 
 // Local write access (needed for a region that receives READ data or an
@@ -706,6 +725,75 @@ relink_status relink_region_read(relink_node *node,
                                  void *buf,
                                  uintptr_t len);
 
+// Register the caller's own buffer — the `len` bytes at `addr`, on the
+// stack, the heap or in a mapping — with the node, for every session of
+// the node (those made before and after), with the rights `access` (an
+// or of `RELINK_ACCESS_*`), as `ibv_reg_mr` registers memory; store its
+// id in `*id_out`.
+//
+// The id (2^31 and up; a session's own regions take the ids below it)
+// names the buffer as the `region` of a local range in the operations of
+// any session of the node (`relink_write` reads the data to send from
+// it; `relink_read`, `relink_fetch_add` and `relink_cmp_swap` put the
+// data or old value in it, which needs `RELINK_ACCESS_LOCAL_WRITE`; and
+// `relink_post`), at offsets from `addr`. With a `RELINK_ACCESS_REMOTE_*`
+// right it is advertised to every session's peer, which reaches it
+// one-sidedly through a `relink_token` naming this id — once the program
+// told the peer the id, in a message for instance: a message sent after
+// this call travels behind the advertisement, so the peer can use the id
+// as soon as it has read it. Each session registers the buffer on every
+// device it uses, again after every reset, replacement and failover: the
+// id and the tokens naming it stay valid.
+//
+// **The buffer's lifetime is the caller's, as with `ibv_reg_mr`.** It
+// must stay valid — mapped, not freed, not reused for anything else —
+// from this call until `relink_deregister` of the id returned `RELINK_OK`,
+// or until `relink_node_free` returned. In between, the device and the
+// peer may read and write it at any time (a peer's WRITE or atomic lands
+// whenever it arrives, also while the program runs its own code): read
+// it once a completion or a message says the data is there. Atomics,
+// the node's and the peer's, work on 8-byte aligned words: align the
+// buffer to 8 bytes, then an offset that is a multiple of 8 is one.
+//
+// `RELINK_ERR_ARGUMENT` for a NULL `node` or `id_out`, a NULL `addr` with
+// a `len`, a `len` of 0, a buffer that wraps around the address space,
+// `access` bits no `RELINK_ACCESS_*` names, or rights no device grants
+// (`RELINK_ACCESS_REMOTE_WRITE` or `RELINK_ACCESS_REMOTE_ATOMIC` without
+// `RELINK_ACCESS_LOCAL_WRITE`); `RELINK_ERR_PROVIDER` if the device of a
+// live session refuses to register it (then no session has it, and the
+// buffer is the caller's again — unless the message says the device kept
+// it: then until `relink_node_free`); `RELINK_ERR_UNSUPPORTED` on an rdma-core
+// node of a librelink built without its `verbs` feature.
+//
+// # Safety
+// `node` is a live node; `id_out` valid for a write; `addr` NULL or the
+// start of `len` bytes of this process's memory, valid for reads and
+// writes, which the caller keeps valid as said above.
+relink_status relink_register(relink_node *node,
+                              void *addr,
+                              uintptr_t len,
+                              uint32_t access,
+                              uint32_t *id_out);
+
+// Deregister registration `id` (`relink_register`): every session of the
+// node lets go of it and deregisters it from its devices. Once this
+// returned `RELINK_OK`, neither a device nor relink touches the buffer
+// any more: it is the caller's to free or reuse. The peer's operations
+// that still name it fail (`RELINK_OUTCOME_FAILED`, `RELINK_OP_REMOTE`),
+// the node's own are refused (`RELINK_ERR_NO_REGION`).
+//
+// `RELINK_ERR_BUSY` while an operation not yet completed names it as its
+// local range (nothing changed: take the operation's completion, then
+// call again); `RELINK_ERR_NO_REGION` if the node has no registration
+// `id`; `RELINK_ERR_PROVIDER` if the device did not let go of the buffer
+// (rdma-core refused `ibv_dereg_mr`): no session has the registration any
+// more, but the buffer must stay valid — call again to retry, or keep it
+// until `relink_node_free` returned.
+//
+// # Safety
+// `node` is a live node.
+relink_status relink_deregister(relink_node *node, uint32_t id);
+
 // --------------------------------------------------------------------------
 // Operations: messages, RDMA WRITE and READ, and atomics on the peer's
 // advertised memory (named by tokens), each by a call of its own or any
@@ -774,8 +862,9 @@ typedef struct {
   // length; the atomics: 8 (or 0, which stands for 8).
   uint64_t len;
   // WRITE, READ, the atomics: the session's own region the local range
-  // is in (the data's source for a WRITE, where a READ's data or an
-  // atomic's old value lands).
+  // is in, or a registration of the node (`relink_register`) (the
+  // data's source for a WRITE, where a READ's data or an atomic's old
+  // value lands).
   uint32_t region;
   // WRITE, READ, the atomics: the local range's offset in `region` (a
   // multiple of 8 for the atomics).
@@ -810,7 +899,8 @@ relink_status relink_send(relink_node *node,
                           relink_op *op);
 
 // RDMA WRITE `len` bytes at `offset` of the session's own region `region`
-// to the peer's memory at `remote`. Replayed after a loss if it was not
+// (or of the node's registration `region`: `relink_register`) to the
+// peer's memory at `remote`. Replayed after a loss if it was not
 // confirmed (a write is idempotent). Refused with `RELINK_ERR_NO_SESSION`
 // (unknown session), `RELINK_ERR_NO_REGION` (the session has no region
 // `region`), `RELINK_ERR_RANGE` (`offset` + `len` past its end),

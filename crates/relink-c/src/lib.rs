@@ -86,12 +86,18 @@
 //!   `RELINK_ERR_RANGE`, a length over its limit `RELINK_ERR_TOO_LARGE`, a
 //!   misaligned atomic `RELINK_ERR_MISALIGNED`, an operation past the
 //!   session's `max_outstanding` `RELINK_ERR_AGAIN` (take completions,
-//!   then submit again: `RELINK_EVENT_WRITABLE` says when).
+//!   then submit again: `RELINK_EVENT_WRITABLE` says when), a
+//!   registration deregistered while an operation uses it
+//!   `RELINK_ERR_BUSY`.
 //! - **Ownership.** A `relink_*_new*` call stores an object the caller owns
 //!   in its out-pointer; the matching `relink_*_free` frees it (NULL is
 //!   ignored), and it is not used after. Every other pointer argument is
 //!   borrowed for the call only: strings and buffers are copied, out-
-//!   pointers are written before the call returns. Sessions, listeners and
+//!   pointers are written before the call returns. One exception, as in
+//!   verbs: the buffer given to `relink_register` is used in place (by
+//!   the device and the peer, at any time) until `relink_deregister` of
+//!   it returned `RELINK_OK` or the node is freed; it stays the caller's
+//!   to keep valid until then, and to free after. Sessions, listeners and
 //!   operations are numbers (`relink_session`, `relink_listener`,
 //!   `relink_op`), never pointers, and never reused by their node.
 //! - **Threads.** A node and everything made with it are used by one
@@ -125,6 +131,9 @@
 #![allow(non_camel_case_types)]
 
 // One module per header section; `tests/header.rs` puts them in order.
+// `host_memory` exports nothing: the caller's registered buffers as host
+// memory, for `region`'s `relink_register`.
+mod host_memory;
 mod node;
 mod ops;
 mod options;

@@ -14,6 +14,7 @@ use std::time::Duration;
 use relink_rs::{Node, Provider};
 use relink_soft::TcpHost;
 
+use crate::host_memory::Registered;
 use crate::status::*;
 
 /// A relink node: sessions and listeners on one provider, driven by
@@ -29,15 +30,38 @@ pub struct relink_node {
     pub(crate) held_output: Option<relink_rs::Output>,
     /// The allocation `relink_poll_delivery` swaps messages into.
     pub(crate) scratch: Vec<u8>,
+    /// The caller's buffers registered with the node (`relink_register`),
+    /// by id, until `relink_deregister` gave them back. Declared after
+    /// `node`, so dropped after it: the node lets go of them first, then
+    /// each is given back (`Registered`'s drop) before `relink_node_free`
+    /// returns.
+    pub(crate) registrations: BTreeMap<u32, Registered>,
+    /// Buffers a refused `relink_register` could not give back at once
+    /// (the device kept an MR over one): given back when the node is
+    /// freed, after it.
+    pub(crate) held_back: Vec<Registered>,
+    /// The provider, when it is rdma-core's (`relink_node_new_verbs`): it
+    /// adopts the caller's buffers.
+    pub(crate) verbs: Option<Arc<relink_verbs::VerbsProvider>>,
 }
 
 impl relink_node {
     pub(crate) fn boxed(provider: Arc<dyn Provider>) -> *mut relink_node {
+        Self::boxed_with(provider, None)
+    }
+
+    fn boxed_with(
+        provider: Arc<dyn Provider>,
+        verbs: Option<Arc<relink_verbs::VerbsProvider>>,
+    ) -> *mut relink_node {
         Box::into_raw(Box::new(relink_node {
             node: Node::new(provider),
             held: BTreeMap::new(),
             held_output: None,
             scratch: Vec::new(),
+            registrations: BTreeMap::new(),
+            held_back: Vec::new(),
+            verbs,
         }))
     }
 }
@@ -105,14 +129,18 @@ pub unsafe extern "C" fn relink_node_new_verbs(out: *mut *mut relink_node) -> re
         }
         let p = relink_verbs::VerbsProvider::new()
             .map_err(|e| Fail::new(RELINK_ERR_PROVIDER, format!("rdma-core: {e}")))?;
+        let p = Arc::new(p);
+        let node = relink_node::boxed_with(p.clone(), Some(p));
         // SAFETY: the caller's contract.
-        unsafe { put(out, "out", relink_node::boxed(Arc::new(p))) }?;
+        unsafe { put(out, "out", node) }?;
         Ok(RELINK_OK)
     })
 }
 
 /// Free a node: its sessions end (a live session says goodbye to its peer
-/// first), its provider objects are destroyed. NULL is ignored.
+/// first), its provider objects are destroyed, and the buffers still
+/// registered with it (`relink_register`) are the caller's again once it
+/// returned. NULL is ignored.
 ///
 /// # Safety
 /// `node` is NULL or a live node, not used again after the call.

@@ -6,7 +6,9 @@
 //! its `max_outstanding` operations whose completion was not taken
 //! (`relink_room`; past it, `RELINK_ERR_AGAIN`).
 
-use relink_rs::{LocalRange, Node, OpId, OpKind, RegionId, SessionHandle, SubmitError};
+use relink_rs::{
+    LocalRange, Node, OpId, OpKind, RegionId, SessionHandle, SubmitError, REGISTERED_BASE,
+};
 
 use crate::node::{node_mut, relink_node};
 use crate::region::{in_region, relink_token};
@@ -75,8 +77,9 @@ pub struct relink_work_request {
     /// length; the atomics: 8 (or 0, which stands for 8).
     pub len: u64,
     /// WRITE, READ, the atomics: the session's own region the local range
-    /// is in (the data's source for a WRITE, where a READ's data or an
-    /// atomic's old value lands).
+    /// is in, or a registration of the node (`relink_register`) (the
+    /// data's source for a WRITE, where a READ's data or an atomic's old
+    /// value lands).
     pub region: u32,
     /// WRITE, READ, the atomics: the local range's offset in `region` (a
     /// multiple of 8 for the atomics).
@@ -138,19 +141,28 @@ unsafe fn submit(
 /// A refused submit's status and message: a local range's region the
 /// session does not have is `RELINK_ERR_NO_REGION`, a range outside it
 /// `RELINK_ERR_RANGE` with the region's length; the rest as `Fail::from`.
+/// The region is one of the session's options, or a registration of the
+/// node (`relink_register`), which every session has.
 fn submit_error(n: &Node, s: SessionHandle, e: SubmitError) -> Fail {
     let SubmitError::BadLocal(l) = e else {
         return e.into();
     };
-    let region = n
+    let len = n
         .options(s)
-        .and_then(|o| o.regions.iter().find(|r| r.id == l.region));
-    match region {
+        .and_then(|o| o.regions.iter().find(|r| r.id == l.region))
+        .map(|r| r.len)
+        .or_else(|| {
+            (l.region.0 >= REGISTERED_BASE)
+                .then(|| n.region(s, l.region).ok())
+                .flatten()
+                .map(|m| m.len() as u64)
+        });
+    match len {
         None => Fail::new(
             RELINK_ERR_NO_REGION,
             format!("session {} has no region {}", s.0, l.region.0),
         ),
-        Some(r) => in_region("local range", l.region.0, l.offset, u64::from(l.len), r.len)
+        Some(len) => in_region("local range", l.region.0, l.offset, u64::from(l.len), len)
             .err()
             // Inside its region yet refused: an atomic's range not 8 bytes.
             .unwrap_or_else(|| e.into()),
@@ -244,7 +256,8 @@ pub unsafe extern "C" fn relink_send(
 }
 
 /// RDMA WRITE `len` bytes at `offset` of the session's own region `region`
-/// to the peer's memory at `remote`. Replayed after a loss if it was not
+/// (or of the node's registration `region`: `relink_register`) to the
+/// peer's memory at `remote`. Replayed after a loss if it was not
 /// confirmed (a write is idempotent). Refused with `RELINK_ERR_NO_SESSION`
 /// (unknown session), `RELINK_ERR_NO_REGION` (the session has no region
 /// `region`), `RELINK_ERR_RANGE` (`offset` + `len` past its end),

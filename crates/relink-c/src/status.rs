@@ -27,6 +27,9 @@ use std::sync::Once;
 /// | a length over its limit (a message over `max_message`, a one-sided operation over `UINT32_MAX` bytes, connect data over `RELINK_MAX_CONNECT_DATA`) | `RELINK_ERR_TOO_LARGE` |
 /// | an atomic's offset (local or token) that is not a multiple of 8 | `RELINK_ERR_MISALIGNED` |
 /// | an operation past the session's `max_outstanding` (completions not taken) | `RELINK_ERR_AGAIN` |
+/// | a buffer to register (`relink_register`) that is NULL, empty or wraps around, or access rights no `RELINK_ACCESS_*` names or no device grants | `RELINK_ERR_ARGUMENT` |
+/// | a registration the node does not have (`relink_deregister`) | `RELINK_ERR_NO_REGION` |
+/// | deregistering while an operation not yet completed uses the registration | `RELINK_ERR_BUSY` |
 ///
 /// Lengths are checked before anything is copied or allocated. The
 /// numbers are fixed: new codes take new numbers.
@@ -41,13 +44,18 @@ pub enum relink_status {
     /// An argument is invalid: a NULL pointer where one is needed (every
     /// call, for every pointer it needs), a string that is not UTF-8 or not
     /// an address, an unknown enum value, an unknown listener, device or
-    /// path.
+    /// path; a buffer `relink_register` cannot register (NULL with a
+    /// length, empty, wrapping around the address space) or rights it
+    /// cannot give (bits no `RELINK_ACCESS_*` names, remote write or
+    /// atomic rights without `RELINK_ACCESS_LOCAL_WRITE`).
     RELINK_ERR_ARGUMENT = -1,
     /// The node has no such session: never made, or ended and reaped.
     RELINK_ERR_NO_SESSION = -2,
     /// The session has no such region: a local range's or
     /// `relink_region_read`/`relink_region_write`'s region, or the options
-    /// have none of that id (`relink_options_set_region_window`).
+    /// have none of that id (`relink_options_set_region_window`), or the
+    /// node has no registration of that id (`relink_deregister`; a local
+    /// range naming a registration deregistered since is refused so too).
     RELINK_ERR_NO_REGION = -3,
     /// The session refused the operation: it ended (closed or failed) or
     /// is closing, or it is not in a state that allows the call (the
@@ -91,6 +99,10 @@ pub enum relink_status {
     /// (`relink_send`, `relink_write`, `relink_read`, `relink_fetch_add`,
     /// `relink_cmp_swap`, `relink_post`).
     RELINK_ERR_AGAIN = -14,
+    /// In use: `relink_deregister` of a registration that an operation not
+    /// yet completed names as its local range. Nothing changed: take its
+    /// completion, then deregister again.
+    RELINK_ERR_BUSY = -15,
     /// A bug in relink: it panicked (the message says where). The node is
     /// left as it was at the panic; free it. Nothing is printed unless
     /// the environment variable `RELINK_LOG` is set (non-empty) when
@@ -246,6 +258,20 @@ impl From<relink_rs::SetPolicyError> for Fail {
         let status = match &e {
             relink_rs::SetPolicyError::NoSession(_) => RELINK_ERR_NO_SESSION,
             _ => RELINK_ERR_OPTIONS,
+        };
+        Fail::new(status, chain(&e))
+    }
+}
+
+impl From<relink_rs::RegisterError> for Fail {
+    fn from(e: relink_rs::RegisterError) -> Fail {
+        use relink_rs::RegisterError as E;
+        let status = match &e {
+            E::Empty | E::BadAccess => RELINK_ERR_ARGUMENT,
+            E::Unknown(_) => RELINK_ERR_NO_REGION,
+            E::InUse { .. } => RELINK_ERR_BUSY,
+            // `Device`, and what a newer relink adds.
+            _ => RELINK_ERR_PROVIDER,
         };
         Fail::new(status, chain(&e))
     }
@@ -408,6 +434,7 @@ pub extern "C" fn relink_status_name(status: i32) -> *const c_char {
         -12 => c"RELINK_ERR_RANGE",
         -13 => c"RELINK_ERR_MISALIGNED",
         -14 => c"RELINK_ERR_AGAIN",
+        -15 => c"RELINK_ERR_BUSY",
         -100 => c"RELINK_ERR_INTERNAL",
         _ => c"RELINK_UNKNOWN_STATUS",
     };

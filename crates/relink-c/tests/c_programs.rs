@@ -317,6 +317,37 @@ fn backpressure_and_post_from_c() {
     assert!(stderr.is_empty(), "librelink printed:\n{stderr}");
 }
 
+/// `tests/c/registrations.c`: a C program registers buffers of its own
+/// (`relink_register`: the target a heap buffer it tells the initiator
+/// the id of in a message, the initiator a stack buffer for its local
+/// ranges), and the initiator's WRITE, READs and FETCH_ADD land in those
+/// very buffers — checked there, with no `relink_region_read` — before
+/// and after a reset of each side's device; deregistration is refused
+/// while an operation uses the buffer (`RELINK_ERR_BUSY`) and for unknown
+/// ids, and after it the peer's WRITE fails and leaves the buffer alone;
+/// bad input gets its code. librelink prints nothing on the way.
+#[test]
+fn registrations_of_the_programs_own_buffers_from_c() {
+    let exe = build(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/registrations.c"),
+        "registrations",
+    );
+    let out = Command::new(exe).output().expect("run registrations");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(
+        out.status.success() && stdout.contains("registrations: ok"),
+        "registrations: {}:\n{stdout}{stderr}",
+        out.status
+    );
+    for round in 0..3 {
+        assert!(stdout.contains(&format!("round {round}: ")), "{stdout}");
+    }
+    assert!(stderr.is_empty(), "librelink printed:\n{stderr}");
+}
+
 /// A child process killed if the test ends before it exits.
 struct Reaped(std::process::Child);
 

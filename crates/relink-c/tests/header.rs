@@ -449,6 +449,7 @@ fn statuses_outcomes_and_completion_members_are_pinned() {
             ("RELINK_ERR_RANGE", -12),
             ("RELINK_ERR_MISALIGNED", -13),
             ("RELINK_ERR_AGAIN", -14),
+            ("RELINK_ERR_BUSY", -15),
             ("RELINK_ERR_INTERNAL", -100),
         ],
     );

@@ -145,6 +145,12 @@
 //! handle to the very allocation, not merely one with its address and
 //! length: any [`HostMemory`](relink_fabric::HostMemory) may claim those),
 //! and the MR keeps that allocation mapped until it is deregistered.
+//! The application's own memory (a C program's buffer, as `ibv_reg_mr`
+//! takes) joins those allocations only through the one `unsafe` function
+//! of the API, `VerbsProvider::adopt_foreign` (in the `rdma` build), whose
+//! caller keeps it valid until `VerbsProvider::release_memory`
+//! deregistered every MR over it and stopped every access through its
+//! handles (or the provider is dropped).
 
 #![deny(unsafe_code)]
 #![cfg_attr(not(feature = "rdma"), forbid(unsafe_code))]

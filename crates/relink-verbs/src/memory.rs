@@ -8,7 +8,10 @@
 //! last [`Memory`](relink_fabric::Memory) handle to it — every MR the
 //! provider registers keeps one — so it is never unmapped under a
 //! registration; `reg_mr` accepts only the provider's own allocations,
-//! recognised by identity (module `owned`).
+//! recognised by identity (module `owned`). The application's own memory
+//! joins them only through the unsafe `VerbsProvider::adopt_foreign`,
+//! whose caller keeps it valid until `VerbsProvider::release_memory` gave
+//! it back.
 
 #![forbid(unsafe_code)]
 

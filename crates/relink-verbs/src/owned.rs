@@ -22,9 +22,11 @@ use std::sync::{Arc, Mutex, Weak};
 use relink_fabric::{HostMemory, Memory};
 
 /// The live allocations of one provider, by address (the address only
-/// finds the candidate; identity decides).
+/// finds the candidates; identity decides). One address may have several:
+/// the application's own memory, adopted (`adopt_foreign`), may be adopted
+/// twice, or overlap.
 pub(crate) struct OwnedMemory<T> {
-    live: Mutex<BTreeMap<u64, Weak<T>>>,
+    live: Mutex<BTreeMap<u64, Vec<Weak<T>>>>,
 }
 
 impl<T> Default for OwnedMemory<T> {
@@ -42,8 +44,11 @@ impl<T: HostMemory + 'static> OwnedMemory<T> {
         let addr = memory.addr();
         let memory = Arc::new(memory);
         let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
-        live.retain(|_, w| w.strong_count() > 0);
-        live.insert(addr, Arc::downgrade(&memory));
+        live.retain(|_, ws| {
+            ws.retain(|w| w.strong_count() > 0);
+            !ws.is_empty()
+        });
+        live.entry(addr).or_default().push(Arc::downgrade(&memory));
         drop(live);
         Memory::new(memory)
     }
@@ -62,20 +67,26 @@ impl<T: HostMemory + 'static> OwnedMemory<T> {
     pub(crate) fn recognise_own(&self, memory: &Memory) -> Option<(Memory, Arc<T>)> {
         // A forged implementation runs here; no lock of ours is held.
         let addr = memory.addr();
-        let own = self
+        let candidates: Vec<Arc<T>> = self
             .live
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .get(&addr)?
-            .upgrade()?;
-        let ours = Memory::new(own.clone());
-        ours.same(memory).then_some((ours, own))
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect();
+        // Our own handles, built from our own `Arc`s: no code of the
+        // caller's runs in `same`.
+        candidates.into_iter().find_map(|own| {
+            let ours = Memory::new(own.clone());
+            ours.same(memory).then_some((ours, own))
+        })
     }
 
     /// How many allocations are remembered (live or not yet forgotten).
     #[cfg(test)]
     fn remembered(&self) -> usize {
-        self.live.lock().unwrap().len()
+        self.live.lock().unwrap().values().map(Vec::len).sum()
     }
 }
 
@@ -159,6 +170,30 @@ mod tests {
         let impostor = Memory::new(Arc::new(Impostor(m.clone())));
         assert_eq!((impostor.addr(), impostor.len()), (m.addr(), m.len()));
         assert!(owned.recognise(&impostor).is_none());
+    }
+
+    /// The application's memory may be adopted twice (registered twice,
+    /// as `ibv_reg_mr` allows): each adoption is recognised, as itself,
+    /// and outlives the other.
+    #[test]
+    fn two_adoptions_of_one_address_are_both_recognised() {
+        let owned = OwnedMemory::<HeapMemory>::default();
+        let first = owned.adopt(HeapMemory::new(0x10_000, 4096));
+        let second = owned.adopt(HeapMemory::new(0x10_000, 64));
+        assert_eq!(owned.remembered(), 2);
+        let ours = owned.recognise(&first.clone()).expect("the first");
+        assert!(ours.same(&first) && !ours.same(&second));
+        drop(ours);
+        let ours = owned.recognise(&second).expect("the second");
+        assert!(ours.same(&second) && !ours.same(&first));
+        drop(first);
+        // The next adoption forgets the dropped one, not the other.
+        let other = owned.adopt(HeapMemory::new(0x20_000, 64));
+        assert!(owned.recognise(&second).is_some());
+        assert!(owned.recognise(&other).is_some());
+        assert_eq!(owned.remembered(), 2);
+        let forged = Memory::new(Arc::new(HeapMemory::new(0x10_000, 64)));
+        assert!(owned.recognise(&forged).is_none());
     }
 
     #[test]

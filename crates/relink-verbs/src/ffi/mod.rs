@@ -10,7 +10,8 @@
 //! - `qp.rs`: SRQs and QPs (create, modify, query, type 1 window binds).
 //! - `wr.rs`: the linked work request lists of the post calls.
 //! - `cm.rs`: the rdma_cm event channel, CM ids and their events.
-//! - `memory.rs`: the provider's `mmap`'d memory.
+//! - `memory.rs`: the provider's `mmap`'d memory, and the application's
+//!   memory it adopts (`VerbsProvider::adopt_foreign`).
 //! - `os.rs`: socket addresses, fds, `poll`, eventfds, interface
 //!   addresses.
 //!
@@ -42,7 +43,10 @@
 //!    request carries `IBV_SEND_INLINE`, so user space never reads the
 //!    memory an SGE names: the device checks it against the lkey's MR. And
 //!    an MR can only register memory of this provider's own mappings
-//!    ([`MappedMemory`]), which Rust never references, only copies through
+//!    ([`MappedMemory`]) — or memory of the application's that it adopted
+//!    through the unsafe `VerbsProvider::adopt_foreign`, whose caller
+//!    keeps it valid until `VerbsProvider::release_memory` deregistered
+//!    every MR over it — which Rust never references, only copies through
 //!    raw pointers, so the device writing it at any time is sound.
 //! 4. **Events are acknowledged exactly once.** Async and CQ events are
 //!    acknowledged inside the call that reads them; a CM event is a guard

@@ -138,8 +138,9 @@ struct Mr {
     ctx: u64,
     pd: u64,
     raw: Option<ffi::Mr>,
-    /// Keeps the memory mapped while registered.
-    _memory: Memory,
+    /// Keeps the memory mapped while registered (and names it for
+    /// `release_memory`).
+    memory: Memory,
 }
 
 struct Mw {

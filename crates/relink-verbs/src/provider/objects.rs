@@ -39,8 +39,72 @@ pub(super) const QP_ACCESS: u32 = convert::access::LOCAL_WRITE
     | convert::access::REMOTE_ATOMIC;
 impl VerbsProvider {
     pub(super) fn alloc_memory(&self, len: usize) -> Result<Memory, MemoryError> {
+        Ok(self.adopt_mapping(MappedMemory::new(len)?))
+    }
+
+    /// Wrap `memory` (a fresh mapping of the provider's, or the
+    /// application's memory the FFI module adopts:
+    /// [`VerbsProvider::adopt_foreign`]) in a [`Memory`] that `reg_mr`
+    /// recognises.
+    pub(crate) fn adopt_mapping(&self, memory: MappedMemory) -> Memory {
         let allocs = self.lock().allocs.clone();
-        Ok(allocs.adopt(MappedMemory::new(len)?))
+        allocs.adopt(memory)
+    }
+
+    /// Deregister every MR of this provider over `memory` — a handle from
+    /// [`alloc_memory`](relink_fabric::Provider::alloc_memory) or
+    /// [`adopt_foreign`](VerbsProvider::adopt_foreign), or a clone — now,
+    /// whoever holds the MR's handle, and then, for adopted memory, stop
+    /// every access through any handle to it (reads give zeros, writes
+    /// and atomics do nothing, from any thread; an access under way is
+    /// waited for). Once it returned `Ok`, neither a device nor this
+    /// provider touches adopted memory again, and the application may
+    /// free it. Returns how many MRs it deregistered.
+    ///
+    /// The MRs' handles stay valid: their
+    /// [`dereg_mr`](relink_fabric::Provider::dereg_mr) then reports
+    /// [`Destroyed::AlreadyReleased`](relink_fabric::Destroyed). MRs on a
+    /// device that was lost were released with it (its QPs went to the
+    /// error state at once: it accesses nothing any more).
+    ///
+    /// # Errors
+    /// [`DestroyError::InvalidHandle`] if `memory` is not this provider's
+    /// (nothing done); [`DestroyError::Busy`] if rdma-core refused to
+    /// deregister an MR (a memory window bound to it, or a failure the
+    /// kernel reported): the device may still access the memory, which
+    /// stays as it was (not released) — call again, or keep the memory
+    /// until the provider is dropped.
+    pub fn release_memory(&self, memory: &Memory) -> Result<usize, DestroyError> {
+        // Recognised before the lock, as in `reg_mr`.
+        let allocs = self.lock().allocs.clone();
+        let (memory, mapping) = allocs
+            .recognise_own(memory)
+            .ok_or(DestroyError::InvalidHandle("memory (not this provider's)"))?;
+        let mut inner = self.lock();
+        let mrs: Vec<(u64, u64)> = inner
+            .mrs
+            .iter()
+            .filter(|(_, m)| m.raw.is_some() && m.memory.same(&memory))
+            .map(|(h, m)| (*h, m.ctx))
+            .collect();
+        let mut released = 0;
+        let mut refused = None;
+        for (h, ctx) in mrs {
+            let alive = inner.ctx_alive(ctx);
+            // The record stays, without its object: the caller's
+            // `dereg_mr` finds it released.
+            let slot = &mut inner.mrs.get_mut(&h).expect("present").raw;
+            match destroy_raw(slot, ffi::Mr::dereg, "MR", alive) {
+                Ok(_) => released += 1,
+                Err(e) => refused = Some(e),
+            }
+        }
+        drop(inner);
+        if let Some(e) = refused {
+            return Err(e);
+        }
+        mapping.release();
+        Ok(released)
     }
 
     pub(super) fn alloc_pd(&self, ctx: ContextId) -> Result<PdId, CreateError> {
@@ -212,7 +276,7 @@ impl VerbsProvider {
         let allocs = self.lock().allocs.clone();
         let (memory, mapping) = allocs.recognise_own(memory).ok_or_else(|| {
             CreateError::InvalidArgument(
-                "memory not allocated by this provider (use alloc_memory)".into(),
+                "memory not allocated by this provider (use alloc_memory, or adopt_foreign)".into(),
             )
         })?;
         let mut inner = self.lock();
@@ -225,7 +289,7 @@ impl VerbsProvider {
         // `memory` is this provider's own handle now: its address and
         // length are the mapping's.
         relink_fabric::check_reg_mr(&memory, addr, length, access)?;
-        // The MR record keeps the mapping alive too (`_memory`).
+        // The MR record keeps the mapping alive too (`memory`).
         let raw = raw_pd
             .reg_mr(&mapping, addr, length, convert::access_to_raw(access))
             .map_err(|e| errno::create_error(e, "MR", true))?;
@@ -237,7 +301,7 @@ impl VerbsProvider {
                 ctx,
                 pd: pd.0,
                 raw: Some(raw),
-                _memory: memory,
+                memory,
             },
         );
         Ok(MrInfo {

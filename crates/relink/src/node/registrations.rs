@@ -140,8 +140,13 @@ impl Node {
     }
 
     /// Take registration `id` out of every session and deregister it from
-    /// their devices. A peer that still names it is refused by the device
-    /// (its operation completes `Failed(Remote(REM_ACCESS_ERR))`).
+    /// their devices — also from the transports still draining off a
+    /// session (a closed one's, waiting for its goodbye; one given up,
+    /// waiting to be destroyed), which drop what they still had to post
+    /// from it. When this returns no device reaches the memory through
+    /// the node any more, and a peer that still names it is refused by
+    /// its device (its operation completes
+    /// `Failed(Remote(REM_ACCESS_ERR))`).
     ///
     /// # Errors
     /// [`RegisterError::Unknown`]; [`RegisterError::InUse`] while an
@@ -165,6 +170,7 @@ impl Node {
             entry.memory.regions.remove(&id);
             entry.deregister_from_transports(p, id);
         }
+        self.transports.deregister(p, id);
         self.registrations.remove(&id);
         Ok(())
     }

@@ -26,6 +26,7 @@ use std::time::Duration;
 use relink_core::SessionId;
 use relink_fabric::{Provider, Timestamp};
 
+use super::destroy::log_destroy;
 use super::index::{Index, TimerEntry};
 use super::transport::{SessionMemory, Transport};
 use super::wr::Pending;
@@ -119,6 +120,28 @@ impl Transports {
             lost,
             transport: t,
         });
+    }
+
+    /// Registration `id` is gone from the node (`Node::deregister`): the
+    /// transports off their session deregister it too, and a closing one
+    /// drops what it still had to post from it (those operations
+    /// completed when their session closed), so nothing reaches the
+    /// memory through them any more.
+    pub fn deregister(&mut self, p: &dyn Provider, id: relink_core::RegionId) {
+        for r in &mut self.retiring {
+            if let Some(mr) = r.transport.region_mrs.remove(&id) {
+                log_destroy("MR", p.dereg_mr(mr.id));
+            }
+        }
+        for c in self.closing.values_mut() {
+            if let Some(mr) = c.transport.region_mrs.remove(&id) {
+                c.backlog.retain(
+                    |w| !matches!(w, Pending::OneSided { sge, .. } if sge.lkey == mr.lkey),
+                );
+                log_destroy("MR", p.dereg_mr(mr.id));
+            }
+            c.memory.regions.remove(&id);
+        }
     }
 
     /// Hold session `handle`'s transports given up so far — the one a
