@@ -111,9 +111,13 @@ fn registrations_across_unplug_replug() {
         "registrations reached in 3 rounds (before, after target and initiator delete/add)".into(),
     );
     d.a.close(s2).expect("close the second session");
+    // Every output of the second session taken, it is reaped.
     let gone = d.pump_until(RESUME_TIMEOUT, |d| {
-        while d.b.poll_event(t2).is_some() {}
-        while d.a.poll_event(s2).is_some() {}
+        for (node, h) in [(&mut d.a, s2), (&mut d.b, t2)] {
+            while node.poll_event(h).is_some() {}
+            while node.poll_completion(h).is_some() {}
+            while node.poll_delivery(h).is_some() {}
+        }
         d.b.sessions().len() == 1
     });
     assert!(gone, "the target kept the closed second session");
