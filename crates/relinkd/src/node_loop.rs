@@ -464,7 +464,7 @@ impl Run {
                                 Ok(reply) => Trouble::Identify(format!("answered {reply:?}")),
                                 Err(e) => Trouble::Identify(e.to_string()),
                             };
-                            // Not this session: a new one after the pause.
+                            // Not the session that serves: a new one after the pause.
                             let _ = self.node.close(c.engine.session());
                             c.failed(now, trouble);
                         }

@@ -14,55 +14,9 @@ use super::layout::{
     ATOMIC_SLOTS, BLOCK, BLOCKS, COUNTER, READ_SLOTS, RESULTS, SINK, SOURCE, TARGET_DATA,
 };
 use super::payload::{addend, message, parse_message, pattern};
+use super::records::{Detail, Fetched, NO_RESULT};
 use super::tally::{Class, Problem, Tally, Window};
 use crate::sim::Sim;
-
-/// What an operation was, for checking its completion.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Detail {
-    Message,
-    Write {
-        block: u64,
-        version: u64,
-    },
-    Read {
-        block: u64,
-        expect: Option<u64>,
-        slot: u64,
-    },
-    FetchAdd {
-        add: u64,
-        slot: u64,
-    },
-}
-
-impl Detail {
-    fn class(&self) -> Class {
-        match self {
-            Detail::Message => Class::Message,
-            Detail::Write { .. } => Class::Write,
-            Detail::Read { .. } => Class::Read,
-            Detail::FetchAdd { .. } => Class::FetchAdd,
-        }
-    }
-}
-
-/// What a result slot holds until the provider writes a FETCH_ADD's old
-/// value into it: no old value can be this (the counter starts at zero and
-/// grows by small addends).
-pub(crate) const NO_RESULT: u64 = u64::MAX;
-
-/// A successful FETCH_ADD: the old value it returned, its addend, and
-/// where it came from (for the report of a check that fails).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Fetched {
-    pub(crate) op: OpId,
-    pub(crate) old: u64,
-    pub(crate) add: u64,
-    pub(crate) slot: u64,
-    pub(crate) replayed: bool,
-    pub(crate) at: Timestamp,
-}
 
 /// Per block: what the target must hold.
 #[derive(Debug, Clone, Copy, Default)]

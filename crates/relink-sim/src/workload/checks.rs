@@ -9,9 +9,10 @@ use relink::{Node, OpError, OpId, Outcome, State};
 use relink_fabric::{Memory, Timestamp};
 use serde::Serialize;
 
-use super::books::{Fetched, Workload};
+use super::books::Workload;
 use super::layout::{BLOCK, BLOCKS, COUNTER, TARGET_DATA};
 use super::payload::pattern;
+use super::records::Fetched;
 use super::tally::Class;
 use crate::sim::{Sim, INITIATOR, TARGET};
 

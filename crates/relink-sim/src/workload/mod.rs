@@ -47,6 +47,7 @@ mod books;
 mod checks;
 mod layout;
 mod payload;
+mod records;
 mod tally;
 
 use std::time::Duration;

@@ -184,7 +184,7 @@ impl Node {
 }
 
 impl SessionEntry {
-    /// Register `r` on this session's built transports (current and
+    /// Register `r` on the session's built transports (current and
     /// standby). A transport whose device is gone is skipped: it is being
     /// replaced, and the new one registers `r` from the spec.
     fn register_on_transports(
@@ -224,7 +224,7 @@ impl SessionEntry {
         }
     }
 
-    /// Make `r` one of this session's regions: in its spec (every
+    /// Make `r` one of the session's regions: in its spec (every
     /// transport built from now on registers it), its memory, and its core
     /// (with the keys of the current transport, which advertises it if it
     /// advertised already, and of the standby, which advertises them when
