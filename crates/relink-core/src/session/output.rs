@@ -496,7 +496,7 @@ impl Session {
     }
 
     /// How many more operations [`Session::submit`] takes now before it
-    /// refuses with [`SessionError::Full`].
+    /// refuses with [`SessionError::Full`](super::SessionError::Full).
     pub fn room(&self) -> u64 {
         u64::from(self.cfg.spec.max_outstanding).saturating_sub(self.outstanding())
     }
