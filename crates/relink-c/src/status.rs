@@ -521,13 +521,16 @@ mod tests {
         assert_eq!(v.to_str(), Ok(env!("CARGO_PKG_VERSION")));
     }
 
-    /// Run by [`caught_panics_print_nothing`] alone in a child process:
+    /// Set in the child process of [`caught_panics_print_nothing`].
+    const CHILD: &str = "RELINK_C_PANIC_CHILD";
+
+    /// The child's half of [`caught_panics_print_nothing`], run alone in a
+    /// process of its own (the test binary run again with
+    /// [`CHILD`] set):
     /// the host's panic hook, set before librelink's first call, sees the
     /// host's own panics (on any thread) and none of relink's, unless
     /// `RELINK_LOG` is set; relink's panic becomes `RELINK_ERR_INTERNAL`
     /// with its message and location.
-    #[test]
-    #[ignore = "run in a child process by caught_panics_print_nothing"]
     fn panics_in_a_child() {
         static HOST: AtomicUsize = AtomicUsize::new(0);
         std::panic::set_hook(Box::new(|info| {
@@ -560,12 +563,14 @@ mod tests {
     /// own panics still reach its hook.
     #[test]
     fn caught_panics_print_nothing() {
+        if std::env::var_os(CHILD).is_some() {
+            return panics_in_a_child();
+        }
         for log in [false, true] {
             let mut cmd = Command::new(std::env::current_exe().expect("the test binary"));
-            cmd.args([
-                "status::tests::panics_in_a_child",
+            cmd.env(CHILD, "1").args([
+                "status::tests::caught_panics_print_nothing",
                 "--exact",
-                "--ignored",
                 "--nocapture",
                 "--test-threads=1",
             ]);
