@@ -30,9 +30,9 @@ gcc                  tests           relink-c tests: C programs built against li
 libc6-dev            tests           relink-c tests: the C library headers
 pkg-config           tests,lint,vm   relink-c tests (pkg-config relink); rdma-core discovery
 qemu-utils           tests           qemu-img, qemu-io: relink-nbd client tests, relinkd tests and nbd bench
-libnbd-bin           tests           nbdinfo, nbdcopy: relink-nbd client tests
+libnbd-bin           tests           nbdinfo, nbdcopy: relink-nbd client tests, relinkd nbdcopy test
 nbdkit               tests           nbdkit: relinkd nbd bench baseline (file plugin)
-iproute2             tests,vm        ip: relinkd network-namespace tests; the guest network
+iproute2             tests,vm        ip, tc: relinkd network-namespace tests; the guest network and its netem loss
 util-linux           tests           setpriv: relinkd control test (another user as client)
 libibverbs-dev       lint,vm         relink-verbs `rdma` feature: verbs headers
 librdmacm-dev        lint,vm         relink-verbs `rdma` feature: rdma_cm headers

@@ -102,6 +102,17 @@ pub(crate) fn opt_ms(v: i64) -> Option<Duration> {
     u64::try_from(v).ok().map(ms)
 }
 
+/// `value`, or the error naming `key` if it is 0.
+fn at_least_one(key: &str, value: u32) -> Result<u32, Fail> {
+    if value == 0 {
+        return Err(Fail::new(
+            RELINK_ERR_OPTIONS,
+            format!("`{key}` must be at least 1"),
+        ));
+    }
+    Ok(value)
+}
+
 /// Receive slots per session (the peer's send credits; default 64; more
 /// than 8, which are kept for control messages).
 ///
@@ -115,13 +126,7 @@ pub unsafe extern "C" fn relink_options_set_recv_slots(
     // SAFETY: the caller's contract.
     unsafe {
         change(options, |o| {
-            if slots == 0 {
-                return Err(Fail::new(
-                    RELINK_ERR_OPTIONS,
-                    "`recv_slots` must be at least 1",
-                ));
-            }
-            o.recv_slots = slots;
+            o.recv_slots = at_least_one("recv_slots", slots)?;
             Ok(())
         })
     }
@@ -143,13 +148,7 @@ pub unsafe extern "C" fn relink_options_set_max_message(
     // SAFETY: the caller's contract.
     unsafe {
         change(options, |o| {
-            if bytes == 0 {
-                return Err(Fail::new(
-                    RELINK_ERR_OPTIONS,
-                    "`max_message` must be at least 1",
-                ));
-            }
-            o.max_message = bytes;
+            o.max_message = at_least_one("max_message", bytes)?;
             Ok(())
         })
     }
@@ -167,13 +166,7 @@ pub unsafe extern "C" fn relink_options_set_max_one_sided(
     // SAFETY: the caller's contract.
     unsafe {
         change(options, |o| {
-            if ops == 0 {
-                return Err(Fail::new(
-                    RELINK_ERR_OPTIONS,
-                    "`max_one_sided` must be at least 1",
-                ));
-            }
-            o.max_one_sided = ops;
+            o.max_one_sided = at_least_one("max_one_sided", ops)?;
             Ok(())
         })
     }
@@ -199,13 +192,7 @@ pub unsafe extern "C" fn relink_options_set_max_outstanding(
     // SAFETY: the caller's contract.
     unsafe {
         change(options, |o| {
-            if ops == 0 {
-                return Err(Fail::new(
-                    RELINK_ERR_OPTIONS,
-                    "`max_outstanding` must be at least 1",
-                ));
-            }
-            o.max_outstanding = ops;
+            o.max_outstanding = at_least_one("max_outstanding", ops)?;
             Ok(())
         })
     }

@@ -53,6 +53,32 @@ static inline void expect(relink_status got, relink_status want, const char *nee
   }
 }
 
+/* Every right a region or registration can have. */
+#define ACCESS_ALL                                                             \
+  (RELINK_ACCESS_LOCAL_WRITE | RELINK_ACCESS_REMOTE_WRITE |                    \
+   RELINK_ACCESS_REMOTE_READ | RELINK_ACCESS_REMOTE_ATOMIC)
+
+/* Two nodes and one session between them: a's session s, b's accepted
+ * session t (once have_t). */
+typedef struct {
+  relink_node *a, *b;
+  relink_session s, t;
+  int have_t;
+} pair;
+
+/* One turn of both nodes (1 ms of virtual time each); b's session is
+ * taken when it is accepted. Every output stays for the program. */
+static inline void pair_turn(pair *p) {
+  int did;
+  check(relink_wait(p->a, 1, &did), "wait a");
+  check(relink_wait(p->b, 1, &did), "wait b");
+  relink_accepted acc;
+  if (!p->have_t && relink_accept(p->b, &acc) == RELINK_OK) {
+    p->t = acc.session;
+    p->have_t = 1;
+  }
+}
+
 typedef struct world world;
 
 struct world {

@@ -21,27 +21,14 @@
 #include <stdint.h>
 
 #define LEN 8192
-#define ALL                                                                    \
+#define ACCESS_ALL                                                                    \
   (RELINK_ACCESS_LOCAL_WRITE | RELINK_ACCESS_REMOTE_WRITE |                    \
    RELINK_ACCESS_REMOTE_READ | RELINK_ACCESS_REMOTE_ATOMIC)
-
-typedef struct {
-  relink_node *a, *b;
-  relink_session s, t;
-  int have_t;
-} pair;
 
 /* One turn of both nodes (1 ms of virtual time each); events and the
  * target's completions are taken and dropped. */
 static void turn2(pair *p) {
-  int did;
-  check(relink_wait(p->a, 1, &did), "wait a");
-  check(relink_wait(p->b, 1, &did), "wait b");
-  relink_accepted acc;
-  if (!p->have_t && relink_accept(p->b, &acc) == RELINK_OK) {
-    p->t = acc.session;
-    p->have_t = 1;
-  }
+  pair_turn(p);
   relink_event e;
   relink_completion c;
   while (relink_poll_event(p->a, p->s, &e) == RELINK_OK) {
@@ -224,7 +211,7 @@ int main(void) {
     fail("malloc");
   memset(target, 0, LEN);
   uint32_t target_id = 0;
-  check(relink_register(p.b, target, LEN, ALL, &target_id), "register target");
+  check(relink_register(p.b, target, LEN, ACCESS_ALL, &target_id), "register target");
   if (target_id < 0x80000000u)
     fail("a registration's id is 2^31 or more");
   check(relink_send(p.b, p.t, &target_id, sizeof target_id, NULL), "tell the id");
