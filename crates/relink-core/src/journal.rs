@@ -91,7 +91,7 @@ use crate::ids::{OpId, RegionId, Seq};
 #[doc(no_inline)]
 pub use crate::inbox::{Accept, Inbox};
 #[doc(no_inline)]
-pub use crate::op::{Completion, LocalRange, OpError, OpKind, Outcome};
+pub use crate::op::{Completion, LocalRange, LocalSgl, MessageBody, OpError, OpKind, Outcome};
 
 /// Counters of a [`Journal`], since it was created.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -267,13 +267,9 @@ impl Journal {
     /// Whether an operation not yet completed names region `id` as its
     /// local range.
     pub fn uses_region(&self, id: RegionId) -> bool {
-        self.entries.iter().any(|e| match &e.kind {
-            OpKind::Message { .. } => false,
-            OpKind::Write { local, .. }
-            | OpKind::Read { local, .. }
-            | OpKind::FetchAdd { local, .. }
-            | OpKind::CmpSwap { local, .. } => local.region == id && !e.orphan,
-        })
+        self.entries
+            .iter()
+            .any(|e| !e.orphan && e.kind.local_ranges().iter().any(|l| l.region == id))
     }
 
     /// Operations submitted so far.
@@ -291,10 +287,16 @@ impl Journal {
     /// The payload of message `op`; `None` if `op` is not a message in
     /// the journal.
     pub fn message_payload(&self, op: OpId) -> Option<&[u8]> {
-        match &self.entries[self.find(op)?].kind {
-            OpKind::Message { payload } => Some(payload),
-            _ => None,
+        match self.message_body(op)? {
+            MessageBody::Bytes(payload) => Some(payload),
+            MessageBody::Gather(_) => None,
         }
+    }
+
+    /// The payload of message `op`, bytes or registered memory; `None` if
+    /// `op` is not a message in the journal.
+    pub fn message_body(&self, op: OpId) -> Option<MessageBody<'_>> {
+        self.entries[self.find(op)?].kind.message_body()
     }
 
     /// The first operation not yet posted on the current transport, in
@@ -519,8 +521,11 @@ impl Journal {
     /// give their numbers back (so a later [`Journal::submit`] may hand out
     /// the same `Seq` again), and messages that were posted — completed
     /// `Indeterminate { executed: None }` because the peer may have them —
-    /// stay as orphans that are still replayed on resume (delivered at most
-    /// once, no completion). [`Journal::len`] counts them until confirmed.
+    /// stay as orphans without their payload: on resume each is replayed as
+    /// a skip of its sequence number ([`Journal::is_orphan`],
+    /// `wire::MsgKind::Skip`), so the peer delivers it only if it already
+    /// had it, and never after the completion. [`Journal::len`] counts them
+    /// until confirmed.
     pub fn fail_queued(&mut self, err: OpError) -> Vec<Completion> {
         self.transport_down();
         let mut out = Vec::new();
@@ -532,12 +537,18 @@ impl Journal {
                 if !e.kind.is_message() {
                     continue;
                 }
+                self.payload_bytes -= e.kind.payload_len();
                 if e.posts == 0 {
                     give_back.get_or_insert(e.seq);
-                    self.payload_bytes -= e.kind.payload_len();
                     continue;
                 }
+                // Its completion hands the payload back to the application
+                // (registered memory may change from now on): what stays
+                // is the sequence number, replayed as a skip.
                 e.orphan = true;
+                e.kind = OpKind::Message {
+                    payload: Vec::new(),
+                };
             }
             self.entries.push_back(e);
         }
@@ -569,6 +580,13 @@ impl Journal {
     /// Whether nothing is held.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
+    }
+
+    /// Whether `op` is an orphan of [`Journal::fail_queued`]: a message
+    /// that completed and still holds its sequence number, to be posted
+    /// as a skip.
+    pub fn is_orphan(&self, op: OpId) -> bool {
+        self.find(op).is_some_and(|i| self.entries[i].orphan)
     }
 
     /// Whether `op` is held (not yet completed, or an orphan).
@@ -695,7 +713,7 @@ impl Journal {
     fn proven_outcome(&self, e: &Entry) -> Option<Outcome> {
         let replayed = e.replayed();
         match e.kind {
-            OpKind::Message { .. } => {
+            OpKind::Message { .. } | OpKind::MessageFrom { .. } => {
                 (e.seq <= self.confirmed).then_some(Outcome::Success { replayed })
             }
             // Still on the live transport: its own completion settles it.
@@ -715,10 +733,14 @@ impl Journal {
         }
         let proven = e.id < self.proven_below;
         match e.kind {
-            OpKind::Message { .. } if e.seq <= self.confirmed => Outcome::Success {
-                replayed: e.replayed(),
-            },
-            OpKind::Message { .. } => Outcome::Indeterminate { executed: None },
+            OpKind::Message { .. } | OpKind::MessageFrom { .. } if e.seq <= self.confirmed => {
+                Outcome::Success {
+                    replayed: e.replayed(),
+                }
+            }
+            OpKind::Message { .. } | OpKind::MessageFrom { .. } => {
+                Outcome::Indeterminate { executed: None }
+            }
             OpKind::Write { .. } if proven => Outcome::Success {
                 replayed: e.replayed(),
             },

@@ -6,7 +6,10 @@
 //! [`Outcome`] gives what each outcome means per kind of operation, and
 //! [`crate::journal`] how the journal arrives at each.
 
+use std::ops::Deref;
+
 use relink_fabric::WcStatus;
+use smallvec::SmallVec;
 
 use crate::ids::{BufferToken, OpId, RegionId};
 
@@ -23,6 +26,64 @@ pub struct LocalRange {
     pub len: u32,
 }
 
+/// The local ranges an operation gathers its bytes from, in order: from 1
+/// to [`LocalSgl::MAX`] of them (a scatter/gather list, as an
+/// `ibv_send_wr`'s `sg_list`). One or two ranges live inside the value.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct LocalSgl(SmallVec<[LocalRange; 2]>);
+
+impl LocalSgl {
+    /// The most ranges a list may hold: a device takes one more SGE per
+    /// request (a message's header).
+    pub const MAX: usize = 4;
+
+    /// The list of the one range `range`.
+    pub fn one(range: LocalRange) -> LocalSgl {
+        let mut v = SmallVec::new();
+        v.push(range);
+        LocalSgl(v)
+    }
+
+    /// The list of `ranges`, in order; `None` if there are none or more
+    /// than [`LocalSgl::MAX`].
+    pub fn new(ranges: impl IntoIterator<Item = LocalRange>) -> Option<LocalSgl> {
+        let v: SmallVec<[LocalRange; 2]> = ranges.into_iter().collect();
+        (1..=LocalSgl::MAX)
+            .contains(&v.len())
+            .then_some(LocalSgl(v))
+    }
+
+    /// The bytes of all its ranges.
+    pub fn bytes(&self) -> u64 {
+        self.0.iter().map(|r| u64::from(r.len)).sum()
+    }
+}
+
+impl From<LocalRange> for LocalSgl {
+    fn from(range: LocalRange) -> LocalSgl {
+        LocalSgl::one(range)
+    }
+}
+
+impl Deref for LocalSgl {
+    type Target = [LocalRange];
+
+    fn deref(&self) -> &[LocalRange] {
+        &self.0
+    }
+}
+
+/// A message's payload as the journal keeps it ([`OpKind::Message`],
+/// [`OpKind::MessageFrom`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MessageBody<'a> {
+    /// Bytes the journal owns.
+    Bytes(&'a [u8]),
+    /// Local registered memory, read when the message is posted (and again
+    /// for each replay).
+    Gather(&'a LocalSgl),
+}
+
 /// What an operation does. More kinds may come: a match needs a wildcard
 /// arm.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,6 +93,16 @@ pub enum OpKind {
     Message {
         /// The bytes to deliver; the journal owns them until confirmation.
         payload: Vec<u8>,
+    },
+    /// A sequenced message, like [`OpKind::Message`], whose payload is the
+    /// bytes of `local`, in order: local registered memory (a session's
+    /// region or a registration of the node), sent without a copy. The
+    /// journal keeps the ranges, not the bytes: the application leaves them
+    /// unchanged until the operation completes (as with `ibv_post_send`);
+    /// a replay reads them again.
+    MessageFrom {
+        /// The payload's ranges, in order.
+        local: LocalSgl,
     },
     /// RDMA WRITE of `local` to `remote`; idempotent, so replayed.
     Write {
@@ -72,7 +143,7 @@ pub enum OpKind {
 impl OpKind {
     /// Whether this is a sequenced message.
     pub fn is_message(&self) -> bool {
-        matches!(self, OpKind::Message { .. })
+        matches!(self, OpKind::Message { .. } | OpKind::MessageFrom { .. })
     }
 
     /// Whether this is an atomic (fetch-add or compare-and-swap).
@@ -88,7 +159,7 @@ impl OpKind {
     /// Short lower-case name, for logs.
     pub fn name(&self) -> &'static str {
         match self {
-            OpKind::Message { .. } => "message",
+            OpKind::Message { .. } | OpKind::MessageFrom { .. } => "message",
             OpKind::Write { .. } => "write",
             OpKind::Read { .. } => "read",
             OpKind::FetchAdd { .. } => "fetch-add",
@@ -99,7 +170,7 @@ impl OpKind {
     /// What kind of operation it is (what its completion reports).
     pub fn class(&self) -> OpClass {
         match self {
-            OpKind::Message { .. } => OpClass::Message,
+            OpKind::Message { .. } | OpKind::MessageFrom { .. } => OpClass::Message,
             OpKind::Write { .. } => OpClass::Write,
             OpKind::Read { .. } => OpClass::Read,
             OpKind::FetchAdd { .. } => OpClass::FetchAdd,
@@ -112,6 +183,7 @@ impl OpKind {
     pub fn bytes(&self) -> u64 {
         match self {
             OpKind::Message { payload } => payload.len() as u64,
+            OpKind::MessageFrom { local } => local.bytes(),
             OpKind::Write { local, .. }
             | OpKind::Read { local, .. }
             | OpKind::FetchAdd { local, .. }
@@ -119,7 +191,31 @@ impl OpKind {
         }
     }
 
-    /// Bytes of payload it carries (0 but for a message).
+    /// The local ranges it reads or writes: none for a message of owned
+    /// bytes.
+    pub fn local_ranges(&self) -> &[LocalRange] {
+        match self {
+            OpKind::Message { .. } => &[],
+            OpKind::MessageFrom { local } => local,
+            OpKind::Write { local, .. }
+            | OpKind::Read { local, .. }
+            | OpKind::FetchAdd { local, .. }
+            | OpKind::CmpSwap { local, .. } => std::slice::from_ref(local),
+        }
+    }
+
+    /// A message's payload as the journal keeps it; `None` for the other
+    /// kinds.
+    pub fn message_body(&self) -> Option<MessageBody<'_>> {
+        match self {
+            OpKind::Message { payload } => Some(MessageBody::Bytes(payload)),
+            OpKind::MessageFrom { local } => Some(MessageBody::Gather(local)),
+            _ => None,
+        }
+    }
+
+    /// Bytes of payload the journal owns (0 but for a message of owned
+    /// bytes).
     pub(crate) fn payload_len(&self) -> usize {
         match self {
             OpKind::Message { payload } => payload.len(),

@@ -98,7 +98,9 @@ impl SessionSpec {
             } else {
                 self.recv_slots
             },
-            max_send_sge: 1,
+            // A message's header, then up to `LocalSgl::MAX` ranges of
+            // registered memory (`OpKind::MessageFrom`).
+            max_send_sge: 1 + crate::op::LocalSgl::MAX as u32,
             max_recv_sge: 1,
         }
     }

@@ -190,7 +190,9 @@ pub use node::{
     SharedReceiveError, SharedReceiveHandle, SharedReceiveOptions, SharedReceiveOptionsBuilder,
     SharedReceiveUsage, ShutdownSummary, SubmitError, SuspendError, REGISTERED_BASE,
 };
-pub use relink_core::journal::{Completion, LocalRange, OpError, OpKind, Outcome};
+pub use relink_core::journal::{
+    Completion, LocalRange, LocalSgl, MessageBody, OpError, OpKind, Outcome,
+};
 pub use relink_core::keys::KeyError;
 pub use relink_core::policy::{
     AllowedDevice, DeviceMatch, Policy, PolicyBuilder, PolicyError, RecoveryMode,

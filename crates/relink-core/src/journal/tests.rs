@@ -426,15 +426,22 @@ fn fail_queued_keeps_the_sequence_gap_free() {
             done(w, fast)
         ]
     );
-    // m1 and m2 may be at the peer: kept as orphans; Seq(3) given back.
+    // m1 and m2 may be at the peer: kept as orphans, without their
+    // payloads (they go as skips); Seq(3) given back.
     assert_eq!(j.len(), 2);
-    assert_eq!(j.payload_bytes(), 2);
+    assert_eq!(j.payload_bytes(), 0);
+    assert!(j.is_orphan(m1) && j.is_orphan(m2) && !j.is_orphan(m3));
     assert_eq!(j.last_seq(), Seq(2));
     let (m4, seq) = j.submit(msg(b"4"));
     assert_eq!(seq, Some(Seq(3)));
     // The peer had m1: the orphan is dropped silently, m2 is replayed.
     assert!(ns(j.resume(Seq(1), false)).is_empty());
     assert_eq!(j.next_unposted().map(|n| n.2), Some(Some(Seq(2))));
+    assert_eq!(
+        j.next_unposted().map(|n| n.1.bytes()),
+        Some(0),
+        "an orphan carries no payload"
+    );
     assert_eq!(post_all(&mut j), vec![m2, m4]);
     assert_eq!(j.on_success(m2).map(n), None);
     assert_eq!(ns(j.on_peer_delivered(Seq(3))), vec![done(m4, OK)]);
@@ -561,12 +568,18 @@ impl Model {
             }
             Step::Post if self.up => {
                 if let Some((op, kind, seq)) = self.journal.next_unposted() {
+                    // A message names its op; an orphan is a skip (no tag).
                     let tag = match kind {
-                        OpKind::Message { payload } => {
+                        OpKind::Message { payload } if !payload.is_empty() => {
                             Some(OpId(u64::from_le_bytes(payload[..8].try_into().unwrap())))
                         }
                         _ => None,
                     };
+                    assert_eq!(
+                        tag.is_none() && kind.is_message(),
+                        self.journal.is_orphan(op),
+                        "only an orphan goes without its payload"
+                    );
                     self.wire.push_back(Wire { op, seq, tag });
                     self.journal.mark_posted(op);
                     *self.posts.entry(op).or_default() += 1;
@@ -624,7 +637,20 @@ impl Model {
         if let Some(seq) = w.seq {
             match self.inbox.accept(seq) {
                 Accept::Deliver => {
-                    let op = w.tag.unwrap();
+                    let Some(op) = w.tag else {
+                        // A skip: its operation ended Indeterminate.
+                        assert!(
+                            matches!(
+                                self.outcomes.get(&w.op),
+                                Some(Outcome::Indeterminate { .. })
+                            ),
+                            "{} skipped but {:?}",
+                            w.op,
+                            self.outcomes.get(&w.op)
+                        );
+                        self.acks.push_back(w.op);
+                        return;
+                    };
                     assert!(
                         !matches!(self.outcomes.get(&op), Some(Outcome::Failed(_))),
                         "{op} delivered after it was reported Failed"
@@ -771,16 +797,29 @@ proptest! {
         }
         if !gave_up {
             m.drain();
-            // Every message not reported Failed reached the peer once, in order.
-            let expected: Vec<OpId> = m
+            // Every message reported Success reached the peer once, in
+            // order; one reported Indeterminate may have (an orphan of a
+            // fast failure goes as a skip once it completed); none
+            // reported Failed did.
+            let success: Vec<OpId> = m
                 .kinds
                 .iter()
-                .filter(|(op, kind)| {
-                    kind.is_message() && !matches!(m.outcomes[op], Outcome::Failed(_))
-                })
+                .filter(|(op, kind)| kind.is_message() && m.outcomes[op].is_success())
                 .map(|(op, _)| *op)
                 .collect();
-            prop_assert_eq!(&m.delivered, &expected);
+            let delivered_success: Vec<OpId> = m
+                .delivered
+                .iter()
+                .copied()
+                .filter(|op| m.outcomes[op].is_success())
+                .collect();
+            prop_assert_eq!(&delivered_success, &success);
+            for op in &m.delivered {
+                prop_assert!(
+                    !matches!(m.outcomes[op], Outcome::Failed(_)),
+                    "{} delivered but Failed", op
+                );
+            }
         }
         m.check_end();
     }

@@ -150,31 +150,22 @@ impl Session {
         if self.closing.is_closing() {
             return Err(SessionError::Closing);
         }
-        if let OpKind::Message { payload } = &kind {
-            if payload.len() > self.max_message() {
-                return Err(SessionError::TooLarge {
-                    len: payload.len(),
-                    max: self.max_message(),
-                });
-            }
+        if kind.is_message() && kind.bytes() > self.max_message() as u64 {
+            return Err(SessionError::TooLarge {
+                len: usize::try_from(kind.bytes()).unwrap_or(usize::MAX),
+                max: self.max_message(),
+            });
         }
-        let local = match &kind {
-            OpKind::Message { .. } => None,
-            OpKind::Write { local, .. }
-            | OpKind::Read { local, .. }
-            | OpKind::FetchAdd { local, .. }
-            | OpKind::CmpSwap { local, .. } => Some(*local),
-        };
-        if let Some(l) = local {
+        let atomic = kind.is_atomic();
+        for l in kind.local_ranges() {
             let ok = self.cfg.spec.regions.iter().any(|r| {
                 r.id == l.region
                     && l.offset
                         .checked_add(u64::from(l.len))
                         .is_some_and(|e| e <= r.len)
             });
-            let atomic = matches!(kind, OpKind::FetchAdd { .. } | OpKind::CmpSwap { .. });
             if !ok || (atomic && l.len != 8) {
-                return Err(SessionError::BadLocal(l));
+                return Err(SessionError::BadLocal(*l));
             }
         }
         // An atomic's 8 bytes must be 8-byte aligned, on both sides: a
@@ -223,21 +214,29 @@ impl Session {
                 break; // the send queue holds no more; order is kept
             }
             let action = match kind {
-                OpKind::Message { payload } => {
+                OpKind::Message { .. } | OpKind::MessageFrom { .. } => {
                     let seq = seq.expect("messages are sequenced");
                     if seq.0.saturating_sub(self.data.peer_delivered.0) > credits {
                         break; // wait for the peer to deliver
                     }
                     let ack = self.data.inbox.last_delivered();
-                    // The header only: the driver copies the payload from
-                    // the journal into the send buffer itself
-                    // (`message_payload`). Payload sizes are checked at
-                    // submit, sequence numbers start at 1.
+                    // The header only: the driver puts the payload behind
+                    // it itself, copied from the journal or gathered from
+                    // registered memory (`message_body`). An orphan
+                    // (`Journal::fail_queued`) goes as a skip of its
+                    // number. Payload sizes are checked at submit,
+                    // sequence numbers start at 1.
+                    let len = kind.bytes() as u32;
+                    let wire_kind = if len == 0 && self.data.journal.is_orphan(op) {
+                        wire::MsgKind::Skip
+                    } else {
+                        wire::MsgKind::Data
+                    };
                     let header = wire::MsgHeader {
-                        kind: wire::MsgKind::Data,
+                        kind: wire_kind,
                         seq,
                         ack,
-                        len: payload.len() as u32,
+                        len,
                     }
                     .to_bytes()
                     .expect("a valid data header");
@@ -479,6 +478,13 @@ impl Session {
                     self.out.deliver(h.seq, payload);
                     self.maybe_ack(now);
                 }
+                InboxAccept::Duplicate => {}
+                InboxAccept::Gap { expected } => {
+                    tracing::error!(session = %self.cfg.id, got = %h.seq, %expected, "sequence gap: protocol violation");
+                }
+            },
+            MsgBody::Skip => match self.data.inbox.accept(h.seq) {
+                InboxAccept::Deliver => self.maybe_ack(now),
                 InboxAccept::Duplicate => {}
                 InboxAccept::Gap { expected } => {
                     tracing::error!(session = %self.cfg.id, got = %h.seq, %expected, "sequence gap: protocol violation");

@@ -467,6 +467,16 @@ impl Session {
         self.data.journal.message_payload(op)
     }
 
+    /// The payload of message `op` of an [`Action::SendMessage`]: the
+    /// bytes the journal owns ([`OpKind::Message`](crate::OpKind::Message))
+    /// or the registered memory to gather it from
+    /// ([`OpKind::MessageFrom`](crate::OpKind::MessageFrom)); `None` as for
+    /// [`Session::message_payload`].
+    #[must_use]
+    pub fn message_body(&self, op: OpId) -> Option<crate::MessageBody<'_>> {
+        self.data.journal.message_body(op)
+    }
+
     /// Hand back the bytes of a performed [`Action::Send`] (once they are
     /// in the send slot): a later message is encoded into the same
     /// allocation. Optional; a driver that drops them only allocates more.

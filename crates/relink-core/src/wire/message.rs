@@ -40,11 +40,17 @@ pub enum MsgKind {
     /// on to the session's current one, and says what it delivered (not
     /// sequenced).
     Promote,
+    /// A sequence number with nothing to deliver (sequenced): it stands
+    /// for a message the sender completed `Indeterminate` while the peer
+    /// may not have had it. The receiver takes its number (no gap) and
+    /// delivers nothing; had it delivered the message already, this is a
+    /// duplicate like any other.
+    Skip,
 }
 
 impl MsgKind {
     /// Every kind, in code order.
-    pub const ALL: [MsgKind; 11] = [
+    pub const ALL: [MsgKind; 12] = [
         MsgKind::Data,
         MsgKind::Advert,
         MsgKind::AdvertDone,
@@ -56,6 +62,7 @@ impl MsgKind {
         MsgKind::Quiesced,
         MsgKind::MoveRequest,
         MsgKind::Promote,
+        MsgKind::Skip,
     ];
 
     /// The kind's byte on the wire.
@@ -72,6 +79,7 @@ impl MsgKind {
             MsgKind::Quiesced => 9,
             MsgKind::MoveRequest => 10,
             MsgKind::Promote => 11,
+            MsgKind::Skip => 12,
         }
     }
 
@@ -82,11 +90,12 @@ impl MsgKind {
 
     /// Whether messages of this kind carry a sequence number (>= 1) and are
     /// delivered exactly once, in order, across transports; the others carry
-    /// seq 0. Only application data is sequenced: advertisements belong to
+    /// seq 0. Only application data (and the skip of a message) is
+    /// sequenced: advertisements belong to
     /// one epoch (they are re-sent, never replayed, after a loss), and RC
     /// ordering within the epoch is all they need.
     pub fn is_sequenced(self) -> bool {
-        matches!(self, MsgKind::Data)
+        matches!(self, MsgKind::Data | MsgKind::Skip)
     }
 }
 
@@ -298,6 +307,8 @@ pub enum MsgBody<'a> {
         /// The sender's last delivered sequence number.
         last_delivered: Seq,
     },
+    /// A sequence number with nothing to deliver ([`MsgKind::Skip`]).
+    Skip,
 }
 
 /// Why a session is taken down on purpose ([`MsgBody::Quiesce`]).
@@ -344,6 +355,7 @@ impl<'a> MsgBody<'a> {
             MsgBody::Quiesced => MsgKind::Quiesced,
             MsgBody::MoveRequest => MsgKind::MoveRequest,
             MsgBody::Promote { .. } => MsgKind::Promote,
+            MsgBody::Skip => MsgKind::Skip,
         }
     }
 
@@ -397,6 +409,7 @@ impl<'a> MsgBody<'a> {
                 epoch: c.epoch()?,
                 last_delivered: c.seq("last_delivered")?,
             },
+            MsgKind::Skip => MsgBody::Skip,
         };
         c.finish("message payload")?;
         Ok(body)
@@ -408,7 +421,11 @@ impl<'a> MsgBody<'a> {
             MsgBody::Data(d) => d.len(),
             MsgBody::Adverts(a) => 2 + a.len() * ADVERT_LEN,
             MsgBody::AdvertDone { .. } => 8,
-            MsgBody::Ack | MsgBody::Close | MsgBody::Quiesced | MsgBody::MoveRequest => 0,
+            MsgBody::Ack
+            | MsgBody::Close
+            | MsgBody::Quiesced
+            | MsgBody::MoveRequest
+            | MsgBody::Skip => 0,
             MsgBody::Quiesce { .. } => 1,
             MsgBody::Promote { .. } => 12,
             MsgBody::Keepalive { .. } | MsgBody::KeepaliveReply { .. } => 8,

@@ -35,7 +35,7 @@
 //! message = version kind:u8 seq ack:seq len:u32 payload:[u8; len]   (len <= MAX_PAYLOAD_LEN;
 //!           HEADER_LEN = 22 bytes of header)
 //! kind    = 1 Data | 2 Advert | 3 AdvertDone | 4 Ack | 5 Keepalive | 6 KeepaliveReply | 7 Close
-//!         | 8 Quiesce | 9 Quiesced | 10 MoveRequest | 11 Promote
+//!         | 8 Quiesce | 9 Quiesced | 10 MoveRequest | 11 Promote | 12 Skip
 //! payload of Data           = application bytes                     seq >= 1
 //!            Advert         = count:u16 advert[count]               seq = 0
 //!            AdvertDone     = epoch frame_max:u32                   seq = 0
@@ -48,6 +48,7 @@
 //!            MoveRequest    = (empty): move off my device, please   seq = 0
 //!            Promote        = epoch last_delivered:seq: the standby this
 //!                             arrives on is the current connection    seq = 0
+//!            Skip           = (empty): take the number, deliver nothing  seq >= 1
 //! advert  = epoch region:u32 addr:u64 len:u64 rkey:u32 access:u32      ADVERT_LEN = 32 bytes
 //! ```
 //!

@@ -517,8 +517,10 @@ impl Pair {
     }
 
     /// Assert the invariants every scenario keeps: each operation completed
-    /// at most once; each side delivered sequence numbers 1, 2, 3, ... once
-    /// each; no one-sided request carried an rkey other than the peer's of
+    /// at most once; each side delivered sequence numbers in increasing
+    /// order, each once (a number is missing only where a skip took it: a
+    /// message completed `Indeterminate` that the peer never had); no
+    /// one-sided request carried an rkey other than the peer's of
     /// the link's epoch.
     pub fn check(&self) {
         for who in [Who::Ini, Who::Tgt] {
@@ -527,8 +529,8 @@ impl Pair {
             for c in &end.completions {
                 assert!(seen.insert(c.op), "{who:?}: {} completed twice", c.op);
             }
-            for (i, (seq, _)) in end.deliveries.iter().enumerate() {
-                assert_eq!(*seq, Seq(i as u64 + 1), "{who:?}: deliveries out of order");
+            for pair in end.deliveries.windows(2) {
+                assert!(pair[0].0 < pair[1].0, "{who:?}: deliveries out of order");
             }
         }
         assert!(

@@ -175,7 +175,7 @@ impl Node {
                 if let Some(t) = entry.transport.take_if(|t| t.epoch == epoch) {
                     let mut backlog = std::mem::take(&mut entry.backlog);
                     // It leaves the session: messages take their payloads.
-                    encode_messages(&mut backlog, &entry.core);
+                    encode_messages(&mut backlog, &entry.core, &entry.memory.regions);
                     // The windows' invalidations follow the goodbye.
                     for (wr_id, op) in t.windows.invalidations() {
                         backlog.push_back(Pending::Local { wr_id, op });

@@ -9,7 +9,7 @@
 
 use std::net::SocketAddr;
 
-use relink_core::journal::{Completion, LocalRange, OpKind};
+use relink_core::journal::{Completion, LocalRange, LocalSgl, OpKind};
 use relink_core::session::{Counters, Path, Role, Session, SessionConfig, SessionEvent};
 use relink_core::state::State;
 use relink_core::{BufferToken, OpId, RegionId, Seq, SessionId};
@@ -188,6 +188,30 @@ impl Node {
         self.submit(s, OpKind::Message { payload: bytes })
     }
 
+    /// Send a message whose payload is the bytes of `local`, in order —
+    /// ranges of registered memory (a session's region, or a registration
+    /// of the node: [`Node::register`]) — without a copy: the SEND gathers
+    /// them where they are. Delivered as [`Node::send`]'s are (the peer
+    /// sees one message of their bytes). The journal keeps the ranges, not
+    /// the bytes: leave them unchanged until the operation's completion (as
+    /// with `ibv_post_send`); a replay after a loss reads them again.
+    ///
+    /// # Errors
+    /// As [`Node::send`]; and [`SubmitError::BadLocal`] for a range
+    /// outside its region.
+    pub fn send_from(
+        &mut self,
+        s: SessionHandle,
+        local: impl Into<LocalSgl>,
+    ) -> Result<OpId, SubmitError> {
+        self.submit(
+            s,
+            OpKind::MessageFrom {
+                local: local.into(),
+            },
+        )
+    }
+
     /// Submit any operation. Its one completion comes from
     /// [`Node::poll_completion`], also across recoveries (what each kind
     /// gets after a device loss: the [crate docs](crate#the-replay-contract)).
@@ -229,7 +253,7 @@ impl Node {
         context: u64,
     ) -> Result<OpId, SubmitError> {
         let now = self.now();
-        let message = matches!(kind, OpKind::Message { .. });
+        let message = kind.is_message();
         let op = self
             .entry(s)
             .ok_or(SubmitError::NoSession(s))?

@@ -3,21 +3,25 @@
 //! per session and poll round (or at once, from `Node::submit` of a
 //! message, when the session's send queue is idle), in order, while send slots last, with
 //! every [`SIGNAL_EVERY`]th request and the last of each batch signaled. An
-//! application message is copied once on its way out: its header and the
-//! payload the journal keeps go straight into its send slot. Messages
+//! application message of bytes is copied once on its way out: its header
+//! and the payload the journal keeps go straight into its send slot. A
+//! message from registered memory (`OpKind::MessageFrom`) is not copied:
+//! its header goes into a send slot, and the request gathers the header
+//! and then the message's ranges, in their regions' MRs on the current
+//! transport (one SEND of its own). Messages
 //! queued back to back, application and control messages alike, share one
 //! send slot and one SEND, a frame (`relink_core::wire::frame_messages`),
 //! while they fit the peer's receive slot: a burst of small messages costs
 //! the fabric one request per frame, not one per message, and a resync's
 //! `Promote` and advertisements arrive together.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 
 use relink_core::session::{Action, OneSided};
 use relink_core::state::DownCause;
 use relink_core::wire::HEADER_LEN;
-use relink_core::{OpId, Session};
-use relink_fabric::{Memory, MrInfo, SendOp, SendWr, Sge, Timestamp};
+use relink_core::{LocalSgl, MessageBody, OpId, RegionId, Session};
+use relink_fabric::{Memory, MrInfo, SendOp, SendWr, Sge, SgeList, Timestamp};
 
 use super::entry::SessionEntry;
 use super::transport::Transport;
@@ -37,7 +41,7 @@ pub(super) const SIGNAL_EVERY: u32 = 16;
 /// hands back the bytes of encoded ones: the session's core.
 pub(super) trait Payloads {
     /// The payload of message `op`; `None` once it left the journal.
-    fn payload(&self, op: OpId) -> Option<&[u8]>;
+    fn payload(&self, op: OpId) -> Option<MessageBody<'_>>;
     /// The bytes of a message copied into its slot, for reuse.
     fn recycle(&mut self, bytes: Vec<u8>);
     /// The longest frame the peer's receive slots hold
@@ -46,8 +50,8 @@ pub(super) trait Payloads {
 }
 
 impl Payloads for Session {
-    fn payload(&self, op: OpId) -> Option<&[u8]> {
-        self.message_payload(op)
+    fn payload(&self, op: OpId) -> Option<MessageBody<'_>> {
+        self.message_body(op)
     }
 
     fn recycle(&mut self, bytes: Vec<u8>) {
@@ -65,7 +69,7 @@ impl Payloads for Session {
 pub(super) struct Detached;
 
 impl Payloads for Detached {
-    fn payload(&self, _op: OpId) -> Option<&[u8]> {
+    fn payload(&self, _op: OpId) -> Option<MessageBody<'_>> {
         None
     }
 
@@ -77,20 +81,45 @@ impl Payloads for Detached {
 }
 
 /// Turn every [`Pending::Message`] of `backlog` into a [`Pending::Send`]
-/// of its encoded bytes, its payload read from `core`: for a backlog that
-/// leaves its session (a closing transport's). A message that left the
-/// journal meanwhile (completed) is dropped: there is nothing to send.
-pub(super) fn encode_messages(backlog: &mut VecDeque<Pending>, core: &Session) {
+/// of its encoded bytes, its payload read from `core` (a message from
+/// registered memory: from its ranges in `regions`): for a backlog that
+/// leaves its session (a closing transport's). Its operation completes
+/// with the close, and the application may then change its memory; the
+/// bytes leave as they were. A message that left the journal meanwhile
+/// (completed), or whose memory is gone, is dropped: there is nothing to
+/// send.
+pub(super) fn encode_messages(
+    backlog: &mut VecDeque<Pending>,
+    core: &Session,
+    regions: &BTreeMap<RegionId, Memory>,
+) {
     backlog.retain_mut(|p| {
         let Pending::Message { op, header } = *p else {
             return true;
         };
-        let Some(payload) = core.message_payload(op) else {
-            return false;
-        };
-        let mut bytes = Vec::with_capacity(HEADER_LEN + payload.len());
-        bytes.extend_from_slice(&header);
-        bytes.extend_from_slice(payload);
+        let mut bytes = Vec::new();
+        match core.message_body(op) {
+            None => return false,
+            Some(MessageBody::Bytes(payload)) => {
+                bytes.reserve_exact(HEADER_LEN + payload.len());
+                bytes.extend_from_slice(&header);
+                bytes.extend_from_slice(payload);
+            }
+            Some(MessageBody::Gather(local)) => {
+                bytes.reserve_exact(HEADER_LEN + local.bytes() as usize);
+                bytes.extend_from_slice(&header);
+                for r in local.iter() {
+                    let Some(m) = regions.get(&r.region) else {
+                        return false;
+                    };
+                    let start = bytes.len();
+                    bytes.resize(start + r.len as usize, 0);
+                    if m.read(r.offset as usize, &mut bytes[start..]).is_err() {
+                        return false;
+                    }
+                }
+            }
+        }
         *p = Pending::Send {
             op: Some(op),
             bytes,
@@ -99,12 +128,33 @@ pub(super) fn encode_messages(backlog: &mut VecDeque<Pending>, core: &Session) {
     });
 }
 
+/// The request's SGL for a message from registered memory: its header
+/// (`header`, in a send slot) and then each range of `local` in its
+/// region's MR of `region_mrs`; `None` if a region has no MR on the
+/// transport (deregistered meanwhile).
+fn gather_sgl(
+    header: Sge,
+    local: &LocalSgl,
+    region_mrs: &BTreeMap<RegionId, MrInfo>,
+) -> Option<SgeList> {
+    let mut sgl = SgeList::one(header);
+    for r in local.iter() {
+        let mr = region_mrs.get(&r.region)?;
+        sgl.push(Sge {
+            addr: mr.addr + r.offset,
+            length: r.len,
+            lkey: mr.lkey,
+        });
+    }
+    Some(sgl)
+}
+
 impl SessionEntry {
     /// Close the core ([`Session::close`]) with the messages of its
     /// backlog encoded first: the close ends their operations and empties
     /// the journal, and they still leave, ahead of the goodbye.
     pub(super) fn close(&mut self, now: Timestamp) {
-        encode_messages(&mut self.backlog, &self.core);
+        encode_messages(&mut self.backlog, &self.core, &self.memory.regions);
         self.core.close(now);
     }
 
@@ -282,10 +332,35 @@ pub(super) fn fill_batch(
         {
             break;
         }
-        let (wr_id, op, sge) = match backlog.pop_front().expect("front") {
+        let (wr_id, op, sgl) = match backlog.pop_front().expect("front") {
             Pending::Message { op, header } => {
-                let Some(payload) = core.payload(op) else {
-                    continue;
+                let payload = match core.payload(op) {
+                    None => continue,
+                    Some(MessageBody::Bytes(payload)) => payload,
+                    Some(MessageBody::Gather(local)) => {
+                        // The header in a slot, the payload where it is:
+                        // a SEND of its own.
+                        let s = *t.free_slots.last().expect("checked");
+                        let off = s as usize * slot_size as usize;
+                        let header_sge = Sge {
+                            addr: mr.addr + off as u64,
+                            length: HEADER_LEN as u32,
+                            lkey: mr.lkey,
+                        };
+                        let Some(sgl) = gather_sgl(header_sge, local, &t.region_mrs) else {
+                            // Deregistration waits for the operations
+                            // naming a registration: a bug.
+                            debug_assert!(false, "{op}: a region of its payload has no MR");
+                            tracing::error!(%op, "a region of the message's payload has no MR; not posted");
+                            continue;
+                        };
+                        t.free_slots.pop();
+                        let _ = send.write(off, &header);
+                        t.slot_op[s as usize] = Some(op);
+                        batch.push_send(TAG_SEND | u64::from(s), SendOp::Send, sgl);
+                        t.posted.push_back(TAG_SEND | u64::from(s));
+                        continue;
+                    }
                 };
                 let s = t.free_slots.pop().expect("checked");
                 let off = s as usize * slot_size as usize;
@@ -308,7 +383,7 @@ pub(super) fn fill_batch(
                     length: len as u32,
                     lkey: mr.lkey,
                 };
-                (TAG_SEND | u64::from(s), SendOp::Send, sge)
+                (TAG_SEND | u64::from(s), SendOp::Send, SgeList::one(sge))
             }
             Pending::Send { op, bytes } => {
                 let s = t.free_slots.pop().expect("checked");
@@ -323,26 +398,28 @@ pub(super) fn fill_batch(
                     length: len as u32,
                     lkey: mr.lkey,
                 };
-                (TAG_SEND | u64::from(s), SendOp::Send, sge)
+                (TAG_SEND | u64::from(s), SendOp::Send, SgeList::one(sge))
             }
-            Pending::OneSided { wr_id, op, sge } => (wr_id, op, sge),
+            Pending::OneSided { wr_id, op, sge } => (wr_id, op, SgeList::one(sge)),
             Pending::Local { wr_id, op } => {
                 batch.push_local(wr_id, op);
                 t.posted.push_back(wr_id);
                 continue;
             }
         };
-        batch.push_send(wr_id, op, sge);
+        batch.push_send(wr_id, op, sgl);
         t.posted.push_back(wr_id);
     }
 }
 
 /// The messages queued right behind a frame's first (at `off` in `send`,
 /// `len` bytes so far) join it while the frame fits `frame_max`: an
-/// application message (one that completed meanwhile has nothing to send
-/// and is dropped) or a control message. A message of encoded bytes that
-/// carries an operation starts a frame of its own: its send completion is
-/// what ends its operation. Returns the frame's length.
+/// application message of bytes (one that completed meanwhile has nothing
+/// to send and is dropped) or a control message. A message of encoded
+/// bytes that carries an operation starts a frame of its own: its send
+/// completion is what ends its operation; so does a message from
+/// registered memory (its payload is not in the slot). Returns the frame's
+/// length.
 fn join_frame(
     backlog: &mut VecDeque<Pending>,
     send: &Memory,
@@ -354,8 +431,9 @@ fn join_frame(
     loop {
         match backlog.front() {
             Some(&Pending::Message { op, header }) => match core.payload(op) {
-                Some(p) if len + HEADER_LEN + p.len() > frame_max => break,
-                Some(p) => {
+                Some(MessageBody::Gather(_)) => break,
+                Some(MessageBody::Bytes(p)) if len + HEADER_LEN + p.len() > frame_max => break,
+                Some(MessageBody::Bytes(p)) => {
                     let _ = send.write(off + len, &header);
                     let _ = send.write(off + len + HEADER_LEN, p);
                     len += HEADER_LEN + p.len();
@@ -433,11 +511,11 @@ mod tests {
     }
 
     impl Payloads for Core {
-        fn payload(&self, op: OpId) -> Option<&[u8]> {
+        fn payload(&self, op: OpId) -> Option<MessageBody<'_>> {
             self.payloads
                 .iter()
                 .find(|(o, _)| *o == op)
-                .map(|(_, p)| p.as_slice())
+                .map(|(_, p)| MessageBody::Bytes(p.as_slice()))
         }
 
         fn recycle(&mut self, bytes: Vec<u8>) {

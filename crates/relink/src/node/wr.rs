@@ -113,10 +113,11 @@ impl<T> WrBatch<T> {
 }
 
 impl WrBatch<SendWr> {
-    /// Append the signaled request `wr_id` of `op` on the single SGE `sge`.
-    pub fn push_send(&mut self, wr_id: u64, op: SendOp, sge: Sge) {
+    /// Append the signaled request `wr_id` of `op` on `sgl` (a single
+    /// SGE, or a message's header and its ranges of registered memory).
+    pub fn push_send(&mut self, wr_id: u64, op: SendOp, sgl: impl Into<SgeList>) {
         let wr = self.next(|| SendWr::new(0, SendOp::Send, SgeList::new()));
-        *wr = SendWr::new(wr_id, op, sge);
+        *wr = SendWr::new(wr_id, op, sgl);
     }
 
     /// Append the signaled request `wr_id` of `op`, which carries no data

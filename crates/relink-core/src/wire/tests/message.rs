@@ -117,10 +117,10 @@ fn message_errors_are_typed() {
         Err(WireError::UnsupportedVersion { found: 9 })
     );
     assert_eq!(
-        decode_message(&[3, 12]),
+        decode_message(&[3, 13]),
         Err(WireError::UnknownTag {
             what: "message kind",
-            tag: 12
+            tag: 13
         })
     );
     // A quiesce with a purpose no version defines.

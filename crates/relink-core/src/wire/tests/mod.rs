@@ -131,6 +131,7 @@ fn arb_message() -> impl Strategy<Value = (Seq, Seq, MsgBody<'static>)> {
             epoch: Epoch(e),
             last_delivered: Seq(l),
         }),
+        Just(MsgBody::Skip),
     ];
     (1..=u64::MAX, any::<u64>(), body).prop_map(|(seq, ack, body)| {
         let seq = if body.kind().is_sequenced() { seq } else { 0 };
