@@ -188,6 +188,11 @@ impl Session {
                 max: self.cfg.spec.max_outstanding,
             });
         }
+        if let OpKind::Message { payload } = &kind {
+            // The caller's bytes, copied into the payload the journal keeps
+            // (by `Node::send`, or by the application).
+            self.counters.send_copied_bytes += payload.len() as u64;
+        }
         let (op, _) = self.data.journal.submit_with(kind, context);
         if self.recovery.fast_failing() {
             let cs = self.data.journal.fail_queued(OpError::FastFail);
@@ -475,6 +480,7 @@ impl Session {
             MsgBody::Data(payload) => match self.data.inbox.accept(h.seq) {
                 InboxAccept::Deliver => {
                     self.counters.delivered += 1;
+                    self.counters.receive_copied_bytes += payload.len() as u64;
                     self.out.deliver(h.seq, payload);
                     self.maybe_ack(now);
                 }

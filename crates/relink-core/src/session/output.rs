@@ -384,6 +384,15 @@ pub struct Counters {
     pub standby_keepalives_sent: u64,
     /// Keepalives (probes and replies) received on standby transports.
     pub standby_keepalives_received: u64,
+    /// Bytes of application payload relink copied to send messages: into
+    /// the journal (a message of bytes, [`OpKind::Message`](crate::OpKind::Message))
+    /// and from there into a send slot ([`Session::count_copied`], by the
+    /// driver), replays included. A message from registered memory
+    /// ([`OpKind::MessageFrom`](crate::OpKind::MessageFrom)) adds nothing.
+    pub send_copied_bytes: u64,
+    /// Bytes of application payload relink copied to deliver messages:
+    /// from a receive slot into a delivery.
+    pub receive_copied_bytes: u64,
 }
 
 /// What a session hands out and its driver or application has not taken
@@ -432,6 +441,7 @@ impl Outputs {
     }
 
     /// Queue a delivered message (its bytes copied into a spare buffer).
+    /// Queue a delivery; its bytes are copied from `payload`.
     pub(super) fn deliver(&mut self, seq: Seq, payload: &[u8]) {
         let mut bytes = self.delivery_spare.take(payload.len());
         bytes.extend_from_slice(payload);
@@ -440,6 +450,12 @@ impl Outputs {
 }
 
 impl Session {
+    /// The driver copied `bytes` of application payload (a message's,
+    /// into a send slot): counted in [`Counters::send_copied_bytes`].
+    pub fn count_copied(&mut self, bytes: usize) {
+        self.counters.send_copied_bytes += bytes as u64;
+    }
+
     /// Counters since creation.
     pub fn counters(&self) -> Counters {
         Counters {

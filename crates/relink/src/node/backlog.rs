@@ -47,6 +47,9 @@ pub(super) trait Payloads {
     /// The longest frame the peer's receive slots hold
     /// ([`Session::peer_frame_max`]); 0: one message per SEND.
     fn peer_frame_max(&self) -> usize;
+    /// `bytes` of an application message's payload were copied into a
+    /// send slot ([`Session::count_copied`]).
+    fn count_copied(&mut self, bytes: usize);
 }
 
 impl Payloads for Session {
@@ -60,6 +63,10 @@ impl Payloads for Session {
 
     fn peer_frame_max(&self) -> usize {
         Session::peer_frame_max(self)
+    }
+
+    fn count_copied(&mut self, bytes: usize) {
+        Session::count_copied(self, bytes);
     }
 }
 
@@ -78,6 +85,8 @@ impl Payloads for Detached {
     fn peer_frame_max(&self) -> usize {
         0
     }
+
+    fn count_copied(&mut self, _bytes: usize) {}
 }
 
 /// Turn every [`Pending::Message`] of `backlog` into a [`Pending::Send`]
@@ -366,14 +375,9 @@ pub(super) fn fill_batch(
                 let off = s as usize * slot_size as usize;
                 let _ = send.write(off, &header);
                 let _ = send.write(off + HEADER_LEN, payload);
-                let len = join_frame(
-                    backlog,
-                    send,
-                    off,
-                    HEADER_LEN + payload.len(),
-                    frame_max,
-                    core,
-                );
+                let copied = payload.len();
+                core.count_copied(copied);
+                let len = join_frame(backlog, send, off, HEADER_LEN + copied, frame_max, core);
                 // The frame's send completion stands for its first message
                 // (a message's completes nothing: the peer's confirmation
                 // does).
@@ -437,6 +441,8 @@ fn join_frame(
                     let _ = send.write(off + len, &header);
                     let _ = send.write(off + len + HEADER_LEN, p);
                     len += HEADER_LEN + p.len();
+                    let copied = p.len();
+                    core.count_copied(copied);
                 }
                 None => {}
             },
@@ -525,6 +531,8 @@ mod tests {
         fn peer_frame_max(&self) -> usize {
             self.peer_frame_max
         }
+
+        fn count_copied(&mut self, _bytes: usize) {}
     }
 
     fn header(b: u8) -> [u8; HEADER_LEN] {
