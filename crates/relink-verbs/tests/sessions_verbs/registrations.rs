@@ -1,10 +1,11 @@
 //! Node-wide registrations on real verbs: memory registered with each
 //! node while its sessions carry traffic is reached by the peer through
-//! the registration's id, across `rdma link delete/add` of the target's
+//! the registration's id, and messages are sent from it without a copy
+//! (a SEND of several SGEs), across `rdma link delete/add` of the target's
 //! device and then of the initiator's.
 
 use super::*;
-use relink::{Access, BufferToken, LocalRange, Outcome};
+use relink::{Access, BufferToken, LocalRange, LocalSgl, OpKind, Outcome};
 
 /// The target registers memory with every right and sends its id; the
 /// initiator registers memory of its own and, on a second session of the
@@ -14,6 +15,9 @@ use relink::{Access, BufferToken, LocalRange, Outcome};
 /// added back, and after the initiator's was. Every operation succeeds,
 /// the bytes land in the target's own memory, the counter counts each
 /// FETCH_ADD once, and the workload's session checks as every scenario's.
+/// Each round also sends a message gathered from three ranges of the
+/// initiator's registration (`OpKind::MessageFrom`): the target receives
+/// their bytes in order, and relink copied none of them.
 #[test]
 fn registrations_across_unplug_replug() {
     let env = env_or_skip!(need_nothing);
@@ -101,14 +105,37 @@ fn registrations_across_unplug_replug() {
         d.a.fetch_add(s2, range(32768, 8), token(0), 1)
             .expect("fetch-add");
         done(&mut d, "fetch-add");
+        let sgl = LocalSgl::new([range(100, 1000), range(0, 64), range(3000, 700)])
+            .expect("three ranges");
+        d.a.submit(s2, OpKind::MessageFrom { local: sgl })
+            .expect("message from memory");
+        done(&mut d, "message from memory");
+        let mut got = None;
+        let arrived = d.pump_until(RESUME_TIMEOUT, |d| {
+            got = d.b.poll_delivery(t2).map(|(_, m)| m);
+            got.is_some()
+        });
+        assert!(
+            arrived,
+            "round {round}: the message from memory did not arrive"
+        );
+        let expected = [&bytes[100..1100], &bytes[..64], &bytes[3000..3700]].concat();
+        assert!(
+            got.as_deref() == Some(&expected[..]),
+            "round {round}: the message holds the ranges' bytes, in order"
+        );
     }
+    let copied = d.a.counters(s2).expect("session").send_copied_bytes;
+    assert_eq!(copied, 0, "no payload byte copied on the way out");
     assert_eq!(
         target_mem.read_u64(0).expect("in bounds"),
         3,
         "one FETCH_ADD per round, each once"
     );
     d.notes.push(
-        "registrations reached in 3 rounds (before, after target and initiator delete/add)".into(),
+        "registrations reached and messages sent from them (3 SGEs, 0 bytes copied) in 3 rounds \
+         (before, after target and initiator delete/add)"
+            .into(),
     );
     d.a.close(s2).expect("close the second session");
     // Every output of the second session taken, it is reaped.
