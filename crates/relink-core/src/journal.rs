@@ -308,6 +308,22 @@ impl Journal {
         Some((e.id, &e.kind, e.message_seq()))
     }
 
+    /// The next operation not yet posted is a flush ([`OpKind::Flush`])
+    /// and every operation before it completed (what stays ahead of it is
+    /// orphans, which completed already): it leaves the journal and
+    /// completes `Success`. `None`, changing nothing, otherwise: a flush
+    /// with operations ahead of it waits for them, and holds back what was
+    /// submitted after it.
+    pub fn complete_flush(&mut self) -> Option<Completion> {
+        let i = self.posted;
+        let e = self.entries.get(i)?;
+        if !matches!(e.kind, OpKind::Flush) || self.entries.range(..i).any(|e| !e.orphan) {
+            return None;
+        }
+        let e = self.remove_at(i);
+        Some(self.complete(&e, Outcome::Success { replayed: false }))
+    }
+
     /// Records that `op` was posted on the current transport.
     ///
     /// # Panics
@@ -722,7 +738,7 @@ impl Journal {
             OpKind::FetchAdd { .. } | OpKind::CmpSwap { .. } => Some(Outcome::Indeterminate {
                 executed: Some(true),
             }),
-            OpKind::Read { .. } => None,
+            OpKind::Read { .. } | OpKind::Flush => None,
         }
     }
 
@@ -748,6 +764,8 @@ impl Journal {
             OpKind::FetchAdd { .. } | OpKind::CmpSwap { .. } => Outcome::Indeterminate {
                 executed: proven.then_some(true),
             },
+            // Never posted: the early return above.
+            OpKind::Flush => Outcome::Failed(err),
         }
     }
 }

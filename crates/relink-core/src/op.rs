@@ -127,6 +127,13 @@ pub enum OpKind {
         /// Added to the remote word (wrapping, as the hardware does).
         add: u64,
     },
+    /// A barrier: completes `Success` once every operation submitted
+    /// before it completed (whatever their outcomes), and operations
+    /// submitted after it are posted only then (a fence). It moves no
+    /// bytes and is never posted; it waits while the session recovers, and
+    /// ends as a never-posted operation does when relink stops
+    /// (`Failed`).
+    Flush,
     /// Atomic compare-and-swap; not idempotent.
     CmpSwap {
         /// Where the original value lands (8 bytes).
@@ -164,6 +171,7 @@ impl OpKind {
             OpKind::Read { .. } => "read",
             OpKind::FetchAdd { .. } => "fetch-add",
             OpKind::CmpSwap { .. } => "cmp-swap",
+            OpKind::Flush => "flush",
         }
     }
 
@@ -175,11 +183,12 @@ impl OpKind {
             OpKind::Read { .. } => OpClass::Read,
             OpKind::FetchAdd { .. } => OpClass::FetchAdd,
             OpKind::CmpSwap { .. } => OpClass::CmpSwap,
+            OpKind::Flush => OpClass::Flush,
         }
     }
 
     /// The bytes it moves: a message's payload, a WRITE's or READ's local
-    /// range, an atomic's 8.
+    /// range, an atomic's 8, a flush's 0.
     pub fn bytes(&self) -> u64 {
         match self {
             OpKind::Message { payload } => payload.len() as u64,
@@ -188,6 +197,7 @@ impl OpKind {
             | OpKind::Read { local, .. }
             | OpKind::FetchAdd { local, .. }
             | OpKind::CmpSwap { local, .. } => u64::from(local.len),
+            OpKind::Flush => 0,
         }
     }
 
@@ -195,7 +205,7 @@ impl OpKind {
     /// bytes.
     pub fn local_ranges(&self) -> &[LocalRange] {
         match self {
-            OpKind::Message { .. } => &[],
+            OpKind::Message { .. } | OpKind::Flush => &[],
             OpKind::MessageFrom { local } => local,
             OpKind::Write { local, .. }
             | OpKind::Read { local, .. }
@@ -303,6 +313,8 @@ pub enum OpClass {
     FetchAdd,
     /// Atomic compare-and-swap.
     CmpSwap,
+    /// A barrier ([`OpKind::Flush`]).
+    Flush,
 }
 
 impl OpClass {
@@ -314,6 +326,7 @@ impl OpClass {
             OpClass::Read => "read",
             OpClass::FetchAdd => "fetch-add",
             OpClass::CmpSwap => "cmp-swap",
+            OpClass::Flush => "flush",
         }
     }
 }
@@ -328,6 +341,8 @@ impl OpClass {
 ///   those that end `Success` complete in submission order (RC completes
 ///   a send queue in order, a replay keeps the order, and a proof of
 ///   execution covers every operation before the confirmed message).
+/// - A flush ([`OpKind::Flush`]) completes after every operation submitted
+///   before it and before every operation submitted after it.
 /// - Nothing more is promised. Across classes: after a loss, a WRITE proven
 ///   executed by the peer's confirmation completes at the resume, before
 ///   the READs submitted ahead of it are replayed; a message completes

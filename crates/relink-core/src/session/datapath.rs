@@ -219,6 +219,15 @@ impl Session {
                 break; // the send queue holds no more; order is kept
             }
             let action = match kind {
+                OpKind::Flush => match self.data.journal.complete_flush() {
+                    Some(c) => {
+                        self.out.complete_one(c);
+                        continue;
+                    }
+                    // Operations ahead of it: it and everything behind it
+                    // wait (their completions pump again).
+                    None => break,
+                },
                 OpKind::Message { .. } | OpKind::MessageFrom { .. } => {
                     let seq = seq.expect("messages are sequenced");
                     if seq.0.saturating_sub(self.data.peer_delivered.0) > credits {
