@@ -336,6 +336,10 @@ impl Journal {
             Some(e) if e.id == op => e,
             _ => panic!("mark_posted({op}): not the operation next_unposted returns"),
         };
+        debug_assert!(
+            !matches!(e.kind, OpKind::Flush),
+            "{op}: a flush is never posted (Journal::complete_flush)"
+        );
         if e.posts > 0 {
             self.stats.replayed += 1;
         }

@@ -824,3 +824,51 @@ proptest! {
         m.check_end();
     }
 }
+
+#[test]
+fn a_flush_waits_for_every_earlier_operation_and_holds_back_the_later_ones() {
+    let mut j = Journal::new();
+    let (m1, _) = j.submit(msg(b"1"));
+    let (w1, _) = j.submit(write());
+    let (f, _) = j.submit(OpKind::Flush);
+    let (w2, _) = j.submit(write());
+    assert_eq!(post_all_until_flush(&mut j), vec![m1, w1]);
+    assert_eq!(j.complete_flush(), None, "two operations ahead of it");
+    assert_eq!(j.on_success(w1).map(n), Some(done(w1, OK)));
+    assert_eq!(j.complete_flush(), None, "the message is not confirmed yet");
+    // A loss: the flush waits on, across the replay.
+    j.transport_down();
+    assert!(ns(j.resume(Seq(0), false)).is_empty());
+    assert_eq!(post_all_until_flush(&mut j), vec![m1]);
+    assert_eq!(ns(j.on_peer_delivered(Seq(1))), vec![done(m1, REPLAYED)]);
+    let c = j.complete_flush().expect("nothing ahead of it");
+    assert_eq!(
+        (c.op, c.outcome, c.class, c.len),
+        (f, OK, OpClass::Flush, 0)
+    );
+    assert_eq!(post_all(&mut j), vec![w2], "what it held back goes now");
+
+    // One that never completed is failed as never posted.
+    let (f2, _) = j.submit(OpKind::Flush);
+    let (w3, _) = j.submit(write());
+    let cs = j.fail_all(OpError::GaveUp);
+    let gave_up = Outcome::Failed(OpError::GaveUp);
+    assert_eq!(
+        ns(cs),
+        vec![done(w2, gave_up), done(f2, gave_up), done(w3, gave_up)]
+    );
+}
+
+/// Posts what [`Journal::next_unposted`] offers up to a flush; returns the
+/// ids.
+fn post_all_until_flush(j: &mut Journal) -> Vec<OpId> {
+    let mut posted = Vec::new();
+    while let Some((op, kind, _)) = j.next_unposted() {
+        if matches!(kind, OpKind::Flush) {
+            break;
+        }
+        j.mark_posted(op);
+        posted.push(op);
+    }
+    posted
+}
