@@ -308,6 +308,29 @@ impl Journal {
         Some((e.id, &e.kind, e.message_seq()))
     }
 
+    /// Message `op`, the next operation not yet posted, cannot go to this
+    /// peer (longer than its receive slots hold): it completes now —
+    /// `Failed(err)` if it never left, as [`Journal::fail_all`] would end
+    /// it otherwise — and stays as an orphan without its payload, posted as
+    /// a skip of its sequence number (the peer accepts no gap). `None`,
+    /// changing nothing, if `op` is not the next unposted message.
+    pub fn fail_oversize(&mut self, op: OpId, err: OpError) -> Option<Completion> {
+        let i = self.posted;
+        let e = self.entries.get(i).filter(|e| e.id == op && !e.orphan)?;
+        if !e.kind.is_message() {
+            return None;
+        }
+        let outcome = self.final_outcome(e, err);
+        let e = &mut self.entries[i];
+        self.payload_bytes -= e.kind.payload_len();
+        e.orphan = true;
+        e.kind = OpKind::Message {
+            payload: Vec::new(),
+        };
+        let e = e.clone();
+        Some(self.complete(&e, outcome))
+    }
+
     /// The next operation not yet posted is a flush ([`OpKind::Flush`])
     /// and every operation before it completed (what stays ahead of it is
     /// orphans, which completed already): it leaves the journal and

@@ -251,6 +251,12 @@ pub enum OpError {
     /// The session was disconnected by the application or an administrator.
     #[error("disconnected")]
     Disconnected,
+    /// A message longer than the peer's receive slots hold (the peer's
+    /// `max_message` is smaller than this side's), found when it was to be
+    /// posted: it never left. A submit after the peer said its size is
+    /// refused at once instead (`SessionError::TooLarge`).
+    #[error("the message is longer than the peer's receive slots hold")]
+    TooLargeForPeer,
     /// The operation itself was refused (e.g. `REM_ACCESS_ERR`, also for a
     /// token the peer never advertised): not retried.
     #[error("refused: {}", .0.name())]

@@ -108,6 +108,13 @@ impl Session {
         self.data.peer_frame_max as usize
     }
 
+    /// The longest message the peer's receive slots hold (its `AdvertDone`
+    /// frame size less a header); `None` until it said.
+    pub fn peer_max_message(&self) -> Option<usize> {
+        (self.data.peer_frame_max > 0)
+            .then(|| (self.data.peer_frame_max as usize).saturating_sub(wire::HEADER_LEN))
+    }
+
     /// An empty buffer for a payload of `len` bytes of a message to
     /// [`submit`]: the allocation of a message the peer already confirmed,
     /// if a spare one fits (a new one otherwise).
@@ -150,10 +157,17 @@ impl Session {
         if self.closing.is_closing() {
             return Err(SessionError::Closing);
         }
-        if kind.is_message() && kind.bytes() > self.max_message() as u64 {
+        // Within this side's slots, and within the peer's once it said
+        // how long they are (a message that does not fit them fails at
+        // post time: `fail_oversize`).
+        let max = match self.peer_max_message() {
+            Some(peer) => self.max_message().min(peer),
+            None => self.max_message(),
+        };
+        if kind.is_message() && kind.bytes() > max as u64 {
             return Err(SessionError::TooLarge {
                 len: usize::try_from(kind.bytes()).unwrap_or(usize::MAX),
-                max: self.max_message(),
+                max,
             });
         }
         let atomic = kind.is_atomic();
@@ -241,6 +255,23 @@ impl Session {
                     // number. Payload sizes are checked at submit,
                     // sequence numbers start at 1.
                     let len = kind.bytes() as u32;
+                    if self
+                        .peer_max_message()
+                        .is_some_and(|peer| len as usize > peer)
+                        && !self.data.journal.is_orphan(op)
+                    {
+                        // Submitted before the peer said its size: it
+                        // fails, and its number goes as a skip.
+                        tracing::warn!(session = %self.cfg.id, %op, len, "message longer than the peer's receive slots: failed");
+                        if let Some(c) = self
+                            .data
+                            .journal
+                            .fail_oversize(op, OpError::TooLargeForPeer)
+                        {
+                            self.out.complete_one(c);
+                        }
+                        continue;
+                    }
                     let wire_kind = if len == 0 && self.data.journal.is_orphan(op) {
                         wire::MsgKind::Skip
                     } else {
