@@ -46,15 +46,16 @@ extern "C" {
 // | mistake | code |
 // |---|---|
 // | a NULL pointer where one is needed, a string that is not UTF-8 or not an address, a number no enum names | `RELINK_ERR_ARGUMENT` |
+// | a work request's `flags` with a bit no `RELINK_WR_*` names, both `RELINK_WR_FROM_REGION` and `RELINK_WR_SGL`, or a flag on a kind other than MESSAGE; a scatter/gather list of 0 or more than `RELINK_MAX_SGE` ranges (`relink_post`) | `RELINK_ERR_ARGUMENT` |
 // | a session the node does not have | `RELINK_ERR_NO_SESSION` |
 // | a region the session (or the options) does not have | `RELINK_ERR_NO_REGION` |
-// | a byte range outside its region (`offset` + `len` past its end) | `RELINK_ERR_RANGE` |
-// | a length over its limit (a message over `max_message`, a one-sided operation over `UINT32_MAX` bytes, connect data over `RELINK_MAX_CONNECT_DATA`) | `RELINK_ERR_TOO_LARGE` |
+// | a byte range outside its region (`offset` + `len` past its end), a message's range of registered memory included | `RELINK_ERR_RANGE` |
+// | a length over its limit (a message over `max_message`, by the total of its ranges for one from registered memory; a one-sided operation over `UINT32_MAX` bytes; connect data over `RELINK_MAX_CONNECT_DATA`) | `RELINK_ERR_TOO_LARGE` |
 // | an atomic's offset (local or token) that is not a multiple of 8 | `RELINK_ERR_MISALIGNED` |
 // | an operation past the session's `max_outstanding` (completions not taken) | `RELINK_ERR_AGAIN` |
 // | a buffer to register (`relink_register`) that is NULL, empty or wraps around, or access rights no `RELINK_ACCESS_*` names or no device grants | `RELINK_ERR_ARGUMENT` |
 // | a registration the node does not have (`relink_deregister`) | `RELINK_ERR_NO_REGION` |
-// | deregistering while an operation not yet completed uses the registration | `RELINK_ERR_BUSY` |
+// | deregistering while an operation not yet completed uses the registration (a message sent from it included) | `RELINK_ERR_BUSY` |
 //
 // Lengths are checked before anything is copied or allocated. The
 // numbers are fixed: new codes take new numbers.
@@ -70,7 +71,11 @@ typedef enum {
   // path; a buffer `relink_register` cannot register (NULL with a
   // length, empty, wrapping around the address space) or rights it
   // cannot give (bits no `RELINK_ACCESS_*` names, remote write or
-  // atomic rights without `RELINK_ACCESS_LOCAL_WRITE`).
+  // atomic rights without `RELINK_ACCESS_LOCAL_WRITE`); a work request
+  // (`relink_post`) with `flags` it cannot take (a bit no `RELINK_WR_*`
+  // names, both `RELINK_WR_FROM_REGION` and `RELINK_WR_SGL`, a flag on
+  // a kind other than MESSAGE) or a scatter/gather list of 0 or more
+  // than `RELINK_MAX_SGE` ranges.
   RELINK_ERR_ARGUMENT = -1,
   // The node has no such session: never made, or ended and reaped.
   RELINK_ERR_NO_SESSION = -2,
@@ -99,13 +104,16 @@ typedef enum {
   // Another listener has the address now: retry once it is closed.
   RELINK_ERR_ADDR_IN_USE = -10,
   // A length is over its limit: a message longer than the session's
-  // `max_message` (`relink_send`, `relink_post`), a one-sided operation
+  // `max_message` (`relink_send`, `relink_post`; a message from
+  // registered memory by its ranges' total), a one-sided operation
   // longer than `UINT32_MAX` bytes (`relink_post`), connect data longer
   // than `RELINK_MAX_CONNECT_DATA`. Refused before anything was copied.
   RELINK_ERR_TOO_LARGE = -11,
   // A byte range is outside its region: `offset` + `len` past the end
   // of the region (`relink_region_read`, `relink_region_write`, the
-  // local range of `relink_write`, `relink_read` and the atomics).
+  // local range of `relink_write`, `relink_read` and the atomics, the
+  // ranges of a message from registered memory: `relink_post` with
+  // `RELINK_WR_FROM_REGION` or `RELINK_WR_SGL`).
   // The message gives the range and the region's length.
   RELINK_ERR_RANGE = -12,
   // An atomic (`relink_fetch_add`, `relink_cmp_swap`) at an offset that
@@ -123,8 +131,9 @@ typedef enum {
   // `relink_cmp_swap`, `relink_post`).
   RELINK_ERR_AGAIN = -14,
   // In use: `relink_deregister` of a registration that an operation not
-  // yet completed names as its local range. Nothing changed: take its
-  // completion, then deregister again.
+  // yet completed names as its local range (a WRITE, READ or atomic's,
+  // or one of a message's sent from registered memory). Nothing
+  // changed: take its completion, then deregister again.
   RELINK_ERR_BUSY = -15,
   // A bug in relink: it panicked (the message says where). The node is
   // left as it was at the panic; free it. Nothing is printed unless
@@ -444,6 +453,16 @@ typedef enum {
   RELINK_COUNTER_STANDBY_KEEPALIVES_SENT = 14,
   // Keepalives (probes and replies) received on standby connections.
   RELINK_COUNTER_STANDBY_KEEPALIVES_RECEIVED = 15,
+  // Bytes of the application's message payloads relink copied to send
+  // them, replays included: a message of bytes (`relink_send`,
+  // `relink_post` without a flag) is copied when it is submitted and
+  // again into a send slot when it is posted. A message from
+  // registered memory (`RELINK_WR_FROM_REGION`, `RELINK_WR_SGL`) adds
+  // nothing: the SEND reads its bytes where they are.
+  RELINK_COUNTER_SEND_COPIED_BYTES = 16,
+  // Bytes of message payloads relink copied to deliver them: from a
+  // receive slot into a delivery, once per message delivered.
+  RELINK_COUNTER_RECEIVE_COPIED_BYTES = 17,
 } relink_counter;
 
 // A session of a node: a number the node never reuses (also after the
@@ -471,7 +490,13 @@ typedef struct {
   uintptr_t connect_data_len;
 } relink_accepted;
 
-// A session's counters.
+// A session's counters: the first eight relink kept. Its members are
+// fixed — `relink_session_counters` writes the whole struct, so its size
+// is the ABI — and every counter added since (`relink_counter`, from
+// `RELINK_COUNTER_ADVERTS_SENT` on: the copied bytes
+// `RELINK_COUNTER_SEND_COPIED_BYTES` and
+// `RELINK_COUNTER_RECEIVE_COPIED_BYTES` among them) is reached by number
+// with `relink_session_counter`.
 typedef struct {
   // Transport losses.
   uint64_t losses;
@@ -798,11 +823,38 @@ relink_status relink_deregister(relink_node *node, uint32_t id);
 // Operations: messages, RDMA WRITE and READ, and atomics on the peer's
 // advertised memory (named by tokens), each by a call of its own or any
 // of them through `relink_post` with a context its completion carries
-// back. A session accepts each with an id and completes it exactly once
+// back (there also a message sent from registered memory without a
+// copy). A session accepts each with an id and completes it exactly once
 // (`relink_poll_completion`), also across recoveries; it holds at most
 // its `max_outstanding` operations whose completion was not taken
 // (`relink_room`; past it, `RELINK_ERR_AGAIN`).
 // --------------------------------------------------------------------------
+
+// A MESSAGE's flag (`relink_work_request.flags`): its payload is the
+// `len` bytes at `offset` of `region` — a session's own region or a
+// registration of the node (`relink_register`) — sent without a copy
+// (the SEND reads them where they are), instead of the bytes at `buf`.
+// The bytes stay the application's, and it leaves them unchanged until
+// the operation's completion, whatever its outcome: relink keeps the
+// range, not the bytes, and a replay after a device loss reads them
+// again (as the buffer of an `ibv_post_send` is the caller's until its
+// completion). `RELINK_ERR_NO_REGION` for a region the session does not
+// have, `RELINK_ERR_RANGE` for a range past its end,
+// `RELINK_ERR_TOO_LARGE` for a `len` over `max_message`.
+#define RELINK_WR_FROM_REGION (1 << 0)
+
+// A MESSAGE's flag (`relink_work_request.flags`): its payload is the
+// bytes of the `num_sge` ranges at `sgl` (1 to `RELINK_MAX_SGE`), one
+// after the other, each in a session's own region or a registration of
+// the node — a scatter/gather list, sent without a copy under the
+// contract of `RELINK_WR_FROM_REGION` (every range unchanged until the
+// completion). The array at `sgl` is read during the call only. Not
+// with `RELINK_WR_FROM_REGION` (both: `RELINK_ERR_ARGUMENT`).
+#define RELINK_WR_SGL (1 << 1)
+
+// The most ranges a message's scatter/gather list has
+// (`relink_work_request.num_sge` with `RELINK_WR_SGL`).
+#define RELINK_MAX_SGE 4
 
 // What kind of operation: a `relink_work_request`'s `kind`
 // (`relink_post`) and a completion's (`relink_completion`). The numbers
@@ -811,7 +863,9 @@ typedef enum {
   // No operation: a work request whose kind was not set (refused), or
   // the `completion` of a `relink_output` of another kind.
   RELINK_OP_KIND_NONE = 0,
-  // A message (`relink_send`).
+  // A message (`relink_send`, or `relink_post`: of bytes at `buf`, or
+  // of registered memory with `RELINK_WR_FROM_REGION` or
+  // `RELINK_WR_SGL`).
   RELINK_OP_KIND_MESSAGE = 1,
   // An RDMA WRITE (`relink_write`).
   RELINK_OP_KIND_WRITE = 2,
@@ -821,6 +875,11 @@ typedef enum {
   RELINK_OP_KIND_FETCH_ADD = 4,
   // An atomic CMP_SWAP (`relink_cmp_swap`).
   RELINK_OP_KIND_CMP_SWAP = 5,
+  // A flush (`relink_post`): completes once every operation of the
+  // session submitted before it completed, whatever their outcomes, and
+  // the operations submitted after it are posted only then (a barrier
+  // and a fence, across recoveries). It moves nothing (`len` 0).
+  RELINK_OP_KIND_FLUSH = 6,
   // A kind this header does not name (a newer librelink), in a
   // completion; `relink_post` refuses it.
   RELINK_OP_KIND_OTHER = 99,
@@ -830,44 +889,80 @@ typedef enum {
 // (`relink_poll_completion`), also across recoveries.
 typedef uint64_t relink_op;
 
+// One range of registered memory in a message's scatter/gather list
+// (`relink_work_request.sgl`, with `RELINK_WR_SGL`), as an `ibv_sge` is
+// in an `ibv_send_wr`'s list, but named by region: `len` bytes at
+// `offset` of `region`, a session's own region or a registration of the
+// node (`relink_register`). 24 bytes on the targets C programs are
+// built for (x86-64, AArch64), with 4 bytes of padding after `region`
+// and after `len` that librelink never reads: a positional initializer
+// `{region, offset, len}` fills it as a designated one does.
+typedef struct {
+  // The range's region: a session's own region, or a registration of
+  // the node.
+  uint32_t region;
+  // The range's offset in `region`.
+  uint64_t offset;
+  // The range's length in bytes.
+  uint32_t len;
+} relink_sge;
+
 // One operation for `relink_post`, as a work request (`ibv_send_wr`) is
-// for `ibv_post_send`: its `kind` says which members it reads, the others
-// are ignored. Start from a zeroed one (`relink_work_request wr = {0};`,
-// or designated initializers) and set what the kind needs:
+// for `ibv_post_send`: its `kind` and `flags` say which members it reads,
+// the others are ignored. Start from a zeroed one (`relink_work_request
+// wr = {0};`, or designated initializers) and set what the kind needs:
 //
-// | kind | members read |
-// |---|---|
-// | `RELINK_OP_KIND_MESSAGE` | `buf`, `len` (at most the session's `max_message`) |
-// | `RELINK_OP_KIND_WRITE`, `RELINK_OP_KIND_READ` | `region`, `offset`, `len` (at most `UINT32_MAX`), `remote` |
-// | `RELINK_OP_KIND_FETCH_ADD` | `region`, `offset`, `remote`, `add` (`len` 8, or 0 for 8) |
-// | `RELINK_OP_KIND_CMP_SWAP` | `region`, `offset`, `remote`, `compare`, `swap` (`len` 8, or 0 for 8) |
+// | kind | `flags` | members read |
+// |---|---|---|
+// | `RELINK_OP_KIND_MESSAGE` | 0 | `buf`, `len` (at most the session's `max_message`): copied |
+// | `RELINK_OP_KIND_MESSAGE` | `RELINK_WR_FROM_REGION` | `region`, `offset`, `len` (at most `max_message`): sent from there, no copy |
+// | `RELINK_OP_KIND_MESSAGE` | `RELINK_WR_SGL` | `sgl`, `num_sge` (1 to `RELINK_MAX_SGE` ranges, at most `max_message` bytes in all): sent from there, no copy |
+// | `RELINK_OP_KIND_WRITE`, `RELINK_OP_KIND_READ` | 0 | `region`, `offset`, `len` (at most `UINT32_MAX`), `remote` |
+// | `RELINK_OP_KIND_FETCH_ADD` | 0 | `region`, `offset`, `remote`, `add` (`len` 8, or 0 for 8) |
+// | `RELINK_OP_KIND_CMP_SWAP` | 0 | `region`, `offset`, `remote`, `compare`, `swap` (`len` 8, or 0 for 8) |
+// | `RELINK_OP_KIND_FLUSH` | 0 | nothing more |
 //
-// `kind`, `flags` and `context` are read for every kind. The struct may
-// grow at its end in a later librelink: it then reads a new member only
-// when a flag in `flags` says the caller set it, so a program built
-// against this header keeps working.
+// `kind`, `flags` and `context` are read for every kind. A message from
+// registered memory (`RELINK_WR_FROM_REGION`, `RELINK_WR_SGL`) is
+// delivered as one of bytes is (the peer gets one message of the ranges'
+// bytes, in order) and completes as one (`RELINK_OP_KIND_MESSAGE`,
+// `len` the total bytes); its bytes stay unchanged until that completion.
+//
+// The struct may grow at its end in a later librelink, which reads a
+// member added after the first layout only when a flag in `flags` says
+// the caller set it: a program built against an older header (and its
+// smaller struct) keeps working. `sgl` and `num_sge` came so: they are
+// read only with `RELINK_WR_SGL` (the struct grew from 88 to 104 bytes
+// on 64-bit targets; the members before keep their offsets).
 typedef struct {
   // What it does: a `relink_op_kind`, MESSAGE to CMP_SWAP (any other
   // number is `RELINK_ERR_ARGUMENT`).
   int32_t kind;
-  // None defined yet: 0 (anything else is `RELINK_ERR_ARGUMENT`).
+  // An or of `RELINK_WR_*`, for a MESSAGE: `RELINK_WR_FROM_REGION` or
+  // `RELINK_WR_SGL` (not both); 0 for the other kinds. A bit no
+  // `RELINK_WR_*` names, both flags, or a flag on another kind is
+  // `RELINK_ERR_ARGUMENT`.
   uint32_t flags;
   // The application's context: returned as is in the operation's
   // completion (`relink_completion.context`): a number, or a pointer
   // cast to one.
   uint64_t context;
-  // MESSAGE: the bytes to send (copied; NULL only if `len` is 0).
+  // MESSAGE without a flag: the bytes to send (copied; NULL only if
+  // `len` is 0).
   const void *buf;
-  // MESSAGE: the bytes at `buf`; WRITE, READ: the local range's
-  // length; the atomics: 8 (or 0, which stands for 8).
+  // MESSAGE: the bytes at `buf` (with `RELINK_WR_FROM_REGION`: at
+  // `offset` of `region`); WRITE, READ: the local range's length; the
+  // atomics: 8 (or 0, which stands for 8).
   uint64_t len;
-  // WRITE, READ, the atomics: the session's own region the local range
+  // WRITE, READ, the atomics, and a MESSAGE with
+  // `RELINK_WR_FROM_REGION`: the session's own region the local range
   // is in, or a registration of the node (`relink_register`) (the
-  // data's source for a WRITE, where a READ's data or an atomic's old
-  // value lands).
+  // data's source for a WRITE and a MESSAGE, where a READ's data or an
+  // atomic's old value lands).
   uint32_t region;
-  // WRITE, READ, the atomics: the local range's offset in `region` (a
-  // multiple of 8 for the atomics).
+  // WRITE, READ, the atomics, a MESSAGE with `RELINK_WR_FROM_REGION`:
+  // the local range's offset in `region` (a multiple of 8 for the
+  // atomics).
   uint64_t offset;
   // WRITE, READ, the atomics: the peer's memory (its offset a multiple
   // of 8 for the atomics).
@@ -878,6 +973,15 @@ typedef struct {
   uint64_t compare;
   // CMP_SWAP: stored into the peer's word if it holds `compare`.
   uint64_t swap;
+  // A MESSAGE with `RELINK_WR_SGL` (read only then): its `num_sge`
+  // ranges, in the order their bytes are sent. Read during the call
+  // only; the bytes the ranges name stay unchanged until the
+  // completion. NULL with a `num_sge` is `RELINK_ERR_ARGUMENT`.
+  const relink_sge *sgl;
+  // A MESSAGE with `RELINK_WR_SGL` (read only then): the ranges at
+  // `sgl`, 1 to `RELINK_MAX_SGE` (0, or more than `RELINK_MAX_SGE`, is
+  // `RELINK_ERR_ARGUMENT`: a number of ranges no list has).
+  uint32_t num_sge;
 } relink_work_request;
 
 // Send `len` bytes from `buf` as one message (copied; `buf` may be reused
@@ -971,21 +1075,36 @@ relink_status relink_cmp_swap(relink_node *node,
 // Submit the one operation `wr` describes (a `relink_work_request`): any
 // kind, with the context its completion carries back. It is what the
 // per-kind calls do (`relink_send`, `relink_write`, `relink_read`,
-// `relink_fetch_add`, `relink_cmp_swap`), with their refusals, and
-// `*op` (if not NULL) gets its id. Everything is checked before anything
-// is read through `buf` or copied, and a refusal submits nothing:
-// `RELINK_ERR_ARGUMENT` for a NULL `wr`, a `kind` that is no operation, a
-// `flags` not 0, a NULL `buf` with a `len`, an atomic's `len` other than
-// 8 (or 0); `RELINK_ERR_TOO_LARGE` for a message over `max_message` or a
-// WRITE or READ over `UINT32_MAX` bytes; `RELINK_ERR_NO_SESSION`,
-// `RELINK_ERR_NO_REGION`, `RELINK_ERR_RANGE`, `RELINK_ERR_MISALIGNED`,
-// `RELINK_ERR_SESSION` and `RELINK_ERR_AGAIN` as the per-kind calls.
+// `relink_fetch_add`, `relink_cmp_swap`), with their refusals, and a
+// message from registered memory, sent without a copy
+// (`RELINK_WR_FROM_REGION`, `RELINK_WR_SGL`: leave its bytes unchanged
+// until its completion); `*op` (if not NULL) gets its id. Everything is
+// checked before anything is read through `buf` or copied or allocated,
+// and a refusal submits nothing:
+//
+// - `RELINK_ERR_ARGUMENT` for a NULL `wr`; a `kind` that is no
+//   operation; a `flags` bit no `RELINK_WR_*` names, both
+//   `RELINK_WR_FROM_REGION` and `RELINK_WR_SGL`, or either on a kind
+//   other than MESSAGE; a NULL `buf` with a `len`; with `RELINK_WR_SGL`,
+//   a `num_sge` of 0 or over `RELINK_MAX_SGE`, or a NULL `sgl`; an
+//   atomic's `len` other than 8 (or 0);
+// - `RELINK_ERR_TOO_LARGE` for a message over `max_message` (a message
+//   from registered memory: its ranges' total) or a WRITE or READ over
+//   `UINT32_MAX` bytes;
+// - `RELINK_ERR_NO_REGION` for a local range's region the session does
+//   not have, `RELINK_ERR_RANGE` for a local range past its region's end
+//   (a message's ranges as a WRITE's local range);
+// - `RELINK_ERR_NO_SESSION`, `RELINK_ERR_MISALIGNED`,
+//   `RELINK_ERR_SESSION` and `RELINK_ERR_AGAIN` as the per-kind calls.
 //
 // # Safety
 // `node` is a live node; `wr` NULL or valid for a read of a
-// `relink_work_request`, whose `buf` (for a MESSAGE) is valid for reads
-// of `len` bytes (NULL only if `len` is 0); `op` NULL or valid for a
-// write.
+// `relink_work_request` — of its members up to `swap` only, unless
+// `flags` has `RELINK_WR_SGL` (a program built against an older header
+// passes its smaller struct) — whose `buf` (for a MESSAGE without a
+// flag) is valid for reads of `len` bytes (NULL only if `len` is 0), and
+// whose `sgl` (with `RELINK_WR_SGL`) is NULL or valid for reads of
+// `num_sge` `relink_sge`s; `op` NULL or valid for a write.
 relink_status relink_post(relink_node *node,
                           relink_session session,
                           const relink_work_request *wr,
@@ -1013,14 +1132,17 @@ relink_status relink_room(relink_node *node, relink_session session, uint64_t *r
 // across every recovery, a give-up, a lost peer and a close. What each
 // outcome means, by kind of operation:
 //
-// | outcome | message (`relink_send`) | `relink_write`, `relink_read` | `relink_fetch_add`, `relink_cmp_swap` |
+// | outcome | message (`relink_send`; `relink_post`, from bytes or registered memory) | `relink_write`, `relink_read` | `relink_fetch_add`, `relink_cmp_swap` |
 // |---|---|---|---|
 // | SUCCESS | delivered to the peer's application (its node confirmed it; not just the RC ack), exactly once, in order | executed and acknowledged (a READ's data landed in the region), or a WRITE proven executed by a later confirmed message | executed once and acknowledged; the old value landed in the region |
 // | FAILED | it never left this side: not delivered | not confirmed before the session ended or failed fast: if it had been posted, the target range (the peer's for a WRITE, the region's for a READ) is undefined | never executed: not posted before the session ended, or refused by the peer (`RELINK_OP_REMOTE`) |
-// | INDETERMINATE | posted, not confirmed, and the session ended (gave up, lost its peer, closed) or failed fast (`RELINK_OP_FAST_FAIL`'s timeout; then it may still be delivered once on resume): the peer's application may or may not have it (`executed` 0) | never | posted, and its acknowledgement lost with the transport or the session's end (not replayed unless the policy replays atomics): `executed` 1 if it is proven executed (its old value is lost), 0 if unknown |
+// | INDETERMINATE | posted, not confirmed, and the session ended (gave up, lost its peer, closed) or failed fast (`RELINK_OP_FAST_FAIL`'s timeout): the peer's application may or may not have it (`executed` 0), and it never gets it after this completion (after a fast failure, the resume delivers it only if the peer had it already) | never | posted, and its acknowledgement lost with the transport or the session's end (not replayed unless the policy replays atomics): `executed` 1 if it is proven executed (its old value is lost), 0 if unknown |
 //
 // `replayed` (SUCCESS) says it was posted on more than one transport;
-// `error` (FAILED) says why. What to do with INDETERMINATE: relink cannot
+// `error` (FAILED) says why. Whatever the outcome, a message sent from
+// registered memory (`RELINK_WR_FROM_REGION`, `RELINK_WR_SGL`) gives its
+// ranges back with its completion: relink reads them no more, and they
+// may change from then on. What to do with INDETERMINATE: relink cannot
 // know whether it took effect and does not retry it; the application
 // checks (reads the peer's word back, or asks the peer in a message) and
 // retries only if the effect is missing.
@@ -1033,8 +1155,9 @@ typedef enum {
   // Its effect cannot be known: an atomic in flight when the device was
   // lost (not replayed: it is not idempotent), or a message posted and
   // not confirmed when the session ended (gave up, lost its peer,
-  // closed) or failed fast. `executed` says whether it is proven to
-  // have run. WRITEs and READs never end so (they are replayed).
+  // closed) or failed fast (never delivered after this completion).
+  // `executed` says whether it is proven to have run. WRITEs and READs
+  // never end so (they are replayed).
   RELINK_OUTCOME_INDETERMINATE = 2,
 } relink_outcome;
 
@@ -1052,6 +1175,12 @@ typedef enum {
   RELINK_OP_DISCONNECTED = 4,
   // The peer refused the operation (a bad token, no access): not retried.
   RELINK_OP_REMOTE = 5,
+  // A message longer than the peer's receive slots hold (its
+  // `max_message` is smaller), submitted before the peer said so: it
+  // never left, and the messages around it are delivered. Once the
+  // peer's size is known a longer message is refused at submit
+  // (`RELINK_ERR_TOO_LARGE`).
+  RELINK_OP_TOO_LARGE_FOR_PEER = 6,
   // A reason this header does not know (a newer librelink).
   RELINK_OP_OTHER = 99,
 } relink_op_error;
@@ -1206,8 +1335,9 @@ typedef struct {
   // from 24 to 48 bytes on 64-bit targets, the members before keep
   // their offsets.
   uint64_t context;
-  // The bytes the operation moved or was to move: a message's length,
-  // a WRITE's or READ's local range's, an atomic's 8.
+  // The bytes the operation moved or was to move: a message's length
+  // (of one from registered memory, the total of its ranges), a
+  // WRITE's or READ's local range's, an atomic's 8.
   uint64_t len;
   // What kind of operation it was (`RELINK_OP_KIND_OTHER` for a kind
   // this header does not name).

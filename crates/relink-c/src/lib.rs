@@ -84,7 +84,9 @@
 //!   `RELINK_ERR_ARGUMENT`, an unknown session `RELINK_ERR_NO_SESSION`,
 //!   an unknown region `RELINK_ERR_NO_REGION`, a range outside its region
 //!   `RELINK_ERR_RANGE`, a length over its limit `RELINK_ERR_TOO_LARGE`, a
-//!   misaligned atomic `RELINK_ERR_MISALIGNED`, an operation past the
+//!   misaligned atomic `RELINK_ERR_MISALIGNED`, a work request's flag it
+//!   cannot take or a scatter/gather list of 0 or more than
+//!   `RELINK_MAX_SGE` ranges `RELINK_ERR_ARGUMENT`, an operation past the
 //!   session's `max_outstanding` `RELINK_ERR_AGAIN` (take completions,
 //!   then submit again: `RELINK_EVENT_WRITABLE` says when), a
 //!   registration deregistered while an operation uses it
@@ -97,7 +99,11 @@
 //!   verbs: the buffer given to `relink_register` is used in place (by
 //!   the device and the peer, at any time) until `relink_deregister` of
 //!   it returned `RELINK_OK` or the node is freed; it stays the caller's
-//!   to keep valid until then, and to free after. Sessions, listeners and
+//!   to keep valid until then, and to free after. A message sent from
+//!   registered memory (`relink_post` with `RELINK_WR_FROM_REGION` or
+//!   `RELINK_WR_SGL`: no copy) reads its bytes there, again for a replay:
+//!   leave them unchanged until its completion (the `relink_sge` array
+//!   naming them is borrowed for the call only). Sessions, listeners and
 //!   operations are numbers (`relink_session`, `relink_listener`,
 //!   `relink_op`), never pointers, and never reused by their node.
 //! - **Threads.** A node and everything made with it are used by one

@@ -1,13 +1,14 @@
 //! Operations: messages, RDMA WRITE and READ, and atomics on the peer's
 //! advertised memory (named by tokens), each by a call of its own or any
 //! of them through `relink_post` with a context its completion carries
-//! back. A session accepts each with an id and completes it exactly once
+//! back (there also a message sent from registered memory without a
+//! copy). A session accepts each with an id and completes it exactly once
 //! (`relink_poll_completion`), also across recoveries; it holds at most
 //! its `max_outstanding` operations whose completion was not taken
 //! (`relink_room`; past it, `RELINK_ERR_AGAIN`).
 
 use relink_rs::{
-    LocalRange, Node, OpId, OpKind, RegionId, SessionHandle, SubmitError, REGISTERED_BASE,
+    LocalRange, LocalSgl, Node, OpId, OpKind, RegionId, SessionHandle, SubmitError, REGISTERED_BASE,
 };
 
 use crate::node::{node_mut, relink_node};
@@ -28,7 +29,9 @@ pub enum relink_op_kind {
     /// No operation: a work request whose kind was not set (refused), or
     /// the `completion` of a `relink_output` of another kind.
     RELINK_OP_KIND_NONE = 0,
-    /// A message (`relink_send`).
+    /// A message (`relink_send`, or `relink_post`: of bytes at `buf`, or
+    /// of registered memory with `RELINK_WR_FROM_REGION` or
+    /// `RELINK_WR_SGL`).
     RELINK_OP_KIND_MESSAGE = 1,
     /// An RDMA WRITE (`relink_write`).
     RELINK_OP_KIND_WRITE = 2,
@@ -38,51 +41,134 @@ pub enum relink_op_kind {
     RELINK_OP_KIND_FETCH_ADD = 4,
     /// An atomic CMP_SWAP (`relink_cmp_swap`).
     RELINK_OP_KIND_CMP_SWAP = 5,
+    /// A flush (`relink_post`): completes once every operation of the
+    /// session submitted before it completed, whatever their outcomes, and
+    /// the operations submitted after it are posted only then (a barrier
+    /// and a fence, across recoveries). It moves nothing (`len` 0).
+    RELINK_OP_KIND_FLUSH = 6,
     /// A kind this header does not name (a newer librelink), in a
     /// completion; `relink_post` refuses it.
     RELINK_OP_KIND_OTHER = 99,
 }
 
+/// A MESSAGE's flag (`relink_work_request.flags`): its payload is the
+/// `len` bytes at `offset` of `region` — a session's own region or a
+/// registration of the node (`relink_register`) — sent without a copy
+/// (the SEND reads them where they are), instead of the bytes at `buf`.
+/// The bytes stay the application's, and it leaves them unchanged until
+/// the operation's completion, whatever its outcome: relink keeps the
+/// range, not the bytes, and a replay after a device loss reads them
+/// again (as the buffer of an `ibv_post_send` is the caller's until its
+/// completion). `RELINK_ERR_NO_REGION` for a region the session does not
+/// have, `RELINK_ERR_RANGE` for a range past its end,
+/// `RELINK_ERR_TOO_LARGE` for a `len` over `max_message`.
+pub const RELINK_WR_FROM_REGION: u32 = 1 << 0;
+
+/// A MESSAGE's flag (`relink_work_request.flags`): its payload is the
+/// bytes of the `num_sge` ranges at `sgl` (1 to `RELINK_MAX_SGE`), one
+/// after the other, each in a session's own region or a registration of
+/// the node — a scatter/gather list, sent without a copy under the
+/// contract of `RELINK_WR_FROM_REGION` (every range unchanged until the
+/// completion). The array at `sgl` is read during the call only. Not
+/// with `RELINK_WR_FROM_REGION` (both: `RELINK_ERR_ARGUMENT`).
+pub const RELINK_WR_SGL: u32 = 1 << 1;
+
+/// The most ranges a message's scatter/gather list has
+/// (`relink_work_request.num_sge` with `RELINK_WR_SGL`).
+pub const RELINK_MAX_SGE: u32 = 4;
+
+const _: () = assert!(RELINK_MAX_SGE as usize == LocalSgl::MAX);
+
+/// Every flag this librelink knows (`relink_work_request.flags`).
+const WR_FLAGS: u32 = RELINK_WR_FROM_REGION | RELINK_WR_SGL;
+
+/// One range of registered memory in a message's scatter/gather list
+/// (`relink_work_request.sgl`, with `RELINK_WR_SGL`), as an `ibv_sge` is
+/// in an `ibv_send_wr`'s list, but named by region: `len` bytes at
+/// `offset` of `region`, a session's own region or a registration of the
+/// node (`relink_register`). 24 bytes on the targets C programs are
+/// built for (x86-64, AArch64), with 4 bytes of padding after `region`
+/// and after `len` that librelink never reads: a positional initializer
+/// `{region, offset, len}` fills it as a designated one does.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct relink_sge {
+    /// The range's region: a session's own region, or a registration of
+    /// the node.
+    pub region: u32,
+    /// The range's offset in `region`.
+    pub offset: u64,
+    /// The range's length in bytes.
+    pub len: u32,
+}
+
+// Its layout on the targets C programs are built for (x86-64, AArch64).
+#[cfg(target_pointer_width = "64")]
+const _: () = assert!(
+    std::mem::size_of::<relink_sge>() == 24
+        && std::mem::align_of::<relink_sge>() == 8
+        && std::mem::offset_of!(relink_sge, offset) == 8
+        && std::mem::offset_of!(relink_sge, len) == 16
+);
+
 /// One operation for `relink_post`, as a work request (`ibv_send_wr`) is
-/// for `ibv_post_send`: its `kind` says which members it reads, the others
-/// are ignored. Start from a zeroed one (`relink_work_request wr = {0};`,
-/// or designated initializers) and set what the kind needs:
+/// for `ibv_post_send`: its `kind` and `flags` say which members it reads,
+/// the others are ignored. Start from a zeroed one (`relink_work_request
+/// wr = {0};`, or designated initializers) and set what the kind needs:
 ///
-/// | kind | members read |
-/// |---|---|
-/// | `RELINK_OP_KIND_MESSAGE` | `buf`, `len` (at most the session's `max_message`) |
-/// | `RELINK_OP_KIND_WRITE`, `RELINK_OP_KIND_READ` | `region`, `offset`, `len` (at most `UINT32_MAX`), `remote` |
-/// | `RELINK_OP_KIND_FETCH_ADD` | `region`, `offset`, `remote`, `add` (`len` 8, or 0 for 8) |
-/// | `RELINK_OP_KIND_CMP_SWAP` | `region`, `offset`, `remote`, `compare`, `swap` (`len` 8, or 0 for 8) |
+/// | kind | `flags` | members read |
+/// |---|---|---|
+/// | `RELINK_OP_KIND_MESSAGE` | 0 | `buf`, `len` (at most the session's `max_message`): copied |
+/// | `RELINK_OP_KIND_MESSAGE` | `RELINK_WR_FROM_REGION` | `region`, `offset`, `len` (at most `max_message`): sent from there, no copy |
+/// | `RELINK_OP_KIND_MESSAGE` | `RELINK_WR_SGL` | `sgl`, `num_sge` (1 to `RELINK_MAX_SGE` ranges, at most `max_message` bytes in all): sent from there, no copy |
+/// | `RELINK_OP_KIND_WRITE`, `RELINK_OP_KIND_READ` | 0 | `region`, `offset`, `len` (at most `UINT32_MAX`), `remote` |
+/// | `RELINK_OP_KIND_FETCH_ADD` | 0 | `region`, `offset`, `remote`, `add` (`len` 8, or 0 for 8) |
+/// | `RELINK_OP_KIND_CMP_SWAP` | 0 | `region`, `offset`, `remote`, `compare`, `swap` (`len` 8, or 0 for 8) |
+/// | `RELINK_OP_KIND_FLUSH` | 0 | nothing more |
 ///
-/// `kind`, `flags` and `context` are read for every kind. The struct may
-/// grow at its end in a later librelink: it then reads a new member only
-/// when a flag in `flags` says the caller set it, so a program built
-/// against this header keeps working.
+/// `kind`, `flags` and `context` are read for every kind. A message from
+/// registered memory (`RELINK_WR_FROM_REGION`, `RELINK_WR_SGL`) is
+/// delivered as one of bytes is (the peer gets one message of the ranges'
+/// bytes, in order) and completes as one (`RELINK_OP_KIND_MESSAGE`,
+/// `len` the total bytes); its bytes stay unchanged until that completion.
+///
+/// The struct may grow at its end in a later librelink, which reads a
+/// member added after the first layout only when a flag in `flags` says
+/// the caller set it: a program built against an older header (and its
+/// smaller struct) keeps working. `sgl` and `num_sge` came so: they are
+/// read only with `RELINK_WR_SGL` (the struct grew from 88 to 104 bytes
+/// on 64-bit targets; the members before keep their offsets).
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct relink_work_request {
     /// What it does: a `relink_op_kind`, MESSAGE to CMP_SWAP (any other
     /// number is `RELINK_ERR_ARGUMENT`).
     pub kind: i32,
-    /// None defined yet: 0 (anything else is `RELINK_ERR_ARGUMENT`).
+    /// An or of `RELINK_WR_*`, for a MESSAGE: `RELINK_WR_FROM_REGION` or
+    /// `RELINK_WR_SGL` (not both); 0 for the other kinds. A bit no
+    /// `RELINK_WR_*` names, both flags, or a flag on another kind is
+    /// `RELINK_ERR_ARGUMENT`.
     pub flags: u32,
     /// The application's context: returned as is in the operation's
     /// completion (`relink_completion.context`): a number, or a pointer
     /// cast to one.
     pub context: u64,
-    /// MESSAGE: the bytes to send (copied; NULL only if `len` is 0).
+    /// MESSAGE without a flag: the bytes to send (copied; NULL only if
+    /// `len` is 0).
     pub buf: *const std::ffi::c_void,
-    /// MESSAGE: the bytes at `buf`; WRITE, READ: the local range's
-    /// length; the atomics: 8 (or 0, which stands for 8).
+    /// MESSAGE: the bytes at `buf` (with `RELINK_WR_FROM_REGION`: at
+    /// `offset` of `region`); WRITE, READ: the local range's length; the
+    /// atomics: 8 (or 0, which stands for 8).
     pub len: u64,
-    /// WRITE, READ, the atomics: the session's own region the local range
+    /// WRITE, READ, the atomics, and a MESSAGE with
+    /// `RELINK_WR_FROM_REGION`: the session's own region the local range
     /// is in, or a registration of the node (`relink_register`) (the
-    /// data's source for a WRITE, where a READ's data or an atomic's old
-    /// value lands).
+    /// data's source for a WRITE and a MESSAGE, where a READ's data or an
+    /// atomic's old value lands).
     pub region: u32,
-    /// WRITE, READ, the atomics: the local range's offset in `region` (a
-    /// multiple of 8 for the atomics).
+    /// WRITE, READ, the atomics, a MESSAGE with `RELINK_WR_FROM_REGION`:
+    /// the local range's offset in `region` (a multiple of 8 for the
+    /// atomics).
     pub offset: u64,
     /// WRITE, READ, the atomics: the peer's memory (its offset a multiple
     /// of 8 for the atomics).
@@ -93,13 +179,23 @@ pub struct relink_work_request {
     pub compare: u64,
     /// CMP_SWAP: stored into the peer's word if it holds `compare`.
     pub swap: u64,
+    /// A MESSAGE with `RELINK_WR_SGL` (read only then): its `num_sge`
+    /// ranges, in the order their bytes are sent. Read during the call
+    /// only; the bytes the ranges name stay unchanged until the
+    /// completion. NULL with a `num_sge` is `RELINK_ERR_ARGUMENT`.
+    pub sgl: *const relink_sge,
+    /// A MESSAGE with `RELINK_WR_SGL` (read only then): the ranges at
+    /// `sgl`, 1 to `RELINK_MAX_SGE` (0, or more than `RELINK_MAX_SGE`, is
+    /// `RELINK_ERR_ARGUMENT`: a number of ranges no list has).
+    pub num_sge: u32,
 }
 
 // The layout C programs are built with (x86-64, AArch64): `tests/header.rs`
-// pins the members' order, this their offsets.
+// pins the members' order, this their offsets. The first layout ended at
+// `swap` (88 bytes): `sgl` and `num_sge` came after it.
 #[cfg(target_pointer_width = "64")]
 const _: () = assert!(
-    std::mem::size_of::<relink_work_request>() == 88
+    std::mem::size_of::<relink_work_request>() == 104
         && std::mem::offset_of!(relink_work_request, context) == 8
         && std::mem::offset_of!(relink_work_request, buf) == 16
         && std::mem::offset_of!(relink_work_request, len) == 24
@@ -107,7 +203,52 @@ const _: () = assert!(
         && std::mem::offset_of!(relink_work_request, offset) == 40
         && std::mem::offset_of!(relink_work_request, remote) == 48
         && std::mem::offset_of!(relink_work_request, swap) == 80
+        && std::mem::offset_of!(relink_work_request, sgl) == 88
+        && std::mem::offset_of!(relink_work_request, num_sge) == 96
 );
+
+/// The work request at `wr`, read member by member: those of the first
+/// layout always, `sgl` and `num_sge` only when `flags` has
+/// `RELINK_WR_SGL` (then NULL and 0 otherwise) — a program built against
+/// an older header has a smaller struct, without them.
+///
+/// # Safety
+/// `wr` is non-NULL, aligned, and valid for reads of the members of the
+/// first layout (88 bytes on 64-bit targets), and of `sgl` and `num_sge`
+/// too if `flags` has `RELINK_WR_SGL`.
+unsafe fn read_work_request(wr: *const relink_work_request) -> relink_work_request {
+    // SAFETY: the contract: each member read is inside the caller's
+    // struct (a place projection of a raw pointer reads that member
+    // alone), and every bit pattern is a value of each (integers, a
+    // pointer, a `relink_token` of integers).
+    unsafe {
+        let flags = (&raw const (*wr).flags).read();
+        let with_sgl = flags & RELINK_WR_SGL != 0;
+        relink_work_request {
+            kind: (&raw const (*wr).kind).read(),
+            flags,
+            context: (&raw const (*wr).context).read(),
+            buf: (&raw const (*wr).buf).read(),
+            len: (&raw const (*wr).len).read(),
+            region: (&raw const (*wr).region).read(),
+            offset: (&raw const (*wr).offset).read(),
+            remote: (&raw const (*wr).remote).read(),
+            add: (&raw const (*wr).add).read(),
+            compare: (&raw const (*wr).compare).read(),
+            swap: (&raw const (*wr).swap).read(),
+            sgl: if with_sgl {
+                (&raw const (*wr).sgl).read()
+            } else {
+                std::ptr::null()
+            },
+            num_sge: if with_sgl {
+                (&raw const (*wr).num_sge).read()
+            } else {
+                0
+            },
+        }
+    }
+}
 
 fn local(region: u32, offset: u64, len: u32) -> LocalRange {
     LocalRange {
@@ -140,13 +281,24 @@ unsafe fn submit(
 
 /// A refused submit's status and message: a local range's region the
 /// session does not have is `RELINK_ERR_NO_REGION`, a range outside it
-/// `RELINK_ERR_RANGE` with the region's length; the rest as `Fail::from`.
-/// The region is one of the session's options, or a registration of the
-/// node (`relink_register`), which every session has.
+/// `RELINK_ERR_RANGE` with the region's length ([`check_local`]); the rest
+/// as `Fail::from`.
 fn submit_error(n: &Node, s: SessionHandle, e: SubmitError) -> Fail {
     let SubmitError::BadLocal(l) = e else {
         return e.into();
     };
+    check_local(n, s, l)
+        .err()
+        // Inside its region yet refused: an atomic's range not 8 bytes.
+        .unwrap_or_else(|| e.into())
+}
+
+/// Whether local range `l` is inside a region session `s` has:
+/// `RELINK_ERR_NO_REGION` if it has no region `l.region`, else
+/// `RELINK_ERR_RANGE` with the region's length if the range is outside
+/// it. The region is one of the session's options, or a registration of
+/// the node (`relink_register`), which every session has.
+fn check_local(n: &Node, s: SessionHandle, l: LocalRange) -> Result<(), Fail> {
     let len = n
         .options(s)
         .and_then(|o| o.regions.iter().find(|r| r.id == l.region))
@@ -158,15 +310,31 @@ fn submit_error(n: &Node, s: SessionHandle, e: SubmitError) -> Fail {
                 .map(|m| m.len() as u64)
         });
     match len {
-        None => Fail::new(
+        None => Err(Fail::new(
             RELINK_ERR_NO_REGION,
             format!("session {} has no region {}", s.0, l.region.0),
-        ),
-        Some(len) => in_region("local range", l.region.0, l.offset, u64::from(l.len), len)
-            .err()
-            // Inside its region yet refused: an atomic's range not 8 bytes.
-            .unwrap_or_else(|| e.into()),
+        )),
+        Some(len) => in_region("local range", l.region.0, l.offset, u64::from(l.len), len),
     }
+}
+
+/// The `max_message` of session `session`, or `RELINK_ERR_NO_SESSION`.
+fn max_message(n: &relink_node, session: relink_session) -> Result<u32, Fail> {
+    Ok(n.node
+        .options(SessionHandle(session))
+        .ok_or_else(|| Fail::new(RELINK_ERR_NO_SESSION, format!("no session {session}")))?
+        .max_message)
+}
+
+/// `RELINK_ERR_TOO_LARGE` for a message of `len` bytes over `max`.
+fn too_large(session: relink_session, len: u64, max: u32) -> Fail {
+    Fail::new(
+        RELINK_ERR_TOO_LARGE,
+        format!(
+            "a message of {len} bytes is longer than session {session}'s \
+             max_message, {max} bytes"
+        ),
+    )
 }
 
 /// Submit the message of `len` bytes at `buf` with `context`: its length
@@ -187,22 +355,10 @@ unsafe fn message(
     let s = SessionHandle(session);
     // The length first: the message is copied (and its copy allocated)
     // only once it is known to fit.
-    let max = n
-        .node
-        .options(s)
-        .ok_or_else(|| Fail::new(RELINK_ERR_NO_SESSION, format!("no session {session}")))?
-        .max_message;
+    let max = max_message(n, session)?;
     let len = match usize::try_from(len) {
         Ok(l) if len <= u64::from(max) => l,
-        _ => {
-            return Err(Fail::new(
-                RELINK_ERR_TOO_LARGE,
-                format!(
-                    "a message of {len} bytes is longer than session {session}'s \
-                     max_message, {max} bytes"
-                ),
-            ))
-        }
+        _ => return Err(too_large(session, len, max)),
     };
     let payload: &[u8] = if len == 0 {
         &[]
@@ -220,6 +376,79 @@ unsafe fn message(
         n.node.submit_with(s, OpKind::Message { payload }, context)
     };
     submitted.map_err(|e| submit_error(&n.node, s, e))
+}
+
+/// The local ranges of a message from registered memory, as `wr` (read by
+/// [`read_work_request`], its `flags` one of `RELINK_WR_FROM_REGION` and
+/// `RELINK_WR_SGL`) names them: checked, and at most `RELINK_MAX_SGE` of
+/// them, before anything is allocated.
+///
+/// # Safety
+/// With `RELINK_WR_SGL`, `wr.sgl` is NULL or valid for reads of
+/// `wr.num_sge` `relink_sge`s.
+unsafe fn message_ranges(
+    wr: &relink_work_request,
+) -> Result<([LocalRange; LocalSgl::MAX], usize), Fail> {
+    let mut ranges = [local(0, 0, 0); LocalSgl::MAX];
+    if wr.flags == RELINK_WR_FROM_REGION {
+        // A `len` over `UINT32_MAX` is over any `max_message`:
+        // `message_from` refuses it by `wr.len` before the range is used.
+        let len = u32::try_from(wr.len).unwrap_or(u32::MAX);
+        ranges[0] = local(wr.region, wr.offset, len);
+        return Ok((ranges, 1));
+    }
+    let count = wr.num_sge as usize;
+    if !(1..=LocalSgl::MAX).contains(&count) {
+        return Err(Fail::arg(format!(
+            "`num_sge` is {}: a message's scatter/gather list has 1 to \
+             RELINK_MAX_SGE ({RELINK_MAX_SGE}) ranges",
+            wr.num_sge
+        )));
+    }
+    let sgl = non_null(wr.sgl, "sgl")?;
+    for (i, range) in ranges.iter_mut().take(count).enumerate() {
+        // SAFETY: non-NULL, and valid for reads of `num_sge` (at most
+        // `RELINK_MAX_SGE`) elements by the contract; every bit pattern
+        // is a `relink_sge` (integers).
+        let sge = unsafe { sgl.add(i).read() };
+        *range = local(sge.region, sge.offset, sge.len);
+    }
+    Ok((ranges, count))
+}
+
+/// Submit the message from registered memory that `wr` names
+/// (`RELINK_WR_FROM_REGION` or `RELINK_WR_SGL`): its ranges checked —
+/// how many, their total against `max_message`, each inside its region —
+/// before anything is allocated.
+///
+/// # Safety
+/// As [`message_ranges`].
+unsafe fn message_from(
+    n: &mut relink_node,
+    session: relink_session,
+    wr: &relink_work_request,
+) -> Result<OpId, Fail> {
+    // SAFETY: the caller's contract.
+    let (ranges, count) = unsafe { message_ranges(wr) }?;
+    let ranges = &ranges[..count];
+    let s = SessionHandle(session);
+    let max = max_message(n, session)?;
+    let total = if wr.flags == RELINK_WR_FROM_REGION {
+        wr.len
+    } else {
+        ranges.iter().map(|r| u64::from(r.len)).sum()
+    };
+    if total > u64::from(max) {
+        return Err(too_large(session, total, max));
+    }
+    for r in ranges {
+        check_local(&n.node, s, *r)?;
+    }
+    let local = LocalSgl::new(ranges.iter().copied())
+        .ok_or_else(|| Fail::arg(format!("{count} ranges are no scatter/gather list")))?;
+    n.node
+        .submit_with(s, OpKind::MessageFrom { local }, wr.context)
+        .map_err(|e| submit_error(&n.node, s, e))
 }
 
 /// Send `len` bytes from `buf` as one message (copied; `buf` may be reused
@@ -369,21 +598,36 @@ pub unsafe extern "C" fn relink_cmp_swap(
 /// Submit the one operation `wr` describes (a `relink_work_request`): any
 /// kind, with the context its completion carries back. It is what the
 /// per-kind calls do (`relink_send`, `relink_write`, `relink_read`,
-/// `relink_fetch_add`, `relink_cmp_swap`), with their refusals, and
-/// `*op` (if not NULL) gets its id. Everything is checked before anything
-/// is read through `buf` or copied, and a refusal submits nothing:
-/// `RELINK_ERR_ARGUMENT` for a NULL `wr`, a `kind` that is no operation, a
-/// `flags` not 0, a NULL `buf` with a `len`, an atomic's `len` other than
-/// 8 (or 0); `RELINK_ERR_TOO_LARGE` for a message over `max_message` or a
-/// WRITE or READ over `UINT32_MAX` bytes; `RELINK_ERR_NO_SESSION`,
-/// `RELINK_ERR_NO_REGION`, `RELINK_ERR_RANGE`, `RELINK_ERR_MISALIGNED`,
-/// `RELINK_ERR_SESSION` and `RELINK_ERR_AGAIN` as the per-kind calls.
+/// `relink_fetch_add`, `relink_cmp_swap`), with their refusals, and a
+/// message from registered memory, sent without a copy
+/// (`RELINK_WR_FROM_REGION`, `RELINK_WR_SGL`: leave its bytes unchanged
+/// until its completion); `*op` (if not NULL) gets its id. Everything is
+/// checked before anything is read through `buf` or copied or allocated,
+/// and a refusal submits nothing:
+///
+/// - `RELINK_ERR_ARGUMENT` for a NULL `wr`; a `kind` that is no
+///   operation; a `flags` bit no `RELINK_WR_*` names, both
+///   `RELINK_WR_FROM_REGION` and `RELINK_WR_SGL`, or either on a kind
+///   other than MESSAGE; a NULL `buf` with a `len`; with `RELINK_WR_SGL`,
+///   a `num_sge` of 0 or over `RELINK_MAX_SGE`, or a NULL `sgl`; an
+///   atomic's `len` other than 8 (or 0);
+/// - `RELINK_ERR_TOO_LARGE` for a message over `max_message` (a message
+///   from registered memory: its ranges' total) or a WRITE or READ over
+///   `UINT32_MAX` bytes;
+/// - `RELINK_ERR_NO_REGION` for a local range's region the session does
+///   not have, `RELINK_ERR_RANGE` for a local range past its region's end
+///   (a message's ranges as a WRITE's local range);
+/// - `RELINK_ERR_NO_SESSION`, `RELINK_ERR_MISALIGNED`,
+///   `RELINK_ERR_SESSION` and `RELINK_ERR_AGAIN` as the per-kind calls.
 ///
 /// # Safety
 /// `node` is a live node; `wr` NULL or valid for a read of a
-/// `relink_work_request`, whose `buf` (for a MESSAGE) is valid for reads
-/// of `len` bytes (NULL only if `len` is 0); `op` NULL or valid for a
-/// write.
+/// `relink_work_request` — of its members up to `swap` only, unless
+/// `flags` has `RELINK_WR_SGL` (a program built against an older header
+/// passes its smaller struct) — whose `buf` (for a MESSAGE without a
+/// flag) is valid for reads of `len` bytes (NULL only if `len` is 0), and
+/// whose `sgl` (with `RELINK_WR_SGL`) is NULL or valid for reads of
+/// `num_sge` `relink_sge`s; `op` NULL or valid for a write.
 #[no_mangle]
 pub unsafe extern "C" fn relink_post(
     node: *mut relink_node,
@@ -395,16 +639,9 @@ pub unsafe extern "C" fn relink_post(
         // SAFETY: the caller's contract.
         let n = unsafe { node_mut(node)? };
         non_null(wr, "wr")?;
-        // SAFETY: non-NULL and valid for a read by the contract; every bit
-        // pattern is a value of its members (integers, a pointer, a
-        // `relink_token`): `kind` is an `int32_t`, checked below.
-        let wr = unsafe { wr.read() };
-        if wr.flags != 0 {
-            return Err(Fail::arg(format!(
-                "`flags` is {:#x}: this librelink defines no flag",
-                wr.flags
-            )));
-        }
+        // SAFETY: non-NULL, and valid for reads of the members it reads by
+        // the contract.
+        let wr = unsafe { read_work_request(wr) };
         use relink_op_kind::*;
         let kind = [
             RELINK_OP_KIND_MESSAGE,
@@ -412,19 +649,47 @@ pub unsafe extern "C" fn relink_post(
             RELINK_OP_KIND_READ,
             RELINK_OP_KIND_FETCH_ADD,
             RELINK_OP_KIND_CMP_SWAP,
+            RELINK_OP_KIND_FLUSH,
         ]
         .into_iter()
         .find(|k| *k as i32 == wr.kind)
         .ok_or_else(|| {
             Fail::arg(format!(
-                "`kind` {} is no operation (a relink_op_kind, MESSAGE to CMP_SWAP)",
+                "`kind` {} is no operation (a relink_op_kind, MESSAGE to FLUSH)",
                 wr.kind
             ))
         })?;
+        if wr.flags & !WR_FLAGS != 0 {
+            return Err(Fail::arg(format!(
+                "`flags` {:#x} has bits no RELINK_WR_* names",
+                wr.flags
+            )));
+        }
+        if wr.flags == WR_FLAGS {
+            return Err(Fail::arg(
+                "`flags` has both RELINK_WR_FROM_REGION and RELINK_WR_SGL: a message's \
+                 payload is one range or one scatter/gather list",
+            ));
+        }
+        if wr.flags != 0 && kind != RELINK_OP_KIND_MESSAGE {
+            return Err(Fail::arg(format!(
+                "`flags` {:#x} on a `kind` {}: RELINK_WR_FROM_REGION and RELINK_WR_SGL \
+                 are a MESSAGE's only",
+                wr.flags, wr.kind
+            )));
+        }
         let s = SessionHandle(session);
-        let id = if kind == RELINK_OP_KIND_MESSAGE {
+        let id = if kind == RELINK_OP_KIND_MESSAGE && wr.flags != 0 {
+            // SAFETY: the caller's contract for `sgl` (read with
+            // `RELINK_WR_SGL` only).
+            unsafe { message_from(n, session, &wr) }?
+        } else if kind == RELINK_OP_KIND_MESSAGE {
             // SAFETY: the caller's contract for a MESSAGE's `buf`.
             unsafe { message(n, session, wr.buf, wr.len, wr.context) }?
+        } else if kind == RELINK_OP_KIND_FLUSH {
+            n.node
+                .submit_with(s, OpKind::Flush, wr.context)
+                .map_err(|e| submit_error(&n.node, s, e))?
         } else {
             let atomic = matches!(kind, RELINK_OP_KIND_FETCH_ADD | RELINK_OP_KIND_CMP_SWAP);
             let len = match (atomic, wr.len) {

@@ -17,14 +17,17 @@ use crate::status::*;
 /// across every recovery, a give-up, a lost peer and a close. What each
 /// outcome means, by kind of operation:
 ///
-/// | outcome | message (`relink_send`) | `relink_write`, `relink_read` | `relink_fetch_add`, `relink_cmp_swap` |
+/// | outcome | message (`relink_send`; `relink_post`, from bytes or registered memory) | `relink_write`, `relink_read` | `relink_fetch_add`, `relink_cmp_swap` |
 /// |---|---|---|---|
 /// | SUCCESS | delivered to the peer's application (its node confirmed it; not just the RC ack), exactly once, in order | executed and acknowledged (a READ's data landed in the region), or a WRITE proven executed by a later confirmed message | executed once and acknowledged; the old value landed in the region |
 /// | FAILED | it never left this side: not delivered | not confirmed before the session ended or failed fast: if it had been posted, the target range (the peer's for a WRITE, the region's for a READ) is undefined | never executed: not posted before the session ended, or refused by the peer (`RELINK_OP_REMOTE`) |
-/// | INDETERMINATE | posted, not confirmed, and the session ended (gave up, lost its peer, closed) or failed fast (`RELINK_OP_FAST_FAIL`'s timeout; then it may still be delivered once on resume): the peer's application may or may not have it (`executed` 0) | never | posted, and its acknowledgement lost with the transport or the session's end (not replayed unless the policy replays atomics): `executed` 1 if it is proven executed (its old value is lost), 0 if unknown |
+/// | INDETERMINATE | posted, not confirmed, and the session ended (gave up, lost its peer, closed) or failed fast (`RELINK_OP_FAST_FAIL`'s timeout): the peer's application may or may not have it (`executed` 0), and it never gets it after this completion (after a fast failure, the resume delivers it only if the peer had it already) | never | posted, and its acknowledgement lost with the transport or the session's end (not replayed unless the policy replays atomics): `executed` 1 if it is proven executed (its old value is lost), 0 if unknown |
 ///
 /// `replayed` (SUCCESS) says it was posted on more than one transport;
-/// `error` (FAILED) says why. What to do with INDETERMINATE: relink cannot
+/// `error` (FAILED) says why. Whatever the outcome, a message sent from
+/// registered memory (`RELINK_WR_FROM_REGION`, `RELINK_WR_SGL`) gives its
+/// ranges back with its completion: relink reads them no more, and they
+/// may change from then on. What to do with INDETERMINATE: relink cannot
 /// know whether it took effect and does not retry it; the application
 /// checks (reads the peer's word back, or asks the peer in a message) and
 /// retries only if the effect is missing.
@@ -39,8 +42,9 @@ pub enum relink_outcome {
     /// Its effect cannot be known: an atomic in flight when the device was
     /// lost (not replayed: it is not idempotent), or a message posted and
     /// not confirmed when the session ended (gave up, lost its peer,
-    /// closed) or failed fast. `executed` says whether it is proven to
-    /// have run. WRITEs and READs never end so (they are replayed).
+    /// closed) or failed fast (never delivered after this completion).
+    /// `executed` says whether it is proven to have run. WRITEs and READs
+    /// never end so (they are replayed).
     RELINK_OUTCOME_INDETERMINATE = 2,
 }
 
@@ -60,6 +64,12 @@ pub enum relink_op_error {
     RELINK_OP_DISCONNECTED = 4,
     /// The peer refused the operation (a bad token, no access): not retried.
     RELINK_OP_REMOTE = 5,
+    /// A message longer than the peer's receive slots hold (its
+    /// `max_message` is smaller), submitted before the peer said so: it
+    /// never left, and the messages around it are delivered. Once the
+    /// peer's size is known a longer message is refused at submit
+    /// (`RELINK_ERR_TOO_LARGE`).
+    RELINK_OP_TOO_LARGE_FOR_PEER = 6,
     /// A reason this header does not know (a newer librelink).
     RELINK_OP_OTHER = 99,
 }
@@ -118,8 +128,9 @@ pub struct relink_completion {
     /// from 24 to 48 bytes on 64-bit targets, the members before keep
     /// their offsets.
     pub context: u64,
-    /// The bytes the operation moved or was to move: a message's length,
-    /// a WRITE's or READ's local range's, an atomic's 8.
+    /// The bytes the operation moved or was to move: a message's length
+    /// (of one from registered memory, the total of its ranges), a
+    /// WRITE's or READ's local range's, an atomic's 8.
     pub len: u64,
     /// What kind of operation it was (`RELINK_OP_KIND_OTHER` for a kind
     /// this header does not name).
@@ -160,6 +171,7 @@ fn op_kind(class: OpClass) -> relink_op_kind {
         OpClass::Read => RELINK_OP_KIND_READ,
         OpClass::FetchAdd => RELINK_OP_KIND_FETCH_ADD,
         OpClass::CmpSwap => RELINK_OP_KIND_CMP_SWAP,
+        OpClass::Flush => RELINK_OP_KIND_FLUSH,
         _ => RELINK_OP_KIND_OTHER,
     }
 }
@@ -182,6 +194,7 @@ fn completion(c: &Completion) -> relink_completion {
                 OpError::PeerLost => RELINK_OP_PEER_LOST,
                 OpError::Disconnected => RELINK_OP_DISCONNECTED,
                 OpError::Remote(_) => RELINK_OP_REMOTE,
+                OpError::TooLargeForPeer => RELINK_OP_TOO_LARGE_FOR_PEER,
                 _ => RELINK_OP_OTHER,
             };
             (RELINK_OUTCOME_FAILED, error, false)

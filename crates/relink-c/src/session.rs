@@ -313,7 +313,13 @@ pub unsafe extern "C" fn relink_session_state(
     })
 }
 
-/// A session's counters.
+/// A session's counters: the first eight relink kept. Its members are
+/// fixed — `relink_session_counters` writes the whole struct, so its size
+/// is the ABI — and every counter added since (`relink_counter`, from
+/// `RELINK_COUNTER_ADVERTS_SENT` on: the copied bytes
+/// `RELINK_COUNTER_SEND_COPIED_BYTES` and
+/// `RELINK_COUNTER_RECEIVE_COPIED_BYTES` among them) is reached by number
+/// with `relink_session_counter`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
 pub struct relink_counters {
@@ -412,6 +418,16 @@ pub enum relink_counter {
     RELINK_COUNTER_STANDBY_KEEPALIVES_SENT = 14,
     /// Keepalives (probes and replies) received on standby connections.
     RELINK_COUNTER_STANDBY_KEEPALIVES_RECEIVED = 15,
+    /// Bytes of the application's message payloads relink copied to send
+    /// them, replays included: a message of bytes (`relink_send`,
+    /// `relink_post` without a flag) is copied when it is submitted and
+    /// again into a send slot when it is posted. A message from
+    /// registered memory (`RELINK_WR_FROM_REGION`, `RELINK_WR_SGL`) adds
+    /// nothing: the SEND reads its bytes where they are.
+    RELINK_COUNTER_SEND_COPIED_BYTES = 16,
+    /// Bytes of message payloads relink copied to deliver them: from a
+    /// receive slot into a delivery, once per message delivered.
+    RELINK_COUNTER_RECEIVE_COPIED_BYTES = 17,
 }
 
 /// Counter `which` (a `relink_counter`) of a session in `*out`:
@@ -453,6 +469,8 @@ pub unsafe extern "C" fn relink_session_counter(
             13 => c.standbys_silent,
             14 => c.standby_keepalives_sent,
             15 => c.standby_keepalives_received,
+            16 => c.send_copied_bytes,
+            17 => c.receive_copied_bytes,
             _ => return Err(Fail::arg(format!("`which` {which} is no relink_counter"))),
         };
         // SAFETY: the caller's contract.

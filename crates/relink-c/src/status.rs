@@ -21,15 +21,16 @@ use std::sync::Once;
 /// | mistake | code |
 /// |---|---|
 /// | a NULL pointer where one is needed, a string that is not UTF-8 or not an address, a number no enum names | `RELINK_ERR_ARGUMENT` |
+/// | a work request's `flags` with a bit no `RELINK_WR_*` names, both `RELINK_WR_FROM_REGION` and `RELINK_WR_SGL`, or a flag on a kind other than MESSAGE; a scatter/gather list of 0 or more than `RELINK_MAX_SGE` ranges (`relink_post`) | `RELINK_ERR_ARGUMENT` |
 /// | a session the node does not have | `RELINK_ERR_NO_SESSION` |
 /// | a region the session (or the options) does not have | `RELINK_ERR_NO_REGION` |
-/// | a byte range outside its region (`offset` + `len` past its end) | `RELINK_ERR_RANGE` |
-/// | a length over its limit (a message over `max_message`, a one-sided operation over `UINT32_MAX` bytes, connect data over `RELINK_MAX_CONNECT_DATA`) | `RELINK_ERR_TOO_LARGE` |
+/// | a byte range outside its region (`offset` + `len` past its end), a message's range of registered memory included | `RELINK_ERR_RANGE` |
+/// | a length over its limit (a message over `max_message`, by the total of its ranges for one from registered memory; a one-sided operation over `UINT32_MAX` bytes; connect data over `RELINK_MAX_CONNECT_DATA`) | `RELINK_ERR_TOO_LARGE` |
 /// | an atomic's offset (local or token) that is not a multiple of 8 | `RELINK_ERR_MISALIGNED` |
 /// | an operation past the session's `max_outstanding` (completions not taken) | `RELINK_ERR_AGAIN` |
 /// | a buffer to register (`relink_register`) that is NULL, empty or wraps around, or access rights no `RELINK_ACCESS_*` names or no device grants | `RELINK_ERR_ARGUMENT` |
 /// | a registration the node does not have (`relink_deregister`) | `RELINK_ERR_NO_REGION` |
-/// | deregistering while an operation not yet completed uses the registration | `RELINK_ERR_BUSY` |
+/// | deregistering while an operation not yet completed uses the registration (a message sent from it included) | `RELINK_ERR_BUSY` |
 ///
 /// Lengths are checked before anything is copied or allocated. The
 /// numbers are fixed: new codes take new numbers.
@@ -47,7 +48,11 @@ pub enum relink_status {
     /// path; a buffer `relink_register` cannot register (NULL with a
     /// length, empty, wrapping around the address space) or rights it
     /// cannot give (bits no `RELINK_ACCESS_*` names, remote write or
-    /// atomic rights without `RELINK_ACCESS_LOCAL_WRITE`).
+    /// atomic rights without `RELINK_ACCESS_LOCAL_WRITE`); a work request
+    /// (`relink_post`) with `flags` it cannot take (a bit no `RELINK_WR_*`
+    /// names, both `RELINK_WR_FROM_REGION` and `RELINK_WR_SGL`, a flag on
+    /// a kind other than MESSAGE) or a scatter/gather list of 0 or more
+    /// than `RELINK_MAX_SGE` ranges.
     RELINK_ERR_ARGUMENT = -1,
     /// The node has no such session: never made, or ended and reaped.
     RELINK_ERR_NO_SESSION = -2,
@@ -76,13 +81,16 @@ pub enum relink_status {
     /// Another listener has the address now: retry once it is closed.
     RELINK_ERR_ADDR_IN_USE = -10,
     /// A length is over its limit: a message longer than the session's
-    /// `max_message` (`relink_send`, `relink_post`), a one-sided operation
+    /// `max_message` (`relink_send`, `relink_post`; a message from
+    /// registered memory by its ranges' total), a one-sided operation
     /// longer than `UINT32_MAX` bytes (`relink_post`), connect data longer
     /// than `RELINK_MAX_CONNECT_DATA`. Refused before anything was copied.
     RELINK_ERR_TOO_LARGE = -11,
     /// A byte range is outside its region: `offset` + `len` past the end
     /// of the region (`relink_region_read`, `relink_region_write`, the
-    /// local range of `relink_write`, `relink_read` and the atomics).
+    /// local range of `relink_write`, `relink_read` and the atomics, the
+    /// ranges of a message from registered memory: `relink_post` with
+    /// `RELINK_WR_FROM_REGION` or `RELINK_WR_SGL`).
     /// The message gives the range and the region's length.
     RELINK_ERR_RANGE = -12,
     /// An atomic (`relink_fetch_add`, `relink_cmp_swap`) at an offset that
@@ -100,8 +108,9 @@ pub enum relink_status {
     /// `relink_cmp_swap`, `relink_post`).
     RELINK_ERR_AGAIN = -14,
     /// In use: `relink_deregister` of a registration that an operation not
-    /// yet completed names as its local range. Nothing changed: take its
-    /// completion, then deregister again.
+    /// yet completed names as its local range (a WRITE, READ or atomic's,
+    /// or one of a message's sent from registered memory). Nothing
+    /// changed: take its completion, then deregister again.
     RELINK_ERR_BUSY = -15,
     /// A bug in relink: it panicked (the message says where). The node is
     /// left as it was at the panic; free it. Nothing is printed unless

@@ -308,6 +308,14 @@ fn relink_h_has_no_fault_hook() {
     assert!(in_main.is_empty(), "relink.h mentions hooks: {in_main:?}");
 }
 
+/// The value of `#define name value` in a header.
+fn define(header: &str, name: &str) -> Option<String> {
+    code(header).find_map(|l| {
+        let rest = l.trim().strip_prefix("#define ")?.strip_prefix(name)?;
+        rest.starts_with(' ').then(|| rest.trim().to_string())
+    })
+}
+
 /// The body of `typedef enum|struct { ... } name;` in a header: its code
 /// lines.
 fn typedef_body<'a>(header: &'a str, name: &str) -> Vec<&'a str> {
@@ -470,6 +478,7 @@ fn statuses_outcomes_and_completion_members_are_pinned() {
             ("RELINK_OP_PEER_LOST", 3),
             ("RELINK_OP_DISCONNECTED", 4),
             ("RELINK_OP_REMOTE", 5),
+            ("RELINK_OP_TOO_LARGE_FOR_PEER", 6),
             ("RELINK_OP_OTHER", 99),
         ],
     );
@@ -503,6 +512,7 @@ fn operation_kinds_and_work_request_members_are_pinned() {
         ("RELINK_OP_KIND_READ", 3),
         ("RELINK_OP_KIND_FETCH_ADD", 4),
         ("RELINK_OP_KIND_CMP_SWAP", 5),
+        ("RELINK_OP_KIND_FLUSH", 6),
         ("RELINK_OP_KIND_OTHER", 99),
     ]
     .iter()
@@ -516,17 +526,90 @@ fn operation_kinds_and_work_request_members_are_pinned() {
         members(&main, "relink_work_request"),
         [
             "kind", "flags", "context", "buf", "len", "region", "offset", "remote", "add",
-            "compare", "swap"
+            "compare", "swap", "sgl", "num_sge"
         ],
         "relink_work_request's members moved (add new ones at its end)"
     );
+    assert_eq!(
+        members(&main, "relink_sge"),
+        ["region", "offset", "len"],
+        "relink_sge's members moved"
+    );
+    // The flags and the list's limit keep their values (new flags take
+    // new bits).
+    for (name, value) in [
+        ("RELINK_WR_FROM_REGION", "(1 << 0)"),
+        ("RELINK_WR_SGL", "(1 << 1)"),
+        ("RELINK_MAX_SGE", "4"),
+    ] {
+        assert_eq!(
+            define(&main, name).as_deref(),
+            Some(value),
+            "{name}: its value changed"
+        );
+    }
     // The new calls are in the header, in their sections.
     let declared = declared(&main);
     for name in [
         "relink_post",
         "relink_room",
         "relink_options_set_max_outstanding",
+        "relink_sge",
+        "RELINK_WR_FROM_REGION",
+        "RELINK_WR_SGL",
+        "RELINK_MAX_SGE",
     ] {
         assert!(declared.contains(name), "relink.h declares {name}");
     }
+}
+
+/// Counters keep their numbers (`relink_session_counter`; new ones come
+/// after), and `relink_counters`' members stay the first eight: its size
+/// is the ABI, the counters added since are reached by number.
+#[test]
+fn counter_numbers_and_members_are_pinned() {
+    let main = generate(&HEADERS[0]);
+    let got = enum_values(&main, "relink_counter");
+    let want: Vec<(String, i64)> = [
+        "LOSSES",
+        "ATTEMPTS",
+        "RESUMES",
+        "REPLAYED",
+        "DEDUPLICATED",
+        "DOWNTIME_NS",
+        "DELIVERED",
+        "PLANNED",
+        "ADVERTS_SENT",
+        "PACKED",
+        "COMPLETED",
+        "STANDBYS",
+        "FAILOVERS",
+        "STANDBYS_SILENT",
+        "STANDBY_KEEPALIVES_SENT",
+        "STANDBY_KEEPALIVES_RECEIVED",
+        "SEND_COPIED_BYTES",
+        "RECEIVE_COPIED_BYTES",
+    ]
+    .iter()
+    .zip(0..)
+    .map(|(k, v)| (format!("RELINK_COUNTER_{k}"), v))
+    .collect();
+    assert_eq!(
+        got, want,
+        "relink_counter: values changed (append, never renumber)"
+    );
+    assert_eq!(
+        members(&main, "relink_counters"),
+        [
+            "losses",
+            "attempts",
+            "resumes",
+            "replayed",
+            "deduplicated",
+            "downtime_ns",
+            "delivered",
+            "planned"
+        ],
+        "relink_counters' members changed (its size is the ABI: add counters to relink_counter)"
+    );
 }

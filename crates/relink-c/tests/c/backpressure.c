@@ -234,10 +234,10 @@ static void post_carries_context_kind_and_length(pair *p) {
   wr = (relink_work_request){.kind = RELINK_OP_KIND_OTHER, .buf = small, .len = 1};
   expect(relink_post(p->a, p->s, &wr, &op), RELINK_ERR_ARGUMENT, "`kind` 99",
          "post RELINK_OP_KIND_OTHER");
-  wr = (relink_work_request){.kind = RELINK_OP_KIND_MESSAGE, .flags = 1, .buf = small,
-                             .len = 1};
+  wr = (relink_work_request){.kind = RELINK_OP_KIND_MESSAGE, .flags = 1u << 9,
+                             .buf = small, .len = 1};
   expect(relink_post(p->a, p->s, &wr, &op), RELINK_ERR_ARGUMENT, "`flags`",
-         "post with a flag");
+         "post with a flag no RELINK_WR_* names");
   /* Lengths no buffer has (small has 16 bytes): refused unread. */
   wr = (relink_work_request){.kind = RELINK_OP_KIND_MESSAGE, .buf = small,
                              .len = (uint64_t)1 << 40};
@@ -310,10 +310,12 @@ static void post_carries_context_kind_and_length(pair *p) {
        .offset = 264, .len = 8, .remote = word, .compare = 5, .swap = 9},
       /* A message with no bytes, and a pointer as its context. */
       {.kind = RELINK_OP_KIND_MESSAGE, .context = (uint64_t)(uintptr_t)&before},
+      /* A flush: after every operation above, before the two below. */
+      {.kind = RELINK_OP_KIND_FLUSH, .context = 0x6006},
   };
   enum { POSTED = sizeof wrs / sizeof *wrs, ALL = POSTED + 2 };
   expected want[ALL];
-  const uint64_t lens[POSTED] = {sizeof hello, 64, 32, 8, 8, 0};
+  const uint64_t lens[POSTED] = {sizeof hello, 64, 32, 8, 8, 0, 0};
   for (int i = 0; i < POSTED; i++) {
     check(relink_post(p->a, p->s, &wrs[i], &want[i].op), "post");
     want[i] = (expected){want[i].op, wrs[i].context, (relink_op_kind)wrs[i].kind,
@@ -325,7 +327,7 @@ static void post_carries_context_kind_and_length(pair *p) {
   want[POSTED + 1] = (expected){want[POSTED + 1].op, 0, RELINK_OP_KIND_WRITE, 48, 0};
 
   /* Taken node-wide, through relink_output. */
-  int completed = 0;
+  int completed = 0, flushed_at = -1;
   relink_output out;
   for (int i = 0; i < 3000 && completed < ALL; i++) {
     turn_pair(p);
@@ -344,6 +346,8 @@ static void post_carries_context_kind_and_length(pair *p) {
       if (c->outcome != RELINK_OUTCOME_SUCCESS || c->context != want[k].context ||
           c->kind != want[k].kind || c->len != want[k].len)
         fail("a completion's outcome, context, kind or length");
+      if (c->kind == RELINK_OP_KIND_FLUSH)
+        flushed_at = completed;
       completed++;
     }
     if (st != RELINK_EMPTY)
@@ -351,6 +355,8 @@ static void post_carries_context_kind_and_length(pair *p) {
   }
   if (completed != ALL)
     fail("every operation completed");
+  if (flushed_at != POSTED - 1)
+    fail("the flush completed after every operation before it, before the later ones");
   /* The atomics ran in order on b's word: 0 + 5, then 5 -> 9; their old
    * values landed in a's region. */
   uint64_t v;

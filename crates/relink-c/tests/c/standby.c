@@ -111,8 +111,9 @@ int main(void) {
   printf("standby: %llu of 40 messages packed behind another at b\n",
          (unsigned long long)packed);
   uint64_t untouched = 99;
-  expect(relink_session_counter(w.a, w.s, 16, &untouched), RELINK_ERR_ARGUMENT,
-         "which", "counter 16");
+  expect(relink_session_counter(w.a, w.s, RELINK_COUNTER_RECEIVE_COPIED_BYTES + 1,
+                                 &untouched),
+         RELINK_ERR_ARGUMENT, "which", "the counter after the last");
   expect(relink_session_counter(w.a, w.s, -1, &untouched), RELINK_ERR_ARGUMENT,
          "which", "counter -1");
   expect(relink_session_counter(w.a, w.s, RELINK_COUNTER_LOSSES, NULL),
