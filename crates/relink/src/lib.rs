@@ -185,10 +185,11 @@ pub use async_node::AsyncNode;
 
 pub use node::{
     Accepted, CloseError, ConnectError, DrainReport, Footprint, ListenError, ListenerHandle, Node,
-    OptionsError, Output, RecoveryTimeline, RegionError, RegionOptions, RegisterError, ResumeError,
-    SessionHandle, SessionInfo, SessionOptions, SessionOptionsBuilder, SetPolicyError,
-    SharedReceiveError, SharedReceiveHandle, SharedReceiveOptions, SharedReceiveOptionsBuilder,
-    SharedReceiveUsage, ShutdownSummary, SubmitError, SuspendError, REGISTERED_BASE,
+    OptionsError, Output, ReceiveOutcome, Received, RecoveryTimeline, RegionError, RegionOptions,
+    RegisterError, ResumeError, SessionHandle, SessionInfo, SessionOptions, SessionOptionsBuilder,
+    SetPolicyError, SharedReceiveError, SharedReceiveHandle, SharedReceiveOptions,
+    SharedReceiveOptionsBuilder, SharedReceiveUsage, ShutdownSummary, SubmitError, SuspendError,
+    REGISTERED_BASE,
 };
 pub use relink_core::journal::{
     Completion, LocalRange, LocalSgl, MessageBody, OpError, OpKind, Outcome,

@@ -130,6 +130,17 @@ impl Session {
         self.data.journal.uses_region(id)
     }
 
+    /// Whether `l` lies inside one of the session's regions (its own, or a
+    /// registration of the node it has).
+    pub fn local_in_bounds(&self, l: &crate::LocalRange) -> bool {
+        self.cfg.spec.regions.iter().any(|r| {
+            r.id == l.region
+                && l.offset
+                    .checked_add(u64::from(l.len))
+                    .is_some_and(|e| e <= r.len)
+        })
+    }
+
     /// Submit an operation. It completes exactly once (see
     /// [`crate::journal`]); while the session recovers it waits.
     pub fn submit(&mut self, kind: OpKind, now: Timestamp) -> Result<OpId, SessionError> {
@@ -172,13 +183,7 @@ impl Session {
         }
         let atomic = kind.is_atomic();
         for l in kind.local_ranges() {
-            let ok = self.cfg.spec.regions.iter().any(|r| {
-                r.id == l.region
-                    && l.offset
-                        .checked_add(u64::from(l.len))
-                        .is_some_and(|e| e <= r.len)
-            });
-            if !ok || (atomic && l.len != 8) {
+            if !self.local_in_bounds(l) || (atomic && l.len != 8) {
                 return Err(SessionError::BadLocal(*l));
             }
         }
@@ -454,6 +459,22 @@ impl Session {
     /// one or more messages ([`wire::frame_messages`]), handled in order.
     /// A malformed message is dropped with the rest of its frame.
     pub fn handle_received(&mut self, epoch: Epoch, bytes: &[u8], now: Timestamp) {
+        self.handle_received_into(epoch, bytes, now, &mut |_, _| false);
+    }
+
+    /// [`Session::handle_received`], offering each message to deliver to
+    /// `place` first: it returns `true` when it took the payload (the
+    /// driver copied it into a buffer the application posted), `false` to
+    /// leave it to the session's own delivery queue
+    /// ([`Session::poll_delivery`]). A message is offered only while that
+    /// queue is empty, so deliveries stay in order across the two.
+    pub fn handle_received_into(
+        &mut self,
+        epoch: Epoch,
+        bytes: &[u8],
+        now: Timestamp,
+        place: &mut dyn FnMut(Seq, &[u8]) -> bool,
+    ) {
         if bytes.is_empty() {
             // No message is empty: a standby keepalive that trailed the
             // standby's promotion (`handle_standby_keepalive`), or a slot
@@ -470,7 +491,7 @@ impl Session {
                 if i > 0 {
                     self.counters.packed += 1;
                 }
-                self.handle_message(h, body, now)
+                self.handle_message(h, body, now, place)
             });
             match handled {
                 Ok(Some(c)) => credited |= c,
@@ -497,6 +518,7 @@ impl Session {
         h: wire::MsgHeader,
         body: MsgBody<'_>,
         now: Timestamp,
+        place: &mut dyn FnMut(Seq, &[u8]) -> bool,
     ) -> Option<bool> {
         if let MsgBody::Promote {
             epoch,
@@ -521,7 +543,9 @@ impl Session {
                 InboxAccept::Deliver => {
                     self.counters.delivered += 1;
                     self.counters.receive_copied_bytes += payload.len() as u64;
-                    self.out.deliver(h.seq, payload);
+                    if !(self.out.no_deliveries_waiting() && place(h.seq, payload)) {
+                        self.out.deliver(h.seq, payload);
+                    }
                     self.maybe_ack(now);
                 }
                 InboxAccept::Duplicate => {}

@@ -391,7 +391,8 @@ pub struct Counters {
     /// ([`OpKind::MessageFrom`](crate::OpKind::MessageFrom)) adds nothing.
     pub send_copied_bytes: u64,
     /// Bytes of application payload relink copied to deliver messages:
-    /// from a receive slot into a delivery.
+    /// from a receive slot into a delivery or a posted buffer, and from a
+    /// delivery into a buffer posted after it arrived.
     pub receive_copied_bytes: u64,
 }
 
@@ -441,6 +442,11 @@ impl Outputs {
     }
 
     /// Queue a delivered message (its bytes copied into a spare buffer).
+    /// Whether no delivery waits for the application.
+    pub(super) fn no_deliveries_waiting(&self) -> bool {
+        self.deliveries.is_empty()
+    }
+
     /// Queue a delivery; its bytes are copied from `payload`.
     pub(super) fn deliver(&mut self, seq: Seq, payload: &[u8]) {
         let mut bytes = self.delivery_spare.take(payload.len());
@@ -454,6 +460,13 @@ impl Session {
     /// into a send slot): counted in [`Counters::send_copied_bytes`].
     pub fn count_copied(&mut self, bytes: usize) {
         self.counters.send_copied_bytes += bytes as u64;
+    }
+
+    /// The driver copied `bytes` of a delivered message once more (from
+    /// the delivery queue into a buffer the application posted later):
+    /// counted in [`Counters::receive_copied_bytes`].
+    pub fn count_received_copy(&mut self, bytes: usize) {
+        self.counters.receive_copied_bytes += bytes as u64;
     }
 
     /// Counters since creation.

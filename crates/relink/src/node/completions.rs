@@ -140,9 +140,15 @@ impl Node {
                     // The message is read in its slot where the memory
                     // lends it (the receive is posted again only after this
                     // loop), else through a scratch copy.
+                    // Each message goes into the next buffer the application
+                    // posted, if any (`posted_receives.rs`).
                     let core = &mut entry.core;
+                    let posted = &mut entry.posted;
+                    let regions = &entry.memory.regions;
                     read_slot(recv, s, size, wc.byte_len, &mut self.recv_buf, |bytes| {
-                        core.handle_received(epoch, bytes, now);
+                        core.handle_received_into(epoch, bytes, now, &mut |seq, payload| {
+                            posted.place(seq, payload, regions)
+                        });
                     });
                 }
                 _ => {}

@@ -15,6 +15,7 @@ use relink_fabric::{Memory, Provider, Timestamp};
 
 use super::index::{Index, TimerEntry};
 use super::options::SessionOptions;
+use super::posted_receives::PostedReceives;
 use super::shared_receive::Reservation;
 use super::timeline::RecoveryTimeline;
 use super::transport::{SessionMemory, Transport};
@@ -54,6 +55,9 @@ pub(super) struct SessionEntry {
     /// The standby's CQ signalled: look at it in the next poll round (a
     /// completion there means the peer promoted it).
     pub standby_ready: bool,
+    /// Buffers the application posted for its messages, and the receives
+    /// that ended (`posted_receives.rs`).
+    pub posted: PostedReceives,
 }
 
 impl SessionEntry {
@@ -80,6 +84,7 @@ impl SessionEntry {
             standby: None,
             standby_connect: (Vec::new(), None),
             standby_ready: false,
+            posted: PostedReceives::default(),
         }
     }
 
@@ -102,9 +107,16 @@ impl SessionEntry {
     /// taken, no transport, nothing queued.
     pub fn all_taken(&self) -> bool {
         self.core.all_taken()
+            && self.posted.is_empty()
             && self.transport.is_none()
             && self.standby.is_none()
             && self.backlog.is_empty()
+    }
+
+    /// Whether the application has output of the session to take: its
+    /// core's, or an ended posted receive.
+    pub fn has_output(&self) -> bool {
+        self.core.has_output() || self.posted.has_output()
     }
 
     /// Destroy the session's transports (current and standby) now, and
@@ -153,7 +165,11 @@ impl SessionEntry {
         if !self.backlog.is_empty() {
             index.work_queued(handle);
         }
-        if self.core.has_output() {
+        if self.core.state().is_terminal() {
+            // Its buffers are the application's again.
+            self.posted.flush();
+        }
+        if self.has_output() {
             index.has_output(handle);
         }
         // An ended session is reaped once its outputs are taken (`poll`), or when its

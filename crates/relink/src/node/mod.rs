@@ -26,6 +26,7 @@
 //! | `probes.rs` | one probe per silent peer address: the session that probes it, the others' probes held until it is answered |
 //! | `backlog.rs` | work requests a core asks for: queued per session, posted in batches, every 16th signaled |
 //! | `destroy.rs` | what a destroy call's answer is worth: a warning only for an error |
+//! | `posted_receives.rs` | buffers the application posts for a session's messages: filled in order from the receive slots (one copy), ended `Received`, flushed at the session's end |
 //! | `completions.rs` | draining a session's CQ: send completions retired in RC order, receives copied out and reposted |
 //! | `transport.rs` | one epoch's provider objects, built from the core's plan and torn down with destroy calls only |
 //! | `standby.rs` | a session's standby transport: built next to the current one, its CM events, the peer's promotion seen in its CQ, the swap on the core's promotion |
@@ -62,6 +63,7 @@ mod options;
 mod output;
 mod planned;
 mod poll;
+mod posted_receives;
 mod probes;
 mod regions;
 mod registrations;
@@ -84,6 +86,7 @@ pub use options::{
 };
 pub use output::{Accepted, Output};
 pub use planned::DrainReport;
+pub use posted_receives::{ReceiveOutcome, Received};
 pub use regions::RegionOptions;
 pub use registrations::{RegisterError, REGISTERED_BASE};
 pub use shared_receive::{
@@ -423,7 +426,7 @@ impl Node {
         let more = self
             .sessions
             .get(&handle)
-            .is_some_and(|s| s.core.has_output());
+            .is_some_and(SessionEntry::has_output);
         self.index.output_taken(handle, more);
     }
 

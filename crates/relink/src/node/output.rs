@@ -74,6 +74,14 @@ pub enum Output {
         /// The message.
         payload: Vec<u8>,
     },
+    /// A receive the application posted ended (as [`Node::poll_received`]
+    /// returns it).
+    Received {
+        /// The session it was posted on.
+        session: SessionHandle,
+        /// The buffer and what it holds.
+        received: super::Received,
+    },
 }
 
 impl Output {
@@ -83,7 +91,8 @@ impl Output {
             Output::Accepted(a) => a.session,
             Output::Event { session, .. }
             | Output::Completion { session, .. }
-            | Output::Delivery { session, .. } => *session,
+            | Output::Delivery { session, .. }
+            | Output::Received { session, .. } => *session,
         }
     }
 }
@@ -154,13 +163,15 @@ impl Node {
                     seq,
                     payload,
                 }
+            } else if let Some(received) = entry.posted.poll() {
+                Output::Received { session, received }
             } else if let Some(event) = entry.core.poll_event() {
                 Output::Event { session, event }
             } else {
                 debug_assert!(false, "a session in the ready queue has output");
                 continue;
             };
-            if entry.core.has_output() {
+            if entry.has_output() {
                 self.index.has_output(handle);
             }
             self.taken(handle);

@@ -156,7 +156,11 @@ impl Node {
         if !self.registrations.contains_key(&id) {
             return Err(RegisterError::Unknown(id));
         }
-        if let Some((&handle, _)) = self.sessions.iter().find(|(_, e)| e.core.uses_region(id)) {
+        if let Some((&handle, _)) = self
+            .sessions
+            .iter()
+            .find(|(_, e)| e.core.uses_region(id) || e.posted.uses_region(id))
+        {
             return Err(RegisterError::InUse {
                 id,
                 session: SessionHandle(handle),

@@ -1,0 +1,199 @@
+//! Receives into buffers the application posts ([`Node::post_receive`]):
+//! ranges of a session's registered memory that the session's messages
+//! fill, one message per buffer, in the order both were made, each ending
+//! in one [`Received`] ([`Node::poll_received`], [`Output::Received`]).
+//!
+//! A message is copied once, from the receive slot it arrived in straight
+//! into the next posted buffer, when the core delivers it
+//! (`Session::handle_received_into`). One that arrives while no buffer is
+//! posted waits in the session's delivery queue, as without posted
+//! receives, and fills the next buffer posted (a second copy): order holds
+//! across both, and [`Node::poll_delivery`] takes what no buffer took.
+//! When the session ends, the buffers still posted end
+//! [`ReceiveOutcome::Flushed`], as verbs flushes a dead QP's receives.
+//!
+//! [`Output::Received`]: super::Output::Received
+
+use std::collections::{BTreeMap, VecDeque};
+
+use relink_core::journal::LocalRange;
+use relink_core::{RegionId, Seq};
+use relink_fabric::Memory;
+
+use super::{Node, SessionHandle, SubmitError};
+
+/// How a posted receive ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ReceiveOutcome {
+    /// A message of the peer filled the buffer: delivered once, in order,
+    /// as [`Node::poll_delivery`] delivers.
+    Message {
+        /// Its sequence number (from 1, in order, per session).
+        seq: Seq,
+        /// The bytes written at the start of the buffer.
+        len: u32,
+        /// The message was longer than the buffer: its first `len` bytes
+        /// are there, the rest is gone.
+        truncated: bool,
+    },
+    /// The session ended with the buffer still posted: nothing was
+    /// written; the buffer is the application's again.
+    Flushed,
+}
+
+/// A receive the application posted, ended ([`Node::poll_received`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Received {
+    /// The context the buffer was posted with.
+    pub context: u64,
+    /// The buffer it was.
+    pub local: LocalRange,
+    /// What it holds.
+    pub outcome: ReceiveOutcome,
+}
+
+/// A session's posted receives: buffers waiting for messages, and the
+/// receives that ended, waiting for the application.
+#[derive(Debug, Default)]
+pub(super) struct PostedReceives {
+    buffers: VecDeque<(LocalRange, u64)>,
+    ended: VecDeque<Received>,
+}
+
+impl PostedReceives {
+    /// Put message `seq` into the next posted buffer (its region's memory
+    /// in `regions`); `false` if none is posted.
+    pub fn place(
+        &mut self,
+        seq: Seq,
+        payload: &[u8],
+        regions: &BTreeMap<RegionId, Memory>,
+    ) -> bool {
+        let Some((local, context)) = self.buffers.pop_front() else {
+            return false;
+        };
+        let fits = payload.len().min(local.len as usize);
+        let written = regions
+            .get(&local.region)
+            .is_some_and(|m| m.write(local.offset as usize, &payload[..fits]).is_ok());
+        // Posting checked the range against the region, and the region
+        // stays while a receive names it (`uses_region`).
+        debug_assert!(written, "a posted buffer outside its region's memory");
+        self.ended.push_back(Received {
+            context,
+            local,
+            outcome: ReceiveOutcome::Message {
+                seq,
+                len: fits as u32,
+                truncated: fits < payload.len(),
+            },
+        });
+        true
+    }
+
+    /// Whether a posted buffer names region `id`.
+    pub fn uses_region(&self, id: RegionId) -> bool {
+        self.buffers.iter().any(|(l, _)| l.region == id)
+    }
+
+    /// Whether an ended receive waits for the application.
+    pub fn has_output(&self) -> bool {
+        !self.ended.is_empty()
+    }
+
+    /// Whether nothing is posted and nothing waits.
+    pub fn is_empty(&self) -> bool {
+        self.buffers.is_empty() && self.ended.is_empty()
+    }
+
+    /// Buffers posted and not filled yet.
+    pub fn posted(&self) -> usize {
+        self.buffers.len()
+    }
+
+    /// The next ended receive.
+    pub fn poll(&mut self) -> Option<Received> {
+        self.ended.pop_front()
+    }
+
+    /// The session ended: every buffer still posted ends `Flushed`.
+    pub fn flush(&mut self) {
+        for (local, context) in self.buffers.drain(..) {
+            self.ended.push_back(Received {
+                context,
+                local,
+                outcome: ReceiveOutcome::Flushed,
+            });
+        }
+    }
+}
+
+impl Node {
+    /// Post `local`, a range of the session's registered memory (one of
+    /// its regions, or a registration of the node), for the session's next
+    /// message: the message is copied into it (once, from the receive slot
+    /// it arrived in) and the receive ends in a [`Received`] with `context`,
+    /// the message's sequence number and length
+    /// ([`Node::poll_received`]). Buffers are filled in the order they
+    /// were posted, messages in order; a message longer than its buffer is
+    /// truncated (and says so). Leave the range alone until its receive
+    /// ended; it is in use until then ([`Node::deregister`] waits).
+    /// Messages that arrived with no buffer posted fill the next ones
+    /// posted; [`Node::poll_delivery`] takes them instead when the
+    /// application prefers.
+    ///
+    /// # Errors
+    /// [`SubmitError::NoSession`], [`SubmitError::Ended`] as for a submit;
+    /// [`SubmitError::BadLocal`] for a range outside the session's
+    /// regions; [`SubmitError::WouldBlock`] with
+    /// [`SessionOptions::max_outstanding`](crate::SessionOptions::max_outstanding)
+    /// buffers posted and not filled.
+    pub fn post_receive(
+        &mut self,
+        s: SessionHandle,
+        local: LocalRange,
+        context: u64,
+    ) -> Result<(), SubmitError> {
+        let entry = self
+            .sessions
+            .get_mut(&s.0)
+            .ok_or(SubmitError::NoSession(s))?;
+        let state = entry.core.state();
+        if state.is_terminal() {
+            return Err(SubmitError::Ended(state));
+        }
+        if !entry.core.local_in_bounds(&local) {
+            return Err(SubmitError::BadLocal(local));
+        }
+        let max = entry.opts.max_outstanding;
+        if entry.posted.posted() >= max as usize {
+            return Err(SubmitError::WouldBlock {
+                outstanding: entry.posted.posted() as u64,
+                max,
+            });
+        }
+        entry.posted.buffers.push_back((local, context));
+        // A message that came while no buffer was posted takes this one.
+        while entry.posted.posted() > 0 {
+            let Some((seq, payload)) = entry.core.poll_delivery() else {
+                break;
+            };
+            entry.posted.place(seq, &payload, &entry.memory.regions);
+            entry.core.count_received_copy(payload.len());
+        }
+        if entry.posted.has_output() {
+            self.index.has_output(s.0);
+        }
+        Ok(())
+    }
+
+    /// The session's next ended receive ([`Node::post_receive`]): a buffer
+    /// a message filled, or one the session's end flushed.
+    pub fn poll_received(&mut self, s: SessionHandle) -> Option<Received> {
+        let r = self.sessions.get_mut(&s.0)?.posted.poll()?;
+        self.taken(s.0);
+        Some(r)
+    }
+}
