@@ -8,7 +8,11 @@
 //! same two devices), their timed repetitions interleaved so both see the
 //! same machine state, and the ratio relink / raw (throughput: median of
 //! the ratios of neighbouring repetitions; latency: p50 over p50 of every
-//! round trip of the timed repetitions).
+//! round trip of the timed repetitions). SENDs of one message each (64 B
+//! and 4 KiB) go three ways: raw, relink's `Node::send` (copied) and
+//! relink's `Node::send_from` of registered memory (zero-copy), and the
+//! copies relink made of each message's payload are counted from the
+//! sessions' counters: one made by `send_from` fails the run.
 //!
 //! ```text
 //! RELINK_VERBS_INITIATOR=rxe0@10.10.0.1 RELINK_VERBS_TARGET=rxe1@10.10.0.2 \
@@ -25,21 +29,27 @@
 //! - `RELINK_BENCH_QUICK=1`: a short run (~10 s on rxe in a TCG VM) that
 //!   proves it runs; by default ~30–40 s there.
 //! - `RELINK_BENCH_ONLY=send`, `=slot`, `=write` or `=pingpong`: those
-//!   workloads only (series `rxe-send64`, `rxe-slot` — the 64 B SENDs
-//!   through sessions with 4 KiB receive slots, room for frames of several
-//!   messages —, `rxe-write64k`, `rxe-pingpong8`, `rxe-pingpong4096`).
+//!   workloads only (series `rxe-send64` and `rxe-send4k` — raw, `send`
+//!   and `send_from` —, `rxe-slot` — the 64 B SENDs through sessions with
+//!   4 KiB receive slots, room for frames of several messages —,
+//!   `rxe-write64k`, `rxe-pingpong8`, `rxe-pingpong4096`).
 //! - `RELINK_FAIL_ON_SKIP=1`: a skip fails (relink-skip).
 //! - `RELINK_LOG`: tracing filter (default `warn`).
 //!
-//! Prints the rows (medians, spread), a table of ratios, a table of round
-//! trips, one `RESULT rxe send64 ...`, `RESULT rxe send64slot4096 ...`,
+//! Prints the rows (medians, spread), a table of ratios, a table of copies,
+//! a table of round trips, one `RESULT rxe send64 ...`,
+//! `RESULT rxe send64from ...`, `RESULT rxe send4k ...`,
+//! `RESULT rxe send4kfrom ...`, `RESULT rxe send64slot4096 ...`,
 //! `RESULT rxe write64k ...`,
-//! `RESULT rxe pingpong8 ...` and `RESULT rxe pingpong4096 ...` line, and
-//! last `RELINK_VM_NOTE: send ratio X (4 KiB slots S), write ratio Y, rtt
-//! p50 ratio 8 B Z, 4 KiB W`; writes
+//! `RESULT rxe pingpong8 ...` and `RESULT rxe pingpong4096 ...` line, one
+//! `RESULT rxe copies ...` line per `send` and `send_from` loop, and
+//! last `RELINK_VM_NOTE: send ratio X (send_from F, copies per message
+//! C/0; 4 KiB X4, send_from F4; 4 KiB slots S), write ratio Y, rtt p50
+//! ratio 8 B Z, 4 KiB W`; writes
 //! `<target>/relink-bench/rxe.json` when it can. It is built only with the
 //! `rdma` feature; without the variables or the devices it reports
-//! `SKIPPED: <why>` (relink-skip) and exits 0.
+//! `SKIPPED: <why>` (relink-skip) and exits 0. A message sent with
+//! `send_from` that relink copied fails it (exit 1).
 
 use std::io::Write as _;
 use std::net::SocketAddr;
@@ -47,7 +57,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use relink_bench::latency::{latency_table, ping_pong, Latency};
-use relink_bench::overhead::{ratio_table, send_overhead, write_overhead, Ratio, FRAME_SLOT, SEND};
+use relink_bench::overhead::{
+    copy_faults, copy_table, ratio_table, send_from_overhead, send_overhead, write_overhead,
+    CopyCount, Ratio, FRAME_SLOT, FROM_SIZES, SEND,
+};
 use relink_bench::{
     quick_from_env, selected, LoopSpec, Metric, Plan, Report, ThreadPair, Workload,
 };
@@ -56,8 +69,8 @@ use relink_testkit::verbs_rig::{fresh_port, VerbsRig};
 use relink_testkit::{Rig, Side};
 
 /// The measuring plan: 1 s of warm-up per loop, then 5 interleaved
-/// repetitions of ~1 s each (two workloads, two loops each: ~25 s of
-/// measuring, plus connection setup).
+/// repetitions of ~1 s each (~70 s of measuring over every workload, plus
+/// connection setup).
 fn full_plan() -> Plan {
     Plan {
         warmup: Duration::from_secs(1),
@@ -103,13 +116,17 @@ fn relink_pair(rig: &VerbsRig, spec: &LoopSpec, workload: Workload) -> ThreadPai
     pair
 }
 
-/// The name of a ratio in the `RESULT` lines: `send64`, `write64k`.
-fn result_name(r: &Ratio) -> &'static str {
-    match r.op.as_str() {
-        "send" => "send64",
-        "send-slot4096" => "send64slot4096",
-        "write" => "write64k",
-        other => panic!("no RESULT name for workload {other}"),
+/// The name of a workload in the `RESULT` lines: `send64`, `send64from`,
+/// `send4k`, `send4kfrom`, `send64slot4096`, `write64k`.
+fn result_name(op: &str, size: usize) -> &'static str {
+    match (op, size) {
+        ("send", 64) => "send64",
+        ("send-from", 64) => "send64from",
+        ("send", 4096) => "send4k",
+        ("send-from", 4096) => "send4kfrom",
+        ("send-slot4096", 64) => "send64slot4096",
+        ("write", _) => "write64k",
+        (other, size) => panic!("no RESULT name for workload {other} of {size} B"),
     }
 }
 
@@ -123,7 +140,7 @@ fn result_line(r: &Ratio, quick: bool) -> String {
     format!(
         "RESULT rxe {name} raw_{key}={raw:.decimals$} relink_{key}={relink:.decimals$} \
          ratio={ratio:.3} ratio_min={min:.3} ratio_max={max:.3} reps={reps} quick={quick}",
-        name = result_name(r),
+        name = result_name(&r.op, r.size),
         raw = r.raw_median * scale,
         relink = r.relink_median * scale,
         ratio = r.median,
@@ -131,6 +148,22 @@ fn result_line(r: &Ratio, quick: bool) -> String {
         max = r.max,
         reps = r.per_rep.len(),
         quick = u8::from(quick),
+    )
+}
+
+/// The machine-readable line of one loop's copy count.
+fn copies_line(c: &CopyCount) -> String {
+    format!(
+        "RESULT rxe copies {name} messages={m} send_copies_per_msg={s:.3} \
+         receive_copies_per_msg={r:.3} send_copied_bytes={sb} receive_copied_bytes={rb} \
+         framed={p}",
+        name = result_name(&c.op, c.size),
+        p = c.packed,
+        m = c.messages,
+        s = c.send_copies_per_message,
+        r = c.receive_copies_per_message,
+        sb = c.send_copied_bytes,
+        rb = c.receive_copied_bytes,
     )
 }
 
@@ -202,12 +235,22 @@ fn main() {
     report.set_extra("kernel", &kernel);
     report.set_extra("sides", &sides);
     let mut ratios = Vec::new();
+    let mut copies = Vec::new();
     // One rig per workload (a fresh CM port each), one at a time.
     let mut rig = Some(rig);
-    if selected("rxe-send64") {
-        let rig = rig.take().unwrap_or_else(rig_or_skip);
-        let pair = |spec: &LoopSpec, w| relink_pair(&rig, spec, w);
-        ratios.push(send_overhead(&rig, pair, SEND.0, &plan, &mut report));
+    for size in FROM_SIZES {
+        let series = if size == SEND.0 {
+            "rxe-send64".to_string()
+        } else {
+            format!("rxe-send{}k", size / 1024)
+        };
+        if selected(&series) {
+            let rig = rig.take().unwrap_or_else(rig_or_skip);
+            let pair = |spec: &LoopSpec, w| relink_pair(&rig, spec, w);
+            let r = send_from_overhead(&rig, pair, size, &plan, &mut report);
+            ratios.extend(r.ratios);
+            copies.extend(r.copies);
+        }
     }
     if selected("rxe-slot") {
         let rig = rig.take().unwrap_or_else(rig_or_skip);
@@ -238,8 +281,10 @@ fn main() {
 
     print!("{}", report.table());
     print!("{}", ratio_table(&ratios));
+    print!("{}", copy_table(&copies));
     print!("{}", latency_table(&latencies));
     report.set_extra("ratios", &ratios);
+    report.set_extra("copies", &copies);
     report.set_extra("latency", &latencies);
     match report.write_json() {
         Ok(path) => println!("wrote {}", path.display()),
@@ -247,6 +292,9 @@ fn main() {
     }
     for r in &ratios {
         println!("{}", result_line(r, quick));
+    }
+    for c in &copies {
+        println!("{}", copies_line(c));
     }
     for l in &latencies {
         println!("{}", latency_line(l, quick));
@@ -260,16 +308,43 @@ fn main() {
     let ratio_of = |name: &str| {
         ratios
             .iter()
-            .find(|r| result_name(r) == name)
+            .find(|r| result_name(&r.op, r.size) == name)
             .map_or_else(|| "n/a".to_string(), |r| format!("{:.3}", r.median))
     };
+    let copies_of = |name: &str| {
+        copies
+            .iter()
+            .find(|c| result_name(&c.op, c.size) == name)
+            .map_or_else(
+                || "n/a".to_string(),
+                |c| format!("{:.0}", c.send_copies_per_message),
+            )
+    };
     eprintln!("rxe: whole run {:.1?}", started.elapsed());
+    let faults = copy_faults(&copies);
     println!(
-        "RELINK_VM_NOTE: send ratio {} (4 KiB slots {}), write ratio {}, rtt p50 ratio 8 B {}, 4 KiB {}",
+        "RELINK_VM_NOTE: {}send ratio {} (send_from {}, copies per message {}/{}; 4 KiB {}, \
+         send_from {}; 4 KiB slots {}), write ratio {}, rtt p50 ratio 8 B {}, 4 KiB {}",
+        if faults.is_empty() {
+            ""
+        } else {
+            "COPIED send_from; "
+        },
         ratio_of("send64"),
+        ratio_of("send64from"),
+        copies_of("send64"),
+        copies_of("send64from"),
+        ratio_of("send4k"),
+        ratio_of("send4kfrom"),
         ratio_of("send64slot4096"),
         ratio_of("write64k"),
         rtt_of(8),
         rtt_of(4096)
     );
+    if !faults.is_empty() {
+        for f in &faults {
+            eprintln!("rxe: FAILED: {f}");
+        }
+        std::process::exit(1);
+    }
 }

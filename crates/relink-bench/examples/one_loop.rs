@@ -11,14 +11,17 @@
 //! ```
 //!
 //! Arguments: `raw|relink`, `inproc|tcp`,
-//! `send|send-slot4096|write|pingpong|pingpong4k` (`send-slot4096`: the 64 B
-//! messages through sessions with 4 KiB receive slots, room for frames;
-//! `pingpong`: 8 B messages), and the operation count (default 200,000).
+//! `send|send4k|send-from|send-from4k|send-slot4096|write|pingpong|pingpong4k`
+//! (`send4k`: 4 KiB messages; `send-from`, `send-from4k`: relink's
+//! `Node::send_from` of a ring of registered slots, no copy — raw: the
+//! same as `send`, `send4k`; `send-slot4096`: the 64 B messages through
+//! sessions with 4 KiB receive slots, room for frames; `pingpong`: 8 B
+//! messages), and the operation count (default 200,000).
 //! Prints the rate (and, for relink, the loop's iterations and waits per
 //! operation; for ping-pong, the median and p99 round trip).
 
 use relink_bench::latency::{Percentiles, Rtts};
-use relink_bench::session::Workload;
+use relink_bench::session::{MessageSource, Workload};
 use relink_bench::{
     Drive, LoopSpec, Measurement, PingPongLoop, RelinkPingPong, RelinkSendLoop, RelinkWriteLoop,
     SendLoop, SimPair, TcpPair, WriteLoop,
@@ -28,19 +31,33 @@ use relink_testkit::Rig;
 
 fn usage() -> ! {
     eprintln!(
-        "usage: one_loop raw|relink inproc|tcp send|send-slot4096|write|pingpong|pingpong4k [count]"
+        "usage: one_loop raw|relink inproc|tcp \
+         send|send4k|send-from|send-from4k|send-slot4096|write|pingpong|pingpong4k [count]"
     );
     std::process::exit(2);
 }
 
-/// The relink loop of `workload` on `d`, `count` operations.
-fn relink<D: Drive>(d: D, spec: LoopSpec, workload: Workload, count: u64) {
+/// The relink loop of `workload` on `d` (messages from `source`), `count`
+/// operations.
+fn relink<D: Drive>(
+    d: D,
+    spec: LoopSpec,
+    (workload, source): (Workload, MessageSource),
+    count: u64,
+) {
     let (m, stats) = match workload {
         Workload::Send => {
-            let mut l = RelinkSendLoop::new(d, spec);
+            let mut l = RelinkSendLoop::with_source(d, spec, source);
             let m = l.run(count);
             let s = l.stats();
-            l.close();
+            let c = l.close_counted();
+            println!(
+                "copies of the payload per message: send {:.3}, receive {:.3}; messages \
+                 received behind another in one SEND: {}",
+                c.send_per_message(),
+                c.receive_per_message(),
+                c.packed
+            );
             (m, s)
         }
         Workload::Write => {
@@ -115,14 +132,23 @@ fn main() {
     if args.len() < 3 {
         usage();
     }
-    let (workload, spec) = match args[2].as_str() {
-        "send" => (Workload::Send, LoopSpec::send(64, 64)),
-        "send-slot4096" => (Workload::Send, LoopSpec::send(64, 64).max_message(4096)),
-        "write" => (Workload::Write, LoopSpec::write(64 * 1024, 16)),
-        "pingpong" => (Workload::PingPong, LoopSpec::send(8, 1)),
-        "pingpong4k" => (Workload::PingPong, LoopSpec::send(4096, 1)),
+    let (bytes, from) = (MessageSource::Bytes, MessageSource::Registered);
+    let (workload, source, spec) = match args[2].as_str() {
+        "send" => (Workload::Send, bytes, LoopSpec::send(64, 64)),
+        "send4k" => (Workload::Send, bytes, LoopSpec::send(4096, 64)),
+        "send-from" => (Workload::Send, from, LoopSpec::send(64, 64)),
+        "send-from4k" => (Workload::Send, from, LoopSpec::send(4096, 64)),
+        "send-slot4096" => (
+            Workload::Send,
+            bytes,
+            LoopSpec::send(64, 64).max_message(4096),
+        ),
+        "write" => (Workload::Write, bytes, LoopSpec::write(64 * 1024, 16)),
+        "pingpong" => (Workload::PingPong, bytes, LoopSpec::send(8, 1)),
+        "pingpong4k" => (Workload::PingPong, bytes, LoopSpec::send(4096, 1)),
         _ => usage(),
     };
+    let shape = (workload, source);
     let count: u64 = args
         .get(3)
         .map(|c| c.parse().unwrap_or_else(|_| usage()))
@@ -130,8 +156,8 @@ fn main() {
     match (args[0].as_str(), args[1].as_str()) {
         ("raw", "inproc") => raw(&InProcRig::new(1), spec, workload, count),
         ("raw", "tcp") => raw(&TcpRig::new(), spec, workload, count),
-        ("relink", "inproc") => relink(SimPair::connect(2, &spec, workload), spec, workload, count),
-        ("relink", "tcp") => relink(TcpPair::connect(3, &spec, workload), spec, workload, count),
+        ("relink", "inproc") => relink(SimPair::connect(2, &spec, workload), spec, shape, count),
+        ("relink", "tcp") => relink(TcpPair::connect(3, &spec, workload), spec, shape, count),
         _ => usage(),
     }
 }

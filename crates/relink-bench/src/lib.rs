@@ -23,7 +23,10 @@
 //!   relink / raw ([`latency::ping_pong`]).
 //! - [`overhead`]: one workload on the raw provider and through relink,
 //!   interleaved, and the ratio relink / raw ([`overhead::send_overhead`],
-//!   [`overhead::write_overhead`]) — for the soft fabric and real devices.
+//!   [`overhead::write_overhead`]; [`overhead::send_from_overhead`]: one
+//!   message per SEND through `Node::send` and through the zero-copy
+//!   `Node::send_from`, and the copies relink made of each payload) — for
+//!   the soft fabric and real devices.
 //! - [`recovery`]: recovery latency of one session over repeated device
 //!   faults, and the time a thousand sessions take to resume after one
 //!   reset, on virtual and wall-clock time.

@@ -2,7 +2,7 @@
 //! established session, whatever makes them progress) and the wake-up rule
 //! the pairs share when idle.
 
-use relink::{Memory, Node, RegionId, SessionHandle};
+use relink::{Counters, Memory, Node, RegionId, SessionHandle};
 use relink_fabric::Timestamp;
 
 use crate::loops::TICK;
@@ -33,7 +33,24 @@ pub trait Drive {
     /// The target's host memory of `region`.
     fn target_region(&mut self, region: RegionId) -> Memory;
     /// Close the sessions and check that nothing failed.
-    fn close(self);
+    fn close(self)
+    where
+        Self: Sized,
+    {
+        let _ = self.close_counted();
+    }
+    /// [`close`](Drive::close), and hand back both ends' counters of the
+    /// session, read just before it closed.
+    fn close_counted(self) -> EndCounters;
+}
+
+/// Both ends' [`Counters`] of a pair's session ([`Drive::close_counted`]).
+#[derive(Debug, Clone, Copy)]
+pub struct EndCounters {
+    /// The initiator's (the sending side of the measuring loops).
+    pub initiator: Counters,
+    /// The target's (the receiving application's side).
+    pub target: Counters,
 }
 
 /// The earliest timer deadline of some nodes, capped at `now + TICK`.

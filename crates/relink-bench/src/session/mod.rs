@@ -8,7 +8,12 @@
 //!   operations replenished as they complete. A message completes when the
 //!   peer *confirms delivery* (relink's contract, stronger than an RC ack);
 //!   the receiver drains [`Node::poll_delivery_into`](relink::Node::poll_delivery_into)
-//!   (one buffer, reused) and checks every message.
+//!   (one buffer, reused) and checks every message. Its messages are
+//!   bytes ([`Node::send`](relink::Node::send), which relink copies) or a
+//!   ring of slots in registered memory
+//!   ([`Node::send_from`](relink::Node::send_from), which it does not).
+//!   [`RelinkSendLoop::close_counted`] says how many copies of each
+//!   message's payload relink made on either side ([`Copies`]).
 //! - [`RelinkWriteLoop`]: RDMA WRITEs from a local region into the target's
 //!   advertised region, `window` slots, each slot checked where it landed
 //!   once its write completed.
@@ -30,15 +35,19 @@
 //! - `receiver.rs`: the payload stamp ([`stamp_bytes`], [`has_stamp`]) and
 //!   the receiving application ([`Receiver`]), which for
 //!   [`Workload::PingPong`] sends each message back ([`check_echo`]).
-//! - `drive.rs`: the [`Drive`] trait the loops run on, and the idle wake-up
-//!   rule of the pairs.
+//! - `drive.rs`: the [`Drive`] trait the loops run on, both ends'
+//!   counters at the close ([`EndCounters`]), and the idle wake-up rule of
+//!   the pairs.
 //! - `sim_pair.rs`: [`SimPair`], both nodes in one simulated world.
 //! - `thread_pair.rs`: [`ThreadPair`], any two providers, the target on its
 //!   own thread.
 //! - `tcp_pair.rs`: [`TcpPair`], a [`ThreadPair`] on two TCP soft hosts with
 //!   throw-away runtime directories.
 //! - `stats.rs`: [`LoopStats`] and the completion check both loops share.
-//! - `send.rs`: [`RelinkSendLoop`].
+//! - `send.rs`: [`RelinkSendLoop`], its messages copied
+//!   ([`MessageSource::Bytes`]) or sent from registered memory
+//!   ([`MessageSource::Registered`]), and the [`Copies`] relink made of
+//!   them.
 //! - `pingpong.rs`: [`RelinkPingPong`], round trips of one message and
 //!   the target application's copy of it.
 //! - `write.rs`: [`RelinkWriteLoop`].
@@ -54,11 +63,11 @@ mod tcp_pair;
 mod thread_pair;
 mod write;
 
-pub use drive::Drive;
+pub use drive::{Drive, EndCounters};
 pub use options::{session_options, Workload, LOCAL, PORT, REMOTE};
 pub use pingpong::RelinkPingPong;
 pub use receiver::{check_echo, has_stamp, stamp_bytes, Receiver};
-pub use send::RelinkSendLoop;
+pub use send::{Copies, MessageSource, RelinkSendLoop};
 pub use sim_pair::SimPair;
 pub use stats::LoopStats;
 pub use tcp_pair::TcpPair;

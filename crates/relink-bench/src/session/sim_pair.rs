@@ -8,7 +8,7 @@ use relink::{Memory, Node, RegionId, SessionHandle, State};
 use relink_fabric::Provider;
 use relink_sim::sim::{Sim, INITIATOR, TARGET};
 
-use super::drive::Drive;
+use super::drive::{Drive, EndCounters};
 use super::options::{session_options, Workload, PORT};
 use super::receiver::{check_echo, Receiver};
 use crate::loops::{LoopSpec, TICK};
@@ -146,11 +146,16 @@ impl Drive for SimPair {
             .unwrap_or_else(|e| panic!("target region {region}: {e}"))
     }
 
-    fn close(mut self) {
+    fn close_counted(mut self) -> EndCounters {
         let (ini, tgt) = (self.ini, self.tgt);
+        let counters = EndCounters {
+            initiator: self.sim.node(INITIATOR).counters(ini).expect("session"),
+            target: self.sim.node(TARGET).counters(tgt).expect("session"),
+        };
         self.sim.node(INITIATOR).close(ini).expect("close");
         self.sim.node(TARGET).close(tgt).expect("close");
         self.sim.run_for(Duration::from_millis(1));
+        counters
     }
 }
 

@@ -8,7 +8,7 @@ use relink::{Memory, Node, RegionId, SessionHandle};
 use relink_fabric::Provider;
 use relink_sim::{TcpHosts, INITIATOR, TARGET};
 
-use super::drive::Drive;
+use super::drive::{Drive, EndCounters};
 use super::options::Workload;
 use super::thread_pair::ThreadPair;
 use crate::loops::LoopSpec;
@@ -78,10 +78,10 @@ impl Drive for TcpPair {
         self.pair.target_region(region)
     }
 
-    fn close(self) {
+    fn close_counted(self) -> EndCounters {
         // The directories go once the pair is closed and dropped.
         let TcpPair { pair, _dir } = self;
-        pair.close();
+        pair.close_counted()
     }
 }
 

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use relink::{Memory, Node, Path, RegionId, SessionHandle, State};
 use relink_fabric::Provider;
 
-use super::drive::{next_wakeup, Drive};
+use super::drive::{next_wakeup, Drive, EndCounters};
 use super::options::{session_options, Workload};
 use super::receiver::{check_echo, Receiver};
 use crate::loops::LoopSpec;
@@ -245,15 +245,23 @@ impl Drive for ThreadPair {
             .unwrap_or_else(|| panic!("the target has no region {region}"))
     }
 
-    fn close(mut self) {
+    fn close_counted(mut self) -> EndCounters {
         let ini = self.ini;
         let target = self.join_target();
+        let counters = EndCounters {
+            initiator: self.node.counters(ini).expect("session"),
+            target: target
+                .as_ref()
+                .and_then(|t| t.counters(self.tgt))
+                .expect("the target's node and session"),
+        };
         self.node.close(ini).expect("close");
         if let Some(mut t) = target {
             t.close(self.tgt).expect("close");
             t.poll();
         }
         self.node.poll();
+        counters
     }
 }
 
