@@ -308,27 +308,34 @@ impl Journal {
         Some((e.id, &e.kind, e.message_seq()))
     }
 
-    /// Message `op`, the next operation not yet posted, cannot go to this
-    /// peer (longer than its receive slots hold): it completes now —
+    /// Message `op` (or WRITE with immediate data), the next operation not
+    /// yet posted, cannot go to this peer (longer than its receive slots
+    /// hold; a token its advertisement does not cover): it completes now —
     /// `Failed(err)` if it never left, as [`Journal::fail_all`] would end
     /// it otherwise — and stays as an orphan without its payload, posted as
     /// a skip of its sequence number (the peer accepts no gap). `None`,
     /// changing nothing, if `op` is not the next unposted message.
-    pub fn fail_oversize(&mut self, op: OpId, err: OpError) -> Option<Completion> {
+    pub fn fail_message(&mut self, op: OpId, err: OpError) -> Option<Completion> {
         let i = self.posted;
         let e = self.entries.get(i).filter(|e| e.id == op && !e.orphan)?;
         if !e.kind.is_message() {
             return None;
         }
         let outcome = self.final_outcome(e, err);
+        let done = self.complete(&e.clone(), outcome);
+        self.orphan_at(i);
+        Some(done)
+    }
+
+    /// Entry `i`, a message that completed, becomes an orphan: its payload
+    /// goes, its sequence number stays, to be posted as a skip.
+    fn orphan_at(&mut self, i: usize) {
         let e = &mut self.entries[i];
         self.payload_bytes -= e.kind.payload_len();
         e.orphan = true;
         e.kind = OpKind::Message {
             payload: Vec::new(),
         };
-        let e = e.clone();
-        Some(self.complete(&e, outcome))
     }
 
     /// The next operation not yet posted is a flush ([`OpKind::Flush`])
@@ -418,6 +425,13 @@ impl Journal {
         if e.stage == Stage::Queued && e.posts == 0 {
             tracing::warn!(%op, "error completion for an operation never posted; ignored");
             return None;
+        }
+        if matches!(e.kind, OpKind::WriteImm { .. }) && !e.orphan {
+            // Its WRITE was refused, its notice never left: it fails, and
+            // its number goes as a skip once the transport is rebuilt.
+            let done = self.complete(&e.clone(), Outcome::Failed(OpError::Remote(status)));
+            self.orphan_at(i);
+            return Some(done);
         }
         let e = self.remove_at(i);
         if let Some(seq) = e.message_seq() {
@@ -756,7 +770,7 @@ impl Journal {
     fn proven_outcome(&self, e: &Entry) -> Option<Outcome> {
         let replayed = e.replayed();
         match e.kind {
-            OpKind::Message { .. } | OpKind::MessageFrom { .. } => {
+            OpKind::Message { .. } | OpKind::MessageFrom { .. } | OpKind::WriteImm { .. } => {
                 (e.seq <= self.confirmed).then_some(Outcome::Success { replayed })
             }
             // Still on the live transport: its own completion settles it.
@@ -776,12 +790,14 @@ impl Journal {
         }
         let proven = e.id < self.proven_below;
         match e.kind {
-            OpKind::Message { .. } | OpKind::MessageFrom { .. } if e.seq <= self.confirmed => {
+            OpKind::Message { .. } | OpKind::MessageFrom { .. } | OpKind::WriteImm { .. }
+                if e.seq <= self.confirmed =>
+            {
                 Outcome::Success {
                     replayed: e.replayed(),
                 }
             }
-            OpKind::Message { .. } | OpKind::MessageFrom { .. } => {
+            OpKind::Message { .. } | OpKind::MessageFrom { .. } | OpKind::WriteImm { .. } => {
                 Outcome::Indeterminate { executed: None }
             }
             OpKind::Write { .. } if proven => Outcome::Success {

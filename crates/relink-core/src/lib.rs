@@ -72,7 +72,9 @@ pub mod timers;
 pub mod wire;
 
 pub use ids::*;
-pub use op::{Completion, LocalRange, LocalSgl, MessageBody, OpClass, OpError, OpKind, Outcome};
+pub use op::{
+    Arrival, Completion, LocalRange, LocalSgl, MessageBody, OpClass, OpError, OpKind, Outcome,
+};
 pub use policy::{Policy, PolicyBuilder, PolicyError};
 pub use reason::{AttemptFailure, DownCause, PeerLostReason};
 pub use resources::{RegionSpec, SessionSpec};

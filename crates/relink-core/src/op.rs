@@ -84,6 +84,18 @@ pub enum MessageBody<'a> {
     Gather(&'a LocalSgl),
 }
 
+/// What the peer's session delivers to its application, once and in
+/// order: a message's bytes, or the notice of a WRITE with immediate data
+/// ([`OpKind::WriteImm`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arrival<'a> {
+    /// A message (of bytes, or gathered from registered memory: the same
+    /// to the receiver).
+    Message(&'a [u8]),
+    /// A WRITE with immediate data landed.
+    Written(crate::wire::Written),
+}
+
 /// What an operation does. More kinds may come: a match needs a wildcard
 /// arm.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -110,6 +122,21 @@ pub enum OpKind {
         local: LocalRange,
         /// Destination at the peer.
         remote: BufferToken,
+    },
+    /// RDMA WRITE of `local` to `remote` with immediate data: the peer's
+    /// application is told, once and in order with the messages, that the
+    /// bytes landed, with `imm` and where ([`Arrival::Written`]). The WRITE
+    /// is followed by a sequenced notice on the same connection, so the
+    /// notice arrives after the bytes; both are replayed after a loss (the
+    /// WRITE is idempotent, the notice delivered once). It completes as a
+    /// message does: `Success` once the peer's application has the notice.
+    WriteImm {
+        /// Source bytes (leave them unchanged until the completion).
+        local: LocalRange,
+        /// Destination at the peer.
+        remote: BufferToken,
+        /// The immediate data.
+        imm: u32,
     },
     /// RDMA READ of `remote` into `local`; idempotent, so replayed.
     Read {
@@ -150,7 +177,10 @@ pub enum OpKind {
 impl OpKind {
     /// Whether this is a sequenced message.
     pub fn is_message(&self) -> bool {
-        matches!(self, OpKind::Message { .. } | OpKind::MessageFrom { .. })
+        matches!(
+            self,
+            OpKind::Message { .. } | OpKind::MessageFrom { .. } | OpKind::WriteImm { .. }
+        )
     }
 
     /// Whether this is an atomic (fetch-add or compare-and-swap).
@@ -168,6 +198,7 @@ impl OpKind {
         match self {
             OpKind::Message { .. } | OpKind::MessageFrom { .. } => "message",
             OpKind::Write { .. } => "write",
+            OpKind::WriteImm { .. } => "write-imm",
             OpKind::Read { .. } => "read",
             OpKind::FetchAdd { .. } => "fetch-add",
             OpKind::CmpSwap { .. } => "cmp-swap",
@@ -180,6 +211,7 @@ impl OpKind {
         match self {
             OpKind::Message { .. } | OpKind::MessageFrom { .. } => OpClass::Message,
             OpKind::Write { .. } => OpClass::Write,
+            OpKind::WriteImm { .. } => OpClass::WriteImm,
             OpKind::Read { .. } => OpClass::Read,
             OpKind::FetchAdd { .. } => OpClass::FetchAdd,
             OpKind::CmpSwap { .. } => OpClass::CmpSwap,
@@ -194,6 +226,7 @@ impl OpKind {
             OpKind::Message { payload } => payload.len() as u64,
             OpKind::MessageFrom { local } => local.bytes(),
             OpKind::Write { local, .. }
+            | OpKind::WriteImm { local, .. }
             | OpKind::Read { local, .. }
             | OpKind::FetchAdd { local, .. }
             | OpKind::CmpSwap { local, .. } => u64::from(local.len),
@@ -208,6 +241,7 @@ impl OpKind {
             OpKind::Message { .. } | OpKind::Flush => &[],
             OpKind::MessageFrom { local } => local,
             OpKind::Write { local, .. }
+            | OpKind::WriteImm { local, .. }
             | OpKind::Read { local, .. }
             | OpKind::FetchAdd { local, .. }
             | OpKind::CmpSwap { local, .. } => std::slice::from_ref(local),
@@ -313,6 +347,8 @@ pub enum OpClass {
     Message,
     /// RDMA WRITE.
     Write,
+    /// RDMA WRITE with immediate data ([`OpKind::WriteImm`]).
+    WriteImm,
     /// RDMA READ.
     Read,
     /// Atomic fetch-and-add.
@@ -329,6 +365,7 @@ impl OpClass {
         match self {
             OpClass::Message => "message",
             OpClass::Write => "write",
+            OpClass::WriteImm => "write-imm",
             OpClass::Read => "read",
             OpClass::FetchAdd => "fetch-add",
             OpClass::CmpSwap => "cmp-swap",

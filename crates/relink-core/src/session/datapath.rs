@@ -14,7 +14,7 @@ use crate::ids::{Epoch, OpId, Seq};
 use crate::inbox::{Accept as InboxAccept, Inbox};
 use crate::journal::Journal;
 use crate::keys::{KeyError, PeerKeys, RemoteRegion};
-use crate::op::{OpError, OpKind};
+use crate::op::{Arrival, OpError, OpKind};
 use crate::reason::DownCause;
 use crate::state::State;
 use crate::timers::TimerKind;
@@ -232,7 +232,8 @@ impl Session {
             .saturating_sub(CONTROL_RESERVE)
             .max(1);
         while let Some((op, kind, seq)) = self.data.journal.next_unposted() {
-            if !kind.is_message()
+            let one_sided = !kind.is_message() || matches!(kind, OpKind::WriteImm { .. });
+            if one_sided
                 && self.data.one_sided_inflight.len() >= self.cfg.spec.max_one_sided as usize
             {
                 break; // the send queue holds no more; order is kept
@@ -268,10 +269,8 @@ impl Session {
                         // Submitted before the peer said its size: it
                         // fails, and its number goes as a skip.
                         tracing::warn!(session = %self.cfg.id, %op, len, "message longer than the peer's receive slots: failed");
-                        if let Some(c) = self
-                            .data
-                            .journal
-                            .fail_oversize(op, OpError::TooLargeForPeer)
+                        if let Some(c) =
+                            self.data.journal.fail_message(op, OpError::TooLargeForPeer)
                         {
                             self.out.complete_one(c);
                         }
@@ -296,6 +295,55 @@ impl Session {
                         epoch: self.epoch,
                         op,
                         header,
+                    }
+                }
+                OpKind::WriteImm { local, remote, imm } => {
+                    let seq = seq.expect("sequenced");
+                    if seq.0.saturating_sub(self.data.peer_delivered.0) > credits {
+                        break; // wait for the peer to deliver
+                    }
+                    let (local, remote, imm) = (*local, *remote, *imm);
+                    let addr = match self.data.peer_keys.translate(
+                        remote,
+                        u64::from(local.len),
+                        Access::REMOTE_WRITE,
+                    ) {
+                        Ok(addr) => addr,
+                        Err(e) => {
+                            // It fails alone; its number goes as a skip.
+                            tracing::warn!(session = %self.cfg.id, %op, "token does not translate: {e}");
+                            let err = OpError::Remote(WcStatus::RemAccessErr);
+                            if let Some(c) = self.data.journal.fail_message(op, err) {
+                                self.out.complete_one(c);
+                            }
+                            continue;
+                        }
+                    };
+                    // The WRITE, then its notice on the same send queue:
+                    // RC delivers the notice after the bytes landed.
+                    self.out.act(Action::OneSided {
+                        epoch: self.epoch,
+                        op,
+                        kind: OneSided::Write,
+                        local,
+                        remote: addr,
+                    });
+                    let ack = self.data.inbox.last_delivered();
+                    let notice = wire::MsgBody::Written(wire::Written {
+                        imm,
+                        region: remote.region,
+                        offset: remote.offset,
+                        len: local.len,
+                    });
+                    let mut bytes = self.data.spare.take(wire::HEADER_LEN + wire::WRITTEN_LEN);
+                    wire::encode_body(seq, ack, &notice, &mut bytes).expect("a valid notice");
+                    self.data.last_ack_sent = ack;
+                    self.timers.stop(TimerKind::AckDelay);
+                    self.data.one_sided_inflight.insert(op);
+                    Action::Send {
+                        epoch: self.epoch,
+                        op: Some(op),
+                        bytes,
                     }
                 }
                 OpKind::Write { local, remote } | OpKind::Read { local, remote } => {
@@ -473,7 +521,7 @@ impl Session {
         epoch: Epoch,
         bytes: &[u8],
         now: Timestamp,
-        place: &mut dyn FnMut(Seq, &[u8]) -> bool,
+        place: &mut dyn FnMut(Seq, Arrival<'_>) -> bool,
     ) {
         if bytes.is_empty() {
             // No message is empty: a standby keepalive that trailed the
@@ -518,7 +566,7 @@ impl Session {
         h: wire::MsgHeader,
         body: MsgBody<'_>,
         now: Timestamp,
-        place: &mut dyn FnMut(Seq, &[u8]) -> bool,
+        place: &mut dyn FnMut(Seq, Arrival<'_>) -> bool,
     ) -> Option<bool> {
         if let MsgBody::Promote {
             epoch,
@@ -543,8 +591,23 @@ impl Session {
                 InboxAccept::Deliver => {
                     self.counters.delivered += 1;
                     self.counters.receive_copied_bytes += payload.len() as u64;
-                    if !(self.out.no_deliveries_waiting() && place(h.seq, payload)) {
+                    if !(self.out.no_deliveries_waiting()
+                        && place(h.seq, Arrival::Message(payload)))
+                    {
                         self.out.deliver(h.seq, payload);
+                    }
+                    self.maybe_ack(now);
+                }
+                InboxAccept::Duplicate => {}
+                InboxAccept::Gap { expected } => {
+                    tracing::error!(session = %self.cfg.id, got = %h.seq, %expected, "sequence gap: protocol violation");
+                }
+            },
+            MsgBody::Written(w) => match self.data.inbox.accept(h.seq) {
+                InboxAccept::Deliver => {
+                    self.counters.delivered += 1;
+                    if !(self.out.no_deliveries_waiting() && place(h.seq, Arrival::Written(w))) {
+                        self.out.deliver_written(h.seq, w);
                     }
                     self.maybe_ack(now);
                 }

@@ -86,7 +86,7 @@ mod resync;
 mod standby;
 
 pub use decision::Candidate;
-pub use output::{Action, Counters, OneSided, SessionEvent};
+pub use output::{Action, Counters, Delivered, OneSided, SessionEvent};
 pub use paths::Path;
 pub use planned::Plan;
 pub use resync::{HelloVerdict, LocalKeys, RequestToken};

@@ -15,6 +15,7 @@ use crate::op::{Completion, LocalRange};
 use crate::reason::{AttemptFailure, DownCause, PeerLostReason};
 use crate::state::Transition;
 use crate::wire;
+use crate::wire::Written;
 
 /// One-sided operation kinds as posted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -396,6 +397,16 @@ pub struct Counters {
     pub receive_copied_bytes: u64,
 }
 
+/// A delivery: a message's bytes, or the notice of a WRITE with immediate
+/// data ([`Session::poll_delivered`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Delivered {
+    /// A message.
+    Message(Vec<u8>),
+    /// A WRITE with immediate data landed.
+    Written(Written),
+}
+
 /// What a session hands out and its driver or application has not taken
 /// yet: the part of [`Session`] this file owns. Every file queues its
 /// actions, events and completions here; only the `poll_*` calls below
@@ -414,7 +425,7 @@ pub(super) struct Outputs {
     /// [`SessionEvent::Writable`] has said since that room returned.
     pub(super) refused_full: bool,
     /// For [`Session::poll_delivery`]: sequence number and payload.
-    deliveries: VecDeque<(Seq, Vec<u8>)>,
+    deliveries: VecDeque<(Seq, Delivered)>,
     /// Buffers the application handed back with
     /// [`Session::poll_delivery_into`], for the next deliveries.
     delivery_spare: SpareBuffers,
@@ -442,6 +453,11 @@ impl Outputs {
     }
 
     /// Queue a delivered message (its bytes copied into a spare buffer).
+    /// Queue the notice of a WRITE with immediate data.
+    pub(super) fn deliver_written(&mut self, seq: Seq, w: Written) {
+        self.deliveries.push_back((seq, Delivered::Written(w)));
+    }
+
     /// Whether no delivery waits for the application.
     pub(super) fn no_deliveries_waiting(&self) -> bool {
         self.deliveries.is_empty()
@@ -451,7 +467,7 @@ impl Outputs {
     pub(super) fn deliver(&mut self, seq: Seq, payload: &[u8]) {
         let mut bytes = self.delivery_spare.take(payload.len());
         bytes.extend_from_slice(payload);
-        self.deliveries.push_back((seq, bytes));
+        self.deliveries.push_back((seq, Delivered::Message(bytes)));
     }
 }
 
@@ -543,8 +559,41 @@ impl Session {
     /// Next delivered message for the application and its sequence number
     /// (from 1, in order, each once): `Some` while one waits; `None` when
     /// none waits.
+    ///
+    /// A notice of a WRITE with immediate data
+    /// ([`OpKind::WriteImm`](crate::OpKind::WriteImm)) is not a message:
+    /// while one is next, this says `None` and [`Session::poll_written`]
+    /// takes it (or [`Session::poll_delivered`] takes either).
     #[must_use]
     pub fn poll_delivery(&mut self) -> Option<(Seq, Vec<u8>)> {
+        match self.out.deliveries.front()? {
+            (_, Delivered::Message(_)) => match self.out.deliveries.pop_front()? {
+                (seq, Delivered::Message(bytes)) => Some((seq, bytes)),
+                _ => None,
+            },
+            (_, Delivered::Written(_)) => None,
+        }
+    }
+
+    /// The next notice of a WRITE with immediate data the peer made
+    /// ([`OpKind::WriteImm`](crate::OpKind::WriteImm)), in order with the
+    /// messages (sequence numbers are shared): `Some` while one is next;
+    /// `None` when none waits or a message is next.
+    #[must_use]
+    pub fn poll_written(&mut self) -> Option<(Seq, Written)> {
+        match self.out.deliveries.front()? {
+            (seq, Delivered::Written(w)) => {
+                let r = (*seq, *w);
+                self.out.deliveries.pop_front();
+                Some(r)
+            }
+            (_, Delivered::Message(_)) => None,
+        }
+    }
+
+    /// The next delivery, message or notice, in order.
+    #[must_use]
+    pub fn poll_delivered(&mut self) -> Option<(Seq, Delivered)> {
         self.out.deliveries.pop_front()
     }
 
@@ -555,7 +604,7 @@ impl Session {
     /// none waits (`buf` is untouched).
     #[must_use]
     pub fn poll_delivery_into(&mut self, buf: &mut Vec<u8>) -> Option<Seq> {
-        let (seq, mut bytes) = self.out.deliveries.pop_front()?;
+        let (seq, mut bytes) = self.poll_delivery()?;
         std::mem::swap(buf, &mut bytes);
         self.out.delivery_spare.put(bytes);
         Some(seq)

@@ -46,11 +46,16 @@ pub enum MsgKind {
     /// delivers nothing; had it delivered the message already, this is a
     /// duplicate like any other.
     Skip,
+    /// The sender's RDMA WRITE with immediate data landed in the
+    /// receiver's memory (the WRITE went just before it on the same
+    /// connection): the immediate data and where it wrote (sequenced,
+    /// delivered like a message).
+    Written,
 }
 
 impl MsgKind {
     /// Every kind, in code order.
-    pub const ALL: [MsgKind; 12] = [
+    pub const ALL: [MsgKind; 13] = [
         MsgKind::Data,
         MsgKind::Advert,
         MsgKind::AdvertDone,
@@ -63,6 +68,7 @@ impl MsgKind {
         MsgKind::MoveRequest,
         MsgKind::Promote,
         MsgKind::Skip,
+        MsgKind::Written,
     ];
 
     /// The kind's byte on the wire.
@@ -80,6 +86,7 @@ impl MsgKind {
             MsgKind::MoveRequest => 10,
             MsgKind::Promote => 11,
             MsgKind::Skip => 12,
+            MsgKind::Written => 13,
         }
     }
 
@@ -95,7 +102,7 @@ impl MsgKind {
     /// one epoch (they are re-sent, never replayed, after a loss), and RC
     /// ordering within the epoch is all they need.
     pub fn is_sequenced(self) -> bool {
-        matches!(self, MsgKind::Data | MsgKind::Skip)
+        matches!(self, MsgKind::Data | MsgKind::Skip | MsgKind::Written)
     }
 }
 
@@ -309,7 +316,26 @@ pub enum MsgBody<'a> {
     },
     /// A sequence number with nothing to deliver ([`MsgKind::Skip`]).
     Skip,
+    /// A WRITE with immediate data landed ([`MsgKind::Written`]).
+    Written(Written),
 }
+
+/// What a [`MsgKind::Written`] says: the sender's RDMA WRITE with
+/// immediate data, which went just before it, landed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Written {
+    /// The sender's immediate data.
+    pub imm: u32,
+    /// The receiver's region the WRITE landed in.
+    pub region: RegionId,
+    /// Where in it.
+    pub offset: u64,
+    /// How many bytes.
+    pub len: u32,
+}
+
+/// Bytes of a [`MsgKind::Written`]'s payload.
+pub const WRITTEN_LEN: usize = 20;
 
 /// Why a session is taken down on purpose ([`MsgBody::Quiesce`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -356,6 +382,7 @@ impl<'a> MsgBody<'a> {
             MsgBody::MoveRequest => MsgKind::MoveRequest,
             MsgBody::Promote { .. } => MsgKind::Promote,
             MsgBody::Skip => MsgKind::Skip,
+            MsgBody::Written(_) => MsgKind::Written,
         }
     }
 
@@ -410,6 +437,12 @@ impl<'a> MsgBody<'a> {
                 last_delivered: c.seq("last_delivered")?,
             },
             MsgKind::Skip => MsgBody::Skip,
+            MsgKind::Written => MsgBody::Written(Written {
+                imm: c.u32("imm")?,
+                region: RegionId(c.u32("region")?),
+                offset: c.u64("offset")?,
+                len: c.u32("len")?,
+            }),
         };
         c.finish("message payload")?;
         Ok(body)
@@ -426,6 +459,7 @@ impl<'a> MsgBody<'a> {
             | MsgBody::Quiesced
             | MsgBody::MoveRequest
             | MsgBody::Skip => 0,
+            MsgBody::Written(_) => WRITTEN_LEN,
             MsgBody::Quiesce { .. } => 1,
             MsgBody::Promote { .. } => 12,
             MsgBody::Keepalive { .. } | MsgBody::KeepaliveReply { .. } => 8,
@@ -523,6 +557,12 @@ pub fn encode_body(
                 } => {
                     put_u32(out, epoch.0);
                     put_u64(out, last_delivered.0);
+                }
+                MsgBody::Written(w) => {
+                    put_u32(out, w.imm);
+                    put_u32(out, w.region.0);
+                    put_u64(out, w.offset);
+                    put_u32(out, w.len);
                 }
                 _ => {}
             }

@@ -293,6 +293,25 @@ impl Node {
         self.submit(s, OpKind::Write { local, remote })
     }
 
+    /// RDMA WRITE `local` to the peer's `remote` with immediate data `imm`:
+    /// the peer's application is told once the bytes landed, with `imm`
+    /// and where, in order with the messages ([`Node::poll_written`], or a
+    /// buffer it posted: [`Node::post_receive`]). Completes as a message
+    /// does: `Success` once the peer's node delivered the notice. Keep
+    /// `local` unchanged until the completion.
+    ///
+    /// # Errors
+    /// As [`Node::submit`].
+    pub fn write_imm(
+        &mut self,
+        s: SessionHandle,
+        local: LocalRange,
+        remote: BufferToken,
+        imm: u32,
+    ) -> Result<OpId, SubmitError> {
+        self.submit(s, OpKind::WriteImm { local, remote, imm })
+    }
+
     /// RDMA READ the peer's `remote` into `local`.
     ///
     /// # Errors

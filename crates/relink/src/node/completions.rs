@@ -146,8 +146,8 @@ impl Node {
                     let posted = &mut entry.posted;
                     let regions = &entry.memory.regions;
                     read_slot(recv, s, size, wc.byte_len, &mut self.recv_buf, |bytes| {
-                        core.handle_received_into(epoch, bytes, now, &mut |seq, payload| {
-                            posted.place(seq, payload, regions)
+                        core.handle_received_into(epoch, bytes, now, &mut |seq, arrival| {
+                            posted.place(seq, arrival, regions)
                         });
                     });
                 }

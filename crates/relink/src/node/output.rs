@@ -74,6 +74,16 @@ pub enum Output {
         /// The message.
         payload: Vec<u8>,
     },
+    /// The notice of the peer's WRITE with immediate data (as
+    /// [`Node::poll_written`] returns it).
+    Written {
+        /// The session it came on.
+        session: SessionHandle,
+        /// Its sequence number (shared with the messages).
+        seq: Seq,
+        /// The immediate data and where the WRITE landed.
+        written: relink_core::wire::Written,
+    },
     /// A receive the application posted ended (as [`Node::poll_received`]
     /// returns it).
     Received {
@@ -92,7 +102,8 @@ impl Output {
             Output::Event { session, .. }
             | Output::Completion { session, .. }
             | Output::Delivery { session, .. }
-            | Output::Received { session, .. } => *session,
+            | Output::Received { session, .. }
+            | Output::Written { session, .. } => *session,
         }
     }
 }
@@ -162,6 +173,12 @@ impl Node {
                     session,
                     seq,
                     payload,
+                }
+            } else if let Some((seq, written)) = entry.core.poll_written() {
+                Output::Written {
+                    session,
+                    seq,
+                    written,
                 }
             } else if let Some(received) = entry.posted.poll() {
                 Output::Received { session, received }

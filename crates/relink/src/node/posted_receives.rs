@@ -17,7 +17,9 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use relink_core::journal::LocalRange;
-use relink_core::{RegionId, Seq};
+use relink_core::session::Delivered;
+use relink_core::wire::Written;
+use relink_core::{Arrival, RegionId, Seq};
 use relink_fabric::Memory;
 
 use super::{Node, SessionHandle, SubmitError};
@@ -36,6 +38,16 @@ pub enum ReceiveOutcome {
         /// The message was longer than the buffer: its first `len` bytes
         /// are there, the rest is gone.
         truncated: bool,
+    },
+    /// The peer's WRITE with immediate data landed
+    /// ([`OpKind::WriteImm`](crate::OpKind::WriteImm)): the notice took the
+    /// buffer, in order with the messages, and wrote nothing in it (as a
+    /// verbs WRITE with immediate data consumes a receive).
+    Written {
+        /// Its sequence number (shared with the messages).
+        seq: Seq,
+        /// The immediate data, where the WRITE landed and how long it was.
+        written: Written,
     },
     /// The session ended with the buffer still posted: nothing was
     /// written; the buffer is the application's again.
@@ -68,11 +80,22 @@ impl PostedReceives {
     pub fn place(
         &mut self,
         seq: Seq,
-        payload: &[u8],
+        arrival: Arrival<'_>,
         regions: &BTreeMap<RegionId, Memory>,
     ) -> bool {
         let Some((local, context)) = self.buffers.pop_front() else {
             return false;
+        };
+        let payload = match arrival {
+            Arrival::Message(payload) => payload,
+            Arrival::Written(written) => {
+                self.ended.push_back(Received {
+                    context,
+                    local,
+                    outcome: ReceiveOutcome::Written { seq, written },
+                });
+                return true;
+            }
         };
         let fits = payload.len().min(local.len as usize);
         let written = regions
@@ -177,16 +200,33 @@ impl Node {
         entry.posted.buffers.push_back((local, context));
         // A message that came while no buffer was posted takes this one.
         while entry.posted.posted() > 0 {
-            let Some((seq, payload)) = entry.core.poll_delivery() else {
+            let Some((seq, delivered)) = entry.core.poll_delivered() else {
                 break;
             };
-            entry.posted.place(seq, &payload, &entry.memory.regions);
-            entry.core.count_received_copy(payload.len());
+            let arrival = match &delivered {
+                Delivered::Message(payload) => {
+                    entry.core.count_received_copy(payload.len());
+                    Arrival::Message(payload)
+                }
+                Delivered::Written(w) => Arrival::Written(*w),
+            };
+            entry.posted.place(seq, arrival, &entry.memory.regions);
         }
         if entry.posted.has_output() {
             self.index.has_output(s.0);
         }
         Ok(())
+    }
+
+    /// The session's next notice of a WRITE with immediate data the peer
+    /// made ([`OpKind::WriteImm`](crate::OpKind::WriteImm)), for an
+    /// application without posted receives: in order with the messages
+    /// (the sequence numbers are shared), so while one is next
+    /// [`Node::poll_delivery`] says `None` until this takes it.
+    pub fn poll_written(&mut self, s: SessionHandle) -> Option<(Seq, Written)> {
+        let w = self.sessions.get_mut(&s.0)?.core.poll_written()?;
+        self.taken(s.0);
+        Some(w)
     }
 
     /// The session's next ended receive ([`Node::post_receive`]): a buffer

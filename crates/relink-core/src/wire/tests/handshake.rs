@@ -314,7 +314,7 @@ fn refuse_reason_codes_are_pinned() {
         assert_eq!(RefuseReason::from_code(r.code()), Some(r));
     }
     let kinds: Vec<u8> = MsgKind::ALL.iter().map(|k| k.code()).collect();
-    assert_eq!(kinds, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
+    assert_eq!(kinds, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]);
     for p in [QuiescePurpose::Move, QuiescePurpose::Suspend] {
         assert_eq!(QuiescePurpose::from_code(p.code()), Some(p));
     }

@@ -117,10 +117,10 @@ fn message_errors_are_typed() {
         Err(WireError::UnsupportedVersion { found: 9 })
     );
     assert_eq!(
-        decode_message(&[3, 13]),
+        decode_message(&[3, 14]),
         Err(WireError::UnknownTag {
             what: "message kind",
-            tag: 13
+            tag: 14
         })
     );
     // A quiesce with a purpose no version defines.

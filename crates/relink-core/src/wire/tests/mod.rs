@@ -132,6 +132,14 @@ fn arb_message() -> impl Strategy<Value = (Seq, Seq, MsgBody<'static>)> {
             last_delivered: Seq(l),
         }),
         Just(MsgBody::Skip),
+        (any::<u32>(), any::<u32>(), any::<u64>(), any::<u32>()).prop_map(
+            |(imm, region, offset, len)| MsgBody::Written(crate::wire::Written {
+                imm,
+                region: RegionId(region),
+                offset,
+                len,
+            })
+        ),
     ];
     (1..=u64::MAX, any::<u64>(), body).prop_map(|(seq, ack, body)| {
         let seq = if body.kind().is_sequenced() { seq } else { 0 };
