@@ -176,6 +176,9 @@ impl Memory {
 /// usable by any provider that does not need pinned pages.
 pub struct HeapMemory {
     addr: u64,
+    /// The bytes' length, fixed: kept beside the lock, so that a bounds
+    /// check takes no lock (every access checks first).
+    len: usize,
     bytes: Mutex<Box<[u8]>>,
 }
 
@@ -186,6 +189,7 @@ impl HeapMemory {
     pub fn new(addr: u64, len: usize) -> HeapMemory {
         HeapMemory {
             addr,
+            len,
             bytes: Mutex::new(vec![0; len].into_boxed_slice()),
         }
     }
@@ -200,6 +204,7 @@ impl HeapMemory {
         bytes.resize(len, 0);
         Ok(HeapMemory {
             addr,
+            len,
             bytes: Mutex::new(bytes.into_boxed_slice()),
         })
     }
@@ -224,7 +229,7 @@ impl HostMemory for HeapMemory {
         self.addr
     }
     fn len(&self) -> usize {
-        self.lock().len()
+        self.len
     }
     fn read(&self, offset: usize, out: &mut [u8]) {
         out.copy_from_slice(&self.lock()[offset..offset + out.len()]);

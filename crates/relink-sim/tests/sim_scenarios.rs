@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use relink::{DeviceMatch, OpError, Policy, SessionEvent, State};
 use relink_sim::sim::{Sim, INITIATOR, TARGET};
-use relink_sim::workload::{options, Workload, WINDOW_A};
+use relink_sim::workload::{check_ended, options, Workload, WINDOW_A};
 use relink_soft::Fault;
 
 const PORT: u16 = 7471;
@@ -257,6 +257,7 @@ fn fast_fail_fails_queued_ops_while_reconnecting() {
     drain(&mut sim, &mut w);
     assert_eq!(w.completed(), w.submitted());
     assert!(w.submitted() > before);
+    assert_ok(w.check_common());
 }
 
 #[test]
@@ -532,4 +533,87 @@ fn a_resume_with_a_wrong_authenticator_is_refused() {
     drain(&mut sim, &mut w);
     assert_ok(w.check_survived(&mut sim));
     assert_eq!(sim.node(INITIATOR).state(s), Some(State::Established));
+}
+
+/// A fast failure while messages, half of them from registered memory,
+/// were posted into a partition: they complete `Indeterminate` (their
+/// staging memory is poisoned at once), the session resumes with their
+/// numbers sent as skips — never read from memory again, never delivered
+/// — and the later messages arrive under the next numbers, each once and
+/// intact.
+#[test]
+fn fast_fail_skips_the_orphans_from_registered_memory() {
+    let policy = Policy::builder()
+        .fast_io_fail_tmo(Some(Duration::from_millis(2)))
+        .build()
+        .expect("valid policy");
+    let (mut sim, mut w) = start(17, policy);
+    w.allow_fast_fail();
+    let (i, t) = (sim.host(INITIATOR).index(), sim.host(TARGET).index());
+    batch(&mut sim, &mut w, 10);
+    drain(&mut sim, &mut w);
+    let (before, _) = w.messages();
+    let from_memory = w.messages_from_memory();
+    // Posted into the partition, then the initiator's device resets: the
+    // messages never arrived, and the reconnection cannot get through.
+    sim.fabric().inject(Fault::Partition(i, t));
+    for _ in 0..8 {
+        w.send(sim.node(INITIATOR));
+    }
+    sim.run_for(Duration::from_micros(20));
+    reset(&sim, INITIATOR);
+    sim.run_for(Duration::from_millis(5));
+    w.collect(&mut sim);
+    let (_, _, indeterminate) = w.outcome_counts();
+    assert_eq!(w.completed(), w.submitted(), "every op failed fast");
+    assert_eq!(indeterminate, 8, "the posted messages are orphans");
+    assert!(
+        w.messages_from_memory() > from_memory,
+        "some of them from registered memory"
+    );
+    sim.fabric().inject(Fault::Heal(i, t));
+    let s = w.session;
+    assert!(
+        sim.run_until_cond(Duration::from_secs(15), |sim| sim.node(INITIATOR).state(s)
+            == Some(State::Established))
+    );
+    run_with(&mut sim, &mut w, 5, |_, _| {});
+    assert_ok(w.check_survived(&mut sim));
+    let (sent, delivered) = w.messages();
+    assert_eq!(
+        delivered,
+        sent - 8,
+        "the orphans were skipped, the rest delivered ({before} before the fault)"
+    );
+    close_and_check_leaks(&mut sim, &w);
+}
+
+/// An admin close with a burst of messages (half from registered memory)
+/// in flight: those posted complete `Indeterminate` and still leave ahead
+/// of the goodbye — with the bytes of their submission, though the staging
+/// memory of those from memory is poisoned at their completion — the rest
+/// `Failed(Disconnected)`, never delivered.
+#[test]
+fn a_close_with_messages_from_memory_in_flight() {
+    let (mut sim, mut w) = start(18, Policy::default());
+    batch(&mut sim, &mut w, 5);
+    drain(&mut sim, &mut w);
+    let (_, before) = w.messages();
+    let from_memory = w.messages_from_memory();
+    w.burst(sim.node(INITIATOR), 60);
+    assert!(w.messages_from_memory() > from_memory);
+    let pending = w.pending_ids();
+    sim.node(INITIATOR).close(w.session).unwrap();
+    w.collect(&mut sim);
+    sim.run_for(Duration::from_millis(10));
+    w.collect(&mut sim);
+    assert_eq!(w.completed(), w.submitted());
+    assert_ok(w.check_common());
+    let ended = check_ended(&w, &pending, OpError::Disconnected, "closed");
+    assert!(ended.ok, "{}", ended.detail);
+    let (_, after) = w.messages();
+    assert!(
+        after > before,
+        "the posted messages left ahead of the goodbye"
+    );
 }

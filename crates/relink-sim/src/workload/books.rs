@@ -11,10 +11,11 @@ use relink_fabric::{Memory, Timestamp};
 
 use super::checks::secs;
 use super::layout::{
-    ATOMIC_SLOTS, BLOCK, BLOCKS, COUNTER, READ_SLOTS, RESULTS, SINK, SOURCE, TARGET_DATA,
+    ATOMIC_SLOTS, BLOCK, BLOCKS, COUNTER, READ_SLOTS, RESULTS, SINK, SOURCE, STAGING, TARGET_DATA,
 };
-use super::payload::{addend, message, parse_message, pattern};
-use super::records::{Detail, Fetched, NO_RESULT};
+use super::payload::{addend, message, mix, parse_message, pattern};
+use super::records::{Detail, Fetched, FromMemory, NO_RESULT};
+use super::staging::{holds_poison, Staged, Staging};
 use super::tally::{Class, Problem, Tally, Window};
 use crate::sim::Sim;
 
@@ -73,7 +74,21 @@ pub struct Workload {
     pub(crate) sent: Vec<OpId>,
     /// Message indexes delivered at the target, in delivery order.
     pub(crate) received: Vec<u64>,
+    /// The sequence number of each delivery of `received`.
+    pub(crate) received_seqs: Vec<Seq>,
     last_seq: Seq,
+    /// The messages sent from registered memory, and how.
+    pub(crate) from_memory: FromMemory,
+    /// The staging areas of messages from registered memory; `None` while
+    /// the session has no staging regions ([`STAGING`]).
+    staging: Option<Staging>,
+    /// Messages from registered memory in flight: their staging space.
+    staged: BTreeMap<OpId, Staged>,
+    /// The session fails queued operations fast
+    /// ([`Policy::fast_io_fail_tmo`](relink::Policy::fast_io_fail_tmo)):
+    /// a run that survived may hold `Failed(FastFail)` and `Indeterminate`
+    /// messages ([`allow_fast_fail`](Self::allow_fast_fail)).
+    pub(crate) fast_fail: bool,
     pub(crate) blocks: Vec<Block>,
     write_cursor: u64,
     read_cursor: u64,
@@ -158,7 +173,12 @@ impl Workload {
             tally: BTreeMap::new(),
             sent: Vec::new(),
             received: Vec::new(),
+            received_seqs: Vec::new(),
             last_seq: Seq(0),
+            from_memory: FromMemory::default(),
+            staging: staging(node, session),
+            staged: BTreeMap::new(),
+            fast_fail: false,
             blocks: vec![Block::default(); BLOCKS as usize],
             write_cursor: 0,
             read_cursor: 0,
@@ -233,6 +253,12 @@ impl Workload {
     /// Messages submitted, and messages delivered at the target.
     pub fn messages(&self) -> (usize, usize) {
         (self.sent.len(), self.received.len())
+    }
+
+    /// Messages submitted from registered memory
+    /// ([`OpKind::MessageFrom`]).
+    pub fn messages_from_memory(&self) -> usize {
+        self.from_memory.indexes.len()
     }
 
     /// The errors of the operations that completed `Failed`, in op order.
@@ -371,14 +397,50 @@ impl Workload {
         self.stopped = true;
     }
 
+    /// Submit message number `index` of the stream: as bytes
+    /// ([`OpKind::Message`]), or — half of them, when the session has
+    /// staging regions with room — from registered memory
+    /// ([`OpKind::MessageFrom`]: 1 to 4 ranges of staging space of its own,
+    /// possibly in both regions, held until its completion).
     fn submit_message(&mut self, node: &mut Node) -> Result<OpId, SubmitError> {
         let index = self.sent.len() as u64;
         let payload = message(self.seed, self.stream, index);
         let (context, len) = (self.next_context(), payload.len() as u64);
-        let op = node.submit_with(self.session, OpKind::Message { payload }, context)?;
-        self.sent.push(op);
-        self.record(op, Detail::Message, context, len);
-        Ok(op)
+        if self.staging.is_none() {
+            self.staging = staging(node, self.session);
+        }
+        let key = mix(self.seed ^ 0x5e9d_f40b ^ mix(self.stream ^ mix(index ^ 0x57a9)));
+        let staged = match self.staging.as_mut() {
+            Some(st) if key >> 63 == 0 => {
+                let s = st.stage(key, index, &payload);
+                if s.is_none() {
+                    self.from_memory.no_room += 1;
+                }
+                s
+            }
+            _ => None,
+        };
+        let Some((staged, local)) = staged else {
+            let op = node.submit_with(self.session, OpKind::Message { payload }, context)?;
+            self.sent.push(op);
+            self.record(op, Detail::Message, context, len);
+            return Ok(op);
+        };
+        match node.submit_with(self.session, OpKind::MessageFrom { local }, context) {
+            Ok(op) => {
+                self.sent.push(op);
+                self.record(op, Detail::Message, context, len);
+                self.from_memory.count(&staged);
+                self.staged.insert(op, staged);
+                Ok(op)
+            }
+            Err(e) => {
+                if let Some(st) = self.staging.as_mut() {
+                    st.release(staged, &payload);
+                }
+                Err(e)
+            }
+        }
     }
 
     fn submit_write(
@@ -649,7 +711,7 @@ impl Workload {
         }
         let indeterminate = matches!(outcome, Outcome::Indeterminate { .. });
         match d {
-            Detail::Message => {}
+            Detail::Message => self.unstage(op, outcome, now),
             Detail::Write { block, version } => {
                 let b = &mut self.blocks[block as usize];
                 b.busy = false;
@@ -730,25 +792,66 @@ impl Workload {
         }
     }
 
-    fn deliver(&mut self, seq: Seq, payload: &[u8], now: Timestamp) {
-        if seq != self.last_seq.next() {
+    /// The completion of message `op`: if it was sent from registered
+    /// memory, its staging bytes must still be what was written at submit;
+    /// then they are overwritten with poison (the application may change
+    /// them now, and a replay that reads them after the completion must
+    /// not go unnoticed) and the space is freed.
+    fn unstage(&mut self, op: OpId, outcome: Outcome, now: Timestamp) {
+        let Some(staged) = self.staged.remove(&op) else {
+            return;
+        };
+        let index = staged.index;
+        let payload = message(self.seed, self.stream, index);
+        let intact = self
+            .staging
+            .as_mut()
+            .is_some_and(|st| st.release(staged, &payload));
+        if !intact {
             self.problem(
                 now,
-                format!("delivery {seq} after {}: not consecutive", self.last_seq),
+                format!(
+                    "message {index} ({op}, from registered memory) completed {outcome:?} with its staging bytes changed before the completion: something wrote into the memory of a SEND"
+                ),
             );
         }
-        self.last_seq = seq;
+    }
+
+    /// A delivery at the target: after the previous one (sequence numbers
+    /// rise; they may skip the number of a message that completed
+    /// `Indeterminate` and was never delivered: `check_messages` accounts
+    /// for every gap), with the exact bytes of the message it carries.
+    fn deliver(&mut self, seq: Seq, payload: &[u8], now: Timestamp) {
+        if seq <= self.last_seq {
+            self.problem(
+                now,
+                format!(
+                    "delivery {seq} after {}: a duplicate or out of order",
+                    self.last_seq
+                ),
+            );
+        }
+        self.last_seq = self.last_seq.max(seq);
+        let poison = if holds_poison(payload) {
+            " (it holds the poison written into a message's staging memory at its completion: bytes read after the completion)"
+        } else {
+            ""
+        };
         let Some(index) = parse_message(payload) else {
-            self.problem(now, format!("delivery {seq}: bad checksum or framing"));
+            self.problem(
+                now,
+                format!("delivery {seq}: bad checksum or framing{poison}"),
+            );
             return;
         };
         if payload != message(self.seed, self.stream, index) {
             self.problem(
                 now,
-                format!("delivery {seq}: payload of message {index} corrupted"),
+                format!("delivery {seq}: payload of message {index} corrupted{poison}"),
             );
         }
         self.received.push(index);
+        self.received_seqs.push(seq);
     }
 
     /// The outcome of message `index`, if it completed.
@@ -756,4 +859,34 @@ impl Workload {
         let op = self.sent.get(usize::try_from(index).ok()?)?;
         self.outcomes.get(op).map(|(_, o)| *o)
     }
+
+    /// The session fails queued operations fast
+    /// ([`Policy::fast_io_fail_tmo`](relink::Policy::fast_io_fail_tmo)):
+    /// [`check_survived_on`](Self::check_survived_on) then accepts what a
+    /// fast failure ends operations with (`Failed(FastFail)`; a posted
+    /// message `Indeterminate`, delivered at most once and only if the
+    /// peer had it before the loss; a WRITE's range undefined).
+    pub fn allow_fast_fail(&mut self) {
+        self.fast_fail = true;
+    }
+
+    /// Messages in flight from registered memory, and the staging bytes
+    /// they hold.
+    pub fn staged(&self) -> (usize, u64) {
+        let held = self
+            .staging
+            .as_ref()
+            .map_or(0, |s| s.capacity() - s.free_bytes());
+        (self.staged.len(), held)
+    }
+}
+
+/// The staging areas of `session` ([`STAGING`]), those it has.
+fn staging(node: &Node, session: SessionHandle) -> Option<Staging> {
+    Staging::new(
+        STAGING
+            .iter()
+            .filter_map(|id| Some((*id, node.region(session, *id).ok()?)))
+            .collect(),
+    )
 }

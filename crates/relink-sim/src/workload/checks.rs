@@ -42,34 +42,68 @@ impl Check {
     }
 }
 
-/// Messages: the receiver got a prefix of what was sent, each once and in
-/// order, consistent with every completion.
+/// Messages, of bytes and from registered memory alike: the receiver got
+/// each at most once, in order (the indexes it delivered rise), with the
+/// bytes of its submission (checked at each delivery: a problem of the
+/// workload otherwise), under the sequence number the replay contract
+/// gives it; every `Success` delivered, no `Failed` delivered, an
+/// `Indeterminate` delivered or not. Sequence numbers may skip: a fast
+/// failure's orphan (a message posted before the loss, completed
+/// `Indeterminate`) is replayed as a skip of its number, delivered only if
+/// the peer had it before the loss; and the numbers of the messages a fast
+/// failure failed unposted go to the next ones. So message `i` is
+/// delivered as `1 + i - f`, `f` the messages before it that completed
+/// `Failed`. A message not delivered while a later one was must have
+/// completed (`Indeterminate`: skipped). With `expect_all`, every message
+/// completed.
 pub fn check_messages(s: &Workload, expect_all: bool) -> Check {
     let name = format!("messages {}", s.name);
     let sent = s.sent.len() as u64;
     let got = s.received.len() as u64;
-    if let Some(i) = s
-        .received
-        .iter()
-        .enumerate()
-        .find(|(i, idx)| **idx != *i as u64)
-    {
+    if let Some(i) = s.received.windows(2).position(|w| w[1] <= w[0]) {
         return Check::new(
             name,
             false,
             format!(
-                "the receiver's sequence breaks at position {}: got message {} (duplicate, gap or reordering)",
-                i.0, i.1
+                "the receiver's sequence breaks at position {}: got message {} after message {} (duplicate or reordering)",
+                i + 1,
+                s.received[i + 1],
+                s.received[i]
             ),
         );
     }
-    if got > sent {
-        return Check::new(name, false, format!("{got} delivered but only {sent} sent"));
+    if let Some(last) = s.received.last().filter(|l| **l >= sent) {
+        return Check::new(
+            name,
+            false,
+            format!("message {last} delivered but only {sent} sent"),
+        );
     }
+    let last_delivered = s.received.last().copied();
     let mut bad = Vec::new();
-    let (mut ok_success, mut lost_indet, mut failed) = (0u64, 0u64, 0u64);
+    let (mut ok_success, mut failed) = (0u64, 0u64);
+    let (mut indet_delivered, mut indet_skipped) = (0u64, 0u64);
+    let (mut memory, mut memory_delivered) = (0u64, 0u64);
+    let mut next = 0usize; // the next delivery to match
     for index in 0..sent {
-        let delivered = index < got;
+        let delivery = (s.received.get(next) == Some(&index)).then(|| {
+            next += 1;
+            s.received_seqs[next - 1]
+        });
+        let delivered = delivery.is_some();
+        if let Some(seq) = delivery {
+            let want = index + 1 - failed;
+            if seq.0 != want {
+                bad.push(format!(
+                    "message {index} delivered as {seq}, expected {} ({failed} failed before it)",
+                    relink::Seq(want)
+                ));
+            }
+        }
+        if s.from_memory.indexes.contains(&index) {
+            memory += 1;
+            memory_delivered += u64::from(delivered);
+        }
         match s.message_outcome(index) {
             Some(Outcome::Success { .. }) => {
                 ok_success += 1;
@@ -87,19 +121,25 @@ pub fn check_messages(s: &Workload, expect_all: bool) -> Check {
                     ));
                 }
             }
-            Some(Outcome::Indeterminate { .. }) => lost_indet += 1,
+            Some(Outcome::Indeterminate { .. }) => {
+                if delivered {
+                    indet_delivered += 1;
+                } else {
+                    indet_skipped += 1;
+                }
+            }
             Some(other) => bad.push(format!(
                 "message {index} completed {other:?}, an outcome this check does not know"
             )),
+            None if expect_all => bad.push(format!("message {index} never completed")),
             None => {
-                if expect_all {
-                    bad.push(format!("message {index} never completed"));
+                if let Some(later) = last_delivered.filter(|l| *l > index && !delivered) {
+                    bad.push(format!(
+                        "message {index} was not delivered and has not completed, yet the later message {later} was: a gap"
+                    ));
                 }
             }
         }
-    }
-    if expect_all && got != sent {
-        bad.push(format!("{} of {sent} messages never delivered", sent - got));
     }
     if let Some(first) = bad.first() {
         return Check::new(
@@ -108,11 +148,19 @@ pub fn check_messages(s: &Workload, expect_all: bool) -> Check {
             format!("{first} ({} problems in all)", bad.len()),
         );
     }
-    let mut detail =
-        format!("{sent} sent, {got} delivered exactly once and in order, {ok_success} confirmed");
-    if failed + lost_indet > 0 {
+    let mut detail = format!(
+        "{sent} sent, {got} delivered once each, in order and intact, {ok_success} confirmed"
+    );
+    if memory > 0 || s.from_memory.no_room > 0 {
         detail.push_str(&format!(
-            "; {failed} failed (none delivered), {lost_indet} indeterminate"
+            "; {memory} from registered memory ({} of 2-4 ranges, {} across both regions; {memory_delivered} delivered), {} more found no staging room",
+            s.from_memory.gathered, s.from_memory.across_regions, s.from_memory.no_room
+        ));
+    }
+    if failed + indet_delivered + indet_skipped > 0 {
+        detail.push_str(&format!(
+            "; {failed} failed (none delivered), {} indeterminate ({indet_delivered} delivered, {indet_skipped} not)",
+            indet_delivered + indet_skipped
         ));
     }
     Check::new(name, true, detail)
@@ -386,6 +434,10 @@ impl Workload {
     /// every block of the target's region holding its last write's
     /// pattern, the counter equal to the certain adds plus a subset of the
     /// unknown ones. `target` is the target's node.
+    ///
+    /// With [`allow_fast_fail`](Self::allow_fast_fail), an operation may
+    /// also have completed `Failed(FastFail)` and a message `Indeterminate`
+    /// (delivered or not: [`check_messages`] checks which may be).
     pub fn check_survived_on(&self, target: &Node) -> Vec<String> {
         let mut v = self.check_common();
         let region = self.target.and_then(|t| target.region(t, TARGET_DATA).ok());
@@ -400,15 +452,26 @@ impl Workload {
             }
         }
         for (op, (class, outcome)) in &self.outcomes {
+            let fast_failed = matches!(
+                (class, outcome),
+                (_, Outcome::Failed(OpError::FastFail))
+                    | (Class::Message, Outcome::Indeterminate { executed: None })
+            );
             let ok = matches!(
                 (class, outcome),
                 (_, Outcome::Success { .. }) | (Class::FetchAdd, Outcome::Indeterminate { .. })
-            );
+            ) || (self.fast_fail && fast_failed);
             if !ok {
                 v.push(format!(
                     "{op} ({class:?}) ended {outcome:?} in a run that survived"
                 ));
             }
+        }
+        let (staged, bytes) = self.staged();
+        if self.pending.is_empty() && staged + bytes as usize > 0 {
+            v.push(format!(
+                "{staged} messages from registered memory still hold {bytes} staging bytes with nothing pending"
+            ));
         }
         v
     }

@@ -1,7 +1,7 @@
 //! Where the workload's bytes live: the target's data region (write
 //! blocks, then the atomic counter), the initiator's write sources, read
-//! landing slots and atomic result slots, and the session options that
-//! carry them.
+//! landing slots, atomic result slots and the staging areas of messages
+//! sent from registered memory, and the session options that carry them.
 
 use relink::{Access, Policy, RegionId, RegionOptions, SessionOptions};
 
@@ -25,6 +25,14 @@ pub const RESULTS: RegionId = RegionId(3);
 pub(crate) const READ_SLOTS: u64 = 8;
 /// Atomic result slots of 8 bytes each: FETCH_ADDs in flight at most.
 pub(crate) const ATOMIC_SLOTS: u64 = 8;
+/// The initiator's staging areas of messages sent from registered memory
+/// ([`OpKind::MessageFrom`](relink::OpKind::MessageFrom)): two regions, so
+/// that one message's ranges may lie in both. Each message in flight holds
+/// its own bytes in them until its completion.
+pub const STAGING: [RegionId; 2] = [RegionId(4), RegionId(5)];
+/// Bytes of each staging region: room for about 100 messages in flight in
+/// the two (a message that finds no room is sent as bytes).
+pub const STAGING_LEN: u64 = 16 * 1024;
 
 /// The target's regions: one data region of [`BLOCKS`] blocks and the
 /// counter, advertised, open to remote WRITE, READ and atomics.
@@ -37,14 +45,16 @@ pub fn target_regions() -> Vec<RegionOptions> {
     .advertise(true)]
 }
 
-/// The initiator's regions: write sources, read landing slots and atomic
-/// result slots, local only.
+/// The initiator's regions: write sources, read landing slots, atomic
+/// result slots and the two message staging areas, local only.
 pub fn initiator_regions() -> Vec<RegionOptions> {
     let local = |id, len| RegionOptions::new(id, len, Access::LOCAL_WRITE);
     vec![
         local(SOURCE, BLOCK * BLOCKS),
         local(SINK, BLOCK * READ_SLOTS),
         local(RESULTS, 8 * ATOMIC_SLOTS),
+        local(STAGING[0], STAGING_LEN),
+        local(STAGING[1], STAGING_LEN),
     ]
 }
 

@@ -7,7 +7,15 @@
 //! - **Messages** carry `index u64 | len u16 | body | FNV-1a 64` (big
 //!   endian); the body is derived from the seed, the workload's name and
 //!   the index, so the receiver regenerates the whole payload and compares
-//!   it.
+//!   it. Half of them go from registered memory (`OpKind::MessageFrom`,
+//!   when the session has the staging regions of [`initiator_regions`]):
+//!   the payload cut into 1 to 4 ranges of staging space of the message's
+//!   own, possibly in both staging regions, unchanged until its
+//!   completion and overwritten with poison right after it, so that a
+//!   replay reading the memory after the completion delivers wrong bytes.
+//!   Delivered at most once, in order, with the bytes of the submission;
+//!   a `Success` delivered, a `Failed` never, an `Indeterminate` maybe
+//!   (a fast failure's orphan is replayed as a skip of its number).
 //! - **WRITEs** copy a patterned block (pattern of seed, block, version)
 //!   into the target's data region. At most one operation per block is in
 //!   flight, and a source block is never touched while its write is
@@ -22,6 +30,7 @@
 //! |---|---|
 //! | `layout.rs` | the regions on each side and the session [`options`] |
 //! | `payload.rs` | message payloads, block patterns, addends (all from the seed) |
+//! | `staging.rs` | the staging space of messages from registered memory, poisoned at their completion |
 //! | `tally.rs` | [`Window`] ([`WINDOW_A`], [`WINDOW_B`]), [`Class`], [`Tally`], [`Problem`] |
 //! | `books.rs` | [`Workload`]: submission and accounting |
 //! | `checks.rs` | the end-to-end checks ([`Check`], `check_*`) and the [`Workload`] methods that gather them |
@@ -48,6 +57,7 @@ mod checks;
 mod layout;
 mod payload;
 mod records;
+mod staging;
 mod tally;
 
 use std::time::Duration;
@@ -61,9 +71,10 @@ pub use checks::{
 };
 pub use layout::{
     initiator_regions, options, target_regions, BLOCK, BLOCKS, COUNTER, MAX_MESSAGE, RESULTS, SINK,
-    SOURCE, TARGET_DATA,
+    SOURCE, STAGING, STAGING_LEN, TARGET_DATA,
 };
 pub use payload::{fnv1a, message, mix, parse_message, pattern};
+pub use staging::POISON;
 pub use tally::{Class, Problem, Tally, Window, WINDOW_A, WINDOW_B};
 
 use crate::sim::{Sim, INITIATOR, TARGET};

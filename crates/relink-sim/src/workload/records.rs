@@ -53,3 +53,26 @@ pub(crate) struct Fetched {
     pub(crate) replayed: bool,
     pub(crate) at: Timestamp,
 }
+
+/// The messages sent from registered memory
+/// ([`OpKind::MessageFrom`](relink::OpKind::MessageFrom)), and how.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct FromMemory {
+    /// Their indexes.
+    pub(crate) indexes: std::collections::BTreeSet<u64>,
+    /// Those of 2 to 4 ranges.
+    pub(crate) gathered: u64,
+    /// Those whose ranges lie in both staging regions.
+    pub(crate) across_regions: u64,
+    /// Messages meant to go from registered memory that found no staging
+    /// room (sent as bytes).
+    pub(crate) no_room: u64,
+}
+
+impl FromMemory {
+    pub(crate) fn count(&mut self, s: &super::staging::Staged) {
+        self.indexes.insert(s.index);
+        self.gathered += u64::from(s.ranges() > 1);
+        self.across_regions += u64::from(s.across_regions());
+    }
+}
