@@ -213,11 +213,11 @@ pub fn journal_only(shape: OpShape, n: usize, heap: &dyn HeapCounter) -> f64 {
                 }
             }
             OpShape::Write(len) => OpKind::Write {
-                local: local(len),
+                local: local(len).into(),
                 remote,
             },
             OpShape::Read(len) => OpKind::Read {
-                local: local(len),
+                local: local(len).into(),
                 remote,
             },
             OpShape::FetchAdd => OpKind::FetchAdd {

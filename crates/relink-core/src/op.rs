@@ -116,10 +116,11 @@ pub enum OpKind {
         /// The payload's ranges, in order.
         local: LocalSgl,
     },
-    /// RDMA WRITE of `local` to `remote`; idempotent, so replayed.
+    /// RDMA WRITE of `local` (its ranges gathered in order) to `remote`;
+    /// idempotent, so replayed.
     Write {
-        /// Source bytes (owned by the library until the completion).
-        local: LocalRange,
+        /// Source bytes (leave them unchanged until the completion).
+        local: LocalSgl,
         /// Destination at the peer.
         remote: BufferToken,
     },
@@ -131,17 +132,19 @@ pub enum OpKind {
     /// WRITE is idempotent, the notice delivered once). It completes as a
     /// message does: `Success` once the peer's application has the notice.
     WriteImm {
-        /// Source bytes (leave them unchanged until the completion).
-        local: LocalRange,
+        /// Source bytes, gathered in order (leave them unchanged until
+        /// the completion).
+        local: LocalSgl,
         /// Destination at the peer.
         remote: BufferToken,
         /// The immediate data.
         imm: u32,
     },
-    /// RDMA READ of `remote` into `local`; idempotent, so replayed.
+    /// RDMA READ of `remote` into `local` (scattered over its ranges in
+    /// order); idempotent, so replayed.
     Read {
         /// Where the data lands.
-        local: LocalRange,
+        local: LocalSgl,
         /// Source at the peer.
         remote: BufferToken,
     },
@@ -220,16 +223,15 @@ impl OpKind {
     }
 
     /// The bytes it moves: a message's payload, a WRITE's or READ's local
-    /// range, an atomic's 8, a flush's 0.
+    /// ranges, an atomic's 8, a flush's 0.
     pub fn bytes(&self) -> u64 {
         match self {
             OpKind::Message { payload } => payload.len() as u64,
             OpKind::MessageFrom { local } => local.bytes(),
             OpKind::Write { local, .. }
             | OpKind::WriteImm { local, .. }
-            | OpKind::Read { local, .. }
-            | OpKind::FetchAdd { local, .. }
-            | OpKind::CmpSwap { local, .. } => u64::from(local.len),
+            | OpKind::Read { local, .. } => local.bytes(),
+            OpKind::FetchAdd { local, .. } | OpKind::CmpSwap { local, .. } => u64::from(local.len),
             OpKind::Flush => 0,
         }
     }
@@ -239,12 +241,13 @@ impl OpKind {
     pub fn local_ranges(&self) -> &[LocalRange] {
         match self {
             OpKind::Message { .. } | OpKind::Flush => &[],
-            OpKind::MessageFrom { local } => local,
-            OpKind::Write { local, .. }
+            OpKind::MessageFrom { local }
+            | OpKind::Write { local, .. }
             | OpKind::WriteImm { local, .. }
-            | OpKind::Read { local, .. }
-            | OpKind::FetchAdd { local, .. }
-            | OpKind::CmpSwap { local, .. } => std::slice::from_ref(local),
+            | OpKind::Read { local, .. } => local,
+            OpKind::FetchAdd { local, .. } | OpKind::CmpSwap { local, .. } => {
+                std::slice::from_ref(local)
+            }
         }
     }
 

@@ -30,7 +30,7 @@ fn write(p: &mut Pair, to: u64) -> OpId {
     p.submit(
         Who::Ini,
         OpKind::Write {
-            local: local(0, 8),
+            local: local(0, 8).into(),
             remote: token(to),
         },
     )

@@ -34,7 +34,7 @@ fn some_work(p: &mut Pair, n: u8) -> Vec<OpId> {
     ops.push(p.submit(
         Who::Ini,
         OpKind::Write {
-            local: local(0, 8),
+            local: local(0, 8).into(),
             remote: token(8),
         },
     ));

@@ -45,7 +45,7 @@ fn write(p: &mut Pair, at: u64, len: u32, to: u64) -> OpId {
     p.submit(
         Who::Ini,
         OpKind::Write {
-            local: local(at, len),
+            local: local(at, len).into(),
             remote: token(to),
         },
     )
@@ -192,7 +192,7 @@ fn writes_and_reads_after_the_last_confirmed_message_are_replayed() {
     let r = p.submit(
         Who::Ini,
         OpKind::Read {
-            local: local(16, 8),
+            local: local(16, 8).into(),
             remote: token(16),
         },
     );
@@ -375,7 +375,7 @@ fn a_token_outside_the_advertisement_fails_alone() {
         let unknown = p.submit(
             Who::Ini,
             OpKind::Read {
-                local: local(0, 8),
+                local: local(0, 8).into(),
                 remote: BufferToken {
                     region: RegionId(7),
                     offset: 0,

@@ -133,7 +133,7 @@ fn completions_carry_context_class_and_length() {
         ),
         (
             OpKind::Write {
-                local: local(0, 512),
+                local: local(0, 512).into(),
                 remote: remote(1024),
             },
             OpClass::Write,
@@ -141,7 +141,7 @@ fn completions_carry_context_class_and_length() {
         ),
         (
             OpKind::Read {
-                local: local(2048, 100),
+                local: local(2048, 100).into(),
                 remote: remote(1024),
             },
             OpClass::Read,

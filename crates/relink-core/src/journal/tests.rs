@@ -33,14 +33,14 @@ fn msg(bytes: &[u8]) -> OpKind {
 
 fn write() -> OpKind {
     OpKind::Write {
-        local: range(),
+        local: range().into(),
         remote: token(),
     }
 }
 
 fn read() -> OpKind {
     OpKind::Read {
-        local: range(),
+        local: range().into(),
         remote: token(),
     }
 }

@@ -175,10 +175,19 @@ impl Session {
             Some(peer) => self.max_message().min(peer),
             None => self.max_message(),
         };
-        if kind.is_message() && kind.bytes() > max as u64 {
+        let payload = matches!(kind, OpKind::Message { .. } | OpKind::MessageFrom { .. });
+        if payload && kind.bytes() > max as u64 {
             return Err(SessionError::TooLarge {
                 len: usize::try_from(kind.bytes()).unwrap_or(usize::MAX),
                 max,
+            });
+        }
+        // A one-sided operation moves at most 4 GiB - 1 (a work request's
+        // length is 32 bits).
+        if !payload && kind.bytes() > u64::from(u32::MAX) {
+            return Err(SessionError::TooLarge {
+                len: usize::try_from(kind.bytes()).unwrap_or(usize::MAX),
+                max: u32::MAX as usize,
             });
         }
         let atomic = kind.is_atomic();
@@ -302,10 +311,11 @@ impl Session {
                     if seq.0.saturating_sub(self.data.peer_delivered.0) > credits {
                         break; // wait for the peer to deliver
                     }
-                    let (local, remote, imm) = (*local, *remote, *imm);
+                    let (local, remote, imm) = (local.clone(), *remote, *imm);
+                    let len = local.bytes();
                     let addr = match self.data.peer_keys.translate(
                         remote,
-                        u64::from(local.len),
+                        len,
                         Access::REMOTE_WRITE,
                     ) {
                         Ok(addr) => addr,
@@ -333,7 +343,7 @@ impl Session {
                         imm,
                         region: remote.region,
                         offset: remote.offset,
-                        len: local.len,
+                        len: len as u32, // at most u32::MAX: checked at submit
                     });
                     let mut bytes = self.data.spare.take(wire::HEADER_LEN + wire::WRITTEN_LEN);
                     wire::encode_body(seq, ack, &notice, &mut bytes).expect("a valid notice");
@@ -352,12 +362,8 @@ impl Session {
                     } else {
                         (OneSided::Read, Access::REMOTE_READ)
                     };
-                    let local = *local;
-                    match self
-                        .data
-                        .peer_keys
-                        .translate(*remote, u64::from(local.len), right)
-                    {
+                    let local = local.clone();
+                    match self.data.peer_keys.translate(*remote, local.bytes(), right) {
                         Ok(addr) => Action::OneSided {
                             epoch: self.epoch,
                             op,
@@ -385,7 +391,7 @@ impl Session {
                             epoch: self.epoch,
                             op,
                             kind: OneSided::FetchAdd { add },
-                            local,
+                            local: local.into(),
                             remote: addr,
                         },
                         Err(e) => {
@@ -412,7 +418,7 @@ impl Session {
                             epoch: self.epoch,
                             op,
                             kind: OneSided::CmpSwap { compare, swap },
-                            local,
+                            local: local.into(),
                             remote: addr,
                         },
                         Err(e) => {

@@ -11,7 +11,7 @@ use relink_fabric::{DeviceId, RemoteAddr, Timestamp};
 use super::{Path, RequestToken, Session};
 use crate::buffers::SpareBuffers;
 use crate::ids::{Epoch, OpId, Seq};
-use crate::op::{Completion, LocalRange};
+use crate::op::{Completion, LocalSgl};
 use crate::reason::{AttemptFailure, DownCause, PeerLostReason};
 use crate::state::Transition;
 use crate::wire;
@@ -115,9 +115,10 @@ pub enum Action {
         op: OpId,
         /// Write, read, or an atomic with its operands.
         kind: OneSided,
-        /// Local memory: the source of a write, where a read's data or an
-        /// atomic's old value (8 bytes) lands.
-        local: LocalRange,
+        /// Local memory: the source of a write (gathered in order), where a
+        /// read's data (scattered in order) or an atomic's old value (one
+        /// range of 8 bytes) lands.
+        local: LocalSgl,
         /// The peer's memory: the operation's token translated through the
         /// peer's advertisements of this epoch.
         remote: RemoteAddr,

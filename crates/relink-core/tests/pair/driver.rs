@@ -177,7 +177,11 @@ impl Pair {
                     Some(op),
                     Wr::OneSided {
                         kind,
-                        local,
+                        // The pair's operations name one range each.
+                        local: {
+                            assert_eq!(local.len(), 1, "one local range");
+                            local[0]
+                        },
                         remote,
                     },
                 );

@@ -480,7 +480,14 @@ impl Workload {
             offset: off,
         };
         let context = self.next_context();
-        match node.submit_with(self.session, OpKind::Write { local, remote }, context) {
+        match node.submit_with(
+            self.session,
+            OpKind::Write {
+                local: local.into(),
+                remote,
+            },
+            context,
+        ) {
             Ok(op) => {
                 self.record(op, Detail::Write { block, version }, context, BLOCK);
                 Ok(Some(op))
@@ -534,7 +541,14 @@ impl Workload {
             offset: block * BLOCK,
         };
         let context = self.next_context();
-        match node.submit_with(self.session, OpKind::Read { local, remote }, context) {
+        match node.submit_with(
+            self.session,
+            OpKind::Read {
+                local: local.into(),
+                remote,
+            },
+            context,
+        ) {
             Ok(op) => {
                 self.record(
                     op,

@@ -278,7 +278,9 @@ impl Node {
         Ok(entry.core.room())
     }
 
-    /// RDMA WRITE `local` to the peer's `remote`. Keep `local` unchanged
+    /// RDMA WRITE `local` — one range, or a [`LocalSgl`] of up to
+    /// [`LocalSgl::MAX`] gathered in order — to the peer's `remote`. Keep
+    /// `local` unchanged
     /// until the completion: a replay after a loss reads it again
     /// ([`Node::submit`]).
     ///
@@ -287,9 +289,10 @@ impl Node {
     pub fn write(
         &mut self,
         s: SessionHandle,
-        local: LocalRange,
+        local: impl Into<LocalSgl>,
         remote: BufferToken,
     ) -> Result<OpId, SubmitError> {
+        let local = local.into();
         self.submit(s, OpKind::Write { local, remote })
     }
 
@@ -305,23 +308,26 @@ impl Node {
     pub fn write_imm(
         &mut self,
         s: SessionHandle,
-        local: LocalRange,
+        local: impl Into<LocalSgl>,
         remote: BufferToken,
         imm: u32,
     ) -> Result<OpId, SubmitError> {
+        let local = local.into();
         self.submit(s, OpKind::WriteImm { local, remote, imm })
     }
 
-    /// RDMA READ the peer's `remote` into `local`.
+    /// RDMA READ the peer's `remote` into `local` (one range, or a
+    /// [`LocalSgl`] the bytes are scattered over in order).
     ///
     /// # Errors
     /// As [`Node::submit`].
     pub fn read(
         &mut self,
         s: SessionHandle,
-        local: LocalRange,
+        local: impl Into<LocalSgl>,
         remote: BufferToken,
     ) -> Result<OpId, SubmitError> {
+        let local = local.into();
         self.submit(s, OpKind::Read { local, remote })
     }
 

@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, VecDeque};
 use relink_core::session::{Action, OneSided};
 use relink_core::state::DownCause;
 use relink_core::wire::HEADER_LEN;
-use relink_core::{LocalSgl, MessageBody, OpId, RegionId, Session};
+use relink_core::{LocalRange, LocalSgl, MessageBody, OpId, RegionId, Session};
 use relink_fabric::{Memory, MrInfo, SendOp, SendWr, Sge, SgeList, Timestamp};
 
 use super::entry::SessionEntry;
@@ -147,7 +147,18 @@ fn gather_sgl(
     region_mrs: &BTreeMap<RegionId, MrInfo>,
 ) -> Option<SgeList> {
     let mut sgl = SgeList::one(header);
-    for r in local.iter() {
+    push_ranges(&mut sgl, local, region_mrs)?;
+    Some(sgl)
+}
+
+/// Append each of `local`, in its region's MR of `region_mrs`, to `sgl`;
+/// `None` if a region has no MR on the transport.
+fn push_ranges(
+    sgl: &mut SgeList,
+    local: &[LocalRange],
+    region_mrs: &BTreeMap<RegionId, MrInfo>,
+) -> Option<()> {
+    for r in local {
         let mr = region_mrs.get(&r.region)?;
         sgl.push(Sge {
             addr: mr.addr + r.offset,
@@ -155,7 +166,7 @@ fn gather_sgl(
             lkey: mr.lkey,
         });
     }
-    Some(sgl)
+    Some(())
 }
 
 impl SessionEntry {
@@ -201,12 +212,8 @@ impl SessionEntry {
                 remote,
             } => {
                 let t = self.transport.as_ref().filter(|t| t.epoch == epoch)?;
-                let mr = t.region_mrs.get(&local.region)?;
-                let sge = Sge {
-                    addr: mr.addr + local.offset,
-                    length: local.len,
-                    lkey: mr.lkey,
-                };
+                let mut sgl = SgeList::new();
+                push_ranges(&mut sgl, &local, &t.region_mrs)?;
                 let op_kind = match kind {
                     OneSided::Write => SendOp::Write { remote },
                     OneSided::Read => SendOp::Read { remote },
@@ -220,7 +227,7 @@ impl SessionEntry {
                 self.backlog.push_back(Pending::OneSided {
                     wr_id: TAG_ONE_SIDED | op.0,
                     op: op_kind,
-                    sge,
+                    sgl,
                 });
             }
             other => return Some(other),
@@ -404,7 +411,7 @@ pub(super) fn fill_batch(
                 };
                 (TAG_SEND | u64::from(s), SendOp::Send, SgeList::one(sge))
             }
-            Pending::OneSided { wr_id, op, sge } => (wr_id, op, SgeList::one(sge)),
+            Pending::OneSided { wr_id, op, sgl } => (wr_id, op, sgl),
             Pending::Local { wr_id, op } => {
                 batch.push_local(wr_id, op);
                 t.posted.push_back(wr_id);
@@ -548,11 +555,11 @@ mod tests {
                     rkey: 3,
                 },
             },
-            sge: Sge {
+            sgl: SgeList::one(Sge {
                 addr: 0x5000,
                 length: 8,
                 lkey: 9,
-            },
+            }),
         }
     }
 

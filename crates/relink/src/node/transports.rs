@@ -136,7 +136,7 @@ impl Transports {
         for c in self.closing.values_mut() {
             if let Some(mr) = c.transport.region_mrs.remove(&id) {
                 c.backlog
-                    .retain(|w| !matches!(w, Pending::OneSided { sge, .. } if sge.lkey == mr.lkey));
+                    .retain(|w| !matches!(w, Pending::OneSided { sgl, .. } if sgl.iter().any(|s| s.lkey == mr.lkey)));
                 log_destroy("MR", p.dereg_mr(mr.id));
             }
             c.memory.regions.remove(&id);

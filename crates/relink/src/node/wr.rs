@@ -49,8 +49,9 @@ pub(super) enum Pending {
         wr_id: u64,
         /// The operation, with the peer's address and key.
         op: SendOp,
-        /// The local range, in its region's MR on the current transport.
-        sge: Sge,
+        /// The local ranges, each in its region's MR on the current
+        /// transport.
+        sgl: SgeList,
     },
     /// A local operation on the send queue without data: the
     /// invalidation of a region's memory window (`windows.rs`).

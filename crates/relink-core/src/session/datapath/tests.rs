@@ -86,7 +86,8 @@ fn write(offset: u64, len: u32) -> OpKind {
             region: REGION,
             offset,
             len,
-        },
+        }
+        .into(),
         remote: BufferToken {
             region: REGION,
             offset: 0,
@@ -205,7 +206,8 @@ fn a_misaligned_atomic_is_refused_at_submit() {
             region: REGION,
             offset: 3,
             len: 5,
-        },
+        }
+        .into(),
         remote: BufferToken {
             region: REGION,
             offset: 7,
