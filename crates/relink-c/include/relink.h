@@ -14,8 +14,9 @@
  *
  * Sections, in order: status and errors (every call returns a status);
  * nodes; the embedded soft fabric's nodes and devices; session options;
- * sessions; shared receive queues; regions; operations; outputs (events,
- * completions, deliveries); the recovery policy; recovery control.
+ * sessions; shared receive queues; regions; operations; posted receives
+ * and WRITE notices; outputs (events, completions, deliveries); the
+ * recovery policy; recovery control.
  * Injecting faults into the soft fabric (resetting, unplugging, replacing
  * a device) is not here: relink_soft.h declares those hooks, for tests
  * and demonstrations.
@@ -49,13 +50,13 @@ extern "C" {
 // | a work request's `flags` with a bit no `RELINK_WR_*` names, both `RELINK_WR_FROM_REGION` and `RELINK_WR_SGL`, or a flag on a kind other than MESSAGE; a scatter/gather list of 0 or more than `RELINK_MAX_SGE` ranges (`relink_post`) | `RELINK_ERR_ARGUMENT` |
 // | a session the node does not have | `RELINK_ERR_NO_SESSION` |
 // | a region the session (or the options) does not have | `RELINK_ERR_NO_REGION` |
-// | a byte range outside its region (`offset` + `len` past its end), a message's range of registered memory included | `RELINK_ERR_RANGE` |
-// | a length over its limit (a message over `max_message`, by the total of its ranges for one from registered memory; a one-sided operation over `UINT32_MAX` bytes; connect data over `RELINK_MAX_CONNECT_DATA`) | `RELINK_ERR_TOO_LARGE` |
+// | a byte range outside its region (`offset` + `len` past its end), a message's range of registered memory and a receive buffer included | `RELINK_ERR_RANGE` |
+// | a length over its limit (a message over `max_message`, by the total of its ranges for one from registered memory; a one-sided operation or a receive buffer over `UINT32_MAX` bytes; connect data over `RELINK_MAX_CONNECT_DATA`) | `RELINK_ERR_TOO_LARGE` |
 // | an atomic's offset (local or token) that is not a multiple of 8 | `RELINK_ERR_MISALIGNED` |
-// | an operation past the session's `max_outstanding` (completions not taken) | `RELINK_ERR_AGAIN` |
+// | an operation past the session's `max_outstanding` (completions not taken), or a receive buffer past it (buffers posted and not filled) | `RELINK_ERR_AGAIN` |
 // | a buffer to register (`relink_register`) that is NULL, empty or wraps around, or access rights no `RELINK_ACCESS_*` names or no device grants | `RELINK_ERR_ARGUMENT` |
 // | a registration the node does not have (`relink_deregister`) | `RELINK_ERR_NO_REGION` |
-// | deregistering while an operation not yet completed uses the registration (a message sent from it included) | `RELINK_ERR_BUSY` |
+// | deregistering while an operation not yet completed uses the registration (a message sent from it included), or a receive buffer posted in it has not ended | `RELINK_ERR_BUSY` |
 //
 // Lengths are checked before anything is copied or allocated. The
 // numbers are fixed: new codes take new numbers.
@@ -87,7 +88,8 @@ typedef enum {
   RELINK_ERR_NO_REGION = -3,
   // The session refused the operation: it ended (closed or failed) or
   // is closing, or it is not in a state that allows the call (the
-  // message says which).
+  // message says which). A receive buffer (`relink_post_receive`) is
+  // refused so only once the session ended.
   RELINK_ERR_SESSION = -4,
   // The options are invalid (the message names the key).
   RELINK_ERR_OPTIONS = -5,
@@ -106,14 +108,17 @@ typedef enum {
   // A length is over its limit: a message longer than the session's
   // `max_message` (`relink_send`, `relink_post`; a message from
   // registered memory by its ranges' total), a one-sided operation
-  // longer than `UINT32_MAX` bytes (`relink_post`), connect data longer
-  // than `RELINK_MAX_CONNECT_DATA`. Refused before anything was copied.
+  // longer than `UINT32_MAX` bytes (`relink_post`), a receive buffer
+  // longer than `UINT32_MAX` bytes (`relink_post_receive`), connect
+  // data longer than `RELINK_MAX_CONNECT_DATA`. Refused before
+  // anything was copied.
   RELINK_ERR_TOO_LARGE = -11,
   // A byte range is outside its region: `offset` + `len` past the end
   // of the region (`relink_region_read`, `relink_region_write`, the
-  // local range of `relink_write`, `relink_read` and the atomics, the
-  // ranges of a message from registered memory: `relink_post` with
-  // `RELINK_WR_FROM_REGION` or `RELINK_WR_SGL`).
+  // local range of `relink_write`, `relink_write_imm`, `relink_read`
+  // and the atomics, the ranges of a message from registered memory:
+  // `relink_post` with `RELINK_WR_FROM_REGION` or `RELINK_WR_SGL`, a
+  // receive buffer: `relink_post_receive`).
   // The message gives the range and the region's length.
   RELINK_ERR_RANGE = -12,
   // An atomic (`relink_fetch_add`, `relink_cmp_swap`) at an offset that
@@ -127,13 +132,19 @@ typedef enum {
   // completions (`relink_poll_completion`, `relink_poll_output`), then
   // submit again; `RELINK_EVENT_WRITABLE` says when room returned,
   // `relink_room` how much there is. Every submitting call returns it
-  // (`relink_send`, `relink_write`, `relink_read`, `relink_fetch_add`,
-  // `relink_cmp_swap`, `relink_post`).
+  // (`relink_send`, `relink_write`, `relink_write_imm`, `relink_read`,
+  // `relink_fetch_add`, `relink_cmp_swap`, `relink_post`). And
+  // `relink_post_receive` with `max_outstanding` receive buffers posted
+  // and not filled yet: post again once messages filled some (no
+  // `RELINK_EVENT_WRITABLE` for those).
   RELINK_ERR_AGAIN = -14,
   // In use: `relink_deregister` of a registration that an operation not
-  // yet completed names as its local range (a WRITE, READ or atomic's,
-  // or one of a message's sent from registered memory). Nothing
-  // changed: take its completion, then deregister again.
+  // yet completed names as its local range (a WRITE, WRITE_IMM, READ or
+  // atomic's, or one of a message's sent from registered memory), or
+  // that a receive buffer posted and not ended yet is in
+  // (`relink_post_receive`). Nothing changed: take its completion (a
+  // receive ends when a message fills it or the session ends), then
+  // deregister again.
   RELINK_ERR_BUSY = -15,
   // A bug in relink: it panicked (the message says where). The node is
   // left as it was at the panic; free it. Nothing is printed unless
@@ -365,7 +376,8 @@ relink_status relink_options_set_max_one_sided(relink_options *options, uint32_t
 // completion; `RELINK_EVENT_WRITABLE` says when room returned,
 // `relink_room` how much there is. It bounds what a program can queue
 // while the session cannot make progress (a message's bytes are held
-// until the peer confirms it).
+// until the peer confirms it). It bounds the receive buffers posted and
+// not filled yet too, apart (`relink_post_receive`).
 //
 // # Safety
 // `options` is live options.
@@ -808,8 +820,10 @@ relink_status relink_register(relink_node *node,
 // the node's own are refused (`RELINK_ERR_NO_REGION`).
 //
 // `RELINK_ERR_BUSY` while an operation not yet completed names it as its
-// local range (nothing changed: take the operation's completion, then
-// call again); `RELINK_ERR_NO_REGION` if the node has no registration
+// local range, or a receive buffer posted in it (`relink_post_receive`)
+// has not ended (nothing changed: take the operation's completion, or
+// wait for the receive to end — a message fills it, or the session's
+// end flushes it — then call again); `RELINK_ERR_NO_REGION` if the node has no registration
 // `id`; `RELINK_ERR_PROVIDER` if the device did not let go of the buffer
 // (rdma-core refused `ibv_dereg_mr`): no session has the registration any
 // more, but the buffer must stay valid — call again to retry, or keep it
@@ -820,7 +834,8 @@ relink_status relink_register(relink_node *node,
 relink_status relink_deregister(relink_node *node, uint32_t id);
 
 // --------------------------------------------------------------------------
-// Operations: messages, RDMA WRITE and READ, and atomics on the peer's
+// Operations: messages, RDMA WRITE (also with immediate data, which the
+// peer's application is told of) and READ, and atomics on the peer's
 // advertised memory (named by tokens), each by a call of its own or any
 // of them through `relink_post` with a context its completion carries
 // back (there also a message sent from registered memory without a
@@ -880,6 +895,12 @@ typedef enum {
   // the operations submitted after it are posted only then (a barrier
   // and a fence, across recoveries). It moves nothing (`len` 0).
   RELINK_OP_KIND_FLUSH = 6,
+  // An RDMA WRITE with immediate data (`relink_write_imm`, or
+  // `relink_post` with the work request's `imm`): the bytes land in the
+  // peer's memory, then the peer's application is told, once and in
+  // order with the messages (`relink_poll_written`, or a buffer it
+  // posted: `RELINK_RECEIVE_WRITTEN`).
+  RELINK_OP_KIND_WRITE_IMM = 7,
   // A kind this header does not name (a newer librelink), in a
   // completion; `relink_post` refuses it.
   RELINK_OP_KIND_OTHER = 99,
@@ -918,6 +939,7 @@ typedef struct {
 // | `RELINK_OP_KIND_MESSAGE` | `RELINK_WR_FROM_REGION` | `region`, `offset`, `len` (at most `max_message`): sent from there, no copy |
 // | `RELINK_OP_KIND_MESSAGE` | `RELINK_WR_SGL` | `sgl`, `num_sge` (1 to `RELINK_MAX_SGE` ranges, at most `max_message` bytes in all): sent from there, no copy |
 // | `RELINK_OP_KIND_WRITE`, `RELINK_OP_KIND_READ` | 0 | `region`, `offset`, `len` (at most `UINT32_MAX`), `remote` |
+// | `RELINK_OP_KIND_WRITE_IMM` | 0 | `region`, `offset`, `len` (at most `UINT32_MAX`), `remote`, `imm` |
 // | `RELINK_OP_KIND_FETCH_ADD` | 0 | `region`, `offset`, `remote`, `add` (`len` 8, or 0 for 8) |
 // | `RELINK_OP_KIND_CMP_SWAP` | 0 | `region`, `offset`, `remote`, `compare`, `swap` (`len` 8, or 0 for 8) |
 // | `RELINK_OP_KIND_FLUSH` | 0 | nothing more |
@@ -929,13 +951,17 @@ typedef struct {
 // `len` the total bytes); its bytes stay unchanged until that completion.
 //
 // The struct may grow at its end in a later librelink, which reads a
-// member added after the first layout only when a flag in `flags` says
-// the caller set it: a program built against an older header (and its
-// smaller struct) keeps working. `sgl` and `num_sge` came so: they are
-// read only with `RELINK_WR_SGL` (the struct grew from 88 to 104 bytes
-// on 64-bit targets; the members before keep their offsets).
+// member added after the first layout only when the caller said it set
+// it — by a flag in `flags`, or by a `kind` that came with the member —
+// so a program built against an older header (and its smaller struct)
+// keeps working. `sgl` and `num_sge` came so: they are read only with
+// `RELINK_WR_SGL` (the struct grew from 88 to 104 bytes on 64-bit
+// targets; the members before keep their offsets). `imm` came with
+// `RELINK_OP_KIND_WRITE_IMM`, the only kind that reads it (no program
+// built before it can ask for that kind); it took the 4 bytes of tail
+// padding after `num_sge`: the struct is still 104 bytes.
 typedef struct {
-  // What it does: a `relink_op_kind`, MESSAGE to CMP_SWAP (any other
+  // What it does: a `relink_op_kind`, MESSAGE to WRITE_IMM (any other
   // number is `RELINK_ERR_ARGUMENT`).
   int32_t kind;
   // An or of `RELINK_WR_*`, for a MESSAGE: `RELINK_WR_FROM_REGION` or
@@ -951,21 +977,21 @@ typedef struct {
   // `len` is 0).
   const void *buf;
   // MESSAGE: the bytes at `buf` (with `RELINK_WR_FROM_REGION`: at
-  // `offset` of `region`); WRITE, READ: the local range's length; the
-  // atomics: 8 (or 0, which stands for 8).
+  // `offset` of `region`); WRITE, WRITE_IMM, READ: the local range's
+  // length; the atomics: 8 (or 0, which stands for 8).
   uint64_t len;
-  // WRITE, READ, the atomics, and a MESSAGE with
+  // WRITE, WRITE_IMM, READ, the atomics, and a MESSAGE with
   // `RELINK_WR_FROM_REGION`: the session's own region the local range
   // is in, or a registration of the node (`relink_register`) (the
   // data's source for a WRITE and a MESSAGE, where a READ's data or an
   // atomic's old value lands).
   uint32_t region;
-  // WRITE, READ, the atomics, a MESSAGE with `RELINK_WR_FROM_REGION`:
-  // the local range's offset in `region` (a multiple of 8 for the
-  // atomics).
+  // WRITE, WRITE_IMM, READ, the atomics, a MESSAGE with
+  // `RELINK_WR_FROM_REGION`: the local range's offset in `region` (a
+  // multiple of 8 for the atomics).
   uint64_t offset;
-  // WRITE, READ, the atomics: the peer's memory (its offset a multiple
-  // of 8 for the atomics).
+  // WRITE, WRITE_IMM, READ, the atomics: the peer's memory (its offset
+  // a multiple of 8 for the atomics).
   relink_token remote;
   // FETCH_ADD: added to the peer's word.
   uint64_t add;
@@ -982,6 +1008,10 @@ typedef struct {
   // `sgl`, 1 to `RELINK_MAX_SGE` (0, or more than `RELINK_MAX_SGE`, is
   // `RELINK_ERR_ARGUMENT`: a number of ranges no list has).
   uint32_t num_sge;
+  // WRITE_IMM (read only for that kind): the immediate data the peer's
+  // application is told with the WRITE (`relink_written.imm`,
+  // `relink_received.imm`).
+  uint32_t imm;
 } relink_work_request;
 
 // Send `len` bytes from `buf` as one message (copied; `buf` may be reused
@@ -1023,6 +1053,36 @@ relink_status relink_write(relink_node *node,
                            uint32_t len,
                            relink_token remote,
                            relink_op *op);
+
+// RDMA WRITE with immediate data: `len` bytes at `offset` of region
+// `region` (the session's own, or the node's registration) to the peer's
+// memory at `remote`, then the peer's application is told — once, in
+// order with this session's messages, with `imm` and the range of its
+// memory the bytes landed in (at the peer: `relink_poll_written`, or a
+// buffer it posted, `RELINK_RECEIVE_WRITTEN`; node-wide
+// `RELINK_OUTPUT_WRITTEN`). The bytes land before the notice. Across a
+// device loss the WRITE is replayed if it was not confirmed and the
+// notice is delivered exactly once. Leave the local range unchanged
+// until the completion (a replay reads it again).
+//
+// It completes as a message does (kind `RELINK_OP_KIND_WRITE_IMM`, `len`
+// the range's): SUCCESS once the peer's node delivered the notice;
+// FAILED with `RELINK_OP_REMOTE` if the peer refused the WRITE (a token
+// it does not advertise: the messages around it are delivered, and the
+// peer is told nothing); INDETERMINATE as a message posted and not
+// confirmed when the session ended. Refused at submit as `relink_write`
+// is.
+//
+// # Safety
+// `node` is a live node; `op` NULL or valid for a write.
+relink_status relink_write_imm(relink_node *node,
+                               relink_session session,
+                               uint32_t region,
+                               uint64_t offset,
+                               uint32_t len,
+                               relink_token remote,
+                               uint32_t imm,
+                               relink_op *op);
 
 // RDMA READ `len` bytes of the peer's memory at `remote` into `offset` of
 // the session's own region `region` (which needs local write access).
@@ -1074,9 +1134,9 @@ relink_status relink_cmp_swap(relink_node *node,
 
 // Submit the one operation `wr` describes (a `relink_work_request`): any
 // kind, with the context its completion carries back. It is what the
-// per-kind calls do (`relink_send`, `relink_write`, `relink_read`,
-// `relink_fetch_add`, `relink_cmp_swap`), with their refusals, and a
-// message from registered memory, sent without a copy
+// per-kind calls do (`relink_send`, `relink_write`, `relink_write_imm`,
+// `relink_read`, `relink_fetch_add`, `relink_cmp_swap`), with their
+// refusals, and a message from registered memory, sent without a copy
 // (`RELINK_WR_FROM_REGION`, `RELINK_WR_SGL`: leave its bytes unchanged
 // until its completion); `*op` (if not NULL) gets its id. Everything is
 // checked before anything is read through `buf` or copied or allocated,
@@ -1089,8 +1149,8 @@ relink_status relink_cmp_swap(relink_node *node,
 //   a `num_sge` of 0 or over `RELINK_MAX_SGE`, or a NULL `sgl`; an
 //   atomic's `len` other than 8 (or 0);
 // - `RELINK_ERR_TOO_LARGE` for a message over `max_message` (a message
-//   from registered memory: its ranges' total) or a WRITE or READ over
-//   `UINT32_MAX` bytes;
+//   from registered memory: its ranges' total) or a WRITE, WRITE_IMM or
+//   READ over `UINT32_MAX` bytes;
 // - `RELINK_ERR_NO_REGION` for a local range's region the session does
 //   not have, `RELINK_ERR_RANGE` for a local range past its region's end
 //   (a message's ranges as a WRITE's local range);
@@ -1100,11 +1160,13 @@ relink_status relink_cmp_swap(relink_node *node,
 // # Safety
 // `node` is a live node; `wr` NULL or valid for a read of a
 // `relink_work_request` — of its members up to `swap` only, unless
-// `flags` has `RELINK_WR_SGL` (a program built against an older header
-// passes its smaller struct) — whose `buf` (for a MESSAGE without a
-// flag) is valid for reads of `len` bytes (NULL only if `len` is 0), and
-// whose `sgl` (with `RELINK_WR_SGL`) is NULL or valid for reads of
-// `num_sge` `relink_sge`s; `op` NULL or valid for a write.
+// `flags` has `RELINK_WR_SGL` (then up to `num_sge`) or `kind` is
+// `RELINK_OP_KIND_WRITE_IMM` (then up to `imm`): a program built
+// against an older header passes its smaller struct — whose `buf` (for
+// a MESSAGE without a flag) is valid for reads of `len` bytes (NULL
+// only if `len` is 0), and whose `sgl` (with `RELINK_WR_SGL`) is NULL or
+// valid for reads of `num_sge` `relink_sge`s; `op` NULL or valid for a
+// write.
 relink_status relink_post(relink_node *node,
                           relink_session session,
                           const relink_work_request *wr,
@@ -1121,11 +1183,192 @@ relink_status relink_post(relink_node *node,
 relink_status relink_room(relink_node *node, relink_session session, uint64_t *room);
 
 // --------------------------------------------------------------------------
+// Posted receives and WRITE notices: buffers of a session's registered
+// memory the application posts for the peer's messages
+// (`relink_post_receive`), filled in order, one message each, each
+// ending in one `relink_received` (`relink_poll_received`, or
+// `RELINK_OUTPUT_RECEIVED` from `relink_poll_output`); and the notices of
+// the peer's WRITEs with immediate data (`relink_write_imm`), in order
+// with the messages: in a posted buffer, or alone (`relink_poll_written`,
+// `RELINK_OUTPUT_WRITTEN`).
+// --------------------------------------------------------------------------
+
+// How a posted receive ended (`relink_received.outcome`). The numbers are
+// fixed: new outcomes take new numbers.
+typedef enum {
+  // No receive: the `received` of a `relink_output` of another kind.
+  RELINK_RECEIVE_NONE = 0,
+  // A message of the peer filled the buffer: its first `len` bytes are
+  // at the buffer's start (`truncated` if the message was longer: the
+  // rest is gone). Delivered once, in order, as `relink_poll_delivery`
+  // delivers (`seq`).
+  RELINK_RECEIVE_MESSAGE = 1,
+  // The notice of the peer's WRITE with immediate data took the buffer,
+  // in order with the messages (`seq`), and wrote nothing in it (as a
+  // verbs WRITE with immediate data consumes a receive): `imm`,
+  // `written_region`, `written_offset` and `written_len` say what
+  // landed where in this side's memory — before the notice.
+  RELINK_RECEIVE_WRITTEN = 2,
+  // The session ended (closed, failed) with the buffer still posted:
+  // nothing was written in it. It is the application's again.
+  RELINK_RECEIVE_FLUSHED = 3,
+  // An outcome this header does not name (a newer librelink): nothing
+  // to read but `context`, `region` and `offset`; the buffer is the
+  // application's again.
+  RELINK_RECEIVE_OTHER = 99,
+} relink_receive_outcome;
+
+// A receive the application posted (`relink_post_receive`), ended: which
+// buffer (`context`, `region`, `offset`) and what it holds (`outcome`
+// and the members it names). Members that do not apply to the outcome
+// are 0.
+//
+// The struct may grow at its end in a later librelink (members are only
+// ever added there; none moves): allocate it as the header you build
+// with declares it, and build with the header of the librelink the
+// program runs with.
+typedef struct {
+  // The context the buffer was posted with.
+  uint64_t context;
+  // How the receive ended.
+  relink_receive_outcome outcome;
+  // The buffer's region, as posted: a session's own region or a
+  // registration of the node.
+  uint32_t region;
+  // The buffer's offset in `region`, as posted.
+  uint64_t offset;
+  // MESSAGE: the bytes written at the buffer's start (the message's
+  // length, or the buffer's if it was longer).
+  uint32_t len;
+  // MESSAGE: 1 if the message was longer than the buffer (only its
+  // first `len` bytes are there), else 0.
+  int32_t truncated;
+  // MESSAGE, WRITTEN: the sequence number (from 1, per session; the
+  // messages and the WRITE notices share them).
+  uint64_t seq;
+  // WRITTEN: the peer's immediate data.
+  uint32_t imm;
+  // WRITTEN: this side's region the peer's WRITE landed in (a region
+  // of the session, or a registration of the node).
+  uint32_t written_region;
+  // WRITTEN: where in `written_region` the WRITE landed.
+  uint64_t written_offset;
+  // WRITTEN: how many bytes the WRITE put there.
+  uint32_t written_len;
+} relink_received;
+
+// The notice of the peer's WRITE with immediate data (`relink_write_imm`
+// at the peer): its immediate data, and the range of this side's memory
+// its bytes landed in — before the notice came. The peer's application
+// is told once per WRITE, in order with its messages, across every
+// recovery.
+//
+// The struct may grow at its end in a later librelink, as
+// `relink_received` may.
+typedef struct {
+  // The peer's immediate data.
+  uint32_t imm;
+  // This side's region the WRITE landed in (a region of the session, or
+  // a registration of the node).
+  uint32_t region;
+  // Where in `region` it landed.
+  uint64_t offset;
+  // How many bytes it put there.
+  uint32_t len;
+} relink_written;
+
+// Post a receive buffer for the session's next message: the `len` bytes
+// at `offset` of `region`, a session's own region or a registration of
+// the node (`relink_register`). The session's messages fill the buffers
+// posted, in the order both came — one message per buffer, copied once
+// from where it arrived — and each buffer's receive ends in one
+// `relink_received` with `context` (`relink_poll_received`, or
+// `RELINK_OUTPUT_RECEIVED` from `relink_poll_output`):
+//
+// - `RELINK_RECEIVE_MESSAGE`: the message's first `len` bytes at the
+//   buffer's start, its `seq`, and `truncated` if it was longer than the
+//   buffer (the rest is gone);
+// - `RELINK_RECEIVE_WRITTEN`: the notice of the peer's WRITE with
+//   immediate data was next in line: it takes the buffer (a buffer of
+//   `len` 0 is enough) and writes nothing;
+// - `RELINK_RECEIVE_FLUSHED`: the session ended with the buffer posted.
+//
+// Messages that arrived while no buffer was posted wait in line and fill
+// the next buffers posted (this call may end receives at once), unless
+// `relink_poll_delivery` takes them first: the two ways share one line,
+// in order. A message `relink_poll_delivery` or `relink_poll_output`
+// refused with `RELINK_ERR_TRUNCATED` stays first for those calls: the
+// buffers posted after take the messages behind it.
+//
+// The buffer is relink's from this call until its receive ended: leave
+// it alone (a message is written into it while `relink_poll` or
+// `relink_wait` runs), and a registration it is in cannot be
+// deregistered (`relink_deregister` is `RELINK_ERR_BUSY`) until then.
+// Across device losses nothing changes: each message fills one buffer,
+// exactly once.
+//
+// Refused, posting nothing: `RELINK_ERR_TOO_LARGE` for a `len` over
+// `UINT32_MAX` (as a WRITE's through `relink_post`);
+// `RELINK_ERR_NO_SESSION` for an unknown session; `RELINK_ERR_SESSION`
+// for one that ended (closed or failed); `RELINK_ERR_NO_REGION` for a
+// region the session does not have; `RELINK_ERR_RANGE` for `offset` +
+// `len` past its end; `RELINK_ERR_AGAIN` with the session's
+// `max_outstanding` buffers posted and not filled yet (a buffer leaves
+// that count when a message fills it; no `RELINK_EVENT_WRITABLE` is
+// sent for it).
+//
+// # Safety
+// `node` is a live node.
+relink_status relink_post_receive(relink_node *node,
+                                  relink_session session,
+                                  uint32_t region,
+                                  uint64_t offset,
+                                  uint64_t len,
+                                  uint64_t context);
+
+// Take the next ended receive of a session (`relink_post_receive`): a
+// buffer a message or a WRITE notice took, or one the session's end
+// flushed, in the order the buffers were posted. `RELINK_OK` with `*out`
+// filled, or `RELINK_EMPTY` when none waits (also for a session that
+// does not exist: never made, or ended and reaped). A session that ended
+// is reaped only once its flushed receives are taken too.
+//
+// # Safety
+// `node` is a live node; `out` valid for a write.
+relink_status relink_poll_received(relink_node *node, relink_session session, relink_received *out);
+
+// Take the session's next notice of a WRITE with immediate data the peer
+// made (`relink_write_imm`), for an application that posts no receive
+// buffers (with buffers posted, the notices take them:
+// `RELINK_RECEIVE_WRITTEN`): `RELINK_OK` with `*out` filled and its
+// sequence number in `*seq` (if not NULL), or `RELINK_EMPTY` when no
+// notice is next (also for a session that does not exist).
+//
+// The notices are in line with the messages, numbered with them, each
+// given once, across every recovery; the WRITE's bytes are in place
+// before its notice. Whichever is first in line must be taken first:
+// while a notice is next, `relink_poll_delivery` says `RELINK_EMPTY`
+// until this call (or `relink_poll_output`) takes it; while a message
+// is next (one `relink_poll_delivery` left first with
+// `RELINK_ERR_TRUNCATED` included), this call says `RELINK_EMPTY`. A
+// loop that takes both — `relink_poll_delivery` and this call until
+// both say `RELINK_EMPTY` — or `relink_poll_output` gets everything in
+// order.
+//
+// # Safety
+// `node` is a live node; `out` valid for a write; `seq` NULL or valid
+// for a write.
+relink_status relink_poll_written(relink_node *node,
+                                  relink_session session,
+                                  uint64_t *seq,
+                                  relink_written *out);
+
+// --------------------------------------------------------------------------
 // Outputs: what sessions produce, taken by the application —
 // completions, delivered messages and events, per session
 // (`relink_poll_completion`, `relink_poll_delivery`, `relink_poll_event`)
-// or from the whole node, accepted sessions included
-// (`relink_poll_output`).
+// or from the whole node, accepted sessions, ended receives and WRITE
+// notices included (`relink_poll_output`).
 // --------------------------------------------------------------------------
 
 // How an operation ended: each operation gets exactly one completion,
@@ -1137,6 +1380,14 @@ relink_status relink_room(relink_node *node, relink_session session, uint64_t *r
 // | SUCCESS | delivered to the peer's application (its node confirmed it; not just the RC ack), exactly once, in order | executed and acknowledged (a READ's data landed in the region), or a WRITE proven executed by a later confirmed message | executed once and acknowledged; the old value landed in the region |
 // | FAILED | it never left this side: not delivered | not confirmed before the session ended or failed fast: if it had been posted, the target range (the peer's for a WRITE, the region's for a READ) is undefined | never executed: not posted before the session ended, or refused by the peer (`RELINK_OP_REMOTE`) |
 // | INDETERMINATE | posted, not confirmed, and the session ended (gave up, lost its peer, closed) or failed fast (`RELINK_OP_FAST_FAIL`'s timeout): the peer's application may or may not have it (`executed` 0), and it never gets it after this completion (after a fast failure, the resume delivers it only if the peer had it already) | never | posted, and its acknowledgement lost with the transport or the session's end (not replayed unless the policy replays atomics): `executed` 1 if it is proven executed (its old value is lost), 0 if unknown |
+//
+// A WRITE with immediate data (`relink_write_imm`) ends as a message
+// does: SUCCESS once the peer's node delivered its notice (the bytes
+// landed before it), exactly once, in order with the messages; FAILED if
+// it never left, or the peer refused its WRITE (`RELINK_OP_REMOTE`: the
+// peer is told nothing); INDETERMINATE as a message posted and not
+// confirmed when the session ended (the peer may have the bytes and the
+// notice, or not).
 //
 // `replayed` (SUCCESS) says it was posted on more than one transport;
 // `error` (FAILED) says why. Whatever the outcome, a message sent from
@@ -1279,6 +1530,13 @@ typedef enum {
   // A message delivered on `session`: `len` bytes in the caller's
   // buffer, sequence number `seq`.
   RELINK_OUTPUT_DELIVERY = 4,
+  // A receive posted on `session` ended (`relink_post_receive`):
+  // `received`, as `relink_poll_received` gives it.
+  RELINK_OUTPUT_RECEIVED = 5,
+  // The notice of the peer's WRITE with immediate data on `session`,
+  // with no receive buffer posted to take it: `written`, sequence
+  // number `seq`, as `relink_poll_written` gives them.
+  RELINK_OUTPUT_WRITTEN = 6,
   // An output this header does not name (a newer librelink).
   RELINK_OUTPUT_OTHER = 99,
 } relink_output_kind;
@@ -1337,7 +1595,7 @@ typedef struct {
   uint64_t context;
   // The bytes the operation moved or was to move: a message's length
   // (of one from registered memory, the total of its ranges), a
-  // WRITE's or READ's local range's, an atomic's 8.
+  // WRITE's, WRITE_IMM's or READ's local range's, an atomic's 8.
   uint64_t len;
   // What kind of operation it was (`RELINK_OP_KIND_OTHER` for a kind
   // this header does not name).
@@ -1369,8 +1627,19 @@ typedef struct {
   relink_standby_loss standby_loss;
 } relink_event;
 
-// One output of a node, from any session. Only the member its `kind`
-// names is filled.
+// One output of a node, from any session. Only the members its `kind`
+// names are filled.
+//
+// The struct may grow at its end in a later librelink (members are only
+// ever added there; none moves): build with the header of the librelink
+// the program runs with, as for `relink_completion`. `received` and
+// `written` came so, with the kinds RECEIVED and WRITTEN; since then
+// `relink_poll_output` writes the whole struct for those two kinds only,
+// and for the others the members of the layout before them (`kind` to
+// `len`) alone: a program built against that older header, whose struct
+// ends at `len`, keeps working as long as it gets neither kind — it
+// posts no receive buffer (it cannot), and its peer sends it no WRITE
+// with immediate data.
 typedef struct {
   // Which output it is.
   relink_output_kind kind;
@@ -1384,11 +1653,18 @@ typedef struct {
   // that grows moves the members after it: build with the header of
   // the librelink the program runs with).
   relink_completion completion;
-  // DELIVERY: the message's sequence number (from 1, per session).
+  // DELIVERY, WRITTEN: the message's or the notice's sequence number
+  // (from 1, per session; messages and notices share them).
   uint64_t seq;
   // DELIVERY: the message's length (copied into the caller's buffer);
   // with `RELINK_ERR_TRUNCATED`, the length the buffer needs.
   uintptr_t len;
+  // RECEIVED: the buffer and what it holds. Added with `written` after
+  // `len`: the members before keep their offsets.
+  relink_received received;
+  // WRITTEN: the peer's immediate data and where its WRITE landed (its
+  // sequence number is `seq`).
+  relink_written written;
 } relink_output;
 
 // Take the next completion of a session: `RELINK_OK` and `*out` filled,
@@ -1406,6 +1682,12 @@ relink_status relink_poll_completion(relink_node *node,
 // sequence number (from 1) in `*seq` (if not NULL); `RELINK_EMPTY` when
 // none waits; `RELINK_ERR_TRUNCATED` when it is longer than `cap`: then
 // `*len` is the length it needs and the message stays first in line.
+//
+// The notices of the peer's WRITEs with immediate data are in the same
+// line: while one is next, this says `RELINK_EMPTY` until
+// `relink_poll_written` (or `relink_poll_output`) takes it. With receive
+// buffers posted (`relink_post_receive`), the messages fill them
+// instead: this takes only those that arrived while none was posted.
 //
 // # Safety
 // `node` is a live node; `buf` valid for writes of `cap` bytes (NULL only
@@ -1426,17 +1708,22 @@ relink_status relink_poll_event(relink_node *node, relink_session session, relin
 
 // Take the node's next output, whichever session it is of: accepted
 // sessions first, then the sessions with output in turn, one output each
-// (completions, then deliveries, then events of a session). It takes from
-// the same queues as `relink_accept` and the per-session `relink_poll_*`
-// calls: whichever the program calls takes. Returns `RELINK_OK` with
-// `*out` filled (a delivered message copied into `buf`, `cap` bytes),
+// (of a session: completions, then deliveries and WRITE notices in their
+// one line, then ended receives, then events). It takes from the same
+// queues as `relink_accept` and the per-session `relink_poll_*` calls:
+// whichever the program calls takes. Returns `RELINK_OK` with `*out`
+// filled (a delivered message copied into `buf`, `cap` bytes),
 // `RELINK_EMPTY` when nothing waits, or `RELINK_ERR_TRUNCATED` when a
 // message is longer than `cap`: `out->len` is its length, `out->kind`
 // DELIVERY, and it stays first in line.
 //
+// `*out` is written whole for RECEIVED and WRITTEN, and up to `len` for
+// the other kinds (`relink_output` says why).
+//
 // # Safety
-// `node` is a live node; `out` valid for a write; `buf` valid for writes
-// of `cap` bytes (NULL only if `cap` is 0).
+// `node` is a live node; `out` valid for a write of a `relink_output`
+// (up to its `len` only, for the kinds other than RECEIVED and WRITTEN);
+// `buf` valid for writes of `cap` bytes (NULL only if `cap` is 0).
 relink_status relink_poll_output(relink_node *node, relink_output *out, void *buf, uintptr_t cap);
 
 // --------------------------------------------------------------------------

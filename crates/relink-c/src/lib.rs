@@ -9,8 +9,9 @@
 //! - **`relink.h`**, the API: status codes and errors, nodes (on the
 //!   embedded soft fabric, in one process or over TCP, and on rdma-core),
 //!   session options, sessions, shared receive queues, regions,
-//!   operations, outputs, the recovery policy and recovery control — in
-//!   that order, one section per concept. Status codes come first because
+//!   operations, posted receives and WRITE notices, outputs, the recovery
+//!   policy and recovery control — in that order, one section per
+//!   concept. Status codes come first because
 //!   every declaration after them returns one.
 //! - **`relink_soft.h`**, the soft fabric's fault-injection hooks:
 //!   `relink_soft_fabric_fault` (a `relink_soft_fault`: reset, unplug,
@@ -88,8 +89,9 @@
 //!   cannot take or a scatter/gather list of 0 or more than
 //!   `RELINK_MAX_SGE` ranges `RELINK_ERR_ARGUMENT`, an operation past the
 //!   session's `max_outstanding` `RELINK_ERR_AGAIN` (take completions,
-//!   then submit again: `RELINK_EVENT_WRITABLE` says when), a
-//!   registration deregistered while an operation uses it
+//!   then submit again: `RELINK_EVENT_WRITABLE` says when; for receive
+//!   buffers, `max_outstanding` posted and not filled), a registration
+//!   deregistered while an operation or a posted receive buffer uses it
 //!   `RELINK_ERR_BUSY`.
 //! - **Ownership.** A `relink_*_new*` call stores an object the caller owns
 //!   in its out-pointer; the matching `relink_*_free` frees it (NULL is
@@ -103,7 +105,8 @@
 //!   registered memory (`relink_post` with `RELINK_WR_FROM_REGION` or
 //!   `RELINK_WR_SGL`: no copy) reads its bytes there, again for a replay:
 //!   leave them unchanged until its completion (the `relink_sge` array
-//!   naming them is borrowed for the call only). Sessions, listeners and
+//!   naming them is borrowed for the call only). A receive buffer
+//!   (`relink_post_receive`) is relink's until its receive ended. Sessions, listeners and
 //!   operations are numbers (`relink_session`, `relink_listener`,
 //!   `relink_op`), never pointers, and never reused by their node.
 //! - **Threads.** A node and everything made with it are used by one
@@ -114,7 +117,8 @@
 //!   `poll`/`epoll` on `relink_event_fd` with a timeout of
 //!   `relink_next_deadline_ms`), then takes what sessions produced
 //!   (`relink_accept`, `relink_poll_completion`, `relink_poll_delivery`,
-//!   `relink_poll_event`).
+//!   `relink_poll_written`, `relink_poll_received`, `relink_poll_event`,
+//!   or all of them node-wide: `relink_poll_output`).
 //!
 //! ## What survives a device loss
 //!
@@ -145,6 +149,7 @@ mod ops;
 mod options;
 mod output;
 mod policy;
+mod receives;
 mod recovery;
 mod region;
 mod session;
@@ -159,6 +164,7 @@ pub use ops::*;
 pub use options::*;
 pub use output::*;
 pub use policy::*;
+pub use receives::*;
 pub use recovery::*;
 pub use region::*;
 pub use session::*;

@@ -1,4 +1,5 @@
-//! Operations: messages, RDMA WRITE and READ, and atomics on the peer's
+//! Operations: messages, RDMA WRITE (also with immediate data, which the
+//! peer's application is told of) and READ, and atomics on the peer's
 //! advertised memory (named by tokens), each by a call of its own or any
 //! of them through `relink_post` with a context its completion carries
 //! back (there also a message sent from registered memory without a
@@ -46,6 +47,12 @@ pub enum relink_op_kind {
     /// the operations submitted after it are posted only then (a barrier
     /// and a fence, across recoveries). It moves nothing (`len` 0).
     RELINK_OP_KIND_FLUSH = 6,
+    /// An RDMA WRITE with immediate data (`relink_write_imm`, or
+    /// `relink_post` with the work request's `imm`): the bytes land in the
+    /// peer's memory, then the peer's application is told, once and in
+    /// order with the messages (`relink_poll_written`, or a buffer it
+    /// posted: `RELINK_RECEIVE_WRITTEN`).
+    RELINK_OP_KIND_WRITE_IMM = 7,
     /// A kind this header does not name (a newer librelink), in a
     /// completion; `relink_post` refuses it.
     RELINK_OP_KIND_OTHER = 99,
@@ -122,6 +129,7 @@ const _: () = assert!(
 /// | `RELINK_OP_KIND_MESSAGE` | `RELINK_WR_FROM_REGION` | `region`, `offset`, `len` (at most `max_message`): sent from there, no copy |
 /// | `RELINK_OP_KIND_MESSAGE` | `RELINK_WR_SGL` | `sgl`, `num_sge` (1 to `RELINK_MAX_SGE` ranges, at most `max_message` bytes in all): sent from there, no copy |
 /// | `RELINK_OP_KIND_WRITE`, `RELINK_OP_KIND_READ` | 0 | `region`, `offset`, `len` (at most `UINT32_MAX`), `remote` |
+/// | `RELINK_OP_KIND_WRITE_IMM` | 0 | `region`, `offset`, `len` (at most `UINT32_MAX`), `remote`, `imm` |
 /// | `RELINK_OP_KIND_FETCH_ADD` | 0 | `region`, `offset`, `remote`, `add` (`len` 8, or 0 for 8) |
 /// | `RELINK_OP_KIND_CMP_SWAP` | 0 | `region`, `offset`, `remote`, `compare`, `swap` (`len` 8, or 0 for 8) |
 /// | `RELINK_OP_KIND_FLUSH` | 0 | nothing more |
@@ -133,15 +141,19 @@ const _: () = assert!(
 /// `len` the total bytes); its bytes stay unchanged until that completion.
 ///
 /// The struct may grow at its end in a later librelink, which reads a
-/// member added after the first layout only when a flag in `flags` says
-/// the caller set it: a program built against an older header (and its
-/// smaller struct) keeps working. `sgl` and `num_sge` came so: they are
-/// read only with `RELINK_WR_SGL` (the struct grew from 88 to 104 bytes
-/// on 64-bit targets; the members before keep their offsets).
+/// member added after the first layout only when the caller said it set
+/// it — by a flag in `flags`, or by a `kind` that came with the member —
+/// so a program built against an older header (and its smaller struct)
+/// keeps working. `sgl` and `num_sge` came so: they are read only with
+/// `RELINK_WR_SGL` (the struct grew from 88 to 104 bytes on 64-bit
+/// targets; the members before keep their offsets). `imm` came with
+/// `RELINK_OP_KIND_WRITE_IMM`, the only kind that reads it (no program
+/// built before it can ask for that kind); it took the 4 bytes of tail
+/// padding after `num_sge`: the struct is still 104 bytes.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct relink_work_request {
-    /// What it does: a `relink_op_kind`, MESSAGE to CMP_SWAP (any other
+    /// What it does: a `relink_op_kind`, MESSAGE to WRITE_IMM (any other
     /// number is `RELINK_ERR_ARGUMENT`).
     pub kind: i32,
     /// An or of `RELINK_WR_*`, for a MESSAGE: `RELINK_WR_FROM_REGION` or
@@ -157,21 +169,21 @@ pub struct relink_work_request {
     /// `len` is 0).
     pub buf: *const std::ffi::c_void,
     /// MESSAGE: the bytes at `buf` (with `RELINK_WR_FROM_REGION`: at
-    /// `offset` of `region`); WRITE, READ: the local range's length; the
-    /// atomics: 8 (or 0, which stands for 8).
+    /// `offset` of `region`); WRITE, WRITE_IMM, READ: the local range's
+    /// length; the atomics: 8 (or 0, which stands for 8).
     pub len: u64,
-    /// WRITE, READ, the atomics, and a MESSAGE with
+    /// WRITE, WRITE_IMM, READ, the atomics, and a MESSAGE with
     /// `RELINK_WR_FROM_REGION`: the session's own region the local range
     /// is in, or a registration of the node (`relink_register`) (the
     /// data's source for a WRITE and a MESSAGE, where a READ's data or an
     /// atomic's old value lands).
     pub region: u32,
-    /// WRITE, READ, the atomics, a MESSAGE with `RELINK_WR_FROM_REGION`:
-    /// the local range's offset in `region` (a multiple of 8 for the
-    /// atomics).
+    /// WRITE, WRITE_IMM, READ, the atomics, a MESSAGE with
+    /// `RELINK_WR_FROM_REGION`: the local range's offset in `region` (a
+    /// multiple of 8 for the atomics).
     pub offset: u64,
-    /// WRITE, READ, the atomics: the peer's memory (its offset a multiple
-    /// of 8 for the atomics).
+    /// WRITE, WRITE_IMM, READ, the atomics: the peer's memory (its offset
+    /// a multiple of 8 for the atomics).
     pub remote: relink_token,
     /// FETCH_ADD: added to the peer's word.
     pub add: u64,
@@ -188,11 +200,16 @@ pub struct relink_work_request {
     /// `sgl`, 1 to `RELINK_MAX_SGE` (0, or more than `RELINK_MAX_SGE`, is
     /// `RELINK_ERR_ARGUMENT`: a number of ranges no list has).
     pub num_sge: u32,
+    /// WRITE_IMM (read only for that kind): the immediate data the peer's
+    /// application is told with the WRITE (`relink_written.imm`,
+    /// `relink_received.imm`).
+    pub imm: u32,
 }
 
 // The layout C programs are built with (x86-64, AArch64): `tests/header.rs`
 // pins the members' order, this their offsets. The first layout ended at
-// `swap` (88 bytes): `sgl` and `num_sge` came after it.
+// `swap` (88 bytes): `sgl` and `num_sge` came after it, then `imm` in the
+// tail padding.
 #[cfg(target_pointer_width = "64")]
 const _: () = assert!(
     std::mem::size_of::<relink_work_request>() == 104
@@ -205,27 +222,31 @@ const _: () = assert!(
         && std::mem::offset_of!(relink_work_request, swap) == 80
         && std::mem::offset_of!(relink_work_request, sgl) == 88
         && std::mem::offset_of!(relink_work_request, num_sge) == 96
+        && std::mem::offset_of!(relink_work_request, imm) == 100
 );
 
 /// The work request at `wr`, read member by member: those of the first
 /// layout always, `sgl` and `num_sge` only when `flags` has
-/// `RELINK_WR_SGL` (then NULL and 0 otherwise) — a program built against
-/// an older header has a smaller struct, without them.
+/// `RELINK_WR_SGL` (then NULL and 0 otherwise), `imm` only when `kind` is
+/// `RELINK_OP_KIND_WRITE_IMM` (then 0 otherwise) — a program built
+/// against an older header has a smaller struct, without them.
 ///
 /// # Safety
 /// `wr` is non-NULL, aligned, and valid for reads of the members of the
-/// first layout (88 bytes on 64-bit targets), and of `sgl` and `num_sge`
-/// too if `flags` has `RELINK_WR_SGL`.
+/// first layout (88 bytes on 64-bit targets), of `sgl` and `num_sge` too
+/// if `flags` has `RELINK_WR_SGL`, and of `imm` if `kind` is
+/// `RELINK_OP_KIND_WRITE_IMM`.
 unsafe fn read_work_request(wr: *const relink_work_request) -> relink_work_request {
     // SAFETY: the contract: each member read is inside the caller's
     // struct (a place projection of a raw pointer reads that member
     // alone), and every bit pattern is a value of each (integers, a
     // pointer, a `relink_token` of integers).
     unsafe {
+        let kind = (&raw const (*wr).kind).read();
         let flags = (&raw const (*wr).flags).read();
         let with_sgl = flags & RELINK_WR_SGL != 0;
         relink_work_request {
-            kind: (&raw const (*wr).kind).read(),
+            kind,
             flags,
             context: (&raw const (*wr).context).read(),
             buf: (&raw const (*wr).buf).read(),
@@ -246,11 +267,16 @@ unsafe fn read_work_request(wr: *const relink_work_request) -> relink_work_reque
             } else {
                 0
             },
+            imm: if kind == relink_op_kind::RELINK_OP_KIND_WRITE_IMM as i32 {
+                (&raw const (*wr).imm).read()
+            } else {
+                0
+            },
         }
     }
 }
 
-fn local(region: u32, offset: u64, len: u32) -> LocalRange {
+pub(crate) fn local(region: u32, offset: u64, len: u32) -> LocalRange {
     LocalRange {
         region: RegionId(region),
         offset,
@@ -283,7 +309,7 @@ unsafe fn submit(
 /// session does not have is `RELINK_ERR_NO_REGION`, a range outside it
 /// `RELINK_ERR_RANGE` with the region's length ([`check_local`]); the rest
 /// as `Fail::from`.
-fn submit_error(n: &Node, s: SessionHandle, e: SubmitError) -> Fail {
+pub(crate) fn submit_error(n: &Node, s: SessionHandle, e: SubmitError) -> Fail {
     let SubmitError::BadLocal(l) = e else {
         return e.into();
     };
@@ -516,6 +542,47 @@ pub unsafe extern "C" fn relink_write(
     }
 }
 
+/// RDMA WRITE with immediate data: `len` bytes at `offset` of region
+/// `region` (the session's own, or the node's registration) to the peer's
+/// memory at `remote`, then the peer's application is told — once, in
+/// order with this session's messages, with `imm` and the range of its
+/// memory the bytes landed in (at the peer: `relink_poll_written`, or a
+/// buffer it posted, `RELINK_RECEIVE_WRITTEN`; node-wide
+/// `RELINK_OUTPUT_WRITTEN`). The bytes land before the notice. Across a
+/// device loss the WRITE is replayed if it was not confirmed and the
+/// notice is delivered exactly once. Leave the local range unchanged
+/// until the completion (a replay reads it again).
+///
+/// It completes as a message does (kind `RELINK_OP_KIND_WRITE_IMM`, `len`
+/// the range's): SUCCESS once the peer's node delivered the notice;
+/// FAILED with `RELINK_OP_REMOTE` if the peer refused the WRITE (a token
+/// it does not advertise: the messages around it are delivered, and the
+/// peer is told nothing); INDETERMINATE as a message posted and not
+/// confirmed when the session ended. Refused at submit as `relink_write`
+/// is.
+///
+/// # Safety
+/// `node` is a live node; `op` NULL or valid for a write.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn relink_write_imm(
+    node: *mut relink_node,
+    session: relink_session,
+    region: u32,
+    offset: u64,
+    len: u32,
+    remote: relink_token,
+    imm: u32,
+    op: *mut relink_op,
+) -> relink_status {
+    // SAFETY: the caller's contract.
+    unsafe {
+        submit(node, session, op, |n, s| {
+            n.write_imm(s, local(region, offset, len), remote.into(), imm)
+        })
+    }
+}
+
 /// RDMA READ `len` bytes of the peer's memory at `remote` into `offset` of
 /// the session's own region `region` (which needs local write access).
 /// Refused as `relink_write` is.
@@ -597,9 +664,9 @@ pub unsafe extern "C" fn relink_cmp_swap(
 
 /// Submit the one operation `wr` describes (a `relink_work_request`): any
 /// kind, with the context its completion carries back. It is what the
-/// per-kind calls do (`relink_send`, `relink_write`, `relink_read`,
-/// `relink_fetch_add`, `relink_cmp_swap`), with their refusals, and a
-/// message from registered memory, sent without a copy
+/// per-kind calls do (`relink_send`, `relink_write`, `relink_write_imm`,
+/// `relink_read`, `relink_fetch_add`, `relink_cmp_swap`), with their
+/// refusals, and a message from registered memory, sent without a copy
 /// (`RELINK_WR_FROM_REGION`, `RELINK_WR_SGL`: leave its bytes unchanged
 /// until its completion); `*op` (if not NULL) gets its id. Everything is
 /// checked before anything is read through `buf` or copied or allocated,
@@ -612,8 +679,8 @@ pub unsafe extern "C" fn relink_cmp_swap(
 ///   a `num_sge` of 0 or over `RELINK_MAX_SGE`, or a NULL `sgl`; an
 ///   atomic's `len` other than 8 (or 0);
 /// - `RELINK_ERR_TOO_LARGE` for a message over `max_message` (a message
-///   from registered memory: its ranges' total) or a WRITE or READ over
-///   `UINT32_MAX` bytes;
+///   from registered memory: its ranges' total) or a WRITE, WRITE_IMM or
+///   READ over `UINT32_MAX` bytes;
 /// - `RELINK_ERR_NO_REGION` for a local range's region the session does
 ///   not have, `RELINK_ERR_RANGE` for a local range past its region's end
 ///   (a message's ranges as a WRITE's local range);
@@ -623,11 +690,13 @@ pub unsafe extern "C" fn relink_cmp_swap(
 /// # Safety
 /// `node` is a live node; `wr` NULL or valid for a read of a
 /// `relink_work_request` — of its members up to `swap` only, unless
-/// `flags` has `RELINK_WR_SGL` (a program built against an older header
-/// passes its smaller struct) — whose `buf` (for a MESSAGE without a
-/// flag) is valid for reads of `len` bytes (NULL only if `len` is 0), and
-/// whose `sgl` (with `RELINK_WR_SGL`) is NULL or valid for reads of
-/// `num_sge` `relink_sge`s; `op` NULL or valid for a write.
+/// `flags` has `RELINK_WR_SGL` (then up to `num_sge`) or `kind` is
+/// `RELINK_OP_KIND_WRITE_IMM` (then up to `imm`): a program built
+/// against an older header passes its smaller struct — whose `buf` (for
+/// a MESSAGE without a flag) is valid for reads of `len` bytes (NULL
+/// only if `len` is 0), and whose `sgl` (with `RELINK_WR_SGL`) is NULL or
+/// valid for reads of `num_sge` `relink_sge`s; `op` NULL or valid for a
+/// write.
 #[no_mangle]
 pub unsafe extern "C" fn relink_post(
     node: *mut relink_node,
@@ -650,12 +719,13 @@ pub unsafe extern "C" fn relink_post(
             RELINK_OP_KIND_FETCH_ADD,
             RELINK_OP_KIND_CMP_SWAP,
             RELINK_OP_KIND_FLUSH,
+            RELINK_OP_KIND_WRITE_IMM,
         ]
         .into_iter()
         .find(|k| *k as i32 == wr.kind)
         .ok_or_else(|| {
             Fail::arg(format!(
-                "`kind` {} is no operation (a relink_op_kind, MESSAGE to FLUSH)",
+                "`kind` {} is no operation (a relink_op_kind, MESSAGE to WRITE_IMM)",
                 wr.kind
             ))
         })?;
@@ -712,9 +782,23 @@ pub unsafe extern "C" fn relink_post(
             };
             let local = local(wr.region, wr.offset, len);
             let remote = wr.remote.into();
+            // `.into()`: a WRITE's or READ's local side may become a
+            // scatter/gather list (`LocalSgl`, which a `LocalRange` makes).
+            #[allow(clippy::useless_conversion)]
             let kind = match kind {
-                RELINK_OP_KIND_WRITE => OpKind::Write { local, remote },
-                RELINK_OP_KIND_READ => OpKind::Read { local, remote },
+                RELINK_OP_KIND_WRITE => OpKind::Write {
+                    local: local.into(),
+                    remote,
+                },
+                RELINK_OP_KIND_WRITE_IMM => OpKind::WriteImm {
+                    local: local.into(),
+                    remote,
+                    imm: wr.imm,
+                },
+                RELINK_OP_KIND_READ => OpKind::Read {
+                    local: local.into(),
+                    remote,
+                },
                 RELINK_OP_KIND_FETCH_ADD => OpKind::FetchAdd {
                     local,
                     remote,

@@ -180,7 +180,8 @@ pub unsafe extern "C" fn relink_options_set_max_one_sided(
 /// completion; `RELINK_EVENT_WRITABLE` says when room returned,
 /// `relink_room` how much there is. It bounds what a program can queue
 /// while the session cannot make progress (a message's bytes are held
-/// until the peer confirms it).
+/// until the peer confirms it). It bounds the receive buffers posted and
+/// not filled yet too, apart (`relink_post_receive`).
 ///
 /// # Safety
 /// `options` is live options.

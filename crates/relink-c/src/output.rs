@@ -1,8 +1,8 @@
 //! Outputs: what sessions produce, taken by the application —
 //! completions, delivered messages and events, per session
 //! (`relink_poll_completion`, `relink_poll_delivery`, `relink_poll_event`)
-//! or from the whole node, accepted sessions included
-//! (`relink_poll_output`).
+//! or from the whole node, accepted sessions, ended receives and WRITE
+//! notices included (`relink_poll_output`).
 
 use std::ffi::c_char;
 
@@ -10,6 +10,9 @@ use relink_rs::{Completion, OpClass, OpError, Outcome, SessionEvent, SessionHand
 
 use crate::node::{node_mut, relink_node};
 use crate::ops::{relink_op, relink_op_kind};
+use crate::receives::{
+    received, relink_received, relink_written, written, NO_RECEIVED, NO_WRITTEN,
+};
 use crate::session::{c_text, relink_accepted, relink_session, relink_state};
 use crate::status::*;
 
@@ -22,6 +25,14 @@ use crate::status::*;
 /// | SUCCESS | delivered to the peer's application (its node confirmed it; not just the RC ack), exactly once, in order | executed and acknowledged (a READ's data landed in the region), or a WRITE proven executed by a later confirmed message | executed once and acknowledged; the old value landed in the region |
 /// | FAILED | it never left this side: not delivered | not confirmed before the session ended or failed fast: if it had been posted, the target range (the peer's for a WRITE, the region's for a READ) is undefined | never executed: not posted before the session ended, or refused by the peer (`RELINK_OP_REMOTE`) |
 /// | INDETERMINATE | posted, not confirmed, and the session ended (gave up, lost its peer, closed) or failed fast (`RELINK_OP_FAST_FAIL`'s timeout): the peer's application may or may not have it (`executed` 0), and it never gets it after this completion (after a fast failure, the resume delivers it only if the peer had it already) | never | posted, and its acknowledgement lost with the transport or the session's end (not replayed unless the policy replays atomics): `executed` 1 if it is proven executed (its old value is lost), 0 if unknown |
+///
+/// A WRITE with immediate data (`relink_write_imm`) ends as a message
+/// does: SUCCESS once the peer's node delivered its notice (the bytes
+/// landed before it), exactly once, in order with the messages; FAILED if
+/// it never left, or the peer refused its WRITE (`RELINK_OP_REMOTE`: the
+/// peer is told nothing); INDETERMINATE as a message posted and not
+/// confirmed when the session ended (the peer may have the bytes and the
+/// notice, or not).
 ///
 /// `replayed` (SUCCESS) says it was posted on more than one transport;
 /// `error` (FAILED) says why. Whatever the outcome, a message sent from
@@ -130,7 +141,7 @@ pub struct relink_completion {
     pub context: u64,
     /// The bytes the operation moved or was to move: a message's length
     /// (of one from registered memory, the total of its ranges), a
-    /// WRITE's or READ's local range's, an atomic's 8.
+    /// WRITE's, WRITE_IMM's or READ's local range's, an atomic's 8.
     pub len: u64,
     /// What kind of operation it was (`RELINK_OP_KIND_OTHER` for a kind
     /// this header does not name).
@@ -172,6 +183,7 @@ fn op_kind(class: OpClass) -> relink_op_kind {
         OpClass::FetchAdd => RELINK_OP_KIND_FETCH_ADD,
         OpClass::CmpSwap => RELINK_OP_KIND_CMP_SWAP,
         OpClass::Flush => RELINK_OP_KIND_FLUSH,
+        OpClass::WriteImm => RELINK_OP_KIND_WRITE_IMM,
         _ => RELINK_OP_KIND_OTHER,
     }
 }
@@ -246,6 +258,12 @@ pub unsafe extern "C" fn relink_poll_completion(
 /// sequence number (from 1) in `*seq` (if not NULL); `RELINK_EMPTY` when
 /// none waits; `RELINK_ERR_TRUNCATED` when it is longer than `cap`: then
 /// `*len` is the length it needs and the message stays first in line.
+///
+/// The notices of the peer's WRITEs with immediate data are in the same
+/// line: while one is next, this says `RELINK_EMPTY` until
+/// `relink_poll_written` (or `relink_poll_output`) takes it. With receive
+/// buffers posted (`relink_post_receive`), the messages fill them
+/// instead: this takes only those that arrived while none was posted.
 ///
 /// # Safety
 /// `node` is a live node; `buf` valid for writes of `cap` bytes (NULL only
@@ -603,12 +621,30 @@ pub enum relink_output_kind {
     /// A message delivered on `session`: `len` bytes in the caller's
     /// buffer, sequence number `seq`.
     RELINK_OUTPUT_DELIVERY = 4,
+    /// A receive posted on `session` ended (`relink_post_receive`):
+    /// `received`, as `relink_poll_received` gives it.
+    RELINK_OUTPUT_RECEIVED = 5,
+    /// The notice of the peer's WRITE with immediate data on `session`,
+    /// with no receive buffer posted to take it: `written`, sequence
+    /// number `seq`, as `relink_poll_written` gives them.
+    RELINK_OUTPUT_WRITTEN = 6,
     /// An output this header does not name (a newer librelink).
     RELINK_OUTPUT_OTHER = 99,
 }
 
-/// One output of a node, from any session. Only the member its `kind`
-/// names is filled.
+/// One output of a node, from any session. Only the members its `kind`
+/// names are filled.
+///
+/// The struct may grow at its end in a later librelink (members are only
+/// ever added there; none moves): build with the header of the librelink
+/// the program runs with, as for `relink_completion`. `received` and
+/// `written` came so, with the kinds RECEIVED and WRITTEN; since then
+/// `relink_poll_output` writes the whole struct for those two kinds only,
+/// and for the others the members of the layout before them (`kind` to
+/// `len`) alone: a program built against that older header, whose struct
+/// ends at `len`, keeps working as long as it gets neither kind — it
+/// posts no receive buffer (it cannot), and its peer sends it no WRITE
+/// with immediate data.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct relink_output {
@@ -624,26 +660,86 @@ pub struct relink_output {
     /// that grows moves the members after it: build with the header of
     /// the librelink the program runs with).
     pub completion: relink_completion,
-    /// DELIVERY: the message's sequence number (from 1, per session).
+    /// DELIVERY, WRITTEN: the message's or the notice's sequence number
+    /// (from 1, per session; messages and notices share them).
     pub seq: u64,
     /// DELIVERY: the message's length (copied into the caller's buffer);
     /// with `RELINK_ERR_TRUNCATED`, the length the buffer needs.
     pub len: usize,
+    /// RECEIVED: the buffer and what it holds. Added with `written` after
+    /// `len`: the members before keep their offsets.
+    pub received: relink_received,
+    /// WRITTEN: the peer's immediate data and where its WRITE landed (its
+    /// sequence number is `seq`).
+    pub written: relink_written,
+}
+
+// The members added last come after the layout before them, which ends
+// at `len` (x86-64, AArch64: 440 bytes): `relink_poll_output` writes that
+// prefix alone for the kinds that came before them.
+#[cfg(target_pointer_width = "64")]
+const _: () = assert!(
+    OUTPUT_FIRST_LAYOUT == 440
+        && std::mem::offset_of!(relink_output, len) + 8 == OUTPUT_FIRST_LAYOUT
+        && std::mem::offset_of!(relink_output, written)
+            == OUTPUT_FIRST_LAYOUT + std::mem::size_of::<relink_received>()
+        && std::mem::size_of::<relink_output>()
+            == OUTPUT_FIRST_LAYOUT
+                + std::mem::size_of::<relink_received>()
+                + std::mem::size_of::<relink_written>()
+);
+
+/// The bytes of a `relink_output` before `received`: the struct's size in
+/// the headers before RECEIVED and WRITTEN.
+const OUTPUT_FIRST_LAYOUT: usize = std::mem::offset_of!(relink_output, received);
+
+/// Store `v` through `out`: the whole struct for the kinds that fill the
+/// members added last, else only the members before them (a program
+/// built against an older header passes a smaller struct).
+///
+/// # Safety
+/// `out` is NULL or valid for writes of a `relink_output` — of its first
+/// `OUTPUT_FIRST_LAYOUT` bytes only unless `v.kind` is RECEIVED or
+/// WRITTEN.
+unsafe fn put_output(out: *mut relink_output, v: &relink_output) -> Result<(), Fail> {
+    use relink_output_kind::*;
+    if matches!(v.kind, RELINK_OUTPUT_RECEIVED | RELINK_OUTPUT_WRITTEN) {
+        // SAFETY: the caller's contract.
+        return unsafe { put(out, "out", *v) };
+    }
+    non_null(out, "out")?;
+    // SAFETY: `v` is a whole struct and `out` valid for writes of its
+    // first `OUTPUT_FIRST_LAYOUT` bytes by the contract; they cannot
+    // overlap (`v` is this call's). The copy is untyped: padding copies
+    // as it is.
+    unsafe {
+        std::ptr::copy_nonoverlapping(
+            std::ptr::from_ref(v).cast::<u8>(),
+            out.cast::<u8>(),
+            OUTPUT_FIRST_LAYOUT,
+        )
+    };
+    Ok(())
 }
 
 /// Take the node's next output, whichever session it is of: accepted
 /// sessions first, then the sessions with output in turn, one output each
-/// (completions, then deliveries, then events of a session). It takes from
-/// the same queues as `relink_accept` and the per-session `relink_poll_*`
-/// calls: whichever the program calls takes. Returns `RELINK_OK` with
-/// `*out` filled (a delivered message copied into `buf`, `cap` bytes),
+/// (of a session: completions, then deliveries and WRITE notices in their
+/// one line, then ended receives, then events). It takes from the same
+/// queues as `relink_accept` and the per-session `relink_poll_*` calls:
+/// whichever the program calls takes. Returns `RELINK_OK` with `*out`
+/// filled (a delivered message copied into `buf`, `cap` bytes),
 /// `RELINK_EMPTY` when nothing waits, or `RELINK_ERR_TRUNCATED` when a
 /// message is longer than `cap`: `out->len` is its length, `out->kind`
 /// DELIVERY, and it stays first in line.
 ///
+/// `*out` is written whole for RECEIVED and WRITTEN, and up to `len` for
+/// the other kinds (`relink_output` says why).
+///
 /// # Safety
-/// `node` is a live node; `out` valid for a write; `buf` valid for writes
-/// of `cap` bytes (NULL only if `cap` is 0).
+/// `node` is a live node; `out` valid for a write of a `relink_output`
+/// (up to its `len` only, for the kinds other than RECEIVED and WRITTEN);
+/// `buf` valid for writes of `cap` bytes (NULL only if `cap` is 0).
 #[no_mangle]
 pub unsafe extern "C" fn relink_poll_output(
     node: *mut relink_node,
@@ -680,6 +776,8 @@ pub unsafe extern "C" fn relink_poll_output(
             completion: NO_COMPLETION,
             seq: 0,
             len: 0,
+            received: NO_RECEIVED,
+            written: NO_WRITTEN,
         };
         #[allow(unreachable_patterns)]
         match &o {
@@ -695,6 +793,17 @@ pub unsafe extern "C" fn relink_poll_output(
                 v.kind = relink_output_kind::RELINK_OUTPUT_COMPLETION;
                 v.completion = completion(c);
             }
+            relink_rs::Output::Received { received: r, .. } => {
+                v.kind = relink_output_kind::RELINK_OUTPUT_RECEIVED;
+                v.received = received(r);
+            }
+            relink_rs::Output::Written {
+                seq, written: w, ..
+            } => {
+                v.kind = relink_output_kind::RELINK_OUTPUT_WRITTEN;
+                v.seq = seq.0;
+                v.written = written(w);
+            }
             relink_rs::Output::Delivery { seq, payload, .. } => {
                 v.kind = relink_output_kind::RELINK_OUTPUT_DELIVERY;
                 v.seq = seq.0;
@@ -703,7 +812,7 @@ pub unsafe extern "C" fn relink_poll_output(
                     let need = payload.len();
                     n.held_output = Some(o);
                     // SAFETY: the caller's contract.
-                    unsafe { put(out, "out", v) }?;
+                    unsafe { put_output(out, &v) }?;
                     return Err(Fail::new(
                         RELINK_ERR_TRUNCATED,
                         format!("the message is {need} bytes, the buffer {cap}"),
@@ -726,7 +835,7 @@ pub unsafe extern "C" fn relink_poll_output(
             _ => {}
         }
         // SAFETY: the caller's contract.
-        unsafe { put(out, "out", v) }?;
+        unsafe { put_output(out, &v) }?;
         Ok(RELINK_OK)
     })
 }

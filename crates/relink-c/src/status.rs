@@ -24,13 +24,13 @@ use std::sync::Once;
 /// | a work request's `flags` with a bit no `RELINK_WR_*` names, both `RELINK_WR_FROM_REGION` and `RELINK_WR_SGL`, or a flag on a kind other than MESSAGE; a scatter/gather list of 0 or more than `RELINK_MAX_SGE` ranges (`relink_post`) | `RELINK_ERR_ARGUMENT` |
 /// | a session the node does not have | `RELINK_ERR_NO_SESSION` |
 /// | a region the session (or the options) does not have | `RELINK_ERR_NO_REGION` |
-/// | a byte range outside its region (`offset` + `len` past its end), a message's range of registered memory included | `RELINK_ERR_RANGE` |
-/// | a length over its limit (a message over `max_message`, by the total of its ranges for one from registered memory; a one-sided operation over `UINT32_MAX` bytes; connect data over `RELINK_MAX_CONNECT_DATA`) | `RELINK_ERR_TOO_LARGE` |
+/// | a byte range outside its region (`offset` + `len` past its end), a message's range of registered memory and a receive buffer included | `RELINK_ERR_RANGE` |
+/// | a length over its limit (a message over `max_message`, by the total of its ranges for one from registered memory; a one-sided operation or a receive buffer over `UINT32_MAX` bytes; connect data over `RELINK_MAX_CONNECT_DATA`) | `RELINK_ERR_TOO_LARGE` |
 /// | an atomic's offset (local or token) that is not a multiple of 8 | `RELINK_ERR_MISALIGNED` |
-/// | an operation past the session's `max_outstanding` (completions not taken) | `RELINK_ERR_AGAIN` |
+/// | an operation past the session's `max_outstanding` (completions not taken), or a receive buffer past it (buffers posted and not filled) | `RELINK_ERR_AGAIN` |
 /// | a buffer to register (`relink_register`) that is NULL, empty or wraps around, or access rights no `RELINK_ACCESS_*` names or no device grants | `RELINK_ERR_ARGUMENT` |
 /// | a registration the node does not have (`relink_deregister`) | `RELINK_ERR_NO_REGION` |
-/// | deregistering while an operation not yet completed uses the registration (a message sent from it included) | `RELINK_ERR_BUSY` |
+/// | deregistering while an operation not yet completed uses the registration (a message sent from it included), or a receive buffer posted in it has not ended | `RELINK_ERR_BUSY` |
 ///
 /// Lengths are checked before anything is copied or allocated. The
 /// numbers are fixed: new codes take new numbers.
@@ -64,7 +64,8 @@ pub enum relink_status {
     RELINK_ERR_NO_REGION = -3,
     /// The session refused the operation: it ended (closed or failed) or
     /// is closing, or it is not in a state that allows the call (the
-    /// message says which).
+    /// message says which). A receive buffer (`relink_post_receive`) is
+    /// refused so only once the session ended.
     RELINK_ERR_SESSION = -4,
     /// The options are invalid (the message names the key).
     RELINK_ERR_OPTIONS = -5,
@@ -83,14 +84,17 @@ pub enum relink_status {
     /// A length is over its limit: a message longer than the session's
     /// `max_message` (`relink_send`, `relink_post`; a message from
     /// registered memory by its ranges' total), a one-sided operation
-    /// longer than `UINT32_MAX` bytes (`relink_post`), connect data longer
-    /// than `RELINK_MAX_CONNECT_DATA`. Refused before anything was copied.
+    /// longer than `UINT32_MAX` bytes (`relink_post`), a receive buffer
+    /// longer than `UINT32_MAX` bytes (`relink_post_receive`), connect
+    /// data longer than `RELINK_MAX_CONNECT_DATA`. Refused before
+    /// anything was copied.
     RELINK_ERR_TOO_LARGE = -11,
     /// A byte range is outside its region: `offset` + `len` past the end
     /// of the region (`relink_region_read`, `relink_region_write`, the
-    /// local range of `relink_write`, `relink_read` and the atomics, the
-    /// ranges of a message from registered memory: `relink_post` with
-    /// `RELINK_WR_FROM_REGION` or `RELINK_WR_SGL`).
+    /// local range of `relink_write`, `relink_write_imm`, `relink_read`
+    /// and the atomics, the ranges of a message from registered memory:
+    /// `relink_post` with `RELINK_WR_FROM_REGION` or `RELINK_WR_SGL`, a
+    /// receive buffer: `relink_post_receive`).
     /// The message gives the range and the region's length.
     RELINK_ERR_RANGE = -12,
     /// An atomic (`relink_fetch_add`, `relink_cmp_swap`) at an offset that
@@ -104,13 +108,19 @@ pub enum relink_status {
     /// completions (`relink_poll_completion`, `relink_poll_output`), then
     /// submit again; `RELINK_EVENT_WRITABLE` says when room returned,
     /// `relink_room` how much there is. Every submitting call returns it
-    /// (`relink_send`, `relink_write`, `relink_read`, `relink_fetch_add`,
-    /// `relink_cmp_swap`, `relink_post`).
+    /// (`relink_send`, `relink_write`, `relink_write_imm`, `relink_read`,
+    /// `relink_fetch_add`, `relink_cmp_swap`, `relink_post`). And
+    /// `relink_post_receive` with `max_outstanding` receive buffers posted
+    /// and not filled yet: post again once messages filled some (no
+    /// `RELINK_EVENT_WRITABLE` for those).
     RELINK_ERR_AGAIN = -14,
     /// In use: `relink_deregister` of a registration that an operation not
-    /// yet completed names as its local range (a WRITE, READ or atomic's,
-    /// or one of a message's sent from registered memory). Nothing
-    /// changed: take its completion, then deregister again.
+    /// yet completed names as its local range (a WRITE, WRITE_IMM, READ or
+    /// atomic's, or one of a message's sent from registered memory), or
+    /// that a receive buffer posted and not ended yet is in
+    /// (`relink_post_receive`). Nothing changed: take its completion (a
+    /// receive ends when a message fills it or the session ends), then
+    /// deregister again.
     RELINK_ERR_BUSY = -15,
     /// A bug in relink: it panicked (the message says where). The node is
     /// left as it was at the panic; free it. Nothing is printed unless
@@ -278,7 +288,7 @@ impl From<relink_rs::RegisterError> for Fail {
         let status = match &e {
             E::Empty | E::BadAccess => RELINK_ERR_ARGUMENT,
             E::Unknown(_) => RELINK_ERR_NO_REGION,
-            E::InUse { .. } => RELINK_ERR_BUSY,
+            E::InUse { .. } | E::InSharedReceive { .. } => RELINK_ERR_BUSY,
             // `Device`, and what a newer relink adds.
             _ => RELINK_ERR_PROVIDER,
         };

@@ -384,6 +384,56 @@ fn messages_from_registered_memory_from_c() {
     assert!(stderr.is_empty(), "librelink printed:\n{stderr}");
 }
 
+/// `tests/c/posted_receives.c`: posted receives and WRITEs with immediate
+/// data from C — a C receiver posts buffers of its own registered memory
+/// and of its session's region (`relink_post_receive`): they are filled
+/// in the order posted with each message's bytes, length, sequence
+/// number and the buffer's context, a message longer than its buffer is
+/// truncated and says so, messages sent before any buffer is posted fill
+/// the buffers posted after; a WRITE with immediate data
+/// (`relink_write_imm`, `relink_post` of `RELINK_OP_KIND_WRITE_IMM`)
+/// takes a posted buffer as `RELINK_RECEIVE_WRITTEN`, or without one
+/// comes through `relink_poll_written` in its place between messages
+/// (`relink_poll_delivery` says `RELINK_EMPTY` while it is next), its
+/// bytes in place first; across resets of the sender's device every
+/// message and notice arrives exactly once, in order; node-wide,
+/// `relink_poll_output` gives `RELINK_OUTPUT_RECEIVED` and
+/// `RELINK_OUTPUT_WRITTEN` (and writes nothing past `len` for the other
+/// kinds: an older program's struct ends there); a posted buffer keeps its registration in use
+/// (`RELINK_ERR_BUSY`) until closing the session flushes it
+/// (`RELINK_RECEIVE_FLUSHED`); bad input gets its documented status.
+/// librelink prints nothing on the way.
+#[test]
+fn posted_receives_and_write_imm_from_c() {
+    let exe = build(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/posted_receives.c"),
+        "posted_receives",
+    );
+    let out = Command::new(exe).output().expect("run posted_receives");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(
+        out.status.success() && stdout.contains("posted_receives: ok"),
+        "posted_receives: {}:\n{stdout}{stderr}",
+        out.status
+    );
+    for phase in [
+        "alone: ",
+        "late: ",
+        "in order: ",
+        "written: ",
+        "resets: ",
+        "node-wide: ",
+        "first layout: ",
+        "flushed: 3 buffers",
+    ] {
+        assert!(stdout.contains(phase), "no {phase:?} in:\n{stdout}");
+    }
+    assert!(stderr.is_empty(), "librelink printed:\n{stderr}");
+}
+
 /// A child process killed if the test ends before it exits.
 struct Reaped(std::process::Child);
 

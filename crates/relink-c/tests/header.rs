@@ -43,6 +43,9 @@ const HEADERS: [Header; 2] = [
             "src/shared_receive.rs",
             "src/region.rs",
             "src/ops.rs",
+            // Before the outputs: `relink_output` carries a
+            // `relink_received` and a `relink_written`.
+            "src/receives.rs",
             "src/output.rs",
             "src/policy.rs",
             "src/recovery.rs",
@@ -513,6 +516,7 @@ fn operation_kinds_and_work_request_members_are_pinned() {
         ("RELINK_OP_KIND_FETCH_ADD", 4),
         ("RELINK_OP_KIND_CMP_SWAP", 5),
         ("RELINK_OP_KIND_FLUSH", 6),
+        ("RELINK_OP_KIND_WRITE_IMM", 7),
         ("RELINK_OP_KIND_OTHER", 99),
     ]
     .iter()
@@ -526,7 +530,7 @@ fn operation_kinds_and_work_request_members_are_pinned() {
         members(&main, "relink_work_request"),
         [
             "kind", "flags", "context", "buf", "len", "region", "offset", "remote", "add",
-            "compare", "swap", "sgl", "num_sge"
+            "compare", "swap", "sgl", "num_sge", "imm"
         ],
         "relink_work_request's members moved (add new ones at its end)"
     );
@@ -558,9 +562,104 @@ fn operation_kinds_and_work_request_members_are_pinned() {
         "RELINK_WR_FROM_REGION",
         "RELINK_WR_SGL",
         "RELINK_MAX_SGE",
+        "relink_write_imm",
     ] {
         assert!(declared.contains(name), "relink.h declares {name}");
     }
+}
+
+/// Posted receives and WRITE notices: the receive outcomes and the output
+/// kinds keep their numbers (new ones before the catch-all `*_OTHER` =
+/// 99), `relink_received`'s and `relink_written`'s members keep their
+/// order, and `relink_output`'s members of the layout before them keep
+/// theirs, `received` and `written` after them (its offsets are pinned in
+/// `src/output.rs`, the structs' in `src/receives.rs`).
+#[test]
+fn receives_written_and_output_members_are_pinned() {
+    let main = generate(&HEADERS[0]);
+    let pinned = |name: &str, want: &[(&str, i64)]| {
+        let got = enum_values(&main, name);
+        let want: Vec<(String, i64)> = want.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+        assert_eq!(got, want, "{name}: values changed (append, never renumber)");
+    };
+    pinned(
+        "relink_receive_outcome",
+        &[
+            ("RELINK_RECEIVE_NONE", 0),
+            ("RELINK_RECEIVE_MESSAGE", 1),
+            ("RELINK_RECEIVE_WRITTEN", 2),
+            ("RELINK_RECEIVE_FLUSHED", 3),
+            ("RELINK_RECEIVE_OTHER", 99),
+        ],
+    );
+    pinned(
+        "relink_output_kind",
+        &[
+            ("RELINK_OUTPUT_ACCEPTED", 1),
+            ("RELINK_OUTPUT_EVENT", 2),
+            ("RELINK_OUTPUT_COMPLETION", 3),
+            ("RELINK_OUTPUT_DELIVERY", 4),
+            ("RELINK_OUTPUT_RECEIVED", 5),
+            ("RELINK_OUTPUT_WRITTEN", 6),
+            ("RELINK_OUTPUT_OTHER", 99),
+        ],
+    );
+    assert_eq!(
+        members(&main, "relink_received"),
+        [
+            "context",
+            "outcome",
+            "region",
+            "offset",
+            "len",
+            "truncated",
+            "seq",
+            "imm",
+            "written_region",
+            "written_offset",
+            "written_len"
+        ],
+        "relink_received's members moved (add new ones at its end)"
+    );
+    assert_eq!(
+        members(&main, "relink_written"),
+        ["imm", "region", "offset", "len"],
+        "relink_written's members moved (add new ones at its end)"
+    );
+    assert_eq!(
+        members(&main, "relink_output"),
+        [
+            "kind",
+            "session",
+            "accepted",
+            "event",
+            "completion",
+            "seq",
+            "len",
+            "received",
+            "written"
+        ],
+        "relink_output's members moved (add new ones at its end)"
+    );
+    let declared = declared(&main);
+    for name in [
+        "relink_post_receive",
+        "relink_poll_received",
+        "relink_poll_written",
+        "relink_received",
+        "relink_written",
+        "relink_receive_outcome",
+    ] {
+        assert!(declared.contains(name), "relink.h declares {name}");
+    }
+    // The section comes before the outputs, whose `relink_output` uses
+    // its types.
+    let at = |needle: &str| {
+        main.find(needle)
+            .unwrap_or_else(|| panic!("relink.h has no {needle}"))
+    };
+    assert!(at("} relink_received;") < at("} relink_output;"));
+    assert!(at("} relink_written;") < at("} relink_output;"));
 }
 
 /// Counters keep their numbers (`relink_session_counter`; new ones come

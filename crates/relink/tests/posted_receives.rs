@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use relink::{
     Access, LocalRange, Memory, Output, ReceiveOutcome, Received, RegionId, RegisterError,
-    SessionHandle, State, SubmitError,
+    SessionHandle, SessionOptions, State, SubmitError,
 };
 use relink_sim::sim::{Sim, INITIATOR, TARGET};
 use relink_soft::Fault;
@@ -237,4 +237,118 @@ fn a_posted_buffer_is_in_use_until_the_session_ends_and_flushes_it() {
         Err(SubmitError::Ended(State::Closed))
     ));
     sim.node(TARGET).deregister(reg).expect("free once flushed");
+}
+
+#[test]
+fn a_shared_receive_queue_pool_serves_every_session_on_it() {
+    use relink::{Path, SharedReceiveError, SharedReceiveOptions};
+    let mut sim = Sim::new(65);
+    let queue = sim
+        .node(TARGET)
+        .create_shared_receive(
+            SharedReceiveOptions::builder()
+                .depth(64)
+                .max_message(4096)
+                .build()
+                .expect("valid"),
+        )
+        .expect("queue");
+    let opts = SessionOptions::builder()
+        .recv_slots(16)
+        .shared_receive(queue)
+        .build()
+        .expect("valid");
+    let addr = sim.target_addr(7471);
+    sim.node(TARGET).listen(addr, opts).expect("listen");
+    let mut ini = Vec::new();
+    for _ in 0..2 {
+        let s = sim
+            .node(INITIATOR)
+            .connect(
+                vec![Path {
+                    local: None,
+                    peer: addr,
+                }],
+                SessionOptions::default(),
+            )
+            .expect("connect");
+        ini.push(s);
+    }
+    assert!(sim.run_until_cond(Duration::from_secs(5), |sim| {
+        ini.iter()
+            .all(|&s| sim.node(INITIATOR).state(s) == Some(State::Established))
+    }));
+    let tgt: Vec<SessionHandle> = (0..2)
+        .map(|_| sim.node(TARGET).accept().expect("accepted").session)
+        .collect();
+    let (mem, reg) = registered(&mut sim, 16 * SLOT as usize);
+    for i in 0..5 {
+        sim.node(TARGET)
+            .post_shared_receive(queue, buffer(reg, i, SLOT as u32), 1000 + i)
+            .expect("posted to the pool");
+    }
+    assert!(matches!(
+        sim.node(TARGET).deregister(reg),
+        Err(RegisterError::InSharedReceive { id, shared }) if id == reg && shared == queue
+    ));
+    // One session has a buffer of its own: it is taken first.
+    sim.node(TARGET)
+        .post_receive(tgt[0], buffer(reg, 10, SLOT as u32), 99)
+        .expect("posted");
+    assert_eq!(
+        sim.node(TARGET).remove_shared_receive(queue),
+        Err(SharedReceiveError::InUse)
+    );
+    for (k, &s) in ini.iter().enumerate() {
+        for seq in 1..=2u64 {
+            let mut m = message(seq);
+            m[0] = k as u8;
+            sim.node(INITIATOR).send(s, &m).expect("sent");
+        }
+    }
+    // The initiator's sessions are accepted in connect order.
+    let mut got: Vec<Vec<Received>> = vec![Vec::new(), Vec::new()];
+    assert!(sim.run_until_cond(Duration::from_secs(5), |sim| {
+        for (k, &t) in tgt.iter().enumerate() {
+            while let Some(r) = sim.node(TARGET).poll_received(t) {
+                got[k].push(r);
+            }
+        }
+        got[0].len() + got[1].len() == 4
+    }));
+    let mut contexts = Vec::new();
+    for (k, rs) in got.iter().enumerate() {
+        assert_eq!(rs.len(), 2, "session {k}: both its messages");
+        for (n, r) in rs.iter().enumerate() {
+            let ReceiveOutcome::Message { seq, len, .. } = r.outcome else {
+                panic!("{r:?}");
+            };
+            assert_eq!(seq, relink::Seq(n as u64 + 1), "in order per session");
+            let bytes = mem
+                .read_vec(r.local.offset as usize, len as usize)
+                .expect("in bounds");
+            assert_eq!(bytes[0] as usize, k, "its own session's message");
+            contexts.push(r.context);
+        }
+    }
+    assert_eq!(got[0][0].context, 99, "a session's own buffer first");
+    contexts.sort_unstable();
+    assert_eq!(
+        contexts,
+        vec![99, 1000, 1001, 1002],
+        "then the pool's, in order"
+    );
+    let back = sim.node(TARGET).take_shared_receives(queue);
+    assert_eq!(
+        back.iter().map(|b| b.1).collect::<Vec<_>>(),
+        vec![1003, 1004],
+        "the pool's untaken buffers, in order"
+    );
+    sim.node(TARGET).deregister(reg).expect("free");
+    // Only a registration's range goes to the pool.
+    assert!(matches!(
+        sim.node(TARGET)
+            .post_shared_receive(queue, buffer(reg, 0, 8), 1),
+        Err(SharedReceiveError::NotRegistered(_))
+    ));
 }

@@ -96,6 +96,8 @@ fn every_class_has_its_kind() {
         (OpClass::Read, RELINK_OP_KIND_READ),
         (OpClass::FetchAdd, RELINK_OP_KIND_FETCH_ADD),
         (OpClass::CmpSwap, RELINK_OP_KIND_CMP_SWAP),
+        (OpClass::Flush, RELINK_OP_KIND_FLUSH),
+        (OpClass::WriteImm, RELINK_OP_KIND_WRITE_IMM),
     ] {
         assert_eq!(op_kind(class), kind, "{class:?}");
     }

@@ -145,9 +145,13 @@ impl Node {
                     let core = &mut entry.core;
                     let posted = &mut entry.posted;
                     let regions = &entry.memory.regions;
+                    let mut pool = entry
+                        .opts
+                        .shared_receive
+                        .and_then(|h| self.shared_posted.get_mut(&h.0));
                     read_slot(recv, s, size, wc.byte_len, &mut self.recv_buf, |bytes| {
                         core.handle_received_into(epoch, bytes, now, &mut |seq, arrival| {
-                            posted.place(seq, arrival, regions)
+                            posted.place(seq, arrival, regions, pool.as_deref_mut())
                         });
                     });
                 }

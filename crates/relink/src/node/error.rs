@@ -164,9 +164,21 @@ pub enum SharedReceiveError {
         wanted: u32,
     },
     /// [`Node::remove_shared_receive`](super::Node::remove_shared_receive):
-    /// a session or listener still uses the queue.
+    /// a session or listener still uses the queue, or buffers are posted
+    /// to its pool ([`Node::take_shared_receives`](super::Node::take_shared_receives)).
     #[error("the shared receive queue is in use")]
     InUse,
+    /// [`Node::post_shared_receive`](super::Node::post_shared_receive) of a
+    /// range that is not inside one registration of the node (the pool
+    /// serves every session on the queue, and only registrations are in
+    /// all of them): the input must change.
+    #[error(
+        "range {:#x}+{} is not inside registration {} of the node",
+        .0.offset,
+        .0.len,
+        .0.region.0
+    )]
+    NotRegistered(relink_core::LocalRange),
 }
 
 /// Why [`Node::listen`](super::Node::listen) made no listener. An address

@@ -301,6 +301,9 @@ pub struct Node {
     shared: BTreeMap<u64, Arc<shared_receive::SharedPool>>,
     /// Node-wide registrations ([`Node::register`]), by id.
     registrations: BTreeMap<relink_core::RegionId, registrations::Registration>,
+    /// Buffers posted to each shared receive queue's pool
+    /// (`posted_receives.rs`), by the queue's handle.
+    shared_posted: BTreeMap<u64, posted_receives::SharedBuffers>,
     /// The number of the next registration (its id is
     /// [`REGISTERED_BASE`] plus it; never reused).
     next_registration: u32,
@@ -354,6 +357,7 @@ impl Node {
             draining: Vec::new(),
             shared: BTreeMap::new(),
             registrations: BTreeMap::new(),
+            shared_posted: BTreeMap::new(),
             next_registration: 0,
         }
     }

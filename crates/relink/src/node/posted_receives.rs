@@ -12,6 +12,14 @@
 //! When the session ends, the buffers still posted end
 //! [`ReceiveOutcome::Flushed`], as verbs flushes a dead QP's receives.
 //!
+//! A shared receive queue has a pool of posted buffers too
+//! ([`Node::post_shared_receive`]), ranges of the node's registrations
+//! (which every session has): a session on it takes its own buffers first,
+//! then the pool's, and the receive ends on that session, so the
+//! application learns which session a message came on. The pool's
+//! buffers outlive the sessions; [`Node::take_shared_receives`] hands back
+//! the ones no message took.
+//!
 //! [`Output::Received`]: super::Output::Received
 
 use std::collections::{BTreeMap, VecDeque};
@@ -22,7 +30,8 @@ use relink_core::wire::Written;
 use relink_core::{Arrival, RegionId, Seq};
 use relink_fabric::Memory;
 
-use super::{Node, SessionHandle, SubmitError};
+use super::entry::SessionEntry;
+use super::{Node, SessionHandle, SharedReceiveError, SharedReceiveHandle, SubmitError};
 
 /// How a posted receive ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,6 +75,10 @@ pub struct Received {
     pub outcome: ReceiveOutcome,
 }
 
+/// The buffers posted to a shared receive queue's pool, in order, with
+/// their contexts.
+pub(super) type SharedBuffers = VecDeque<(LocalRange, u64)>;
+
 /// A session's posted receives: buffers waiting for messages, and the
 /// receives that ended, waiting for the application.
 #[derive(Debug, Default)]
@@ -75,15 +88,21 @@ pub(super) struct PostedReceives {
 }
 
 impl PostedReceives {
-    /// Put message `seq` into the next posted buffer (its region's memory
-    /// in `regions`); `false` if none is posted.
+    /// Put message `seq` into the next posted buffer, the session's own or
+    /// else its shared receive queue's `pool` (its region's memory in
+    /// `regions`); `false` if none is posted.
     pub fn place(
         &mut self,
         seq: Seq,
         arrival: Arrival<'_>,
         regions: &BTreeMap<RegionId, Memory>,
+        pool: Option<&mut SharedBuffers>,
     ) -> bool {
-        let Some((local, context)) = self.buffers.pop_front() else {
+        let Some((local, context)) = self
+            .buffers
+            .pop_front()
+            .or_else(|| pool.and_then(VecDeque::pop_front))
+        else {
             return false;
         };
         let payload = match arrival {
@@ -153,6 +172,35 @@ impl PostedReceives {
     }
 }
 
+impl SessionEntry {
+    /// Put the deliveries waiting in the core (they came while no buffer
+    /// was posted) into the session's posted buffers, then `pool`'s, while
+    /// there are some. Returns whether a receive ended.
+    pub(super) fn place_waiting(&mut self, mut pool: Option<&mut SharedBuffers>) -> bool {
+        let mut placed = false;
+        loop {
+            let room = self.posted.posted() > 0 || pool.as_ref().is_some_and(|p| !p.is_empty());
+            if !room {
+                break;
+            }
+            let Some((seq, delivered)) = self.core.poll_delivered() else {
+                break;
+            };
+            let arrival = match &delivered {
+                Delivered::Message(payload) => {
+                    self.core.count_received_copy(payload.len());
+                    Arrival::Message(payload)
+                }
+                Delivered::Written(w) => Arrival::Written(*w),
+            };
+            placed |= self
+                .posted
+                .place(seq, arrival, &self.memory.regions, pool.as_deref_mut());
+        }
+        placed
+    }
+}
+
 impl Node {
     /// Post `local`, a range of the session's registered memory (one of
     /// its regions, or a registration of the node), for the session's next
@@ -199,23 +247,67 @@ impl Node {
         }
         entry.posted.buffers.push_back((local, context));
         // A message that came while no buffer was posted takes this one.
-        while entry.posted.posted() > 0 {
-            let Some((seq, delivered)) = entry.core.poll_delivered() else {
-                break;
-            };
-            let arrival = match &delivered {
-                Delivered::Message(payload) => {
-                    entry.core.count_received_copy(payload.len());
-                    Arrival::Message(payload)
-                }
-                Delivered::Written(w) => Arrival::Written(*w),
-            };
-            entry.posted.place(seq, arrival, &entry.memory.regions);
-        }
+        entry.place_waiting(None);
         if entry.posted.has_output() {
             self.index.has_output(s.0);
         }
         Ok(())
+    }
+
+    /// Post `local`, a range of a registration of the node
+    /// ([`Node::register`]), to shared receive queue `h`'s pool: the next
+    /// message of any session on the queue that finds none of its own
+    /// buffers posted ([`Node::post_receive`]) is copied into it, and the
+    /// receive ends on that session ([`Node::poll_received`]). A message
+    /// that waits for a buffer on such a session takes this one at once.
+    /// The buffer is in use until a message took it or
+    /// [`Node::take_shared_receives`] handed it back.
+    ///
+    /// # Errors
+    /// [`SharedReceiveError::Unknown`] for a handle the node does not know;
+    /// [`SharedReceiveError::NotRegistered`] for a range that is not inside
+    /// one registration of the node.
+    pub fn post_shared_receive(
+        &mut self,
+        h: SharedReceiveHandle,
+        local: LocalRange,
+        context: u64,
+    ) -> Result<(), SharedReceiveError> {
+        if !self.shared.contains_key(&h.0) {
+            return Err(SharedReceiveError::Unknown(h));
+        }
+        let inside = self.registrations.get(&local.region).is_some_and(|r| {
+            local
+                .offset
+                .checked_add(u64::from(local.len))
+                .is_some_and(|end| end <= r.spec.len)
+        });
+        if !inside {
+            return Err(SharedReceiveError::NotRegistered(local));
+        }
+        let pool = self.shared_posted.entry(h.0).or_default();
+        pool.push_back((local, context));
+        // Sessions on the queue with messages waiting for a buffer.
+        for (&handle, entry) in self.sessions.iter_mut() {
+            if pool.is_empty() {
+                break;
+            }
+            if entry.opts.shared_receive == Some(h) && entry.place_waiting(Some(pool)) {
+                self.index.has_output(handle);
+            }
+        }
+        Ok(())
+    }
+
+    /// Take back every buffer posted to shared receive queue `h`'s pool
+    /// that no message took, in the order they were posted, with their
+    /// contexts (before [`Node::remove_shared_receive`], say, or to reuse
+    /// the memory).
+    pub fn take_shared_receives(&mut self, h: SharedReceiveHandle) -> Vec<(LocalRange, u64)> {
+        self.shared_posted
+            .remove(&h.0)
+            .map(Vec::from)
+            .unwrap_or_default()
     }
 
     /// The session's next notice of a WRITE with immediate data the peer

@@ -58,12 +58,29 @@ pub enum RegisterError {
         /// What the provider said.
         error: CreateError,
     },
+    /// A buffer posted to a shared receive queue's pool names the
+    /// registration ([`Node::post_shared_receive`]): deregister after a
+    /// message took it, or after [`Node::take_shared_receives`].
+    #[error("registration {} has a buffer posted to shared receive queue {}", .id.0, .shared.0)]
+    InSharedReceive {
+        /// The registration.
+        id: RegionId,
+        /// The shared receive queue.
+        shared: super::SharedReceiveHandle,
+    },
     /// The node has no registration of this id.
     #[error("no registration {}", .0.0)]
     Unknown(RegionId),
     /// An operation of the session not yet completed names the
-    /// registration as its local range: deregister after its completion.
-    #[error("registration {} is in use by an operation of session {} not yet completed", .id.0, .session.0)]
+    /// registration as its local range, or a receive buffer the
+    /// application posted in it has not ended ([`Node::post_receive`]):
+    /// deregister after the completion, or once the receive ended.
+    #[error(
+        "registration {} is in use by session {}: an operation not yet completed names it, \
+         or a receive buffer posted in it has not ended",
+        .id.0,
+        .session.0
+    )]
     InUse {
         /// The registration.
         id: RegionId,
@@ -164,6 +181,16 @@ impl Node {
             return Err(RegisterError::InUse {
                 id,
                 session: SessionHandle(handle),
+            });
+        }
+        if let Some((&h, _)) = self
+            .shared_posted
+            .iter()
+            .find(|(_, pool)| pool.iter().any(|(l, _)| l.region == id))
+        {
+            return Err(RegisterError::InSharedReceive {
+                id,
+                shared: super::SharedReceiveHandle(h),
             });
         }
         let p = &*self.provider;

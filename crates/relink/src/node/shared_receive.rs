@@ -374,10 +374,12 @@ impl Node {
             .filter(|l| l.opts.shared_receive == Some(h))
             .count();
         let holders = Arc::strong_count(pool) - 1;
-        if listeners + holders > 0 {
+        let posted = self.shared_posted.get(&h.0).is_some_and(|p| !p.is_empty());
+        if listeners + holders > 0 || posted {
             return Err(SharedReceiveError::InUse);
         }
         self.shared.remove(&h.0);
+        self.shared_posted.remove(&h.0);
         Ok(())
     }
 
