@@ -47,16 +47,17 @@ extern "C" {
 // | mistake | code |
 // |---|---|
 // | a NULL pointer where one is needed, a string that is not UTF-8 or not an address, a number no enum names | `RELINK_ERR_ARGUMENT` |
-// | a work request's `flags` with a bit no `RELINK_WR_*` names, both `RELINK_WR_FROM_REGION` and `RELINK_WR_SGL`, or a flag on a kind other than MESSAGE; a scatter/gather list of 0 or more than `RELINK_MAX_SGE` ranges (`relink_post`) | `RELINK_ERR_ARGUMENT` |
+// | a work request's `flags` with a bit no `RELINK_WR_*` names, both `RELINK_WR_FROM_REGION` and `RELINK_WR_SGL`, `RELINK_WR_FROM_REGION` on a kind other than MESSAGE, or `RELINK_WR_SGL` on an atomic or a FLUSH; a scatter/gather list (a MESSAGE's, WRITE's, WRITE_IMM's or READ's) with a NULL `sgl` or of 0 or more than `RELINK_MAX_SGE` ranges (`relink_post`) | `RELINK_ERR_ARGUMENT` |
 // | a session the node does not have | `RELINK_ERR_NO_SESSION` |
 // | a region the session (or the options) does not have | `RELINK_ERR_NO_REGION` |
-// | a byte range outside its region (`offset` + `len` past its end), a message's range of registered memory and a receive buffer included | `RELINK_ERR_RANGE` |
-// | a length over its limit (a message over `max_message`, by the total of its ranges for one from registered memory; a one-sided operation or a receive buffer over `UINT32_MAX` bytes; connect data over `RELINK_MAX_CONNECT_DATA`) | `RELINK_ERR_TOO_LARGE` |
+// | a byte range outside its region (`offset` + `len` past its end), every range of a scatter/gather list and a receive buffer included | `RELINK_ERR_RANGE` |
+// | a length over its limit (a message over `max_message`, by the total of its ranges for one from registered memory; a one-sided operation over `UINT32_MAX` bytes, by the total of its ranges for one with a scatter/gather list; a receive buffer over `UINT32_MAX` bytes; connect data over `RELINK_MAX_CONNECT_DATA`) | `RELINK_ERR_TOO_LARGE` |
 // | an atomic's offset (local or token) that is not a multiple of 8 | `RELINK_ERR_MISALIGNED` |
 // | an operation past the session's `max_outstanding` (completions not taken), or a receive buffer past it (buffers posted and not filled) | `RELINK_ERR_AGAIN` |
 // | a buffer to register (`relink_register`) that is NULL, empty or wraps around, or access rights no `RELINK_ACCESS_*` names or no device grants | `RELINK_ERR_ARGUMENT` |
-// | a registration the node does not have (`relink_deregister`) | `RELINK_ERR_NO_REGION` |
-// | deregistering while an operation not yet completed uses the registration (a message sent from it included), or a receive buffer posted in it has not ended | `RELINK_ERR_BUSY` |
+// | a registration the node does not have (`relink_deregister`), or a buffer for a shared receive queue's pool in a region that is no registration of the node (`relink_post_shared_receive`) | `RELINK_ERR_NO_REGION` |
+// | a shared receive queue the node does not have (`relink_post_shared_receive`, `relink_take_shared_receives`, `relink_shared_receive_free`, and options naming it) | `RELINK_ERR_OPTIONS` |
+// | deregistering while an operation not yet completed uses the registration (a message sent from it included), a receive buffer posted in it has not ended, or a buffer in it is in a shared receive queue's pool | `RELINK_ERR_BUSY` |
 //
 // Lengths are checked before anything is copied or allocated. The
 // numbers are fixed: new codes take new numbers.
@@ -74,9 +75,10 @@ typedef enum {
   // cannot give (bits no `RELINK_ACCESS_*` names, remote write or
   // atomic rights without `RELINK_ACCESS_LOCAL_WRITE`); a work request
   // (`relink_post`) with `flags` it cannot take (a bit no `RELINK_WR_*`
-  // names, both `RELINK_WR_FROM_REGION` and `RELINK_WR_SGL`, a flag on
-  // a kind other than MESSAGE) or a scatter/gather list of 0 or more
-  // than `RELINK_MAX_SGE` ranges.
+  // names, both `RELINK_WR_FROM_REGION` and `RELINK_WR_SGL`,
+  // `RELINK_WR_FROM_REGION` on a kind other than MESSAGE,
+  // `RELINK_WR_SGL` on an atomic or a FLUSH) or a scatter/gather list
+  // with a NULL `sgl` or of 0 or more than `RELINK_MAX_SGE` ranges.
   RELINK_ERR_ARGUMENT = -1,
   // The node has no such session: never made, or ended and reaped.
   RELINK_ERR_NO_SESSION = -2,
@@ -84,14 +86,21 @@ typedef enum {
   // `relink_region_read`/`relink_region_write`'s region, or the options
   // have none of that id (`relink_options_set_region_window`), or the
   // node has no registration of that id (`relink_deregister`; a local
-  // range naming a registration deregistered since is refused so too).
+  // range naming a registration deregistered since is refused so too;
+  // a shared receive queue's buffer, `relink_post_shared_receive`, is
+  // refused so in any region that is no registration of the node).
   RELINK_ERR_NO_REGION = -3,
   // The session refused the operation: it ended (closed or failed) or
   // is closing, or it is not in a state that allows the call (the
   // message says which). A receive buffer (`relink_post_receive`) is
-  // refused so only once the session ended.
+  // refused so only once the session ended. A shared receive queue
+  // still in use (by a session, a listener, or a buffer in its pool)
+  // or too full for a session's receives is refused so too.
   RELINK_ERR_SESSION = -4,
-  // The options are invalid (the message names the key).
+  // The options are invalid (the message names the key), or name a
+  // shared receive queue the node does not have; a call on such a queue
+  // is refused so too (`relink_shared_receive_free`,
+  // `relink_post_shared_receive`, `relink_take_shared_receives`).
   RELINK_ERR_OPTIONS = -5,
   // The provider (soft fabric, rdma-core) refused: no device, address in
   // use, out of resources.
@@ -108,17 +117,20 @@ typedef enum {
   // A length is over its limit: a message longer than the session's
   // `max_message` (`relink_send`, `relink_post`; a message from
   // registered memory by its ranges' total), a one-sided operation
-  // longer than `UINT32_MAX` bytes (`relink_post`), a receive buffer
-  // longer than `UINT32_MAX` bytes (`relink_post_receive`), connect
-  // data longer than `RELINK_MAX_CONNECT_DATA`. Refused before
-  // anything was copied.
+  // longer than `UINT32_MAX` bytes (`relink_post`; with a
+  // scatter/gather list by its ranges' total), a receive buffer longer
+  // than `UINT32_MAX` bytes (`relink_post_receive`,
+  // `relink_post_shared_receive`), connect data longer than
+  // `RELINK_MAX_CONNECT_DATA`. Refused before anything was copied.
   RELINK_ERR_TOO_LARGE = -11,
   // A byte range is outside its region: `offset` + `len` past the end
   // of the region (`relink_region_read`, `relink_region_write`, the
   // local range of `relink_write`, `relink_write_imm`, `relink_read`
   // and the atomics, the ranges of a message from registered memory:
-  // `relink_post` with `RELINK_WR_FROM_REGION` or `RELINK_WR_SGL`, a
-  // receive buffer: `relink_post_receive`).
+  // `relink_post` with `RELINK_WR_FROM_REGION` or `RELINK_WR_SGL`, the
+  // ranges of a WRITE's, WRITE_IMM's or READ's scatter/gather list:
+  // `relink_post` with `RELINK_WR_SGL`, a receive buffer:
+  // `relink_post_receive`, `relink_post_shared_receive`).
   // The message gives the range and the region's length.
   RELINK_ERR_RANGE = -12,
   // An atomic (`relink_fetch_add`, `relink_cmp_swap`) at an offset that
@@ -142,8 +154,11 @@ typedef enum {
   // yet completed names as its local range (a WRITE, WRITE_IMM, READ or
   // atomic's, or one of a message's sent from registered memory), or
   // that a receive buffer posted and not ended yet is in
-  // (`relink_post_receive`). Nothing changed: take its completion (a
-  // receive ends when a message fills it or the session ends), then
+  // (`relink_post_receive`), or that a buffer of a shared receive
+  // queue's pool is in (`relink_post_shared_receive`: until a message
+  // took it or `relink_take_shared_receives` handed it back). Nothing
+  // changed: take its completion (a receive ends when a message fills
+  // it or the session ends; take the pool's buffers back), then
   // deregister again.
   RELINK_ERR_BUSY = -15,
   // A bug in relink: it panicked (the message says where). The node is
@@ -623,11 +638,33 @@ relink_status relink_session_counter(relink_node *node,
 // Shared receive queues: the sessions of a node may receive through one
 // shared receive queue instead of receives of their own; relink builds it
 // on each device that carries one of its sessions and rebuilds it after
-// every recovery.
+// every recovery. A queue also has a pool of receive buffers the
+// application posts (`relink_post_shared_receive`), in its registered
+// memory, which every session on the queue takes from once its own
+// posted buffers are used, and takes back (`relink_take_shared_receives`).
 // --------------------------------------------------------------------------
 
 // A shared receive queue of a node (`relink_shared_receive_new`).
 typedef uint64_t relink_shared_receive;
+
+// A buffer of a shared receive queue's pool that no message took, handed
+// back by `relink_take_shared_receives` as it was posted
+// (`relink_post_shared_receive`): the `len` bytes at `offset` of the
+// node's registration `region`, and its `context`. 24 bytes, no padding.
+//
+// Unlike the structs librelink fills one at a time, it never grows: an
+// array of them is the call's ABI (a later librelink that hands back more
+// adds a call).
+typedef struct {
+  // The context it was posted with.
+  uint64_t context;
+  // Its registration (`relink_register`).
+  uint32_t region;
+  // Its length in bytes.
+  uint32_t len;
+  // Its offset in `region`.
+  uint64_t offset;
+} relink_posted_buffer;
 
 // Make a shared receive queue on `node` holding `depth` receives of
 // messages up to `max_message` bytes, for the sessions whose options name
@@ -648,7 +685,10 @@ relink_status relink_shared_receive_new(relink_node *node,
                                         relink_shared_receive *out);
 
 // Remove a shared receive queue no session or listener uses any more
-// (`RELINK_ERR_SESSION` while one does; `RELINK_ERR_OPTIONS` for an
+// and whose pool holds no buffer (`RELINK_ERR_SESSION` while a session or
+// listener uses it, or a buffer posted to it with
+// `relink_post_shared_receive` is neither taken by a message nor taken
+// back with `relink_take_shared_receives`; `RELINK_ERR_OPTIONS` for an
 // unknown one).
 //
 // # Safety
@@ -665,6 +705,67 @@ relink_status relink_shared_receive_free(relink_node *node, relink_shared_receiv
 relink_status relink_options_set_shared_receive(relink_options *options,
                                                 relink_shared_receive queue,
                                                 int32_t use_it);
+
+// Post a receive buffer to shared receive queue `queue`'s pool: the `len`
+// bytes at `offset` of registration `region` of the node
+// (`relink_register`; a session's own region is in one session only, so
+// it cannot be), with `context`. A session on the queue
+// (`relink_options_set_shared_receive`) puts its next message — or the
+// notice of the peer's next WRITE with immediate data — into a buffer it
+// posted itself (`relink_post_receive`) while it has one, and else into
+// the pool's oldest buffer; the receive then ends on that session, as one
+// of its own buffers' does (`relink_poll_received` of that session, or
+// `RELINK_OUTPUT_RECEIVED` with its `session`): the application learns
+// which session the message came on. A message that waits for a buffer
+// on such a session takes this one at once.
+//
+// The buffer is relink's from this call until a message took it (its
+// receive ended) or `relink_take_shared_receives` handed it back: leave
+// it alone, and its registration cannot be deregistered until then
+// (`relink_deregister` is `RELINK_ERR_BUSY`), nor the queue removed
+// (`relink_shared_receive_free` is `RELINK_ERR_SESSION`). The pool's
+// buffers belong to the queue, not to a session: a session's end flushes
+// its own buffers only, and the pool's stay posted for the others.
+//
+// Refused, posting nothing: `RELINK_ERR_TOO_LARGE` for a `len` over
+// `UINT32_MAX` (as `relink_post_receive`'s); `RELINK_ERR_OPTIONS` for a
+// queue the node does not have (as `relink_shared_receive_free`'s);
+// `RELINK_ERR_NO_REGION` for a `region` that is no registration of the
+// node (a session's own region included); `RELINK_ERR_RANGE` for
+// `offset` + `len` past the registration's end.
+//
+// # Safety
+// `node` is a live node.
+relink_status relink_post_shared_receive(relink_node *node,
+                                         relink_shared_receive queue,
+                                         uint32_t region,
+                                         uint64_t offset,
+                                         uint64_t len,
+                                         uint64_t context);
+
+// Take back the buffers of shared receive queue `queue`'s pool that no
+// message took (`relink_post_shared_receive`), oldest first: at most
+// `cap` of them are written to `out`, in the order they were posted, and
+// their number to `*n`. Those handed back are the application's again
+// (their registration can be deregistered once no other buffer is in
+// it); the rest stay posted, in order, for messages to take and for the
+// next call to hand back. So no buffer is lost: when `*n` is `cap`, more
+// may be left; call again until `*n` is less than `cap`. A `cap` of 0
+// takes nothing (`out` may be NULL then). An empty pool gives `*n` 0 and
+// `RELINK_OK`.
+//
+// `RELINK_ERR_ARGUMENT` for a NULL `n`, or a NULL `out` with a `cap`;
+// `RELINK_ERR_OPTIONS` for a queue the node does not have. Nothing is
+// taken then.
+//
+// # Safety
+// `node` is a live node; `out` NULL or valid for writes of `cap`
+// `relink_posted_buffer`s; `n` valid for a write.
+relink_status relink_take_shared_receives(relink_node *node,
+                                          relink_shared_receive queue,
+                                          relink_posted_buffer *out,
+                                          uintptr_t cap,
+                                          uintptr_t *n);
 
 // --------------------------------------------------------------------------
 // Regions: memory a session registers on every device it uses, named by
@@ -820,11 +921,14 @@ relink_status relink_register(relink_node *node,
 // the node's own are refused (`RELINK_ERR_NO_REGION`).
 //
 // `RELINK_ERR_BUSY` while an operation not yet completed names it as its
-// local range, or a receive buffer posted in it (`relink_post_receive`)
-// has not ended (nothing changed: take the operation's completion, or
-// wait for the receive to end — a message fills it, or the session's
-// end flushes it — then call again); `RELINK_ERR_NO_REGION` if the node has no registration
-// `id`; `RELINK_ERR_PROVIDER` if the device did not let go of the buffer
+// local range, a receive buffer posted in it (`relink_post_receive`)
+// has not ended, or a buffer in it is in a shared receive queue's pool
+// (`relink_post_shared_receive`) (nothing changed: take the operation's
+// completion, wait for the receive to end — a message fills it, or the
+// session's end flushes it —, or take the pool's buffers back with
+// `relink_take_shared_receives`, then call again);
+// `RELINK_ERR_NO_REGION` if the node has no registration `id`;
+// `RELINK_ERR_PROVIDER` if the device did not let go of the buffer
 // (rdma-core refused `ibv_dereg_mr`): no session has the registration any
 // more, but the buffer must stay valid — call again to retry, or keep it
 // until `relink_node_free` returned.
@@ -839,7 +943,7 @@ relink_status relink_deregister(relink_node *node, uint32_t id);
 // advertised memory (named by tokens), each by a call of its own or any
 // of them through `relink_post` with a context its completion carries
 // back (there also a message sent from registered memory without a
-// copy). A session accepts each with an id and completes it exactly once
+// copy, and a WRITE or READ over a scatter/gather list). A session accepts each with an id and completes it exactly once
 // (`relink_poll_completion`), also across recoveries; it holds at most
 // its `max_outstanding` operations whose completion was not taken
 // (`relink_room`; past it, `RELINK_ERR_AGAIN`).
@@ -858,16 +962,29 @@ relink_status relink_deregister(relink_node *node, uint32_t id);
 // `RELINK_ERR_TOO_LARGE` for a `len` over `max_message`.
 #define RELINK_WR_FROM_REGION (1 << 0)
 
-// A MESSAGE's flag (`relink_work_request.flags`): its payload is the
-// bytes of the `num_sge` ranges at `sgl` (1 to `RELINK_MAX_SGE`), one
-// after the other, each in a session's own region or a registration of
-// the node — a scatter/gather list, sent without a copy under the
-// contract of `RELINK_WR_FROM_REGION` (every range unchanged until the
-// completion). The array at `sgl` is read during the call only. Not
-// with `RELINK_WR_FROM_REGION` (both: `RELINK_ERR_ARGUMENT`).
+// The local side of a MESSAGE, WRITE, WRITE_IMM or READ
+// (`relink_work_request.flags`) is the `num_sge` ranges at `sgl` (1 to
+// `RELINK_MAX_SGE`), one after the other, each in a session's own region
+// or a registration of the node — a scatter/gather list, as an
+// `ibv_send_wr`'s `sg_list` is — instead of one range:
+//
+// - a MESSAGE's payload is the ranges' bytes, in order, sent without a
+//   copy under the contract of `RELINK_WR_FROM_REGION` (at most
+//   `max_message` bytes in all);
+// - a WRITE or WRITE_IMM gathers the ranges' bytes, in order, into the
+//   peer's memory at `remote`, one range after the other;
+// - a READ scatters the peer's bytes at `remote` over the ranges, in
+//   order (each needs local write access).
+//
+// Every range stays unchanged (a READ's: untouched by the program) until
+// the operation's completion, whatever its outcome: a replay after a
+// device loss reads or writes them again. A one-sided operation moves at
+// most `UINT32_MAX` bytes in all (`RELINK_ERR_TOO_LARGE`). The array at
+// `sgl` is read during the call only. Not with `RELINK_WR_FROM_REGION`
+// (both: `RELINK_ERR_ARGUMENT`), nor on an atomic or a FLUSH.
 #define RELINK_WR_SGL (1 << 1)
 
-// The most ranges a message's scatter/gather list has
+// The most ranges a scatter/gather list has
 // (`relink_work_request.num_sge` with `RELINK_WR_SGL`).
 #define RELINK_MAX_SGE 4
 
@@ -882,9 +999,11 @@ typedef enum {
   // of registered memory with `RELINK_WR_FROM_REGION` or
   // `RELINK_WR_SGL`).
   RELINK_OP_KIND_MESSAGE = 1,
-  // An RDMA WRITE (`relink_write`).
+  // An RDMA WRITE (`relink_write`, or `relink_post`: from one range, or
+  // gathered from a scatter/gather list with `RELINK_WR_SGL`).
   RELINK_OP_KIND_WRITE = 2,
-  // An RDMA READ (`relink_read`).
+  // An RDMA READ (`relink_read`, or `relink_post`: into one range, or
+  // scattered over a scatter/gather list with `RELINK_WR_SGL`).
   RELINK_OP_KIND_READ = 3,
   // An atomic FETCH_ADD (`relink_fetch_add`).
   RELINK_OP_KIND_FETCH_ADD = 4,
@@ -896,7 +1015,8 @@ typedef enum {
   // and a fence, across recoveries). It moves nothing (`len` 0).
   RELINK_OP_KIND_FLUSH = 6,
   // An RDMA WRITE with immediate data (`relink_write_imm`, or
-  // `relink_post` with the work request's `imm`): the bytes land in the
+  // `relink_post` with the work request's `imm`, from one range or a
+  // scatter/gather list with `RELINK_WR_SGL`): the bytes land in the
   // peer's memory, then the peer's application is told, once and in
   // order with the messages (`relink_poll_written`, or a buffer it
   // posted: `RELINK_RECEIVE_WRITTEN`).
@@ -910,7 +1030,7 @@ typedef enum {
 // (`relink_poll_completion`), also across recoveries.
 typedef uint64_t relink_op;
 
-// One range of registered memory in a message's scatter/gather list
+// One range of registered memory in a scatter/gather list
 // (`relink_work_request.sgl`, with `RELINK_WR_SGL`), as an `ibv_sge` is
 // in an `ibv_send_wr`'s list, but named by region: `len` bytes at
 // `offset` of `region`, a session's own region or a registration of the
@@ -939,7 +1059,9 @@ typedef struct {
 // | `RELINK_OP_KIND_MESSAGE` | `RELINK_WR_FROM_REGION` | `region`, `offset`, `len` (at most `max_message`): sent from there, no copy |
 // | `RELINK_OP_KIND_MESSAGE` | `RELINK_WR_SGL` | `sgl`, `num_sge` (1 to `RELINK_MAX_SGE` ranges, at most `max_message` bytes in all): sent from there, no copy |
 // | `RELINK_OP_KIND_WRITE`, `RELINK_OP_KIND_READ` | 0 | `region`, `offset`, `len` (at most `UINT32_MAX`), `remote` |
+// | `RELINK_OP_KIND_WRITE`, `RELINK_OP_KIND_READ` | `RELINK_WR_SGL` | `sgl`, `num_sge` (1 to `RELINK_MAX_SGE` ranges, at most `UINT32_MAX` bytes in all), `remote` |
 // | `RELINK_OP_KIND_WRITE_IMM` | 0 | `region`, `offset`, `len` (at most `UINT32_MAX`), `remote`, `imm` |
+// | `RELINK_OP_KIND_WRITE_IMM` | `RELINK_WR_SGL` | `sgl`, `num_sge` (1 to `RELINK_MAX_SGE` ranges, at most `UINT32_MAX` bytes in all), `remote`, `imm` |
 // | `RELINK_OP_KIND_FETCH_ADD` | 0 | `region`, `offset`, `remote`, `add` (`len` 8, or 0 for 8) |
 // | `RELINK_OP_KIND_CMP_SWAP` | 0 | `region`, `offset`, `remote`, `compare`, `swap` (`len` 8, or 0 for 8) |
 // | `RELINK_OP_KIND_FLUSH` | 0 | nothing more |
@@ -949,6 +1071,12 @@ typedef struct {
 // delivered as one of bytes is (the peer gets one message of the ranges'
 // bytes, in order) and completes as one (`RELINK_OP_KIND_MESSAGE`,
 // `len` the total bytes); its bytes stay unchanged until that completion.
+// A WRITE, WRITE_IMM or READ over a scatter/gather list
+// (`RELINK_WR_SGL`) moves the ranges' bytes to or from the peer's
+// memory at `remote` as one operation of their total length (its
+// completion's `len`; the peer's notice of a WRITE_IMM says that
+// length too), one range after the other; `region`, `offset` and `len`
+// are not read then.
 //
 // The struct may grow at its end in a later librelink, which reads a
 // member added after the first layout only when the caller said it set
@@ -964,9 +1092,10 @@ typedef struct {
   // What it does: a `relink_op_kind`, MESSAGE to WRITE_IMM (any other
   // number is `RELINK_ERR_ARGUMENT`).
   int32_t kind;
-  // An or of `RELINK_WR_*`, for a MESSAGE: `RELINK_WR_FROM_REGION` or
-  // `RELINK_WR_SGL` (not both); 0 for the other kinds. A bit no
-  // `RELINK_WR_*` names, both flags, or a flag on another kind is
+  // An or of `RELINK_WR_*`: for a MESSAGE `RELINK_WR_FROM_REGION` or
+  // `RELINK_WR_SGL` (not both); for a WRITE, WRITE_IMM or READ
+  // `RELINK_WR_SGL`; 0 for the other kinds. A bit no `RELINK_WR_*`
+  // names, both flags, or a flag on a kind that does not take it is
   // `RELINK_ERR_ARGUMENT`.
   uint32_t flags;
   // The application's context: returned as is in the operation's
@@ -977,18 +1106,19 @@ typedef struct {
   // `len` is 0).
   const void *buf;
   // MESSAGE: the bytes at `buf` (with `RELINK_WR_FROM_REGION`: at
-  // `offset` of `region`); WRITE, WRITE_IMM, READ: the local range's
-  // length; the atomics: 8 (or 0, which stands for 8).
+  // `offset` of `region`); WRITE, WRITE_IMM, READ without
+  // `RELINK_WR_SGL`: the local range's length; the atomics: 8 (or 0,
+  // which stands for 8).
   uint64_t len;
-  // WRITE, WRITE_IMM, READ, the atomics, and a MESSAGE with
-  // `RELINK_WR_FROM_REGION`: the session's own region the local range
-  // is in, or a registration of the node (`relink_register`) (the
-  // data's source for a WRITE and a MESSAGE, where a READ's data or an
-  // atomic's old value lands).
+  // WRITE, WRITE_IMM, READ without `RELINK_WR_SGL`, the atomics, and a
+  // MESSAGE with `RELINK_WR_FROM_REGION`: the session's own region the
+  // local range is in, or a registration of the node
+  // (`relink_register`) (the data's source for a WRITE and a MESSAGE,
+  // where a READ's data or an atomic's old value lands).
   uint32_t region;
-  // WRITE, WRITE_IMM, READ, the atomics, a MESSAGE with
-  // `RELINK_WR_FROM_REGION`: the local range's offset in `region` (a
-  // multiple of 8 for the atomics).
+  // WRITE, WRITE_IMM, READ without `RELINK_WR_SGL`, the atomics, a
+  // MESSAGE with `RELINK_WR_FROM_REGION`: the local range's offset in
+  // `region` (a multiple of 8 for the atomics).
   uint64_t offset;
   // WRITE, WRITE_IMM, READ, the atomics: the peer's memory (its offset
   // a multiple of 8 for the atomics).
@@ -999,13 +1129,14 @@ typedef struct {
   uint64_t compare;
   // CMP_SWAP: stored into the peer's word if it holds `compare`.
   uint64_t swap;
-  // A MESSAGE with `RELINK_WR_SGL` (read only then): its `num_sge`
-  // ranges, in the order their bytes are sent. Read during the call
-  // only; the bytes the ranges name stay unchanged until the
-  // completion. NULL with a `num_sge` is `RELINK_ERR_ARGUMENT`.
+  // A MESSAGE, WRITE, WRITE_IMM or READ with `RELINK_WR_SGL` (read only
+  // then): its `num_sge` local ranges, in the order their bytes are
+  // sent (a READ's: filled). Read during the call only; the bytes the
+  // ranges name stay unchanged until the completion. NULL is
+  // `RELINK_ERR_ARGUMENT`.
   const relink_sge *sgl;
-  // A MESSAGE with `RELINK_WR_SGL` (read only then): the ranges at
-  // `sgl`, 1 to `RELINK_MAX_SGE` (0, or more than `RELINK_MAX_SGE`, is
+  // With `RELINK_WR_SGL` (read only then): the ranges at `sgl`, 1 to
+  // `RELINK_MAX_SGE` (0, or more than `RELINK_MAX_SGE`, is
   // `RELINK_ERR_ARGUMENT`: a number of ranges no list has).
   uint32_t num_sge;
   // WRITE_IMM (read only for that kind): the immediate data the peer's
@@ -1042,7 +1173,9 @@ relink_status relink_send(relink_node *node,
 // (`max_outstanding` operations outstanding). A token the peer did not
 // advertise is no error here: the operation completes
 // `RELINK_OUTCOME_FAILED` with `RELINK_OP_REMOTE`. Its context is 0
-// (`relink_post` gives one), as that of every per-kind call.
+// (`relink_post` gives one), as that of every per-kind call. A WRITE
+// gathered from up to `RELINK_MAX_SGE` ranges is `relink_post`'s, with
+// `RELINK_WR_SGL`.
 //
 // # Safety
 // `node` is a live node; `op` NULL or valid for a write.
@@ -1086,7 +1219,8 @@ relink_status relink_write_imm(relink_node *node,
 
 // RDMA READ `len` bytes of the peer's memory at `remote` into `offset` of
 // the session's own region `region` (which needs local write access).
-// Refused as `relink_write` is.
+// Refused as `relink_write` is. A READ scattered over up to
+// `RELINK_MAX_SGE` ranges is `relink_post`'s, with `RELINK_WR_SGL`.
 //
 // # Safety
 // `node` is a live node; `op` NULL or valid for a write.
@@ -1136,24 +1270,29 @@ relink_status relink_cmp_swap(relink_node *node,
 // kind, with the context its completion carries back. It is what the
 // per-kind calls do (`relink_send`, `relink_write`, `relink_write_imm`,
 // `relink_read`, `relink_fetch_add`, `relink_cmp_swap`), with their
-// refusals, and a message from registered memory, sent without a copy
+// refusals; a message from registered memory, sent without a copy
 // (`RELINK_WR_FROM_REGION`, `RELINK_WR_SGL`: leave its bytes unchanged
-// until its completion); `*op` (if not NULL) gets its id. Everything is
-// checked before anything is read through `buf` or copied or allocated,
-// and a refusal submits nothing:
+// until its completion); and a WRITE, WRITE_IMM or READ whose local
+// side is a scatter/gather list (`RELINK_WR_SGL`: gathered from, or
+// scattered over, its ranges in order; its completion's `len` is their
+// total). `*op` (if not NULL) gets its id. Everything is checked before
+// anything is read through `buf` or copied or allocated, and a refusal
+// submits nothing:
 //
 // - `RELINK_ERR_ARGUMENT` for a NULL `wr`; a `kind` that is no
 //   operation; a `flags` bit no `RELINK_WR_*` names, both
-//   `RELINK_WR_FROM_REGION` and `RELINK_WR_SGL`, or either on a kind
-//   other than MESSAGE; a NULL `buf` with a `len`; with `RELINK_WR_SGL`,
-//   a `num_sge` of 0 or over `RELINK_MAX_SGE`, or a NULL `sgl`; an
-//   atomic's `len` other than 8 (or 0);
+//   `RELINK_WR_FROM_REGION` and `RELINK_WR_SGL`, `RELINK_WR_FROM_REGION`
+//   on a kind other than MESSAGE, or `RELINK_WR_SGL` on an atomic or a
+//   FLUSH; a NULL `buf` with a `len`; with `RELINK_WR_SGL`, a `num_sge`
+//   of 0 or over `RELINK_MAX_SGE`, or a NULL `sgl`; an atomic's `len`
+//   other than 8 (or 0);
 // - `RELINK_ERR_TOO_LARGE` for a message over `max_message` (a message
 //   from registered memory: its ranges' total) or a WRITE, WRITE_IMM or
-//   READ over `UINT32_MAX` bytes;
+//   READ over `UINT32_MAX` bytes (with `RELINK_WR_SGL`: its ranges'
+//   total);
 // - `RELINK_ERR_NO_REGION` for a local range's region the session does
 //   not have, `RELINK_ERR_RANGE` for a local range past its region's end
-//   (a message's ranges as a WRITE's local range);
+//   (every range of a scatter/gather list as a WRITE's one local range);
 // - `RELINK_ERR_NO_SESSION`, `RELINK_ERR_MISALIGNED`,
 //   `RELINK_ERR_SESSION` and `RELINK_ERR_AGAIN` as the per-kind calls.
 //
@@ -1293,6 +1432,11 @@ typedef struct {
 //   `len` 0 is enough) and writes nothing;
 // - `RELINK_RECEIVE_FLUSHED`: the session ended with the buffer posted.
 //
+// A session on a shared receive queue (`relink_options_set_shared_receive`)
+// fills the buffers posted here first, then those of its queue's pool
+// (`relink_post_shared_receive`): either way the receive ends on this
+// session.
+//
 // Messages that arrived while no buffer was posted wait in line and fill
 // the next buffers posted (this call may end receives at once), unless
 // `relink_poll_delivery` takes them first: the two ways share one line,
@@ -1328,7 +1472,10 @@ relink_status relink_post_receive(relink_node *node,
 
 // Take the next ended receive of a session (`relink_post_receive`): a
 // buffer a message or a WRITE notice took, or one the session's end
-// flushed, in the order the buffers were posted. `RELINK_OK` with `*out`
+// flushed, in the order the buffers were posted — or a buffer of its
+// shared receive queue's pool (`relink_post_shared_receive`) that a
+// message or notice of this session took, in its place in the
+// session's line. `RELINK_OK` with `*out`
 // filled, or `RELINK_EMPTY` when none waits (also for a session that
 // does not exist: never made, or ended and reaped). A session that ended
 // is reaped only once its flushed receives are taken too.

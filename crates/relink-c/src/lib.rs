@@ -91,8 +91,9 @@
 //!   session's `max_outstanding` `RELINK_ERR_AGAIN` (take completions,
 //!   then submit again: `RELINK_EVENT_WRITABLE` says when; for receive
 //!   buffers, `max_outstanding` posted and not filled), a registration
-//!   deregistered while an operation or a posted receive buffer uses it
-//!   `RELINK_ERR_BUSY`.
+//!   deregistered while an operation, a posted receive buffer or a
+//!   buffer of a shared receive queue's pool uses it `RELINK_ERR_BUSY`,
+//!   an unknown shared receive queue `RELINK_ERR_OPTIONS`.
 //! - **Ownership.** A `relink_*_new*` call stores an object the caller owns
 //!   in its out-pointer; the matching `relink_*_free` frees it (NULL is
 //!   ignored), and it is not used after. Every other pointer argument is
@@ -103,10 +104,14 @@
 //!   it returned `RELINK_OK` or the node is freed; it stays the caller's
 //!   to keep valid until then, and to free after. A message sent from
 //!   registered memory (`relink_post` with `RELINK_WR_FROM_REGION` or
-//!   `RELINK_WR_SGL`: no copy) reads its bytes there, again for a replay:
-//!   leave them unchanged until its completion (the `relink_sge` array
-//!   naming them is borrowed for the call only). A receive buffer
-//!   (`relink_post_receive`) is relink's until its receive ended. Sessions, listeners and
+//!   `RELINK_WR_SGL`: no copy), and a WRITE or READ over a scatter/gather
+//!   list (`RELINK_WR_SGL`), reads or writes its ranges there, again for
+//!   a replay: leave them unchanged until its completion (the
+//!   `relink_sge` array naming them is borrowed for the call only). A
+//!   receive buffer (`relink_post_receive`) is relink's until its receive
+//!   ended; one of a shared receive queue's pool
+//!   (`relink_post_shared_receive`) until a message took it or
+//!   `relink_take_shared_receives` handed it back. Sessions, listeners and
 //!   operations are numbers (`relink_session`, `relink_listener`,
 //!   `relink_op`), never pointers, and never reused by their node.
 //! - **Threads.** A node and everything made with it are used by one

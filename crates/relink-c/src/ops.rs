@@ -3,7 +3,7 @@
 //! advertised memory (named by tokens), each by a call of its own or any
 //! of them through `relink_post` with a context its completion carries
 //! back (there also a message sent from registered memory without a
-//! copy). A session accepts each with an id and completes it exactly once
+//! copy, and a WRITE or READ over a scatter/gather list). A session accepts each with an id and completes it exactly once
 //! (`relink_poll_completion`), also across recoveries; it holds at most
 //! its `max_outstanding` operations whose completion was not taken
 //! (`relink_room`; past it, `RELINK_ERR_AGAIN`).
@@ -34,9 +34,11 @@ pub enum relink_op_kind {
     /// of registered memory with `RELINK_WR_FROM_REGION` or
     /// `RELINK_WR_SGL`).
     RELINK_OP_KIND_MESSAGE = 1,
-    /// An RDMA WRITE (`relink_write`).
+    /// An RDMA WRITE (`relink_write`, or `relink_post`: from one range, or
+    /// gathered from a scatter/gather list with `RELINK_WR_SGL`).
     RELINK_OP_KIND_WRITE = 2,
-    /// An RDMA READ (`relink_read`).
+    /// An RDMA READ (`relink_read`, or `relink_post`: into one range, or
+    /// scattered over a scatter/gather list with `RELINK_WR_SGL`).
     RELINK_OP_KIND_READ = 3,
     /// An atomic FETCH_ADD (`relink_fetch_add`).
     RELINK_OP_KIND_FETCH_ADD = 4,
@@ -48,7 +50,8 @@ pub enum relink_op_kind {
     /// and a fence, across recoveries). It moves nothing (`len` 0).
     RELINK_OP_KIND_FLUSH = 6,
     /// An RDMA WRITE with immediate data (`relink_write_imm`, or
-    /// `relink_post` with the work request's `imm`): the bytes land in the
+    /// `relink_post` with the work request's `imm`, from one range or a
+    /// scatter/gather list with `RELINK_WR_SGL`): the bytes land in the
     /// peer's memory, then the peer's application is told, once and in
     /// order with the messages (`relink_poll_written`, or a buffer it
     /// posted: `RELINK_RECEIVE_WRITTEN`).
@@ -71,16 +74,29 @@ pub enum relink_op_kind {
 /// `RELINK_ERR_TOO_LARGE` for a `len` over `max_message`.
 pub const RELINK_WR_FROM_REGION: u32 = 1 << 0;
 
-/// A MESSAGE's flag (`relink_work_request.flags`): its payload is the
-/// bytes of the `num_sge` ranges at `sgl` (1 to `RELINK_MAX_SGE`), one
-/// after the other, each in a session's own region or a registration of
-/// the node — a scatter/gather list, sent without a copy under the
-/// contract of `RELINK_WR_FROM_REGION` (every range unchanged until the
-/// completion). The array at `sgl` is read during the call only. Not
-/// with `RELINK_WR_FROM_REGION` (both: `RELINK_ERR_ARGUMENT`).
+/// The local side of a MESSAGE, WRITE, WRITE_IMM or READ
+/// (`relink_work_request.flags`) is the `num_sge` ranges at `sgl` (1 to
+/// `RELINK_MAX_SGE`), one after the other, each in a session's own region
+/// or a registration of the node — a scatter/gather list, as an
+/// `ibv_send_wr`'s `sg_list` is — instead of one range:
+///
+/// - a MESSAGE's payload is the ranges' bytes, in order, sent without a
+///   copy under the contract of `RELINK_WR_FROM_REGION` (at most
+///   `max_message` bytes in all);
+/// - a WRITE or WRITE_IMM gathers the ranges' bytes, in order, into the
+///   peer's memory at `remote`, one range after the other;
+/// - a READ scatters the peer's bytes at `remote` over the ranges, in
+///   order (each needs local write access).
+///
+/// Every range stays unchanged (a READ's: untouched by the program) until
+/// the operation's completion, whatever its outcome: a replay after a
+/// device loss reads or writes them again. A one-sided operation moves at
+/// most `UINT32_MAX` bytes in all (`RELINK_ERR_TOO_LARGE`). The array at
+/// `sgl` is read during the call only. Not with `RELINK_WR_FROM_REGION`
+/// (both: `RELINK_ERR_ARGUMENT`), nor on an atomic or a FLUSH.
 pub const RELINK_WR_SGL: u32 = 1 << 1;
 
-/// The most ranges a message's scatter/gather list has
+/// The most ranges a scatter/gather list has
 /// (`relink_work_request.num_sge` with `RELINK_WR_SGL`).
 pub const RELINK_MAX_SGE: u32 = 4;
 
@@ -89,7 +105,7 @@ const _: () = assert!(RELINK_MAX_SGE as usize == LocalSgl::MAX);
 /// Every flag this librelink knows (`relink_work_request.flags`).
 const WR_FLAGS: u32 = RELINK_WR_FROM_REGION | RELINK_WR_SGL;
 
-/// One range of registered memory in a message's scatter/gather list
+/// One range of registered memory in a scatter/gather list
 /// (`relink_work_request.sgl`, with `RELINK_WR_SGL`), as an `ibv_sge` is
 /// in an `ibv_send_wr`'s list, but named by region: `len` bytes at
 /// `offset` of `region`, a session's own region or a registration of the
@@ -129,7 +145,9 @@ const _: () = assert!(
 /// | `RELINK_OP_KIND_MESSAGE` | `RELINK_WR_FROM_REGION` | `region`, `offset`, `len` (at most `max_message`): sent from there, no copy |
 /// | `RELINK_OP_KIND_MESSAGE` | `RELINK_WR_SGL` | `sgl`, `num_sge` (1 to `RELINK_MAX_SGE` ranges, at most `max_message` bytes in all): sent from there, no copy |
 /// | `RELINK_OP_KIND_WRITE`, `RELINK_OP_KIND_READ` | 0 | `region`, `offset`, `len` (at most `UINT32_MAX`), `remote` |
+/// | `RELINK_OP_KIND_WRITE`, `RELINK_OP_KIND_READ` | `RELINK_WR_SGL` | `sgl`, `num_sge` (1 to `RELINK_MAX_SGE` ranges, at most `UINT32_MAX` bytes in all), `remote` |
 /// | `RELINK_OP_KIND_WRITE_IMM` | 0 | `region`, `offset`, `len` (at most `UINT32_MAX`), `remote`, `imm` |
+/// | `RELINK_OP_KIND_WRITE_IMM` | `RELINK_WR_SGL` | `sgl`, `num_sge` (1 to `RELINK_MAX_SGE` ranges, at most `UINT32_MAX` bytes in all), `remote`, `imm` |
 /// | `RELINK_OP_KIND_FETCH_ADD` | 0 | `region`, `offset`, `remote`, `add` (`len` 8, or 0 for 8) |
 /// | `RELINK_OP_KIND_CMP_SWAP` | 0 | `region`, `offset`, `remote`, `compare`, `swap` (`len` 8, or 0 for 8) |
 /// | `RELINK_OP_KIND_FLUSH` | 0 | nothing more |
@@ -139,6 +157,12 @@ const _: () = assert!(
 /// delivered as one of bytes is (the peer gets one message of the ranges'
 /// bytes, in order) and completes as one (`RELINK_OP_KIND_MESSAGE`,
 /// `len` the total bytes); its bytes stay unchanged until that completion.
+/// A WRITE, WRITE_IMM or READ over a scatter/gather list
+/// (`RELINK_WR_SGL`) moves the ranges' bytes to or from the peer's
+/// memory at `remote` as one operation of their total length (its
+/// completion's `len`; the peer's notice of a WRITE_IMM says that
+/// length too), one range after the other; `region`, `offset` and `len`
+/// are not read then.
 ///
 /// The struct may grow at its end in a later librelink, which reads a
 /// member added after the first layout only when the caller said it set
@@ -156,9 +180,10 @@ pub struct relink_work_request {
     /// What it does: a `relink_op_kind`, MESSAGE to WRITE_IMM (any other
     /// number is `RELINK_ERR_ARGUMENT`).
     pub kind: i32,
-    /// An or of `RELINK_WR_*`, for a MESSAGE: `RELINK_WR_FROM_REGION` or
-    /// `RELINK_WR_SGL` (not both); 0 for the other kinds. A bit no
-    /// `RELINK_WR_*` names, both flags, or a flag on another kind is
+    /// An or of `RELINK_WR_*`: for a MESSAGE `RELINK_WR_FROM_REGION` or
+    /// `RELINK_WR_SGL` (not both); for a WRITE, WRITE_IMM or READ
+    /// `RELINK_WR_SGL`; 0 for the other kinds. A bit no `RELINK_WR_*`
+    /// names, both flags, or a flag on a kind that does not take it is
     /// `RELINK_ERR_ARGUMENT`.
     pub flags: u32,
     /// The application's context: returned as is in the operation's
@@ -169,18 +194,19 @@ pub struct relink_work_request {
     /// `len` is 0).
     pub buf: *const std::ffi::c_void,
     /// MESSAGE: the bytes at `buf` (with `RELINK_WR_FROM_REGION`: at
-    /// `offset` of `region`); WRITE, WRITE_IMM, READ: the local range's
-    /// length; the atomics: 8 (or 0, which stands for 8).
+    /// `offset` of `region`); WRITE, WRITE_IMM, READ without
+    /// `RELINK_WR_SGL`: the local range's length; the atomics: 8 (or 0,
+    /// which stands for 8).
     pub len: u64,
-    /// WRITE, WRITE_IMM, READ, the atomics, and a MESSAGE with
-    /// `RELINK_WR_FROM_REGION`: the session's own region the local range
-    /// is in, or a registration of the node (`relink_register`) (the
-    /// data's source for a WRITE and a MESSAGE, where a READ's data or an
-    /// atomic's old value lands).
+    /// WRITE, WRITE_IMM, READ without `RELINK_WR_SGL`, the atomics, and a
+    /// MESSAGE with `RELINK_WR_FROM_REGION`: the session's own region the
+    /// local range is in, or a registration of the node
+    /// (`relink_register`) (the data's source for a WRITE and a MESSAGE,
+    /// where a READ's data or an atomic's old value lands).
     pub region: u32,
-    /// WRITE, WRITE_IMM, READ, the atomics, a MESSAGE with
-    /// `RELINK_WR_FROM_REGION`: the local range's offset in `region` (a
-    /// multiple of 8 for the atomics).
+    /// WRITE, WRITE_IMM, READ without `RELINK_WR_SGL`, the atomics, a
+    /// MESSAGE with `RELINK_WR_FROM_REGION`: the local range's offset in
+    /// `region` (a multiple of 8 for the atomics).
     pub offset: u64,
     /// WRITE, WRITE_IMM, READ, the atomics: the peer's memory (its offset
     /// a multiple of 8 for the atomics).
@@ -191,13 +217,14 @@ pub struct relink_work_request {
     pub compare: u64,
     /// CMP_SWAP: stored into the peer's word if it holds `compare`.
     pub swap: u64,
-    /// A MESSAGE with `RELINK_WR_SGL` (read only then): its `num_sge`
-    /// ranges, in the order their bytes are sent. Read during the call
-    /// only; the bytes the ranges name stay unchanged until the
-    /// completion. NULL with a `num_sge` is `RELINK_ERR_ARGUMENT`.
+    /// A MESSAGE, WRITE, WRITE_IMM or READ with `RELINK_WR_SGL` (read only
+    /// then): its `num_sge` local ranges, in the order their bytes are
+    /// sent (a READ's: filled). Read during the call only; the bytes the
+    /// ranges name stay unchanged until the completion. NULL is
+    /// `RELINK_ERR_ARGUMENT`.
     pub sgl: *const relink_sge,
-    /// A MESSAGE with `RELINK_WR_SGL` (read only then): the ranges at
-    /// `sgl`, 1 to `RELINK_MAX_SGE` (0, or more than `RELINK_MAX_SGE`, is
+    /// With `RELINK_WR_SGL` (read only then): the ranges at `sgl`, 1 to
+    /// `RELINK_MAX_SGE` (0, or more than `RELINK_MAX_SGE`, is
     /// `RELINK_ERR_ARGUMENT`: a number of ranges no list has).
     pub num_sge: u32,
     /// WRITE_IMM (read only for that kind): the immediate data the peer's
@@ -404,15 +431,16 @@ unsafe fn message(
     submitted.map_err(|e| submit_error(&n.node, s, e))
 }
 
-/// The local ranges of a message from registered memory, as `wr` (read by
-/// [`read_work_request`], its `flags` one of `RELINK_WR_FROM_REGION` and
-/// `RELINK_WR_SGL`) names them: checked, and at most `RELINK_MAX_SGE` of
-/// them, before anything is allocated.
+/// The local ranges `wr` (read by [`read_work_request`], its `flags` one
+/// of `RELINK_WR_FROM_REGION` and `RELINK_WR_SGL`) names — a message's
+/// from registered memory, or a WRITE's, WRITE_IMM's or READ's list:
+/// checked, and at most `RELINK_MAX_SGE` of them, before anything is
+/// allocated.
 ///
 /// # Safety
 /// With `RELINK_WR_SGL`, `wr.sgl` is NULL or valid for reads of
 /// `wr.num_sge` `relink_sge`s.
-unsafe fn message_ranges(
+unsafe fn local_ranges(
     wr: &relink_work_request,
 ) -> Result<([LocalRange; LocalSgl::MAX], usize), Fail> {
     let mut ranges = [local(0, 0, 0); LocalSgl::MAX];
@@ -426,7 +454,7 @@ unsafe fn message_ranges(
     let count = wr.num_sge as usize;
     if !(1..=LocalSgl::MAX).contains(&count) {
         return Err(Fail::arg(format!(
-            "`num_sge` is {}: a message's scatter/gather list has 1 to \
+            "`num_sge` is {}: a scatter/gather list has 1 to \
              RELINK_MAX_SGE ({RELINK_MAX_SGE}) ranges",
             wr.num_sge
         )));
@@ -448,14 +476,14 @@ unsafe fn message_ranges(
 /// before anything is allocated.
 ///
 /// # Safety
-/// As [`message_ranges`].
+/// As [`local_ranges`].
 unsafe fn message_from(
     n: &mut relink_node,
     session: relink_session,
     wr: &relink_work_request,
 ) -> Result<OpId, Fail> {
     // SAFETY: the caller's contract.
-    let (ranges, count) = unsafe { message_ranges(wr) }?;
+    let (ranges, count) = unsafe { local_ranges(wr) }?;
     let ranges = &ranges[..count];
     let s = SessionHandle(session);
     let max = max_message(n, session)?;
@@ -475,6 +503,47 @@ unsafe fn message_from(
     n.node
         .submit_with(s, OpKind::MessageFrom { local }, wr.context)
         .map_err(|e| submit_error(&n.node, s, e))
+}
+
+/// A one-sided operation's length: at most `UINT32_MAX` bytes (a work
+/// request's length is 32 bits), else `RELINK_ERR_TOO_LARGE`.
+fn one_sided_len(len: u64) -> Result<u32, Fail> {
+    u32::try_from(len).map_err(|_| {
+        Fail::new(
+            RELINK_ERR_TOO_LARGE,
+            format!(
+                "a one-sided operation of {len} bytes is longer than the most, {} bytes \
+                 (UINT32_MAX)",
+                u32::MAX
+            ),
+        )
+    })
+}
+
+/// The scatter/gather list of a WRITE, WRITE_IMM or READ with
+/// `RELINK_WR_SGL`: how many ranges and their total checked (at most
+/// `UINT32_MAX` bytes) before anything is allocated; each range is checked
+/// against its region when it is submitted.
+///
+/// # Safety
+/// As [`local_ranges`].
+unsafe fn one_sided_sgl(wr: &relink_work_request) -> Result<LocalSgl, Fail> {
+    // SAFETY: the caller's contract.
+    let (ranges, count) = unsafe { local_ranges(wr) }?;
+    let ranges = &ranges[..count];
+    let total: u64 = ranges.iter().map(|r| u64::from(r.len)).sum();
+    if total > u64::from(u32::MAX) {
+        return Err(Fail::new(
+            RELINK_ERR_TOO_LARGE,
+            format!(
+                "a one-sided operation of {total} bytes (its {count} ranges' total) is \
+                 longer than the most, {} bytes (UINT32_MAX)",
+                u32::MAX
+            ),
+        ));
+    }
+    LocalSgl::new(ranges.iter().copied())
+        .ok_or_else(|| Fail::arg(format!("{count} ranges are no scatter/gather list")))
 }
 
 /// Send `len` bytes from `buf` as one message (copied; `buf` may be reused
@@ -520,7 +589,9 @@ pub unsafe extern "C" fn relink_send(
 /// (`max_outstanding` operations outstanding). A token the peer did not
 /// advertise is no error here: the operation completes
 /// `RELINK_OUTCOME_FAILED` with `RELINK_OP_REMOTE`. Its context is 0
-/// (`relink_post` gives one), as that of every per-kind call.
+/// (`relink_post` gives one), as that of every per-kind call. A WRITE
+/// gathered from up to `RELINK_MAX_SGE` ranges is `relink_post`'s, with
+/// `RELINK_WR_SGL`.
 ///
 /// # Safety
 /// `node` is a live node; `op` NULL or valid for a write.
@@ -585,7 +656,8 @@ pub unsafe extern "C" fn relink_write_imm(
 
 /// RDMA READ `len` bytes of the peer's memory at `remote` into `offset` of
 /// the session's own region `region` (which needs local write access).
-/// Refused as `relink_write` is.
+/// Refused as `relink_write` is. A READ scattered over up to
+/// `RELINK_MAX_SGE` ranges is `relink_post`'s, with `RELINK_WR_SGL`.
 ///
 /// # Safety
 /// `node` is a live node; `op` NULL or valid for a write.
@@ -666,24 +738,29 @@ pub unsafe extern "C" fn relink_cmp_swap(
 /// kind, with the context its completion carries back. It is what the
 /// per-kind calls do (`relink_send`, `relink_write`, `relink_write_imm`,
 /// `relink_read`, `relink_fetch_add`, `relink_cmp_swap`), with their
-/// refusals, and a message from registered memory, sent without a copy
+/// refusals; a message from registered memory, sent without a copy
 /// (`RELINK_WR_FROM_REGION`, `RELINK_WR_SGL`: leave its bytes unchanged
-/// until its completion); `*op` (if not NULL) gets its id. Everything is
-/// checked before anything is read through `buf` or copied or allocated,
-/// and a refusal submits nothing:
+/// until its completion); and a WRITE, WRITE_IMM or READ whose local
+/// side is a scatter/gather list (`RELINK_WR_SGL`: gathered from, or
+/// scattered over, its ranges in order; its completion's `len` is their
+/// total). `*op` (if not NULL) gets its id. Everything is checked before
+/// anything is read through `buf` or copied or allocated, and a refusal
+/// submits nothing:
 ///
 /// - `RELINK_ERR_ARGUMENT` for a NULL `wr`; a `kind` that is no
 ///   operation; a `flags` bit no `RELINK_WR_*` names, both
-///   `RELINK_WR_FROM_REGION` and `RELINK_WR_SGL`, or either on a kind
-///   other than MESSAGE; a NULL `buf` with a `len`; with `RELINK_WR_SGL`,
-///   a `num_sge` of 0 or over `RELINK_MAX_SGE`, or a NULL `sgl`; an
-///   atomic's `len` other than 8 (or 0);
+///   `RELINK_WR_FROM_REGION` and `RELINK_WR_SGL`, `RELINK_WR_FROM_REGION`
+///   on a kind other than MESSAGE, or `RELINK_WR_SGL` on an atomic or a
+///   FLUSH; a NULL `buf` with a `len`; with `RELINK_WR_SGL`, a `num_sge`
+///   of 0 or over `RELINK_MAX_SGE`, or a NULL `sgl`; an atomic's `len`
+///   other than 8 (or 0);
 /// - `RELINK_ERR_TOO_LARGE` for a message over `max_message` (a message
 ///   from registered memory: its ranges' total) or a WRITE, WRITE_IMM or
-///   READ over `UINT32_MAX` bytes;
+///   READ over `UINT32_MAX` bytes (with `RELINK_WR_SGL`: its ranges'
+///   total);
 /// - `RELINK_ERR_NO_REGION` for a local range's region the session does
 ///   not have, `RELINK_ERR_RANGE` for a local range past its region's end
-///   (a message's ranges as a WRITE's local range);
+///   (every range of a scatter/gather list as a WRITE's one local range);
 /// - `RELINK_ERR_NO_SESSION`, `RELINK_ERR_MISALIGNED`,
 ///   `RELINK_ERR_SESSION` and `RELINK_ERR_AGAIN` as the per-kind calls.
 ///
@@ -737,14 +814,26 @@ pub unsafe extern "C" fn relink_post(
         }
         if wr.flags == WR_FLAGS {
             return Err(Fail::arg(
-                "`flags` has both RELINK_WR_FROM_REGION and RELINK_WR_SGL: a message's \
-                 payload is one range or one scatter/gather list",
+                "`flags` has both RELINK_WR_FROM_REGION and RELINK_WR_SGL: an operation's \
+                 local side is one range or one scatter/gather list",
             ));
         }
-        if wr.flags != 0 && kind != RELINK_OP_KIND_MESSAGE {
+        let one_sided = matches!(
+            kind,
+            RELINK_OP_KIND_WRITE | RELINK_OP_KIND_WRITE_IMM | RELINK_OP_KIND_READ
+        );
+        if wr.flags == RELINK_WR_FROM_REGION && kind != RELINK_OP_KIND_MESSAGE {
             return Err(Fail::arg(format!(
-                "`flags` {:#x} on a `kind` {}: RELINK_WR_FROM_REGION and RELINK_WR_SGL \
-                 are a MESSAGE's only",
+                "`flags` {:#x} on a `kind` {}: RELINK_WR_FROM_REGION is a MESSAGE's only \
+                 (a WRITE's, WRITE_IMM's or READ's one range is `region`, `offset` and \
+                 `len` already)",
+                wr.flags, wr.kind
+            )));
+        }
+        if wr.flags == RELINK_WR_SGL && kind != RELINK_OP_KIND_MESSAGE && !one_sided {
+            return Err(Fail::arg(format!(
+                "`flags` {:#x} on a `kind` {}: RELINK_WR_SGL is a MESSAGE's, WRITE's, \
+                 WRITE_IMM's or READ's only",
                 wr.flags, wr.kind
             )));
         }
@@ -760,45 +849,38 @@ pub unsafe extern "C" fn relink_post(
             n.node
                 .submit_with(s, OpKind::Flush, wr.context)
                 .map_err(|e| submit_error(&n.node, s, e))?
+        } else if one_sided {
+            let local = if wr.flags == RELINK_WR_SGL {
+                // SAFETY: the caller's contract for `sgl` (read with
+                // `RELINK_WR_SGL` only).
+                unsafe { one_sided_sgl(&wr) }?
+            } else {
+                LocalSgl::one(local(wr.region, wr.offset, one_sided_len(wr.len)?))
+            };
+            let remote = wr.remote.into();
+            let kind = match kind {
+                RELINK_OP_KIND_WRITE => OpKind::Write { local, remote },
+                RELINK_OP_KIND_WRITE_IMM => OpKind::WriteImm {
+                    local,
+                    remote,
+                    imm: wr.imm,
+                },
+                _ => OpKind::Read { local, remote },
+            };
+            n.node
+                .submit_with(s, kind, wr.context)
+                .map_err(|e| submit_error(&n.node, s, e))?
         } else {
-            let atomic = matches!(kind, RELINK_OP_KIND_FETCH_ADD | RELINK_OP_KIND_CMP_SWAP);
-            let len = match (atomic, wr.len) {
-                (true, 0 | 8) => 8,
-                (true, len) => {
+            let local = match wr.len {
+                0 | 8 => local(wr.region, wr.offset, 8),
+                len => {
                     return Err(Fail::arg(format!(
                         "an atomic works on 8 bytes: `len` is {len} (8, or 0 for 8)"
                     )))
                 }
-                (false, len) => u32::try_from(len).map_err(|_| {
-                    Fail::new(
-                        RELINK_ERR_TOO_LARGE,
-                        format!(
-                            "a one-sided operation of {len} bytes is longer than the \
-                             most, {} bytes (UINT32_MAX)",
-                            u32::MAX
-                        ),
-                    )
-                })?,
             };
-            let local = local(wr.region, wr.offset, len);
             let remote = wr.remote.into();
-            // `.into()`: a WRITE's or READ's local side may become a
-            // scatter/gather list (`LocalSgl`, which a `LocalRange` makes).
-            #[allow(clippy::useless_conversion)]
             let kind = match kind {
-                RELINK_OP_KIND_WRITE => OpKind::Write {
-                    local: local.into(),
-                    remote,
-                },
-                RELINK_OP_KIND_WRITE_IMM => OpKind::WriteImm {
-                    local: local.into(),
-                    remote,
-                    imm: wr.imm,
-                },
-                RELINK_OP_KIND_READ => OpKind::Read {
-                    local: local.into(),
-                    remote,
-                },
                 RELINK_OP_KIND_FETCH_ADD => OpKind::FetchAdd {
                     local,
                     remote,

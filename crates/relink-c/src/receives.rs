@@ -220,6 +220,11 @@ pub(crate) fn received(r: &Received) -> relink_received {
 ///   `len` 0 is enough) and writes nothing;
 /// - `RELINK_RECEIVE_FLUSHED`: the session ended with the buffer posted.
 ///
+/// A session on a shared receive queue (`relink_options_set_shared_receive`)
+/// fills the buffers posted here first, then those of its queue's pool
+/// (`relink_post_shared_receive`): either way the receive ends on this
+/// session.
+///
 /// Messages that arrived while no buffer was posted wait in line and fill
 /// the next buffers posted (this call may end receives at once), unless
 /// `relink_poll_delivery` takes them first: the two ways share one line,
@@ -288,7 +293,10 @@ pub unsafe extern "C" fn relink_post_receive(
 
 /// Take the next ended receive of a session (`relink_post_receive`): a
 /// buffer a message or a WRITE notice took, or one the session's end
-/// flushed, in the order the buffers were posted. `RELINK_OK` with `*out`
+/// flushed, in the order the buffers were posted — or a buffer of its
+/// shared receive queue's pool (`relink_post_shared_receive`) that a
+/// message or notice of this session took, in its place in the
+/// session's line. `RELINK_OK` with `*out`
 /// filled, or `RELINK_EMPTY` when none waits (also for a session that
 /// does not exist: never made, or ended and reaped). A session that ended
 /// is reaped only once its flushed receives are taken too.

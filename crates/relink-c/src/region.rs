@@ -363,11 +363,14 @@ pub unsafe extern "C" fn relink_register(
 /// the node's own are refused (`RELINK_ERR_NO_REGION`).
 ///
 /// `RELINK_ERR_BUSY` while an operation not yet completed names it as its
-/// local range, or a receive buffer posted in it (`relink_post_receive`)
-/// has not ended (nothing changed: take the operation's completion, or
-/// wait for the receive to end — a message fills it, or the session's
-/// end flushes it — then call again); `RELINK_ERR_NO_REGION` if the node has no registration
-/// `id`; `RELINK_ERR_PROVIDER` if the device did not let go of the buffer
+/// local range, a receive buffer posted in it (`relink_post_receive`)
+/// has not ended, or a buffer in it is in a shared receive queue's pool
+/// (`relink_post_shared_receive`) (nothing changed: take the operation's
+/// completion, wait for the receive to end — a message fills it, or the
+/// session's end flushes it —, or take the pool's buffers back with
+/// `relink_take_shared_receives`, then call again);
+/// `RELINK_ERR_NO_REGION` if the node has no registration `id`;
+/// `RELINK_ERR_PROVIDER` if the device did not let go of the buffer
 /// (rdma-core refused `ibv_dereg_mr`): no session has the registration any
 /// more, but the buffer must stay valid — call again to retry, or keep it
 /// until `relink_node_free` returned.

@@ -21,16 +21,17 @@ use std::sync::Once;
 /// | mistake | code |
 /// |---|---|
 /// | a NULL pointer where one is needed, a string that is not UTF-8 or not an address, a number no enum names | `RELINK_ERR_ARGUMENT` |
-/// | a work request's `flags` with a bit no `RELINK_WR_*` names, both `RELINK_WR_FROM_REGION` and `RELINK_WR_SGL`, or a flag on a kind other than MESSAGE; a scatter/gather list of 0 or more than `RELINK_MAX_SGE` ranges (`relink_post`) | `RELINK_ERR_ARGUMENT` |
+/// | a work request's `flags` with a bit no `RELINK_WR_*` names, both `RELINK_WR_FROM_REGION` and `RELINK_WR_SGL`, `RELINK_WR_FROM_REGION` on a kind other than MESSAGE, or `RELINK_WR_SGL` on an atomic or a FLUSH; a scatter/gather list (a MESSAGE's, WRITE's, WRITE_IMM's or READ's) with a NULL `sgl` or of 0 or more than `RELINK_MAX_SGE` ranges (`relink_post`) | `RELINK_ERR_ARGUMENT` |
 /// | a session the node does not have | `RELINK_ERR_NO_SESSION` |
 /// | a region the session (or the options) does not have | `RELINK_ERR_NO_REGION` |
-/// | a byte range outside its region (`offset` + `len` past its end), a message's range of registered memory and a receive buffer included | `RELINK_ERR_RANGE` |
-/// | a length over its limit (a message over `max_message`, by the total of its ranges for one from registered memory; a one-sided operation or a receive buffer over `UINT32_MAX` bytes; connect data over `RELINK_MAX_CONNECT_DATA`) | `RELINK_ERR_TOO_LARGE` |
+/// | a byte range outside its region (`offset` + `len` past its end), every range of a scatter/gather list and a receive buffer included | `RELINK_ERR_RANGE` |
+/// | a length over its limit (a message over `max_message`, by the total of its ranges for one from registered memory; a one-sided operation over `UINT32_MAX` bytes, by the total of its ranges for one with a scatter/gather list; a receive buffer over `UINT32_MAX` bytes; connect data over `RELINK_MAX_CONNECT_DATA`) | `RELINK_ERR_TOO_LARGE` |
 /// | an atomic's offset (local or token) that is not a multiple of 8 | `RELINK_ERR_MISALIGNED` |
 /// | an operation past the session's `max_outstanding` (completions not taken), or a receive buffer past it (buffers posted and not filled) | `RELINK_ERR_AGAIN` |
 /// | a buffer to register (`relink_register`) that is NULL, empty or wraps around, or access rights no `RELINK_ACCESS_*` names or no device grants | `RELINK_ERR_ARGUMENT` |
-/// | a registration the node does not have (`relink_deregister`) | `RELINK_ERR_NO_REGION` |
-/// | deregistering while an operation not yet completed uses the registration (a message sent from it included), or a receive buffer posted in it has not ended | `RELINK_ERR_BUSY` |
+/// | a registration the node does not have (`relink_deregister`), or a buffer for a shared receive queue's pool in a region that is no registration of the node (`relink_post_shared_receive`) | `RELINK_ERR_NO_REGION` |
+/// | a shared receive queue the node does not have (`relink_post_shared_receive`, `relink_take_shared_receives`, `relink_shared_receive_free`, and options naming it) | `RELINK_ERR_OPTIONS` |
+/// | deregistering while an operation not yet completed uses the registration (a message sent from it included), a receive buffer posted in it has not ended, or a buffer in it is in a shared receive queue's pool | `RELINK_ERR_BUSY` |
 ///
 /// Lengths are checked before anything is copied or allocated. The
 /// numbers are fixed: new codes take new numbers.
@@ -50,9 +51,10 @@ pub enum relink_status {
     /// cannot give (bits no `RELINK_ACCESS_*` names, remote write or
     /// atomic rights without `RELINK_ACCESS_LOCAL_WRITE`); a work request
     /// (`relink_post`) with `flags` it cannot take (a bit no `RELINK_WR_*`
-    /// names, both `RELINK_WR_FROM_REGION` and `RELINK_WR_SGL`, a flag on
-    /// a kind other than MESSAGE) or a scatter/gather list of 0 or more
-    /// than `RELINK_MAX_SGE` ranges.
+    /// names, both `RELINK_WR_FROM_REGION` and `RELINK_WR_SGL`,
+    /// `RELINK_WR_FROM_REGION` on a kind other than MESSAGE,
+    /// `RELINK_WR_SGL` on an atomic or a FLUSH) or a scatter/gather list
+    /// with a NULL `sgl` or of 0 or more than `RELINK_MAX_SGE` ranges.
     RELINK_ERR_ARGUMENT = -1,
     /// The node has no such session: never made, or ended and reaped.
     RELINK_ERR_NO_SESSION = -2,
@@ -60,14 +62,21 @@ pub enum relink_status {
     /// `relink_region_read`/`relink_region_write`'s region, or the options
     /// have none of that id (`relink_options_set_region_window`), or the
     /// node has no registration of that id (`relink_deregister`; a local
-    /// range naming a registration deregistered since is refused so too).
+    /// range naming a registration deregistered since is refused so too;
+    /// a shared receive queue's buffer, `relink_post_shared_receive`, is
+    /// refused so in any region that is no registration of the node).
     RELINK_ERR_NO_REGION = -3,
     /// The session refused the operation: it ended (closed or failed) or
     /// is closing, or it is not in a state that allows the call (the
     /// message says which). A receive buffer (`relink_post_receive`) is
-    /// refused so only once the session ended.
+    /// refused so only once the session ended. A shared receive queue
+    /// still in use (by a session, a listener, or a buffer in its pool)
+    /// or too full for a session's receives is refused so too.
     RELINK_ERR_SESSION = -4,
-    /// The options are invalid (the message names the key).
+    /// The options are invalid (the message names the key), or name a
+    /// shared receive queue the node does not have; a call on such a queue
+    /// is refused so too (`relink_shared_receive_free`,
+    /// `relink_post_shared_receive`, `relink_take_shared_receives`).
     RELINK_ERR_OPTIONS = -5,
     /// The provider (soft fabric, rdma-core) refused: no device, address in
     /// use, out of resources.
@@ -84,17 +93,20 @@ pub enum relink_status {
     /// A length is over its limit: a message longer than the session's
     /// `max_message` (`relink_send`, `relink_post`; a message from
     /// registered memory by its ranges' total), a one-sided operation
-    /// longer than `UINT32_MAX` bytes (`relink_post`), a receive buffer
-    /// longer than `UINT32_MAX` bytes (`relink_post_receive`), connect
-    /// data longer than `RELINK_MAX_CONNECT_DATA`. Refused before
-    /// anything was copied.
+    /// longer than `UINT32_MAX` bytes (`relink_post`; with a
+    /// scatter/gather list by its ranges' total), a receive buffer longer
+    /// than `UINT32_MAX` bytes (`relink_post_receive`,
+    /// `relink_post_shared_receive`), connect data longer than
+    /// `RELINK_MAX_CONNECT_DATA`. Refused before anything was copied.
     RELINK_ERR_TOO_LARGE = -11,
     /// A byte range is outside its region: `offset` + `len` past the end
     /// of the region (`relink_region_read`, `relink_region_write`, the
     /// local range of `relink_write`, `relink_write_imm`, `relink_read`
     /// and the atomics, the ranges of a message from registered memory:
-    /// `relink_post` with `RELINK_WR_FROM_REGION` or `RELINK_WR_SGL`, a
-    /// receive buffer: `relink_post_receive`).
+    /// `relink_post` with `RELINK_WR_FROM_REGION` or `RELINK_WR_SGL`, the
+    /// ranges of a WRITE's, WRITE_IMM's or READ's scatter/gather list:
+    /// `relink_post` with `RELINK_WR_SGL`, a receive buffer:
+    /// `relink_post_receive`, `relink_post_shared_receive`).
     /// The message gives the range and the region's length.
     RELINK_ERR_RANGE = -12,
     /// An atomic (`relink_fetch_add`, `relink_cmp_swap`) at an offset that
@@ -118,8 +130,11 @@ pub enum relink_status {
     /// yet completed names as its local range (a WRITE, WRITE_IMM, READ or
     /// atomic's, or one of a message's sent from registered memory), or
     /// that a receive buffer posted and not ended yet is in
-    /// (`relink_post_receive`). Nothing changed: take its completion (a
-    /// receive ends when a message fills it or the session ends), then
+    /// (`relink_post_receive`), or that a buffer of a shared receive
+    /// queue's pool is in (`relink_post_shared_receive`: until a message
+    /// took it or `relink_take_shared_receives` handed it back). Nothing
+    /// changed: take its completion (a receive ends when a message fills
+    /// it or the session ends; take the pool's buffers back), then
     /// deregister again.
     RELINK_ERR_BUSY = -15,
     /// A bug in relink: it panicked (the message says where). The node is

@@ -662,6 +662,35 @@ fn receives_written_and_output_members_are_pinned() {
     assert!(at("} relink_written;") < at("} relink_output;"));
 }
 
+/// The shared receive queue's pool: its calls are declared in the
+/// queues' section, and `relink_posted_buffer`'s members keep their order
+/// (an array of them is `relink_take_shared_receives`' ABI: it never
+/// grows; its offsets are pinned in `src/shared_receive.rs`).
+#[test]
+fn shared_receive_pool_is_declared_and_pinned() {
+    let main = generate(&HEADERS[0]);
+    assert_eq!(
+        members(&main, "relink_posted_buffer"),
+        ["context", "region", "len", "offset"],
+        "relink_posted_buffer's members changed (it never grows: add a call)"
+    );
+    let declared = declared(&main);
+    for name in [
+        "relink_post_shared_receive",
+        "relink_take_shared_receives",
+        "relink_posted_buffer",
+    ] {
+        assert!(declared.contains(name), "relink.h declares {name}");
+    }
+    let at = |needle: &str| {
+        main.find(needle)
+            .unwrap_or_else(|| panic!("relink.h has no {needle}"))
+    };
+    // In the queues' section, which comes before the regions'.
+    assert!(at("relink_shared_receive_new(") < at("relink_post_shared_receive("));
+    assert!(at("relink_take_shared_receives(") < at("relink_register("));
+}
+
 /// Counters keep their numbers (`relink_session_counter`; new ones come
 /// after), and `relink_counters`' members stay the first eight: its size
 /// is the ABI, the counters added since are reached by number.

@@ -346,11 +346,12 @@ static void bad_input(void) {
                              .len = 8, .remote = tok};
   expect(relink_post(p.a, p.s, &wr, &op), RELINK_ERR_ARGUMENT, "a MESSAGE's only",
          "FROM_REGION on a WRITE");
-  wr = (relink_work_request){.kind = RELINK_OP_KIND_READ, .flags = RELINK_WR_SGL,
+  wr = (relink_work_request){.kind = RELINK_OP_KIND_FETCH_ADD, .flags = RELINK_WR_SGL,
                              .region = a_id, .len = 8, .remote = tok, .sgl = five,
                              .num_sge = 1};
-  expect(relink_post(p.a, p.s, &wr, &op), RELINK_ERR_ARGUMENT, "a MESSAGE's only",
-         "SGL on a READ");
+  expect(relink_post(p.a, p.s, &wr, &op), RELINK_ERR_ARGUMENT,
+         "RELINK_WR_SGL is a MESSAGE's, WRITE's, WRITE_IMM's or READ's only",
+         "SGL on a FETCH_ADD");
   /* Ranges outside their region: the code and message relink_write gives. */
   wr = (relink_work_request){.kind = RELINK_OP_KIND_MESSAGE,
                              .flags = RELINK_WR_FROM_REGION, .region = a_id,
