@@ -1,9 +1,16 @@
 //! Small-message latency, relink next to the raw provider: ping-pong round
 //! trips of 8 B and 4 KiB messages, on the raw soft provider (SEND/RECV,
-//! `PingPongLoop`) and through a relink session (`Node::send`, the target's
-//! application sending each message back, `RelinkPingPong`), side by side
-//! in one run, on the in-process fabric and over TCP loopback; median and
-//! p99 of the round trips and the ratio relink / raw.
+//! `PingPongLoop`) and through two relink sessions (`RelinkPingPong`): one
+//! copying (`Node::send` and `poll_delivery_into` both ways, the target's
+//! application sending each message back) and one zero-copy
+//! (`Node::send_from` of registered slots, replies received into posted
+//! buffers with `post_receive` / `poll_received`, the target sending each
+//! message back from the buffer it landed in), the three side by side in
+//! one run, on the in-process fabric and over TCP loopback; median and p99
+//! of the round trips, the process's CPU time per round trip, the ratios
+//! relink / raw, and the copies of the payload relink made per round trip
+//! (the sessions' counters: a zero-copy round trip that copies on the way
+//! out fails the run, exit 1).
 //!
 //! ```text
 //! cargo bench -p relink-bench --bench latency                       # measure (~1 min)
@@ -13,11 +20,12 @@
 //!
 //! Series names for `RELINK_BENCH_ONLY`: `inproc-8`, `inproc-4096`,
 //! `tcp-8`, `tcp-4096`. Prints a table of mean round-trip times, one of
-//! percentiles and ratios, and writes `target/relink-bench/latency.json`.
+//! percentiles, CPU, ratios and copies per loop, and writes
+//! `target/relink-bench/latency.json` (`extra.latency`).
 //! Run without `--bench` (as `cargo test --benches` does) it makes a quick
 //! run.
 
-use relink_bench::latency::{latency_table, ping_pong, Latency};
+use relink_bench::latency::{copy_faults, latency_table, ping_pong, Latency};
 use relink_bench::session::Workload;
 use relink_bench::{
     quick_from_env, selected, Drive, LoopSpec, Plan, Report, Rig, SimPair, TcpPair,
@@ -41,7 +49,15 @@ fn bench_fabric<D: Drive>(
 ) {
     for size in SIZES {
         if selected(&format!("{name}-{size}")) {
-            out.push(ping_pong(&*new_rig(), threaded, pair, size, plan, report));
+            out.push(ping_pong(
+                &*new_rig(),
+                threaded,
+                pair,
+                size,
+                true,
+                plan,
+                report,
+            ));
         }
     }
 }
@@ -83,7 +99,7 @@ fn main() {
          that runs the simulation step by step (both sides' processing plus the simulator's \
          events), i.e. the CPU cost of a round trip, not a network latency. soft-tcp: real \
          round trips over loopback, each side's host with its own I/O threads, each side's \
-         loop (raw and relink) on a thread of its own"
+         loop (raw and relink) on a thread of its own; cpu/rt counts every thread"
     );
     report.set_extra("latency", &lat);
     match report.write_json() {
@@ -92,5 +108,12 @@ fn main() {
             eprintln!("latency: cannot write the JSON report: {e}");
             std::process::exit(1);
         }
+    }
+    let faults = copy_faults(&lat);
+    if !faults.is_empty() {
+        for f in &faults {
+            eprintln!("latency: FAILED: {f}");
+        }
+        std::process::exit(1);
     }
 }

@@ -274,7 +274,7 @@ fn main() {
             let rig = rig.take().unwrap_or_else(rig_or_skip);
             let pair = |spec: &LoopSpec, w| relink_pair(&rig, spec, w);
             // The raw target on a thread of its own, as the relink pair's.
-            latencies.push(ping_pong(&rig, true, pair, size, &plan, &mut report));
+            latencies.push(ping_pong(&rig, true, pair, size, false, &plan, &mut report));
         }
     }
     drop(rig);

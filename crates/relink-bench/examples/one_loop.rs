@@ -11,14 +11,18 @@
 //! ```
 //!
 //! Arguments: `raw|relink`, `inproc|tcp`,
-//! `send|send4k|send-from|send-from4k|send-slot4096|write|pingpong|pingpong4k`
+//! `send|send4k|send-from|send-from4k|send-slot4096|write|pingpong|pingpong4k|pingpong-from|pingpong-from4k`
 //! (`send4k`: 4 KiB messages; `send-from`, `send-from4k`: relink's
 //! `Node::send_from` of a ring of registered slots, no copy — raw: the
 //! same as `send`, `send4k`; `send-slot4096`: the 64 B messages through
 //! sessions with 4 KiB receive slots, room for frames; `pingpong`: 8 B
-//! messages), and the operation count (default 200,000).
+//! messages; `pingpong-from`, `pingpong-from4k`: relink's zero-copy
+//! round trip, `Node::send_from` of registered slots and receives into
+//! posted buffers both ways — raw: the same as `pingpong`, `pingpong4k`),
+//! and the operation count (default 200,000).
 //! Prints the rate (and, for relink, the loop's iterations and waits per
-//! operation; for ping-pong, the median and p99 round trip).
+//! operation and the copies of the payload per message or round trip; for
+//! ping-pong, the median and p99 round trip).
 
 use relink_bench::latency::{Percentiles, Rtts};
 use relink_bench::session::{MessageSource, Workload};
@@ -32,7 +36,8 @@ use relink_testkit::Rig;
 fn usage() -> ! {
     eprintln!(
         "usage: one_loop raw|relink inproc|tcp \
-         send|send4k|send-from|send-from4k|send-slot4096|write|pingpong|pingpong4k [count]"
+         send|send4k|send-from|send-from4k|send-slot4096|write|pingpong|pingpong4k|\
+         pingpong-from|pingpong-from4k [count]"
     );
     std::process::exit(2);
 }
@@ -67,12 +72,17 @@ fn relink<D: Drive>(
             l.close();
             (m, s)
         }
-        Workload::PingPong => {
-            let mut l = RelinkPingPong::new(d, spec);
+        Workload::PingPong | Workload::PingPongFrom => {
+            let mut l = RelinkPingPong::with_source(d, spec, source);
             let m = l.run(count);
             let s = l.stats();
             print_rtts(l.rtts());
-            l.close();
+            let c = l.close_counted();
+            println!(
+                "copies of the payload per round trip: send {:.3}, receive {:.3}",
+                c.send_per_round_trip(),
+                c.receive_per_round_trip()
+            );
             (m, s)
         }
     };
@@ -99,7 +109,7 @@ fn raw(rig: &dyn Rig, spec: LoopSpec, workload: Workload, count: u64) {
             l.close();
             m
         }
-        Workload::PingPong => {
+        Workload::PingPong | Workload::PingPongFrom => {
             let mut l = PingPongLoop::connect(rig, spec);
             let m = l.run(count);
             print_rtts(l.rtts());
@@ -146,6 +156,8 @@ fn main() {
         "write" => (Workload::Write, bytes, LoopSpec::write(64 * 1024, 16)),
         "pingpong" => (Workload::PingPong, bytes, LoopSpec::send(8, 1)),
         "pingpong4k" => (Workload::PingPong, bytes, LoopSpec::send(4096, 1)),
+        "pingpong-from" => (Workload::PingPongFrom, from, LoopSpec::send(8, 1)),
+        "pingpong-from4k" => (Workload::PingPongFrom, from, LoopSpec::send(4096, 1)),
         _ => usage(),
     };
     let shape = (workload, source);

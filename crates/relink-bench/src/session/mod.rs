@@ -18,7 +18,13 @@
 //!   advertised region, `window` slots, each slot checked where it landed
 //!   once its write completed.
 //! - [`RelinkPingPong`]: round trips of one message and the target
-//!   application's copy of it ([`Workload::PingPong`]), each timed.
+//!   application's copy of it, each timed: copied ([`Node::send`](relink::Node::send)
+//!   and [`Node::poll_delivery_into`](relink::Node::poll_delivery_into) both
+//!   ways, [`Workload::PingPong`]) or zero-copy
+//!   ([`Node::send_from`](relink::Node::send_from) of registered slots and
+//!   receives into posted buffers, [`Node::post_receive`](relink::Node::post_receive),
+//!   both ways, [`Workload::PingPongFrom`]); [`RelinkPingPong::close_counted`]
+//!   counts the copies per round trip ([`RoundTripCopies`]).
 //!
 //! All run on a [`Drive`]: [`SimPair`] (two nodes on the in-process soft
 //! fabric, one thread drives both and the simulated world) or
@@ -33,8 +39,11 @@
 //! - `options.rs`: [`Workload`], [`session_options`] and the [`PORT`],
 //!   [`REMOTE`] and [`LOCAL`] every pair uses.
 //! - `receiver.rs`: the payload stamp ([`stamp_bytes`], [`has_stamp`]) and
-//!   the receiving application ([`Receiver`]), which for
-//!   [`Workload::PingPong`] sends each message back ([`check_echo`]).
+//!   the check of each delivery ([`Receiver`]), and of each reply's
+//!   completion ([`check_echo`]).
+//! - `target_app.rs`: the receiving application on the target's node,
+//!   which checks each message and for a ping-pong sends it back, copied
+//!   or from the posted buffer it landed in ([`ECHO_BUFFERS`]).
 //! - `drive.rs`: the [`Drive`] trait the loops run on, both ends'
 //!   counters at the close ([`EndCounters`]), and the idle wake-up rule of
 //!   the pairs.
@@ -49,7 +58,7 @@
 //!   ([`MessageSource::Registered`]), and the [`Copies`] relink made of
 //!   them.
 //! - `pingpong.rs`: [`RelinkPingPong`], round trips of one message and
-//!   the target application's copy of it.
+//!   the target application's copy of it, and the [`RoundTripCopies`].
 //! - `write.rs`: [`RelinkWriteLoop`].
 
 mod drive;
@@ -59,17 +68,19 @@ mod receiver;
 mod send;
 mod sim_pair;
 mod stats;
+mod target_app;
 mod tcp_pair;
 mod thread_pair;
 mod write;
 
 pub use drive::{Drive, EndCounters};
 pub use options::{session_options, Workload, LOCAL, PORT, REMOTE};
-pub use pingpong::RelinkPingPong;
+pub use pingpong::{RelinkPingPong, RoundTripCopies};
 pub use receiver::{check_echo, has_stamp, stamp_bytes, Receiver};
 pub use send::{Copies, MessageSource, RelinkSendLoop};
 pub use sim_pair::SimPair;
 pub use stats::LoopStats;
+pub use target_app::ECHO_BUFFERS;
 pub use tcp_pair::TcpPair;
 pub use thread_pair::ThreadPair;
 pub use write::RelinkWriteLoop;

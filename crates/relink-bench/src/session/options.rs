@@ -21,13 +21,25 @@ pub enum Workload {
     /// RDMA WRITEs into the target's region ([`RelinkWriteLoop`](super::RelinkWriteLoop)).
     Write,
     /// Messages both ways ([`RelinkPingPong`](super::RelinkPingPong)): the
-    /// target's application checks each message and sends it straight back.
+    /// target's application drains each message
+    /// ([`Node::poll_delivery_into`](relink::Node::poll_delivery_into)),
+    /// checks it and sends it straight back
+    /// ([`Node::send`](relink::Node::send)).
     PingPong,
+    /// Messages both ways, zero-copy: the target's application keeps
+    /// [`ECHO_BUFFERS`](super::ECHO_BUFFERS) buffers of a registration
+    /// posted ([`Node::post_receive`](relink::Node::post_receive)), checks
+    /// each message where it landed ([`Node::poll_received`](relink::Node::poll_received))
+    /// and sends the buffer back as it is
+    /// ([`Node::send_from`](relink::Node::send_from)), posting it again
+    /// once that reply completed.
+    PingPongFrom,
 }
 
 /// The session options of one side of a pair for `spec` and `workload`.
 ///
-/// Messages (also both ways, [`Workload::PingPong`]): `max_message` is
+/// Messages (also both ways, [`Workload::PingPong`] and
+/// [`Workload::PingPongFrom`]): `max_message` is
 /// `spec.max_message` (the message size unless the spec leaves room for
 /// frames of several), and the receiver keeps
 /// `max(64, 2 × window)` receive slots (the sender's credits, less 8
@@ -38,7 +50,7 @@ pub enum Workload {
 /// window`. The recovery policy is the default.
 pub fn session_options(spec: &LoopSpec, workload: Workload, target: bool) -> SessionOptions {
     match workload {
-        Workload::Send | Workload::PingPong => SessionOptions::builder()
+        Workload::Send | Workload::PingPong | Workload::PingPongFrom => SessionOptions::builder()
             .recv_slots(u32::try_from((2 * spec.window).max(64)).expect("window fits u32"))
             .max_message(u32::try_from(spec.max_message).expect("size fits u32"))
             .max_one_sided(8)

@@ -10,7 +10,7 @@ use relink_sim::sim::{Sim, INITIATOR, TARGET};
 
 use super::drive::{Drive, EndCounters};
 use super::options::{session_options, Workload, PORT};
-use super::receiver::{check_echo, Receiver};
+use super::target_app::TargetApp;
 use crate::loops::{LoopSpec, TICK};
 
 /// A relink session between the two hosts of a testkit [`Sim`] (the
@@ -18,19 +18,16 @@ use crate::loops::{LoopSpec, TICK};
 /// [`Drive::poll`] polls both, [`Drive::wait`] runs the simulated world
 /// until the initiator's host has something for its node, a node's timer
 /// is due, or a tick passes — like the raw loops' `Provider::wait`. Set
-/// up for [`Workload::PingPong`], the receiving application sends each
-/// message it checked straight back and drains the completions of those
-/// replies.
+/// up for [`Workload::PingPong`] or [`Workload::PingPongFrom`], the
+/// receiving application sends each message it checked straight back
+/// (copied, or from the posted buffer it landed in) and drains the
+/// completions of those replies.
 pub struct SimPair {
     sim: Sim,
     ini: SessionHandle,
     tgt: SessionHandle,
-    rx: Receiver,
-    /// The receiving application's buffer ([`Node::poll_delivery_into`]).
-    buf: Vec<u8>,
-    /// Whether the receiving application sends each message back
-    /// ([`Workload::PingPong`]).
-    echo: bool,
+    /// The receiving application.
+    app: TargetApp,
 }
 
 impl SimPair {
@@ -58,14 +55,8 @@ impl SimPair {
         // Let the target finish its side of the handshake.
         sim.run_for(Duration::from_millis(1));
         assert_eq!(sim.node(TARGET).state(tgt), Some(State::Established));
-        SimPair {
-            sim,
-            ini,
-            tgt,
-            rx: Receiver::new(spec.size),
-            buf: Vec::new(),
-            echo: workload == Workload::PingPong,
-        }
+        let app = TargetApp::new(sim.node(TARGET), tgt, spec, workload);
+        SimPair { sim, ini, tgt, app }
     }
 
     /// The simulated world, to inject faults into or run.
@@ -95,35 +86,15 @@ impl Drive for SimPair {
     fn poll(&mut self) -> bool {
         let a = self.sim.node(INITIATOR).poll();
         let b = self.sim.node(TARGET).poll();
-        let mut delivered = false;
-        while let Some(seq) = self
-            .sim
-            .node(TARGET)
-            .poll_delivery_into(self.tgt, &mut self.buf)
-        {
-            if let Err(e) = self.rx.check(seq, &self.buf) {
-                panic!("receiver: {e}");
-            }
-            if self.echo {
-                let node = self.sim.node(TARGET);
-                node.send(self.tgt, &self.buf)
-                    .unwrap_or_else(|e| panic!("receiver: echo: {e}"));
-            }
-            delivered = true;
-        }
-        if self.echo {
-            while let Some(c) = self.sim.node(TARGET).poll_completion(self.tgt) {
-                if let Err(e) = check_echo(&c) {
-                    panic!("receiver: {e}");
-                }
-                delivered = true;
-            }
-        }
-        a | b | delivered
+        let app = self
+            .app
+            .poll(self.sim.node(TARGET), self.tgt)
+            .unwrap_or_else(|e| panic!("receiver: {e}"));
+        a | b | app
     }
 
     fn received(&self) -> u64 {
-        self.rx.received()
+        self.app.received()
     }
 
     fn wait(&mut self, _receiver_only: bool) {

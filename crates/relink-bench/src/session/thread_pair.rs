@@ -13,7 +13,7 @@ use relink_fabric::Provider;
 
 use super::drive::{next_wakeup, Drive, EndCounters};
 use super::options::{session_options, Workload};
-use super::receiver::{check_echo, Receiver};
+use super::target_app::TargetApp;
 use crate::loops::LoopSpec;
 
 /// How long connection setup may take (wall clock) before a pair panics.
@@ -40,7 +40,8 @@ struct TargetThread {
 /// this crate's `rxe` benchmark). The initiator's node is driven by the
 /// thread that runs the loop; the target's node by a thread of its own,
 /// which also drains and checks the deliveries (and for
-/// [`Workload::PingPong`] sends each straight back).
+/// [`Workload::PingPong`] and [`Workload::PingPongFrom`] sends each
+/// straight back).
 pub struct ThreadPair {
     node: Node,
     ini: SessionHandle,
@@ -118,11 +119,10 @@ impl ThreadPair {
         let received = Arc::new(AtomicU64::new(0));
         let error = Arc::new(Mutex::new(None));
         let (s, r, e) = (stop.clone(), received.clone(), error.clone());
-        let size = spec.size;
-        let echo = workload == Workload::PingPong;
+        let app = TargetApp::new(&mut target, tgt, spec, workload);
         let handle = std::thread::Builder::new()
             .name("relink-bench-target".into())
-            .spawn(move || target_loop(target, tgt, size, echo, &s, &r, &e))
+            .spawn(move || target_loop(target, tgt, app, &s, &r, &e))
             .expect("spawn the target's thread");
         ThreadPair {
             node,
@@ -149,45 +149,28 @@ impl ThreadPair {
     }
 }
 
-/// The target's thread: poll the node, drain and check deliveries (and if
-/// `echo`, send each straight back and drain those replies' completions),
+/// The target's thread: poll the node, let the receiving application
+/// `app` take what came (check, answer, drain the replies' completions),
 /// wait on the provider when idle, until `stop`.
 fn target_loop(
     mut node: Node,
     s: SessionHandle,
-    size: usize,
-    echo: bool,
+    mut app: TargetApp,
     stop: &AtomicBool,
     received: &AtomicU64,
     error: &Mutex<Option<String>>,
 ) -> Node {
-    let mut rx = Receiver::new(size);
-    let mut msg = Vec::new();
     while !stop.load(Ordering::Relaxed) {
         let mut progress = node.poll();
-        while let Some(seq) = node.poll_delivery_into(s, &mut msg) {
-            let echoed = match rx.check(seq, &msg) {
-                Ok(()) if echo => node
-                    .send(s, &msg)
-                    .map(drop)
-                    .map_err(|e| format!("echo: {e}")),
-                checked => checked,
-            };
-            if let Err(e) = echoed {
+        match app.poll(&mut node, s) {
+            Ok(p) => progress |= p,
+            Err(e) => {
                 *error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
                 return node;
             }
-            progress = true;
-        }
-        while let Some(c) = node.poll_completion(s) {
-            if let Err(e) = check_echo(&c) {
-                *error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
-                return node;
-            }
-            progress = true;
         }
         if progress {
-            received.store(rx.received(), Ordering::Release);
+            received.store(app.received(), Ordering::Release);
         } else {
             let now = node.now();
             let d = next_wakeup(now, [&node]);
