@@ -1526,7 +1526,7 @@ relink_status relink_poll_written(relink_node *node,
 // |---|---|---|---|
 // | SUCCESS | delivered to the peer's application (its node confirmed it; not just the RC ack), exactly once, in order | executed and acknowledged (a READ's data landed in the region), or a WRITE proven executed by a later confirmed message | executed once and acknowledged; the old value landed in the region |
 // | FAILED | it never left this side: not delivered | not confirmed before the session ended or failed fast: if it had been posted, the target range (the peer's for a WRITE, the region's for a READ) is undefined | never executed: not posted before the session ended, or refused by the peer (`RELINK_OP_REMOTE`) |
-// | INDETERMINATE | posted, not confirmed, and the session ended (gave up, lost its peer, closed) or failed fast (`RELINK_OP_FAST_FAIL`'s timeout): the peer's application may or may not have it (`executed` 0), and it never gets it after this completion (after a fast failure, the resume delivers it only if the peer had it already) | never | posted, and its acknowledgement lost with the transport or the session's end (not replayed unless the policy replays atomics): `executed` 1 if it is proven executed (its old value is lost), 0 if unknown |
+// | INDETERMINATE | posted, not confirmed, and the session ended (gave up, lost its peer, closed) or failed fast (`RELINK_OP_FAST_FAIL`'s timeout): the peer's application may or may not have it (`executed` 0); after a session's end it never gets it later, after a fast failure a message of bytes may still arrive once at the resume (relink kept its bytes), while one from registered memory (`RELINK_WR_FROM_REGION`, `RELINK_WR_SGL`) or a WRITE_IMM's notice arrives only if the peer had it already (its memory is never read after this completion) | never | posted, and its acknowledgement lost with the transport or the session's end (not replayed unless the policy replays atomics): `executed` 1 if it is proven executed (its old value is lost), 0 if unknown |
 //
 // A WRITE with immediate data (`relink_write_imm`) ends as a message
 // does: SUCCESS once the peer's node delivered its notice (the bytes
@@ -1553,7 +1553,9 @@ typedef enum {
   // Its effect cannot be known: an atomic in flight when the device was
   // lost (not replayed: it is not idempotent), or a message posted and
   // not confirmed when the session ended (gave up, lost its peer,
-  // closed) or failed fast (never delivered after this completion).
+  // closed) or failed fast (then a message of bytes may still arrive
+  // once at the resume; one from registered memory never after this
+  // completion).
   // `executed` says whether it is proven to have run. WRITEs and READs
   // never end so (they are replayed).
   RELINK_OUTCOME_INDETERMINATE = 2,

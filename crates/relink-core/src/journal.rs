@@ -156,6 +156,10 @@ struct Entry {
     /// sequence number still reaches the peer: a message that may have been
     /// delivered cannot be un-sent, and the peer accepts no gap.
     orphan: bool,
+    /// An orphan whose payload went with its completion (a message from
+    /// registered memory, a WRITE with immediate data, one that failed
+    /// alone): posted as a skip of its sequence number.
+    void: bool,
 }
 
 impl Entry {
@@ -260,6 +264,7 @@ impl Journal {
             stage: Stage::Queued,
             context,
             orphan: false,
+            void: false,
         });
         (id, seq)
     }
@@ -333,6 +338,7 @@ impl Journal {
         let e = &mut self.entries[i];
         self.payload_bytes -= e.kind.payload_len();
         e.orphan = true;
+        e.void = true;
         e.kind = OpKind::Message {
             payload: Vec::new(),
         };
@@ -578,11 +584,15 @@ impl Journal {
     /// give their numbers back (so a later [`Journal::submit`] may hand out
     /// the same `Seq` again), and messages that were posted — completed
     /// `Indeterminate { executed: None }` because the peer may have them —
-    /// stay as orphans without their payload: on resume each is replayed as
-    /// a skip of its sequence number ([`Journal::is_orphan`],
-    /// `wire::MsgKind::Skip`), so the peer delivers it only if it already
-    /// had it, and never after the completion. [`Journal::len`] counts them
-    /// until confirmed.
+    /// stay as orphans that are still replayed on resume (delivered at most
+    /// once, no completion): a message of bytes with its payload (the
+    /// journal owns it), so the peer may still get it after its completion;
+    /// one whose bytes the application owns again at its completion (a
+    /// message from registered memory, a WRITE with immediate data) as a
+    /// skip of its sequence number ([`Journal::is_void`],
+    /// `wire::MsgKind::Skip`), so the peer gets it only if it already had
+    /// it, never after the completion. [`Journal::len`] counts them until
+    /// confirmed.
     pub fn fail_queued(&mut self, err: OpError) -> Vec<Completion> {
         self.transport_down();
         let mut out = Vec::new();
@@ -594,18 +604,21 @@ impl Journal {
                 if !e.kind.is_message() {
                     continue;
                 }
-                self.payload_bytes -= e.kind.payload_len();
                 if e.posts == 0 {
+                    self.payload_bytes -= e.kind.payload_len();
                     give_back.get_or_insert(e.seq);
                     continue;
                 }
-                // Its completion hands the payload back to the application
-                // (registered memory may change from now on): what stays
-                // is the sequence number, replayed as a skip.
                 e.orphan = true;
-                e.kind = OpKind::Message {
-                    payload: Vec::new(),
-                };
+                if !matches!(e.kind, OpKind::Message { .. }) {
+                    // Its completion hands the memory back to the
+                    // application, which may change it from now on: what
+                    // stays is the sequence number, replayed as a skip.
+                    e.void = true;
+                    e.kind = OpKind::Message {
+                        payload: Vec::new(),
+                    };
+                }
             }
             self.entries.push_back(e);
         }
@@ -639,11 +652,16 @@ impl Journal {
         self.entries.is_empty()
     }
 
-    /// Whether `op` is an orphan of [`Journal::fail_queued`]: a message
-    /// that completed and still holds its sequence number, to be posted
-    /// as a skip.
+    /// Whether `op` is an orphan ([`Journal::fail_queued`]): a message
+    /// that completed and still holds its sequence number.
     pub fn is_orphan(&self, op: OpId) -> bool {
         self.find(op).is_some_and(|i| self.entries[i].orphan)
+    }
+
+    /// Whether `op` is an orphan without its payload, to be posted as a
+    /// skip of its sequence number (`wire::MsgKind::Skip`).
+    pub fn is_void(&self, op: OpId) -> bool {
+        self.find(op).is_some_and(|i| self.entries[i].void)
     }
 
     /// Whether `op` is held (not yet completed, or an orphan).

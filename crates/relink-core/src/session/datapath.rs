@@ -266,8 +266,8 @@ impl Session {
                     // The header only: the driver puts the payload behind
                     // it itself, copied from the journal or gathered from
                     // registered memory (`message_body`). An orphan
-                    // (`Journal::fail_queued`) goes as a skip of its
-                    // number. Payload sizes are checked at submit,
+                    // without its payload (`Journal::is_void`) goes as a
+                    // skip of its number. Payload sizes are checked at submit,
                     // sequence numbers start at 1.
                     let len = kind.bytes() as u32;
                     if self
@@ -285,7 +285,7 @@ impl Session {
                         }
                         continue;
                     }
-                    let wire_kind = if len == 0 && self.data.journal.is_orphan(op) {
+                    let wire_kind = if len == 0 && self.data.journal.is_void(op) {
                         wire::MsgKind::Skip
                     } else {
                         wire::MsgKind::Data
