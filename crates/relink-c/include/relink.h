@@ -1190,7 +1190,7 @@ relink_status relink_write(relink_node *node,
 // RDMA WRITE with immediate data: `len` bytes at `offset` of region
 // `region` (the session's own, or the node's registration) to the peer's
 // memory at `remote`, then the peer's application is told — once, in
-// order with this session's messages, with `imm` and the range of its
+// order with the session's messages, with `imm` and the range of its
 // memory the bytes landed in (at the peer: `relink_poll_written`, or a
 // buffer it posted, `RELINK_RECEIVE_WRITTEN`; node-wide
 // `RELINK_OUTPUT_WRITTEN`). The bytes land before the notice. Across a
@@ -1474,7 +1474,7 @@ relink_status relink_post_receive(relink_node *node,
 // buffer a message or a WRITE notice took, or one the session's end
 // flushed, in the order the buffers were posted — or a buffer of its
 // shared receive queue's pool (`relink_post_shared_receive`) that a
-// message or notice of this session took, in its place in the
+// message or notice of the session took, in its place in the
 // session's line. `RELINK_OK` with `*out`
 // filled, or `RELINK_EMPTY` when none waits (also for a session that
 // does not exist: never made, or ended and reaped). A session that ended

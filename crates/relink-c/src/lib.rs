@@ -22,13 +22,13 @@
 //!   `relink.h`.
 //!
 //! cbindgen makes both from this crate: each section of a header is one
-//! source file of `src/`, headed by the first paragraph of its module
-//! docs, and `tests/header.rs` lists the sections in order and checks that
-//! the checked-in headers are current (`RELINK_BLESS=1 cargo test -p
-//! relink-c --test header` rewrites them). `cbindgen.toml` and
-//! `cbindgen_soft.toml` hold each header's preamble, include guard and
-//! includes. `scripts/install-c.sh` installs both headers next to each
-//! other.
+//! module of `src/` (its file and its submodules' files), headed by the
+//! first paragraph of its module docs, and `tests/header.rs` lists the
+//! sections and their files in order and checks that the checked-in
+//! headers are current (`RELINK_BLESS=1 cargo test -p relink-c --test
+//! header` rewrites them). `cbindgen.toml` and `cbindgen_soft.toml` hold
+//! each header's preamble, include guard and includes.
+//! `scripts/install-c.sh` installs both headers next to each other.
 //!
 //! ## Features
 //!

@@ -295,7 +295,7 @@ pub unsafe extern "C" fn relink_post_receive(
 /// buffer a message or a WRITE notice took, or one the session's end
 /// flushed, in the order the buffers were posted — or a buffer of its
 /// shared receive queue's pool (`relink_post_shared_receive`) that a
-/// message or notice of this session took, in its place in the
+/// message or notice of the session took, in its place in the
 /// session's line. `RELINK_OK` with `*out`
 /// filled, or `RELINK_EMPTY` when none waits (also for a session that
 /// does not exist: never made, or ended and reaped). A session that ended

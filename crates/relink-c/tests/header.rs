@@ -6,11 +6,12 @@
 //!
 //! One cbindgen run orders its output by kind — enums, opaque types, the
 //! other types, then functions — so a header is made section by section,
-//! one concept each: one cbindgen run per source file, in the order
-//! [`HEADERS`] lists, each section headed by the first paragraph of its
-//! file's module docs, inside the frame (preamble, include guard, includes,
-//! `extern "C"`) that the header's cbindgen configuration gives. A section
-//! may use what an earlier one declares.
+//! one concept each: one cbindgen run per module of `src/` (its own file,
+//! then those of its submodules), in the order [`HEADERS`] lists, each
+//! section headed by the first paragraph of the module's docs, inside the
+//! frame (preamble, include guard, includes, `extern "C"`) that the
+//! header's cbindgen configuration gives. A section may use what an
+//! earlier one declares.
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -23,8 +24,11 @@ struct Header {
     /// Its cbindgen configuration, in the crate: style, preamble, include
     /// guard, includes.
     config: &'static str,
-    /// Its sections in order: the source file of each, in the crate.
-    sections: &'static [&'static str],
+    /// Its sections in order: the source files of each, in the crate —
+    /// the module's own file first (its docs head the section), then its
+    /// submodules', in the order cbindgen reads them: a section's
+    /// functions come in that order, its types where they are first used.
+    sections: &'static [&'static [&'static str]],
 }
 
 const HEADERS: [Header; 2] = [
@@ -33,28 +37,41 @@ const HEADERS: [Header; 2] = [
         config: "cbindgen.toml",
         sections: &[
             // First: every declaration after it returns a `relink_status`.
-            "src/status.rs",
-            "src/node.rs",
-            "src/soft_fabric.rs",
+            &["src/status.rs"],
+            &["src/node.rs"],
+            &["src/soft_fabric.rs"],
             // Before the sessions: `relink_connect` takes options, and
             // `relink_accepted` has `RELINK_MAX_CONNECT_DATA` bytes.
-            "src/options.rs",
-            "src/session.rs",
-            "src/shared_receive.rs",
-            "src/region.rs",
-            "src/ops.rs",
+            &["src/options.rs"],
+            &["src/session.rs"],
+            &["src/shared_receive.rs"],
+            &["src/region.rs"],
+            &[
+                "src/ops.rs",
+                "src/ops/op.rs",
+                "src/ops/work_request.rs",
+                "src/ops/per_kind.rs",
+                "src/ops/post.rs",
+                // `relink_room` after `relink_post`.
+                "src/ops/submit.rs",
+            ],
             // Before the outputs: `relink_output` carries a
             // `relink_received` and a `relink_written`.
-            "src/receives.rs",
-            "src/output.rs",
-            "src/policy.rs",
-            "src/recovery.rs",
+            &["src/receives.rs"],
+            &[
+                "src/output.rs",
+                "src/output/completion.rs",
+                "src/output/event.rs",
+                "src/output/poll.rs",
+            ],
+            &["src/policy.rs"],
+            &["src/recovery.rs"],
         ],
     },
     Header {
         file: "include/relink_soft.h",
         config: "cbindgen_soft.toml",
-        sections: &["src/soft_hooks.rs"],
+        sections: &[&["src/soft_hooks.rs"]],
     },
 ];
 
@@ -89,9 +106,9 @@ fn heading(file: &Path) -> String {
     out + &rule
 }
 
-/// What cbindgen makes of one source file with the header's style, without
-/// the frame.
-fn section(config: &cbindgen::Config, file: &Path) -> String {
+/// What cbindgen makes of a section's source files with the header's
+/// style, without the frame.
+fn section(config: &cbindgen::Config, files: &[PathBuf]) -> String {
     let mut config = config.clone();
     config.header = None;
     config.include_guard = None;
@@ -105,12 +122,29 @@ fn section(config: &cbindgen::Config, file: &Path) -> String {
     config.after_includes = None;
     config.trailer = None;
     config.cpp_compat = false;
+    let mut builder = cbindgen::Builder::new().with_config(config);
+    for file in files {
+        // cbindgen reads each file as a crate root: it would also read a
+        // submodule it declares from the file's own directory, where Rust
+        // has none (a section lists its submodules' files itself).
+        let dir = file.parent().expect("a source file is in src/");
+        for line in read(file).lines() {
+            let Some(name) = line.trim().strip_prefix("mod ") else {
+                continue;
+            };
+            let name = name.trim_end_matches(';');
+            assert!(
+                !dir.join(format!("{name}.rs")).exists() && !dir.join(name).join("mod.rs").exists(),
+                "{}'s `mod {name}` names a file cbindgen would read in its place: rename one",
+                file.display()
+            );
+        }
+        builder = builder.with_src(file);
+    }
     let mut made = Vec::new();
-    cbindgen::Builder::new()
-        .with_config(config)
-        .with_src(file)
+    builder
         .generate()
-        .unwrap_or_else(|e| panic!("cbindgen on {}: {e}", file.display()))
+        .unwrap_or_else(|e| panic!("cbindgen on {}: {e}", files[0].display()))
         .write(&mut made);
     String::from_utf8(made).expect("the header is UTF-8")
 }
@@ -145,9 +179,9 @@ fn generate(h: &Header) -> String {
         out.push_str("\n#ifdef __cplusplus\nextern \"C\" {\n#endif  // __cplusplus\n");
     }
     for s in h.sections {
-        let file = dir.join(s);
-        let body = section(&config, &file);
-        let _ = write!(out, "\n{}\n\n{}\n", heading(&file), body.trim());
+        let files: Vec<PathBuf> = s.iter().map(|f| dir.join(f)).collect();
+        let body = section(&config, &files);
+        let _ = write!(out, "\n{}\n\n{}\n", heading(&files[0]), body.trim());
     }
     if config.cpp_compat {
         out.push_str("\n#ifdef __cplusplus\n}  // extern \"C\"\n#endif  // __cplusplus\n");
@@ -176,9 +210,10 @@ fn headers_are_current() {
     );
 }
 
-/// Every source file that exports something to C is a section of exactly
-/// one header, and every section is a source file: an item cannot fall out
-/// of the headers because its file is missing from [`HEADERS`].
+/// Every source file that exports something to C is in exactly one
+/// section of one header, and every file a section lists is a source
+/// file: an item cannot fall out of the headers because its file is
+/// missing from [`HEADERS`].
 #[test]
 fn every_exporting_file_is_one_section() {
     let mut files = Vec::new();
@@ -195,13 +230,17 @@ fn every_exporting_file_is_one_section() {
     }
     let listed: Vec<PathBuf> = HEADERS
         .iter()
-        .flat_map(|h| h.sections)
+        .flat_map(|h| h.sections.iter().copied().flatten())
         .map(|s| crate_dir().join(s))
         .collect();
     for s in &listed {
-        assert!(s.is_file(), "section {} is no source file", s.display());
+        assert!(
+            s.is_file(),
+            "section file {} is no source file",
+            s.display()
+        );
         let times = listed.iter().filter(|x| *x == s).count();
-        assert_eq!(times, 1, "{} is a section {times} times", s.display());
+        assert_eq!(times, 1, "{} is in sections {times} times", s.display());
     }
     for f in files {
         let text = read(&f);
@@ -210,7 +249,7 @@ fn every_exporting_file_is_one_section() {
             .any(|m| text.contains(m));
         assert!(
             !exports || listed.contains(&f),
-            "{} exports to C but is no header's section: add it to HEADERS in tests/header.rs",
+            "{} exports to C but is in no header's section: add it to HEADERS in tests/header.rs",
             f.display()
         );
     }
@@ -263,7 +302,7 @@ fn every_exported_item_is_declared() {
     for h in &HEADERS {
         let made = generate(h);
         let declared = declared(&made);
-        for s in h.sections {
+        for s in h.sections.iter().copied().flatten() {
             let source = read(&crate_dir().join(s));
             for line in source.lines() {
                 let rest = ["pub unsafe extern \"C\" fn ", "pub extern \"C\" fn "]
@@ -432,7 +471,7 @@ fn members(header: &str, name: &str) -> Vec<String> {
 /// codes take new ones: one code per mistake, documented in the header),
 /// and `relink_completion`'s members keep their order, those added later
 /// (`executed` in its tail padding; `context`, `len`, `kind`) at its end.
-/// Their offsets are pinned in `src/output.rs`.
+/// Their offsets are pinned in `src/output/completion.rs`.
 #[test]
 fn statuses_outcomes_and_completion_members_are_pinned() {
     let main = generate(&HEADERS[0]);
@@ -503,7 +542,7 @@ fn statuses_outcomes_and_completion_members_are_pinned() {
 /// request whose kind was not set, new kinds before the catch-all
 /// `RELINK_OP_KIND_OTHER` = 99), and `relink_work_request`'s members keep
 /// their order (a later librelink adds members at its end, read only when
-/// a flag says so); their offsets are pinned in `src/ops.rs`.
+/// a flag says so); their offsets are pinned in `src/ops/work_request.rs`.
 #[test]
 fn operation_kinds_and_work_request_members_are_pinned() {
     let main = generate(&HEADERS[0]);
@@ -573,7 +612,7 @@ fn operation_kinds_and_work_request_members_are_pinned() {
 /// 99), `relink_received`'s and `relink_written`'s members keep their
 /// order, and `relink_output`'s members of the layout before them keep
 /// theirs, `received` and `written` after them (its offsets are pinned in
-/// `src/output.rs`, the structs' in `src/receives.rs`).
+/// `src/output/poll.rs`, the structs' in `src/receives.rs`).
 #[test]
 fn receives_written_and_output_members_are_pinned() {
     let main = generate(&HEADERS[0]);

@@ -2,7 +2,7 @@
 
 use relink_rs::{DeviceId, DownCause, Path, SessionEvent, StandbyLoss};
 
-use super::{event, relink_event, relink_event_kind::*, relink_standby_loss::*};
+use super::event::{event, relink_event, relink_event_kind::*, relink_standby_loss::*};
 
 fn text(e: &relink_event) -> String {
     let bytes: Vec<u8> = e
@@ -87,7 +87,7 @@ fn writable_is_its_own_event() {
 
 #[test]
 fn every_class_has_its_kind() {
-    use super::op_kind;
+    use super::completion::op_kind;
     use crate::ops::relink_op_kind::*;
     use relink_rs::OpClass;
     for (class, kind) in [
