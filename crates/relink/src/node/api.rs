@@ -394,9 +394,11 @@ impl Node {
     /// [`Node::state`] tells the two apart: `None` for no session).
     #[must_use]
     pub fn poll_completion(&mut self, s: SessionHandle) -> Option<Completion> {
-        let c = self.sessions.get_mut(&s.0)?.core.poll_completion();
-        self.taken(s.0);
-        c
+        let entry = self.sessions.get_mut(&s.0)?;
+        let c = entry.core.poll_completion()?;
+        let more = entry.has_output();
+        self.index.output_taken(s.0, more);
+        Some(c)
     }
 
     /// Next delivered message of a session and its sequence number (from
@@ -406,9 +408,11 @@ impl Node {
     /// ([`Node::sessions`]).
     #[must_use]
     pub fn poll_delivery(&mut self, s: SessionHandle) -> Option<(Seq, Vec<u8>)> {
-        let d = self.sessions.get_mut(&s.0)?.core.poll_delivery();
-        self.taken(s.0);
-        d
+        let entry = self.sessions.get_mut(&s.0)?;
+        let d = entry.core.poll_delivery()?;
+        let more = entry.has_output();
+        self.index.output_taken(s.0, more);
+        Some(d)
     }
 
     /// Next delivered message of a session, swapped into `buf` (whose old
@@ -419,9 +423,11 @@ impl Node {
     /// or when there is no such session (never existed, or reaped).
     #[must_use]
     pub fn poll_delivery_into(&mut self, s: SessionHandle, buf: &mut Vec<u8>) -> Option<Seq> {
-        let seq = self.sessions.get_mut(&s.0)?.core.poll_delivery_into(buf);
-        self.taken(s.0);
-        seq
+        let entry = self.sessions.get_mut(&s.0)?;
+        let seq = entry.core.poll_delivery_into(buf)?;
+        let more = entry.has_output();
+        self.index.output_taken(s.0, more);
+        Some(seq)
     }
 
     /// Next event of a session (state transitions, device loss, failed
@@ -432,9 +438,11 @@ impl Node {
     /// reaped ([`Node::sessions`]).
     #[must_use]
     pub fn poll_event(&mut self, s: SessionHandle) -> Option<SessionEvent> {
-        let e = self.sessions.get_mut(&s.0)?.core.poll_event();
-        self.taken(s.0);
-        e
+        let entry = self.sessions.get_mut(&s.0)?;
+        let e = entry.core.poll_event()?;
+        let more = entry.has_output();
+        self.index.output_taken(s.0, more);
+        Some(e)
     }
 
     /// State of a session: `Some` while the node has it (live, or ended and

@@ -261,6 +261,9 @@ impl Index {
     #[inline]
     pub fn collect_due(&mut self, now: Timestamp) {
         self.due.clear();
+        if self.deadlines.first().is_none_or(|(t, _)| *t > now) {
+            return;
+        }
         self.due.extend(
             self.deadlines
                 .iter()

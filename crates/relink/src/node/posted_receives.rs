@@ -316,16 +316,20 @@ impl Node {
     /// (the sequence numbers are shared), so while one is next
     /// [`Node::poll_delivery`] says `None` until this takes it.
     pub fn poll_written(&mut self, s: SessionHandle) -> Option<(Seq, Written)> {
-        let w = self.sessions.get_mut(&s.0)?.core.poll_written()?;
-        self.taken(s.0);
+        let entry = self.sessions.get_mut(&s.0)?;
+        let w = entry.core.poll_written()?;
+        let more = entry.has_output();
+        self.index.output_taken(s.0, more);
         Some(w)
     }
 
     /// The session's next ended receive ([`Node::post_receive`]): a buffer
     /// a message filled, or one the session's end flushed.
     pub fn poll_received(&mut self, s: SessionHandle) -> Option<Received> {
-        let r = self.sessions.get_mut(&s.0)?.posted.poll()?;
-        self.taken(s.0);
+        let entry = self.sessions.get_mut(&s.0)?;
+        let r = entry.posted.poll()?;
+        let more = entry.has_output();
+        self.index.output_taken(s.0, more);
         Some(r)
     }
 }
