@@ -9,9 +9,11 @@
 //!   same run, event for event; faults are injected through
 //!   [`Sim::fabric`].
 //! - [`workload`]: the one checked workload (the exactly-once oracle):
-//!   [`Workload`] submits messages, WRITEs, READs and FETCH_ADDs on a
-//!   session and accounts for every byte and every completion; its
-//!   `check_*` functions check the replay contract end to end.
+//!   [`Workload`] submits messages, WRITEs, READs, FETCH_ADDs, WRITEs
+//!   with immediate data and flushes on a session (the target receiving by
+//!   polling or through posted receives) and accounts for every byte and
+//!   every completion; its `check_*` functions check the replay contract
+//!   end to end.
 //! - [`seeds`]: [`run_seeds`], a randomized suite run over many seeds
 //!   on every core, a failing seed named with the command that replays it.
 //! - [`tcp`]: [`TcpHosts`], the same two hosts over real TCP in one

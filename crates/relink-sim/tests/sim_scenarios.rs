@@ -3,24 +3,38 @@
 
 use std::time::Duration;
 
-use relink::{DeviceMatch, OpError, Policy, SessionEvent, State};
+use relink::{DeviceMatch, OpError, Outcome, Policy, SessionEvent, State, WcStatus};
 use relink_sim::sim::{Sim, INITIATOR, TARGET};
 use relink_sim::workload::{check_ended, options, Workload, WINDOW_A};
 use relink_soft::Fault;
 
 const PORT: u16 = 7471;
 
+/// A session and its workload: WRITEs and READs scatter/gather; the odd
+/// seeds' target takes its deliveries through posted receives.
 fn start(seed: u64, policy: Policy) -> (Sim, Workload) {
-    relink_sim::workload::start(seed, policy, PORT).expect("session up")
+    let (mut sim, mut w) = relink_sim::workload::start(seed, policy, PORT).expect("session up");
+    w.scatter_gather();
+    if seed % 2 == 1 {
+        w.post_receives(sim.node(TARGET), seed);
+    }
+    (sim, w)
 }
 
-/// Submit a mixed batch: messages, writes, a read, an atomic.
+/// Submit a mixed batch: messages, writes, a read, an atomic, WRITEs with
+/// immediate data, a flush.
 fn batch(sim: &mut Sim, w: &mut Workload, n: usize) {
     for i in 0..n {
         let node = sim.node(INITIATOR);
         w.send(node);
         if i % 3 == 0 {
             w.write(node);
+        }
+        if i % 4 == 2 {
+            w.write_imm(node);
+        }
+        if i % 8 == 7 {
+            w.flush(node);
         }
         if i % 7 == 0 {
             w.fetch_add(node);
@@ -79,13 +93,15 @@ fn resumes(ev: &[SessionEvent]) -> usize {
         .count()
 }
 
-fn close_and_check_leaks(sim: &mut Sim, w: &Workload) {
+fn close_and_check_leaks(sim: &mut Sim, w: &mut Workload) {
     let s = w.session;
     sim.node(INITIATOR).close(s).unwrap();
     if let Some(t) = w.target {
         sim.node(TARGET).close(t).unwrap();
     }
     sim.run_for(Duration::from_millis(10));
+    // The receives still posted end flushed; their registration goes.
+    assert_ok(w.finish_receives(sim.node(TARGET)));
     // Only the listener's CM id remains.
     assert_eq!(sim.live_objects(), 1, "leaked provider objects after close");
 }
@@ -105,7 +121,7 @@ fn reset_during_traffic() {
     });
     assert_ok(w.check_survived(&mut sim));
     assert_eq!(resumes(&events(&mut sim, INITIATOR, w.session)), 1);
-    close_and_check_leaks(&mut sim, &w);
+    close_and_check_leaks(&mut sim, &mut w);
 }
 
 #[test]
@@ -117,7 +133,7 @@ fn target_device_reset_and_relisten() {
         }
     });
     assert_ok(w.check_survived(&mut sim));
-    close_and_check_leaks(&mut sim, &w);
+    close_and_check_leaks(&mut sim, &mut w);
 }
 
 #[test]
@@ -130,7 +146,7 @@ fn both_sides_reset_at_once() {
         }
     });
     assert_ok(w.check_survived(&mut sim));
-    close_and_check_leaks(&mut sim, &w);
+    close_and_check_leaks(&mut sim, &mut w);
 }
 
 #[test]
@@ -155,7 +171,7 @@ fn unplug_then_replug() {
         down.unwrap() >= Duration::from_micros(900),
         "waited for the device: {down:?}"
     );
-    close_and_check_leaks(&mut sim, &w);
+    close_and_check_leaks(&mut sim, &mut w);
 }
 
 #[test]
@@ -169,7 +185,7 @@ fn replacement_device_same_ip() {
         }
     });
     assert_ok(w.check_survived(&mut sim));
-    close_and_check_leaks(&mut sim, &w);
+    close_and_check_leaks(&mut sim, &mut w);
 }
 
 #[test]
@@ -536,11 +552,14 @@ fn a_resume_with_a_wrong_authenticator_is_refused() {
 }
 
 /// A fast failure while messages, half of them from registered memory,
-/// were posted into a partition: they complete `Indeterminate` (their
-/// staging memory is poisoned at once), the session resumes with their
-/// numbers sent as skips — never read from memory again, never delivered
-/// — and the later messages arrive under the next numbers, each once and
-/// intact.
+/// and WRITEs with immediate data were posted into a partition: they
+/// complete `Indeterminate` (their staging memory is poisoned at once),
+/// and the session resumes. Those whose memory is the application's again
+/// — the messages from registered memory, the WRITEs with immediate data —
+/// go as skips of their numbers: never read from memory again, never
+/// delivered. The messages of bytes keep their payload and are replayed:
+/// delivered once, after their completion. The later messages arrive
+/// under the next numbers, each once and intact.
 #[test]
 fn fast_fail_skips_the_orphans_from_registered_memory() {
     let policy = Policy::builder()
@@ -552,21 +571,39 @@ fn fast_fail_skips_the_orphans_from_registered_memory() {
     let (i, t) = (sim.host(INITIATOR).index(), sim.host(TARGET).index());
     batch(&mut sim, &mut w, 10);
     drain(&mut sim, &mut w);
-    let (before, _) = w.messages();
     let from_memory = w.messages_from_memory();
     // Posted into the partition, then the initiator's device resets: the
     // messages never arrived, and the reconnection cannot get through.
     sim.fabric().inject(Fault::Partition(i, t));
-    for _ in 0..8 {
-        w.send(sim.node(INITIATOR));
+    let mut orphans = Vec::new();
+    for k in 0..8 {
+        orphans.extend(w.send(sim.node(INITIATOR)));
+        if k % 3 == 1 {
+            orphans.extend(w.write_imm(sim.node(INITIATOR)));
+        }
     }
     sim.run_for(Duration::from_micros(20));
     reset(&sim, INITIATOR);
     sim.run_for(Duration::from_millis(5));
     w.collect(&mut sim);
-    let (_, _, indeterminate) = w.outcome_counts();
     assert_eq!(w.completed(), w.submitted(), "every op failed fast");
-    assert_eq!(indeterminate, 8, "the posted messages are orphans");
+    // Each posted (an Indeterminate orphan), but a WRITE with immediate
+    // data to a token the target never advertised (failed alone).
+    let posted: Vec<_> = orphans
+        .iter()
+        .copied()
+        .filter(|op| {
+            let f = w.fate(*op).expect("sequenced");
+            f.outcome != Some(Outcome::Failed(OpError::Remote(WcStatus::RemAccessErr)))
+        })
+        .collect();
+    for op in &posted {
+        assert_eq!(
+            w.fate(*op).and_then(|f| f.outcome),
+            Some(Outcome::Indeterminate { executed: None }),
+            "{op}: an orphan"
+        );
+    }
     assert!(
         w.messages_from_memory() > from_memory,
         "some of them from registered memory"
@@ -579,13 +616,21 @@ fn fast_fail_skips_the_orphans_from_registered_memory() {
     );
     run_with(&mut sim, &mut w, 5, |_, _| {});
     assert_ok(w.check_survived(&mut sim));
-    let (sent, delivered) = w.messages();
-    assert_eq!(
-        delivered,
-        sent - 8,
-        "the orphans were skipped, the rest delivered ({before} before the fault)"
+    let (mut replayed, mut skipped) = (0, 0);
+    for op in &posted {
+        let f = w.fate(*op).expect("sequenced");
+        assert_eq!(
+            f.delivered, !f.from_memory,
+            "{op} ({f:?}): a message of bytes replayed, one from memory skipped"
+        );
+        replayed += usize::from(f.delivered);
+        skipped += usize::from(!f.delivered);
+    }
+    assert!(
+        replayed > 0 && skipped > 0,
+        "{replayed} replayed, {skipped} skipped"
     );
-    close_and_check_leaks(&mut sim, &w);
+    close_and_check_leaks(&mut sim, &mut w);
 }
 
 /// An admin close with a burst of messages (half from registered memory)

@@ -4,17 +4,19 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use relink::{
-    BufferToken, Completion, LocalRange, Node, OpClass, OpError, OpId, OpKind, Outcome, Seq,
-    SessionHandle, SubmitError,
+    BufferToken, Completion, LocalRange, LocalSgl, Node, OpClass, OpError, OpId, OpKind, Outcome,
+    RegionId, Seq, SessionHandle, SubmitError, Written,
 };
 use relink_fabric::{Memory, Timestamp};
 
 use super::checks::secs;
 use super::layout::{
-    ATOMIC_SLOTS, BLOCK, BLOCKS, COUNTER, READ_SLOTS, RESULTS, SINK, SOURCE, STAGING, TARGET_DATA,
+    ATOMIC_SLOTS, BLOCK, BLOCKS, COUNTER, IMM_AREA, IMM_SLOT, IMM_SLOTS, READ_SLOTS, RESULTS, SINK,
+    SOURCE, STAGING, TARGET_DATA, TARGET_LEN,
 };
-use super::payload::{addend, message, mix, parse_message, pattern};
-use super::records::{Detail, Fetched, FromMemory, NO_RESULT};
+use super::payload::{addend, imm_bytes, message, mix, parse_message, pattern};
+use super::receives::{ReceiveFigures, Receives};
+use super::records::{Detail, Fetched, FromMemory, Imm, Pieces, NO_RESULT};
 use super::staging::{holds_poison, Staged, Staging};
 use super::tally::{Class, Problem, Tally, Window};
 use crate::sim::Sim;
@@ -31,6 +33,105 @@ pub(crate) struct Block {
     /// A write to it ended without `Success`: by contract the range is
     /// undefined (old or new bytes); `(old, new)` versions.
     pub(crate) undefined: Option<(Option<u64>, u64)>,
+}
+
+/// What a workload exercised of the less common paths — figures a
+/// randomized suite sums over its seeds to show (and to insist) that
+/// they ran.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Coverage {
+    /// Workloads summed.
+    pub workloads: u64,
+    /// WRITEs submitted gathering 2 to 4 ranges.
+    pub writes_gathered: u64,
+    /// READs submitted scattering over 2 to 4 ranges (their bytes
+    /// checked when `Success`).
+    pub reads_scattered: u64,
+    /// WRITEs with immediate data submitted.
+    pub imms: u64,
+    /// Their notices taken with the WRITE's bytes in its landing slot.
+    pub notices_verified: u64,
+    /// WRITEs with immediate data to a token not advertised that failed
+    /// alone (`Remote(REM_ACCESS_ERR)`).
+    pub imms_refused: u64,
+    /// WRITEs with immediate data completed `Indeterminate`.
+    pub imms_indeterminate: u64,
+    /// Flushes that completed in their place.
+    pub flushes_in_place: u64,
+    /// Flushes that completed `Failed`.
+    pub flushes_failed: u64,
+    /// Workloads whose target posted receives.
+    pub posting: u64,
+    /// Of which in a registration of the target's node.
+    pub posting_registered: u64,
+    /// What the posted receives came to.
+    pub receives: ReceiveFigures,
+}
+
+impl Coverage {
+    /// The names of the figures that are zero: paths nothing exercised.
+    pub fn unexercised(&self) -> Vec<&'static str> {
+        let r = &self.receives;
+        [
+            ("WRITEs gathering 2-4 ranges", self.writes_gathered),
+            ("READs scattering over 2-4 ranges", self.reads_scattered),
+            ("notices verified", self.notices_verified),
+            ("WRITEs with immediate data refused", self.imms_refused),
+            (
+                "WRITEs with immediate data indeterminate",
+                self.imms_indeterminate,
+            ),
+            ("flushes in place", self.flushes_in_place),
+            ("flushes failed", self.flushes_failed),
+            ("receives in a registration", self.posting_registered),
+            (
+                "receives in the data region",
+                self.posting - self.posting_registered,
+            ),
+            ("messages received", r.messages),
+            ("messages truncated", r.truncated),
+            ("notices received", r.notices),
+            ("polled while no buffer was posted", r.polled),
+            ("whiles without reposting", r.holds),
+            ("receives flushed", r.flushed),
+        ]
+        .into_iter()
+        .filter(|(_, n)| *n == 0)
+        .map(|(name, _)| name)
+        .collect()
+    }
+}
+
+impl std::ops::AddAssign for Coverage {
+    fn add_assign(&mut self, o: Coverage) {
+        self.workloads += o.workloads;
+        self.writes_gathered += o.writes_gathered;
+        self.reads_scattered += o.reads_scattered;
+        self.imms += o.imms;
+        self.notices_verified += o.notices_verified;
+        self.imms_refused += o.imms_refused;
+        self.imms_indeterminate += o.imms_indeterminate;
+        self.flushes_in_place += o.flushes_in_place;
+        self.flushes_failed += o.flushes_failed;
+        self.posting += o.posting;
+        self.posting_registered += o.posting_registered;
+        self.receives += o.receives;
+    }
+}
+
+/// What became of one operation of the sequence (a message or a WRITE
+/// with immediate data): [`Workload::fate`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fate {
+    /// A WRITE with immediate data (else a message).
+    pub write_imm: bool,
+    /// Sent from registered memory (a message's staging space, or a WRITE
+    /// with immediate data's).
+    pub from_memory: bool,
+    /// The target took it (the message, or the notice).
+    pub delivered: bool,
+    /// Its outcome, if it completed.
+    pub outcome: Option<Outcome>,
 }
 
 /// One session's workload and its books: what was submitted, what each
@@ -70,9 +171,12 @@ pub struct Workload {
     pub(crate) outcomes: BTreeMap<OpId, (Class, Outcome)>,
     /// Submissions and outcomes, per kind of operation.
     pub tally: BTreeMap<Class, Tally>,
-    /// Message op ids, by message index.
+    /// The op ids of the sequence — messages and WRITEs with immediate
+    /// data, which share the sequence numbers — by place (a message's
+    /// index is its place).
     pub(crate) sent: Vec<OpId>,
-    /// Message indexes delivered at the target, in delivery order.
+    /// Places of the sequence delivered at the target (a message, or the
+    /// notice of a WRITE with immediate data), in delivery order.
     pub(crate) received: Vec<u64>,
     /// The sequence number of each delivery of `received`.
     pub(crate) received_seqs: Vec<Seq>,
@@ -82,8 +186,41 @@ pub struct Workload {
     /// The staging areas of messages from registered memory; `None` while
     /// the session has no staging regions ([`STAGING`]).
     staging: Option<Staging>,
-    /// Messages from registered memory in flight: their staging space.
+    /// Messages (and WRITEs with immediate data) from registered memory
+    /// in flight: their staging space.
     staged: BTreeMap<OpId, Staged>,
+    /// The WRITEs with immediate data, by place in the sequence.
+    pub(crate) imms: BTreeMap<u64, Imm>,
+    /// What a WRITE with immediate data's `imm` is: its place, XOR this.
+    imm_mask: u32,
+    /// Landing slots of WRITEs with immediate data not held.
+    free_imm_slots: Vec<u64>,
+    /// Slots of WRITEs with immediate data that completed `Indeterminate`
+    /// and whose notice was not taken (yet), by place: held until the
+    /// notice or a later place is taken.
+    imm_unsure: BTreeSet<u64>,
+    /// WRITEs with immediate data not submitted for want of staging room.
+    pub(crate) imm_no_room: u64,
+    /// Notices taken whose landing slot held exactly the WRITE's bytes.
+    pub(crate) notices_verified: u64,
+    /// WRITEs and READs use 2 to 4 ranges for about half of them
+    /// ([`scatter_gather`](Self::scatter_gather)).
+    sgl: bool,
+    /// WRITEs submitted gathering 2 to 4 ranges.
+    pub(crate) writes_gathered: u64,
+    /// READs submitted scattering over 2 to 4 ranges.
+    pub(crate) reads_scattered: u64,
+    /// Flushes submitted and not completed.
+    pending_flushes: BTreeSet<OpId>,
+    /// The highest op completed so far.
+    max_completed: OpId,
+    /// Flushes that completed in their place: after every operation
+    /// submitted before, before every one submitted after.
+    pub(crate) flushes_in_place: u64,
+    /// The target's data region, for the notices' checks.
+    target_data: Option<Memory>,
+    /// How the target takes deliveries: polling, or posted receives.
+    pub(crate) receives: Receives,
     /// The session fails queued operations fast
     /// ([`Policy::fast_io_fail_tmo`](relink::Policy::fast_io_fail_tmo)):
     /// a run that survived may hold `Failed(FastFail)` and `Indeterminate`
@@ -178,6 +315,20 @@ impl Workload {
             from_memory: FromMemory::default(),
             staging: staging(node, session),
             staged: BTreeMap::new(),
+            imms: BTreeMap::new(),
+            imm_mask: mix(seed ^ 0x1a7e_a5c5) as u32,
+            free_imm_slots: (0..IMM_SLOTS).rev().collect(),
+            imm_unsure: BTreeSet::new(),
+            imm_no_room: 0,
+            notices_verified: 0,
+            sgl: false,
+            writes_gathered: 0,
+            reads_scattered: 0,
+            pending_flushes: BTreeSet::new(),
+            max_completed: OpId(0),
+            flushes_in_place: 0,
+            target_data: None,
+            receives: Receives::Poll,
             fast_fail: false,
             blocks: vec![Block::default(); BLOCKS as usize],
             write_cursor: 0,
@@ -218,7 +369,7 @@ impl Workload {
             .expect("the target's session is not accepted yet")
     }
 
-    fn problem(&mut self, now: Timestamp, what: String) {
+    pub(crate) fn problem(&mut self, now: Timestamp, what: String) {
         self.problems.push(Problem {
             at: secs(now),
             what: format!("{}: {what}", self.name),
@@ -250,9 +401,80 @@ impl Workload {
         self.tally.values().map(|t| t.success as usize).sum()
     }
 
-    /// Messages submitted, and messages delivered at the target.
+    /// Messages submitted, and messages delivered at the target (WRITEs
+    /// with immediate data and their notices aside: [`notices`](Self::notices)).
     pub fn messages(&self) -> (usize, usize) {
-        (self.sent.len(), self.received.len())
+        let noticed = self.imms.values().filter(|i| i.noticed).count();
+        (
+            self.sent.len() - self.imms.len(),
+            self.received.len() - noticed,
+        )
+    }
+
+    /// WRITEs with immediate data submitted, and their notices taken at
+    /// the target.
+    pub fn notices(&self) -> (usize, usize) {
+        let noticed = self.imms.values().filter(|i| i.noticed).count();
+        (self.imms.len(), noticed)
+    }
+
+    /// What became of `op`, a message or a WRITE with immediate data of
+    /// this workload; `None` for any other operation.
+    pub fn fate(&self, op: OpId) -> Option<Fate> {
+        let index = self.sent.binary_search(&op).ok()? as u64;
+        let write_imm = self.imms.contains_key(&index);
+        Some(Fate {
+            write_imm,
+            from_memory: write_imm || self.from_memory.indexes.contains(&index),
+            delivered: self.received.contains(&index),
+            outcome: self.outcomes.get(&op).map(|(_, o)| *o),
+        })
+    }
+
+    /// What this workload exercised of the less common paths.
+    pub fn coverage(&self) -> Coverage {
+        let imm = self
+            .tally
+            .get(&Class::WriteImm)
+            .copied()
+            .unwrap_or_default();
+        let flush = self.tally.get(&Class::Flush).copied().unwrap_or_default();
+        let refused = self
+            .imms
+            .values()
+            .filter(|i| {
+                matches!(
+                    i.outcome,
+                    Some(Outcome::Failed(OpError::Remote(
+                        relink::WcStatus::RemAccessErr
+                    )))
+                )
+            })
+            .count() as u64;
+        let (posting, registered, receives) = self.receive_pool();
+        Coverage {
+            workloads: 1,
+            writes_gathered: self.writes_gathered,
+            reads_scattered: self.reads_scattered,
+            imms: imm.submitted,
+            notices_verified: self.notices_verified,
+            imms_refused: refused,
+            imms_indeterminate: imm.executed + imm.unknown,
+            flushes_in_place: self.flushes_in_place,
+            flushes_failed: flush.failed_gave_up + flush.failed_disconnected + flush.failed_other,
+            posting: u64::from(posting),
+            posting_registered: u64::from(registered),
+            receives,
+        }
+    }
+
+    /// From now on about half of the WRITEs gather their block from 2 to
+    /// [`LocalSgl::MAX`] ranges of its source space, laid out in an order
+    /// of their own, and about half of the READs scatter it over 2 to 4
+    /// ranges of their landing slot: the target's bytes and the READs'
+    /// reassembled bytes are checked as before.
+    pub fn scatter_gather(&mut self) {
+        self.sgl = true;
     }
 
     /// Messages submitted from registered memory
@@ -392,6 +614,100 @@ impl Workload {
         self.submit_fetch_add(node).ok().flatten()
     }
 
+    /// Submit a WRITE with immediate data at the next place of the
+    /// sequence (shared with the messages): seeded bytes from staging
+    /// space of its own (1 to 4 ranges, poisoned at its completion, as a
+    /// message's from registered memory) to a landing slot of its own in
+    /// the target's data region, `imm` naming its place. One in 16 goes to
+    /// a token the target never advertised (an unknown region, or past the
+    /// region's end): it must fail `Remote(REM_ACCESS_ERR)` alone, its
+    /// number skipped. `None` if no landing slot or staging room is free,
+    /// the session has no staging regions, or on refusal.
+    pub fn write_imm(&mut self, node: &mut Node) -> Option<OpId> {
+        if self.staging.is_none() {
+            self.staging = staging(node, self.session);
+        }
+        let index = self.sent.len() as u64;
+        let key = mix(self.seed ^ 0x1a7e_5eed ^ mix(self.stream ^ mix(index)));
+        let r = mix(key ^ 0x17);
+        let bad = r % 16 == 0;
+        let slot = if bad {
+            None
+        } else {
+            Some(self.free_imm_slots.pop()?)
+        };
+        // Mostly up to 512 bytes, one in 8 up to a whole slot.
+        let len = if (r >> 8) % 8 == 0 {
+            2 + (r >> 16) % (IMM_SLOT - 1)
+        } else {
+            2 + (r >> 16) % 511
+        };
+        let bytes = imm_bytes(self.seed, self.stream, index, len as usize);
+        let staged = self
+            .staging
+            .as_mut()
+            .and_then(|st| st.stage(key, index, &bytes));
+        let Some((staged, local)) = staged else {
+            self.imm_no_room += 1;
+            self.free_imm_slots.extend(slot);
+            return None;
+        };
+        let (region, offset) = match slot {
+            Some(s) => (TARGET_DATA, IMM_AREA + s * IMM_SLOT),
+            None if (r >> 40) & 1 == 1 => (TARGET_DATA, TARGET_LEN - 1),
+            None => (RegionId(999), 0),
+        };
+        let imm = index as u32 ^ self.imm_mask;
+        let context = self.next_context();
+        let kind = OpKind::WriteImm {
+            local,
+            remote: BufferToken { region, offset },
+            imm,
+        };
+        match node.submit_with(self.session, kind, context) {
+            Ok(op) => {
+                self.sent.push(op);
+                self.record(op, Detail::WriteImm { index }, context, len);
+                self.staged.insert(op, staged);
+                self.imms.insert(
+                    index,
+                    Imm {
+                        op,
+                        region,
+                        slot,
+                        offset,
+                        len: len as u32,
+                        noticed: false,
+                        outcome: None,
+                        released: false,
+                    },
+                );
+                Some(op)
+            }
+            Err(_) => {
+                if let Some(st) = self.staging.as_mut() {
+                    st.release(staged, &bytes);
+                }
+                self.free_imm_slots.extend(slot);
+                None
+            }
+        }
+    }
+
+    /// Submit a flush ([`OpKind::Flush`]): it must complete after every
+    /// operation submitted before it and before every one submitted after
+    /// it, in the order the completions are taken (checked as they are).
+    /// `None` on refusal.
+    pub fn flush(&mut self, node: &mut Node) -> Option<OpId> {
+        let context = self.next_context();
+        let op = node
+            .submit_with(self.session, OpKind::Flush, context)
+            .ok()?;
+        self.record(op, Detail::Flush, context, 0);
+        self.pending_flushes.insert(op);
+        Some(op)
+    }
+
     fn refused(&mut self, now: Timestamp, what: &str, e: SubmitError) {
         self.problem(now, format!("{what} refused: {e}"));
         self.stopped = true;
@@ -466,29 +782,36 @@ impl Workload {
         b.next += 1;
         b.busy = true;
         let off = block * BLOCK;
-        if let Err(e) = source.write(off as usize, &pattern(self.seed, block, Some(version))) {
-            self.problem(now, format!("source buffer: {e}"));
-            return Ok(None);
-        }
-        let local = LocalRange {
-            region: SOURCE,
-            offset: off,
-            len: BLOCK as u32,
+        let bytes = pattern(self.seed, block, Some(version));
+        let context = self.next_context();
+        let key = mix(context ^ 0x5ca7_7e12);
+        // Whole, or cut into pieces laid out in an order of their own in
+        // the block's source space and gathered back in order.
+        let pieces = (self.sgl && key & 1 == 1).then(|| Pieces::cut(key >> 1, BLOCK));
+        let ranges: Vec<(u64, u64, u64)> = match &pieces {
+            Some(p) => p.iter().collect(),
+            None => vec![(0, 0, BLOCK)],
         };
+        for &(at, from, len) in &ranges {
+            let piece = &bytes[from as usize..(from + len) as usize];
+            if let Err(e) = source.write((off + at) as usize, piece) {
+                self.problem(now, format!("source buffer: {e}"));
+                return Ok(None);
+            }
+        }
+        let local = LocalSgl::new(ranges.iter().map(|&(at, _, len)| LocalRange {
+            region: SOURCE,
+            offset: off + at,
+            len: len as u32,
+        }))
+        .expect("1 to 4 ranges");
         let remote = BufferToken {
             region: TARGET_DATA,
             offset: off,
         };
-        let context = self.next_context();
-        match node.submit_with(
-            self.session,
-            OpKind::Write {
-                local: local.into(),
-                remote,
-            },
-            context,
-        ) {
+        match node.submit_with(self.session, OpKind::Write { local, remote }, context) {
             Ok(op) => {
+                self.writes_gathered += u64::from(pieces.is_some());
                 self.record(op, Detail::Write { block, version }, context, BLOCK);
                 Ok(Some(op))
             }
@@ -531,31 +854,37 @@ impl Workload {
         if let Err(e) = sink.write((slot * BLOCK) as usize, &[0xee; BLOCK as usize]) {
             self.problem(now, format!("sink buffer: {e}"));
         }
-        let local = LocalRange {
-            region: SINK,
-            offset: slot * BLOCK,
-            len: BLOCK as u32,
+        let context = self.next_context();
+        let key = mix(context ^ 0x5ca7_7e12);
+        let scatter = (self.sgl && key & 1 == 1).then(|| Pieces::cut(key >> 1, BLOCK));
+        let local = match &scatter {
+            Some(p) => LocalSgl::new(p.iter().map(|(at, _, len)| LocalRange {
+                region: SINK,
+                offset: slot * BLOCK + at,
+                len: len as u32,
+            }))
+            .expect("2 to 4 ranges"),
+            None => LocalRange {
+                region: SINK,
+                offset: slot * BLOCK,
+                len: BLOCK as u32,
+            }
+            .into(),
         };
         let remote = BufferToken {
             region: TARGET_DATA,
             offset: block * BLOCK,
         };
-        let context = self.next_context();
-        match node.submit_with(
-            self.session,
-            OpKind::Read {
-                local: local.into(),
-                remote,
-            },
-            context,
-        ) {
+        match node.submit_with(self.session, OpKind::Read { local, remote }, context) {
             Ok(op) => {
+                self.reads_scattered += u64::from(scatter.is_some());
                 self.record(
                     op,
                     Detail::Read {
                         block,
                         expect,
                         slot,
+                        scatter,
                     },
                     context,
                     BLOCK,
@@ -645,20 +974,88 @@ impl Workload {
     pub fn drain_completions(&mut self, initiator: &mut Node) {
         let now = initiator.now();
         while let Some(c) = initiator.poll_completion(self.session) {
+            self.check_fence(&c, now);
             self.check_completion(&c, now);
             self.complete(c.op, c.outcome, now);
         }
     }
 
-    /// Take every message the target's node delivered for this workload
-    /// (nothing while the target's session is not known).
+    /// Take every message and notice of a WRITE with immediate data the
+    /// target's node delivered for this workload (nothing while the
+    /// target's session is not known): polled, or through the receives
+    /// the target posted ([`post_receives`](Self::post_receives)).
     pub fn drain_deliveries(&mut self, target: &mut Node) {
         let Some(t) = self.target else {
             return;
         };
+        if self.target_data.is_none() {
+            self.target_data = target.region(t, TARGET_DATA).ok();
+        }
+        if self.receives.posting() {
+            self.drain_posted(target, t);
+        } else {
+            self.take_polled(target, t);
+        }
+    }
+
+    /// Take what waits in the target's delivery queue, in order: messages
+    /// ([`Node::poll_delivery`]) and notices ([`Node::poll_written`]; while
+    /// one is next, `poll_delivery` says `None`).
+    pub(crate) fn take_polled(&mut self, target: &mut Node, t: SessionHandle) -> u64 {
         let now = target.now();
-        while let Some((seq, payload)) = target.poll_delivery(t) {
-            self.deliver(seq, &payload, now);
+        let mut took = 0;
+        loop {
+            if let Some((seq, payload)) = target.poll_delivery(t) {
+                self.deliver(seq, &payload, now);
+            } else if let Some((seq, w)) = target.poll_written(t) {
+                self.notice(seq, w, now);
+            } else {
+                return took;
+            }
+            took += 1;
+        }
+    }
+
+    /// The fence of flushes, at each completion in the order taken: an
+    /// operation completes after every flush submitted before it, a flush
+    /// after every operation submitted before it and before every one
+    /// submitted after it.
+    fn check_fence(&mut self, c: &Completion, now: Timestamp) {
+        let Some(d) = self.pending.get(&c.op).copied() else {
+            return; // a second or unknown completion: `complete` reports it
+        };
+        let mut wrong = Vec::new();
+        if let Some(f) = self.pending_flushes.range(..c.op).next() {
+            wrong.push(format!(
+                "{} ({:?}, {:?}) completed before the flush {f} submitted ahead of it",
+                c.op,
+                d.class(),
+                c.outcome
+            ));
+        }
+        if matches!(d, Detail::Flush) {
+            if let Some((e, ed)) = self.pending.range(..c.op).next() {
+                wrong.push(format!(
+                    "flush {} ({:?}) completed before {e} ({:?}), submitted ahead of it",
+                    c.op,
+                    c.outcome,
+                    ed.class()
+                ));
+            }
+            if self.max_completed > c.op {
+                wrong.push(format!(
+                    "flush {} ({:?}) completed after {}, submitted behind it",
+                    c.op, c.outcome, self.max_completed
+                ));
+            }
+            if wrong.is_empty() {
+                self.flushes_in_place += 1;
+            }
+            self.pending_flushes.remove(&c.op);
+        }
+        self.max_completed = self.max_completed.max(c.op);
+        for w in wrong {
+            self.problem(now, w);
         }
     }
 
@@ -676,6 +1073,8 @@ impl Workload {
             Class::Write => OpClass::Write,
             Class::Read => OpClass::Read,
             Class::FetchAdd => OpClass::FetchAdd,
+            Class::WriteImm => OpClass::WriteImm,
+            Class::Flush => OpClass::Flush,
         };
         if (c.context, c.class, c.len) != (context, class, len) {
             self.problem(
@@ -686,8 +1085,20 @@ impl Workload {
                 ),
             );
         }
-        let last = if d.class() == Class::Message {
-            self.last_message.replace(c.op)
+        // The sequence (messages and WRITEs with immediate data) completes
+        // in order, any outcome — but for one failed alone when it was to
+        // be posted (a token not advertised, too long for the peer): that
+        // one completes ahead of earlier ones, never after later ones.
+        let alone = matches!(
+            c.outcome,
+            Outcome::Failed(OpError::Remote(_) | OpError::TooLargeForPeer)
+        );
+        let last = if matches!(d.class(), Class::Message | Class::WriteImm) {
+            if alone {
+                self.last_message
+            } else {
+                self.last_message.replace(c.op)
+            }
         } else if c.outcome.is_success() {
             self.last_success.insert(d.class(), c.op)
         } else {
@@ -726,6 +1137,18 @@ impl Workload {
         let indeterminate = matches!(outcome, Outcome::Indeterminate { .. });
         match d {
             Detail::Message => self.unstage(op, outcome, now),
+            Detail::WriteImm { index } => {
+                self.unstage(op, outcome, now);
+                self.imm_completed(index, outcome, now);
+            }
+            Detail::Flush => {
+                if !matches!(outcome, Outcome::Success { .. } | Outcome::Failed(_)) {
+                    self.problem(
+                        now,
+                        format!("flush {op} completed {outcome:?}: a flush succeeds or fails"),
+                    );
+                }
+            }
             Detail::Write { block, version } => {
                 let b = &mut self.blocks[block as usize];
                 b.busy = false;
@@ -743,13 +1166,26 @@ impl Workload {
                 block,
                 expect,
                 slot,
+                scatter,
             } => {
                 self.blocks[block as usize].busy = false;
                 if outcome.is_success() {
-                    let got = self
-                        .sink
-                        .as_ref()
-                        .and_then(|m| m.read_vec((slot * BLOCK) as usize, BLOCK as usize).ok());
+                    // The block, from its pieces in block order.
+                    let got = self.sink.as_ref().and_then(|m| {
+                        let whole = [(0, 0, BLOCK)];
+                        let mut v = Vec::with_capacity(BLOCK as usize);
+                        let pieces: Vec<(u64, u64, u64)> = match &scatter {
+                            Some(p) => p.iter().collect(),
+                            None => whole.to_vec(),
+                        };
+                        for (at, _, len) in pieces {
+                            v.extend(
+                                m.read_vec((slot * BLOCK + at) as usize, len as usize)
+                                    .ok()?,
+                            );
+                        }
+                        Some(v)
+                    });
                     if got.as_deref() == Some(&pattern(self.seed, block, expect)[..]) {
                         self.reads_verified += 1;
                     } else {
@@ -816,7 +1252,10 @@ impl Workload {
             return;
         };
         let index = staged.index;
-        let payload = message(self.seed, self.stream, index);
+        let payload = match self.imms.get(&index) {
+            Some(i) => imm_bytes(self.seed, self.stream, index, i.len as usize),
+            None => message(self.seed, self.stream, index),
+        };
         let intact = self
             .staging
             .as_mut()
@@ -825,17 +1264,19 @@ impl Workload {
             self.problem(
                 now,
                 format!(
-                    "message {index} ({op}, from registered memory) completed {outcome:?} with its staging bytes changed before the completion: something wrote into the memory of a SEND"
+                    "{} {index} ({op}, from registered memory) completed {outcome:?} with its staging bytes changed before the completion: something wrote into the memory of an operation in flight",
+                    if self.imms.contains_key(&index) { "WRITE with immediate data" } else { "message" }
                 ),
             );
         }
     }
 
-    /// A delivery at the target: after the previous one (sequence numbers
-    /// rise; they may skip the number of a message that completed
-    /// `Indeterminate` and was never delivered: `check_messages` accounts
-    /// for every gap), with the exact bytes of the message it carries.
-    fn deliver(&mut self, seq: Seq, payload: &[u8], now: Timestamp) {
+    /// A delivery at the target, message or notice: after the previous
+    /// one (sequence numbers rise; they may skip the number of a message
+    /// that completed `Indeterminate` and was never delivered, or of one
+    /// that failed alone: [`check_messages`](super::check_messages)
+    /// accounts for every gap).
+    fn check_seq(&mut self, seq: Seq, now: Timestamp) {
         if seq <= self.last_seq {
             self.problem(
                 now,
@@ -846,11 +1287,14 @@ impl Workload {
             );
         }
         self.last_seq = self.last_seq.max(seq);
-        let poison = if holds_poison(payload) {
-            " (it holds the poison written into a message's staging memory at its completion: bytes read after the completion)"
-        } else {
-            ""
-        };
+    }
+
+    /// A message delivered at the target, whole: in order
+    /// ([`check_seq`](Self::check_seq)), with the exact bytes of the
+    /// message it carries.
+    pub(crate) fn deliver(&mut self, seq: Seq, payload: &[u8], now: Timestamp) {
+        self.check_seq(seq, now);
+        let poison = poisoned(payload);
         let Some(index) = parse_message(payload) else {
             self.problem(
                 now,
@@ -858,14 +1302,168 @@ impl Workload {
             );
             return;
         };
-        if payload != message(self.seed, self.stream, index) {
+        if self.imms.contains_key(&index) {
+            self.problem(
+                now,
+                format!(
+                    "delivery {seq}: a message of place {index}, a WRITE with immediate data's"
+                ),
+            );
+        } else if payload != message(self.seed, self.stream, index) {
             self.problem(
                 now,
                 format!("delivery {seq}: payload of message {index} corrupted{poison}"),
             );
         }
+        self.take(seq, index);
+    }
+
+    /// A message that filled a posted buffer shorter than itself: its
+    /// first bytes, `prefix`, must be the start of a longer message sent
+    /// (its index, in its first 8 bytes, says which).
+    pub(crate) fn deliver_truncated(&mut self, seq: Seq, prefix: &[u8], now: Timestamp) {
+        self.check_seq(seq, now);
+        let index = prefix
+            .get(..8)
+            .map(|b| u64::from_be_bytes(b.try_into().expect("8 bytes")))
+            .filter(|i| *i < self.sent.len() as u64 && !self.imms.contains_key(i));
+        let whole = index.map(|i| message(self.seed, self.stream, i));
+        match (index, whole) {
+            (Some(index), Some(whole))
+                if whole.len() > prefix.len() && whole[..prefix.len()] == *prefix =>
+            {
+                self.take(seq, index);
+            }
+            _ => {
+                let poison = poisoned(prefix);
+                self.problem(
+                    now,
+                    format!(
+                        "delivery {seq}: truncated to {} bytes, not the start of a longer message sent (index {index:?}){poison}",
+                        prefix.len()
+                    ),
+                );
+            }
+        }
+    }
+
+    /// The notice of a WRITE with immediate data, taken at the target: in
+    /// order ([`check_seq`](Self::check_seq)), once, its `imm` naming a
+    /// WRITE with immediate data sent to an advertised token, with the
+    /// region, offset and length it was sent to — and its landing slot
+    /// holding exactly its bytes now (they landed before the notice; the
+    /// slot is its own until its notice and completion).
+    pub(crate) fn notice(&mut self, seq: Seq, w: Written, now: Timestamp) {
+        self.check_seq(seq, now);
+        let index = u64::from(w.imm ^ self.imm_mask);
+        let Some(i) = self.imms.get(&index).copied() else {
+            self.problem(
+                now,
+                format!(
+                    "notice {seq}: imm {:#x} names no WRITE with immediate data ({w:?})",
+                    w.imm
+                ),
+            );
+            return;
+        };
+        let mut wrong = Vec::new();
+        if i.noticed {
+            wrong.push("a second notice".to_string());
+        }
+        if i.slot.is_none() {
+            wrong.push("sent to a token the target never advertised".to_string());
+        }
+        if (w.region, w.offset, w.len) != (i.region, i.offset, i.len) {
+            wrong.push(format!(
+                "it says {:?} at {} ({} bytes), it was sent to {:?} at {} ({} bytes)",
+                w.region, w.offset, w.len, i.region, i.offset, i.len
+            ));
+        } else if i.slot.is_some() {
+            let got = self
+                .target_data
+                .as_ref()
+                .and_then(|m| m.read_vec(w.offset as usize, w.len as usize).ok());
+            let want = imm_bytes(self.seed, self.stream, index, i.len as usize);
+            match got {
+                Some(got) if got == want => self.notices_verified += 1,
+                Some(got) => wrong.push(format!(
+                    "its landing slot does not hold its bytes when the notice is taken (first difference at byte {}){}",
+                    got.iter().zip(&want).position(|(a, b)| a != b).unwrap_or(0),
+                    poisoned(&got)
+                )),
+                None => wrong.push("the target's data region cannot be read".to_string()),
+            }
+        }
+        for what in wrong {
+            self.problem(
+                now,
+                format!(
+                    "notice {seq} of WRITE with immediate data {index} ({}): {what}",
+                    i.op
+                ),
+            );
+        }
+        if let Some(i) = self.imms.get_mut(&index) {
+            i.noticed = true;
+        }
+        self.take(seq, index);
+    }
+
+    /// Place `index` of the sequence taken at the target as `seq`.
+    fn take(&mut self, seq: Seq, index: u64) {
         self.received.push(index);
         self.received_seqs.push(seq);
+        self.release_imm(index);
+        // The unsure ones before it were skipped: never to be noticed.
+        let before: Vec<u64> = self.imm_unsure.range(..index).copied().collect();
+        for k in before {
+            self.release_imm(k);
+        }
+    }
+
+    /// WRITE with immediate data `index` completed `outcome`.
+    fn imm_completed(&mut self, index: u64, outcome: Outcome, now: Timestamp) {
+        let Some(i) = self.imms.get_mut(&index) else {
+            return;
+        };
+        i.outcome = Some(outcome);
+        let i = *i;
+        if i.slot.is_none() && !matches!(outcome, Outcome::Failed(_)) {
+            self.problem(
+                now,
+                format!(
+                    "WRITE with immediate data {index} ({}) to a token the target never advertised completed {outcome:?}",
+                    i.op
+                ),
+            );
+        }
+        if matches!(outcome, Outcome::Indeterminate { .. }) && !i.noticed {
+            self.imm_unsure.insert(index);
+        }
+        self.release_imm(index);
+    }
+
+    /// Give WRITE with immediate data `index`'s landing slot back once
+    /// nothing can land in it or be read from it any more: completed, and
+    /// noticed (a `Success`'s notice is sure to come), failed (never
+    /// posted), or `Indeterminate` with a later place taken (skipped).
+    fn release_imm(&mut self, index: u64) {
+        let later_taken = self.received.last().is_some_and(|l| *l > index);
+        let Some(i) = self.imms.get_mut(&index) else {
+            return;
+        };
+        let free = match i.outcome {
+            None => false,
+            Some(_) if i.noticed => true,
+            Some(Outcome::Failed(_)) => true,
+            Some(Outcome::Indeterminate { .. }) => later_taken,
+            Some(_) => false,
+        };
+        if free && !i.released {
+            i.released = true;
+            self.free_imm_slots.extend(i.slot);
+            self.imm_unsure.remove(&index);
+        }
     }
 
     /// The outcome of message `index`, if it completed.
@@ -878,8 +1476,9 @@ impl Workload {
     /// ([`Policy::fast_io_fail_tmo`](relink::Policy::fast_io_fail_tmo)):
     /// [`check_survived_on`](Self::check_survived_on) then accepts what a
     /// fast failure ends operations with (`Failed(FastFail)`; a posted
-    /// message `Indeterminate`, delivered at most once and only if the
-    /// peer had it before the loss; a WRITE's range undefined).
+    /// message or WRITE with immediate data `Indeterminate`, delivered at
+    /// most once — if from registered memory, only if the peer had it
+    /// before the loss; a WRITE's range undefined).
     pub fn allow_fast_fail(&mut self) {
         self.fast_fail = true;
     }
@@ -892,6 +1491,15 @@ impl Workload {
             .as_ref()
             .map_or(0, |s| s.capacity() - s.free_bytes());
         (self.staged.len(), held)
+    }
+}
+
+/// What a report adds about bytes holding poison.
+fn poisoned(bytes: &[u8]) -> &'static str {
+    if holds_poison(bytes) {
+        " (it holds the poison written into staging memory at an operation's completion: bytes read after the completion)"
+    } else {
+        ""
     }
 }
 

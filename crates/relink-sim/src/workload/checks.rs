@@ -5,7 +5,7 @@
 
 use std::collections::BTreeSet;
 
-use relink::{Node, OpError, OpId, Outcome, State};
+use relink::{Node, OpError, OpId, Outcome, State, WcStatus};
 use relink_fabric::{Memory, Timestamp};
 use serde::Serialize;
 
@@ -42,32 +42,48 @@ impl Check {
     }
 }
 
-/// Messages, of bytes and from registered memory alike: the receiver got
-/// each at most once, in order (the indexes it delivered rise), with the
-/// bytes of its submission (checked at each delivery: a problem of the
-/// workload otherwise), under the sequence number the replay contract
-/// gives it; every `Success` delivered, no `Failed` delivered, an
+/// The sequence — messages, of bytes and from registered memory alike,
+/// and the notices of WRITEs with immediate data, which share the sequence
+/// numbers: the receiver got each at most once, in order (the places it
+/// delivered rise), with the bytes of its submission (a message's, checked
+/// at each delivery, or a notice's imm, region, offset and length, and the
+/// WRITE's bytes in its landing slot when the notice was taken: a problem
+/// of the workload otherwise), under the sequence number the replay
+/// contract gives it; every `Success` delivered, no `Failed` delivered, an
 /// `Indeterminate` delivered or not. Sequence numbers may skip: a fast
-/// failure's orphan (a message posted before the loss, completed
-/// `Indeterminate`) is replayed as a skip of its number, delivered only if
-/// the peer had it before the loss; and the numbers of the messages a fast
-/// failure failed unposted go to the next ones. So message `i` is
-/// delivered as `1 + i - f`, `f` the messages before it that completed
-/// `Failed`. A message not delivered while a later one was must have
-/// completed (`Indeterminate`: skipped). With `expect_all`, every message
-/// completed.
+/// failure's orphan (posted before the loss, completed `Indeterminate`)
+/// whose memory is the application's again (a message from registered
+/// memory, a WRITE with immediate data) is replayed as a skip of its
+/// number, delivered only if the peer had it before the loss (an orphan
+/// of bytes is replayed whole: delivered at most once, maybe after its
+/// completion), and so is one that failed alone when it was to be posted
+/// (a WRITE with immediate data to a token not advertised:
+/// `Failed(Remote(..))`); the numbers of those a fast failure failed
+/// unposted go to the next ones. So place `i` is delivered as `1 + i - f`,
+/// `f` the places before it that completed `Failed` but alone. A place not
+/// delivered while a later one was must have completed (`Indeterminate`:
+/// skipped). With `expect_all`, every place completed.
 pub fn check_messages(s: &Workload, expect_all: bool) -> Check {
     let name = format!("messages {}", s.name);
     let sent = s.sent.len() as u64;
     let got = s.received.len() as u64;
+    let what = |i: u64| {
+        if s.imms.contains_key(&i) {
+            "WRITE with immediate data"
+        } else {
+            "message"
+        }
+    };
     if let Some(i) = s.received.windows(2).position(|w| w[1] <= w[0]) {
         return Check::new(
             name,
             false,
             format!(
-                "the receiver's sequence breaks at position {}: got message {} after message {} (duplicate or reordering)",
+                "the receiver's sequence breaks at position {}: got {} {} after {} {} (duplicate or reordering)",
                 i + 1,
+                what(s.received[i + 1]),
                 s.received[i + 1],
+                what(s.received[i]),
                 s.received[i]
             ),
         );
@@ -76,14 +92,15 @@ pub fn check_messages(s: &Workload, expect_all: bool) -> Check {
         return Check::new(
             name,
             false,
-            format!("message {last} delivered but only {sent} sent"),
+            format!("place {last} delivered but only {sent} sent"),
         );
     }
     let last_delivered = s.received.last().copied();
     let mut bad = Vec::new();
-    let (mut ok_success, mut failed) = (0u64, 0u64);
+    let (mut ok_success, mut failed, mut gave_back) = (0u64, 0u64, 0u64);
     let (mut indet_delivered, mut indet_skipped) = (0u64, 0u64);
     let (mut memory, mut memory_delivered) = (0u64, 0u64);
+    let (mut imms, mut noticed, mut refused) = (0u64, 0u64, 0u64);
     let mut next = 0usize; // the next delivery to match
     for index in 0..sent {
         let delivery = (s.received.get(next) == Some(&index)).then(|| {
@@ -91,11 +108,12 @@ pub fn check_messages(s: &Workload, expect_all: bool) -> Check {
             s.received_seqs[next - 1]
         });
         let delivered = delivery.is_some();
+        let kind = what(index);
         if let Some(seq) = delivery {
-            let want = index + 1 - failed;
+            let want = index + 1 - gave_back;
             if seq.0 != want {
                 bad.push(format!(
-                    "message {index} delivered as {seq}, expected {} ({failed} failed before it)",
+                    "{kind} {index} delivered as {seq}, expected {} ({gave_back} failed before it, their numbers given back)",
                     relink::Seq(want)
                 ));
             }
@@ -104,20 +122,30 @@ pub fn check_messages(s: &Workload, expect_all: bool) -> Check {
             memory += 1;
             memory_delivered += u64::from(delivered);
         }
+        if let Some(i) = s.imms.get(&index) {
+            imms += 1;
+            noticed += u64::from(delivered);
+            if i.slot.is_none() {
+                refused += 1;
+            }
+        }
         match s.message_outcome(index) {
             Some(Outcome::Success { .. }) => {
                 ok_success += 1;
                 if !delivered {
                     bad.push(format!(
-                        "message {index} completed Success but was not delivered"
+                        "{kind} {index} completed Success but was not delivered"
                     ));
                 }
             }
-            Some(Outcome::Failed(_)) => {
+            Some(Outcome::Failed(e)) => {
                 failed += 1;
+                if !matches!(e, OpError::Remote(_) | OpError::TooLargeForPeer) {
+                    gave_back += 1;
+                }
                 if delivered {
                     bad.push(format!(
-                        "message {index} completed Failed but was delivered"
+                        "{kind} {index} completed Failed({e:?}) but was delivered"
                     ));
                 }
             }
@@ -129,13 +157,13 @@ pub fn check_messages(s: &Workload, expect_all: bool) -> Check {
                 }
             }
             Some(other) => bad.push(format!(
-                "message {index} completed {other:?}, an outcome this check does not know"
+                "{kind} {index} completed {other:?}, an outcome this check does not know"
             )),
-            None if expect_all => bad.push(format!("message {index} never completed")),
+            None if expect_all => bad.push(format!("{kind} {index} never completed")),
             None => {
                 if let Some(later) = last_delivered.filter(|l| *l > index && !delivered) {
                     bad.push(format!(
-                        "message {index} was not delivered and has not completed, yet the later message {later} was: a gap"
+                        "{kind} {index} was not delivered and has not completed, yet the later place {later} was: a gap"
                     ));
                 }
             }
@@ -157,10 +185,22 @@ pub fn check_messages(s: &Workload, expect_all: bool) -> Check {
             s.from_memory.gathered, s.from_memory.across_regions, s.from_memory.no_room
         ));
     }
+    if imms > 0 {
+        detail.push_str(&format!(
+            "; {imms} of them WRITEs with immediate data ({noticed} noticed, {} with their bytes in place when the notice was taken; {refused} to a token not advertised, failed alone)",
+            s.notices_verified
+        ));
+    }
     if failed + indet_delivered + indet_skipped > 0 {
         detail.push_str(&format!(
             "; {failed} failed (none delivered), {} indeterminate ({indet_delivered} delivered, {indet_skipped} not)",
             indet_delivered + indet_skipped
+        ));
+    }
+    if let Some(f) = s.receive_figures() {
+        detail.push_str(&format!(
+            "; through posted receives: {} posted, {} messages ({} truncated), {} notices, {} polled while none was posted, {} flushed",
+            f.posted, f.messages, f.truncated, f.notices, f.polled, f.flushed
         ));
     }
     Check::new(name, true, detail)
@@ -198,8 +238,9 @@ pub fn check_region(s: &Workload, target_region: Option<&Memory>) -> Check {
     let total_writes = s.tally.get(&Class::Write).map_or(0, |t| t.success);
     if wrong.is_empty() {
         let mut d = format!(
-            "{} KiB in {BLOCKS} blocks verified byte for byte: {written} written ({total_writes} WRITEs), the rest still zero",
-            BLOCK * BLOCKS / 1024
+            "{} KiB in {BLOCKS} blocks verified byte for byte: {written} written ({total_writes} WRITEs, {} submitted gathering 2-4 ranges), the rest still zero",
+            BLOCK * BLOCKS / 1024,
+            s.writes_gathered
         );
         if undefined > 0 {
             d.push_str(&format!(
@@ -228,8 +269,8 @@ pub fn check_reads(s: &Workload) -> Check {
         "reads",
         bad == 0 && s.reads_verified == t.success,
         format!(
-            "{} READs returned the expected bytes ({} replayed); {bad} mismatches",
-            s.reads_verified, t.replayed
+            "{} READs returned the expected bytes ({} replayed; {} submitted scattering over 2-4 ranges); {bad} mismatches",
+            s.reads_verified, t.replayed, s.reads_scattered
         ),
     )
 }
@@ -354,6 +395,13 @@ pub fn check_completions(s: &Workload) -> Check {
     } else {
         d.push_str(", each exactly once");
     }
+    let flushes = s.tally.get(&Class::Flush).map_or(0, |t| t.submitted);
+    if flushes > 0 {
+        d.push_str(&format!(
+            "; {} of {flushes} flushes completed after every operation submitted before and before every one after",
+            s.flushes_in_place
+        ));
+    }
     Check::new(name, ok, d)
 }
 
@@ -378,7 +426,7 @@ pub fn check_ended(s: &Workload, at: &BTreeSet<OpId>, err: OpError, what: &str) 
                 failed += 1;
                 true
             }
-            (Class::Message, Outcome::Indeterminate { executed: None })
+            (Class::Message | Class::WriteImm, Outcome::Indeterminate { executed: None })
             | (Class::FetchAdd, Outcome::Indeterminate { .. }) => {
                 indeterminate += 1;
                 true
@@ -451,21 +499,44 @@ impl Workload {
                 v.push(format!("{}: {}", c.name, c.detail));
             }
         }
+        let refused: BTreeSet<OpId> = self
+            .imms
+            .values()
+            .filter(|i| i.slot.is_none())
+            .map(|i| i.op)
+            .collect();
         for (op, (class, outcome)) in &self.outcomes {
             let fast_failed = matches!(
                 (class, outcome),
                 (_, Outcome::Failed(OpError::FastFail))
-                    | (Class::Message, Outcome::Indeterminate { executed: None })
+                    | (
+                        Class::Message | Class::WriteImm,
+                        Outcome::Indeterminate { executed: None }
+                    )
             );
-            let ok = matches!(
-                (class, outcome),
-                (_, Outcome::Success { .. }) | (Class::FetchAdd, Outcome::Indeterminate { .. })
-            ) || (self.fast_fail && fast_failed);
+            let ok = if refused.contains(op) {
+                // To a token the target never advertised: failed alone.
+                matches!(
+                    outcome,
+                    Outcome::Failed(OpError::Remote(WcStatus::RemAccessErr))
+                ) || (self.fast_fail && matches!(outcome, Outcome::Failed(OpError::FastFail)))
+            } else {
+                matches!(
+                    (class, outcome),
+                    (_, Outcome::Success { .. }) | (Class::FetchAdd, Outcome::Indeterminate { .. })
+                ) || (self.fast_fail && fast_failed)
+            };
             if !ok {
                 v.push(format!(
                     "{op} ({class:?}) ended {outcome:?} in a run that survived"
                 ));
             }
+        }
+        if let Some(f) = self.receive_figures().filter(|f| f.flushed > 0) {
+            v.push(format!(
+                "{} posted receives ended Flushed while the session lived",
+                f.flushed
+            ));
         }
         let (staged, bytes) = self.staged();
         if self.pending.is_empty() && staged + bytes as usize > 0 {
@@ -513,13 +584,16 @@ impl Workload {
     }
 
     /// The end of a randomized run: adds to the violations `v` a session
-    /// that is not `Established`, closes both ends, and adds provider
-    /// objects left alive after the close (the listener stays). `Ok` if
-    /// nothing was found, else the violations, one per line.
+    /// that is not `Established`, closes both ends, takes the receives
+    /// the target still had posted (each must end `Flushed`, in order;
+    /// a registration of their buffers is deregistered), and adds provider
+    /// objects left alive after the close (the listener stays) once the
+    /// goodbye bound (1 s) passed. `Ok` if nothing was found, else the
+    /// violations, one per line.
     ///
     /// # Errors
     /// The violations, or a close the node refused.
-    pub fn close_and_check(&self, sim: &mut Sim, mut v: Vec<String>) -> Result<(), String> {
+    pub fn close_and_check(&mut self, sim: &mut Sim, mut v: Vec<String>) -> Result<(), String> {
         let state = sim.node(INITIATOR).state(self.session);
         if state != Some(State::Established) {
             v.push(format!("session ended {state:?}"));
@@ -531,6 +605,16 @@ impl Workload {
             sim.node(TARGET).close(t).map_err(|e| e.to_string())?;
         }
         sim.run_for(std::time::Duration::from_millis(5));
+        // The receives still posted end flushed; a registration of their
+        // buffers goes.
+        v.extend(self.finish_receives(sim.node(TARGET)));
+        // A closed session's transport lingers until its goodbye has left,
+        // at most the goodbye bound (`Node::set_goodbye_timeout`, 1 s):
+        // the whole bound when the peer silently lost its device and the
+        // loss was not noticed yet.
+        sim.run_until_cond(std::time::Duration::from_secs(2), |sim| {
+            sim.live_objects() == 1
+        });
         let live = sim.live_objects();
         if live != 1 {
             v.push(format!(

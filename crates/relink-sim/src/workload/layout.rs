@@ -1,7 +1,9 @@
 //! Where the workload's bytes live: the target's data region (write
-//! blocks, then the atomic counter), the initiator's write sources, read
+//! blocks, the atomic counter, the landing slots of WRITEs with immediate
+//! data, a pool of receive buffers), the initiator's write sources, read
 //! landing slots, atomic result slots and the staging areas of messages
-//! sent from registered memory, and the session options that carry them.
+//! (and of WRITEs with immediate data) sent from registered memory, and
+//! the session options that carry them.
 
 use relink::{Access, Policy, RegionId, RegionOptions, SessionOptions};
 
@@ -13,6 +15,27 @@ pub const BLOCK: u64 = 1024;
 pub const BLOCKS: u64 = 128;
 /// Offset of the atomic counter in the target's data region.
 pub const COUNTER: u64 = BLOCK * BLOCKS;
+/// Offset of the target's landing slots of WRITEs with immediate data
+/// ([`OpKind::WriteImm`](relink::OpKind::WriteImm)) in its data region,
+/// after the counter: each such WRITE lands in a slot of its own, held
+/// until its notice was taken, so the bytes there at the notice must be
+/// exactly its own.
+pub const IMM_AREA: u64 = COUNTER + 64;
+/// Bytes per landing slot of a WRITE with immediate data (its largest).
+pub const IMM_SLOT: u64 = 1024;
+/// Landing slots of WRITEs with immediate data.
+pub(crate) const IMM_SLOTS: u64 = 32;
+/// Offset of the target's receive buffers in its data region, after the
+/// landing slots: one of the two places the workload posts receives in
+/// ([`Node::post_receive`](relink::Node::post_receive)), the other a
+/// registration of the target's node.
+pub const RECV_AREA: u64 = IMM_AREA + IMM_SLOT * IMM_SLOTS;
+/// Bytes per receive buffer's space (a buffer may be shorter).
+pub const RECV_SLOT: u64 = 1024;
+/// Receive buffers at most.
+pub(crate) const RECV_SLOTS: u64 = 16;
+/// Bytes of the target's data region.
+pub const TARGET_LEN: u64 = RECV_AREA + RECV_SLOT * RECV_SLOTS;
 /// The target's data region (advertised to the initiator).
 pub const TARGET_DATA: RegionId = RegionId(100);
 /// The initiator's write sources (one block per target block).
@@ -34,12 +57,13 @@ pub const STAGING: [RegionId; 2] = [RegionId(4), RegionId(5)];
 /// the two (a message that finds no room is sent as bytes).
 pub const STAGING_LEN: u64 = 16 * 1024;
 
-/// The target's regions: one data region of [`BLOCKS`] blocks and the
-/// counter, advertised, open to remote WRITE, READ and atomics.
+/// The target's regions: one data region of [`BLOCKS`] blocks, the
+/// counter, the landing slots of WRITEs with immediate data and room for
+/// receive buffers, advertised, open to remote WRITE, READ and atomics.
 pub fn target_regions() -> Vec<RegionOptions> {
     vec![RegionOptions::new(
         TARGET_DATA,
-        COUNTER + 8,
+        TARGET_LEN,
         Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ | Access::REMOTE_ATOMIC,
     )
     .advertise(true)]

@@ -15,13 +15,42 @@
 //!   replay reading the memory after the completion delivers wrong bytes.
 //!   Delivered at most once, in order, with the bytes of the submission;
 //!   a `Success` delivered, a `Failed` never, an `Indeterminate` maybe
-//!   (a fast failure's orphan is replayed as a skip of its number).
+//!   (a fast failure's orphan from registered memory is replayed as a skip
+//!   of its number, one of bytes whole, maybe after its completion).
 //! - **WRITEs** copy a patterned block (pattern of seed, block, version)
 //!   into the target's data region. At most one operation per block is in
 //!   flight, and a source block is never touched while its write is
-//!   pending (the library owns it until the completion).
+//!   pending (the library owns it until the completion). With
+//!   [`Workload::scatter_gather`], about half gather the block from 2 to 4
+//!   ranges of its source space laid out in an order of their own.
 //! - **READs** fetch a block whose last write completed and compare it with
-//!   that write's pattern (or zeros for a block never written).
+//!   that write's pattern (or zeros for a block never written); with
+//!   [`Workload::scatter_gather`], about half scatter it over 2 to 4
+//!   ranges of their landing slot, reassembled in order for the check.
+//! - **WRITEs with immediate data** ([`Workload::write_imm`]) take the
+//!   next place of the messages' sequence (the sequence numbers are
+//!   shared): seeded bytes from staging space of their own (as a message
+//!   from registered memory, poisoned at the completion) to a landing slot
+//!   of their own in the target's data region ([`IMM_AREA`]), held until
+//!   the notice was taken and the operation completed; `imm` names the
+//!   place. When the target takes the notice (polled, or in a posted
+//!   receive) its imm, region, offset and length must be the WRITE's and
+//!   the slot must hold exactly its bytes. One in 16 goes to a token the
+//!   target never advertised: it must fail `Remote(REM_ACCESS_ERR)` alone,
+//!   never noticed, its number skipped. They complete as messages do, in
+//!   order with them, and are delivered as messages are (at most once, in
+//!   order, every `Success` noticed, no `Failed`).
+//! - **Flushes** ([`Workload::flush`]) must complete after every
+//!   operation submitted before them and before every one submitted
+//!   after, in the order the completions are taken.
+//! - **Posted receives** ([`Workload::post_receives`]): the target takes
+//!   the deliveries through a pool of buffers it posts (in a registration
+//!   of its node or in its data region), reposted after each receive, now
+//!   and then not for a while (messages wait, polled meanwhile or filling
+//!   later buffers), some of them too short (the truncated prefix is
+//!   checked). Every receive ends once, in posting order, with its
+//!   buffer's context, nothing written past what it holds; at the close
+//!   the rest end `Flushed`.
 //! - **FETCH_ADDs** add seeded amounts to a counter after the blocks; the
 //!   counter must equal the certain adds plus a subset of the unknown
 //!   (`Indeterminate`) ones.
@@ -29,10 +58,12 @@
 //! | file | holds |
 //! |---|---|
 //! | `layout.rs` | the regions on each side and the session [`options`] |
-//! | `payload.rs` | message payloads, block patterns, addends (all from the seed) |
-//! | `staging.rs` | the staging space of messages from registered memory, poisoned at their completion |
+//! | `payload.rs` | message payloads, block patterns, bytes of WRITEs with immediate data, addends (all from the seed) |
+//! | `records.rs` | what the books keep per operation (its detail, a FETCH_ADD's old value, a WRITE with immediate data's fate, a block cut into pieces) |
+//! | `staging.rs` | the staging space of messages (and WRITEs with immediate data) from registered memory, poisoned at their completion |
+//! | `receives.rs` | the target's posted receives ([`Workload::post_receives`]) |
 //! | `tally.rs` | [`Window`] ([`WINDOW_A`], [`WINDOW_B`]), [`Class`], [`Tally`], [`Problem`] |
-//! | `books.rs` | [`Workload`]: submission and accounting |
+//! | `books.rs` | [`Workload`]: submission and accounting; [`Coverage`] |
 //! | `checks.rs` | the end-to-end checks ([`Check`], `check_*`) and the [`Workload`] methods that gather them |
 //!
 //! ```
@@ -56,6 +87,7 @@ mod books;
 mod checks;
 mod layout;
 mod payload;
+mod receives;
 mod records;
 mod staging;
 mod tally;
@@ -64,16 +96,18 @@ use std::time::Duration;
 
 use relink::{Policy, State};
 
-pub use books::Workload;
+pub use books::{Coverage, Fate, Workload};
 pub use checks::{
     check_atomics, check_completions, check_ended, check_messages, check_reads, check_region, secs,
     Check,
 };
 pub use layout::{
-    initiator_regions, options, target_regions, BLOCK, BLOCKS, COUNTER, MAX_MESSAGE, RESULTS, SINK,
-    SOURCE, STAGING, STAGING_LEN, TARGET_DATA,
+    initiator_regions, options, target_regions, BLOCK, BLOCKS, COUNTER, IMM_AREA, IMM_SLOT,
+    MAX_MESSAGE, RECV_AREA, RECV_SLOT, RESULTS, SINK, SOURCE, STAGING, STAGING_LEN, TARGET_DATA,
+    TARGET_LEN,
 };
-pub use payload::{fnv1a, message, mix, parse_message, pattern};
+pub use payload::{fnv1a, imm_bytes, message, mix, parse_message, pattern};
+pub use receives::ReceiveFigures;
 pub use staging::POISON;
 pub use tally::{Class, Problem, Tally, Window, WINDOW_A, WINDOW_B};
 

@@ -1,7 +1,8 @@
 //! The bytes of the workload, all derived from the seed so that a checker
 //! can regenerate what it expects: message payloads
 //! (`index u64 | len u16 | body | FNV-1a 64`, big endian), block patterns
-//! of WRITEs, and the addends of FETCH_ADDs.
+//! of WRITEs, the bytes of WRITEs with immediate data, and the addends of
+//! FETCH_ADDs.
 
 use super::layout::BLOCK;
 
@@ -62,6 +63,15 @@ pub fn pattern(seed: u64, block: u64, version: Option<u64>) -> Vec<u8> {
     if let Some(version) = version {
         fill(mix(seed ^ 0xb10c ^ mix(block ^ mix(version))), &mut v);
     }
+    v
+}
+
+/// The bytes of the WRITE with immediate data at place `index` of the
+/// stream `stream` (the places of its messages and of its WRITEs with
+/// immediate data are one sequence), `len` of them.
+pub fn imm_bytes(seed: u64, stream: u64, index: u64, len: usize) -> Vec<u8> {
+    let mut v = vec![0u8; len];
+    fill(mix(seed ^ 0x1a7e ^ mix(stream ^ mix(index ^ 0x3e))), &mut v);
     v
 }
 

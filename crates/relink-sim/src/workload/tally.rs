@@ -53,6 +53,10 @@ pub enum Class {
     Read,
     /// FETCH_ADD.
     FetchAdd,
+    /// RDMA WRITE with immediate data (a WRITE and a sequenced notice).
+    WriteImm,
+    /// A barrier ([`OpKind::Flush`](relink::OpKind::Flush)).
+    Flush,
 }
 
 impl Class {
@@ -63,6 +67,8 @@ impl Class {
             Class::Write => "WRITEs",
             Class::Read => "READs",
             Class::FetchAdd => "FETCH_ADDs",
+            Class::WriteImm => "WRITEs with immediate data",
+            Class::Flush => "flushes",
         }
     }
 }
