@@ -5,7 +5,7 @@
 //! # Byte layout
 //!
 //! ```text
-//! All integers are big-endian; every format starts with version:u8 (= VERSION = 3).
+//! All integers are big-endian; every format starts with version:u8 (= VERSION = 4).
 //!
 //! session = u64        epoch = u32        seq = u64        incarnation = u64
 //! auth    = [u8; 16]   (auth::authenticator, HMAC-SHA256 truncated)
@@ -116,7 +116,7 @@ pub use message::{
 };
 
 /// Version byte that starts every format.
-pub const VERSION: u8 = 3;
+pub const VERSION: u8 = 4;
 
 /// Length of a [`Hello`] with no connect data: version, tag, session,
 /// epoch, incarnation and the connect data's length byte.

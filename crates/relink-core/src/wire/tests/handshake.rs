@@ -152,7 +152,7 @@ fn hello_golden_bytes() {
         connect_data: ConnectBytes::new(b"ab").unwrap(),
     });
     let expected = [
-        0x03, // version
+        0x04, // version
         0x01, // Hello
         0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, // session
         0x21, 0x22, 0x23, 0x24, // epoch

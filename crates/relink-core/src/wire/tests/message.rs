@@ -12,7 +12,7 @@ fn msg_header_golden_bytes() {
         len: 3,
     };
     let expected: [u8; HEADER_LEN] = [
-        0x03, // version
+        0x04, // version
         0x01, // Data
         0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, // seq
         0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18, // ack
@@ -32,11 +32,11 @@ fn control_message_golden_bytes() {
     encode_ack(Seq(5), &mut out);
     assert_eq!(
         out,
-        [3, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 0]
+        [4, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 0]
     );
     out.clear();
     encode_keepalive(Seq(0), 0xaabb, &mut out);
-    assert_eq!(&out[..2], &[3, 5]);
+    assert_eq!(&out[..2], &[4, 5]);
     assert_eq!(&out[18..], &[0, 0, 0, 8, 0, 0, 0, 0, 0, 0, 0xaa, 0xbb]);
     let advert = Advert {
         epoch: Epoch(1),
@@ -117,7 +117,7 @@ fn message_errors_are_typed() {
         Err(WireError::UnsupportedVersion { found: 9 })
     );
     assert_eq!(
-        decode_message(&[3, 14]),
+        decode_message(&[4, 14]),
         Err(WireError::UnknownTag {
             what: "message kind",
             tag: 14
