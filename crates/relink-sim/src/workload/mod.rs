@@ -63,7 +63,10 @@
 //! | `staging.rs` | the staging space of messages (and WRITEs with immediate data) from registered memory, poisoned at their completion |
 //! | `receives.rs` | the target's posted receives ([`Workload::post_receives`]) |
 //! | `tally.rs` | [`Window`] ([`WINDOW_A`], [`WINDOW_B`]), [`Class`], [`Tally`], [`Problem`] |
-//! | `books.rs` | [`Workload`]: submission and accounting; [`Coverage`] |
+//! | `books.rs` | [`Workload`]'s state, constructor, figures and accessors; [`Coverage`], [`Fate`] |
+//! | `submit.rs` | submitting each kind of operation ([`Workload::top_up`], [`Workload::send`], ...) |
+//! | `completions.rs` | taking what the nodes report ([`Workload::collect_from`]) and accounting for every completion |
+//! | `deliveries.rs` | accounting for every delivery and notice at the target, and the landing slots of WRITEs with immediate data |
 //! | `checks.rs` | the end-to-end checks ([`Check`], `check_*`) and the [`Workload`] methods that gather them |
 //!
 //! ```
@@ -85,11 +88,14 @@
 
 mod books;
 mod checks;
+mod completions;
+mod deliveries;
 mod layout;
 mod payload;
 mod receives;
 mod records;
 mod staging;
+mod submit;
 mod tally;
 
 use std::time::Duration;
