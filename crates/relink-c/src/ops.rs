@@ -22,5 +22,5 @@ pub use op::*;
 pub use per_kind::*;
 pub use post::*;
 pub use submit::relink_room;
-pub(crate) use submit::{local, submit_error};
+pub(crate) use submit::{local, receive_len, submit_error};
 pub use work_request::*;

@@ -13,7 +13,7 @@
 use relink_rs::{ReceiveOutcome, Received, SessionHandle, SubmitError, Written};
 
 use crate::node::{node_mut, relink_node};
-use crate::ops::{local, submit_error};
+use crate::ops::{local, receive_len, submit_error};
 use crate::session::relink_session;
 use crate::status::*;
 
@@ -263,16 +263,7 @@ pub unsafe extern "C" fn relink_post_receive(
     guard(|| {
         // SAFETY: the caller's contract.
         let n = unsafe { node_mut(node)? };
-        let len = u32::try_from(len).map_err(|_| {
-            Fail::new(
-                RELINK_ERR_TOO_LARGE,
-                format!(
-                    "a receive buffer of {len} bytes is longer than the most, {} bytes \
-                     (UINT32_MAX)",
-                    u32::MAX
-                ),
-            )
-        })?;
+        let len = receive_len(len)?;
         let s = SessionHandle(session);
         n.node
             .post_receive(s, local(region, offset, len), context)

@@ -9,7 +9,7 @@
 use relink_rs::{LocalRange, SharedReceiveError, SharedReceiveHandle, SharedReceiveOptions};
 
 use crate::node::{node_mut, relink_node};
-use crate::ops::local;
+use crate::ops::{local, receive_len};
 use crate::options::relink_options;
 use crate::region::in_region;
 use crate::status::*;
@@ -192,16 +192,7 @@ pub unsafe extern "C" fn relink_post_shared_receive(
     guard(|| {
         // SAFETY: the caller's contract.
         let n = unsafe { node_mut(node)? };
-        let len = u32::try_from(len).map_err(|_| {
-            Fail::new(
-                RELINK_ERR_TOO_LARGE,
-                format!(
-                    "a receive buffer of {len} bytes is longer than the most, {} bytes \
-                     (UINT32_MAX)",
-                    u32::MAX
-                ),
-            )
-        })?;
+        let len = receive_len(len)?;
         n.node
             .post_shared_receive(
                 SharedReceiveHandle(queue),

@@ -100,6 +100,22 @@ pub(super) fn too_large(session: relink_session, len: u64, max: u32) -> Fail {
     )
 }
 
+/// A posted receive buffer's `len` as the 32 bits a buffer has
+/// (`relink_post_receive`, `relink_post_shared_receive`), else
+/// `RELINK_ERR_TOO_LARGE`.
+pub(crate) fn receive_len(len: u64) -> Result<u32, Fail> {
+    u32::try_from(len).map_err(|_| {
+        Fail::new(
+            RELINK_ERR_TOO_LARGE,
+            format!(
+                "a receive buffer of {len} bytes is longer than the most, {} bytes \
+                 (UINT32_MAX)",
+                u32::MAX
+            ),
+        )
+    })
+}
+
 /// Submit the message of `len` bytes at `buf` with `context`: its length
 /// checked before a byte is read or anything allocated.
 ///

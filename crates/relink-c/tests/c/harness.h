@@ -79,6 +79,35 @@ static inline void pair_turn(pair *p) {
   }
 }
 
+/* Drop the session events of both ends (b's once it is taken). */
+static inline void pair_drop_events(pair *p) {
+  relink_event e;
+  while (relink_poll_event(p->a, p->s, &e) == RELINK_OK) {
+  }
+  if (p->have_t)
+    while (relink_poll_event(p->b, p->t, &e) == RELINK_OK) {
+    }
+}
+
+/* Whether b's session is taken and both ends are ESTABLISHED. */
+static inline int pair_established(const pair *p) {
+  relink_state sa, sb;
+  return p->have_t && relink_session_state(p->a, p->s, &sa) == RELINK_OK &&
+         relink_session_state(p->b, p->t, &sb) == RELINK_OK &&
+         sa == RELINK_STATE_ESTABLISHED && sb == RELINK_STATE_ESTABLISHED;
+}
+
+/* Call turn (the program's turn of both nodes) until the pair is
+ * established (pair_established), at most 10,000 times; fail(what) if it
+ * is not. */
+static inline void pair_until_established(pair *p, void (*turn)(void),
+                                          const char *what) {
+  for (int i = 0; i < 10000 && !pair_established(p); i++)
+    turn();
+  if (!pair_established(p))
+    fail(what);
+}
+
 typedef struct world world;
 
 struct world {

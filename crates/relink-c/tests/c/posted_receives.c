@@ -154,27 +154,8 @@ static void completions(void) {
  * checked; what the receiver got stays for the checks. */
 static void turn2(void) {
   pair_turn(&p);
-  relink_event e;
-  while (relink_poll_event(p.a, p.s, &e) == RELINK_OK) {
-  }
-  if (p.have_t)
-    while (relink_poll_event(p.b, p.t, &e) == RELINK_OK) {
-    }
+  pair_drop_events(&p);
   completions();
-}
-
-static int established(void) {
-  relink_state sa, sb;
-  return p.have_t && relink_session_state(p.a, p.s, &sa) == RELINK_OK &&
-         relink_session_state(p.b, p.t, &sb) == RELINK_OK &&
-         sa == RELINK_STATE_ESTABLISHED && sb == RELINK_STATE_ESTABLISHED;
-}
-
-static void until_established(const char *what) {
-  for (int i = 0; i < 10000 && !established(); i++)
-    turn2();
-  if (!established())
-    fail(what);
 }
 
 static void until_completed(const char *what) {
@@ -664,7 +645,7 @@ static void across_resets(void) {
   reset_sender();
   until_ended(first + 32, "batch 1, across a reset");
   until_completed("batch 1's operations");
-  until_established("batch 1: the session did not come back");
+  pair_until_established(&p, turn2, "batch 1: the session did not come back");
   if (in_flight != 32 || counter(p.a, p.s, RELINK_COUNTER_RESUMES) <= resumes)
     fail("batch 1: the reset did not cost the operations in flight their transport");
   /* Batch 2: posted while the device is down. */
@@ -679,7 +660,7 @@ static void across_resets(void) {
   }
   until_ended(first + 64, "batch 2, posted during a recovery");
   until_completed("batch 2's operations");
-  until_established("batch 2: the session did not come back");
+  pair_until_established(&p, turn2, "batch 2: the session did not come back");
   if (counter(p.a, p.s, RELINK_COUNTER_RESUMES) <= resumes)
     fail("batch 2: no resume");
   replayed = counter(p.a, p.s, RELINK_COUNTER_REPLAYED) - replayed;
@@ -824,7 +805,7 @@ int main(void) {
         "the sender's region");
   check(relink_connect(p.a, "10.0.0.2:7471", NULL, oa, &p.s), "connect");
   relink_options_free(oa);
-  until_established("the session did not come up");
+  pair_until_established(&p, turn2, "the session did not come up");
 
   bad_input();
   written_alone();

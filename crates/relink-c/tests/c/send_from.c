@@ -122,29 +122,10 @@ static void completions(void) {
  * checked. */
 static void turn2(void) {
   pair_turn(&p);
-  relink_event e;
-  while (relink_poll_event(p.a, p.s, &e) == RELINK_OK) {
-  }
-  if (p.have_t) {
-    while (relink_poll_event(p.b, p.t, &e) == RELINK_OK) {
-    }
+  pair_drop_events(&p);
+  if (p.have_t)
     deliveries();
-  }
   completions();
-}
-
-static int established(void) {
-  relink_state sa, sb;
-  return p.have_t && relink_session_state(p.a, p.s, &sa) == RELINK_OK &&
-         relink_session_state(p.b, p.t, &sb) == RELINK_OK &&
-         sa == RELINK_STATE_ESTABLISHED && sb == RELINK_STATE_ESTABLISHED;
-}
-
-static void until_established(const char *what) {
-  for (int i = 0; i < 10000 && !established(); i++)
-    turn2();
-  if (!established())
-    fail(what);
 }
 
 /* Run until every message posted is delivered and completed. */
@@ -441,7 +422,7 @@ int main(void) {
   check(relink_listen(p.b, "10.0.0.2:7471", NULL, &l), "listen");
   check(relink_connect(p.a, "10.0.0.2:7471", NULL, o, &p.s), "connect");
   relink_options_free(o);
-  until_established("the session did not come up");
+  pair_until_established(&p, turn2, "the session did not come up");
 
   bad_input();
 
@@ -466,7 +447,7 @@ int main(void) {
   unsigned in_flight = posted - completed;
   reset_sender();
   until_done("round 1, across a reset");
-  until_established("round 1: the session did not come back");
+  pair_until_established(&p, turn2, "round 1: the session did not come back");
   replayed = counter(p.a, p.s, RELINK_COUNTER_REPLAYED) - replayed;
   if (in_flight != ROUND || counter(p.a, p.s, RELINK_COUNTER_RESUMES) <= resumes ||
       replayed == 0) {
@@ -485,7 +466,7 @@ int main(void) {
   turn2();
   post_round();
   until_done("round 2, posted during a recovery");
-  until_established("round 2: the session did not come back");
+  pair_until_established(&p, turn2, "round 2: the session did not come back");
   if (counter(p.a, p.s, RELINK_COUNTER_RESUMES) <= resumes)
     fail("round 2: no resume");
   printf("round 2: %u messages posted during a recovery, each delivered once\n",

@@ -198,29 +198,10 @@ static void written(void) {
 
 static void turn2(void) {
   pair_turn(&p);
-  relink_event e;
-  while (relink_poll_event(p.a, p.s, &e) == RELINK_OK) {
-  }
-  if (p.have_t) {
-    while (relink_poll_event(p.b, p.t, &e) == RELINK_OK) {
-    }
+  pair_drop_events(&p);
+  if (p.have_t)
     written();
-  }
   completions();
-}
-
-static int established(void) {
-  relink_state sa, sb;
-  return p.have_t && relink_session_state(p.a, p.s, &sa) == RELINK_OK &&
-         relink_session_state(p.b, p.t, &sb) == RELINK_OK &&
-         sa == RELINK_STATE_ESTABLISHED && sb == RELINK_STATE_ESTABLISHED;
-}
-
-static void until_established(const char *what) {
-  for (int i = 0; i < 10000 && !established(); i++)
-    turn2();
-  if (!established())
-    fail(what);
 }
 
 static unsigned imm_posted(void) {
@@ -480,7 +461,7 @@ int main(void) {
         "a's region");
   check(relink_connect(p.a, "10.0.0.2:7471", NULL, oa, &p.s), "connect");
   relink_options_free(oa);
-  until_established("the session did not come up");
+  pair_until_established(&p, turn2, "the session did not come up");
 
   bad_input();
 
@@ -501,7 +482,7 @@ int main(void) {
   in_flight = nops - completed;
   reset("a");
   until_done("round 1, across a reset of a's device");
-  until_established("round 1: the session did not come back");
+  pair_until_established(&p, turn2, "round 1: the session did not come back");
   replayed = counter(p.a, p.s, RELINK_COUNTER_REPLAYED) - replayed;
   if (in_flight != nops - before ||
       counter(p.a, p.s, RELINK_COUNTER_RESUMES) <= resumes || replayed == 0) {
@@ -519,7 +500,7 @@ int main(void) {
   turn2();
   post_round();
   until_done("round 2, posted while b's device was reset");
-  until_established("round 2: the session did not come back");
+  pair_until_established(&p, turn2, "round 2: the session did not come back");
   if (counter(p.a, p.s, RELINK_COUNTER_RESUMES) <= resumes)
     fail("round 2: no resume");
   printf("round 2: %u operations posted during a recovery\n", nops - before);
