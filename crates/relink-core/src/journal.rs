@@ -163,6 +163,17 @@ struct Entry {
 }
 
 impl Entry {
+    /// Make it an orphan without a payload (it holds none the journal
+    /// owns: the caller accounts for a message of bytes'), to be posted as
+    /// a skip of its sequence number.
+    fn make_void(&mut self) {
+        self.orphan = true;
+        self.void = true;
+        self.kind = OpKind::Message {
+            payload: Vec::new(),
+        };
+    }
+
     fn message_seq(&self) -> Option<Seq> {
         self.kind.is_message().then_some(self.seq)
     }

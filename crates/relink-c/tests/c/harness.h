@@ -12,6 +12,7 @@
 
 #include <relink.h>
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,6 +66,18 @@ typedef struct {
   relink_session s, t;
   int have_t;
 } pair;
+
+/* A fresh in-process soft fabric (seed `seed`) with host a on 10.0.0.1/24
+ * and host b on 10.0.0.2/24 (a device soft0 each), and p's two nodes on
+ * them; no session yet. The fabric is stored in *fabric. */
+static inline void pair_open(pair *p, uint64_t seed, relink_soft_fabric **fabric) {
+  check(relink_soft_fabric_new(seed, fabric), "fabric");
+  check(relink_soft_fabric_add_device(*fabric, "a", "soft0", "10.0.0.1/24"), "device");
+  check(relink_soft_fabric_add_device(*fabric, "b", "soft0", "10.0.0.2/24"), "device");
+  memset(p, 0, sizeof *p);
+  check(relink_node_new_soft(*fabric, "a", &p->a), "node a");
+  check(relink_node_new_soft(*fabric, "b", &p->b), "node b");
+}
 
 /* One turn of both nodes (1 ms of virtual time each); b's session is
  * taken when it is accepted. Every output stays for the program. */

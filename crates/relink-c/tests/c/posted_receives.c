@@ -774,12 +774,7 @@ static void busy_then_flushed(void) {
 }
 
 int main(void) {
-  check(relink_soft_fabric_new(29, &fabric), "fabric");
-  check(relink_soft_fabric_add_device(fabric, "a", "soft0", "10.0.0.1/24"), "device");
-  check(relink_soft_fabric_add_device(fabric, "b", "soft0", "10.0.0.2/24"), "device");
-  memset(&p, 0, sizeof p);
-  check(relink_node_new_soft(fabric, "a", &p.a), "node a");
-  check(relink_node_new_soft(fabric, "b", &p.b), "node b");
+  pair_open(&p, 29, &fabric);
 
   /* The receiver's own buffer for posted receives. */
   rbuf = malloc(RBUF_LEN);

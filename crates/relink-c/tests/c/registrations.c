@@ -190,13 +190,8 @@ static void bad_input(relink_node *n) {
 
 int main(void) {
   relink_soft_fabric *f = NULL;
-  check(relink_soft_fabric_new(17, &f), "fabric");
-  check(relink_soft_fabric_add_device(f, "a", "soft0", "10.0.0.1/24"), "device");
-  check(relink_soft_fabric_add_device(f, "b", "soft0", "10.0.0.2/24"), "device");
   pair p;
-  memset(&p, 0, sizeof p);
-  check(relink_node_new_soft(f, "a", &p.a), "node a");
-  check(relink_node_new_soft(f, "b", &p.b), "node b");
+  pair_open(&p, 17, &f);
   bad_input(p.a);
 
   relink_listener l;

@@ -397,12 +397,7 @@ static void bad_input(void) {
 }
 
 int main(void) {
-  check(relink_soft_fabric_new(23, &fabric), "fabric");
-  check(relink_soft_fabric_add_device(fabric, "a", "soft0", "10.0.0.1/24"), "device");
-  check(relink_soft_fabric_add_device(fabric, "b", "soft0", "10.0.0.2/24"), "device");
-  memset(&p, 0, sizeof p);
-  check(relink_node_new_soft(fabric, "a", &p.a), "node a");
-  check(relink_node_new_soft(fabric, "b", &p.b), "node b");
+  pair_open(&p, 23, &fabric);
 
   /* The sender's own buffers: A on the heap (no right but reading it,
    * which a SEND needs), B a static array. */

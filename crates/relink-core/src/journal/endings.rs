@@ -32,11 +32,7 @@ impl Journal {
     pub(super) fn orphan_at(&mut self, i: usize) {
         let e = &mut self.entries[i];
         self.payload_bytes -= e.kind.payload_len();
-        e.orphan = true;
-        e.void = true;
-        e.kind = OpKind::Message {
-            payload: Vec::new(),
-        };
+        e.make_void();
     }
 
     /// `op`, not posted on the current transport, cannot be posted on it at
@@ -128,10 +124,7 @@ impl Journal {
                     // Its completion hands the memory back to the
                     // application, which may change it from now on: what
                     // stays is the sequence number, replayed as a skip.
-                    e.void = true;
-                    e.kind = OpKind::Message {
-                        payload: Vec::new(),
-                    };
+                    e.make_void();
                 }
             }
             self.entries.push_back(e);

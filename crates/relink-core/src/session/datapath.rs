@@ -593,8 +593,8 @@ impl Session {
                 .on_peer_delivered_with(h.ack, |c| out.complete_one(c));
         }
         match body {
-            MsgBody::Data(payload) => match self.data.inbox.accept(h.seq) {
-                InboxAccept::Deliver => {
+            MsgBody::Data(payload) => {
+                if self.accept_in_order(h.seq) {
                     self.counters.delivered += 1;
                     self.counters.receive_copied_bytes += payload.len() as u64;
                     if !(self.out.no_deliveries_waiting()
@@ -604,31 +604,21 @@ impl Session {
                     }
                     self.maybe_ack(now);
                 }
-                InboxAccept::Duplicate => {}
-                InboxAccept::Gap { expected } => {
-                    tracing::error!(session = %self.cfg.id, got = %h.seq, %expected, "sequence gap: protocol violation");
-                }
-            },
-            MsgBody::Written(w) => match self.data.inbox.accept(h.seq) {
-                InboxAccept::Deliver => {
+            }
+            MsgBody::Written(w) => {
+                if self.accept_in_order(h.seq) {
                     self.counters.delivered += 1;
                     if !(self.out.no_deliveries_waiting() && place(h.seq, Arrival::Written(w))) {
                         self.out.deliver_written(h.seq, w);
                     }
                     self.maybe_ack(now);
                 }
-                InboxAccept::Duplicate => {}
-                InboxAccept::Gap { expected } => {
-                    tracing::error!(session = %self.cfg.id, got = %h.seq, %expected, "sequence gap: protocol violation");
+            }
+            MsgBody::Skip => {
+                if self.accept_in_order(h.seq) {
+                    self.maybe_ack(now);
                 }
-            },
-            MsgBody::Skip => match self.data.inbox.accept(h.seq) {
-                InboxAccept::Deliver => self.maybe_ack(now),
-                InboxAccept::Duplicate => {}
-                InboxAccept::Gap { expected } => {
-                    tracing::error!(session = %self.cfg.id, got = %h.seq, %expected, "sequence gap: protocol violation");
-                }
-            },
+            }
             MsgBody::Adverts(adverts) => {
                 for a in adverts {
                     self.data.peer_keys.insert(
@@ -666,6 +656,19 @@ impl Session {
             MsgBody::Keepalive { nonce } => self.answer_keepalive(nonce),
         }
         Some(credited)
+    }
+
+    /// Whether sequenced message `seq` is the next to deliver (a duplicate
+    /// is dropped; a gap is a protocol violation, logged and dropped).
+    fn accept_in_order(&mut self, seq: Seq) -> bool {
+        match self.data.inbox.accept(seq) {
+            InboxAccept::Deliver => true,
+            InboxAccept::Duplicate => false,
+            InboxAccept::Gap { expected } => {
+                tracing::error!(session = %self.cfg.id, got = %seq, %expected, "sequence gap: protocol violation");
+                false
+            }
+        }
     }
 
     /// Queue an unsequenced control message; `build` encodes it with the
