@@ -222,6 +222,11 @@ pub enum CmError {
     /// The device the id is bound to is gone.
     #[error("device lost")]
     DeviceLost,
+    /// The port of the id's device is not ACTIVE (its netdev is down, no
+    /// carrier): the call would send a CM message now, and the provider
+    /// holds it back until the port is up again.
+    #[error("the port of {0} is down")]
+    PortDown(String),
     /// The provider's backing system failed.
     #[error("{0}")]
     Io(String),
@@ -229,14 +234,15 @@ pub enum CmError {
 
 impl CmError {
     /// How to react: `DeviceLost` is `DeviceFatal`; `AddrNotAvailable`,
-    /// `AddrInUse` and `Io` are `Retryable` (addresses come and go with
-    /// devices); everything else `Final`.
+    /// `AddrInUse`, `PortDown` and `Io` are `Retryable` (addresses and
+    /// ports come and go with devices); everything else `Final`.
     pub fn class(&self) -> ErrorClass {
         match self {
             CmError::DeviceLost => ErrorClass::DeviceFatal,
-            CmError::AddrNotAvailable(_) | CmError::AddrInUse(_) | CmError::Io(_) => {
-                ErrorClass::Retryable
-            }
+            CmError::AddrNotAvailable(_)
+            | CmError::AddrInUse(_)
+            | CmError::PortDown(_)
+            | CmError::Io(_) => ErrorClass::Retryable,
             _ => ErrorClass::Final,
         }
     }

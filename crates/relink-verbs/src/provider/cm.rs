@@ -17,7 +17,7 @@ use relink_fabric::{
 use relink_verbs_sys as sys;
 
 use super::objects::{modify_to_error, QP_ACCESS};
-use super::scan::id_reg_key;
+use super::scan::{id_reg_key, port_down_listed};
 use super::{CmRec, Inner, ParkedId, VerbsProvider};
 use crate::convert;
 use crate::errno::{self, CmOp};
@@ -104,7 +104,9 @@ impl VerbsProvider {
     }
 
     /// `qp` may be connected through `id`: both exist, neither's device
-    /// is lost, and they are on the same device.
+    /// is lost, they are on the same device, and its port is up (connect
+    /// and accept send a CM message, which would wedge rxe's GSI QP while
+    /// the port is down — see `Inner::parked`; the caller retries).
     fn check_qp_for_id(inner: &Inner, id: CmId, qp: QpId) -> Result<(), CmError> {
         let c = inner
             .cms
@@ -116,6 +118,9 @@ impl VerbsProvider {
         }
         let dev = &inner.ctxs[&q.ctx].device;
         match &c.device {
+            Some(d) if d == dev && port_down_listed(&d.name) => {
+                Err(CmError::PortDown(d.name.clone()))
+            }
             Some(d) if d == dev => Ok(()),
             Some(_) => Err(CmError::BadState("the QP is on another device than the id")),
             None => Err(CmError::BadState("the id is not bound to a device")),
