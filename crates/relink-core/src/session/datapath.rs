@@ -299,7 +299,6 @@ impl Session {
                     .to_bytes()
                     .expect("a valid data header");
                     self.data.last_ack_sent = ack;
-                    self.timers.stop(TimerKind::AckDelay);
                     Action::SendMessage {
                         epoch: self.epoch,
                         op,
@@ -348,7 +347,6 @@ impl Session {
                     let mut bytes = self.data.spare.take(wire::HEADER_LEN + wire::WRITTEN_LEN);
                     wire::encode_body(seq, ack, &notice, &mut bytes).expect("a valid notice");
                     self.data.last_ack_sent = ack;
-                    self.timers.stop(TimerKind::AckDelay);
                     self.data.one_sided_inflight.insert(op);
                     Action::Send {
                         epoch: self.epoch,
@@ -686,7 +684,6 @@ impl Session {
             return;
         }
         self.data.last_ack_sent = ack;
-        self.timers.stop(TimerKind::AckDelay);
         self.out.act(Action::Send {
             epoch: self.epoch,
             op: None,
@@ -696,6 +693,14 @@ impl Session {
 
     /// Acknowledge at once after a quarter of the receive slots, else
     /// within `ack_delay` (unless an outgoing message carries it first).
+    ///
+    /// The ack-delay timer is lazy: a message that carries the
+    /// acknowledgement leaves it armed, and when it fires it acknowledges
+    /// only what no message carried since ([`Self::ack_delay_passed`]). So
+    /// a busy session arms it once per `ack_delay`, not once per message
+    /// (which moved the session's deadline, and the node's index of
+    /// deadlines, twice per delivery); a delivery that finds it armed is
+    /// acknowledged sooner than `ack_delay`, never later.
     fn maybe_ack(&mut self, now: Timestamp) {
         let delivered = self.data.inbox.last_delivered();
         let every = (u64::from(self.cfg.spec.recv_slots) / 4).max(1);
@@ -731,7 +736,6 @@ impl Session {
 
     /// Send a bare acknowledgement now.
     pub(super) fn send_ack(&mut self) {
-        self.timers.stop(TimerKind::AckDelay);
         self.send_control(|ack, out| {
             wire::encode_ack(ack, out);
             Ok(())
