@@ -157,6 +157,20 @@ pub struct TargetEngine {
     stats: TargetStats,
     /// One READ's or WRITE's bytes between the file and staging.
     scratch: Vec<u8>,
+    /// This host's boot id, told in IDENTIFY ([`VolumeInfo::host_boot`]).
+    host_boot: u128,
+}
+
+/// This host's boot id (`/proc/sys/kernel/random/boot_id`, a UUID), 0 if
+/// it cannot be read.
+fn host_boot_id() -> u128 {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .ok()
+        .and_then(|s| {
+            let hex: String = s.trim().chars().filter(|c| *c != '-').collect();
+            u128::from_str_radix(&hex, 16).ok()
+        })
+        .unwrap_or(0)
 }
 
 impl TargetEngine {
@@ -175,6 +189,7 @@ impl TargetEngine {
         let opts = config.session_options()?;
         let listener = node.listen(addr, opts)?;
         Ok(TargetEngine {
+            host_boot: host_boot_id(),
             volume,
             scratch: vec![0; config.max_io as usize],
             config,
@@ -305,6 +320,7 @@ impl TargetEngine {
                 max_io: self.config.max_io,
                 queue_depth: self.config.queue_depth,
                 read_only: self.volume.read_only(),
+                host_boot: self.host_boot,
             })),
             Opcode::Flush => self.volume.flush().map(|()| None),
             Opcode::WriteZeroes => self

@@ -16,7 +16,7 @@
 //! | 24..28 | the initiator buffer's region ([`BufferToken::region`]) |
 //! | 28..36 | the initiator buffer's offset ([`BufferToken::offset`]) |
 //!
-//! A reply ([`REPLY_LEN`] = 12 bytes; [`IDENTIFY_REPLY_LEN`] = 32 with
+//! A reply ([`REPLY_LEN`] = 12 bytes; [`IDENTIFY_REPLY_LEN`] = 48 with
 //! the volume's description):
 //!
 //! | bytes | field |
@@ -30,6 +30,7 @@
 //! | 24..28 | `max_io` |
 //! | 28..30 | queue depth |
 //! | 30..32 | flags (bit 0: read-only; the rest must be 0) |
+//! | 32..48 | the target host's boot id ([`VolumeInfo::host_boot`]; 0: unknown) |
 //!
 //! The tag is at bytes 4..12 of both, so a target answers a command it
 //! cannot decode, if that much of it came ([`peek_tag`]).
@@ -39,13 +40,13 @@ use relink::{BufferToken, RegionId};
 use crate::error::TargetError;
 
 /// The wire version this crate speaks.
-pub const VERSION: u8 = 1;
+pub const VERSION: u8 = 2;
 /// A command's length.
 pub const COMMAND_LEN: usize = 36;
 /// A plain reply's length.
 pub const REPLY_LEN: usize = 12;
 /// A reply to IDENTIFY's length.
-pub const IDENTIFY_REPLY_LEN: usize = 32;
+pub const IDENTIFY_REPLY_LEN: usize = 48;
 
 const KIND_REPLY: u8 = 0x80;
 const KIND_IDENTIFY_REPLY: u8 = 0x81;
@@ -142,6 +143,14 @@ pub struct VolumeInfo {
     pub queue_depth: u16,
     /// Writes, write-zeroes and trims fail with `ReadOnly`.
     pub read_only: bool,
+    /// The boot id of the target's host (Linux
+    /// `/proc/sys/kernel/random/boot_id`), 0 if unknown. Across a target
+    /// restart it tells a process restart (the same boot: writes the old
+    /// process acknowledged are in the host's page cache, and a FLUSH on
+    /// the new one makes them durable) from a host restart (another boot:
+    /// writes acknowledged and not flushed may be lost, so the next FLUSH
+    /// must fail).
+    pub host_boot: u128,
 }
 
 /// A reply, as the target sends it.
@@ -204,6 +213,10 @@ fn be_u32(b: &[u8], at: usize) -> u32 {
 
 fn be_u64(b: &[u8], at: usize) -> u64 {
     u64::from_be_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+}
+
+fn be_u128(b: &[u8], at: usize) -> u128 {
+    u128::from_be_bytes(b[at..at + 16].try_into().expect("16 bytes"))
 }
 
 fn exact(bytes: &[u8], len: usize) -> Result<(), WireError> {
@@ -303,6 +316,7 @@ impl Reply {
             b.extend_from_slice(&v.queue_depth.to_be_bytes());
             let flags = if v.read_only { VOLUME_READ_ONLY } else { 0 };
             b.extend_from_slice(&flags.to_be_bytes());
+            b.extend_from_slice(&v.host_boot.to_be_bytes());
         }
         b
     }
@@ -367,6 +381,7 @@ impl Reply {
                 max_io: be_u32(bytes, 24),
                 queue_depth: be_u16(bytes, 28),
                 read_only: flags & VOLUME_READ_ONLY != 0,
+                host_boot: be_u128(bytes, 32),
             })),
         })
     }
@@ -407,14 +422,16 @@ mod tests {
             any::<u32>(),
             any::<u16>(),
             any::<bool>(),
+            any::<u128>(),
         )
             .prop_map(
-                |(size, block_size, max_io, queue_depth, read_only)| VolumeInfo {
+                |(size, block_size, max_io, queue_depth, read_only, host_boot)| VolumeInfo {
                     size,
                     block_size,
                     max_io,
                     queue_depth,
                     read_only,
+                    host_boot,
                 },
             );
         let status = prop_oneof![

@@ -334,7 +334,10 @@ fn garbage_from_either_peer_gets_a_typed_error_and_breaks_nothing() {
         .send(s, &stray.encode())
         .expect("send");
     // The target sends garbage: dropped and reported by the initiator.
-    w.sim.node(TARGET).send(t, &[1, 0x99, 0, 0]).expect("send");
+    w.sim
+        .node(TARGET)
+        .send(t, &[relink_block::wire::VERSION, 0x99, 0, 0])
+        .expect("send");
     w.run_until(Duration::from_millis(50), |w| w.init_events.len() >= 3);
     assert_eq!(
         w.target_events[1..],

@@ -10,6 +10,7 @@ use relink::{PeerLostReason, RefuseReason, SessionEvent, Timestamp};
 use relink_block::{
     BlockOp, InitiatorConfig, InitiatorEngine, Node, Path, Policy, Tag, VolumeInfo,
 };
+use relink_nbd::BlockRequest;
 
 use crate::bridge::Bridge;
 use crate::config::ConnectConfig;
@@ -214,6 +215,13 @@ pub(crate) struct Conn {
     down_since: Option<Timestamp>,
     /// The last outages' lengths.
     outages: VecDeque<Duration>,
+    /// NBD requests that came while no session served, held for the next
+    /// one that serves the same volume ([`Conn::holding`]).
+    pub(crate) waiting: VecDeque<BlockRequest>,
+    /// Held I/O was failed in this outage (the give-up deadline passed, or
+    /// the target serves another volume): requests fail at once until a
+    /// session serves again.
+    hold_over: bool,
 }
 
 impl Conn {
@@ -271,6 +279,8 @@ impl Conn {
             retry: Retry::default(),
             down_since: None,
             outages: VecDeque::new(),
+            waiting: VecDeque::new(),
+            hold_over: false,
         })
     }
 
@@ -291,6 +301,61 @@ impl Conn {
         self.announced.is_some() && self.serving_since.is_none()
     }
 
+    /// Whether NBD requests that come now are held for the next session
+    /// (rather than failed): the volume was served, no session serves it
+    /// now, and neither the give-up deadline (`give_up_secs`, counted
+    /// from the end of the session that served) passed nor the target
+    /// serves another volume.
+    pub(crate) fn holding(&self) -> bool {
+        self.announced.is_some() && !self.serving() && !self.hold_over
+    }
+
+    /// Whether the held I/O must fail now: held, and the give-up deadline
+    /// passed since the outage that ended the session began (or since its
+    /// end, if no loss came first).
+    pub(crate) fn hold_expired(&self, now: Timestamp) -> bool {
+        let held = self.bridge.held() > 0 || !self.waiting.is_empty();
+        let over = match (self.retry.down_since, self.policy.ctrl_loss_tmo) {
+            (Some(since), Some(limit)) => now.saturating_since(since) >= limit,
+            _ => false,
+        };
+        held && over && !self.serving()
+    }
+
+    /// Fail the held I/O (requests and commands) with `error` and hold
+    /// nothing more until a session serves again.
+    pub(crate) fn stop_holding(&mut self, error: &relink_nbd::BlockError) {
+        self.hold_over = true;
+        self.bridge.fail_held(error);
+        for req in self.waiting.drain(..) {
+            let _ = req.reply.send(Err(error.clone()));
+        }
+    }
+
+    /// A session serves the volume again after one ended under I/O: the
+    /// commands that ended with it and the requests held meanwhile go to
+    /// it. `before`: the volume as the ended session's target described
+    /// it; `now`: as this one's does (another boot of its host makes the
+    /// next FLUSH fail if writes were not flushed).
+    pub(crate) fn resume_held(&mut self, node: &mut Node, before: &VolumeInfo, now: &VolumeInfo) {
+        let same_boot = before.host_boot != 0 && before.host_boot == now.host_boot;
+        self.bridge.target_restarted(same_boot);
+        let (parts, requests) = (self.bridge.held(), self.waiting.len());
+        self.bridge.reissue(node, &mut self.engine, self.max_io);
+        while let Some(req) = self.waiting.pop_front() {
+            self.bridge.submit(node, &mut self.engine, self.max_io, req);
+        }
+        if parts + requests > 0 {
+            tracing::info!(
+                connect = %self.name(),
+                reissued = parts,
+                held_requests = requests,
+                same_host_boot = same_boot,
+                "I/O held across the end of the session goes to the new one: {parts} command(s) sent again, {requests} request(s) that waited"
+            );
+        }
+    }
+
     /// Whether a new session should be made now (its pause is over).
     pub(crate) fn retry_due(&self, now: Timestamp) -> bool {
         self.retry.due.is_some_and(|due| due <= now)
@@ -300,6 +365,7 @@ impl Conn {
     /// same again): it serves from now on.
     pub(crate) fn served(&mut self, now: Timestamp) {
         self.serving_since = Some(now);
+        self.hold_over = false;
         if let Some(since) = self.retry.down_since.take() {
             tracing::info!(
                 connect = %self.name(),
@@ -326,12 +392,25 @@ impl Conn {
                 if now.saturating_since(since) >= RETRY_RESET {
                     self.retry.pause = RETRY_FIRST;
                 }
-                self.retry.down_since = Some(now);
-                tracing::warn!(
-                    connect = %self.name(),
-                    why = %self.ending.map_or_else(|| "ended".into(), Ending::describe),
-                    "the session ended: NBD requests fail (ESHUTDOWN) until a new session to the target identifies the same volume; reconnecting"
-                );
+                // Down since the outage that ended it began, if one did.
+                self.retry.down_since = Some(self.down_since.map_or(now, |d| d.min(now)));
+                let why = self.ending.map_or_else(|| "ended".into(), Ending::describe);
+                if self.ending == Some(Ending::GaveUp) {
+                    // The deadline for holding passed with the session's.
+                    self.stop_holding(&relink_nbd::BlockError::ShuttingDown);
+                    tracing::warn!(
+                        connect = %self.name(),
+                        %why,
+                        "the session ended: NBD requests fail (ESHUTDOWN) until a new session to the target identifies the same volume; reconnecting"
+                    );
+                } else {
+                    tracing::warn!(
+                        connect = %self.name(),
+                        %why,
+                        give_up_secs = self.policy.ctrl_loss_tmo.map(|d| d.as_secs()),
+                        "the session ended: NBD requests wait for a new session to the target that identifies the same volume (at most give_up_secs from the outage's start), and the commands under way go to it again; reconnecting"
+                    );
+                }
                 self.retry.schedule(now);
             }
             None => self.failed(now, Trouble::of(self.ending)),
@@ -356,16 +435,21 @@ impl Conn {
             );
         } else {
             let text = trouble.describe();
+            let io = if self.holding() {
+                "wait (until give_up_secs after the end)"
+            } else {
+                "fail (ESHUTDOWN)"
+            };
             if trouble.is_error() {
                 tracing::error!(
                     connect = %self.name(),
-                    "{text}; NBD requests fail (ESHUTDOWN) meanwhile; new sessions at most every {} s",
+                    "{text}; NBD requests {io} meanwhile; new sessions at most every {} s",
                     RETRY_MAX.as_secs()
                 );
             } else {
                 tracing::warn!(
                     connect = %self.name(),
-                    "{text}; NBD requests fail (ESHUTDOWN) meanwhile; new sessions at most every {} s",
+                    "{text}; NBD requests {io} meanwhile; new sessions at most every {} s",
                     RETRY_MAX.as_secs()
                 );
             }
@@ -375,9 +459,12 @@ impl Conn {
     }
 
     /// The next new session was made: it takes over `old`'s announced
-    /// volume and its retry state.
-    pub(crate) fn take_over(&mut self, old: &Conn) {
+    /// volume, its retry state and the I/O it holds.
+    pub(crate) fn take_over(&mut self, old: &mut Conn) {
         self.announced = old.announced;
+        self.bridge = std::mem::take(&mut old.bridge);
+        self.waiting = std::mem::take(&mut old.waiting);
+        self.hold_over = old.hold_over;
         self.retry = old.retry.clone();
         self.retry.due = None;
         self.retry.attempts += 1;
@@ -551,6 +638,7 @@ mod tests {
             max_io: 131072,
             queue_depth: 32,
             read_only: false,
+            host_boot: 1,
         };
         let other = Trouble::OtherVolume {
             now: v(4 << 20),

@@ -17,10 +17,15 @@
 //! queue slots come back once relink has settled them (at once for a
 //! command that never left, at its late reply for one that may have).
 //! When a session ends (the target
-//! restarted or closed, or the give-up deadline passed), the requests
-//! under way fail (`ESHUTDOWN`) and the initiator connects a new session;
-//! it serves requests again once the target's IDENTIFY shows the same
-//! volume (size and read-only flag). New sessions are paced: the first
+//! restarted, closed it or stopped), the initiator connects a new session
+//! and holds the I/O meanwhile: the commands under way and the requests
+//! that come wait, and go to the new session once the target's IDENTIFY
+//! shows the same volume (size and read-only flag) — every block command
+//! is idempotent, so a command done twice changes nothing; a FLUSH fails
+//! once if the target's host (not only the daemon) restarted with writes
+//! no flush covered ([`Bridge`]). The hold lasts at most
+//! `give_up_secs` from the outage's start; a session that gave up holds
+//! nothing (its requests fail `ESHUTDOWN`). New sessions are paced: the first
 //! 100 ms after the end, then twice the pause after each one that does
 //! not serve (refused, closed, another volume), up to 5 s; a session that
 //! served 10 s starts the pauses over. The log says what happened once

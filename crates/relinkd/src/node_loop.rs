@@ -436,7 +436,10 @@ impl Run {
         }
         for c in &mut self.connects {
             c.engine.handle_timeout(&mut self.node);
-            for (tag, result) in c.bridge.complete(&mut c.engine) {
+            // A session that ended under I/O of a served volume: its
+            // commands wait for the next session (`Conn::resume_held`).
+            let hold = c.announced.is_some();
+            for (tag, result) in c.bridge.complete(&mut c.engine, hold) {
                 busy = true;
                 if Some(tag) != c.identify {
                     continue;
@@ -452,6 +455,9 @@ impl Run {
                         {
                             c.max_io = c.max_io.min(info.max_io);
                             c.served(now);
+                            c.resume_held(&mut self.node, &before, &info);
+                            // The new incarnation's boot, for its successor.
+                            c.announced = Some(info);
                         }
                         // The session ended first: `reconnect` says why.
                         Err(BlockError::SessionEnded(_)) => {}
@@ -466,6 +472,12 @@ impl Run {
                             };
                             // Not the session that serves: a new one after the pause.
                             let _ = self.node.close(c.engine.session());
+                            if let Trouble::OtherVolume { .. } = trouble {
+                                // Never to another volume.
+                                c.stop_holding(&relink_nbd::BlockError::Io(
+                                    "the target serves another volume now".into(),
+                                ));
+                            }
                             c.failed(now, trouble);
                         }
                     }
@@ -537,13 +549,23 @@ impl Run {
             if c.engine.ended().is_some() && c.ended(now) {
                 busy = true;
             }
+            if c.hold_expired(now) {
+                busy = true;
+                tracing::warn!(
+                    connect = %c.name(),
+                    commands = c.bridge.held(),
+                    requests = c.waiting.len(),
+                    "no session served the volume within give_up_secs: the I/O held since the session ended fails (ESHUTDOWN)"
+                );
+                c.stop_holding(&relink_nbd::BlockError::ShuttingDown);
+            }
             if !c.retry_due(now) {
                 continue;
             }
             busy = true;
             match Conn::connect(&mut self.node, c.id, &c.config, c.policy.clone()) {
                 Ok(mut new) => {
-                    new.take_over(c);
+                    new.take_over(&mut *c);
                     tracing::debug!(connect = %c.name(), session = new.engine.session().0, "a new session");
                     *c = new;
                 }
@@ -576,6 +598,7 @@ impl Run {
                         c.bridge
                             .submit(&mut self.node, &mut c.engine, c.max_io, req);
                     }
+                    Some(c) if stop_by.is_none() && c.holding() => c.waiting.push_back(req),
                     _ => {
                         let _ = req.reply.send(Err(relink_nbd::BlockError::ShuttingDown));
                     }
@@ -583,6 +606,9 @@ impl Run {
             }
             if stop_by.is_none() && self.control.stop.load(Ordering::SeqCst) {
                 stop_by = Some(self.node.now() + DRAIN);
+                for c in &mut self.connects {
+                    c.stop_holding(&relink_nbd::BlockError::ShuttingDown);
+                }
             }
             if let Some(by) = stop_by {
                 let drained = self.connects.iter().all(|c| c.bridge.in_progress() == 0);
