@@ -360,6 +360,9 @@ pub fn run(command: ControlCommand, out: &mut dyn Write) -> anyhow::Result<()> {
             }
             writeln!(out, "removed: {}", list(&r.removed))?;
             writeln!(out, "added: {}", list(&r.added))?;
+            if !r.changed.is_empty() {
+                writeln!(out, "policy changed (session kept): {}", list(&r.changed))?;
+            }
             if !r.failed.is_empty() {
                 writeln!(out, "failed: {}", r.failed.join("; "))?;
                 anyhow::bail!("{} entries could not be applied", r.failed.len());

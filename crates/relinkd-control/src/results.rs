@@ -183,14 +183,20 @@ pub struct AckResult {
 }
 
 /// `reload`'s result: the entries added and removed (`"export NAME"`,
-/// `"connect NAME"`; a changed entry is removed and added), and those
-/// that could not be applied, with why (a reload tries them again).
+/// `"connect NAME"`; a changed entry is removed and added), the
+/// connections whose policy alone changed (applied live, the session
+/// kept), and those that could not be applied, with why (a reload tries
+/// them again).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReloadResult {
     /// Entries removed.
     pub removed: Vec<String>,
     /// Entries added.
     pub added: Vec<String>,
+    /// Connections whose `give_up_secs` / `fast_fail_secs` alone changed:
+    /// set on the live session, which stays.
+    #[serde(default)]
+    pub changed: Vec<String>,
     /// Entries that could not be added, each with its error.
     pub failed: Vec<String>,
 }

@@ -7,18 +7,26 @@
 //! `relink disconnect` stays as it is unless the files change that name.
 
 use std::sync::Mutex;
+use std::time::Duration;
+
+use relink_block::Policy;
 
 use crate::config::{Backend, Config, ConnectConfig, ControlConfig, ExportConfig};
-use crate::control::protocol::{Command, ControlError, ErrorKind, ReloadResult};
+use crate::control::protocol::{Command, ControlError, ErrorKind, Limit, Never, ReloadResult};
 use crate::node_loop::DaemonHandle;
 use crate::serve::{unserve, Served};
 
 /// The changes that take a running daemon from one configuration to
 /// another: an entry whose settings changed is removed and added again
-/// (its sessions are closed as by an admin disconnect, then made anew).
+/// (its sessions are closed as by an admin disconnect, then made anew),
+/// except a connection whose policy alone changed (`give_up_secs`,
+/// `fast_fail_secs`): that is set on its live session, as `relink policy
+/// set` does, and the session stays.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ConfigChange {
+    /// Connections whose policy alone changed, as they are now.
+    pub policy_connects: Vec<ConnectConfig>,
     /// Exports to stop serving (their sessions are closed), by name.
     pub remove_exports: Vec<String>,
     /// Connections to disconnect (an explicit admin disconnect), by name.
@@ -37,6 +45,27 @@ impl ConfigChange {
             && self.remove_connects.is_empty()
             && self.add_exports.is_empty()
             && self.add_connects.is_empty()
+            && self.policy_connects.is_empty()
+    }
+}
+
+/// Whether `a` and `b` differ at most in their policy keys.
+fn same_but_policy(a: &ConnectConfig, b: &ConnectConfig) -> bool {
+    let strip = |c: &ConnectConfig| ConnectConfig {
+        give_up: None,
+        fast_fail: None,
+        ..c.clone()
+    };
+    strip(a) == strip(b)
+}
+
+/// A configured deadline as `policy_set` takes it: `default` where the
+/// file sets none (relink's default for the give-up deadline; none for
+/// fast-fail).
+fn limit(configured: Option<Duration>, default: Option<Duration>) -> Limit {
+    match configured.or(default) {
+        Some(d) => Limit::Secs(d.as_secs()),
+        None => Limit::Off(Never::None),
     }
 }
 
@@ -91,13 +120,27 @@ impl Config {
                 change.add_exports.push(e.clone());
             }
         }
+        // A connection of the same name in both whose policy alone
+        // changed (names are unique in a configuration).
+        let policy_only = |c: &ConnectConfig| {
+            let find = |list: &[ConnectConfig]| list.iter().find(|x| x.name == c.name).cloned();
+            match (find(&self.connects), find(&new.connects)) {
+                (Some(old), Some(now)) => old != now && same_but_policy(&old, &now),
+                _ => false,
+            }
+        };
         for c in &self.connects {
-            if !new.connects.contains(c) {
+            if !new.connects.contains(c) && !policy_only(c) {
                 change.remove_connects.push(c.name.clone());
             }
         }
         for c in &new.connects {
-            if !self.connects.contains(c) {
+            if self.connects.contains(c) {
+                continue;
+            }
+            if policy_only(c) {
+                change.policy_connects.push(c.clone());
+            } else {
                 change.add_connects.push(c.clone());
             }
         }
@@ -183,6 +226,30 @@ impl Reloader {
                 }
             }
         }
+        for c in change.policy_connects {
+            let name = c.name.clone();
+            let defaults = Policy::default();
+            let command = Command::PolicySet {
+                name: c.name,
+                give_up_secs: Some(limit(c.give_up, defaults.ctrl_loss_tmo)),
+                fast_fail_secs: Some(limit(c.fast_fail, None)),
+                mode: None,
+            };
+            match handle.command(command).await {
+                Ok(_) => result.changed.push(format!("connect {name}")),
+                Err(err) => {
+                    result
+                        .failed
+                        .push(format!("connect {name}: {}", err.message));
+                    // The old entry stays in force: the next reload tries again.
+                    if let Some(old_entry) = old.connects.iter().find(|x| x.name == name) {
+                        if let Some(slot) = new.connects.iter_mut().find(|x| x.name == name) {
+                            *slot = old_entry.clone();
+                        }
+                    }
+                }
+            }
+        }
         for c in change.add_connects {
             let name = c.name.clone();
             let command = Command::Connect {
@@ -257,6 +324,42 @@ mod tests {
         assert_eq!(c.remove_connects, ["r1"]);
         let added: Vec<_> = c.add_connects.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(added, ["r1", "r2"]);
+    }
+
+    #[test]
+    fn a_connection_whose_policy_alone_changed_keeps_its_session() {
+        let with = |keys: &str| {
+            parse(&BASE.replace(
+                "nbd_socket = \"/run/r0.sock\"",
+                &format!("nbd_socket = \"/run/r0.sock\"\n{keys}"),
+            ))
+        };
+        let c = parse(BASE)
+            .changes_to(&with("give_up_secs = 30\nfast_fail_secs = 5"))
+            .unwrap();
+        assert!(
+            c.remove_connects.is_empty() && c.add_connects.is_empty(),
+            "{c:?}"
+        );
+        assert_eq!(c.policy_connects.len(), 1);
+        assert_eq!(c.policy_connects[0].name, "r0");
+        assert_eq!(
+            c.policy_connects[0].give_up,
+            Some(std::time::Duration::from_secs(30))
+        );
+        // Anything else as well: removed and added again.
+        let c = parse(BASE)
+            .changes_to(&with("give_up_secs = 30\nqueue_depth = 4"))
+            .unwrap();
+        assert!(c.policy_connects.is_empty(), "{c:?}");
+        assert_eq!(c.remove_connects, ["r0"]);
+        assert_eq!(c.add_connects.len(), 1);
+        // A policy key dropped: relink's default give-up, no fast-fail.
+        assert_eq!(
+            limit(None, Policy::default().ctrl_loss_tmo),
+            Limit::Secs(600)
+        );
+        assert_eq!(limit(None, None), Limit::Off(Never::None));
     }
 
     #[test]

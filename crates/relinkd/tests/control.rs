@@ -692,9 +692,37 @@ fn reload_and_sighup_apply_the_conf_dir() {
     );
     assert!(h.conn("disk2").is_some());
 
+    // Only disk2's policy changes: set on its live session, which stays
+    // (not disconnected and connected anew).
+    std::fs::remove_file(dir.join("20-bad.toml")).unwrap();
+    std::fs::write(
+        dir.join("10-disk2.toml"),
+        format!(
+            "[[connect]]\nname = \"disk2\"\ntargets = [\"{}\"]\nnbd_socket = {nbd2:?}\nqueue_depth = 8\ngive_up_secs = 120\nfast_fail_secs = 30\n",
+            h.addr
+        ),
+    )
+    .unwrap();
+    let r: ReloadResult = h.ok(Ctl::Reload {});
+    assert_eq!(r.changed, ["connect disk2"], "{r:?}");
+    assert!(
+        r.added.is_empty() && r.removed.is_empty() && r.failed.is_empty(),
+        "{r:?}"
+    );
+    let p: PolicyResult = h.ok(Ctl::PolicyGet {
+        name: "disk2".into(),
+    });
+    assert_eq!((p.give_up_secs, p.fast_fail_secs), (Some(120), Some(30)));
+    assert_eq!(
+        h.init.count("connect disk2 serving nbd"),
+        1,
+        "disk2 was connected anew\n{}",
+        h.init.transcript()
+    );
+    run_io(&h, &nbd2, "disk2", &["read -P 0x5a 0 64k"]);
+
     // Both files gone, then SIGHUP: disk2 is disconnected and its socket
     // removed; disk keeps serving.
-    std::fs::remove_file(dir.join("20-bad.toml")).unwrap();
     std::fs::remove_file(dir.join("10-disk2.toml")).unwrap();
     let pid = h.init.pid().to_string();
     let s = std::process::Command::new("kill")

@@ -3,11 +3,13 @@
 //! initiator on soft host `a` (127.0.0.1), `qemu-img` in front.
 //!
 //! - `qemu-img convert` of a random image (rate-limited, so the copy
-//!   lasts through both restarts) while the target is killed with SIGKILL
-//!   and started again, and then stopped with SIGTERM and started again:
+//!   lasts through all three) while the target is killed with SIGKILL and
+//!   started again, stopped with SIGTERM and started again, and reloaded
+//!   with a smaller `max_io` for its export (which closes its sessions):
 //!   qemu-img exits 0 and the volume equals the image. The initiator holds
 //!   the NBD requests while no session serves, sends the commands under
-//!   way again on the new session, and says so.
+//!   way again on the new session (split again at the smaller `max_io`),
+//!   and says so.
 //! - Writes acknowledged and not flushed by a target killed with SIGKILL,
 //!   then a FLUSH on the restarted one: the same boot of the host (the
 //!   page cache kept the writes), so the FLUSH succeeds and the bytes are
@@ -37,7 +39,8 @@ const RATE: &str = "6M";
 /// The target and initiator configurations of one test.
 struct Rig {
     root: Root,
-    _soft: SoftHosts,
+    soft: SoftHosts,
+    addr: String,
     source: PathBuf,
     volume: PathBuf,
     target_conf: PathBuf,
@@ -51,10 +54,7 @@ fn rig(name: &str, size: u64) -> Rig {
     let (source, volume) = source_and_volume(&root.0, size, 2026);
     let addr = free_addr("127.0.0.2");
     let target_conf = root.0.join("target.toml");
-    ConfigFile::new()
-        .backend(&soft.dir_b)
-        .export("disk", &addr, &volume)
-        .write(&target_conf);
+    write_target(&target_conf, &soft.dir_b, &addr, &volume, 131_072);
     let init_conf = root.0.join("init.toml");
     let socket = root.0.join("nbd.sock");
     ConfigFile::new()
@@ -64,13 +64,24 @@ fn rig(name: &str, size: u64) -> Rig {
         .write(&init_conf);
     Rig {
         root,
-        _soft: soft,
+        soft,
+        addr,
         source,
         volume,
         target_conf,
         init_conf,
         socket,
     }
+}
+
+/// The target's configuration: export `disk` of `volume` on `addr`,
+/// commands of at most `max_io` bytes.
+fn write_target(conf: &Path, soft_dir: &Path, addr: &str, volume: &Path, max_io: u32) {
+    ConfigFile::new()
+        .backend(soft_dir)
+        .export("disk", addr, volume)
+        .set("max_io", max_io)
+        .write(conf);
 }
 
 fn url(socket: &Path) -> String {
@@ -101,10 +112,10 @@ fn restart(r: &Rig) -> Daemon {
 }
 
 #[test]
-fn qemu_img_copies_through_a_target_killed_and_a_target_stopped_each_restarted() {
+fn qemu_img_copies_through_a_target_killed_stopped_and_reloaded() {
     if let Err(s) = tool("qemu-img") {
         skip_test(
-            "qemu_img_copies_through_a_target_killed_and_a_target_stopped_each_restarted",
+            "qemu_img_copies_through_a_target_killed_stopped_and_reloaded",
             &s,
         );
         return;
@@ -146,8 +157,16 @@ fn qemu_img_copies_through_a_target_killed_and_a_target_stopped_each_restarted()
     let s = target.terminate();
     assert!(s.success(), "SIGTERM: {s}\n{}", target.transcript());
     thread::sleep(Duration::from_millis(300));
-    let target = restart(&r);
+    let mut target = restart(&r);
     init.expect_count("connect disk reconnected", 2, &[&target]);
+
+    // The export reloaded with a smaller max_io: its sessions are closed
+    // and the new one takes commands of half the size.
+    let copying_at_reload = convert.try_wait().unwrap().is_none();
+    write_target(&r.target_conf, &r.soft.dir_b, &r.addr, &r.volume, 65_536);
+    target.send("HUP");
+    target.expect_line("reload: removed [export disk], added [export disk]");
+    init.expect_count("connect disk reconnected", 3, &[&target]);
 
     let out = finish(convert, "qemu-img convert", STEP * 3, &[&target, &init]);
     let copy_time = started.elapsed();
@@ -155,13 +174,14 @@ fn qemu_img_copies_through_a_target_killed_and_a_target_stopped_each_restarted()
     let resent = init.count("goes to the new one");
     println!(
         "qemu-img convert of {} MiB at {RATE}/s: exit {}, {copy_time:.1?}; copying at the kill: \
-         {copying_at_kill}, at the stop: {copying_at_stop}; held I/O sent again {resent} time(s)",
+         {copying_at_kill}, at the stop: {copying_at_stop}, at the reload: {copying_at_reload}; held \
+         I/O sent again {resent} time(s)",
         SIZE >> 20,
         out.status
     );
     assert!(
-        copying_at_kill && copying_at_stop,
-        "the copy ended before both restarts: nothing was under way to hold\n{}",
+        copying_at_kill && copying_at_stop && copying_at_reload,
+        "the copy ended before the last disturbance: nothing was under way to hold\n{}",
         init.transcript()
     );
     assert!(

@@ -160,9 +160,10 @@ async fn client(
 /// Log what a reload did.
 pub(crate) fn log_reload(r: &ReloadResult) {
     println!(
-        "reload: removed [{}], added [{}]",
+        "reload: removed [{}], added [{}], policy changed [{}]",
         r.removed.join(", "),
-        r.added.join(", ")
+        r.added.join(", "),
+        r.changed.join(", ")
     );
     for f in &r.failed {
         tracing::error!(entry = %f, "reload: an entry could not be applied");
