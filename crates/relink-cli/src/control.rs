@@ -14,16 +14,18 @@ use relinkd_control::{
     Mode, Never, PolicyResult, RecoveryPhases, ReloadResult, StatusResult,
 };
 
-/// Where the daemon is and how to print.
-#[derive(Debug, Args)]
+/// Where the daemon is and how to print: options of the control
+/// commands, given anywhere on the command line (`relink --socket S
+/// status` and `relink status --socket S` alike).
+#[derive(Debug, Default, Args)]
 pub struct Opts {
-    /// The control socket [default: $RELINK_CONTROL, else
-    /// /run/relinkd/control.sock].
-    #[arg(long, value_name = "PATH")]
-    socket: Option<PathBuf>,
-    /// Print the result as JSON instead of text.
-    #[arg(long)]
-    json: bool,
+    /// The control socket of relinkd, for the control commands [default:
+    /// $RELINK_CONTROL, else /run/relinkd/control.sock].
+    #[arg(long, value_name = "PATH", global = true)]
+    pub socket: Option<PathBuf>,
+    /// Print a control command's result as JSON instead of text.
+    #[arg(long, global = true)]
+    pub json: bool,
 }
 
 /// The control commands (each with --socket and --json).
@@ -31,20 +33,12 @@ pub struct Opts {
 pub enum ControlCommand {
     /// Show the exports and connections of a running relinkd: state,
     /// epoch, recoveries, downtime, bytes, requests in flight.
-    Status {
-        #[command(flatten)]
-        opts: Opts,
-    },
+    Status {},
     /// List the devices relinkd's backend sees.
-    Devices {
-        #[command(flatten)]
-        opts: Opts,
-    },
+    Devices {},
     /// Add a connection to a running relinkd: a session to the target
     /// and, once the volume is known, an NBD socket.
     Connect {
-        #[command(flatten)]
-        opts: Opts,
         /// Its name (the NBD export name).
         name: String,
         /// A target address IP:PORT (repeat for several paths).
@@ -75,8 +69,6 @@ pub enum ControlCommand {
     /// Remove a connection: recovery stops, its NBD requests fail at
     /// once, its NBD socket is removed.
     Disconnect {
-        #[command(flatten)]
-        opts: Opts,
         /// The connection.
         name: String,
     },
@@ -88,15 +80,11 @@ pub enum ControlCommand {
     /// Manual recovery: the connection's session holds on its next loss
     /// (at once if it is recovering) until `relink resume`.
     Hold {
-        #[command(flatten)]
-        opts: Opts,
         /// The connection.
         name: String,
     },
     /// Let a held session recover.
     Resume {
-        #[command(flatten)]
-        opts: Opts,
         /// The connection.
         name: String,
         /// The path to take: an index in the connection's targets.
@@ -105,39 +93,28 @@ pub enum ControlCommand {
     },
     /// Move every session off a device (planned maintenance).
     Drain {
-        #[command(flatten)]
-        opts: Opts,
         /// The device's name.
         device: String,
     },
     /// Let sessions take a drained device again.
     Undrain {
-        #[command(flatten)]
-        opts: Opts,
         /// The device's name.
         device: String,
     },
     /// Print session and engine events as they happen.
     Events {
-        #[command(flatten)]
-        opts: Opts,
         /// Keep printing until interrupted (required: there is no event
         /// history).
         #[arg(long, required = true)]
         follow: bool,
     },
     /// Print the Prometheus metrics.
-    Metrics {
-        #[command(flatten)]
-        opts: Opts,
-    },
+    Metrics {},
     /// Read the configuration file and its conf_dir again and apply the
     /// difference (as SIGHUP does): new entries start, removed ones are
-    /// disconnected, changed ones are made again.
-    Reload {
-        #[command(flatten)]
-        opts: Opts,
-    },
+    /// disconnected, changed ones are made again (a connection whose
+    /// give_up_secs / fast_fail_secs alone changed keeps its session).
+    Reload {},
 }
 
 /// `relink policy get|set`.
@@ -145,16 +122,12 @@ pub enum ControlCommand {
 pub enum PolicyAction {
     /// Show a connection's policy.
     Get {
-        #[command(flatten)]
-        opts: Opts,
         /// The connection.
         name: String,
     },
     /// Change a connection's policy on its live session, e.g.
     /// `give_up_secs=none mode=manual`.
     Set {
-        #[command(flatten)]
-        opts: Opts,
         /// The connection.
         name: String,
         /// give_up_secs=N|none, fast_fail_secs=N|none,
@@ -224,19 +197,19 @@ fn secs(s: Option<u64>) -> String {
     s.map_or_else(|| "none".into(), |s| format!("{s}s"))
 }
 
-/// Run one control command.
-pub fn run(command: ControlCommand, out: &mut dyn Write) -> anyhow::Result<()> {
+/// Run one control command (`opts`: where the daemon is, how to print).
+pub fn run(command: ControlCommand, opts: &Opts, out: &mut dyn Write) -> anyhow::Result<()> {
     use ControlCommand as C;
     match command {
-        C::Status { opts } => {
-            let r: StatusResult = open(&opts)?.call(Command::Status {})?;
+        C::Status {} => {
+            let r: StatusResult = open(opts)?.call(Command::Status {})?;
             if opts.json {
                 return print_json(out, &r);
             }
             print_status(out, &r)
         }
-        C::Devices { opts } => {
-            let r: DevicesResult = open(&opts)?.call(Command::Devices {})?;
+        C::Devices {} => {
+            let r: DevicesResult = open(opts)?.call(Command::Devices {})?;
             if opts.json {
                 return print_json(out, &r);
             }
@@ -259,7 +232,6 @@ pub fn run(command: ControlCommand, out: &mut dyn Write) -> anyhow::Result<()> {
             Ok(())
         }
         C::Connect {
-            opts,
             name,
             targets,
             nbd_socket,
@@ -270,7 +242,7 @@ pub fn run(command: ControlCommand, out: &mut dyn Write) -> anyhow::Result<()> {
             max_io,
         } => ack(
             out,
-            &opts,
+            opts,
             Command::Connect {
                 name,
                 targets,
@@ -282,20 +254,13 @@ pub fn run(command: ControlCommand, out: &mut dyn Write) -> anyhow::Result<()> {
                 max_io,
             },
         ),
-        C::Disconnect { opts, name } => ack(out, &opts, Command::Disconnect { name }),
+        C::Disconnect { name } => ack(out, opts, Command::Disconnect { name }),
         C::Policy { action } => {
-            let (opts, command) = match action {
-                PolicyAction::Get { opts, name } => (opts, Command::PolicyGet { name }),
-                PolicyAction::Set {
-                    opts,
-                    name,
-                    settings,
-                } => {
-                    let c = policy_set(name, &settings)?;
-                    (opts, c)
-                }
+            let command = match action {
+                PolicyAction::Get { name } => Command::PolicyGet { name },
+                PolicyAction::Set { name, settings } => policy_set(name, &settings)?,
             };
-            let r: PolicyResult = open(&opts)?.call(command)?;
+            let r: PolicyResult = open(opts)?.call(command)?;
             if opts.json {
                 return print_json(out, &r);
             }
@@ -312,10 +277,10 @@ pub fn run(command: ControlCommand, out: &mut dyn Write) -> anyhow::Result<()> {
             )?;
             Ok(())
         }
-        C::Hold { opts, name } => ack(out, &opts, Command::Hold { name }),
-        C::Resume { opts, name, path } => ack(out, &opts, Command::Resume { name, path }),
-        C::Drain { opts, device } => {
-            let r: DrainResult = open(&opts)?.call(Command::Drain { device })?;
+        C::Hold { name } => ack(out, opts, Command::Hold { name }),
+        C::Resume { name, path } => ack(out, opts, Command::Resume { name, path }),
+        C::Drain { device } => {
+            let r: DrainResult = open(opts)?.call(Command::Drain { device })?;
             if opts.json {
                 return print_json(out, &r);
             }
@@ -328,9 +293,9 @@ pub fn run(command: ControlCommand, out: &mut dyn Write) -> anyhow::Result<()> {
             )?;
             Ok(())
         }
-        C::Undrain { opts, device } => ack(out, &opts, Command::Undrain { device }),
-        C::Events { opts, follow } => {
-            let mut c = open(&opts)?;
+        C::Undrain { device } => ack(out, opts, Command::Undrain { device }),
+        C::Events { follow } => {
+            let mut c = open(opts)?;
             let _: AckResult = c.call(Command::Events { follow })?;
             out.flush()?;
             while let Some(r) = c.next_response()? {
@@ -345,16 +310,16 @@ pub fn run(command: ControlCommand, out: &mut dyn Write) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        C::Metrics { opts } => {
-            let r: MetricsResult = open(&opts)?.call(Command::Metrics {})?;
+        C::Metrics {} => {
+            let r: MetricsResult = open(opts)?.call(Command::Metrics {})?;
             if opts.json {
                 return print_json(out, &r);
             }
             write!(out, "{}", r.text)?;
             Ok(())
         }
-        C::Reload { opts } => {
-            let r: ReloadResult = open(&opts)?.call(Command::Reload {})?;
+        C::Reload {} => {
+            let r: ReloadResult = open(opts)?.call(Command::Reload {})?;
             if opts.json {
                 return print_json(out, &r);
             }
@@ -527,7 +492,7 @@ mod tests {
             socket: Some("/nonexistent/relinkd.sock".into()),
             json: false,
         };
-        let e = run(ControlCommand::Status { opts }, &mut Vec::new()).unwrap_err();
+        let e = run(ControlCommand::Status {}, &opts, &mut Vec::new()).unwrap_err();
         assert!(
             e.to_string()
                 .starts_with("cannot reach relinkd at /nonexistent/relinkd.sock: "),

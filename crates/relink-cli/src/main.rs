@@ -37,6 +37,8 @@ mod soft_device;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    #[command(flatten)]
+    control: control::Opts,
 }
 
 /// What `relink` does: one subcommand per job.
@@ -62,7 +64,7 @@ fn run(cli: Cli, out: &mut dyn Write) -> anyhow::Result<()> {
         Command::Demo(args) => demo::run(args, out),
         Command::SoftDevice(args) => soft_device::run(args, out),
         Command::Perf(args) => perf::run(args, out),
-        Command::Control(c) => control::run(c, out),
+        Command::Control(c) => control::run(c, &cli.control, out),
     }
 }
 
@@ -104,5 +106,19 @@ mod tests {
     #[test]
     fn cli_definition_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn control_options_go_before_or_after_the_subcommand() {
+        for args in [
+            ["relink", "--socket", "/s", "--json", "status"],
+            ["relink", "status", "--socket", "/s", "--json"],
+            ["relink", "--json", "status", "--socket", "/s"],
+        ] {
+            let cli = Cli::try_parse_from(args).unwrap();
+            assert_eq!(cli.control.socket, Some("/s".into()), "{args:?}");
+            assert!(cli.control.json, "{args:?}");
+            assert!(matches!(cli.command, Command::Control(_)), "{args:?}");
+        }
     }
 }

@@ -22,14 +22,29 @@ fn init_logs() {
     }
 }
 
+/// The relink block daemon: exports volumes over relink sessions (target)
+/// and serves relink connections to NBD clients (initiator), as its
+/// configuration file says, until SIGTERM or SIGINT. `relink status`,
+/// `relink reload`, ... talk to it on its control socket.
+///
+/// Logs go to stderr: `RELINKD_LOG` filters them (`info` by default;
+/// e.g. `relinkd=debug,relink=debug`), `RELINKD_LOG_FORMAT=json` writes
+/// one JSON object per line. The progress lines (`export ... listening`,
+/// `connect ... serving nbd`, `reload: ...`) go to stdout.
+#[derive(clap::Parser)]
+#[command(name = "relinkd", version)]
+struct Args {
+    /// The configuration file (TOML: `[backend]`, `[control]`,
+    /// `[[export]]`, `[[connect]]`, `conf_dir`; see docs/RELINKD.md).
+    config: PathBuf,
+}
+
 fn main() -> ExitCode {
+    // `--help` and `--version` print to stdout and exit 0; a missing or
+    // extra argument is a usage error (exit 2).
+    let args = <Args as clap::Parser>::parse();
     init_logs();
-    let mut args = std::env::args_os().skip(1);
-    let (Some(path), None) = (args.next(), args.next()) else {
-        eprintln!("usage: relinkd CONFIG.toml");
-        return ExitCode::from(2);
-    };
-    let path = PathBuf::from(path);
+    let path = args.config;
     let config = match relinkd::Config::load(&path) {
         Ok(c) => c,
         Err(e) => {
