@@ -14,7 +14,12 @@
 //! - an outage longer than a connection's give-up deadline fails its
 //!   I/O (never hangs) while a second volume keeps being served;
 //! - the target killed with SIGKILL and restarted: the initiator
-//!   connects a new session (not a resume) and flushed writes are intact.
+//!   connects a new session (not a resume) and flushed writes are intact;
+//! - `qemu-img convert` (rate-limited, to last) while the target is
+//!   killed with SIGKILL and restarted, then stopped with SIGTERM and
+//!   restarted: qemu-img exits 0 and the volume equals the image (the
+//!   initiator holds the I/O and sends the commands under way again on
+//!   the new session).
 //!
 //! Needs root, `ip` (iproute2), qemu-img and qemu-io (qemu-utils) and the
 //! `relink` CLI built next to relinkd; without them each test reports the
@@ -496,4 +501,85 @@ fn a_target_killed_and_restarted_gets_a_new_session_and_flushed_writes_survive()
         .iter()
         .all(|&b| b == 0x3c));
     println!("netns SIGKILL test: {:?}", started.elapsed());
+}
+
+#[test]
+fn qemu_img_copies_while_the_target_is_killed_and_stopped_and_restarted() {
+    let started = Instant::now();
+    const SIZE: u64 = 48 << 20;
+    let Some(TwoHosts { root, t, i }) = hosts_or_skip(
+        "restart",
+        "qemu_img_copies_while_the_target_is_killed_and_stopped_and_restarted",
+    ) else {
+        return;
+    };
+    let source = root.0.join("source.img");
+    random_image(&source, SIZE, 7);
+    let volume = root.0.join("volume.img");
+    empty_volume(&volume, SIZE);
+    let socket = root.0.join("nbd.sock");
+    let (t_conf, i_conf) = (root.0.join("target.toml"), root.0.join("init.toml"));
+    config(&t_conf, &t.soft_dir, &export("disk", &t.addr, &volume));
+    config(
+        &i_conf,
+        &i.soft_dir,
+        &connect("disk", &t.addr, &socket, 300),
+    );
+    let mut target = t.relinkd("target", &t_conf);
+    target.expect_line("export disk listening");
+    let mut init = i.relinkd("initiator", &i_conf);
+    init.expect_line("connect disk serving nbd");
+    let url = url("disk", &socket);
+    let mut convert = Command::new("qemu-img")
+        .args(["convert", "-n", "-r", "6M", "-f", "raw", "-O", "raw"])
+        .arg(&source)
+        .arg(&url)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn qemu-img convert");
+    let first = Instant::now() + STEP;
+    while !same_prefix(&source, &volume, 1 << 20) {
+        assert!(
+            Instant::now() < first,
+            "the first MiB never arrived\n{}",
+            transcripts(&[&target, &init])
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
+
+    let copying_at_kill = convert.try_wait().unwrap().is_none();
+    let s = target.kill9();
+    assert!(!s.success(), "SIGKILL: {s}");
+    thread::sleep(Duration::from_millis(300));
+    let mut target = t.relinkd("target (after SIGKILL)", &t_conf);
+    target.expect_line("export disk listening");
+    init.expect_count("connect disk reconnected", 1, &[&target]);
+
+    let copying_at_stop = convert.try_wait().unwrap().is_none();
+    let s = target.terminate();
+    assert!(s.success(), "SIGTERM: {s}\n{}", target.transcript());
+    thread::sleep(Duration::from_millis(300));
+    let mut target = t.relinkd("target (after SIGTERM)", &t_conf);
+    target.expect_line("export disk listening");
+    init.expect_count("connect disk reconnected", 2, &[&target]);
+
+    let out = finish(convert, "qemu-img convert", STEP * 3, &[&target, &init]);
+    compare(&source, &url, &[&target, &init]);
+    let resent = init.count("goes to the new one");
+    println!(
+        "netns restart test: qemu-img exit {}, {:.1?}; copying at the kill {copying_at_kill}, at \
+         the stop {copying_at_stop}; held I/O sent again {resent} time(s)",
+        out.status,
+        started.elapsed()
+    );
+    assert!(
+        copying_at_kill && copying_at_stop && resent >= 1,
+        "nothing was under way to hold at a restart\n{}",
+        init.transcript()
+    );
+    let s = init.terminate();
+    assert!(s.success(), "initiator exit: {s}\n{}", init.transcript());
+    let s = target.terminate();
+    assert!(s.success(), "target exit: {s}\n{}", target.transcript());
 }
