@@ -598,7 +598,11 @@ relink_status relink_accept(relink_node *node, relink_accepted *out);
 // Close a session: recovery stops, pending operations complete with
 // `RELINK_OP_DISCONNECTED`, an established session says goodbye (its peer
 // closes its half instead of recovering). Its last output stays to be
-// taken; the session is reaped once it is.
+// taken; the session is reaped once it is. Requests already on the send
+// queue may still reach the application's memory until the transport is
+// destroyed, so the session's completions (which hand that memory back)
+// and events come only then: a poll round after the goodbye left, or the
+// goodbye bound.
 //
 // # Safety
 // `node` is a live node.

@@ -242,3 +242,50 @@ fn bad_input_is_refused_at_submit() {
     assert_eq!(sim.node(INITIATOR).state(s), Some(State::Established));
     assert_eq!(sim.node(INITIATOR).room(s).ok(), Some(4096));
 }
+
+/// A close while messages from registered memory are still on the send
+/// queue: the device may read their ranges until the closing transport is
+/// destroyed (rxe reads a posted SEND's memory when it transmits it), so
+/// their completions — which hand the memory back — come only after that,
+/// and the session's end events after them.
+#[test]
+fn a_close_hands_back_in_flight_memory_only_once_the_transport_is_gone() {
+    let (mut sim, s, _t) =
+        Sim::with_session_options(37, SessionOptions::default(), SessionOptions::default());
+    let (mem, reg) = registered(&mut sim, 16 * 256);
+    mem.write(0, &pattern(9, 16 * 256)).expect("in bounds");
+    for i in 0..16u64 {
+        sim.node(INITIATOR)
+            .send_from(s, range(reg, i * 256, 256))
+            .expect("submitted");
+    }
+    sim.node(INITIATOR).close(s).expect("closed");
+    assert!(
+        sim.node(INITIATOR).poll_completion(s).is_none(),
+        "a completion came while its SEND may still be on the send queue"
+    );
+    let mut done = Vec::new();
+    let mut closing_at_first = None;
+    assert!(sim.run_until_cond(Duration::from_secs(5), |sim| {
+        let closing = sim.node(INITIATOR).footprint().closing;
+        while let Some(c) = sim.node(INITIATOR).poll_completion(s) {
+            closing_at_first.get_or_insert(closing);
+            done.push(c);
+        }
+        done.len() == 16
+    }));
+    assert_eq!(
+        closing_at_first,
+        Some(0),
+        "the first completion came while the closing transport still existed"
+    );
+    let mut events = Vec::new();
+    while let Some(e) = sim.node(INITIATOR).poll_event(s) {
+        events.push(e);
+    }
+    assert!(
+        events.contains(&relink::SessionEvent::Disconnected)
+            || sim.node(INITIATOR).state(s) == Some(State::Closed),
+        "{events:?}"
+    );
+}

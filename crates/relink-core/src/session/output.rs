@@ -636,6 +636,12 @@ impl Session {
         !(o.completions.is_empty() && o.deliveries.is_empty() && o.events.is_empty())
     }
 
+    /// Whether a delivery (message or notice) waits.
+    #[must_use]
+    pub fn has_deliveries(&self) -> bool {
+        !self.out.deliveries.is_empty()
+    }
+
     /// When [`handle_timeout`](Self::handle_timeout) must next be called:
     /// `Some` of the earliest armed timer (it may be in the past: call it
     /// now); `None` when no timer is armed (an idle session without

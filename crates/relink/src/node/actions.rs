@@ -173,6 +173,9 @@ impl Node {
                 // (`closing.rs`); the TearDown that follows finds no
                 // transport.
                 if let Some(t) = entry.transport.take_if(|t| t.epoch == epoch) {
+                    // Requests in flight may still reach the application's
+                    // memory: its completions wait for the transport's end.
+                    entry.quiescing = !t.posted.is_empty();
                     let mut backlog = std::mem::take(&mut entry.backlog);
                     // It leaves the session: messages take their payloads.
                     encode_messages(&mut backlog, &entry.core, &entry.memory.regions);

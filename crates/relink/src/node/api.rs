@@ -395,6 +395,9 @@ impl Node {
     #[must_use]
     pub fn poll_completion(&mut self, s: SessionHandle) -> Option<Completion> {
         let entry = self.sessions.get_mut(&s.0)?;
+        if entry.quiescing {
+            return None;
+        }
         let c = entry.core.poll_completion()?;
         let more = entry.has_output();
         self.index.output_taken(s.0, more);
@@ -439,6 +442,9 @@ impl Node {
     #[must_use]
     pub fn poll_event(&mut self, s: SessionHandle) -> Option<SessionEvent> {
         let entry = self.sessions.get_mut(&s.0)?;
+        if entry.quiescing {
+            return None;
+        }
         let e = entry.core.poll_event()?;
         let more = entry.has_output();
         self.index.output_taken(s.0, more);
@@ -524,6 +530,13 @@ impl Node {
     /// node closes its half (`SessionEvent::Disconnected`) instead of
     /// recovering. [`Node::close_gracefully`] lets the pending operations
     /// finish first.
+    ///
+    /// Requests already on the transport's send queue (a message from
+    /// registered memory, a WRITE's source, a READ's destination) may
+    /// still be read or written by the device until that transport is
+    /// destroyed: the completions of the session — which hand such memory
+    /// back — and its events wait until then (a poll round after the
+    /// goodbye left, or the goodbye bound).
     ///
     /// # Errors
     /// [`CloseError::NoSession`] if there is no such session (never made,

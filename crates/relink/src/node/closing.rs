@@ -267,6 +267,7 @@ impl Transports {
         }
         destroy(p, c.transport, index);
         drop(c.memory);
+        self.quiesced.push(c.session);
     }
 
     /// End every closing transport now (the node ends): how many had not

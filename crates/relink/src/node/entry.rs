@@ -58,6 +58,14 @@ pub(super) struct SessionEntry {
     /// Buffers the application posted for its messages, and the receives
     /// that ended (`posted_receives.rs`).
     pub posted: PostedReceives,
+    /// The session closed with requests still in flight on its transport,
+    /// now a closing one (`closing.rs`): until that transport is
+    /// destroyed its device may still read or write the application's
+    /// memory of operations the close completed (a message from
+    /// registered memory, a WRITE's source, a READ's destination). So
+    /// those completions — and the events after them — wait until then;
+    /// the memory is the application's again only once they come.
+    pub quiescing: bool,
 }
 
 impl SessionEntry {
@@ -85,6 +93,7 @@ impl SessionEntry {
             standby_connect: (Vec::new(), None),
             standby_ready: false,
             posted: PostedReceives::default(),
+            quiescing: false,
         }
     }
 
@@ -114,9 +123,15 @@ impl SessionEntry {
     }
 
     /// Whether the application has output of the session to take: its
-    /// core's, or an ended posted receive.
+    /// core's (only deliveries while it is `quiescing`), or an ended
+    /// posted receive.
     pub fn has_output(&self) -> bool {
-        self.core.has_output() || self.posted.has_output()
+        let core = if self.quiescing {
+            self.core.has_deliveries()
+        } else {
+            self.core.has_output()
+        };
+        core || self.posted.has_output()
     }
 
     /// Destroy the session's transports (current and standby) now, and

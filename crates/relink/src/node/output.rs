@@ -163,7 +163,10 @@ impl Node {
                 continue;
             };
             let session = SessionHandle(handle);
-            let out = if let Some(completion) = entry.core.poll_completion() {
+            let out = if let Some(completion) = (!entry.quiescing)
+                .then(|| entry.core.poll_completion())
+                .flatten()
+            {
                 Output::Completion {
                     session,
                     completion,
@@ -182,7 +185,10 @@ impl Node {
                 }
             } else if let Some(received) = entry.posted.poll() {
                 Output::Received { session, received }
-            } else if let Some(event) = entry.core.poll_event() {
+            } else if let Some(event) = (!entry.quiescing)
+                .then(|| entry.core.poll_event())
+                .flatten()
+            {
                 Output::Event { session, event }
             } else {
                 debug_assert!(false, "a session in the ready queue has output");

@@ -121,11 +121,36 @@ impl Node {
             }
         }
         self.index.end_round();
+        // Sessions whose closing transport is gone: their completions
+        // (held while it could reach their memory) are the application's.
+        progress |= self.release_quiesced();
         // Closed and failed sessions whose outputs the application
         // took are forgotten.
         self.reap_ended();
         progress |= self.release_retiring(false, now);
         progress
+    }
+
+    /// Release the outputs of the sessions whose closing transport was
+    /// destroyed (`SessionEntry::quiescing`). Whether there were any.
+    pub(super) fn release_quiesced(&mut self) -> bool {
+        let ids = self.transports.take_quiesced();
+        let mut any = false;
+        for id in ids {
+            let Some(&handle) = self.by_id.get(&id) else {
+                continue;
+            };
+            let Some(entry) = self.sessions.get_mut(&handle) else {
+                continue;
+            };
+            if std::mem::take(&mut entry.quiescing) {
+                any = true;
+                if entry.has_output() {
+                    self.index.has_output(handle);
+                }
+            }
+        }
+        any
     }
 
     /// Destroy the transports given up before this round and not held

@@ -204,6 +204,7 @@ impl Node {
         let cut = self
             .transports
             .cut_closing(&*self.provider, &mut self.index);
+        self.release_quiesced();
         let now = self.now();
         self.release_retiring(true, now);
         let p = &*self.provider;

@@ -89,6 +89,9 @@ pub(super) struct Transports {
     pub(super) closing: BTreeMap<u64, Closing>,
     /// How long a closing transport waits for its goodbye.
     pub(super) goodbye_timeout: Duration,
+    /// The sessions whose closing transport was destroyed since the node
+    /// last took them ([`take_quiesced`](Self::take_quiesced)).
+    pub(super) quiesced: Vec<relink_core::SessionId>,
 }
 
 impl Transports {
@@ -98,7 +101,14 @@ impl Transports {
             retiring: Vec::new(),
             closing: BTreeMap::new(),
             goodbye_timeout,
+            quiesced: Vec::new(),
         }
+    }
+
+    /// The sessions whose closing transport was destroyed since the last
+    /// call: nothing of theirs reaches the application's memory any more.
+    pub fn take_quiesced(&mut self) -> Vec<relink_core::SessionId> {
+        std::mem::take(&mut self.quiesced)
     }
 
     /// Session `handle` gives up transport `t` in poll round `round` (for the
