@@ -32,7 +32,7 @@ pub struct Opts {
 #[derive(Debug, Subcommand)]
 pub enum ControlCommand {
     /// Show the exports and connections of a running relinkd: state,
-    /// epoch, recoveries, downtime, bytes, requests in flight.
+    /// attempts, recoveries, losses, downtime, bytes, requests in flight.
     Status {},
     /// List the devices relinkd's backend sees.
     Devices {},
@@ -358,8 +358,8 @@ fn print_status(out: &mut dyn Write, r: &StatusResult) -> anyhow::Result<()> {
     if !r.exports.is_empty() {
         writeln!(
             out,
-            "{:<12} {:<22} {:<14} {:>5} {:>10} {:>10}",
-            "EXPORT", "LISTEN", "SESSION", "EPOCH", "RECOVERIES", "DOWNTIME"
+            "{:<12} {:<22} {:<14} {:>10} {:>6} {:>10}",
+            "EXPORT", "LISTEN", "SESSION", "RECOVERIES", "LOSSES", "DOWNTIME"
         )?;
         for e in &r.exports {
             if e.sessions.is_empty() {
@@ -368,8 +368,8 @@ fn print_status(out: &mut dyn Write, r: &StatusResult) -> anyhow::Result<()> {
             for s in &e.sessions {
                 writeln!(
                     out,
-                    "{:<12} {:<22} {:<14} {:>5} {:>10} {:>9.3}s",
-                    e.name, e.listen, s.state, s.epoch, s.recoveries, s.downtime_secs
+                    "{:<12} {:<22} {:<14} {:>10} {:>6} {:>9.3}s",
+                    e.name, e.listen, s.state, s.recoveries, s.losses, s.downtime_secs
                 )?;
             }
         }
@@ -380,11 +380,11 @@ fn print_status(out: &mut dyn Write, r: &StatusResult) -> anyhow::Result<()> {
         }
         writeln!(
             out,
-            "{:<12} {:<12} {:<14} {:>5} {:>10} {:>6} {:>10} {:>8} {:>6} {:>12} {:>12} TARGETS",
+            "{:<12} {:<12} {:<14} {:>8} {:>10} {:>6} {:>10} {:>8} {:>6} {:>12} {:>12} TARGETS",
             "CONNECTION",
             "STATE",
             "SESSION",
-            "EPOCH",
+            "ATTEMPTS",
             "RECOVERIES",
             "LOSSES",
             "DOWNTIME",
@@ -398,11 +398,11 @@ fn print_status(out: &mut dyn Write, r: &StatusResult) -> anyhow::Result<()> {
             let targets: Vec<String> = c.targets.iter().map(ToString::to_string).collect();
             writeln!(
                 out,
-                "{:<12} {:<12} {:<14} {:>5} {:>10} {:>6} {:>9.3}s {:>8} {:>6} {:>12} {:>12} {}",
+                "{:<12} {:<12} {:<14} {:>8} {:>10} {:>6} {:>9.3}s {:>8} {:>6} {:>12} {:>12} {}",
                 c.name,
                 c.state,
                 s.state,
-                s.epoch,
+                s.attempts,
                 s.recoveries,
                 s.losses,
                 s.downtime_secs,

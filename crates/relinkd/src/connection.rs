@@ -6,7 +6,7 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use relink::{PeerLostReason, RefuseReason, SessionEvent, Timestamp};
+use relink::{Cause, PeerLostReason, RefuseReason, SessionEvent, State, Timestamp};
 use relink_block::{
     BlockOp, InitiatorConfig, InitiatorEngine, Node, Path, Policy, Tag, VolumeInfo,
 };
@@ -19,6 +19,25 @@ use crate::node_loop::StartError;
 
 /// How many outages a connection remembers for `status`.
 const OUTAGES: usize = 8;
+
+/// How often an outage under way is summed up in the log (its attempts
+/// are logged at debug).
+pub(crate) const OUTAGE_NOTE: Duration = Duration::from_secs(10);
+
+/// Whether `event` is one attempt of an outage (an attempt begins or
+/// fails, and the transitions between `Recovering` and `Reconnecting`
+/// that come with it): logged at debug, summed up every
+/// [`OUTAGE_NOTE`] and at the end.
+pub(crate) fn per_attempt(event: &SessionEvent) -> bool {
+    match event {
+        SessionEvent::Recovering { .. } | SessionEvent::AttemptFailed { .. } => true,
+        SessionEvent::Transition(t) => {
+            matches!(t.cause, Cause::Attempt(_) | Cause::AttemptFailed(_))
+                && matches!(t.to, State::Recovering | State::Reconnecting)
+        }
+        _ => false,
+    }
+}
 
 /// The pause before the first new session after the one serving ended
 /// (or after a session that served briefly, see [`RETRY_RESET`]); each
@@ -215,6 +234,11 @@ pub(crate) struct Conn {
     down_since: Option<Timestamp>,
     /// The last outages' lengths.
     outages: VecDeque<Duration>,
+    /// Attempts of the outage under way, the last failure's reason, and
+    /// when it was last summed up in the log.
+    outage_attempts: u32,
+    last_failure: Option<String>,
+    outage_noted: Option<Timestamp>,
     /// NBD requests that came while no session served, held for the next
     /// one that serves the same volume ([`Conn::holding`]).
     pub(crate) waiting: VecDeque<BlockRequest>,
@@ -279,6 +303,9 @@ impl Conn {
             retry: Retry::default(),
             down_since: None,
             outages: VecDeque::new(),
+            outage_attempts: 0,
+            last_failure: None,
+            outage_noted: None,
             waiting: VecDeque::new(),
             hold_over: false,
         })
@@ -478,9 +505,26 @@ impl Conn {
         match event {
             SessionEvent::DeviceLost { .. } => {
                 self.down_since.get_or_insert(now);
+                self.outage_noted.get_or_insert(now);
+            }
+            SessionEvent::Recovering { .. } => self.outage_attempts += 1,
+            SessionEvent::AttemptFailed { reason, .. } => {
+                self.last_failure = Some(reason.to_string());
             }
             SessionEvent::Resumed { downtime, .. } => {
+                if self.outage_attempts > 1 {
+                    tracing::info!(
+                        connect = %self.name(),
+                        attempts = self.outage_attempts,
+                        down_secs = downtime.as_secs_f64(),
+                        "the session resumed after {} attempts",
+                        self.outage_attempts
+                    );
+                }
                 self.down_since = None;
+                self.outage_attempts = 0;
+                self.last_failure = None;
+                self.outage_noted = None;
                 if self.outages.len() == OUTAGES {
                     self.outages.pop_front();
                 }
@@ -490,24 +534,36 @@ impl Conn {
         }
     }
 
+    /// Sum up the outage under way in the log, every [`OUTAGE_NOTE`].
+    pub(crate) fn note_outage(&mut self, now: Timestamp) {
+        let (Some(since), Some(noted)) = (self.down_since, self.outage_noted) else {
+            return;
+        };
+        if now.saturating_since(noted) < OUTAGE_NOTE {
+            return;
+        }
+        self.outage_noted = Some(now);
+        tracing::info!(
+            connect = %self.name(),
+            attempts = self.outage_attempts,
+            last_failure = self.last_failure.as_deref().unwrap_or("-"),
+            "the session is still recovering after {:.1} s ({} attempts; each at debug)",
+            now.saturating_since(since).as_secs_f64(),
+            self.outage_attempts
+        );
+    }
+
     /// What `status` shows of the connection.
     pub(crate) fn status(&self, node: &Node) -> ConnectionStatus {
-        let mut session = session_status(node, self.engine.session());
-        if let Some(since) = self.down_since {
-            if node.state(self.engine.session()).is_some() {
-                let counted = node
-                    .counters(self.engine.session())
-                    .map_or(0, |c| c.downtime_ns);
-                // The counters hold the finished outages; add the one
-                // under way.
-                session.downtime_secs =
-                    (counted as f64 + node.now().saturating_since(since).as_nanos() as f64) / 1e9;
-            }
-        }
+        let session = session_status(node, self.engine.session());
+        // `ready` only while I/O is served now: an outage (the session
+        // recovers; I/O waits) or a hold says so.
         let state = match (self.serving(), self.announced.is_some()) {
             (false, false) => "connecting",
             (false, true) => "reconnecting",
-            (true, _) => "ready",
+            (true, _) if session.state == "Held" => "held",
+            (true, _) if session.state == "Established" => "ready",
+            (true, _) => "recovering",
         };
         ConnectionStatus {
             name: self.config.name.clone(),
@@ -532,6 +588,14 @@ pub(crate) fn session_status(node: &Node, s: relink::SessionHandle) -> SessionSt
         };
     };
     let c = info.counters;
+    // The counters hold the finished outages; one under way counts too.
+    let ongoing = info
+        .last_recovery
+        .as_ref()
+        .filter(|tl| tl.resynced.is_none() && info.state != relink::State::Established)
+        .map_or(0, |tl| {
+            node.now().saturating_since(tl.lost).as_nanos() as u64
+        });
     SessionStatus {
         state: if info.awaiting_decision {
             "Held".into()
@@ -542,7 +606,7 @@ pub(crate) fn session_status(node: &Node, s: relink::SessionHandle) -> SessionSt
         attempts: c.attempts,
         recoveries: c.resumes,
         losses: c.losses,
-        downtime_secs: c.downtime_ns as f64 / 1e9,
+        downtime_secs: (c.downtime_ns + ongoing) as f64 / 1e9,
         replayed: c.replayed,
         planned: c.planned,
         failovers: c.failovers,

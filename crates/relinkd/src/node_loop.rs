@@ -18,7 +18,7 @@ use rustix::event::{EventfdFlags, PollFd, PollFlags};
 
 use crate::commands::Admin;
 use crate::config::{Config, ConnectConfig, ExportConfig};
-use crate::connection::{Conn, Trouble};
+use crate::connection::{per_attempt, Conn, Trouble};
 use crate::control::protocol::{Command, ControlError, ErrorKind, EventRecord, StatusResult};
 
 /// How long a stopping daemon lets NBD requests under way finish.
@@ -373,10 +373,11 @@ impl Run {
                 .iter_mut()
                 .find(|c| c.engine.session() == *session)
             {
-                if c.is_retry() {
+                if c.is_retry() || per_attempt(event) {
                     // A new session after an end: what it meets is said
                     // once per change (`Conn::failed`), its events at
-                    // debug.
+                    // debug. So are the attempts of an outage: its start,
+                    // a summary every OUTAGE_NOTE and its end are at info.
                     tracing::debug!(session = session.0, ?event, "session event");
                 } else {
                     tracing::info!(session = session.0, ?event, "session event");
@@ -543,6 +544,7 @@ impl Run {
         let mut busy = false;
         let now = self.node.now();
         for c in &mut self.connects {
+            c.note_outage(now);
             if c.announced.is_none() {
                 continue;
             }

@@ -141,9 +141,12 @@ pub fn render(status: &StatusResult) -> String {
             "NBD requests not answered yet",
             |c| c.in_flight,
         ),
-        ("ready", "gauge", "1 while the connection serves NBD", |c| {
-            u64::from(c.state == "ready")
-        }),
+        (
+            "ready",
+            "gauge",
+            "1 while the connection serves NBD I/O now (its session established)",
+            |c| u64::from(c.state == "ready"),
+        ),
     ];
     for (name, kind, help, value) in conn_families {
         let _ = writeln!(out, "# HELP relinkd_connection_{name} {help}.");
