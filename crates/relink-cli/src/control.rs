@@ -91,7 +91,8 @@ pub enum ControlCommand {
         #[arg(long, value_name = "I")]
         path: Option<usize>,
     },
-    /// Move every session off a device (planned maintenance).
+    /// Move every session off a device (planned maintenance); exits 1 if
+    /// a session has no other path and stays on it.
     Drain {
         /// The device's name.
         device: String,
@@ -282,15 +283,26 @@ pub fn run(command: ControlCommand, opts: &Opts, out: &mut dyn Write) -> anyhow:
         C::Drain { device } => {
             let r: DrainResult = open(opts)?.call(Command::Drain { device })?;
             if opts.json {
-                return print_json(out, &r);
+                print_json(out, &r)?;
+            } else {
+                writeln!(
+                    out,
+                    "device {}: moving: {}; blocked (no other path): {}",
+                    r.device,
+                    list(&r.moving),
+                    list(&r.blocked)
+                )?;
             }
-            writeln!(
-                out,
-                "device {}: moving: {}; blocked (no other path): {}",
-                r.device,
-                list(&r.moving),
-                list(&r.blocked)
-            )?;
+            // Maintenance must not start while a session would lose its
+            // device: say so in the exit status too.
+            if !r.blocked.is_empty() {
+                bail!(
+                    "device {}: {} session(s) have no other path and stay on it: {}",
+                    r.device,
+                    r.blocked.len(),
+                    r.blocked.join(", ")
+                );
+            }
             Ok(())
         }
         C::Undrain { device } => ack(out, opts, Command::Undrain { device }),

@@ -642,13 +642,46 @@ fn drain_moves_the_session_to_the_second_device_without_io_errors() {
         "the drain is one planned outage, no loss: {c:?}"
     );
     assert!(c.session.delivered >= 33, "a reply per command: {c:?}");
-    let _: AckResult = h.ok(Ctl::Undrain { device: first });
+    let _: AckResult = h.ok(Ctl::Undrain {
+        device: first.clone(),
+    });
     assert_eq!(draining(&h), [false, false]);
     h.wait("the session established", || {
         h.conn("disk")
             .is_some_and(|c| c.session.state == "Established")
     });
     run_io(&h, &h.nbd, "disk", &["read -P 0x1f 0 1M"]);
+
+    // `relink drain` of the device the session is on while the other is
+    // drained: no other path, so the session stays, and the CLI says so
+    // with exit 1 (maintenance must not start).
+    match common::relink_bin() {
+        Ok(relink) => {
+            let now = h.conn("disk").unwrap().session.device.expect("a device");
+            let _: DrainResult = h.ok(Ctl::Drain {
+                device: first.clone(),
+            });
+            let o = Command::new(&relink)
+                .arg("--socket")
+                .arg(&h.ctl)
+                .args(["drain", &now])
+                .output()
+                .expect("run relink drain");
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+            assert!(
+                err.contains("have no other path and stay on it: disk"),
+                "{err}"
+            );
+            for d in [first, now] {
+                let _: AckResult = h.ok(Ctl::Undrain { device: d });
+            }
+        }
+        Err(skip) => skip_part(
+            "drain_moves_the_session_to_the_second_device_without_io_errors: relink drain with no other path",
+            &skip,
+        ),
+    }
     h.stop();
 }
 
