@@ -375,7 +375,12 @@ fn print_status(out: &mut dyn Write, r: &StatusResult) -> anyhow::Result<()> {
         )?;
         for e in &r.exports {
             if e.sessions.is_empty() {
-                writeln!(out, "{:<12} {:<22} -", e.name, e.listen)?;
+                let what = if e.listening {
+                    "listening"
+                } else {
+                    "waiting for a device that owns the address"
+                };
+                writeln!(out, "{:<12} {:<22} {what}", e.name, e.listen)?;
             }
             for s in &e.sessions {
                 writeln!(

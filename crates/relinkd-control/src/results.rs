@@ -89,8 +89,16 @@ pub struct ExportStatus {
     pub name: String,
     /// Its listening address.
     pub listen: SocketAddr,
+    /// Whether it listens now; `false` while no device owns its address
+    /// (it listens once one does).
+    #[serde(default = "listening_default")]
+    pub listening: bool,
     /// Its initiators' sessions.
     pub sessions: Vec<SessionStatus>,
+}
+
+fn listening_default() -> bool {
+    true
 }
 
 /// One connection (the initiator role).

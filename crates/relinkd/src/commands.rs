@@ -176,6 +176,7 @@ impl Run {
                 .map(|e| ExportStatus {
                     name: e.config.name.clone(),
                     listen: e.config.listen,
+                    listening: e.listening,
                     sessions: e
                         .engine
                         .sessions()

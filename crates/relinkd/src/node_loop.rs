@@ -301,6 +301,11 @@ impl Daemon {
 pub(crate) struct Export {
     pub(crate) config: ExportConfig,
     pub(crate) engine: TargetEngine,
+    /// Whether it listens (said on stdout when it starts to): a listen
+    /// address no device owns yet waits for one.
+    pub(crate) listening: bool,
+    /// Bytes of its volume (for the progress line).
+    size: u64,
 }
 
 impl Export {
@@ -322,17 +327,45 @@ impl Export {
                 reason: err.to_string(),
             }
         })?;
-        println!(
-            "export {} listening on {} ({size} bytes from {}{})",
-            e.name,
-            e.listen,
-            e.file.display(),
-            if e.read_only { ", read-only" } else { "" }
-        );
-        Ok(Export {
+        let mut export = Export {
             config: e.clone(),
             engine,
-        })
+            listening: false,
+            size,
+        };
+        if !export.check_listening(node) {
+            println!(
+                "export {} waiting for a device that owns {} (listening once one does)",
+                e.name,
+                e.listen.ip()
+            );
+        }
+        Ok(export)
+    }
+
+    /// Whether the export listens now; says so on stdout when it starts
+    /// to.
+    pub(crate) fn check_listening(&mut self, node: &Node) -> bool {
+        let now = node.listener_active(self.engine.listener()) == Some(true);
+        if now && !self.listening {
+            let e = &self.config;
+            println!(
+                "export {} listening on {} ({} bytes from {}{})",
+                e.name,
+                e.listen,
+                self.size,
+                e.file.display(),
+                if e.read_only { ", read-only" } else { "" }
+            );
+        } else if !now && self.listening {
+            tracing::warn!(
+                export = %self.config.name,
+                listen = %self.config.listen,
+                "no device owns the export's address any more: waiting for one"
+            );
+        }
+        self.listening = now;
+        now
     }
 }
 
@@ -429,6 +462,7 @@ impl Run {
         let mut busy = false;
         let mut events = Vec::new();
         for t in &mut self.targets {
+            t.check_listening(&self.node);
             while let Some(ev) = t.engine.poll_event() {
                 busy = true;
                 tracing::info!(export = %t.config.name, event = ?ev, "export event");
