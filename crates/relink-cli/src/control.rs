@@ -6,6 +6,7 @@
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail};
 use clap::{Args, Subcommand};
@@ -65,6 +66,13 @@ pub enum ControlCommand {
         /// longer (up to 32 MiB): they are split into commands.
         #[arg(long, value_name = "BYTES")]
         max_io: Option<u64>,
+        /// Return only once the connection serves NBD (exit 0), or fail
+        /// (exit 1) if it does not within --timeout or is removed.
+        #[arg(long)]
+        wait: bool,
+        /// With --wait: how long to wait, seconds.
+        #[arg(long, value_name = "SECS", default_value_t = 60, requires = "wait")]
+        timeout: u64,
     },
     /// Remove a connection: recovery stops, its NBD requests fail at
     /// once, its NBD socket is removed.
@@ -241,20 +249,28 @@ pub fn run(command: ControlCommand, opts: &Opts, out: &mut dyn Write) -> anyhow:
             fast_fail_secs,
             queue_depth,
             max_io,
-        } => ack(
-            out,
-            opts,
-            Command::Connect {
-                name,
-                targets,
-                nbd_socket,
-                nbd_tcp,
-                give_up_secs,
-                fast_fail_secs,
-                queue_depth,
-                max_io,
-            },
-        ),
+            wait,
+            timeout,
+        } => {
+            ack(
+                out,
+                opts,
+                Command::Connect {
+                    name: name.clone(),
+                    targets,
+                    nbd_socket,
+                    nbd_tcp,
+                    give_up_secs,
+                    fast_fail_secs,
+                    queue_depth,
+                    max_io,
+                },
+            )?;
+            if wait {
+                wait_ready(out, opts, &name, Duration::from_secs(timeout))?;
+            }
+            Ok(())
+        }
         C::Disconnect { name } => ack(out, opts, Command::Disconnect { name }),
         C::Policy { action } => {
             let command = match action {
@@ -354,6 +370,40 @@ fn list(v: &[String]) -> String {
         "none".into()
     } else {
         v.join(", ")
+    }
+}
+
+/// Poll `status` until connection `name` is `ready` (then say so), or
+/// fail: it went, or `timeout` passed (with its state and its session's).
+fn wait_ready(
+    out: &mut dyn Write,
+    opts: &Opts,
+    name: &str,
+    timeout: Duration,
+) -> anyhow::Result<()> {
+    let deadline = Instant::now() + timeout;
+    let mut client = open(opts)?;
+    loop {
+        let r: StatusResult = client.call(Command::Status {})?;
+        let Some(c) = r.connections.iter().find(|c| c.name == name) else {
+            bail!("connect {name}: the connection is gone");
+        };
+        if c.state == "ready" {
+            if !opts.json {
+                writeln!(out, "connect {name}: ready")?;
+            }
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            bail!(
+                "connect {name}: not ready after {} s (state {}, session {}, {} attempts)",
+                timeout.as_secs(),
+                c.state,
+                c.session.state,
+                c.session.attempts
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
     }
 }
 

@@ -584,6 +584,38 @@ fn connect_at_runtime_serves_a_new_socket() {
     let c = h.conn("disk2").unwrap();
     assert_eq!(c.state, "ready");
     assert!(c.bytes_written >= 128 << 10, "{c:?}");
+
+    // `relink connect --wait`: exit 0 once it serves; a target port that
+    // answers nothing: exit 1 at the timeout, with the state.
+    match common::relink_bin() {
+        Ok(relink) => {
+            let connect = |name: &str, target: &str, timeout: &str| {
+                Command::new(&relink)
+                    .arg("--socket")
+                    .arg(&h.ctl)
+                    .args(["connect", name, "--target", target, "--nbd-socket"])
+                    .arg(h.root.0.join(format!("{name}.sock")))
+                    .args(["--wait", "--timeout", timeout])
+                    .output()
+                    .expect("run relink connect")
+            };
+            let o = connect("disk3", &h.addr, "60");
+            assert!(o.status.success(), "{}", text(&o));
+            assert!(text(&o).contains("connect disk3: ready"), "{}", text(&o));
+            let nowhere = free_addr("127.0.0.2");
+            let o = connect("disk4", &nowhere, "2");
+            assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+            assert!(
+                text(&o).contains("connect disk4: not ready after 2 s (state connecting"),
+                "{}",
+                text(&o)
+            );
+        }
+        Err(skip) => skip_part(
+            "connect_at_runtime_serves_a_new_socket: relink connect --wait",
+            &skip,
+        ),
+    }
     h.stop();
 }
 
