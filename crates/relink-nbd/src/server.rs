@@ -1,5 +1,6 @@
 //! The tokio server: configuration, listeners, one task per connection.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -24,6 +25,9 @@ pub struct ServerConfig {
     /// Read and write payload bytes of one connection held at once (at
     /// least `max_payload` is always allowed). Default 64 MiB.
     pub max_in_flight_bytes: usize,
+    /// Connections served at once, over all listeners; one more is
+    /// closed as soon as it is accepted (and logged). Default 64.
+    pub max_connections: usize,
 }
 
 impl Default for ServerConfig {
@@ -32,6 +36,7 @@ impl Default for ServerConfig {
             max_payload: 32 << 20,
             queue_depth: 64,
             max_in_flight_bytes: 64 << 20,
+            max_connections: 64,
         }
     }
 }
@@ -55,12 +60,29 @@ impl ServerConfig {
         self.max_in_flight_bytes = bytes;
         self
     }
+    /// Sets [`ServerConfig::max_connections`].
+    #[must_use]
+    pub fn with_max_connections(mut self, n: usize) -> Self {
+        self.max_connections = n;
+        self
+    }
 }
 
 pub(crate) struct Shared {
     pub(crate) exports: Vec<Export>,
     pub(crate) infos: Vec<ExportInfo>,
     pub(crate) config: ServerConfig,
+    /// Connections being served now.
+    pub(crate) connections: AtomicUsize,
+}
+
+/// One connection counted in [`Shared::connections`] while it lives.
+struct Slot(Arc<Shared>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.connections.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// An NBD server for a fixed set of named exports. Cheap to clone (the
@@ -98,6 +120,9 @@ impl Server {
         if config.queue_depth == 0 {
             return Err(ConfigError::ZeroLimit("queue_depth"));
         }
+        if config.max_connections == 0 {
+            return Err(ConfigError::ZeroLimit("max_connections"));
+        }
         for (i, e) in exports.iter().enumerate() {
             let n = &e.info.name;
             if n.len() > MAX_STRING_LEN || n.contains('\0') {
@@ -121,6 +146,7 @@ impl Server {
                 exports,
                 infos,
                 config,
+                connections: AtomicUsize::new(0),
             }),
         })
     }
@@ -156,12 +182,35 @@ impl Server {
         }
     }
 
+    /// Connections being served now.
+    #[must_use]
+    pub fn connections(&self) -> usize {
+        self.shared.connections.load(Ordering::Relaxed)
+    }
+
     fn spawn_connection<S>(&self, stream: S)
     where
         S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
+        let limit = self.shared.config.max_connections;
+        let served = &self.shared.connections;
+        if served
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < limit).then_some(n + 1)
+            })
+            .is_err()
+        {
+            tracing::warn!(
+                max_connections = limit,
+                "an NBD client beyond the limit of connections served at once: closed"
+            );
+            drop(stream);
+            return;
+        }
         let server = self.clone();
         tokio::spawn(async move {
+            // Counted out however the connection ends.
+            let _slot = Slot(server.shared.clone());
             if let Err(e) = server.serve_connection(stream).await {
                 tracing::debug!(error = %e, "nbd connection ended");
             }

@@ -645,3 +645,47 @@ fn garbage_in_a_handshake_ends_that_connection_and_others_go_on() {
     good.read_exact(&mut data).expect("data");
     assert_eq!(data, vec![5u8; 512]);
 }
+
+/// A client beyond `max_connections` is closed as soon as it is accepted
+/// (no greeting); once a served client leaves, the next is served.
+#[test]
+fn clients_beyond_max_connections_are_closed_at_once() {
+    let r = rig(ServerConfig::default().with_max_connections(1), Vec::new);
+    let path = r._dir.path().join("nbd.sock");
+    let listener = r
+        .rt
+        .block_on(async { tokio::net::UnixListener::bind(&path) })
+        .expect("bind");
+    let server = r.server.clone();
+    r.rt.spawn(async move {
+        let _ = server.serve_unix(listener).await;
+    });
+    let connect = || {
+        let s = UnixStream::connect(&path).expect("connect");
+        s.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+            .expect("timeout");
+        s
+    };
+    let greeted = |s: &mut UnixStream| {
+        let mut greeting = [0u8; 18];
+        s.read_exact(&mut greeting).is_ok() && &greeting[0..8] == b"NBDMAGIC"
+    };
+    let mut first = connect();
+    assert!(greeted(&mut first), "the first client is served");
+    let mut second = connect();
+    let mut buf = [0u8; 18];
+    assert_eq!(
+        second.read(&mut buf).unwrap_or(0),
+        0,
+        "the second client is closed without a greeting"
+    );
+    assert_eq!(r.server.connections(), 1);
+    drop(first);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while r.server.connections() != 0 {
+        assert!(std::time::Instant::now() < deadline, "the first never left");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let mut third = connect();
+    assert!(greeted(&mut third), "a client is served again once one left");
+}

@@ -116,6 +116,7 @@ impl Run {
                     fast_fail,
                     queue_depth,
                     max_io,
+                    nbd: crate::config::NbdAccess::default(),
                 };
                 json(self.add_connect(&c).and_then(|()| {
                     ack(format!(

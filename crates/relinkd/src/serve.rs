@@ -252,7 +252,9 @@ async fn serve_one(ready: Ready, handle: &DaemonHandle, served: &Served) -> Resu
         reason: e.to_string(),
     };
     let abort = |tasks: Vec<JoinHandle<()>>| tasks.into_iter().for_each(|t| t.abort());
-    let config = ServerConfig::default().with_max_payload(NBD_MAX_REQUEST);
+    let config = ServerConfig::default()
+        .with_max_payload(NBD_MAX_REQUEST)
+        .with_max_connections(c.nbd.max_clients);
     let server = match Server::new(vec![export], config) {
         Ok(s) => Arc::new(s),
         Err(e) => {
@@ -274,6 +276,24 @@ async fn serve_one(ready: Ready, handle: &DaemonHandle, served: &Served) -> Resu
             return Err(nbd_err(format!("nbd_socket {}", path.display()), &e));
         }
     };
+    // Who may connect: the mode and group the configuration gives.
+    let access = {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(c.nbd.mode)).and_then(|()| {
+            match c.nbd.group {
+                Some(gid) => std::os::unix::fs::chown(path, None, Some(gid)),
+                None => Ok(()),
+            }
+        })
+    };
+    if let Err(e) = access {
+        abort(tasks);
+        let _ = std::fs::remove_file(path);
+        return Err(nbd_err(
+            format!("nbd_socket {} (mode, group)", path.display()),
+            &e,
+        ));
+    }
     let s = server.clone();
     tasks.push(tokio::spawn(async move {
         if let Err(e) = s.serve_unix(unix).await {

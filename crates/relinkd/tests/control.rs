@@ -802,3 +802,52 @@ fn reload_and_sighup_apply_the_conf_dir() {
     run_io(&h, &h.nbd, "disk", &["read -P 0x5a 0 64k"]);
     h.stop();
 }
+
+/// The NBD socket is the daemon's user's alone by default (mode 0600);
+/// `nbd_socket_mode` and `nbd_socket_group` open it to a group, whose
+/// members then connect and others still cannot.
+#[test]
+fn the_nbd_socket_has_the_mode_and_group_of_the_configuration() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let h = hosts("nbdmode", 300, 1);
+    let m = std::fs::metadata(&h.nbd).unwrap();
+    assert_eq!(m.permissions().mode() & 0o777, 0o600);
+    h.stop();
+
+    let h = hosts_with(
+        "nbdgroup",
+        300,
+        1,
+        "nbd_socket_mode = 0o660\nnbd_socket_group = \"65534\"\n",
+    );
+    let m = std::fs::metadata(&h.nbd).unwrap();
+    assert_eq!(
+        (m.permissions().mode() & 0o777, m.gid()),
+        (0o660, 65534),
+        "{m:?}"
+    );
+    // As a member of the group (and as a stranger), if this host can.
+    match (tool("qemu-io"), other_user_client()) {
+        (Ok(qemu_io_bin), Ok((_, setpriv))) => {
+            std::fs::set_permissions(&h.root.0, std::fs::Permissions::from_mode(0o755)).unwrap();
+            let as_user = |gid: &str| {
+                Command::new(&setpriv)
+                    .args(["--reuid", "65534", "--regid", gid, "--clear-groups"])
+                    .arg(&qemu_io_bin)
+                    .args(["-f", "raw", "-c", "read 0 4k"])
+                    .arg(format!("nbd+unix:///disk?socket={}", h.nbd.display()))
+                    .output()
+                    .expect("run setpriv")
+            };
+            let o = as_user("65534");
+            assert!(o.status.success(), "a member of the group: {}", text(&o));
+            let o = as_user("65533");
+            assert!(!o.status.success(), "outside the group: {}", text(&o));
+        }
+        (Err(skip), _) | (_, Err(skip)) => skip_part(
+            "the_nbd_socket_has_the_mode_and_group_of_the_configuration: connecting as another user",
+            &skip,
+        ),
+    }
+    h.stop();
+}

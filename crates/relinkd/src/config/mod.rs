@@ -25,6 +25,9 @@
 //! fast_fail_secs = 10                # optional: fail I/O this long into an outage
 //! queue_depth = 32                   # optional: commands outstanding at once
 //! max_io = 131072                    # optional: the longest command, bytes
+//! nbd_socket_mode = 0o660            # optional: the socket's mode (default 0o600)
+//! nbd_socket_group = "disk"          # optional: the socket's group (name or number)
+//! max_clients = 16                   # optional: NBD clients served at once (1 to 1024)
 //!
 //! [control]                          # optional
 //! socket = "/run/relinkd/control.sock"
@@ -166,6 +169,86 @@ pub struct ConnectConfig {
     pub queue_depth: u16,
     /// The longest command, bytes (the target's may be smaller).
     pub max_io: u32,
+    /// Who may use the NBD socket, and how many at once.
+    pub nbd: NbdAccess,
+}
+
+/// Who may connect to a connection's NBD socket, and how many clients it
+/// serves at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NbdAccess {
+    /// The Unix socket's mode (`nbd_socket_mode`; default `0o600`: the
+    /// daemon's user only). A client needs write permission to connect.
+    pub mode: u32,
+    /// The Unix socket's group (`nbd_socket_group`, a name or a number,
+    /// resolved when the configuration is read); `None`: the daemon's.
+    pub group: Option<u32>,
+    /// NBD clients served at once, over the socket and `nbd_tcp`
+    /// (`max_clients`; default 16); one more is closed at once, with a
+    /// warning in the log.
+    pub max_clients: usize,
+}
+
+impl Default for NbdAccess {
+    fn default() -> NbdAccess {
+        NbdAccess {
+            mode: 0o600,
+            group: None,
+            max_clients: 16,
+        }
+    }
+}
+
+/// The NBD access of the table at `key` (`connect[0]`), checked:
+/// `Err((key, reason))` names the offending one.
+pub(crate) fn nbd_access(
+    key: &str,
+    mode: Option<i64>,
+    group: Option<&str>,
+    max_clients: Option<u64>,
+) -> Result<NbdAccess, (String, String)> {
+    let d = NbdAccess::default();
+    let mode = match mode {
+        None => d.mode,
+        Some(m @ 0..=0o777) => m as u32,
+        Some(_) => {
+            return Err((
+                format!("{key}.nbd_socket_mode"),
+                "must be a file mode from 0o000 to 0o777 (write it 0o660)".into(),
+            ))
+        }
+    };
+    let group = match group {
+        None => None,
+        Some(g) => Some(match g.parse::<u32>() {
+            Ok(gid) => gid,
+            Err(_) => match nix::unistd::Group::from_name(g) {
+                Ok(Some(found)) => found.gid.as_raw(),
+                Ok(None) => {
+                    return Err((
+                        format!("{key}.nbd_socket_group"),
+                        format!("no group named {g:?}"),
+                    ))
+                }
+                Err(e) => {
+                    return Err((
+                        format!("{key}.nbd_socket_group"),
+                        format!("cannot look up group {g:?}: {e}"),
+                    ))
+                }
+            },
+        }),
+    };
+    let max_clients = match max_clients {
+        None => d.max_clients,
+        Some(n @ 1..=1024) => n as usize,
+        Some(_) => return Err((format!("{key}.max_clients"), "must be 1 to 1024".into())),
+    };
+    Ok(NbdAccess {
+        mode,
+        group,
+        max_clients,
+    })
 }
 
 /// The control plane: the control socket (`relink status`, ...) and an
@@ -262,6 +345,9 @@ struct RawConnect {
     fast_fail_secs: Option<u64>,
     queue_depth: Option<u64>,
     max_io: Option<u64>,
+    nbd_socket_mode: Option<i64>,
+    nbd_socket_group: Option<String>,
+    max_clients: Option<u64>,
 }
 
 /// The longest `max_io` accepted.
@@ -491,6 +577,13 @@ impl Config {
             let (queue_depth, max_io) =
                 engine_settings(&format!("connect[{i}]"), c.queue_depth, c.max_io)
                     .map_err(|(key, reason)| bad(key, reason))?;
+            let nbd = nbd_access(
+                &format!("connect[{i}]"),
+                c.nbd_socket_mode,
+                c.nbd_socket_group.as_deref(),
+                c.max_clients,
+            )
+            .map_err(|(key, reason)| bad(key, &reason))?;
             connects.push(ConnectConfig {
                 name: c.name,
                 targets,
@@ -500,6 +593,7 @@ impl Config {
                 fast_fail,
                 queue_depth,
                 max_io,
+                nbd,
             });
         }
         let mut sockets = HashSet::new();

@@ -247,3 +247,47 @@ fn load_names_a_missing_file() {
         .to_string()
         .starts_with("/nonexistent/relinkd.toml: cannot read"));
 }
+
+#[test]
+fn nbd_socket_access_and_client_limit_default_and_are_checked_by_key() {
+    let c = parse(BOTH).unwrap();
+    assert_eq!(c.connects[0].nbd, NbdAccess::default());
+    assert_eq!(
+        (c.connects[0].nbd.mode, c.connects[0].nbd.max_clients),
+        (0o600, 16)
+    );
+    let set = BOTH.replace(
+        "give_up_secs = 30",
+        "give_up_secs = 30\nnbd_socket_mode = 0o660\nnbd_socket_group = \"root\"\nmax_clients = 4",
+    );
+    let c = parse(&set).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        c.connects[0].nbd,
+        NbdAccess {
+            mode: 0o660,
+            group: Some(0),
+            max_clients: 4
+        }
+    );
+    let by_number = BOTH.replace(
+        "give_up_secs = 30",
+        "give_up_secs = 30\nnbd_socket_group = \"65534\"",
+    );
+    assert_eq!(
+        parse(&by_number).unwrap().connects[0].nbd.group,
+        Some(65534)
+    );
+    for (add, key) in [
+        ("nbd_socket_mode = 0o1777", "connect[0].nbd_socket_mode"),
+        ("nbd_socket_mode = -1", "connect[0].nbd_socket_mode"),
+        (
+            "nbd_socket_group = \"no-such-group-here\"",
+            "connect[0].nbd_socket_group",
+        ),
+        ("max_clients = 0", "connect[0].max_clients"),
+        ("max_clients = 1025", "connect[0].max_clients"),
+    ] {
+        let text = BOTH.replace("give_up_secs = 30", &format!("give_up_secs = 30\n{add}"));
+        assert_eq!(invalid(&text).0, key, "{add}");
+    }
+}
