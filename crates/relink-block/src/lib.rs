@@ -18,6 +18,7 @@
 //! | the volume | [`Volume`] | a file: `pread`/`pwrite`, FLUSH and FUA = `fdatasync`; read-only or read-write; a block size |
 //! | the target | [`TargetEngine`], [`TargetConfig`], [`TargetEvent`] | serves one volume to every session of its listener; a staging slot per command moving data, up to the queue depth (more wait) |
 //! | the initiator | [`InitiatorEngine`], [`InitiatorConfig`], [`BlockOp`], [`BlockReply`], [`InitiatorEvent`] | one session; a data slot per outstanding command, up to the queue depth (more wait) |
+//! | events in words | [`InitiatorEvent::name`], [`TargetEvent::name`] and their `Display` (`event_text.rs`) | a stable snake_case name and plain words for logs and event streams |
 //!
 //! # When to call what
 //!
@@ -117,6 +118,7 @@
 
 mod config;
 mod error;
+mod event_text;
 mod initiator;
 mod target;
 mod volume;

@@ -332,7 +332,7 @@ pub fn run(command: ControlCommand, opts: &Opts, out: &mut dyn Write) -> anyhow:
                     serde_json::to_writer(&mut *out, &ev)?;
                     writeln!(out)?;
                 } else {
-                    writeln!(out, "{} {}: {}", ev.source, ev.kind, ev.event)?;
+                    writeln!(out, "{} {} {}: {}", ev.at, ev.source, ev.name, ev.event)?;
                 }
                 out.flush()?;
             }

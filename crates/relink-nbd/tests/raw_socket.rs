@@ -652,10 +652,9 @@ fn garbage_in_a_handshake_ends_that_connection_and_others_go_on() {
 fn clients_beyond_max_connections_are_closed_at_once() {
     let r = rig(ServerConfig::default().with_max_connections(1), Vec::new);
     let path = r._dir.path().join("nbd.sock");
-    let listener = r
-        .rt
-        .block_on(async { tokio::net::UnixListener::bind(&path) })
-        .expect("bind");
+    let listener =
+        r.rt.block_on(async { tokio::net::UnixListener::bind(&path) })
+            .expect("bind");
     let server = r.server.clone();
     r.rt.spawn(async move {
         let _ = server.serve_unix(listener).await;
@@ -687,5 +686,8 @@ fn clients_beyond_max_connections_are_closed_at_once() {
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
     let mut third = connect();
-    assert!(greeted(&mut third), "a client is served again once one left");
+    assert!(
+        greeted(&mut third),
+        "a client is served again once one left"
+    );
 }

@@ -219,10 +219,22 @@ pub struct MetricsResult {
 /// One event of `events` with `follow`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EventRecord {
+    /// When relinkd saw it: wall-clock time, RFC 3339 in UTC with
+    /// milliseconds (`2026-12-06T13:04:05.123Z`).
+    #[serde(default)]
+    pub at: String,
     /// `connect NAME`, `export NAME` or `node`.
     pub source: String,
     /// `session` (a relink session event) or `engine` (a block engine's).
     pub kind: String,
-    /// The event.
+    /// The relink session it is about, if any (the handle `status` shows
+    /// for an export's sessions).
+    #[serde(default)]
+    pub session: Option<u64>,
+    /// The event's kind, a stable snake_case name (`device_lost`,
+    /// `resumed`, `attempt_failed`, `fast_failed`, ...).
+    #[serde(default)]
+    pub name: String,
+    /// The event in plain words.
     pub event: String,
 }

@@ -103,12 +103,18 @@ fn a_stream_ends_when_the_daemon_closes() {
                 message: "following events".into(),
             }),
         );
-        for event in ["Lost", "Established"] {
+        for (name, event) in [
+            ("device_lost", "transport lost: disconnected"),
+            ("resumed", "resumed after 0.100 s down"),
+        ] {
             answer(
                 &s,
                 &Response::ok(&EventRecord {
+                    at: "2026-12-06T13:04:05.123Z".into(),
                     source: "connect disk".into(),
                     kind: "session".into(),
+                    session: Some(1),
+                    name: name.into(),
                     event: event.into(),
                 }),
             );
@@ -118,9 +124,9 @@ fn a_stream_ends_when_the_daemon_closes() {
     let _: AckResult = c.call(Command::Events { follow: true }).unwrap();
     let mut events = Vec::new();
     while let Some(r) = c.next_response().unwrap() {
-        events.push(r.into_result::<EventRecord>().unwrap().event);
+        events.push(r.into_result::<EventRecord>().unwrap().name);
     }
-    assert_eq!(events, ["Lost", "Established"]);
+    assert_eq!(events, ["device_lost", "resumed"]);
     thread.join().unwrap();
 }
 

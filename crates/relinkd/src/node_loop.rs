@@ -10,8 +10,8 @@ use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use relink_block::{
-    BlockError, BlockReply, InitiatorEvent, Node, Output, TargetConfig, TargetEngine, Volume,
-    VolumeInfo,
+    BlockError, BlockReply, InitiatorEvent, Node, Output, TargetConfig, TargetEngine, TargetEvent,
+    Volume, VolumeInfo,
 };
 use relink_nbd::BlockRequest;
 use rustix::event::{EventfdFlags, PollFd, PollFlags};
@@ -369,6 +369,19 @@ impl Export {
     }
 }
 
+/// An event for the `events --follow` clients ([`Run::publish`]).
+pub(crate) struct Published {
+    /// `connect NAME`, `export NAME` or `node`.
+    pub(crate) source: String,
+    /// `session` or `engine`.
+    pub(crate) kind: &'static str,
+    pub(crate) session: Option<u64>,
+    /// The event's stable name.
+    pub(crate) name: &'static str,
+    /// The event in plain words.
+    pub(crate) event: String,
+}
+
 pub(crate) struct Run {
     pub(crate) node: Node,
     pub(crate) targets: Vec<Export>,
@@ -411,9 +424,9 @@ impl Run {
                     // once per change (`Conn::failed`), its events at
                     // debug. So are the attempts of an outage: its start,
                     // a summary every OUTAGE_NOTE and its end are at info.
-                    tracing::debug!(session = session.0, ?event, "session event");
+                    tracing::debug!(session = session.0, event_type = event.name(), %event, "session event");
                 } else {
-                    tracing::info!(session = session.0, ?event, "session event");
+                    tracing::info!(session = session.0, event_type = event.name(), %event, "session event");
                 }
                 c.on_event(now, event);
                 format!("connect {}", c.name())
@@ -422,13 +435,19 @@ impl Run {
                 .iter()
                 .find(|e| e.engine.sessions().contains(session))
             {
-                tracing::info!(session = session.0, ?event, "session event");
+                tracing::info!(session = session.0, event_type = event.name(), %event, "session event");
                 format!("export {}", e.config.name)
             } else {
-                tracing::info!(session = session.0, ?event, "session event");
+                tracing::info!(session = session.0, event_type = event.name(), %event, "session event");
                 "node".into()
             };
-            self.publish(source, "session", format!("{session:?}: {event:?}"));
+            self.publish(Published {
+                source,
+                kind: "session",
+                session: Some(session.0),
+                name: event.name(),
+                event: event.to_string(),
+            });
         }
         for t in &mut self.targets {
             match t.engine.handle(&mut self.node, out) {
@@ -445,14 +464,17 @@ impl Run {
     }
 
     /// Hand an event to every `events --follow` client still there.
-    pub(crate) fn publish(&mut self, source: String, kind: &str, event: String) {
+    pub(crate) fn publish(&mut self, p: Published) {
         if self.subscribers.is_empty() {
             return;
         }
         let record = EventRecord {
-            source,
-            kind: kind.into(),
-            event,
+            at: humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
+            source: p.source,
+            kind: p.kind.into(),
+            session: p.session,
+            name: p.name.into(),
+            event: p.event,
         };
         self.subscribers.retain(|s| s.send(record.clone()).is_ok());
     }
@@ -465,8 +487,20 @@ impl Run {
             t.check_listening(&self.node);
             while let Some(ev) = t.engine.poll_event() {
                 busy = true;
-                tracing::info!(export = %t.config.name, event = ?ev, "export event");
-                events.push((format!("export {}", t.config.name), format!("{ev:?}")));
+                tracing::info!(export = %t.config.name, event_type = ev.name(), event = %ev, "export event");
+                let session = match &ev {
+                    TargetEvent::Connected(s)
+                    | TargetEvent::Ended { session: s, .. }
+                    | TargetEvent::BadCommand { session: s, .. } => Some(s.0),
+                    _ => None,
+                };
+                events.push(Published {
+                    source: format!("export {}", t.config.name),
+                    kind: "engine",
+                    session,
+                    name: ev.name(),
+                    event: ev.to_string(),
+                });
             }
         }
         for c in &mut self.connects {
@@ -553,15 +587,21 @@ impl Run {
                         "{commands} command(s) fast-failed in this outage: their NBD requests were answered EIO; the session keeps recovering"
                     );
                 } else if c.is_retry() {
-                    tracing::debug!(connect = %c.name(), event = ?ev, "connection event");
+                    tracing::debug!(connect = %c.name(), event_type = ev.name(), event = %ev, "connection event");
                 } else {
-                    tracing::info!(connect = %c.name(), event = ?ev, "connection event");
+                    tracing::info!(connect = %c.name(), event_type = ev.name(), event = %ev, "connection event");
                 }
-                events.push((format!("connect {}", c.name()), format!("{ev:?}")));
+                events.push(Published {
+                    source: format!("connect {}", c.name()),
+                    kind: "engine",
+                    session: Some(c.engine.session().0),
+                    name: ev.name(),
+                    event: ev.to_string(),
+                });
             }
         }
-        for (source, ev) in events {
-            self.publish(source, "engine", ev);
+        for p in events {
+            self.publish(p);
         }
         busy
     }

@@ -851,3 +851,59 @@ fn the_nbd_socket_has_the_mode_and_group_of_the_configuration() {
     }
     h.stop();
 }
+
+/// `events --follow` streams each event as a record a program can use:
+/// wall-clock time (RFC 3339), the source, the session, a stable name and
+/// plain words, never Rust's debug text.
+#[test]
+fn events_follow_gives_timed_named_events_in_words() {
+    let h = hosts("events", 300, 1);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let ctl = h.ctl.clone();
+    thread::spawn(move || {
+        let mut c = relinkd_control::Client::connect(&ctl).expect("connect");
+        let _: AckResult = c.call(Ctl::Events { follow: true }).expect("events");
+        while let Ok(Some(r)) = c.next_response() {
+            let ev: protocol::EventRecord = r.into_result().expect("a record");
+            if tx.send(ev).is_err() {
+                return;
+            }
+        }
+    });
+    // Subscribed before the fault (the ack came), then a reset of the
+    // target's device: the initiator's session is lost and resumes.
+    thread::sleep(Duration::from_millis(200));
+    let before = std::time::SystemTime::now();
+    h.reg_b.reset("soft0").expect("reset b/soft0");
+    let mut got = Vec::new();
+    let deadline = Instant::now() + STEP;
+    while !got
+        .iter()
+        .any(|e: &protocol::EventRecord| e.name == "resumed" && e.source == "connect disk")
+    {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(ev) => got.push(ev),
+            Err(_) => panic!("no resumed event: {got:?}\n{}", h.transcripts()),
+        }
+    }
+    let lost = got
+        .iter()
+        .find(|e| e.name == "device_lost" && e.source == "connect disk")
+        .unwrap_or_else(|| panic!("no device_lost: {got:?}"));
+    assert!(lost.session.is_some() && lost.kind == "session", "{lost:?}");
+    assert!(lost.event.starts_with("transport lost: "), "{lost:?}");
+    for e in &got {
+        let at = humantime::parse_rfc3339(&e.at).unwrap_or_else(|err| panic!("{e:?}: {err}"));
+        assert!(
+            at + Duration::from_secs(1) >= before,
+            "{e:?}: not the wall clock"
+        );
+        assert!(
+            !e.event.contains(" { ") && !e.event.contains("Timestamp("),
+            "debug text: {e:?}"
+        );
+        assert!(!e.name.is_empty(), "{e:?}");
+    }
+    h.stop();
+}

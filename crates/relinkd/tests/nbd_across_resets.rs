@@ -116,16 +116,16 @@ fn qemu_img_writes_through_relinkd_across_device_resets() {
     wait_for(
         "the initiator's resume after the target's reset",
         &[&target, &init],
-        || init.stderr_has("Resumed"),
+        || init.stderr_has("event_type=\"resumed\""),
     );
     running.push(convert.try_wait().unwrap().is_none());
     reg_a.reset("soft0").expect("reset a/soft0");
     wait_for("the initiator's second resume", &[&target, &init], || {
-        init.stderr_count("Resumed") >= 2
+        init.stderr_count("event_type=\"resumed\"") >= 2
     });
 
     finish(convert, "qemu-img convert", STEP * 2, &[&target, &init]);
-    let losses = init.stderr_count("DeviceLost");
+    let losses = init.stderr_count("event_type=\"device_lost\"");
     assert!(
         losses >= 2,
         "the initiator saw {losses} losses\n{}",

@@ -123,9 +123,9 @@ fn disturb(host: &Host, what: Disturb, daemon: &mut Daemon, guid: &str, others: 
             host.soft_device(&["reset", "soft0"]);
         }
         Disturb::Replug => {
-            let lost = daemon.count("DeviceLost");
+            let lost = daemon.count("event_type=\"device_lost\"");
             host.soft_device(&["remove", "soft0"]);
-            daemon.expect_count("DeviceLost", lost + 1, others);
+            daemon.expect_count("event_type=\"device_lost\"", lost + 1, others);
             let addr = format!("{}/24", host.addr);
             host.soft_device(&["add", "soft0", "--addr", &addr, "--guid", guid]);
         }
@@ -207,7 +207,7 @@ fn qemu_img_copies_256_mib_while_either_hosts_device_is_reset_replugged_and_repl
         } else {
             disturb(&i, what, &mut init, I_GUID, &[&target]);
         }
-        init.expect_count("Resumed", n + 1, &[&target]);
+        init.expect_count("event_type=\"resumed\"", n + 1, &[&target]);
         println!(
             "host {side} {what:?}: resumed (qemu-img still copying: {})",
             during_copy[n]
@@ -219,11 +219,14 @@ fn qemu_img_copies_256_mib_while_either_hosts_device_is_reset_replugged_and_repl
     compare(&source, &url, &[&target, &init]);
 
     // The recoveries, as the daemons logged them.
-    let (lost_t, lost_i) = (target.count("DeviceLost"), init.count("DeviceLost"));
-    let resumed = init.count("Resumed");
+    let (lost_t, lost_i) = (
+        target.count("event_type=\"device_lost\""),
+        init.count("event_type=\"device_lost\""),
+    );
+    let resumed = init.count("event_type=\"resumed\"");
     assert!(resumed >= 6, "{}", transcripts(&[&target, &init]));
     assert_eq!(
-        init.count("reconnecting"),
+        init.count("the session ended:"),
         0,
         "a session ended\n{}",
         init.transcript()
@@ -380,7 +383,7 @@ fn an_outage_past_the_give_up_deadline_fails_io_while_another_volume_keeps_servi
 
     // Device gone on the target for longer than disk0's 2 s deadline.
     t.soft_device(&["remove", "soft0"]);
-    init.expect_count("DeviceLost", 1, &[&target]);
+    init.expect_count("event_type=\"device_lost\"", 1, &[&target]);
     let all = [&target, &init];
     let (ok, text) = qemu_io(&url0, &["read -P 0x11 0 64k"], &all);
     assert!(
@@ -389,7 +392,7 @@ fn an_outage_past_the_give_up_deadline_fails_io_while_another_volume_keeps_servi
         transcripts(&all)
     );
     println!("disk0 during the outage (qemu-io): {}", text.trim());
-    init.expect_count("GaveUp", 1, &[&target]);
+    init.expect_count("event_type=\"gave_up\"", 1, &[&target]);
     let all = [&target, &init];
 
     // disk1, on the device that stays, serves reads and writes.
@@ -470,9 +473,9 @@ fn a_target_killed_and_restarted_gets_a_new_session_and_flushed_writes_survive()
     // The new incarnation refuses the old session's resume: the
     // initiator connects a new session.
     assert!(
-        init.count("UnknownSession") >= 1
-            && init.count("reconnecting") >= 1
-            && init.count("Resumed") == 0,
+        init.count("unknown session") >= 1
+            && init.count("the session ended:") >= 1
+            && init.count("event_type=\"resumed\"") == 0,
         "the initiator must connect a new session, not resume\n{}",
         init.transcript()
     );

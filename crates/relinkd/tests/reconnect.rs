@@ -232,7 +232,7 @@ fn a_target_shutting_down_refuses_new_sessions_and_gets_a_few_attempts_a_second(
     wait_for(
         "the initiator's session closed by the target's goodbye",
         &[&target, &init],
-        || init.stderr_has("Disconnected"),
+        || init.stderr_has("event_type=\"disconnected\""),
     );
     let from = init.stderr_lines().len();
     let start = Instant::now();

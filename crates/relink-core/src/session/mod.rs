@@ -51,6 +51,7 @@
 //! |---|---|---|
 //! | `session/mod.rs` | [`Session`] and its fields, [`SessionConfig`], [`Role`], [`SessionError`]; construction, the transitions, the getters of what it is | — (`cfg`, `machine`, `timers`, `jitter`, `epoch`, `counters`) |
 //! | `session/output.rs` | what a session hands out: [`Action`], [`SessionEvent`], [`Counters`], and the `poll_*` calls | `Outputs` (`out`): the queues of actions, events, completions and deliveries |
+//! | `session/event_text.rs` | [`SessionEvent`] in words: its stable name ([`SessionEvent::name`]) and a plain-words `Display` for logs and event streams | — |
 //! | `session/paths.rs` | [`Path`]; the devices present and which of them can carry which path | `Devices` (`devices`): present, current, first GUID, drained |
 //! | `session/recovery.rs` | the first connect, losing the transport, attempts and their backoff, the timers, give-up | `Recovery` (`recovery`): attempt number, path index, refusals, outage start, fast-fail, ever established, first connect |
 //! | `session/probe.rs` | probes of a silent peer: which attempts are probes, the connection time they are scaled by, and the driver's gate (one probe per peer address) | `Probes` (`probes`): silent, attempt start, slowest connect, held by the driver |
@@ -76,6 +77,7 @@ use crate::wire;
 mod closing;
 mod datapath;
 mod decision;
+mod event_text;
 mod keepalive;
 mod output;
 mod paths;
