@@ -306,6 +306,12 @@ pub(crate) struct Export {
     pub(crate) listening: bool,
     /// Bytes of its volume (for the progress line).
     size: u64,
+    /// Each session's initiator: its address and its node's incarnation
+    /// (a new one: that relinkd restarted).
+    peers: std::collections::HashMap<
+        relink::SessionHandle,
+        (std::net::IpAddr, Option<relink::Incarnation>),
+    >,
 }
 
 impl Export {
@@ -332,6 +338,7 @@ impl Export {
             engine,
             listening: false,
             size,
+            peers: std::collections::HashMap::new(),
         };
         if !export.check_listening(node) {
             println!(
@@ -341,6 +348,47 @@ impl Export {
             );
         }
         Ok(export)
+    }
+
+    /// Session `new` was accepted from `peer`: sessions of the same
+    /// initiator address that are not established and come from another
+    /// incarnation of the initiator's node belong to an initiator that is
+    /// gone (its relinkd restarted, and a new one connected): they could
+    /// only wait for their give-up deadline, so they are closed now.
+    fn initiator_restarted(
+        &mut self,
+        node: &mut Node,
+        new: relink::SessionHandle,
+        peer: std::net::IpAddr,
+    ) {
+        let incarnation = node.session_info(new).and_then(|i| i.peer_incarnation);
+        self.peers.retain(|s, _| node.state(*s).is_some());
+        let stale: Vec<relink::SessionHandle> = self
+            .peers
+            .iter()
+            .filter(|(s, (ip, inc))| {
+                **s != new
+                    && *ip == peer
+                    && incarnation.is_some()
+                    && inc.is_some()
+                    && *inc != incarnation
+                    && node.state(**s).is_some_and(|st| {
+                        !matches!(st, relink::State::Established | relink::State::Closed)
+                    })
+            })
+            .map(|(s, _)| *s)
+            .collect();
+        for s in stale {
+            tracing::info!(
+                export = %self.config.name,
+                initiator = %peer,
+                session = s.0,
+                "the initiator restarted (a new incarnation connected): its old session, which could only wait for its give-up deadline, is closed"
+            );
+            let _ = node.close(s);
+            self.peers.remove(&s);
+        }
+        self.peers.insert(new, (peer, incarnation));
     }
 
     /// Whether the export listens now; says so on stdout when it starts
@@ -410,6 +458,13 @@ impl Run {
                 );
                 let _ = self.node.close(a.session);
                 return;
+            }
+            if let Some(t) = self
+                .targets
+                .iter_mut()
+                .find(|t| t.engine.listener() == a.listener)
+            {
+                t.initiator_restarted(&mut self.node, a.session, a.peer.ip());
             }
         }
         if let Output::Event { session, event } = &out {
