@@ -42,7 +42,7 @@
 //! | part | where |
 //! |---|---|
 //! | the configuration file | [`Config`] (TOML; errors name the file and the key) |
-//! | the node thread: the node, the engines, the wake-ups | [`Daemon`], [`DaemonHandle`] |
+//! | the node thread: the node, the engines, the wake-ups | [`Daemon`], [`DaemonHandle`]; an export's listening and its initiators (`export.rs`), a connection's sessions, held I/O and outages (`connection.rs`) |
 //! | NBD requests as block commands (split at `max_io`, errno mapping) | [`Bridge`], [`nbd_error`] |
 //! | the process: NBD servers on tokio, signals | [`run`] |
 //! | the control socket: its protocol, its server, the metrics | [`control`], [`DaemonHandle::command`] |
@@ -96,6 +96,7 @@ mod conf_dir;
 mod config;
 mod connection;
 pub mod control;
+mod export;
 mod node_loop;
 mod notify;
 mod reload;

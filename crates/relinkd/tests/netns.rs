@@ -33,11 +33,11 @@ mod netns_hosts;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::images::{compare, empty_volume, finish, random_image, same_prefix, transcripts};
+use common::images::{compare, empty_volume, finish, random_image, start_convert, transcripts};
 use common::{run_bounded, Daemon, STEP};
 use netns_hosts::{control, two_hosts, Host, TwoHosts, I_GUID, PORT, T_GUID};
 use relink_skip::skip_test;
@@ -172,23 +172,7 @@ fn qemu_img_copies_256_mib_while_either_hosts_device_is_reset_replugged_and_repl
     init.expect_line("connect disk serving nbd");
 
     let url = url("disk", &socket);
-    let mut convert = Command::new("qemu-img")
-        .args(["convert", "-n", "-f", "raw", "-O", "raw"])
-        .arg(&source)
-        .arg(&url)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn qemu-img convert");
-    let first = Instant::now() + STEP;
-    while !same_prefix(&source, &volume, 1 << 20) {
-        assert!(
-            Instant::now() < first,
-            "the first MiB never arrived\n{}",
-            transcripts(&[&target, &init])
-        );
-        thread::sleep(Duration::from_millis(20));
-    }
+    let mut convert = start_convert(&source, &url, &volume, &[], &[&target, &init]);
 
     // One after the other; each waits for the initiator's resume.
     let steps = [
@@ -533,23 +517,7 @@ fn qemu_img_copies_while_the_target_is_killed_and_stopped_and_restarted() {
     let mut init = i.relinkd("initiator", &i_conf);
     init.expect_line("connect disk serving nbd");
     let url = url("disk", &socket);
-    let mut convert = Command::new("qemu-img")
-        .args(["convert", "-n", "-r", "6M", "-f", "raw", "-O", "raw"])
-        .arg(&source)
-        .arg(&url)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn qemu-img convert");
-    let first = Instant::now() + STEP;
-    while !same_prefix(&source, &volume, 1 << 20) {
-        assert!(
-            Instant::now() < first,
-            "the first MiB never arrived\n{}",
-            transcripts(&[&target, &init])
-        );
-        thread::sleep(Duration::from_millis(20));
-    }
+    let mut convert = start_convert(&source, &url, &volume, &["-r", "6M"], &[&target, &init]);
 
     let copying_at_kill = convert.try_wait().unwrap().is_none();
     let s = target.kill9();

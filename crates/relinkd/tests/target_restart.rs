@@ -22,12 +22,11 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use common::config::ConfigFile;
-use common::images::{compare, finish, same_prefix, source_and_volume, transcripts};
+use common::images::{compare, finish, source_and_volume, start_convert, transcripts};
 use common::{free_addr, qemu_io, run_bounded, tool, Daemon, Root, SoftHosts, STEP};
 use relink_skip::skip_test;
 
@@ -125,23 +124,7 @@ fn qemu_img_copies_through_a_target_killed_stopped_and_reloaded() {
     let mut target = restart(&r);
     let mut init = Daemon::start_initiator(&r.init_conf, "disk");
     let url = url(&r.socket);
-    let mut convert = Command::new("qemu-img")
-        .args(["convert", "-n", "-r", RATE, "-f", "raw", "-O", "raw"])
-        .arg(&r.source)
-        .arg(&url)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn qemu-img convert");
-    let first = Instant::now() + STEP;
-    while !same_prefix(&r.source, &r.volume, 1 << 20) {
-        assert!(
-            Instant::now() < first,
-            "the first MiB never arrived\n{}",
-            transcripts(&[&target, &init])
-        );
-        thread::sleep(Duration::from_millis(20));
-    }
+    let mut convert = start_convert(&r.source, &url, &r.volume, &["-r", RATE], &[&target, &init]);
 
     // A crash: the initiator's session ends (the new process does not
     // know it) and a new one serves.

@@ -118,3 +118,38 @@ pub fn finish(mut child: Child, what: &str, bound: Duration, daemons: &[&Daemon]
     );
     out
 }
+
+/// Starts `qemu-img convert -n ARGS -f raw -O raw IMAGE URL` in the
+/// background (`args`: `-r 6M` to make it last, say) and waits until the
+/// first MiB of `volume` (the target's file) equals the image's: the copy
+/// is under way. Panics with the daemons' transcripts if it never gets
+/// there.
+#[track_caller]
+pub fn start_convert(
+    image: &Path,
+    url: &str,
+    volume: &Path,
+    args: &[&str],
+    daemons: &[&Daemon],
+) -> Child {
+    let child = Command::new("qemu-img")
+        .args(["convert", "-n"])
+        .args(args)
+        .args(["-f", "raw", "-O", "raw"])
+        .arg(image)
+        .arg(url)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn qemu-img convert");
+    let deadline = Instant::now() + super::STEP;
+    while !same_prefix(image, volume, 1 << 20) {
+        assert!(
+            Instant::now() < deadline,
+            "the first MiB never arrived\n{}",
+            transcripts(daemons)
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
+    child
+}
