@@ -13,7 +13,7 @@ use crate::handshake::{
     greeting, parse_client_flags, CloseReason, Negotiator, Next, OptionHeader, CLIENT_FLAGS_LEN,
     MAX_OPTION_LEN, OPTION_HEADER_LEN,
 };
-use crate::reply::SimpleReply;
+use crate::reply::reply_header;
 use crate::request::{check, Command, RequestHeader, REQUEST_HEADER_LEN};
 use crate::server::Shared;
 
@@ -22,9 +22,10 @@ const BUDGET_UNIT: usize = 4096;
 /// Chunk size for discarding a rejected write's payload.
 const DISCARD_CHUNK: usize = 64 * 1024;
 
-/// A reply ready for the writer.
+/// A reply ready for the writer: its header bytes (simple, or one
+/// structured chunk: [`reply_header`]) and a read's data.
 struct Outgoing {
-    header: SimpleReply,
+    header: Vec<u8>,
     data: Option<Vec<u8>>,
 }
 
@@ -36,14 +37,18 @@ pub(crate) async fn serve<S>(shared: Arc<Shared>, mut stream: S) -> Result<(), P
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let Some(index) = handshake(&shared, &mut stream).await? else {
+    let Some((index, structured)) = handshake(&shared, &mut stream).await? else {
         return Ok(());
     };
-    transmission(shared, index, stream).await
+    transmission(shared, index, structured, stream).await
 }
 
-/// Runs the handshake; `Ok(None)` when the client ends it cleanly.
-async fn handshake<S>(shared: &Shared, stream: &mut S) -> Result<Option<usize>, ProtocolError>
+/// Runs the handshake: the export chosen and whether replies are
+/// structured; `Ok(None)` when the client ends it cleanly.
+async fn handshake<S>(
+    shared: &Shared,
+    stream: &mut S,
+) -> Result<Option<(usize, bool)>, ProtocolError>
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
@@ -53,6 +58,7 @@ where
     stream.read_exact(&mut flags).await?;
     let client = parse_client_flags(&flags)?;
     let negotiator = Negotiator::new(shared.infos.clone(), shared.config.max_payload, client);
+    let mut structured = false;
     loop {
         let mut hdr = [0u8; OPTION_HEADER_LEN];
         match stream.read_exact(&mut hdr).await {
@@ -71,6 +77,7 @@ where
         let mut data = vec![0u8; header.len as usize];
         stream.read_exact(&mut data).await?;
         let outcome = negotiator.handle(header, &data);
+        structured |= outcome.structured;
         if !outcome.reply.is_empty() {
             // A client that aborts may close before reading the ACK.
             let sent = stream.write_all(&outcome.reply).await;
@@ -82,7 +89,7 @@ where
         }
         match outcome.next {
             Next::Continue => {}
-            Next::Transmit(i) => return Ok(Some(i)),
+            Next::Transmit(i) => return Ok(Some((i, structured))),
             Next::Close(CloseReason::Aborted) => return Ok(None),
             Next::Close(CloseReason::UnknownExport(name)) => {
                 return Err(ProtocolError::UnknownExport(name))
@@ -98,7 +105,7 @@ async fn writer<W: AsyncWrite + Unpin>(
     let mut w = BufWriter::with_capacity(256 * 1024, w);
     while let Some(mut out) = rx.recv().await {
         loop {
-            w.write_all(&out.header.encode()).await?;
+            w.write_all(&out.header).await?;
             if let Some(d) = &out.data {
                 w.write_all(d).await?;
             }
@@ -149,7 +156,12 @@ fn to_op(cmd: Command, data: Option<Vec<u8>>) -> Option<BlockOp> {
     })
 }
 
-async fn transmission<S>(shared: Arc<Shared>, index: usize, stream: S) -> Result<(), ProtocolError>
+async fn transmission<S>(
+    shared: Arc<Shared>,
+    index: usize,
+    structured: bool,
+    stream: S,
+) -> Result<(), ProtocolError>
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -187,11 +199,13 @@ where
                 if let Err(e) = discard(&mut r, u64::from(header.payload_len())).await {
                     break Err(e.into());
                 }
+                let message = rej.to_string();
                 let out = Outgoing {
-                    header: SimpleReply {
-                        error: rej.nbd_errno(),
-                        cookie: header.cookie,
-                    },
+                    header: reply_header(
+                        structured,
+                        header.cookie,
+                        Err((rej.nbd_errno(), &message)),
+                    ),
                     data: None,
                 };
                 if tx.send(out).await.is_err() {
@@ -228,6 +242,7 @@ where
             Command::Read { len, .. } => Some(len as usize),
             _ => None,
         };
+        let offset = header.offset;
         let zero_len = match cmd {
             Command::Read { len, .. }
             | Command::Write { len, .. }
@@ -239,7 +254,7 @@ where
         if zero_len {
             let data = expect_len.map(|_| Vec::new());
             let out = Outgoing {
-                header: SimpleReply { error: 0, cookie },
+                header: reply_header(structured, cookie, Ok(expect_len.map(|_| (offset, 0)))),
                 data,
             };
             if tx.send(out).await.is_err() {
@@ -265,31 +280,35 @@ where
             };
             let out = match (result, expect_len) {
                 (Ok(BlockReply::Data(d)), Some(n)) if d.len() == n => Outgoing {
-                    header: SimpleReply { error: 0, cookie },
+                    header: reply_header(structured, cookie, Ok(Some((offset, n)))),
                     data: Some(d),
                 },
                 (Ok(BlockReply::Done), None) => Outgoing {
-                    header: SimpleReply { error: 0, cookie },
+                    header: reply_header(structured, cookie, Ok(None)),
                     data: None,
                 },
                 (Ok(other), _) => {
                     tracing::warn!(cookie, ?expect_len, reply = ?std::mem::discriminant(&other),
                         "nbd backend reply does not fit the request");
                     Outgoing {
-                        header: SimpleReply {
-                            error: NBD_EIO,
+                        header: reply_header(
+                            structured,
                             cookie,
-                        },
+                            Err((
+                                NBD_EIO,
+                                "the server's backend answered the wrong kind of reply",
+                            )),
+                        ),
                         data: None,
                     }
                 }
-                (Err(e), _) => Outgoing {
-                    header: SimpleReply {
-                        error: e.nbd_errno(),
-                        cookie,
-                    },
-                    data: None,
-                },
+                (Err(e), _) => {
+                    let message = e.to_string();
+                    Outgoing {
+                        header: reply_header(structured, cookie, Err((e.nbd_errno(), &message))),
+                        data: None,
+                    }
+                }
             };
             let _ = tx.send(out).await;
             drop((slot, bytes));

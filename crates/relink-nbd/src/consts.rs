@@ -10,6 +10,17 @@ pub const OPTION_REPLY_MAGIC: u64 = 0x0003_e889_0455_65a9;
 pub const REQUEST_MAGIC: u32 = 0x2560_9513;
 /// The magic of every simple reply.
 pub const SIMPLE_REPLY_MAGIC: u32 = 0x6744_6698;
+/// A structured reply chunk's magic (after `NBD_OPT_STRUCTURED_REPLY`).
+pub const STRUCTURED_REPLY_MAGIC: u32 = 0x668e_33ef;
+
+/// Structured reply flag: the last chunk of its request's reply.
+pub const NBD_REPLY_FLAG_DONE: u16 = 1 << 0;
+/// Structured reply type: nothing (a success with no data).
+pub const NBD_REPLY_TYPE_NONE: u16 = 0;
+/// Structured reply type: data at an offset (a read's).
+pub const NBD_REPLY_TYPE_OFFSET_DATA: u16 = 1;
+/// Structured reply type: an error with a message for people.
+pub const NBD_REPLY_TYPE_ERROR: u16 = (1 << 15) | 1;
 
 /// Handshake flag: the server speaks fixed newstyle.
 pub const NBD_FLAG_FIXED_NEWSTYLE: u16 = 1 << 0;

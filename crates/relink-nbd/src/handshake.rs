@@ -134,6 +134,9 @@ pub enum OptionRequest {
         /// The `NBD_INFO_*` types requested.
         requests: Vec<u16>,
     },
+    /// `NBD_OPT_STRUCTURED_REPLY`: replies in chunks, errors with a
+    /// message.
+    StructuredReply,
     /// Any other option, answered `NBD_REP_ERR_UNSUP`.
     Unsupported(u32),
 }
@@ -172,6 +175,8 @@ pub fn parse_option(option: u32, data: &[u8]) -> Result<OptionRequest, OptionPar
         NBD_OPT_ABORT => Ok(OptionRequest::Abort),
         NBD_OPT_LIST if data.is_empty() => Ok(OptionRequest::List),
         NBD_OPT_LIST => Err(bad("NBD_OPT_LIST carries data")),
+        NBD_OPT_STRUCTURED_REPLY if data.is_empty() => Ok(OptionRequest::StructuredReply),
+        NBD_OPT_STRUCTURED_REPLY => Err(bad("NBD_OPT_STRUCTURED_REPLY carries data")),
         NBD_OPT_INFO | NBD_OPT_GO => {
             let name_len = data
                 .get(0..4)
@@ -231,6 +236,9 @@ pub struct OptionOutcome {
     pub reply: Vec<u8>,
     /// What to do after sending them.
     pub next: Next,
+    /// This option turned structured replies on (`NBD_OPT_STRUCTURED_REPLY`
+    /// acknowledged): the transmission that follows answers in chunks.
+    pub structured: bool,
 }
 
 /// Answers options against a list of exports.
@@ -281,6 +289,7 @@ impl Negotiator {
                     next: Next::Close(CloseReason::UnknownExport(
                         String::from_utf8_lossy(data).into_owned(),
                     )),
+                    structured: false,
                 }
             }
             Err(e) => {
@@ -288,9 +297,11 @@ impl Negotiator {
                 return OptionOutcome {
                     reply,
                     next: Next::Continue,
+                    structured: false,
                 };
             }
         };
+        let mut structured = false;
         let next = match req {
             OptionRequest::ExportName(name) => match self.lookup(&name) {
                 Some(i) => {
@@ -347,12 +358,21 @@ impl Negotiator {
                     Next::Continue
                 }
             },
+            OptionRequest::StructuredReply => {
+                push_option_reply(&mut reply, option, NBD_REP_ACK, &[]);
+                structured = true;
+                Next::Continue
+            }
             OptionRequest::Unsupported(_) => {
                 push_option_reply(&mut reply, option, NBD_REP_ERR_UNSUP, &[]);
                 Next::Continue
             }
         };
-        OptionOutcome { reply, next }
+        OptionOutcome {
+            reply,
+            next,
+            structured,
+        }
     }
 
     /// `NBD_INFO_EXPORT` and `NBD_INFO_BLOCK_SIZE` always (the spec lets a

@@ -11,10 +11,15 @@
 //!   flags, the export's [`BlockSizes`] with the maximum capped to
 //!   `max_payload`, name and description on request; a `NBD_OPT_GO` that
 //!   does not request block sizes for an export whose minimum exceeds 1
-//!   gets `NBD_REP_ERR_BLOCK_SIZE_REQD`), `NBD_OPT_EXPORT_NAME`, `NBD_OPT_LIST` and `NBD_OPT_ABORT`;
-//!   every other option gets `NBD_REP_ERR_UNSUP`, so only simple replies are
-//!   ever sent. Transmission takes `READ`, `WRITE`, `FLUSH`, `TRIM`,
-//!   `WRITE_ZEROES` (with `NO_HOLE`) and `DISC`, with `FUA`.
+//!   gets `NBD_REP_ERR_BLOCK_SIZE_REQD`), `NBD_OPT_EXPORT_NAME`, `NBD_OPT_LIST`,
+//!   `NBD_OPT_ABORT` and `NBD_OPT_STRUCTURED_REPLY`; every other option
+//!   gets `NBD_REP_ERR_UNSUP`. Transmission takes `READ`, `WRITE`,
+//!   `FLUSH`, `TRIM`, `WRITE_ZEROES` (with `NO_HOLE`) and `DISC`, with
+//!   `FUA`. Replies are simple, or, once the client asked for structured
+//!   replies, one chunk each with `NBD_REPLY_FLAG_DONE`: a read's data at
+//!   its offset (`OFFSET_DATA`), `NONE` for a success without data, and
+//!   an error with its number and a message in words (`ERROR`: the
+//!   backend's [`BlockError`] or the refusal, at most 4096 bytes).
 //! - **Server** ([`Server`]): tokio tasks serving [`Export`]s on Unix and
 //!   TCP listeners. Per connection, a reader checks each request and hands
 //!   it to the backend, up to [`ServerConfig::queue_depth`] requests and

@@ -1,5 +1,5 @@
-//! Server messages: simple replies in transmission, option replies in the
-//! handshake.
+//! Server messages: simple and structured replies in transmission,
+//! option replies in the handshake.
 
 use crate::consts::*;
 use crate::error::ProtocolError;
@@ -54,6 +54,60 @@ impl SimpleReply {
             cookie: u64::from_be_bytes(buf[8..16].try_into().expect("8 bytes")),
         })
     }
+}
+
+/// Length of a structured reply chunk's header.
+pub const STRUCTURED_REPLY_LEN: usize = 20;
+
+/// The longest error message a structured error carries (the protocol's
+/// bound for strings); a longer one is cut at a character boundary.
+pub const MAX_ERROR_MESSAGE: usize = 4096;
+
+/// A reply's header bytes in the form the connection negotiated: a simple
+/// reply, or the one chunk of a structured reply (`NBD_REPLY_FLAG_DONE`).
+/// A read's data follows it (`data_len` bytes; after the chunk's 8-byte
+/// offset, which this includes). An error's message goes in a structured
+/// error chunk; a simple reply has only the number.
+#[must_use]
+pub fn reply_header(
+    structured: bool,
+    cookie: u64,
+    result: Result<Option<(u64, usize)>, (u32, &str)>,
+) -> Vec<u8> {
+    if !structured {
+        let error = match result {
+            Ok(_) => 0,
+            Err((e, _)) => e,
+        };
+        return SimpleReply { error, cookie }.encode().to_vec();
+    }
+    let mut b = Vec::with_capacity(STRUCTURED_REPLY_LEN + 8);
+    let chunk = |kind: u16, len: usize, b: &mut Vec<u8>| {
+        b.extend_from_slice(&STRUCTURED_REPLY_MAGIC.to_be_bytes());
+        b.extend_from_slice(&NBD_REPLY_FLAG_DONE.to_be_bytes());
+        b.extend_from_slice(&kind.to_be_bytes());
+        b.extend_from_slice(&cookie.to_be_bytes());
+        b.extend_from_slice(&u32::try_from(len).expect("chunk fits u32").to_be_bytes());
+    };
+    match result {
+        Ok(None) => chunk(NBD_REPLY_TYPE_NONE, 0, &mut b),
+        Ok(Some((offset, data_len))) => {
+            chunk(NBD_REPLY_TYPE_OFFSET_DATA, 8 + data_len, &mut b);
+            b.extend_from_slice(&offset.to_be_bytes());
+        }
+        Err((error, message)) => {
+            let mut end = message.len().min(MAX_ERROR_MESSAGE);
+            while !message.is_char_boundary(end) {
+                end -= 1;
+            }
+            let message = &message.as_bytes()[..end];
+            chunk(NBD_REPLY_TYPE_ERROR, 6 + message.len(), &mut b);
+            b.extend_from_slice(&error.to_be_bytes());
+            b.extend_from_slice(&(message.len() as u16).to_be_bytes());
+            b.extend_from_slice(message);
+        }
+    }
+    b
 }
 
 /// Appends one option reply (`magic, option, type, length, data`) to `out`.

@@ -451,16 +451,18 @@ fn handshake_options_errors_and_list() {
     let mut s = rig.connect();
     s.write_all(&(NBD_FLAG_C_FIXED_NEWSTYLE | NBD_FLAG_C_NO_ZEROES).to_be_bytes())
         .expect("flags");
-    for opt in [
-        NBD_OPT_STRUCTURED_REPLY,
-        NBD_OPT_SET_META_CONTEXT,
-        NBD_OPT_STARTTLS,
-        4242,
-    ] {
+    for opt in [NBD_OPT_SET_META_CONTEXT, NBD_OPT_STARTTLS, 4242] {
         send_option(&mut s, opt, &[1, 2, 3]);
         let r = read_option_reply(&mut s);
         assert_eq!((r.option, r.reply_type), (opt, NBD_REP_ERR_UNSUP));
     }
+    // Structured replies are served, but the option carries no data.
+    send_option(&mut s, NBD_OPT_STRUCTURED_REPLY, &[1, 2, 3]);
+    let r = read_option_reply(&mut s);
+    assert_eq!(
+        (r.option, r.reply_type),
+        (NBD_OPT_STRUCTURED_REPLY, NBD_REP_ERR_INVALID)
+    );
     send_option(&mut s, NBD_OPT_LIST, b"x");
     assert_eq!(read_option_reply(&mut s).reply_type, NBD_REP_ERR_INVALID);
     send_option(&mut s, NBD_OPT_GO, &go_data("missing", &[]));
@@ -690,4 +692,91 @@ fn clients_beyond_max_connections_are_closed_at_once() {
         greeted(&mut third),
         "a client is served again once one left"
     );
+}
+
+/// After `NBD_OPT_STRUCTURED_REPLY`, replies come as one chunk each with
+/// `NBD_REPLY_FLAG_DONE`: a read's data at its offset, a write's `NONE`,
+/// and an error with its number and a message in words.
+#[test]
+fn structured_replies_carry_data_at_its_offset_and_errors_with_words() {
+    let rig = rig(ServerConfig::default(), Vec::new);
+    let mut s = rig.connect();
+    s.write_all(&(NBD_FLAG_C_FIXED_NEWSTYLE | NBD_FLAG_C_NO_ZEROES).to_be_bytes())
+        .expect("flags");
+    send_option(&mut s, NBD_OPT_STRUCTURED_REPLY, &[]);
+    let r = read_option_reply(&mut s);
+    assert_eq!(
+        (r.option, r.reply_type),
+        (NBD_OPT_STRUCTURED_REPLY, NBD_REP_ACK)
+    );
+    send_option(&mut s, NBD_OPT_GO, &go_data("ro", &[]));
+    while read_option_reply(&mut s).reply_type != NBD_REP_ACK {}
+
+    let chunk = |s: &mut UnixStream| {
+        let mut h = [0u8; 20];
+        s.read_exact(&mut h).expect("chunk header");
+        let len = u32::from_be_bytes(h[16..20].try_into().unwrap()) as usize;
+        let mut payload = vec![0u8; len];
+        s.read_exact(&mut payload).expect("chunk payload");
+        (
+            u32::from_be_bytes(h[0..4].try_into().unwrap()),
+            u16::from_be_bytes([h[4], h[5]]),
+            u16::from_be_bytes([h[6], h[7]]),
+            u64::from_be_bytes(h[8..16].try_into().unwrap()),
+            payload,
+        )
+    };
+    let request = |s: &mut UnixStream, kind: u16, cookie: u64, offset: u64, len: u32| {
+        let h = RequestHeader {
+            flags: 0,
+            kind,
+            cookie,
+            offset,
+            len,
+        };
+        s.write_all(&h.encode()).expect("request");
+    };
+    request(&mut s, NBD_CMD_READ, 7, 4096, 512);
+    let (magic, flags, kind, cookie, payload) = chunk(&mut s);
+    assert_eq!(
+        (magic, flags, kind, cookie),
+        (
+            STRUCTURED_REPLY_MAGIC,
+            NBD_REPLY_FLAG_DONE,
+            NBD_REPLY_TYPE_OFFSET_DATA,
+            7
+        )
+    );
+    assert_eq!(u64::from_be_bytes(payload[0..8].try_into().unwrap()), 4096);
+    assert_eq!(payload.len(), 8 + 512);
+
+    // A write to the read-only export: refused, with words.
+    request(&mut s, NBD_CMD_WRITE, 8, 0, 512);
+    s.write_all(&[0u8; 512]).expect("payload");
+    let (magic, flags, kind, cookie, payload) = chunk(&mut s);
+    assert_eq!(
+        (magic, flags, kind, cookie),
+        (
+            STRUCTURED_REPLY_MAGIC,
+            NBD_REPLY_FLAG_DONE,
+            NBD_REPLY_TYPE_ERROR,
+            8
+        )
+    );
+    assert_eq!(
+        u32::from_be_bytes(payload[0..4].try_into().unwrap()),
+        NBD_EPERM
+    );
+    let n = u16::from_be_bytes([payload[4], payload[5]]) as usize;
+    let message = std::str::from_utf8(&payload[6..6 + n]).expect("UTF-8");
+    assert_eq!(payload.len(), 6 + n);
+    assert!(message.contains("read-only"), "{message:?}");
+
+    request(&mut s, NBD_CMD_FLUSH, 9, 0, 0);
+    let (_, flags, kind, cookie, payload) = chunk(&mut s);
+    assert_eq!(
+        (flags, kind, cookie),
+        (NBD_REPLY_FLAG_DONE, NBD_REPLY_TYPE_NONE, 9)
+    );
+    assert!(payload.is_empty());
 }
