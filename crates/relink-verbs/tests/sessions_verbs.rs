@@ -742,12 +742,20 @@ fn netdev_down_up() {
     }
     d.pump(Duration::from_millis(500));
     d.mark();
+    // Up with its routes in one `ip` process (`Topology::up_with_routes`):
+    // routes through a netdev are flushed when it goes down.
+    let batch = std::env::temp_dir().join(format!("relink-netdev-up-{}.ip", std::process::id()));
+    std::fs::write(
+        &batch,
+        env.up_with_routes(&nd, &env.init.netdev, &env.target.netdev),
+    )
+    .expect("write the ip batch");
     d.command(
-        &format!("ip link set {nd} up"),
-        Command::new("ip").args(["link", "set", &nd, "up"]),
+        &format!("ip link set {nd} up, with its routes"),
+        Command::new("ip").arg("-batch").arg(&batch),
     )
     .expect("netdev up");
-    // Routes through a netdev are flushed when it goes down.
+    let _ = std::fs::remove_file(&batch);
     env.routes(&env.init.netdev, &env.target.netdev)
         .expect("routes");
     if d.try_wait_resumed("netdev up", RESUME_TIMEOUT).is_none() {

@@ -131,6 +131,28 @@ impl Topology {
         ip(&["addr", "add", &cidr, "dev", to])
     }
 
+    /// An `ip -batch` script that sets `netdev` up and points the policy
+    /// routes of the main pair at `init_netdev` and `target_netdev` at
+    /// once: one `ip` process, so nothing can send between the link
+    /// coming up and its routes coming back. (The kernel drops a
+    /// netdev's routes when it goes down; with both ends in one host, a
+    /// lookup without them falls through to the local table, where the
+    /// peer's address is local — a rig artifact a network of hosts does
+    /// not have.) Run it with `ip -batch FILE`, then [`Topology::routes`]
+    /// for the neighbours.
+    #[must_use]
+    pub fn up_with_routes(&self, netdev: &str, init_netdev: &str, target_netdev: &str) -> String {
+        let mut script = format!("link set {netdev} up\n");
+        if let Some((ti, tt)) = &self.tables {
+            let (a, b) = (self.init.addr, self.target.addr);
+            script.push_str(&format!(
+                "route replace {b} dev {init_netdev} src {a} table {ti}\n\
+                 route replace {a} dev {target_netdev} src {b} table {tt}\n"
+            ));
+        }
+        script
+    }
+
     /// Point the policy routes of the main pair at these netdevs, flush the
     /// neighbour tables and warm them again ([`Topology::warm_neighbours`]).
     ///
