@@ -37,7 +37,9 @@ use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::images::{compare, empty_volume, finish, random_image, start_convert, transcripts};
+use common::images::{
+    compare, empty_volume, finish, source_and_volume, start_convert, transcripts,
+};
 use common::{run_bounded, Daemon, STEP};
 use netns_hosts::{control, two_hosts, Host, TwoHosts, I_GUID, PORT, T_GUID};
 use relink_skip::skip_test;
@@ -145,10 +147,7 @@ fn qemu_img_copies_256_mib_while_either_hosts_device_is_reset_replugged_and_repl
     ) else {
         return;
     };
-    let source = root.0.join("source.img");
-    random_image(&source, SIZE, 2026);
-    let volume = root.0.join("volume.img");
-    empty_volume(&volume, SIZE);
+    let (source, volume) = source_and_volume(&root.0, SIZE, 2026);
     let socket = root.0.join("nbd.sock");
     let (t_conf, i_conf) = (root.0.join("target.toml"), root.0.join("init.toml"));
     let (t_ctl, i_ctl) = (root.0.join("target.ctl"), root.0.join("init.ctl"));
@@ -500,10 +499,7 @@ fn qemu_img_copies_while_the_target_is_killed_and_stopped_and_restarted() {
     ) else {
         return;
     };
-    let source = root.0.join("source.img");
-    random_image(&source, SIZE, 7);
-    let volume = root.0.join("volume.img");
-    empty_volume(&volume, SIZE);
+    let (source, volume) = source_and_volume(&root.0, SIZE, 7);
     let socket = root.0.join("nbd.sock");
     let (t_conf, i_conf) = (root.0.join("target.toml"), root.0.join("init.toml"));
     config(&t_conf, &t.soft_dir, &export("disk", &t.addr, &volume));
