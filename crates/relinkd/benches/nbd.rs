@@ -424,14 +424,14 @@ fn run(p: &Plan, root: &Path, quick: bool) {
     };
     let settle = Duration::from_millis(if quick { 300 } else { 1000 });
     thread::sleep(settle);
-    let resumed = init.count("Resumed", true);
+    let resumed = init.count("event_type=\"resumed\"", true);
     let reset_at = t0.elapsed();
     reg_b.reset("soft0").expect("reset b/soft0");
-    init.wait_lines("Resumed", resumed + 1, true);
+    init.wait_lines("event_type=\"resumed\"", resumed + 1, true);
     thread::sleep(settle);
     let replace_at = t0.elapsed();
     reg_a.replace("soft0", None).expect("replace a/soft0");
-    init.wait_lines("Resumed", resumed + 2, true);
+    init.wait_lines("event_type=\"resumed\"", resumed + 2, true);
     thread::sleep(settle);
     // A second device on host `a`, then a drain of the session's device:
     // the session moves to the other one.
