@@ -86,8 +86,6 @@ pub struct Bridge {
     held: Vec<Part>,
     /// Which acknowledged writes a FLUSH made durable.
     flushes: FlushBook,
-    /// Parts sent again on a new session, counted.
-    reissued: u64,
     /// Bytes of the reads answered.
     bytes_read: u64,
     /// Bytes of the writes answered.
@@ -219,12 +217,6 @@ impl Bridge {
         self.bytes_written
     }
 
-    /// Parts sent again on a new session since the connection began.
-    #[must_use]
-    pub fn reissued(&self) -> u64 {
-        self.reissued
-    }
-
     /// Parts held for the next session.
     #[must_use]
     pub fn held(&self) -> usize {
@@ -332,7 +324,6 @@ impl Bridge {
                 at += n;
             }
         }
-        self.reissued += parts.len() as u64;
         self.send(node, engine, parts);
     }
 
