@@ -191,6 +191,20 @@ const char *relink_status_name(int32_t status);
 // ends it.
 // --------------------------------------------------------------------------
 
+// How a node learns of completions.
+typedef enum {
+  // Each CQ is armed whenever a round finds it empty, so its next
+  // completion wakes the event fd and `relink_wait`: once `relink_poll`
+  // sets `*did` to 0 the application may sleep at once (the default).
+  RELINK_POLL_EVENTS = 0,
+  // Each CQ is looked at in every round and armed only before a sleep:
+  // `relink_wait` arms for itself; an application sleeping on the event
+  // fd calls `relink_prepare_to_sleep` first. Saves the arming and its
+  // event per completion of a loop that polls without sleeping (a
+  // progress engine), at the cost of a CQ poll per session per round.
+  RELINK_POLL_BUSY = 1,
+} relink_poll_mode;
+
 // A relink node: sessions and listeners on one provider, driven by
 // `relink_poll` / `relink_wait` from one thread at a time. Made by a
 // `relink_node_new_*` call, freed by `relink_node_free`.
@@ -241,9 +255,29 @@ relink_status relink_poll(relink_node *node, int32_t *did);
 // `node` is a live node; `did` NULL or valid for a write.
 relink_status relink_wait(relink_node *node, int64_t timeout_ms, int32_t *did);
 
+// Set how the node learns of completions (`mode`, a `relink_poll_mode`);
+// takes effect from the next round. `RELINK_ERR_ARGUMENT` for another
+// value.
+//
+// # Safety
+// `node` is a live node.
+relink_status relink_set_poll_mode(relink_node *node, int32_t mode);
+
+// Make the node ready to sleep on its event fd, after `relink_poll` set
+// `*did` to 0: `*may_sleep` = 1 when every CQ is armed and nothing came
+// meanwhile (sleep now); 0 when something came (call `relink_poll` and
+// take the outputs first). Like libfabric's `fi_trywait`. In
+// `RELINK_POLL_EVENTS` it sets 1 at once; in `RELINK_POLL_BUSY` it arms
+// the CQs and runs one poll round.
+//
+// # Safety
+// `node` is a live node; `may_sleep` valid for a write.
+relink_status relink_prepare_to_sleep(relink_node *node, int32_t *may_sleep);
+
 // A file descriptor that becomes readable when `relink_poll` has work, for
 // the application's own `poll`/`epoll` loop; with it, sleep no longer than
-// `relink_next_deadline_ms`. The node owns it: do not close it; it stays
+// `relink_next_deadline_ms`, and only once `relink_prepare_to_sleep`
+// said so (needed in `RELINK_POLL_BUSY`). The node owns it: do not close it; it stays
 // valid until `relink_node_free`. Returns `RELINK_ERR_UNSUPPORTED` if the
 // provider has none (then use `relink_wait`).
 //

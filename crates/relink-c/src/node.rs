@@ -11,7 +11,7 @@ use std::ffi::c_char;
 use std::sync::Arc;
 use std::time::Duration;
 
-use relink_rs::{Node, Provider};
+use relink_rs::{Node, PollMode, Provider};
 use relink_soft::TcpHost;
 
 use crate::host_memory::Registered;
@@ -199,9 +199,71 @@ pub unsafe extern "C" fn relink_wait(
     })
 }
 
+/// How a node learns of completions.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum relink_poll_mode {
+    /// Each CQ is armed whenever a round finds it empty, so its next
+    /// completion wakes the event fd and `relink_wait`: once `relink_poll`
+    /// sets `*did` to 0 the application may sleep at once (the default).
+    RELINK_POLL_EVENTS = 0,
+    /// Each CQ is looked at in every round and armed only before a sleep:
+    /// `relink_wait` arms for itself; an application sleeping on the event
+    /// fd calls `relink_prepare_to_sleep` first. Saves the arming and its
+    /// event per completion of a loop that polls without sleeping (a
+    /// progress engine), at the cost of a CQ poll per session per round.
+    RELINK_POLL_BUSY = 1,
+}
+
+/// Set how the node learns of completions (`mode`, a `relink_poll_mode`);
+/// takes effect from the next round. `RELINK_ERR_ARGUMENT` for another
+/// value.
+///
+/// # Safety
+/// `node` is a live node.
+#[no_mangle]
+pub unsafe extern "C" fn relink_set_poll_mode(node: *mut relink_node, mode: i32) -> relink_status {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let n = unsafe { node_mut(node)? };
+        let mode = match mode {
+            0 => PollMode::Events,
+            1 => PollMode::Busy,
+            _ => return Err(Fail::arg(format!("`mode` {mode} is no relink_poll_mode"))),
+        };
+        n.node.set_poll_mode(mode);
+        Ok(RELINK_OK)
+    })
+}
+
+/// Make the node ready to sleep on its event fd, after `relink_poll` set
+/// `*did` to 0: `*may_sleep` = 1 when every CQ is armed and nothing came
+/// meanwhile (sleep now); 0 when something came (call `relink_poll` and
+/// take the outputs first). Like libfabric's `fi_trywait`. In
+/// `RELINK_POLL_EVENTS` it sets 1 at once; in `RELINK_POLL_BUSY` it arms
+/// the CQs and runs one poll round.
+///
+/// # Safety
+/// `node` is a live node; `may_sleep` valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn relink_prepare_to_sleep(
+    node: *mut relink_node,
+    may_sleep: *mut i32,
+) -> relink_status {
+    guard(|| {
+        // SAFETY: the caller's contract.
+        let n = unsafe { node_mut(node)? };
+        let ready = n.node.prepare_to_sleep();
+        // SAFETY: the caller's contract.
+        unsafe { put(may_sleep, "may_sleep", i32::from(ready)) }?;
+        Ok(RELINK_OK)
+    })
+}
+
 /// A file descriptor that becomes readable when `relink_poll` has work, for
 /// the application's own `poll`/`epoll` loop; with it, sleep no longer than
-/// `relink_next_deadline_ms`. The node owns it: do not close it; it stays
+/// `relink_next_deadline_ms`, and only once `relink_prepare_to_sleep`
+/// said so (needed in `RELINK_POLL_BUSY`). The node owns it: do not close it; it stays
 /// valid until `relink_node_free`. Returns `RELINK_ERR_UNSUPPORTED` if the
 /// provider has none (then use `relink_wait`).
 ///

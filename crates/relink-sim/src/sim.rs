@@ -21,7 +21,9 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use relink::{ConnectError, ListenError, Node, Path, SessionHandle, SessionOptions, State};
+use relink::{
+    ConnectError, ListenError, Node, Path, PollMode, SessionHandle, SessionOptions, State,
+};
 use relink_fabric::{IpNet, Provider, Timestamp};
 use relink_soft::{SoftFabric, SoftHost};
 
@@ -41,6 +43,8 @@ pub struct Sim {
     addrs: Vec<IpNet>,
     /// The seed of each host's node.
     seeds: Vec<u64>,
+    /// The poll mode of every node ([`Sim::set_poll_mode`]).
+    poll_mode: PollMode,
 }
 
 impl Sim {
@@ -54,6 +58,7 @@ impl Sim {
             nodes: Vec::new(),
             addrs: Vec::new(),
             seeds: Vec::new(),
+            poll_mode: PollMode::Events,
         };
         sim.add_host("initiator", "10.0.0.1/24", seed ^ 0x1111);
         sim.add_host("target", "10.0.0.2/24", seed ^ 0x2222);
@@ -68,8 +73,9 @@ impl Sim {
     pub fn add_host(&mut self, name: &str, addr: &str, seed: u64) -> usize {
         let h = self.fabric.add_host(name);
         self.fabric.add_device(&h, "soft0", addr);
-        self.nodes
-            .push(Node::seeded_for_simulation(Arc::new(h.clone()), seed));
+        let mut node = Node::seeded_for_simulation(Arc::new(h.clone()), seed);
+        node.set_poll_mode(self.poll_mode);
+        self.nodes.push(node);
         self.seeds.push(seed);
         self.hosts.push(h);
         self.addrs.push(addr.parse().expect("address"));
@@ -84,8 +90,21 @@ impl Sim {
     /// process restarted with the same seed. Listeners and sessions are
     /// the new node's to make.
     pub fn restart(&mut self, i: usize) {
-        let node = Node::seeded_for_simulation(Arc::new(self.hosts[i].clone()), self.seeds[i]);
+        let mut node = Node::seeded_for_simulation(Arc::new(self.hosts[i].clone()), self.seeds[i]);
+        node.set_poll_mode(self.poll_mode);
         std::mem::replace(&mut self.nodes[i], node).abort();
+    }
+
+    /// Every node's [`PollMode`], from the next round on (and the mode of
+    /// the nodes added or restarted later). In [`PollMode::Busy`]
+    /// [`settle`](Self::settle) readies each node to sleep
+    /// ([`Node::prepare_to_sleep`]) before it lets virtual time move, as a
+    /// busy-polling application does before it sleeps.
+    pub fn set_poll_mode(&mut self, mode: PollMode) {
+        self.poll_mode = mode;
+        for n in &mut self.nodes {
+            n.set_poll_mode(mode);
+        }
     }
 
     /// The fabric: inject faults, add devices, read its digest.
@@ -206,7 +225,8 @@ impl Sim {
         self.fabric.now()
     }
 
-    /// Poll every node until none makes progress.
+    /// Poll every node until none makes progress (and each is ready to
+    /// sleep, [`Node::prepare_to_sleep`]).
     pub fn settle(&mut self) {
         loop {
             let mut progress = false;
@@ -214,7 +234,12 @@ impl Sim {
                 progress |= n.poll();
             }
             if !progress {
-                return;
+                for n in &mut self.nodes {
+                    progress |= !n.prepare_to_sleep();
+                }
+                if !progress {
+                    return;
+                }
             }
         }
     }

@@ -63,7 +63,7 @@ use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use relink::{Node, Path, Policy, SessionEvent, SessionHandle, State};
+use relink::{Node, Path, Policy, PollMode, SessionEvent, SessionHandle, State};
 use relink_fabric::{Guid, Provider};
 use relink_sim::sim::{INITIATOR, TARGET};
 use relink_sim::workload::check_completions;
@@ -323,7 +323,10 @@ impl Duo {
         if let Some(st) = &mut self.stall {
             st.observe(self.w.succeeded());
         }
-        if !busy {
+        // A busy-polling pair arms its CQs before it sleeps (both: `&`).
+        let ready = self.a.poll_mode() == PollMode::Events
+            || (self.a.prepare_to_sleep() & self.b.prepare_to_sleep());
+        if !busy && ready {
             // The target's provider is polled again within 1 ms.
             let now = self.pa.now();
             let mut until = now + Duration::from_millis(1);
@@ -878,3 +881,7 @@ mod floor;
 // The raw floor of a hot standby's switch: a spare connection, no relink.
 #[path = "sessions_verbs/switch_floor.rs"]
 mod switch_floor;
+
+// Both devices unplugged and replugged with the nodes busy-polling.
+#[path = "sessions_verbs/busy_poll.rs"]
+mod busy_poll;

@@ -149,11 +149,17 @@ impl AsyncNode {
     }
 }
 
-/// Poll until a round does nothing; whether any did something.
+/// Poll until a round does nothing and the node is ready to sleep
+/// ([`Node::prepare_to_sleep`]); whether any round did something.
 fn poll_until_idle(node: &mut Node) -> bool {
     let mut did = false;
-    while node.poll() {
+    loop {
+        while node.poll() {
+            did = true;
+        }
+        if node.prepare_to_sleep() {
+            return did;
+        }
         did = true;
     }
-    did
 }

@@ -59,7 +59,7 @@
 //! | backpressure | [`SessionOptions::max_outstanding`], [`Node::room`], [`SubmitError::WouldBlock`], [`SessionEvent::Writable`] | a session takes at most `max_outstanding` operations whose completion was not taken (default 4096); past it a submit is refused, changing nothing, and `Writable` says once when room returned: nothing queues without bound while a session cannot make progress; a flush ([`OpKind::Flush`]) completes once every earlier operation did and holds the later ones back until then |
 //! | polls (outputs) | [`Node::poll_completion`], [`poll_delivery`](Node::poll_delivery), [`poll_event`](Node::poll_event), [`accept`](Node::accept) | take each until `None` after a poll round; `None` also answers a handle the node no longer has |
 //! | inspection | [`Node::state`], [`counters`](Node::counters), [`session_info`](Node::session_info), [`options`](Node::options), [`device`](Node::device), [`listener_active`](Node::listener_active) | snapshots; `None` for an unknown handle |
-//! | the event loop | [`Node::wait`], [`wait_for`](Node::wait_for), [`event_fd`](Node::event_fd) + [`next_deadline`](Node::next_deadline), [`run_until`](Node::run_until) | sleep until something happens, then poll and take outputs ([`Node`]'s docs show the loop) |
+//! | the event loop | [`Node::wait`], [`wait_for`](Node::wait_for), [`event_fd`](Node::event_fd) + [`next_deadline`](Node::next_deadline) + [`prepare_to_sleep`](Node::prepare_to_sleep), [`run_until`](Node::run_until), [`set_poll_mode`](Node::set_poll_mode) | sleep until something happens, then poll and take outputs ([`Node`]'s docs show the loop); a progress engine that polls without sleeping busy-polls ([`PollMode::Busy`]) |
 //! | errors | [`ConnectError`], [`ListenError`], [`SubmitError`], [`OptionsError`], [`RegionError`], [`CloseError`], [`ResumeError`], [`SetPolicyError`], [`SuspendError`], [`SharedReceiveError`] | a call's error means it did nothing; what happens later to a session is a [`SessionEvent`] ([`AttemptFailed`](SessionEvent::AttemptFailed), [`GaveUp`](SessionEvent::GaveUp), [`PeerLost`](SessionEvent::PeerLost), ...) and an operation's end an [`Outcome`] |
 //! | providers | [`Provider`], [`fabric`] | the interface a backend implements, re-exported whole as [`fabric`] |
 //!
@@ -72,7 +72,8 @@
 //! and [`poll_delivery`](Node::poll_delivery) until `None`; (3) submit what
 //! the application wants (operations may be submitted at any time, also
 //! while a session recovers: they are posted once it is up); (4) sleep
-//! again. [`Node::next_deadline`] changes with every call that does
+//! again — on the event fd only once [`Node::prepare_to_sleep`] says so.
+//! [`Node::next_deadline`] changes with every call that does
 //! something: read it after each poll round.
 //!
 //! # Who decides a recovery
@@ -186,7 +187,7 @@ pub use async_node::AsyncNode;
 
 pub use node::{
     Accepted, CloseError, ConnectError, DrainReport, Footprint, ListenError, ListenerHandle, Node,
-    OptionsError, Output, ReceiveOutcome, Received, RecoveryTimeline, RegionError, RegionOptions,
+    OptionsError, Output, PollMode, ReceiveOutcome, Received, RecoveryTimeline, RegionError, RegionOptions,
     RegisterError, ResumeError, SessionHandle, SessionInfo, SessionOptions, SessionOptionsBuilder,
     SetPolicyError, SharedReceiveError, SharedReceiveHandle, SharedReceiveOptions,
     SharedReceiveOptionsBuilder, SharedReceiveUsage, ShutdownSummary, SubmitError, SuspendError,

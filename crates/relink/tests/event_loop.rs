@@ -4,14 +4,18 @@
 //! once `poll` drained it; `wait` returns when a message arrives, long
 //! before its deadline; and a loop that sleeps on nothing but the fds
 //! (`poll(2)` with the next session deadline as timeout) carries a
-//! session's traffic to its end.
+//! session's traffic to its end. `wait` and the loop on the fds are
+//! tried in both poll modes (`PollMode::Busy` arms the CQs only in
+//! `prepare_to_sleep`).
 #![cfg(unix)]
 
 use std::net::SocketAddr;
 use std::os::fd::BorrowedFd;
 use std::time::{Duration, Instant};
 
-use relink::{Node, Path, Policy, SessionEvent, SessionHandle, SessionOptions, State, Timestamp};
+use relink::{
+    Node, Path, Policy, PollMode, SessionEvent, SessionHandle, SessionOptions, State, Timestamp,
+};
 use relink_sim::{TcpHosts, INITIATOR, TARGET};
 use rustix::event::{poll, PollFd, PollFlags, Timespec};
 
@@ -39,10 +43,12 @@ struct Setup {
     _dirs: TcpHosts,
 }
 
-fn setup() -> Setup {
+fn setup(mode: PollMode) -> Setup {
     let dirs = TcpHosts::new("event-loop");
     let mut a = Node::seeded_for_simulation(dirs.host(INITIATOR), 1);
     let mut b = Node::seeded_for_simulation(dirs.host(TARGET), 2);
+    a.set_poll_mode(mode);
+    b.set_poll_mode(mode);
     // The fds are made by the first call, readable until the first poll:
     // made now, they are clear once the setup polled.
     assert!(a.event_fd().is_some() && b.event_fd().is_some());
@@ -118,7 +124,7 @@ fn the_fd_is_readable_after_the_peer_sends_and_clear_after_poll() {
         s,
         t,
         _dirs,
-    } = setup();
+    } = setup(PollMode::Events);
     for round in 0..3u8 {
         settle(&mut a, &mut b);
         let fd = b.event_fd().expect("the TCP soft fabric has an event fd");
@@ -155,13 +161,22 @@ fn the_fd_is_readable_after_the_peer_sends_and_clear_after_poll() {
 
 #[test]
 fn wait_returns_when_a_message_arrives() {
+    wait_returns_when_a_message_arrives_in(PollMode::Events);
+}
+
+#[test]
+fn wait_returns_when_a_message_arrives_busy_polling() {
+    wait_returns_when_a_message_arrives_in(PollMode::Busy);
+}
+
+fn wait_returns_when_a_message_arrives_in(mode: PollMode) {
     let Setup {
         mut a,
         mut b,
         s,
         t,
         _dirs,
-    } = setup();
+    } = setup(mode);
     settle(&mut a, &mut b);
     // Nothing in flight, no timer due for two minutes: a short wait ends
     // at its deadline, with nothing done.
@@ -230,10 +245,25 @@ fn sleep_on_fds(a: &Node, b: &Node) {
 
 #[test]
 fn a_loop_on_the_fds_alone_carries_a_session_to_its_end() {
+    fd_loop(PollMode::Events);
+}
+
+#[test]
+fn a_busy_polling_loop_on_the_fds_alone_carries_a_session_to_its_end() {
+    fd_loop(PollMode::Busy);
+}
+
+/// A loop that sleeps on nothing but the fds (`sleep_on_fds`), once
+/// both nodes are ready to sleep (`prepare_to_sleep`, which arms the CQs
+/// of busy-polling nodes), carries 500 messages and a goodbye.
+fn fd_loop(mode: PollMode) {
     const N: usize = 500;
     let dirs = TcpHosts::new("event-loop");
     let mut a = Node::seeded_for_simulation(dirs.host(INITIATOR), 3);
     let mut b = Node::seeded_for_simulation(dirs.host(TARGET), 4);
+    a.set_poll_mode(mode);
+    b.set_poll_mode(mode);
+    assert_eq!(a.poll_mode(), mode);
     let port = std::net::TcpListener::bind("127.0.0.2:0")
         .and_then(|l| l.local_addr())
         .expect("a free port on 127.0.0.2")
@@ -288,6 +318,10 @@ fn a_loop_on_the_fds_alone_carries_a_session_to_its_end() {
             t0.elapsed() < Duration::from_secs(60),
             "stalled after {rounds} rounds: {got} delivered, {done} completed, closed {closed}"
         );
+        // Both readied (`&`, not `&&`): each arms its CQs.
+        if !(a.prepare_to_sleep() & b.prepare_to_sleep()) {
+            continue;
+        }
         sleep_on_fds(&a, &b);
         rounds += 1;
     }

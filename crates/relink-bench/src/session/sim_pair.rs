@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use relink::{Memory, Node, RegionId, SessionHandle, State};
+use relink::{Memory, Node, PollMode, RegionId, SessionHandle, State};
 use relink_fabric::Provider;
 use relink_sim::sim::{Sim, INITIATOR, TARGET};
 
@@ -17,7 +17,9 @@ use crate::loops::{LoopSpec, TICK};
 /// in-process soft fabric, virtual time). One thread drives both nodes:
 /// [`Drive::poll`] polls both, [`Drive::wait`] runs the simulated world
 /// until the initiator's host has something for its node, a node's timer
-/// is due, or a tick passes — like the raw loops' `Provider::wait`. Set
+/// is due, or a tick passes — like the raw loops' `Provider::wait`. Both
+/// nodes busy-poll ([`PollMode::Busy`]: no CQ is armed), as the raw loops
+/// poll their CQs without arming them. Set
 /// up for [`Workload::PingPong`] or [`Workload::PingPongFrom`], the
 /// receiving application sends each message it checked straight back
 /// (copied, or from the posted buffer it landed in) and drains the
@@ -38,6 +40,11 @@ impl SimPair {
     /// If the session is not established within 1 s of virtual time.
     pub fn connect(seed: u64, spec: &LoopSpec, workload: Workload) -> SimPair {
         let mut sim = Sim::new(seed);
+        // Busy-polling, as the raw loops do: the world's `wait` below is
+        // virtual time passing (the fabric working), not a sleep of the
+        // application, and it ends at the first completion of the
+        // initiator's host whether or not a CQ is armed.
+        sim.set_poll_mode(PollMode::Busy);
         let ini = sim
             .open_session(
                 PORT,

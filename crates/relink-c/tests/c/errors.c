@@ -58,6 +58,10 @@ int main(void) {
   relink_node *a = NULL, *b = NULL;
   expect(relink_node_new_soft(f, "a", &a), RELINK_OK, NULL, "node a");
   expect(relink_node_new_soft(f, "b", &b), RELINK_OK, NULL, "node b");
+  expect(relink_set_poll_mode(a, 9), RELINK_ERR_ARGUMENT, "relink_poll_mode",
+         "a poll mode C made up");
+  expect(relink_prepare_to_sleep(a, NULL), RELINK_ERR_ARGUMENT, "may_sleep",
+         "NULL out-pointer of prepare_to_sleep");
 
   relink_options *o = NULL;
   expect(relink_options_new(&o), RELINK_OK, NULL, "options");

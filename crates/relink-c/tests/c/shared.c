@@ -4,8 +4,9 @@
  * exposed through a type 2 window. Messages from both sessions are
  * delivered exactly once, in order, and the client's RDMA WRITEs land
  * through the same token, before and after the server's device is reset.
- * A queue too small for another session refuses it. Exits 0 when every
- * check holds.
+ * A queue too small for another session refuses it. Both nodes busy-poll
+ * (RELINK_POLL_BUSY: relink_wait arms their CQs before it sleeps). Exits 0
+ * when every check holds.
  */
 #define PROGRAM "shared"
 #include "harness.h"
@@ -94,6 +95,12 @@ int main(void) {
   memset(&w, 0, sizeof w);
   check(relink_node_new_soft(f, "a", &w.a), "node");
   check(relink_node_new_soft(f, "b", &w.b), "node");
+  check(relink_set_poll_mode(w.a, RELINK_POLL_BUSY), "busy a");
+  check(relink_set_poll_mode(w.b, RELINK_POLL_BUSY), "busy b");
+  int may_sleep = -1;
+  check(relink_prepare_to_sleep(w.a, &may_sleep), "prepare a");
+  if (may_sleep != 1)
+    fail("a node with no session may sleep at once");
 
   /* The server: each accepted session has its own 64-byte region, behind a
    * window. */

@@ -9,6 +9,7 @@ use relink_core::OpId;
 use relink_fabric::{CqId, Memory, Provider, Timestamp, WcStatus, WorkCompletion};
 
 use super::transport::Transport;
+use super::wait::PollMode;
 use super::wr::{TAG_LOCAL, TAG_MASK, TAG_ONE_SIDED, TAG_RECV, TAG_SEND};
 use super::Node;
 
@@ -18,7 +19,8 @@ const BATCH: usize = 64;
 impl Node {
     /// Read up to a batch of completions of a session. A CQ found empty,
     /// or emptied by this batch, is armed (and checked once more, for a
-    /// completion that raced the arming); one that filled the batch stays
+    /// completion that raced the arming) — in [`PollMode::Busy`] it is
+    /// looked at again next round instead; one that filled the batch stays
     /// dirty for the next round. Returns whether there were completions.
     /// `now`: the poll round's time, handed to the core with them.
     pub(super) fn poll_cq(&mut self, handle: u64, now: Timestamp) -> bool {
@@ -81,8 +83,19 @@ impl Node {
             let Some(cq) = t.cq else { return false };
             self.wcs.clear();
             let n = p.poll_cq(cq, BATCH, &mut self.wcs).unwrap_or(0);
-            if n == 0 {
+            if self.poll_mode == PollMode::Busy {
+                // Not armed here: looked at again next round, unless it is
+                // armed already (its event marks it). `Node::prepare_to_sleep`
+                // arms it before the node sleeps.
+                if n == BATCH || !t.cq_armed {
+                    self.index.cq_signalled(handle);
+                }
+                if n == 0 {
+                    return false;
+                }
+            } else if n == 0 {
                 let _ = p.req_notify_cq(cq, false);
+                t.cq_armed = true;
                 if p.poll_cq(cq, BATCH, &mut self.wcs).unwrap_or(0) == 0 {
                     return false;
                 }
@@ -91,6 +104,7 @@ impl Node {
                 // Drained: armed now rather than found empty next round; what
                 // came before the arming is taken with this batch.
                 let _ = p.req_notify_cq(cq, false);
+                t.cq_armed = true;
                 let room = BATCH - n;
                 if p.poll_cq(cq, room, &mut self.wcs).unwrap_or(0) == room {
                     self.index.cq_signalled(handle);

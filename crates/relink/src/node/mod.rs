@@ -20,7 +20,7 @@
 //! | `shutdown.rs` | how sessions and nodes end: the graceful close, `shutdown`, `abort`, and what dropping a node does |
 //! | `output.rs` | node-wide outputs: `accept` (with listener, addresses, connect data) and `poll_output` (every session's, from a ready queue) |
 //! | `poll.rs` | the poll loop (provider events, dirty CQs, due timers, queued work, reaping, in that order) and provider events |
-//! | `wait.rs` | sleeping between poll rounds: `wait` (until something happens), `event_fd` (for the application's event loop), `run_until` |
+//! | `wait.rs` | sleeping between poll rounds: `wait` (until something happens), `event_fd` and `prepare_to_sleep` (for the application's event loop), `run_until`; the `PollMode` that decides when CQs are armed |
 //! | `cm.rs` | connection management: who owns a CM id, where a session's attempt is, listeners, connect requests |
 //! | `actions.rs` | performing a core's actions against the provider, and indexing what the session waits for next |
 //! | `probes.rs` | one probe per silent peer address: the session that probes it, the others' probes held until it is answered |
@@ -94,6 +94,7 @@ pub use shared_receive::{
 };
 pub use shutdown::ShutdownSummary;
 pub use timeline::RecoveryTimeline;
+pub use wait::PollMode;
 
 use entry::SessionEntry;
 use error::EntryError;
@@ -280,6 +281,8 @@ pub struct Node {
     transports: Transports,
     /// Poll rounds begun.
     rounds: u64,
+    /// When CQs are armed ([`PollMode`]).
+    poll_mode: PollMode,
     /// The one session probing each silent peer address (`probes.rs`).
     probers: BTreeMap<SocketAddr, u64>,
     /// Completions taken from a CQ.
@@ -347,6 +350,7 @@ impl Node {
             index: Index::new(Node::DEFAULT_LINGER),
             transports: Transports::new(Node::DEFAULT_GOODBYE_TIMEOUT),
             rounds: 0,
+            poll_mode: PollMode::Events,
             probers: BTreeMap::new(),
             wcs: Vec::with_capacity(64),
             send_batch: WrBatch::default(),

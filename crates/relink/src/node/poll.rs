@@ -123,11 +123,15 @@ impl Node {
         self.index.end_round();
         // Sessions whose closing transport is gone: their completions
         // (held while it could reach their memory) are the application's.
-        progress |= self.release_quiesced();
+        if self.transports.has_quiesced() {
+            progress |= self.release_quiesced();
+        }
         // Closed and failed sessions whose outputs the application
         // took are forgotten.
         self.reap_ended();
-        progress |= self.release_retiring(false, now);
+        if self.transports.has_retiring() {
+            progress |= self.release_retiring(false, now);
+        }
         progress
     }
 
@@ -298,6 +302,9 @@ impl Node {
                     self.index.cq_signalled(h);
                     if let Some(entry) = self.sessions.get_mut(&h) {
                         entry.note_standby_cq(cq);
+                        if let Some(t) = entry.transport.as_mut().filter(|t| t.cq == Some(cq)) {
+                            t.cq_armed = false;
+                        }
                     }
                 }
             }

@@ -74,6 +74,9 @@ pub(super) struct Transport {
     pub unsignaled: u32,
     /// The node maps `cq` to its session (set once per transport).
     pub cq_indexed: bool,
+    /// `cq` was armed and its event has not come yet (an event marks the
+    /// CQ for the next round: a busy-polling node need not look at it).
+    pub cq_armed: bool,
     /// Its receives land in the session's second receive area
     /// ([`SessionMemory::recv_alt`]).
     pub recv_alt: bool,
@@ -102,6 +105,7 @@ impl Transport {
             posted: std::collections::VecDeque::new(),
             unsignaled: 0,
             cq_indexed: false,
+            cq_armed: false,
             recv_alt: false,
         }
     }

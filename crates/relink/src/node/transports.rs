@@ -111,6 +111,20 @@ impl Transports {
         std::mem::take(&mut self.quiesced)
     }
 
+    /// Whether a session's closing transport was destroyed since the node
+    /// last took them ([`take_quiesced`](Self::take_quiesced)).
+    #[inline]
+    pub fn has_quiesced(&self) -> bool {
+        !self.quiesced.is_empty()
+    }
+
+    /// Whether any transport given up waits for destruction
+    /// ([`take_due`](Self::take_due)).
+    #[inline]
+    pub fn has_retiring(&self) -> bool {
+        !self.retiring.is_empty()
+    }
+
     /// Session `handle` gives up transport `t` in poll round `round` (for the
     /// loss at `lost`, if it was connected): detached now, destroyed at
     /// the end of the next round ([`take_due`](Self::take_due)).

@@ -12,7 +12,87 @@ use relink_fabric::Timestamp;
 
 use super::Node;
 
+/// How a [`Node`] learns of completions: by the CQ's event, or by looking.
+///
+/// A poll round reads the CQs that have something (or may have). What
+/// tells the node a CQ has something is the mode's choice:
+///
+/// - [`Events`](PollMode::Events) (the default): a CQ a round found
+///   empty is *armed* (`ibv_req_notify_cq`), so its next completion
+///   raises an event that marks it for a round and wakes
+///   [`Node::event_fd`] and [`Node::wait`]. When [`Node::poll`] returns
+///   `false`, every CQ is armed: the application may sleep at once.
+/// - [`Busy`](PollMode::Busy): a CQ is looked at in every round and
+///   armed only before the node sleeps — in [`Node::wait`] and
+///   [`Node::run_until`], which arm for themselves, or by
+///   [`Node::prepare_to_sleep`], which an application sleeping on
+///   [`Node::event_fd`] calls first. A CQ armed for a sleep stays armed
+///   (is not looked at) until its event comes. This saves the arming and
+///   its event for every completion of a loop that polls without
+///   sleeping — a progress engine, a ping-pong — at the cost of a CQ
+///   poll per session and round (an empty poll of a busy node's idle
+///   sessions).
+///
+/// The mode changes when CQs are armed, nothing else: the same round
+/// takes the same completions in the same order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PollMode {
+    /// CQs armed in every round that finds them empty.
+    #[default]
+    Events,
+    /// CQs looked at in every round, armed only before a sleep.
+    Busy,
+}
+
 impl Node {
+    /// Choose how the node learns of completions ([`PollMode`]); takes
+    /// effect from the next round. A node starts in
+    /// [`PollMode::Events`].
+    pub fn set_poll_mode(&mut self, mode: PollMode) {
+        self.poll_mode = mode;
+    }
+
+    /// The node's [`PollMode`].
+    #[must_use]
+    pub fn poll_mode(&self) -> PollMode {
+        self.poll_mode
+    }
+
+    /// Make ready to sleep on [`Node::event_fd`], after [`Node::poll`]
+    /// returned `false`: `true` when the node may sleep now — every CQ is
+    /// armed and nothing came meanwhile; `false` when something came
+    /// (one poll round did something): poll and take the outputs before
+    /// sleeping. The `fi_trywait` of libfabric.
+    ///
+    /// In [`PollMode::Events`] `poll` returning `false` leaves every CQ
+    /// armed already, and this returns `true` at once. In
+    /// [`PollMode::Busy`] it arms the CQs not armed and runs one round,
+    /// for a completion that came before the arming. [`Node::wait`] and
+    /// [`Node::run_until`] call it themselves.
+    #[must_use = "`false`: something came, poll before sleeping"]
+    pub fn prepare_to_sleep(&mut self) -> bool {
+        if self.poll_mode == PollMode::Events {
+            return true;
+        }
+        let p = &*self.provider;
+        let mut armed = false;
+        for (&handle, entry) in &mut self.sessions {
+            let Some(t) = entry.transport.as_mut() else {
+                continue;
+            };
+            let Some(cq) = t.cq.filter(|_| t.connected && !t.cq_armed) else {
+                continue;
+            };
+            let _ = p.req_notify_cq(cq, false);
+            t.cq_armed = true;
+            // Looked at once more in the round below: a completion that
+            // came before the arming raises no event.
+            self.index.cq_signalled(handle);
+            armed = true;
+        }
+        !armed || !self.poll()
+    }
+
     /// Block until the node has done something, then return `true`; or
     /// until `deadline` (on the provider's clock, [`Node::now`]) with
     /// nothing done, then return `false`. `None`: no deadline of the
@@ -59,6 +139,9 @@ impl Node {
             return true;
         }
         loop {
+            if !self.prepare_to_sleep() {
+                return true;
+            }
             let now = self.now();
             if deadline.is_some_and(|d| d <= now) {
                 return false;
@@ -103,7 +186,9 @@ impl Node {
     ///    at once — and the fd does not signal it), call
     ///    [`poll`](Node::poll) until it returns `false`, and take the
     ///    outputs (`accept`, `poll_delivery`, `poll_completion`,
-    ///    `poll_event`).
+    ///    `poll_event`). Before sleeping, [`prepare_to_sleep`](Node::prepare_to_sleep):
+    ///    `false` means something came, back to `poll` (needed in
+    ///    [`PollMode::Busy`], at once `true` in the default mode).
     /// 3. Re-arm a timer for [`next_deadline`](Node::next_deadline) (a
     ///    timeout of `next_deadline - now()`, none if it is `None`): the
     ///    sessions' keepalives, retries and timeouts run only in `poll`.
@@ -140,6 +225,9 @@ impl Node {
     pub fn run_until(&mut self, until: Timestamp) {
         loop {
             while self.poll() {}
+            if !self.prepare_to_sleep() {
+                continue;
+            }
             let now = self.now();
             if now >= until {
                 return;
