@@ -86,13 +86,19 @@ pub struct SessionSpec {
     /// `recv_slots` is then the session's share of that queue and still
     /// the peer's credits.
     pub shared_receive: bool,
+    /// Messages from the peer's registered memory of at least this many
+    /// bytes are read by this side, straight into a posted receive (a
+    /// rendezvous: [`wire::MsgKind::Fetch`](crate::wire::MsgKind::Fetch));
+    /// 0: none, every message comes in its SEND.
+    pub rendezvous_min: u32,
 }
 
 impl SessionSpec {
     /// QP capacities the spec needs.
     pub fn qp_caps(&self) -> QpCaps {
         QpCaps {
-            max_send_wr: self.send_slots + self.max_one_sided + 8 + 2 * self.windows(),
+            // The 1: the READ of a message the peer left to read.
+            max_send_wr: self.send_slots + self.max_one_sided + 8 + 1 + 2 * self.windows(),
             max_recv_wr: if self.shared_receive {
                 0
             } else {
@@ -231,6 +237,7 @@ mod tests {
                 },
             ],
             shared_receive: false,
+            rendezvous_min: 0,
         }
     }
 

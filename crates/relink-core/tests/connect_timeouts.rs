@@ -55,6 +55,7 @@ fn spec() -> SessionSpec {
         max_outstanding: 1 << 20,
         regions: Vec::new(),
         shared_receive: false,
+        rendezvous_min: 0,
     }
 }
 

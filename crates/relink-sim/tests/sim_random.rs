@@ -49,7 +49,9 @@ fn run_seed(seed: u64) -> Result<(), String> {
         .fast_io_fail_tmo(fast_fail)
         .build()
         .expect("valid policy");
-    let (mut sim, mut w) = relink_sim::workload::start(seed, policy, 7471)?;
+    let (posting, rendezvous) = relink_sim::workload::receive_plan(seed);
+    let (mut sim, mut w) =
+        relink_sim::workload::start_with_rendezvous(seed, policy, 7471, rendezvous)?;
     // Half the seeds busy-poll (from a generator of its own too): the
     // nodes arm their CQs only before virtual time moves.
     if ChaCha8Rng::seed_from_u64(seed ^ 0xb05e).gen_bool(0.5) {
@@ -58,7 +60,7 @@ fn run_seed(seed: u64) -> Result<(), String> {
     if fast_fail.is_some() {
         w.allow_fast_fail();
     }
-    every_kind(seed, &mut sim, &mut w);
+    every_kind(posting, &mut sim, &mut w);
     let s = w.session;
     let hosts = [sim.host(INITIATOR).index(), sim.host(TARGET).index()];
     if rng.gen_bool(0.3) {
@@ -174,9 +176,15 @@ fn run_seed(seed: u64) -> Result<(), String> {
     {
         v.push("journal not empty at the end".into());
     }
+    let read = w
+        .target
+        .and_then(|t| sim.node(TARGET).counters(t))
+        .map_or((0, 0), |c| (c.fetched, c.fetches_rewound));
     let r = w.close_and_check(&mut sim, v);
+    let mut cov = w.coverage();
+    (cov.fetched, cov.fetches_rewound) = read;
     let mut c = COVERAGE.lock().expect("coverage");
-    *c.get_or_insert_with(Coverage::default) += w.coverage();
+    *c.get_or_insert_with(Coverage::default) += cov;
     r
 }
 
@@ -190,14 +198,12 @@ fn forced_fault() -> Option<u32> {
         .map(|k| k.parse().expect("RELINK_SIM_FAULT must be a number"))
 }
 
-/// Scatter/gather on WRITEs and READs; and, for 2 seeds in 5, the target
-/// takes its deliveries through posted receives (from a generator of its
-/// own: the fault schedule of a seed does not depend on it).
-fn every_kind(seed: u64, sim: &mut Sim, w: &mut Workload) {
+/// Scatter/gather on WRITEs and READs; and, with a `posting` key, the
+/// target takes its deliveries through posted receives.
+fn every_kind(posting: Option<u64>, sim: &mut Sim, w: &mut Workload) {
     w.scatter_gather();
-    let mut r = ChaCha8Rng::seed_from_u64(seed ^ 0x7ece_17e5);
-    if r.gen_bool(0.4) {
-        w.post_receives(sim.node(TARGET), r.gen());
+    if let Some(key) = posting {
+        w.post_receives(sim.node(TARGET), key);
     }
 }
 

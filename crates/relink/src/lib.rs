@@ -187,11 +187,11 @@ pub use async_node::AsyncNode;
 
 pub use node::{
     Accepted, CloseError, ConnectError, DrainReport, Footprint, ListenError, ListenerHandle, Node,
-    OptionsError, Output, PollMode, ReceiveOutcome, Received, RecoveryTimeline, RegionError, RegionOptions,
-    RegisterError, ResumeError, SessionHandle, SessionInfo, SessionOptions, SessionOptionsBuilder,
-    SetPolicyError, SharedReceiveError, SharedReceiveHandle, SharedReceiveOptions,
-    SharedReceiveOptionsBuilder, SharedReceiveUsage, ShutdownSummary, SubmitError, SuspendError,
-    REGISTERED_BASE,
+    OptionsError, Output, PollMode, ReceiveOutcome, Received, RecoveryTimeline, RegionError,
+    RegionOptions, RegisterError, ResumeError, SessionHandle, SessionInfo, SessionOptions,
+    SessionOptionsBuilder, SetPolicyError, SharedReceiveError, SharedReceiveHandle,
+    SharedReceiveOptions, SharedReceiveOptionsBuilder, SharedReceiveUsage, ShutdownSummary,
+    SubmitError, SuspendError, REGISTERED_BASE,
 };
 pub use relink_core::journal::{
     Completion, LocalRange, LocalSgl, MessageBody, OpError, OpKind, Outcome,

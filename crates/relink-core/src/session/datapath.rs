@@ -6,7 +6,7 @@
 
 use std::collections::BTreeSet;
 
-use relink_fabric::{Access, Timestamp, WcStatus};
+use relink_fabric::{Access, RemoteAddr, Timestamp, WcStatus};
 
 use super::{Action, OneSided, Session, SessionError};
 use crate::buffers::SpareBuffers;
@@ -47,6 +47,9 @@ pub(super) struct DataPath {
     /// The longest frame the peer's receive slots hold (its AdvertDone);
     /// 0 until it says.
     peer_frame_max: u32,
+    /// The shortest message from registered memory the peer reads itself
+    /// (its `Rendezvous`); 0: it reads none, or has not said.
+    peer_rendezvous_min: u32,
     /// One-sided operations posted on the current transport and not yet
     /// completed; at most `spec.max_one_sided`. Emptied on a loss.
     one_sided_inflight: BTreeSet<OpId>,
@@ -108,6 +111,21 @@ impl Session {
         self.data.peer_frame_max as usize
     }
 
+    /// Where the peer's message `source` is in this epoch: its address
+    /// and rkey through the peer's advertisements
+    /// ([`Session::next_fetch`]). `KeyError::NotReady` while the peer's
+    /// advertisements of the epoch are not all in (read it later); any
+    /// other error: the peer named memory it does not expose for reading.
+    pub fn fetch_address(&self, source: &wire::FetchSource) -> Result<RemoteAddr, KeyError> {
+        let token = crate::BufferToken {
+            region: source.region,
+            offset: source.offset,
+        };
+        self.data
+            .peer_keys
+            .translate(token, u64::from(source.len), Access::REMOTE_READ)
+    }
+
     /// The longest message the peer's receive slots hold (its `AdvertDone`
     /// frame size less a header); `None` until it said.
     pub fn peer_max_message(&self) -> Option<usize> {
@@ -128,6 +146,34 @@ impl Session {
     /// local range.
     pub fn uses_region(&self, id: crate::RegionId) -> bool {
         self.data.journal.uses_region(id)
+    }
+
+    /// The one range of a message from registered memory the peer may
+    /// read: a region or registration advertised to it with remote read
+    /// access.
+    fn readable_range<'k>(&self, kind: &'k OpKind) -> Option<&'k crate::LocalRange> {
+        let OpKind::MessageFrom { local } = kind else {
+            return None;
+        };
+        let [r] = &local[..] else {
+            return None;
+        };
+        let readable = self
+            .cfg
+            .spec
+            .regions
+            .iter()
+            .any(|s| s.id == r.region && s.advertise && s.access.contains(Access::REMOTE_READ));
+        readable.then_some(r)
+    }
+
+    /// Whether message `kind` of `len` bytes goes as a
+    /// [`MsgKind::Fetch`](wire::MsgKind::Fetch): the peer reads messages
+    /// this long (its AdvertDone), and its one range is readable by the
+    /// peer ([`readable_range`](Self::readable_range)).
+    fn to_fetch(&self, kind: &OpKind, len: u32) -> bool {
+        let min = self.data.peer_rendezvous_min;
+        min > 0 && len >= min && self.readable_range(kind).is_some()
     }
 
     /// Whether `l` lies inside one of the session's regions (its own, or a
@@ -175,6 +221,10 @@ impl Session {
             Some(peer) => self.max_message().min(peer),
             None => self.max_message(),
         };
+        // A message the peer reads needs no room in either side's slots:
+        // a work request's length bounds it.
+        let fetched = u32::try_from(kind.bytes()).is_ok_and(|len| self.to_fetch(&kind, len));
+        let max = if fetched { u32::MAX as usize } else { max };
         let payload = matches!(kind, OpKind::Message { .. } | OpKind::MessageFrom { .. });
         if payload && kind.bytes() > max as u64 {
             return Err(SessionError::TooLarge {
@@ -270,9 +320,12 @@ impl Session {
                     // skip of its number. Payload sizes are checked at submit,
                     // sequence numbers start at 1.
                     let len = kind.bytes() as u32;
-                    if self
-                        .peer_max_message()
-                        .is_some_and(|peer| len as usize > peer)
+                    // A message the peer reads needs no room in its slots.
+                    let fetch = self.to_fetch(kind, len);
+                    if !fetch
+                        && self
+                            .peer_max_message()
+                            .is_some_and(|peer| len as usize > peer)
                         && !self.data.journal.is_orphan(op)
                     {
                         // Submitted before the peer said its size: it
@@ -285,19 +338,29 @@ impl Session {
                         }
                         continue;
                     }
-                    let wire_kind = if len == 0 && self.data.journal.is_void(op) {
-                        wire::MsgKind::Skip
+                    let header = if len == 0 && self.data.journal.is_void(op) {
+                        wire::MsgHeader {
+                            kind: wire::MsgKind::Skip,
+                            seq,
+                            ack,
+                            len,
+                        }
+                        .to_bytes()
+                        .expect("a valid skip header")
+                    } else if fetch {
+                        // The peer reads it: the driver sends where its one
+                        // range is (`wire::fetch_payload`) behind the header.
+                        wire::fetch_header(seq, ack)
                     } else {
-                        wire::MsgKind::Data
+                        wire::MsgHeader {
+                            kind: wire::MsgKind::Data,
+                            seq,
+                            ack,
+                            len,
+                        }
+                        .to_bytes()
+                        .expect("a valid data header")
                     };
-                    let header = wire::MsgHeader {
-                        kind: wire_kind,
-                        seq,
-                        ack,
-                        len,
-                    }
-                    .to_bytes()
-                    .expect("a valid data header");
                     self.data.last_ack_sent = ack;
                     Action::SendMessage {
                         epoch: self.epoch,
@@ -617,6 +680,14 @@ impl Session {
                     self.maybe_ack(now);
                 }
             }
+            MsgBody::Fetch(source) => {
+                // Taken in order now (the messages behind it queue behind
+                // it), delivered once the driver read it (`fetch_landed`).
+                if self.accept_in_order(h.seq) {
+                    self.data.inbox.begin_fetch(h.seq);
+                    self.out.deliver_fetch(h.seq, source, self.epoch);
+                }
+            }
             MsgBody::Adverts(adverts) => {
                 for a in adverts {
                     self.data.peer_keys.insert(
@@ -630,6 +701,9 @@ impl Session {
                         },
                     );
                 }
+            }
+            MsgBody::Rendezvous { min } => {
+                self.data.peer_rendezvous_min = min;
             }
             MsgBody::AdvertDone { epoch, frame_max } => {
                 self.data.peer_frame_max = frame_max;
@@ -701,7 +775,7 @@ impl Session {
     /// (which moved the session's deadline, and the node's index of
     /// deadlines, twice per delivery); a delivery that finds it armed is
     /// acknowledged sooner than `ack_delay`, never later.
-    fn maybe_ack(&mut self, now: Timestamp) {
+    pub(super) fn maybe_ack(&mut self, now: Timestamp) {
         let delivered = self.data.inbox.last_delivered();
         let every = (u64::from(self.cfg.spec.recv_slots) / 4).max(1);
         if delivered.0.saturating_sub(self.data.last_ack_sent.0) >= every {

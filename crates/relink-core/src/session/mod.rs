@@ -373,6 +373,8 @@ impl Session {
                 }
                 if to.is_terminal() {
                     self.drop_standby(false, StandbyLoss::Released, now);
+                    // A message being read never lands now.
+                    self.rewind_fetches();
                 }
                 tracing::debug!(session = %self.cfg.id, from = %t.from, to = %t.to, cause = %t.cause, "transition");
                 self.out.emit(SessionEvent::Transition(t));

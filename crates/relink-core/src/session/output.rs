@@ -396,6 +396,13 @@ pub struct Counters {
     /// from a receive slot into a delivery or a posted buffer, and from a
     /// delivery into a buffer posted after it arrived.
     pub receive_copied_bytes: u64,
+    /// Messages this side read from the peer's memory into a posted
+    /// receive ([`wire::MsgKind::Fetch`], a rendezvous): delivered with no
+    /// copy, counted in `delivered` too.
+    pub fetched: u64,
+    /// Reads of such messages given up with their transport (each read
+    /// again after the replay).
+    pub fetches_rewound: u64,
 }
 
 /// A delivery: a message's bytes, or the notice of a WRITE with immediate
@@ -406,6 +413,17 @@ pub enum Delivered {
     Message(Vec<u8>),
     /// A WRITE with immediate data landed.
     Written(Written),
+    /// A message for the receiver's driver to read from the peer's
+    /// registered memory ([`wire::MsgKind::Fetch`]), arrived on the
+    /// transport of `epoch`: it blocks the deliveries behind it until its
+    /// data landed ([`Session::fetch_landed`]); [`Session::next_fetch`]
+    /// shows it, no `poll_*` call takes it.
+    Fetch {
+        /// Where the message is.
+        source: wire::FetchSource,
+        /// The transport it came on (the READ goes on the same).
+        epoch: Epoch,
+    },
 }
 
 /// What a session hands out and its driver or application has not taken
@@ -462,6 +480,36 @@ impl Outputs {
     /// Whether no delivery waits for the application.
     pub(super) fn no_deliveries_waiting(&self) -> bool {
         self.deliveries.is_empty()
+    }
+
+    /// Whether a delivery the application can take waits (not a message
+    /// still being read, nor one behind it).
+    pub(super) fn delivery_waits(&self) -> bool {
+        !self.deliveries.is_empty() && !self.fetch_next()
+    }
+
+    /// Whether a message being read is next ([`Delivered::Fetch`]).
+    pub(super) fn fetch_next(&self) -> bool {
+        matches!(self.deliveries.front(), Some((_, Delivered::Fetch { .. })))
+    }
+
+    /// Queue a message to read ([`Delivered::Fetch`]).
+    pub(super) fn deliver_fetch(&mut self, seq: Seq, source: wire::FetchSource, epoch: Epoch) {
+        self.deliveries
+            .push_back((seq, Delivered::Fetch { source, epoch }));
+    }
+
+    /// Drop the deliveries after `seq` (given back by a rewind of the
+    /// inbox: a replay brings them again). How many messages and notices
+    /// were dropped (the fetches among them were never counted).
+    pub(super) fn drop_deliveries_after(&mut self, seq: Seq) -> u64 {
+        let mut counted = 0;
+        while self.deliveries.back().is_some_and(|(s, _)| *s > seq) {
+            if let Some((_, d)) = self.deliveries.pop_back() {
+                counted += u64::from(!matches!(d, Delivered::Fetch { .. }));
+            }
+        }
+        counted
     }
 
     /// Queue a delivery; its bytes are copied from `payload`.
@@ -572,7 +620,7 @@ impl Session {
                 (seq, Delivered::Message(bytes)) => Some((seq, bytes)),
                 _ => None,
             },
-            (_, Delivered::Written(_)) => None,
+            (_, Delivered::Written(_) | Delivered::Fetch { .. }) => None,
         }
     }
 
@@ -588,14 +636,68 @@ impl Session {
                 self.out.deliveries.pop_front();
                 Some(r)
             }
-            (_, Delivered::Message(_)) => None,
+            (_, Delivered::Message(_) | Delivered::Fetch { .. }) => None,
         }
     }
 
-    /// The next delivery, message or notice, in order.
+    /// The next delivery, message or notice, in order; `None` also while
+    /// a message being read is next ([`Session::next_fetch`]).
     #[must_use]
     pub fn poll_delivered(&mut self) -> Option<(Seq, Delivered)> {
+        if self.out.fetch_next() {
+            return None;
+        }
         self.out.deliveries.pop_front()
+    }
+
+    /// The message to read next, if one is next in order: its number,
+    /// where it is in the peer's memory, and the transport it came on (a
+    /// [`MsgKind::Fetch`](wire::MsgKind::Fetch)). The driver reads it
+    /// into the next buffer the application posted and reports
+    /// [`Session::fetch_landed`]; the deliveries behind it wait until then.
+    #[must_use]
+    pub fn next_fetch(&self) -> Option<(Seq, wire::FetchSource, Epoch)> {
+        match self.out.deliveries.front()? {
+            (seq, Delivered::Fetch { source, epoch }) => Some((*seq, *source, *epoch)),
+            _ => None,
+        }
+    }
+
+    /// The data of message `seq`, read on the transport of `epoch`
+    /// ([`Session::next_fetch`]), landed: it is delivered (the driver
+    /// tells the application; nothing is queued here) and counts in the
+    /// acknowledgements from now on. `false`, changing nothing, unless it
+    /// is the message to read next on that transport (a READ that
+    /// completed after its transport was given up).
+    pub fn fetch_landed(&mut self, epoch: Epoch, seq: Seq, now: Timestamp) -> bool {
+        if self
+            .next_fetch()
+            .is_none_or(|(s, _, e)| s != seq || e != epoch)
+        {
+            return false;
+        }
+        if !self.data.inbox.fetch_landed(seq) {
+            return false;
+        }
+        self.out.deliveries.pop_front();
+        self.counters.delivered += 1;
+        self.counters.fetched += 1;
+        self.maybe_ack(now);
+        // The last read a quiesce waited for.
+        self.settle_quiesce(now);
+        true
+    }
+
+    /// The transport is gone (or the session ended) while messages were
+    /// being read: their numbers and every delivery after the first go
+    /// back ([`Inbox::rewind`](crate::inbox::Inbox::rewind)); a replay
+    /// brings them again.
+    pub(super) fn rewind_fetches(&mut self) {
+        if let Some(floor) = self.data.inbox.rewind() {
+            self.counters.fetches_rewound += 1;
+            let dropped = self.out.drop_deliveries_after(floor);
+            self.counters.delivered = self.counters.delivered.saturating_sub(dropped);
+        }
     }
 
     /// Next delivered message, swapped into `buf` (whose old contents are
@@ -624,7 +726,7 @@ impl Session {
     pub fn all_taken(&self) -> bool {
         self.out.actions.is_empty()
             && self.out.completions.is_empty()
-            && self.out.deliveries.is_empty()
+            && !self.out.delivery_waits()
             && self.out.events.is_empty()
     }
 
@@ -633,13 +735,13 @@ impl Session {
     #[must_use]
     pub fn has_output(&self) -> bool {
         let o = &self.out;
-        !(o.completions.is_empty() && o.deliveries.is_empty() && o.events.is_empty())
+        !(o.completions.is_empty() && !o.delivery_waits() && o.events.is_empty())
     }
 
     /// Whether a delivery (message or notice) waits.
     #[must_use]
     pub fn has_deliveries(&self) -> bool {
-        !self.out.deliveries.is_empty()
+        self.out.delivery_waits()
     }
 
     /// When [`handle_timeout`](Self::handle_timeout) must next be called:

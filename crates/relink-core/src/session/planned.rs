@@ -10,7 +10,8 @@
 //!    initiator with a `MoveRequest`) stops posting new operations —
 //!    they queue in the journal — and sends `Quiesce { purpose }`.
 //! 2. The peer stops posting too and, once nothing it posted is in flight
-//!    (no one-sided operation waits for its completion), answers
+//!    (no one-sided operation waits for its completion, no message it
+//!    reads itself waits for its data), answers
 //!    `Quiesced`. Every message either end sent before these two was
 //!    delivered (RC order), and both carry the acknowledgement of them, so
 //!    the journals hold nothing posted.
@@ -352,7 +353,12 @@ impl Session {
     /// target answers `Quiesced`; a quiet initiator with the answer takes
     /// the connection down.
     pub(super) fn settle_quiesce(&mut self, now: Timestamp) {
-        if self.state() != State::Established || !self.data.one_sided_idle() {
+        // Quiet: nothing of ours in flight, and no message of the peer's
+        // half read (it lands, and is acknowledged, before the move).
+        if self.state() != State::Established
+            || !self.data.one_sided_idle()
+            || self.data.inbox.is_fetching()
+        {
             return;
         }
         let Some(p) = &mut self.planned.under_way else {

@@ -227,6 +227,8 @@ impl Session {
             self.attempt_failed(AttemptFailure::NoDevice, now);
             return Ok(());
         };
+        // A message read on the old transport is read again on the new.
+        self.rewind_fetches();
         self.epoch = self.next_epoch();
         self.recovery.next_attempt(pick);
         self.probes.attempt_started(now);
@@ -313,6 +315,7 @@ impl Session {
     /// waits for replay, and its device and its timers go with it.
     pub(super) fn forget_transport(&mut self) {
         self.data.transport_down();
+        self.rewind_fetches();
         self.devices.release();
         self.timers.stop(TimerKind::KeepaliveSend);
         self.timers.stop(TimerKind::KeepaliveDeadline);
@@ -379,6 +382,8 @@ impl Session {
         let attempt = self.recovery.next_attempt(pick);
         self.probes.attempt_started(now);
         self.counters.attempts += 1;
+        // A message read on the old transport is read again on the new.
+        self.rewind_fetches();
         self.epoch = self.next_epoch();
         self.go(State::Reconnecting, Cause::Attempt(attempt), now);
         self.out.emit(SessionEvent::Recovering { attempt });

@@ -401,6 +401,8 @@ impl Session {
         self.devices.release();
         self.timers.stop(TimerKind::KeepaliveSend);
         self.timers.stop(TimerKind::KeepaliveDeadline);
+        // A message read on the old transport is read again on the new.
+        self.rewind_fetches();
         self.epoch = epoch;
         let pd = wire::AcceptData::Welcome(wire::Welcome {
             session: self.cfg.id,
@@ -469,6 +471,8 @@ impl Session {
             _ => self.lose_transport(DownCause::CmDisconnected, now),
         }
         self.resumed_by_peer(now);
+        // A message read on the old transport is read again on the new.
+        self.rewind_fetches();
         self.epoch = resume.epoch;
         self.out.act(Action::Accept {
             epoch: self.epoch,
@@ -581,6 +585,13 @@ impl Session {
             self.send_control(|ack, out| wire::encode_adverts(Seq(0), ack, chunk, out));
         }
         let (epoch, frame_max) = (self.epoch, self.cfg.spec.slot_size);
+        let min = self.cfg.spec.rendezvous_min;
+        if min > 0 {
+            // Before the AdvertDone: the peer knows it when it resumes.
+            self.send_control(|ack, out| {
+                wire::encode_body(Seq(0), ack, &wire::MsgBody::Rendezvous { min }, out)
+            });
+        }
         self.send_control(|ack, out| wire::encode_advert_done(Seq(0), ack, epoch, frame_max, out));
         self.arm_keepalive(now);
         // The handshake's confirmations may have emptied the journal of a

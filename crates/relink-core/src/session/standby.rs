@@ -517,6 +517,8 @@ impl Session {
         if let Some(p) = sb.path {
             self.recovery.set_path(p);
         }
+        // A message read on the old transport is read again on the new.
+        self.rewind_fetches();
         self.epoch = sb.epoch;
         self.out.act(Action::Promote { epoch: self.epoch });
         self.go(State::Reconnecting, Cause::Promote, now);

@@ -51,11 +51,21 @@ pub enum MsgKind {
     /// connection): the immediate data and where it wrote (sequenced,
     /// delivered like a message).
     Written,
+    /// An application message the receiver reads itself (a rendezvous):
+    /// where in the sender's registered memory its bytes are. The
+    /// receiver RDMA-READs them straight into a posted receive and only
+    /// then counts the message delivered (sequenced).
+    Fetch,
+    /// The sender reads the peer's messages from registered memory of at
+    /// least `min` bytes itself ([`MsgKind::Fetch`]); sent before its
+    /// `AdvertDone`, on every transport, by a side that does (not
+    /// sequenced).
+    Rendezvous,
 }
 
 impl MsgKind {
     /// Every kind, in code order.
-    pub const ALL: [MsgKind; 13] = [
+    pub const ALL: [MsgKind; 15] = [
         MsgKind::Data,
         MsgKind::Advert,
         MsgKind::AdvertDone,
@@ -69,6 +79,8 @@ impl MsgKind {
         MsgKind::Promote,
         MsgKind::Skip,
         MsgKind::Written,
+        MsgKind::Fetch,
+        MsgKind::Rendezvous,
     ];
 
     /// The kind's byte on the wire.
@@ -87,6 +99,8 @@ impl MsgKind {
             MsgKind::Promote => 11,
             MsgKind::Skip => 12,
             MsgKind::Written => 13,
+            MsgKind::Fetch => 14,
+            MsgKind::Rendezvous => 15,
         }
     }
 
@@ -102,7 +116,10 @@ impl MsgKind {
     /// one epoch (they are re-sent, never replayed, after a loss), and RC
     /// ordering within the epoch is all they need.
     pub fn is_sequenced(self) -> bool {
-        matches!(self, MsgKind::Data | MsgKind::Skip | MsgKind::Written)
+        matches!(
+            self,
+            MsgKind::Data | MsgKind::Skip | MsgKind::Written | MsgKind::Fetch
+        )
     }
 }
 
@@ -318,7 +335,31 @@ pub enum MsgBody<'a> {
     Skip,
     /// A WRITE with immediate data landed ([`MsgKind::Written`]).
     Written(Written),
+    /// A message for the receiver to read ([`MsgKind::Fetch`]).
+    Fetch(FetchSource),
+    /// The sender reads messages of at least `min` bytes itself
+    /// ([`MsgKind::Rendezvous`]).
+    Rendezvous {
+        /// The shortest message it reads (>= 1).
+        min: u32,
+    },
 }
+
+/// Where a [`MsgKind::Fetch`]'s message is: `len` bytes at `offset` of
+/// the sender's registered memory `region` (a registration or region the
+/// sender advertised with remote read access, named by its stable id).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FetchSource {
+    /// The sender's region or registration.
+    pub region: RegionId,
+    /// Where in it.
+    pub offset: u64,
+    /// The message's length.
+    pub len: u32,
+}
+
+/// Bytes of a [`MsgKind::Fetch`]'s payload.
+pub const FETCH_LEN: usize = 16;
 
 /// What a [`MsgKind::Written`] says: the sender's RDMA WRITE with
 /// immediate data, which went just before it, landed.
@@ -383,6 +424,8 @@ impl<'a> MsgBody<'a> {
             MsgBody::Promote { .. } => MsgKind::Promote,
             MsgBody::Skip => MsgKind::Skip,
             MsgBody::Written(_) => MsgKind::Written,
+            MsgBody::Fetch(_) => MsgKind::Fetch,
+            MsgBody::Rendezvous { .. } => MsgKind::Rendezvous,
         }
     }
 
@@ -443,6 +486,14 @@ impl<'a> MsgBody<'a> {
                 offset: c.u64("offset")?,
                 len: c.u32("len")?,
             }),
+            MsgKind::Fetch => MsgBody::Fetch(FetchSource {
+                region: RegionId(c.u32("region")?),
+                offset: c.u64("offset")?,
+                len: c.u32("len")?,
+            }),
+            MsgKind::Rendezvous => MsgBody::Rendezvous {
+                min: c.u32("rendezvous min")?,
+            },
         };
         c.finish("message payload")?;
         Ok(body)
@@ -460,6 +511,8 @@ impl<'a> MsgBody<'a> {
             | MsgBody::MoveRequest
             | MsgBody::Skip => 0,
             MsgBody::Written(_) => WRITTEN_LEN,
+            MsgBody::Fetch(_) => FETCH_LEN,
+            MsgBody::Rendezvous { .. } => 4,
             MsgBody::Quiesce { .. } => 1,
             MsgBody::Promote { .. } => 12,
             MsgBody::Keepalive { .. } | MsgBody::KeepaliveReply { .. } => 8,
@@ -547,6 +600,7 @@ pub fn encode_body(
                     put_u32(out, epoch.0);
                     put_u32(out, *frame_max);
                 }
+                MsgBody::Rendezvous { min } => put_u32(out, *min),
                 MsgBody::Keepalive { nonce } | MsgBody::KeepaliveReply { nonce } => {
                     put_u64(out, *nonce)
                 }
@@ -564,6 +618,7 @@ pub fn encode_body(
                     put_u64(out, w.offset);
                     put_u32(out, w.len);
                 }
+                MsgBody::Fetch(f) => out.extend_from_slice(&fetch_payload(f)),
                 _ => {}
             }
             Ok(())
@@ -610,6 +665,21 @@ pub fn encode_advert_done(
     out: &mut Vec<u8>,
 ) -> Result<(), WireError> {
     encode_body(seq, ack, &MsgBody::AdvertDone { epoch, frame_max }, out)
+}
+
+/// The header of the [`MsgKind::Fetch`] of message `seq`, acknowledging
+/// `ack` (its payload, [`fetch_payload`], follows it).
+pub fn fetch_header(seq: Seq, ack: Seq) -> [u8; HEADER_LEN] {
+    header_bytes(MsgKind::Fetch, seq, ack, FETCH_LEN as u32)
+}
+
+/// The payload of a [`MsgKind::Fetch`].
+pub fn fetch_payload(src: &FetchSource) -> [u8; FETCH_LEN] {
+    let mut out = [0u8; FETCH_LEN];
+    out[0..4].copy_from_slice(&src.region.0.to_be_bytes());
+    out[4..12].copy_from_slice(&src.offset.to_be_bytes());
+    out[12..16].copy_from_slice(&src.len.to_be_bytes());
+    out
 }
 
 /// Appends an `Ack` message (seq 0, no payload).

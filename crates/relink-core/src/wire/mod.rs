@@ -36,7 +36,7 @@
 //!           HEADER_LEN = 22 bytes of header)
 //! kind    = 1 Data | 2 Advert | 3 AdvertDone | 4 Ack | 5 Keepalive | 6 KeepaliveReply | 7 Close
 //!         | 8 Quiesce | 9 Quiesced | 10 MoveRequest | 11 Promote | 12 Skip
-//!         | 13 Written
+//!         | 13 Written | 14 Fetch | 15 Rendezvous
 //! payload of Data           = application bytes                     seq >= 1
 //!            Advert         = count:u16 advert[count]               seq = 0
 //!            AdvertDone     = epoch frame_max:u32                   seq = 0
@@ -52,6 +52,11 @@
 //!            Skip           = (empty): take the number, deliver nothing  seq >= 1
 //!            Written        = imm:u32 region:u32 offset:u64 len:u32: the WRITE
 //!                             before it landed (WRITTEN_LEN = 20)   seq >= 1
+//!            Fetch          = region:u32 offset:u64 len:u32: a message the
+//!                             receiver RDMA-READs from the sender's
+//!                             registered memory (FETCH_LEN = 16)    seq >= 1
+//!            Rendezvous     = min:u32: I read your messages of one range
+//!                             of min bytes or more (before AdvertDone) seq = 0
 //! advert  = epoch region:u32 addr:u64 len:u64 rkey:u32 access:u32      ADVERT_LEN = 32 bytes
 //! ```
 //!
@@ -111,12 +116,13 @@ pub use handshake::{
 };
 pub use message::{
     decode_message, decode_typed, encode_ack, encode_advert_done, encode_adverts, encode_body,
-    encode_close, encode_keepalive, encode_keepalive_reply, encode_message, frame_messages, Advert,
-    FrameMessages, MsgBody, MsgHeader, MsgKind, QuiescePurpose, Written, WRITTEN_LEN,
+    encode_close, encode_keepalive, encode_keepalive_reply, encode_message, fetch_header,
+    fetch_payload, frame_messages, Advert, FetchSource, FrameMessages, MsgBody, MsgHeader, MsgKind,
+    QuiescePurpose, Written, FETCH_LEN, WRITTEN_LEN,
 };
 
 /// Version byte that starts every format.
-pub const VERSION: u8 = 4;
+pub const VERSION: u8 = 5;
 
 /// Length of a [`Hello`] with no connect data: version, tag, session,
 /// epoch, incarnation and the connect data's length byte.

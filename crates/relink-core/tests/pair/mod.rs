@@ -156,6 +156,7 @@ impl Setup {
             max_outstanding: 1 << 20,
             regions: self.regions.clone(),
             shared_receive: false,
+            rendezvous_min: 0,
         }
     }
 }

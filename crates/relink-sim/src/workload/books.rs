@@ -64,6 +64,12 @@ pub struct Coverage {
     pub posting_registered: u64,
     /// What the posted receives came to.
     pub receives: ReceiveFigures,
+    /// Messages the target read itself (`SessionOptions::rendezvous`),
+    /// and reads given up with their transport and read again (the
+    /// target's counters; filled by the caller).
+    pub fetched: u64,
+    /// See `fetched`.
+    pub fetches_rewound: u64,
 }
 
 impl Coverage {
@@ -92,6 +98,8 @@ impl Coverage {
             ("polled while no buffer was posted", r.polled),
             ("whiles without reposting", r.holds),
             ("receives flushed", r.flushed),
+            ("messages read by the target", self.fetched),
+            ("reads given up with their transport", self.fetches_rewound),
         ]
         .into_iter()
         .filter(|(_, n)| *n == 0)
@@ -114,6 +122,8 @@ impl std::ops::AddAssign for Coverage {
         self.posting += o.posting;
         self.posting_registered += o.posting_registered;
         self.receives += o.receives;
+        self.fetched += o.fetched;
+        self.fetches_rewound += o.fetches_rewound;
     }
 }
 
@@ -463,6 +473,8 @@ impl Workload {
             posting: u64::from(posting),
             posting_registered: u64::from(registered),
             receives,
+            fetched: 0,
+            fetches_rewound: 0,
         }
     }
 

@@ -69,16 +69,22 @@ pub fn target_regions() -> Vec<RegionOptions> {
     .advertise(true)]
 }
 
-/// The initiator's regions: write sources, read landing slots, atomic
-/// result slots and the two message staging areas, local only.
+/// The initiator's regions: write sources, read landing slots and atomic
+/// result slots, local only; the two message staging areas advertised to
+/// the target for reading (a target with
+/// [`SessionOptions::rendezvous`](relink::SessionOptions::rendezvous)
+/// reads the messages of one range from there itself).
 pub fn initiator_regions() -> Vec<RegionOptions> {
     let local = |id, len| RegionOptions::new(id, len, Access::LOCAL_WRITE);
+    let readable = |id, len| {
+        RegionOptions::new(id, len, Access::LOCAL_WRITE | Access::REMOTE_READ).advertise(true)
+    };
     vec![
         local(SOURCE, BLOCK * BLOCKS),
         local(SINK, BLOCK * READ_SLOTS),
         local(RESULTS, 8 * ATOMIC_SLOTS),
-        local(STAGING[0], STAGING_LEN),
-        local(STAGING[1], STAGING_LEN),
+        readable(STAGING[0], STAGING_LEN),
+        readable(STAGING[1], STAGING_LEN),
     ]
 }
 

@@ -113,7 +113,7 @@ pub use layout::{
     TARGET_LEN,
 };
 pub use payload::{fnv1a, imm_bytes, message, mix, parse_message, pattern};
-pub use receives::ReceiveFigures;
+pub use receives::{receive_plan, ReceiveFigures};
 pub use staging::POISON;
 pub use tally::{Class, Problem, Tally, Window, WINDOW_A, WINDOW_B};
 
@@ -128,13 +128,30 @@ use crate::sim::{Sim, INITIATOR, TARGET};
 /// If listening or connecting is refused, or the session is not
 /// established after 2 ms of virtual time.
 pub fn start(seed: u64, policy: Policy, port: u16) -> Result<(Sim, Workload), String> {
+    start_with_rendezvous(seed, policy, port, None)
+}
+
+/// [`start`], the target reading the initiator's messages of at least
+/// `rendezvous` bytes from its registered memory into its posted receives
+/// ([`SessionOptions::rendezvous`](relink::SessionOptions::rendezvous); it
+/// must then take its deliveries through [`Workload::post_receives`]).
+///
+/// # Errors
+/// As [`start`].
+pub fn start_with_rendezvous(
+    seed: u64,
+    policy: Policy,
+    port: u16,
+    rendezvous: Option<u32>,
+) -> Result<(Sim, Workload), String> {
     let mut sim = Sim::new(seed);
+    let target = options(TARGET, policy.clone())
+        .to_builder()
+        .rendezvous(rendezvous)
+        .build()
+        .map_err(|e| e.to_string())?;
     let s = sim
-        .open_session(
-            port,
-            options(INITIATOR, policy.clone()),
-            options(TARGET, policy),
-        )
+        .open_session(port, options(INITIATOR, policy), target)
         .map_err(|e| e.to_string())?;
     sim.run_for(Duration::from_millis(2));
     let state = sim.node(INITIATOR).state(s);

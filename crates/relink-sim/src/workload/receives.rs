@@ -413,3 +413,18 @@ impl Workload {
         v
     }
 }
+
+/// How the target of a randomized run of `seed` receives: through posted
+/// receives for 2 seeds in 5 (`Some` key of the pool,
+/// [`Workload::post_receives`]), and for 3 in 4 of those it reads the
+/// messages of one range of registered memory itself from 1, 64 or 256
+/// bytes on ([`SessionOptions::rendezvous`](relink::SessionOptions::rendezvous),
+/// [`start_with_rendezvous`](super::start_with_rendezvous)). From a
+/// hash of its own: a seed's fault schedule does not depend on it.
+pub fn receive_plan(seed: u64) -> (Option<u64>, Option<u32>) {
+    let r = mix(seed ^ 0x7ece_17e5);
+    let posting = (r % 5 < 2).then(|| mix(r));
+    let rendezvous =
+        posting.and_then(|key| [None, Some(1), Some(64), Some(256)][(key >> 40) as usize % 4]);
+    (posting, rendezvous)
+}

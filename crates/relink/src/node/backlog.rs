@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use relink_core::session::{Action, OneSided};
 use relink_core::state::DownCause;
-use relink_core::wire::HEADER_LEN;
+use relink_core::wire::{fetch_payload, FetchSource, MsgKind, FETCH_LEN, HEADER_LEN};
 use relink_core::{LocalRange, LocalSgl, MessageBody, OpId, RegionId, Session};
 use relink_fabric::{Memory, MrInfo, SendOp, SendWr, Sge, SgeList, Timestamp};
 
@@ -353,6 +353,33 @@ pub(super) fn fill_batch(
                 let payload = match core.payload(op) {
                     None => continue,
                     Some(MessageBody::Bytes(payload)) => payload,
+                    Some(MessageBody::Gather(local)) if header[1] == MsgKind::Fetch.code() => {
+                        // The peer reads it (a rendezvous): the header and
+                        // where its one range is, in a slot, a SEND of its
+                        // own; no byte of the payload moves here.
+                        let [r] = &local[..] else {
+                            debug_assert!(false, "{op}: a fetch of more than one range");
+                            continue;
+                        };
+                        let source = FetchSource {
+                            region: r.region,
+                            offset: r.offset,
+                            len: r.len,
+                        };
+                        let s = t.free_slots.pop().expect("checked");
+                        let off = s as usize * slot_size as usize;
+                        let _ = send.write(off, &header);
+                        let _ = send.write(off + HEADER_LEN, &fetch_payload(&source));
+                        t.slot_op[s as usize] = Some(op);
+                        let sge = Sge {
+                            addr: mr.addr + off as u64,
+                            length: (HEADER_LEN + FETCH_LEN) as u32,
+                            lkey: mr.lkey,
+                        };
+                        batch.push_send(TAG_SEND | u64::from(s), SendOp::Send, SgeList::one(sge));
+                        t.posted.push_back(TAG_SEND | u64::from(s));
+                        continue;
+                    }
                     Some(MessageBody::Gather(local)) => {
                         // The header in a slot, the payload where it is:
                         // a SEND of its own.

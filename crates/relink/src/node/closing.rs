@@ -195,7 +195,7 @@ impl Transports {
         c.transport.return_shared_receives(p, wcs, recv_batch);
         for wc in wcs.iter() {
             if matches!(wc.wr_id & TAG_MASK, TAG_SEND | TAG_ONE_SIDED | TAG_LOCAL) {
-                retire_through(&mut c.transport, wc, |_, status| {
+                retire_through(&mut c.transport, wc, |_, _, status| {
                     failed |= status != WcStatus::Success;
                 });
             }

@@ -8,6 +8,7 @@ use relink_core::state::DownCause;
 use relink_core::OpId;
 use relink_fabric::{CqId, Memory, Provider, Timestamp, WcStatus, WorkCompletion};
 
+use super::rendezvous::is_fetch;
 use super::transport::Transport;
 use super::wait::PollMode;
 use super::wr::{TAG_LOCAL, TAG_MASK, TAG_ONE_SIDED, TAG_RECV, TAG_SEND};
@@ -119,7 +120,13 @@ impl Node {
         for wc in &self.wcs {
             match wc.wr_id & TAG_MASK {
                 TAG_SEND | TAG_ONE_SIDED | TAG_LOCAL => {
-                    retire_through(t, wc, |op, status| {
+                    let fetching = &mut self.fetched;
+                    retire_through(t, wc, |wr_id, op, status| {
+                        if is_fetch(wr_id) && status == WcStatus::Success {
+                            // A message read (`rendezvous.rs`): ended
+                            // after this batch's receives.
+                            fetching.push(wr_id);
+                        }
                         if !(before_loss && status == WcStatus::WrFlushErr) {
                             entry.core.handle_send_completion(epoch, op, status, now)
                         }
@@ -185,6 +192,11 @@ impl Node {
                     .handle_transport_down(epoch, DownCause::DeviceRemoved, now);
             }
         }
+        for wr_id in std::mem::take(&mut self.fetched) {
+            if let Some(seq) = entry.fetch_of(epoch, wr_id) {
+                entry.fetch_done(epoch, seq, now);
+            }
+        }
         self.run_actions(handle);
         true
     }
@@ -193,11 +205,12 @@ impl Node {
 /// Retire the send-queue requests posted up to and including `wc`'s, in
 /// order: RC completes in order, so every unsignaled request posted before
 /// it succeeded, and `wc`'s status is its own. `done` gets each request's
-/// operation (`None` for a control message) and status.
+/// `wr_id`, operation (`None` for a control message or a message's READ)
+/// and status.
 pub(super) fn retire_through(
     t: &mut Transport,
     wc: &WorkCompletion,
-    mut done: impl FnMut(Option<OpId>, WcStatus),
+    mut done: impl FnMut(u64, Option<OpId>, WcStatus),
 ) {
     while let Some(w) = t.posted.pop_front() {
         let status = if w == wc.wr_id {
@@ -206,7 +219,7 @@ pub(super) fn retire_through(
             WcStatus::Success
         };
         let op = t.retire(w);
-        done(op, status);
+        done(w, op, status);
         if w == wc.wr_id {
             break;
         }
@@ -291,7 +304,7 @@ mod tests {
         assert!(t.free_slots.is_empty());
 
         let mut seen = Vec::new();
-        retire_through(&mut t, &wc(control, WcStatus::Success), |op, s| {
+        retire_through(&mut t, &wc(control, WcStatus::Success), |_, op, s| {
             seen.push((op, s))
         });
         assert_eq!(
@@ -313,7 +326,7 @@ mod tests {
         // inferred done, the one after it stays posted (it flushes later).
         let m4 = post_message(&mut t, Some(4));
         seen.clear();
-        retire_through(&mut t, &wc(m3, WcStatus::RemAccessErr), |op, s| {
+        retire_through(&mut t, &wc(m3, WcStatus::RemAccessErr), |_, op, s| {
             seen.push((op, s))
         });
         assert_eq!(

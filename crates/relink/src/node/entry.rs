@@ -16,6 +16,7 @@ use relink_fabric::{Memory, Provider, Timestamp};
 use super::index::{Index, TimerEntry};
 use super::options::SessionOptions;
 use super::posted_receives::PostedReceives;
+use super::rendezvous::Fetching;
 use super::shared_receive::Reservation;
 use super::timeline::RecoveryTimeline;
 use super::transport::{SessionMemory, Transport};
@@ -66,6 +67,9 @@ pub(super) struct SessionEntry {
     /// those completions — and the events after them — wait until then;
     /// the memory is the application's again only once they come.
     pub quiescing: bool,
+    /// The READ of a message the peer left to read, under way
+    /// (`rendezvous.rs`).
+    pub fetching: Option<Fetching>,
 }
 
 impl SessionEntry {
@@ -94,6 +98,7 @@ impl SessionEntry {
             standby_ready: false,
             posted: PostedReceives::default(),
             quiescing: false,
+            fetching: None,
         }
     }
 
@@ -176,6 +181,9 @@ impl SessionEntry {
         }
         if let Some(t) = self.standby.as_mut() {
             index.cq_built(handle, t, false);
+        }
+        if self.fetching.is_some() || self.core.next_fetch().is_some() {
+            self.pump_fetch(p.now());
         }
         if !self.backlog.is_empty() {
             index.work_queued(handle);

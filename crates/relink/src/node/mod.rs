@@ -27,6 +27,7 @@
 //! | `backlog.rs` | work requests a core asks for: queued per session, posted in batches, every 16th signaled |
 //! | `destroy.rs` | what a destroy call's answer is worth: a warning only for an error |
 //! | `posted_receives.rs` | buffers the application posts for a session's messages: filled in order from the receive slots (one copy), ended `Received`, flushed at the session's end |
+//! | `rendezvous.rs` | messages the node reads itself (`SessionOptions::rendezvous`): the READ of the peer's registered memory into the next posted buffer, given back and read again after a loss |
 //! | `completions.rs` | draining a session's CQ: send completions retired in RC order, receives copied out and reposted |
 //! | `transport.rs` | one epoch's provider objects, built from the core's plan and torn down with destroy calls only |
 //! | `standby.rs` | a session's standby transport: built next to the current one, its CM events, the peer's promotion seen in its CQ, the swap on the core's promotion |
@@ -67,6 +68,7 @@ mod posted_receives;
 mod probes;
 mod regions;
 mod registrations;
+mod rendezvous;
 mod shared_receive;
 mod shutdown;
 mod standby;
@@ -287,6 +289,9 @@ pub struct Node {
     probers: BTreeMap<SocketAddr, u64>,
     /// Completions taken from a CQ.
     wcs: Vec<WorkCompletion>,
+    /// The `wr_id`s of the messages' READs a CQ batch completed
+    /// (`rendezvous.rs`), reused.
+    fetched: Vec<u64>,
     /// The send requests of the batch being posted.
     send_batch: WrBatch<SendWr>,
     /// The receives being reposted.
@@ -353,6 +358,7 @@ impl Node {
             poll_mode: PollMode::Events,
             probers: BTreeMap::new(),
             wcs: Vec::with_capacity(64),
+            fetched: Vec::new(),
             send_batch: WrBatch::default(),
             recv_batch: WrBatch::default(),
             recv_buf: Vec::new(),

@@ -84,6 +84,21 @@ pub struct SessionOptions {
     /// the session's reservation out of the queue's depth (and still the
     /// peer's credits). `None` (the default): receive slots of its own.
     pub shared_receive: Option<SharedReceiveHandle>,
+    /// Read the peer's messages from registered memory of at least this
+    /// many bytes straight into this side's posted receives
+    /// ([`Node::post_receive`](super::Node::post_receive), a *rendezvous*):
+    /// the peer sends where the message is (its one range of a region or
+    /// registration it exposes with [`Access::REMOTE_READ`](crate::fabric::Access::REMOTE_READ)),
+    /// this node RDMA-READs it into the next posted buffer and only then
+    /// counts it delivered, so no byte of it is copied on either side, and
+    /// a message may be longer than [`max_message`](Self::max_message)
+    /// (up to the sender's). Such a message waits for a posted buffer: a
+    /// session with this set takes its messages through posted receives.
+    /// Messages of bytes, of several ranges, or of memory the peer does
+    /// not expose come in their SEND as usual. Costs a round trip per such
+    /// message (the READ): for messages where a copy costs more. `None`
+    /// (the default): every message comes in its SEND.
+    pub rendezvous: Option<u32>,
 }
 
 impl Default for SessionOptions {
@@ -97,6 +112,7 @@ impl Default for SessionOptions {
             regions: Vec::new(),
             connect_data: Vec::new(),
             shared_receive: None,
+            rendezvous: None,
         }
     }
 }
@@ -157,6 +173,21 @@ impl SessionOptions {
         if self.max_outstanding == 0 {
             return invalid("max_outstanding", "must be >= 1");
         }
+        if self.rendezvous == Some(0) {
+            return invalid("rendezvous", "must be >= 1 byte (None: no rendezvous)");
+        }
+        if self.rendezvous.is_some() && self.shared_receive.is_some() {
+            return invalid(
+                "rendezvous",
+                "not with a shared receive queue: a message is read into the session's own posted receives",
+            );
+        }
+        if self.rendezvous.is_some() && self.max_message < wire::FETCH_LEN as u32 {
+            return invalid(
+                "max_message",
+                "must be >= 16 with a rendezvous (where the message is travels in a slot)",
+            );
+        }
         let mut seen = BTreeSet::new();
         for r in &self.regions {
             if !seen.insert(r.id) {
@@ -199,6 +230,7 @@ impl SessionOptions {
                 })
                 .collect(),
             shared_receive: self.shared_receive.is_some(),
+            rendezvous_min: self.rendezvous.unwrap_or(0),
         }
     }
 }
@@ -244,6 +276,13 @@ impl SessionOptionsBuilder {
     /// at most.
     pub fn max_one_sided(mut self, n: u32) -> SessionOptionsBuilder {
         self.opts.max_one_sided = n;
+        self
+    }
+
+    /// [`SessionOptions::rendezvous`]: read the peer's messages from
+    /// registered memory of at least `min_len` bytes into posted receives.
+    pub fn rendezvous(mut self, min_len: Option<u32>) -> SessionOptionsBuilder {
+        self.opts.rendezvous = min_len;
         self
     }
 

@@ -160,6 +160,22 @@ impl PostedReceives {
         self.ended.pop_front()
     }
 
+    /// Take the next posted buffer of the session (for a message it reads
+    /// itself, `rendezvous.rs`).
+    pub fn pop_front(&mut self) -> Option<(LocalRange, u64)> {
+        self.buffers.pop_front()
+    }
+
+    /// Put a buffer back first in line (its message's READ was given up).
+    pub fn push_front(&mut self, local: LocalRange, context: u64) {
+        self.buffers.push_front((local, context));
+    }
+
+    /// A receive ended (a message read into its buffer).
+    pub fn end(&mut self, r: Received) {
+        self.ended.push_back(r);
+    }
+
     /// The session ended: every buffer still posted ends `Flushed`.
     pub fn flush(&mut self) {
         for (local, context) in self.buffers.drain(..) {
@@ -192,6 +208,9 @@ impl SessionEntry {
                     Arrival::Message(payload)
                 }
                 Delivered::Written(w) => Arrival::Written(*w),
+                // `poll_delivered` stops before a message to read: the
+                // driver reads it (`rendezvous.rs`).
+                Delivered::Fetch { .. } => break,
             };
             placed |= self
                 .posted
@@ -246,8 +265,16 @@ impl Node {
             });
         }
         entry.posted.buffers.push_back((local, context));
-        // A message that came while no buffer was posted takes this one.
+        // A message that came while no buffer was posted takes this one,
+        // or one left to read is read into it.
         entry.place_waiting(None);
+        if entry.fetching.is_some() || entry.core.next_fetch().is_some() {
+            let now = self.provider.now();
+            entry.pump_fetch(now);
+        }
+        if !entry.backlog.is_empty() {
+            self.index.work_queued(s.0);
+        }
         if entry.posted.has_output() {
             self.index.has_output(s.0);
         }

@@ -211,7 +211,7 @@ impl SessionEntry {
         for wc in wcs {
             let recv = wc.wr_id & TAG_MASK == TAG_RECV;
             if !recv {
-                retire_through(t, wc, |_, _| {});
+                retire_through(t, wc, |_, _, _| {});
             }
             if wc.status != WcStatus::Success {
                 let cause = DownCause::Completion(wc.status);

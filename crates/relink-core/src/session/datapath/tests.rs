@@ -42,6 +42,7 @@ fn session_with(max_outstanding: u32) -> Session {
                 window: false,
             }],
             shared_receive: false,
+            rendezvous_min: 0,
         },
         seed: 7,
         connect_data: ConnectBytes::EMPTY,

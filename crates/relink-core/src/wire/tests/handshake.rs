@@ -152,7 +152,7 @@ fn hello_golden_bytes() {
         connect_data: ConnectBytes::new(b"ab").unwrap(),
     });
     let expected = [
-        0x04, // version
+        0x05, // version
         0x01, // Hello
         0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, // session
         0x21, 0x22, 0x23, 0x24, // epoch
@@ -314,7 +314,7 @@ fn refuse_reason_codes_are_pinned() {
         assert_eq!(RefuseReason::from_code(r.code()), Some(r));
     }
     let kinds: Vec<u8> = MsgKind::ALL.iter().map(|k| k.code()).collect();
-    assert_eq!(kinds, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]);
+    assert_eq!(kinds, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]);
     for p in [QuiescePurpose::Move, QuiescePurpose::Suspend] {
         assert_eq!(QuiescePurpose::from_code(p.code()), Some(p));
     }

@@ -12,7 +12,7 @@ fn msg_header_golden_bytes() {
         len: 3,
     };
     let expected: [u8; HEADER_LEN] = [
-        0x04, // version
+        0x05, // version
         0x01, // Data
         0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, // seq
         0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18, // ack
@@ -32,11 +32,11 @@ fn control_message_golden_bytes() {
     encode_ack(Seq(5), &mut out);
     assert_eq!(
         out,
-        [4, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 0]
+        [5, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 0]
     );
     out.clear();
     encode_keepalive(Seq(0), 0xaabb, &mut out);
-    assert_eq!(&out[..2], &[4, 5]);
+    assert_eq!(&out[..2], &[5, 5]);
     assert_eq!(&out[18..], &[0, 0, 0, 8, 0, 0, 0, 0, 0, 0, 0xaa, 0xbb]);
     let advert = Advert {
         epoch: Epoch(1),
@@ -117,10 +117,10 @@ fn message_errors_are_typed() {
         Err(WireError::UnsupportedVersion { found: 9 })
     );
     assert_eq!(
-        decode_message(&[4, 14]),
+        decode_message(&[5, 16]),
         Err(WireError::UnknownTag {
             what: "message kind",
-            tag: 14
+            tag: 16
         })
     );
     // A quiesce with a purpose no version defines.
@@ -167,6 +167,10 @@ fn message_errors_are_typed() {
     assert!(matches!(
         MsgBody::parse(MsgKind::AdvertDone, &[0; 9]),
         Err(WireError::TrailingBytes { .. })
+    ));
+    assert!(matches!(
+        MsgBody::parse(MsgKind::Fetch, &[0; 15]),
+        Err(WireError::Truncated { .. })
     ));
     // An advert count larger than the payload allocates nothing and fails.
     assert!(matches!(

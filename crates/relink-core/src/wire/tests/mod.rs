@@ -119,6 +119,7 @@ fn arb_message() -> impl Strategy<Value = (Seq, Seq, MsgBody<'static>)> {
             epoch: Epoch(e),
             frame_max
         }),
+        any::<u32>().prop_map(|min| MsgBody::Rendezvous { min }),
         Just(MsgBody::Ack),
         any::<u64>().prop_map(|nonce| MsgBody::Keepalive { nonce }),
         any::<u64>().prop_map(|nonce| MsgBody::KeepaliveReply { nonce }),
@@ -140,6 +141,13 @@ fn arb_message() -> impl Strategy<Value = (Seq, Seq, MsgBody<'static>)> {
                 len,
             })
         ),
+        (any::<u32>(), any::<u64>(), any::<u32>()).prop_map(|(region, offset, len)| {
+            MsgBody::Fetch(crate::wire::FetchSource {
+                region: RegionId(region),
+                offset,
+                len,
+            })
+        }),
     ];
     (1..=u64::MAX, any::<u64>(), body).prop_map(|(seq, ack, body)| {
         let seq = if body.kind().is_sequenced() { seq } else { 0 };
