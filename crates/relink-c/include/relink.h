@@ -417,6 +417,23 @@ relink_status relink_options_set_max_message(relink_options *options, uint32_t b
 // `options` is live options.
 relink_status relink_options_set_max_one_sided(relink_options *options, uint32_t ops);
 
+// Read the peer's messages of at least `min_bytes` bytes straight into
+// this side's posted receives (`relink_post_receive`), a *rendezvous*: a
+// message the peer sends from one range of registered memory it exposes
+// with `RELINK_ACCESS_REMOTE_READ` is RDMA-READ by this side into the next
+// posted buffer, and counts as delivered (its sender's completion comes)
+// only once its bytes landed: no byte is copied on either side, and the
+// message may be longer than `max_message`. Such a message waits for a
+// posted buffer (the messages behind it wait for it): a session with this
+// set takes its messages through posted receives. Costs a round trip per
+// message read. 0 (the default): every message comes in its SEND. Not
+// with a shared receive queue (`relink_connect` and `relink_listen` refuse
+// the options).
+//
+// # Safety
+// `options` is live options.
+relink_status relink_options_set_rendezvous(relink_options *options, uint32_t min_bytes);
+
 // The most operations a session holds outstanding — submitted, their
 // completion not yet taken (`relink_poll_completion`,
 // `relink_poll_output`) — default 4096, at least 1 (0 is refused naming
@@ -524,6 +541,12 @@ typedef enum {
   // Bytes of message payloads relink copied to deliver them: from a
   // receive slot into a delivery, once per message delivered.
   RELINK_COUNTER_RECEIVE_COPIED_BYTES = 17,
+  // Messages this side read from the peer's memory straight into a
+  // posted receive (`relink_options_set_rendezvous`): no byte copied.
+  RELINK_COUNTER_FETCHED = 18,
+  // Such reads given up with their connection (each read again after
+  // the resume).
+  RELINK_COUNTER_FETCHES_REWOUND = 19,
 } relink_counter;
 
 // A session of a node: a number the node never reuses (also after the

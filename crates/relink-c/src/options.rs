@@ -172,6 +172,35 @@ pub unsafe extern "C" fn relink_options_set_max_one_sided(
     }
 }
 
+/// Read the peer's messages of at least `min_bytes` bytes straight into
+/// this side's posted receives (`relink_post_receive`), a *rendezvous*: a
+/// message the peer sends from one range of registered memory it exposes
+/// with `RELINK_ACCESS_REMOTE_READ` is RDMA-READ by this side into the next
+/// posted buffer, and counts as delivered (its sender's completion comes)
+/// only once its bytes landed: no byte is copied on either side, and the
+/// message may be longer than `max_message`. Such a message waits for a
+/// posted buffer (the messages behind it wait for it): a session with this
+/// set takes its messages through posted receives. Costs a round trip per
+/// message read. 0 (the default): every message comes in its SEND. Not
+/// with a shared receive queue (`relink_connect` and `relink_listen` refuse
+/// the options).
+///
+/// # Safety
+/// `options` is live options.
+#[no_mangle]
+pub unsafe extern "C" fn relink_options_set_rendezvous(
+    options: *mut relink_options,
+    min_bytes: u32,
+) -> relink_status {
+    // SAFETY: the caller's contract.
+    unsafe {
+        change(options, |o| {
+            o.rendezvous = (min_bytes > 0).then_some(min_bytes);
+            Ok(())
+        })
+    }
+}
+
 /// The most operations a session holds outstanding — submitted, their
 /// completion not yet taken (`relink_poll_completion`,
 /// `relink_poll_output`) — default 4096, at least 1 (0 is refused naming

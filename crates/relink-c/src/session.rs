@@ -432,6 +432,12 @@ pub enum relink_counter {
     /// Bytes of message payloads relink copied to deliver them: from a
     /// receive slot into a delivery, once per message delivered.
     RELINK_COUNTER_RECEIVE_COPIED_BYTES = 17,
+    /// Messages this side read from the peer's memory straight into a
+    /// posted receive (`relink_options_set_rendezvous`): no byte copied.
+    RELINK_COUNTER_FETCHED = 18,
+    /// Such reads given up with their connection (each read again after
+    /// the resume).
+    RELINK_COUNTER_FETCHES_REWOUND = 19,
 }
 
 /// Counter `which` (a `relink_counter`) of a session in `*out`:
@@ -475,6 +481,8 @@ pub unsafe extern "C" fn relink_session_counter(
             15 => c.standby_keepalives_received,
             16 => c.send_copied_bytes,
             17 => c.receive_copied_bytes,
+            18 => c.fetched,
+            19 => c.fetches_rewound,
             _ => return Err(Fail::arg(format!("`which` {which} is no relink_counter"))),
         };
         // SAFETY: the caller's contract.

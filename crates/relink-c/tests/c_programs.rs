@@ -590,6 +590,20 @@ fn messages_from_registered_memory_from_c() {
     assert!(stdout.contains("copied: 0 bytes to send"), "{stdout}");
 }
 
+/// `tests/c/rendezvous.c`: a C receiver that reads the sender's messages
+/// itself (`relink_options_set_rendezvous`) — every message from one range
+/// of the sender's registered memory fills its posted buffer in order,
+/// once, with its own bytes (the sender overwrites each at its
+/// completion), across resets of both devices; the long ones are read
+/// (`RELINK_COUNTER_FETCHED`) with no byte copied on either side.
+#[test]
+fn messages_read_by_the_receiver_from_c() {
+    let stdout = run_quiet("rendezvous");
+    let figures = stdout.lines().find(|l| l.starts_with("read "));
+    assert!(figures.is_some(), "{stdout}");
+    eprintln!("rendezvous.c: {}", figures.unwrap_or_default());
+}
+
 /// `tests/c/posted_receives.c`: posted receives and WRITEs with immediate
 /// data from C — a C receiver posts buffers of its own registered memory
 /// and of its session's region (`relink_post_receive`): they are filled

@@ -756,6 +756,8 @@ fn counter_numbers_and_members_are_pinned() {
         "STANDBY_KEEPALIVES_RECEIVED",
         "SEND_COPIED_BYTES",
         "RECEIVE_COPIED_BYTES",
+        "FETCHED",
+        "FETCHES_REWOUND",
     ]
     .iter()
     .zip(0..)

@@ -885,3 +885,7 @@ mod switch_floor;
 // Both devices unplugged and replugged with the nodes busy-polling.
 #[path = "sessions_verbs/busy_poll.rs"]
 mod busy_poll;
+
+// Messages read by the target itself (a rendezvous) across unplug/replug.
+#[path = "sessions_verbs/rendezvous.rs"]
+mod rendezvous;

@@ -111,7 +111,7 @@ int main(void) {
   printf("standby: %llu of 40 messages packed behind another at b\n",
          (unsigned long long)packed);
   uint64_t untouched = 99;
-  expect(relink_session_counter(w.a, w.s, RELINK_COUNTER_RECEIVE_COPIED_BYTES + 1,
+  expect(relink_session_counter(w.a, w.s, RELINK_COUNTER_FETCHES_REWOUND + 1,
                                  &untouched),
          RELINK_ERR_ARGUMENT, "which", "the counter after the last");
   expect(relink_session_counter(w.a, w.s, -1, &untouched), RELINK_ERR_ARGUMENT,
