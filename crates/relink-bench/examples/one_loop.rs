@@ -11,14 +11,17 @@
 //! ```
 //!
 //! Arguments: `raw|relink`, `inproc|tcp`,
-//! `send|send4k|send-from|send-from4k|send-slot4096|write|pingpong|pingpong4k|pingpong-from|pingpong-from4k`
+//! `send|send4k|send-from|send-from4k|send-slot4096|write|pingpong|pingpong4k|pingpong-from|pingpong-from4k|pingpong-read|pingpong-read4k|pingpong64k|pingpong-from64k|pingpong-read64k`
 //! (`send4k`: 4 KiB messages; `send-from`, `send-from4k`: relink's
 //! `Node::send_from` of a ring of registered slots, no copy — raw: the
 //! same as `send`, `send4k`; `send-slot4096`: the 64 B messages through
 //! sessions with 4 KiB receive slots, room for frames; `pingpong`: 8 B
 //! messages; `pingpong-from`, `pingpong-from4k`: relink's zero-copy
 //! round trip, `Node::send_from` of registered slots and receives into
-//! posted buffers both ways — raw: the same as `pingpong`, `pingpong4k`),
+//! posted buffers both ways; `pingpong-read`, `pingpong-read4k`: the same,
+//! each receiver reading the messages itself (a rendezvous: no copy at
+//! all); the `64k` ones: 64 KiB messages — raw: the same as `pingpong`,
+//! `pingpong4k`, `pingpong64k`),
 //! and the operation count (default 200,000).
 //! Prints the rate (and, for relink, the loop's iterations and waits per
 //! operation and the copies of the payload per message or round trip; for
@@ -37,7 +40,7 @@ fn usage() -> ! {
     eprintln!(
         "usage: one_loop raw|relink inproc|tcp \
          send|send4k|send-from|send-from4k|send-slot4096|write|pingpong|pingpong4k|\
-         pingpong-from|pingpong-from4k [count]"
+         pingpong-from|pingpong-from4k|pingpong-read|pingpong-read4k|pingpong64k|pingpong-from64k|pingpong-read64k [count]"
     );
     std::process::exit(2);
 }
@@ -72,7 +75,7 @@ fn relink<D: Drive>(
             l.close();
             (m, s)
         }
-        Workload::PingPong | Workload::PingPongFrom => {
+        Workload::PingPong | Workload::PingPongFrom | Workload::PingPongRead => {
             let mut l = RelinkPingPong::with_source(d, spec, source);
             let m = l.run(count);
             let s = l.stats();
@@ -109,7 +112,7 @@ fn raw(rig: &dyn Rig, spec: LoopSpec, workload: Workload, count: u64) {
             l.close();
             m
         }
-        Workload::PingPong | Workload::PingPongFrom => {
+        Workload::PingPong | Workload::PingPongFrom | Workload::PingPongRead => {
             let mut l = PingPongLoop::connect(rig, spec);
             let m = l.run(count);
             print_rtts(l.rtts());
@@ -158,6 +161,23 @@ fn main() {
         "pingpong4k" => (Workload::PingPong, bytes, LoopSpec::send(4096, 1)),
         "pingpong-from" => (Workload::PingPongFrom, from, LoopSpec::send(8, 1)),
         "pingpong-from4k" => (Workload::PingPongFrom, from, LoopSpec::send(4096, 1)),
+        "pingpong-read" => (
+            Workload::PingPongRead,
+            MessageSource::Read,
+            LoopSpec::send(8, 1),
+        ),
+        "pingpong-read4k" => (
+            Workload::PingPongRead,
+            MessageSource::Read,
+            LoopSpec::send(4096, 1),
+        ),
+        "pingpong64k" => (Workload::PingPong, bytes, LoopSpec::send(65536, 1)),
+        "pingpong-from64k" => (Workload::PingPongFrom, from, LoopSpec::send(65536, 1)),
+        "pingpong-read64k" => (
+            Workload::PingPongRead,
+            MessageSource::Read,
+            LoopSpec::send(65536, 1),
+        ),
         _ => usage(),
     };
     let shape = (workload, source);

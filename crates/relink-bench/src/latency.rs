@@ -227,6 +227,11 @@ pub fn ping_pong<D: Drive>(
             spec,
             MessageSource::Registered,
         ));
+        rls.push(RelinkPingPong::with_source(
+            pair(&spec, Workload::PingPongRead),
+            spec,
+            MessageSource::Read,
+        ));
     }
     let series = {
         let mut runners: Vec<&mut dyn Runner> = vec![&mut raw];
@@ -308,6 +313,13 @@ pub fn copy_faults(lat: &[Latency]) -> Vec<String> {
                 ));
             }
             match r.op.as_str() {
+                "send-read" if c.send_copied_bytes + c.receive_copied_bytes != 0 => {
+                    out.push(format!(
+                        "{what}: relink copied {} bytes to send and {} to receive; a message \
+                         read by its receiver must be copied on neither side",
+                        c.send_copied_bytes, c.receive_copied_bytes
+                    ));
+                }
                 "send-from" if c.send_copied_bytes != 0 => out.push(format!(
                     "{what}: relink copied {} bytes of payload to send from registered \
                      memory ({:.3} copies per round trip); Node::send_from must copy none",
@@ -400,7 +412,9 @@ pub fn latency_table(lat: &[Latency]) -> String {
          side; cpu/rt: µs of the process's CPU time (all threads) per round trip, median of \
          the repetitions (10 ms ticks); relink send: Node::send and poll_delivery_into both \
          ways; relink send-from: Node::send_from of registered slots and posted receives \
-         (post_receive / poll_received) both ways; copies/rt: copies of the payload relink \
+         (post_receive / poll_received) both ways; relink send-read: the same, each \
+         receiver reading the messages itself (SessionOptions::rendezvous, a READ per \
+         message); copies/rt: copies of the payload relink \
          made per round trip, on the way out + on the way in, both messages (the sessions' \
          counters); iter/rt, wait/rt: iterations of the relink loop and iterations that \
          waited on the provider, per round trip\n",

@@ -398,3 +398,32 @@ fn a_session_region_may_not_take_a_registration_id() {
         "{e:?}"
     );
 }
+
+/// A session whose slots cannot hold an advertisement (`max_message` 8:
+/// an advert message is 34 bytes of payload) is not offered the node's
+/// registrations with remote rights: it keeps carrying messages, and the
+/// registration is reached through the other session.
+#[test]
+fn a_session_with_slots_too_small_for_an_advertisement_is_not_offered_one() {
+    let tiny = SessionOptions::builder()
+        .max_message(8)
+        .build()
+        .expect("options");
+    let (mut sim, s, t) = Sim::with_session_options(25, tiny.clone(), tiny);
+    let mem = sim.node(TARGET).alloc_memory(4096).expect("memory");
+    sim.node(TARGET)
+        .register(mem, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
+        .expect("registered");
+    sim.run_for(Duration::from_millis(5));
+    for i in 0..10u64 {
+        sim.node(INITIATOR).send(s, &i.to_le_bytes()).expect("sent");
+    }
+    sim.run_for(Duration::from_millis(5));
+    for i in 0..10u64 {
+        let (_, m) = sim.node(TARGET).poll_delivery(t).expect("delivered");
+        assert_eq!(m, i.to_le_bytes());
+    }
+    assert_eq!(sim.node(INITIATOR).state(s), Some(State::Established));
+    let c = sim.node(TARGET).counters(t).expect("session");
+    assert_eq!((c.losses, c.adverts_sent), (0, 0), "{c:?}");
+}

@@ -34,6 +34,11 @@ pub enum Workload {
     /// ([`Node::send_from`](relink::Node::send_from)), posting it again
     /// once that reply completed.
     PingPongFrom,
+    /// As [`PingPongFrom`](Self::PingPongFrom), each side reading the
+    /// other's messages itself into its posted buffers
+    /// ([`SessionOptions::rendezvous`] from 1 byte; the slots readable by
+    /// the peer): no copy on either side, a READ per message.
+    PingPongRead,
 }
 
 /// The session options of one side of a pair for `spec` and `workload`.
@@ -50,12 +55,23 @@ pub enum Workload {
 /// window`. The recovery policy is the default.
 pub fn session_options(spec: &LoopSpec, workload: Workload, target: bool) -> SessionOptions {
     match workload {
-        Workload::Send | Workload::PingPong | Workload::PingPongFrom => SessionOptions::builder()
-            .recv_slots(u32::try_from((2 * spec.window).max(64)).expect("window fits u32"))
-            .max_message(u32::try_from(spec.max_message).expect("size fits u32"))
-            .max_one_sided(8)
-            .build()
-            .expect("valid session options"),
+        Workload::Send | Workload::PingPong | Workload::PingPongFrom | Workload::PingPongRead => {
+            SessionOptions::builder()
+                .recv_slots(u32::try_from((2 * spec.window).max(64)).expect("window fits u32"))
+                // A rendezvous needs the peer's advertisements (34 bytes)
+                // to fit a slot.
+                .max_message(u32::try_from(spec.max_message).expect("size fits u32").max(
+                    if workload == Workload::PingPongRead {
+                        34
+                    } else {
+                        8
+                    },
+                ))
+                .max_one_sided(8)
+                .rendezvous((workload == Workload::PingPongRead).then_some(1))
+                .build()
+                .expect("valid session options")
+        }
         Workload::Write => {
             let len = (spec.window * spec.size) as u64;
             let region = if target {

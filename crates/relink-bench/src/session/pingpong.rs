@@ -71,6 +71,8 @@ impl RoundTripCopies {
 /// receive buffers, all posted.
 struct Zero {
     slots: Slots,
+    /// [`MessageSource::Registered`] or [`MessageSource::Read`].
+    source: MessageSource,
 }
 
 /// Ping-pong through a relink session: the initiator sends a
@@ -137,12 +139,13 @@ impl<D: Drive> RelinkPingPong<D> {
         spec.validate();
         let zero = match source {
             MessageSource::Bytes => None,
-            MessageSource::Registered => {
+            MessageSource::Registered | MessageSource::Read => {
                 let s = d.session();
                 let node = d.initiator();
-                let slots = Slots::new(node, 2 * ECHO_BUFFERS, spec.size);
+                let readable = source == MessageSource::Read;
+                let slots = Slots::new(node, 2 * ECHO_BUFFERS, spec.size, readable);
                 slots.post_all(node, s, ECHO_BUFFERS, 2 * ECHO_BUFFERS);
-                Some(Zero { slots })
+                Some(Zero { slots, source })
             }
         };
         RelinkPingPong {
@@ -165,11 +168,9 @@ impl<D: Drive> RelinkPingPong<D> {
 
     /// Where its messages come from.
     pub fn source(&self) -> MessageSource {
-        if self.zero.is_some() {
-            MessageSource::Registered
-        } else {
-            MessageSource::Bytes
-        }
+        self.zero
+            .as_ref()
+            .map_or(MessageSource::Bytes, |z| z.source)
     }
 
     /// Iterations and waits so far.
@@ -381,6 +382,21 @@ mod tests {
             assert_eq!(zero.send_per_round_trip(), 0.0, "{zero:?}");
             assert_eq!(zero.per_round_trip_total(), 2.0, "{zero:?}");
         }
+    }
+
+    #[test]
+    fn round_trips_read_by_their_receivers_copy_nothing() {
+        for size in [8, 4096] {
+            let spec = LoopSpec::send(size, 1);
+            let d = SimPair::connect(54, &spec, Workload::PingPongRead);
+            let c = round_trips(d, spec, MessageSource::Read);
+            assert_eq!((c.round_trips, c.delivered), (61, 122), "{c:?}");
+            assert_eq!(c.per_round_trip_total(), 0.0, "{c:?}");
+        }
+        let spec = LoopSpec::send(64, 1);
+        let d = TcpPair::connect(55, &spec, Workload::PingPongRead);
+        let c = round_trips(d, spec, MessageSource::Read);
+        assert_eq!(c.per_round_trip_total(), 0.0, "over TCP: {c:?}");
     }
 
     #[test]

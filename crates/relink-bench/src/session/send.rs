@@ -35,6 +35,13 @@ pub enum MessageSource {
     /// `window` outstanding, completions in order), as the raw loop reuses
     /// its send buffer.
     Registered,
+    /// As [`Registered`](Self::Registered), the slots readable by the peer
+    /// ([`Access::REMOTE_READ`]), on sessions whose receiver reads them
+    /// itself into its posted receives
+    /// ([`SessionOptions::rendezvous`](relink::SessionOptions::rendezvous),
+    /// [`Workload::PingPongRead`](super::Workload::PingPongRead)): no copy
+    /// on either side. Ping-pong only.
+    Read,
 }
 
 impl MessageSource {
@@ -43,6 +50,7 @@ impl MessageSource {
         match self {
             MessageSource::Bytes => "send",
             MessageSource::Registered => "send-from",
+            MessageSource::Read => "send-read",
         }
     }
 }
@@ -123,13 +131,17 @@ impl<D: Drive> RelinkSendLoop<D> {
     /// A loop of messages from `source` on `d`, as [`RelinkSendLoop::new`].
     ///
     /// # Panics
-    /// If `spec` is invalid, or ([`MessageSource::Registered`]) the
-    /// initiator's node cannot allocate or register the ring.
+    /// If `spec` is invalid, `source` is [`MessageSource::Read`] (for
+    /// ping-pongs), or ([`MessageSource::Registered`]) the initiator's node
+    /// cannot allocate or register the ring.
     #[track_caller]
     pub fn with_source(mut d: D, spec: LoopSpec, source: MessageSource) -> RelinkSendLoop<D> {
         spec.validate();
         let ring = match source {
             MessageSource::Bytes => None,
+            MessageSource::Read => {
+                panic!("RelinkSendLoop: MessageSource::Read is for ping-pongs (its target posts no receive)")
+            }
             MessageSource::Registered => {
                 let node = d.initiator();
                 let memory = node
@@ -307,6 +319,7 @@ mod tests {
             let want = match source {
                 MessageSource::Bytes => 2.0,
                 MessageSource::Registered => 0.0,
+                MessageSource::Read => unreachable!("not in the list"),
             };
             assert_eq!(c.send_per_message(), want, "{c:?}");
             assert_eq!(c.receive_per_message(), 1.0, "{c:?}");

@@ -33,14 +33,22 @@ pub(super) struct Slots {
 }
 
 impl Slots {
+    /// `readable`: the peer may read them ([`Access::REMOTE_READ`], for a
+    /// receiver that reads messages itself).
+    ///
     /// # Panics
     /// If `node` cannot allocate or register the memory.
-    pub fn new(node: &mut Node, count: usize, size: usize) -> Slots {
+    pub fn new(node: &mut Node, count: usize, size: usize, readable: bool) -> Slots {
         let memory = node
             .alloc_memory(count * size)
             .unwrap_or_else(|e| panic!("the slots' memory: {e}"));
+        let access = if readable {
+            Access::LOCAL_WRITE | Access::REMOTE_READ
+        } else {
+            Access::LOCAL_WRITE
+        };
         let region = node
-            .register(memory.clone(), Access::LOCAL_WRITE)
+            .register(memory.clone(), access)
             .unwrap_or_else(|e| panic!("register the slots: {e}"));
         Slots {
             memory,
@@ -110,8 +118,9 @@ impl TargetApp {
         let echo = match workload {
             Workload::Send | Workload::Write => Echo::None,
             Workload::PingPong => Echo::Copy,
-            Workload::PingPongFrom => {
-                let slots = Slots::new(node, ECHO_BUFFERS, spec.size);
+            Workload::PingPongFrom | Workload::PingPongRead => {
+                let readable = workload == Workload::PingPongRead;
+                let slots = Slots::new(node, ECHO_BUFFERS, spec.size, readable);
                 slots.post_all(node, s, 0, ECHO_BUFFERS);
                 Echo::From {
                     slots,

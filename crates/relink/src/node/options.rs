@@ -120,6 +120,11 @@ impl Default for SessionOptions {
 /// Receive slots kept for control messages (the core's credit reserve).
 const CONTROL_SLOTS: u32 = 8;
 
+/// The smallest [`SessionOptions::max_message`] whose slots hold an
+/// advertisement of one region (its count and the advert): a session with
+/// less advertises nothing.
+pub(super) const MIN_ADVERT_MESSAGE: u32 = 2 + wire::ADVERT_LEN as u32;
+
 /// The largest [`SessionOptions::max_message`]: 1 GiB (a receive slot is
 /// the message plus its header, in a `u32`).
 const MAX_MESSAGE: u32 = 1 << 30;
@@ -142,7 +147,8 @@ impl SessionOptions {
     /// # Errors
     /// [`OptionsError::Policy`] naming a policy key out of range;
     /// [`OptionsError::Invalid`] naming `recv_slots` (must be > 8),
-    /// `max_message` (≥ 8, ≥ 34 with an advertised region, ≤ 1 GiB) or
+    /// `max_message` (≥ 8, ≥ 34 with an advertised region or a rendezvous,
+    /// ≤ 1 GiB), `rendezvous` (≥ 1, not with a shared receive queue) or
     /// `max_one_sided` (≥ 1); [`OptionsError::DuplicateRegion`],
     /// [`OptionsError::EmptyRegion`].
     pub fn validate(&self) -> Result<(), OptionsError> {
@@ -160,8 +166,7 @@ impl SessionOptions {
         if self.max_message > MAX_MESSAGE {
             return invalid("max_message", "must be <= 1073741824 (1 GiB)");
         }
-        let advert = 2 + wire::ADVERT_LEN as u32;
-        if self.max_message < advert && self.regions.iter().any(|r| r.advertise) {
+        if self.max_message < MIN_ADVERT_MESSAGE && self.regions.iter().any(|r| r.advertise) {
             return invalid(
                 "max_message",
                 "must be >= 34 with an advertised region (its advertisement travels in a slot)",
@@ -182,10 +187,10 @@ impl SessionOptions {
                 "not with a shared receive queue: a message is read into the session's own posted receives",
             );
         }
-        if self.rendezvous.is_some() && self.max_message < wire::FETCH_LEN as u32 {
+        if self.rendezvous.is_some() && self.max_message < MIN_ADVERT_MESSAGE {
             return invalid(
                 "max_message",
-                "must be >= 16 with a rendezvous (where the message is travels in a slot)",
+                "must be >= 34 with a rendezvous (the peer's advertisements of the memory to read travel in a slot)",
             );
         }
         let mut seen = BTreeSet::new();

@@ -24,6 +24,7 @@ use relink_fabric::{Access, CreateError, Memory};
 
 use super::destroy::log_destroy;
 use super::entry::SessionEntry;
+use super::options::MIN_ADVERT_MESSAGE;
 use super::{Node, SessionHandle};
 
 /// The first id [`Node::register`] hands out; a session's own regions
@@ -261,10 +262,15 @@ impl SessionEntry {
     /// advertised already, and of the standby, which advertises them when
     /// it is promoted).
     fn join(&mut self, r: &Registration) {
-        if self.core.add_region(r.spec).is_err() {
+        let mut spec = r.spec;
+        // A session whose slots cannot hold an advertisement (max_message
+        // below 34 bytes: the peer's are as small) does not advertise it:
+        // its peer cannot reach it, and no message of it is read there.
+        spec.advertise &= self.opts.max_message >= MIN_ADVERT_MESSAGE;
+        if self.core.add_region(spec).is_err() {
             return;
         }
-        self.spec.regions.push(r.spec);
+        self.spec.regions.push(spec);
         self.memory.regions.insert(r.spec.id, r.memory.clone());
         let current = self.transport.as_ref();
         let standby = self.standby.as_deref();
