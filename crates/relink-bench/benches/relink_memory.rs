@@ -10,7 +10,11 @@
 //!
 //! Also counts allocations per operation in steady traffic (64-byte
 //! messages, 64 KiB writes) on the in-process fabric, raw and through
-//! relink.
+//! relink; and the memory relink registers for a session (both ends) able
+//! to take messages of 64 KiB and 1 MiB: in their SEND (`max_message` the
+//! message size) or read by the receiver (`max_message` 4 KiB and
+//! `SessionOptions::rendezvous` from 4 KiB), each size sent once the
+//! second way and checked.
 //!
 //! Prints tables and writes `target/relink-bench/relink_memory.json`. Run
 //! without `--bench` (as `cargo test --benches` does) it makes a quick run.
@@ -59,6 +63,99 @@ struct MemoryReport {
     op_kind_size: usize,
     samples: Vec<MemSample>,
     traffic: Vec<Traffic>,
+    large: Vec<LargeMessages>,
+}
+
+/// The memory of a session able to take messages of `size` bytes.
+#[derive(Debug, Clone, Serialize)]
+struct LargeMessages {
+    /// The largest message.
+    size: usize,
+    /// `Footprint::session_memory_bytes` of both nodes, messages in their
+    /// SEND (`max_message` = `size`).
+    eager_bytes: usize,
+    /// The same, messages read by the receiver (`max_message` 4 KiB,
+    /// rendezvous from 4 KiB).
+    rendezvous_bytes: usize,
+}
+
+/// [`LargeMessages`] of `size`, with a message of `size` bytes read into
+/// a posted receive and checked.
+fn large_messages(size: usize, seed: u64) -> LargeMessages {
+    use relink::{Access, LocalRange, ReceiveOutcome, SessionOptions};
+    use relink_sim::sim::{Sim, INITIATOR, TARGET};
+    let memory = |opts: SessionOptions| {
+        let (mut sim, s, t) = Sim::with_session_options(seed, opts.clone(), opts);
+        let bytes = sim.node(INITIATOR).footprint().session_memory_bytes
+            + sim.node(TARGET).footprint().session_memory_bytes;
+        (sim, s, t, bytes)
+    };
+    let eager = SessionOptions::builder()
+        .max_message(u32::try_from(size).expect("fits"))
+        .build()
+        .expect("options");
+    let (_, _, _, eager_bytes) = memory(eager);
+    let read = SessionOptions::builder()
+        .max_message(4096)
+        .rendezvous(Some(4096))
+        .build()
+        .expect("options");
+    let (mut sim, s, t, rendezvous_bytes) = memory(read);
+    // One message of `size` read into a posted receive.
+    let src = sim.node(INITIATOR).alloc_memory(size).expect("memory");
+    let pattern: Vec<u8> = (0..size).map(|i| (i * 7 + 3) as u8).collect();
+    src.write(0, &pattern).expect("in bounds");
+    let src_id = sim
+        .node(INITIATOR)
+        .register(src, Access::REMOTE_READ)
+        .expect("registered");
+    let dst = sim.node(TARGET).alloc_memory(size).expect("memory");
+    let dst_id = sim
+        .node(TARGET)
+        .register(dst.clone(), Access::LOCAL_WRITE)
+        .expect("registered");
+    let len = u32::try_from(size).expect("fits");
+    sim.node(TARGET)
+        .post_receive(
+            t,
+            LocalRange {
+                region: dst_id,
+                offset: 0,
+                len,
+            },
+            1,
+        )
+        .expect("posted");
+    sim.run_for(std::time::Duration::from_millis(1));
+    sim.node(INITIATOR)
+        .send_from(
+            s,
+            LocalRange {
+                region: src_id,
+                offset: 0,
+                len,
+            },
+        )
+        .expect("sent");
+    let mut got = None;
+    sim.run_until_cond(std::time::Duration::from_secs(5), |sim| {
+        got = sim.node(TARGET).poll_received(t);
+        got.is_some()
+    });
+    let r = got.expect("the message read");
+    assert!(
+        matches!(r.outcome, ReceiveOutcome::Message { len: l, truncated: false, .. } if l == len),
+        "{r:?}"
+    );
+    assert!(
+        dst.read_vec(0, size).expect("in bounds") == pattern,
+        "its bytes"
+    );
+    LargeMessages {
+        size,
+        eager_bytes,
+        rendezvous_bytes,
+    }
 }
 
 /// Allocations per operation of a measuring loop in steady state (the
@@ -137,6 +234,13 @@ fn main() {
         rl.close();
     }
 
+    let mut large = Vec::new();
+    if selected("large") {
+        for (i, size) in [64 << 10, 1 << 20].into_iter().enumerate() {
+            large.push(large_messages(size, 400 + i as u64));
+        }
+    }
+
     println!(
         "relink_memory{}: heap bytes per outstanding operation (peer's device gone)",
         if quick {
@@ -203,6 +307,36 @@ fn main() {
             &[0, 1],
         )
     );
+    println!("memory relink registers for one session (both ends), by the largest message");
+    let rows: Vec<Vec<String>> = large
+        .iter()
+        .map(|l| {
+            vec![
+                relink_bench::loops::human_size(l.size),
+                l.eager_bytes.to_string(),
+                l.rendezvous_bytes.to_string(),
+                format!("{:.1}", l.eager_bytes as f64 / l.rendezvous_bytes as f64),
+            ]
+        })
+        .collect();
+    print!(
+        "{}",
+        text_table(
+            &[
+                "largest message",
+                "in its SEND",
+                "read by the receiver",
+                "ratio"
+            ],
+            &rows,
+            &[0],
+        )
+    );
+    println!(
+        "in its SEND: max_message = the message (64 receive slots, 80 send slots of it, each \
+         end); read by the receiver: max_message 4 KiB, SessionOptions::rendezvous from 4 KiB \
+         (a message of the size was read into a posted receive and checked)"
+    );
     let report = MemoryReport {
         bench: "relink_memory",
         quick,
@@ -210,6 +344,7 @@ fn main() {
         op_kind_size,
         samples,
         traffic: flows,
+        large,
     };
     write_report_or_exit(report.bench, &report);
 }

@@ -91,7 +91,7 @@ pub struct MemSample {
 
 /// Session options for the memory measurement: 64 KiB regions each side
 /// (the target's advertised for writes, reads and atomics), messages up to
-/// 4 KiB, the default policy.
+/// 4 KiB, up to 100,000 operations outstanding, the default policy.
 fn options(target: bool) -> SessionOptions {
     let all =
         Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ | Access::REMOTE_ATOMIC;
@@ -99,6 +99,8 @@ fn options(target: bool) -> SessionOptions {
         .recv_slots(64)
         .max_message(4096)
         .max_one_sided(64)
+        // Room for the 10,000 operations a run holds outstanding.
+        .max_outstanding(100_000)
         .regions(vec![RegionOptions::new(
             if target { REMOTE } else { LOCAL },
             REGION_LEN,
