@@ -11,6 +11,8 @@
 //! across both, and [`Node::poll_delivery`] takes what no buffer took.
 //! When the session ends, the buffers still posted end
 //! [`ReceiveOutcome::Flushed`], as verbs flushes a dead QP's receives.
+//! A message the node reads itself (`rendezvous.rs`) takes the next
+//! buffer in the same order, with no copy.
 //!
 //! A shared receive queue has a pool of posted buffers too
 //! ([`Node::post_shared_receive`]), ranges of the node's registrations
@@ -232,7 +234,10 @@ impl Node {
     /// ended; it is in use until then ([`Node::deregister`] waits).
     /// Messages that arrived with no buffer posted fill the next ones
     /// posted; [`Node::poll_delivery`] takes them instead when the
-    /// application prefers.
+    /// application prefers. With
+    /// [`SessionOptions::rendezvous`](crate::SessionOptions::rendezvous)
+    /// the peer's long messages from its registered memory are read
+    /// straight into the buffers (no copy), and wait for one.
     ///
     /// # Errors
     /// [`SubmitError::NoSession`], [`SubmitError::Ended`] as for a submit;
