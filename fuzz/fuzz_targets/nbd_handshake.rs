@@ -28,7 +28,7 @@ fn exports() -> Vec<ExportInfo> {
             name: "disk".into(),
             description: "plain".into(),
             size: 1 << 30,
-            flags: ExportFlags::read_write(),
+            flags: ExportFlags::read_write().with_block_status(true),
             block_sizes: BlockSizes::default(),
         },
         ExportInfo {
@@ -42,7 +42,7 @@ fn exports() -> Vec<ExportInfo> {
 }
 
 /// The options the negotiator knows, and two it does not.
-const OPTIONS: [u32; 8] = [
+const OPTIONS: [u32; 10] = [
     NBD_OPT_EXPORT_NAME,
     NBD_OPT_ABORT,
     NBD_OPT_LIST,
@@ -50,6 +50,8 @@ const OPTIONS: [u32; 8] = [
     NBD_OPT_GO,
     NBD_OPT_STARTTLS,
     NBD_OPT_STRUCTURED_REPLY,
+    NBD_OPT_LIST_META_CONTEXT,
+    NBD_OPT_SET_META_CONTEXT,
     0x4242,
 ];
 
@@ -76,6 +78,7 @@ fuzz_target!(|data: &[u8]| {
     };
     let exports = exports();
     let n = Negotiator::new(exports.clone(), MAX, client);
+    let mut structured = false;
     while rest.len() >= 3 {
         let option = OPTIONS[usize::from(rest[0]) % OPTIONS.len()];
         let len = usize::from(u16::from_be_bytes([rest[1], rest[2]])).min(rest.len() - 3);
@@ -87,7 +90,8 @@ fuzz_target!(|data: &[u8]| {
         };
         assert!(h.len <= MAX_OPTION_LEN);
         assert_eq!(OptionHeader::parse(&h.encode()).expect("round trip"), h);
-        let out = n.handle(h, body);
+        let out = n.handle(h, body, structured);
+        structured |= out.structured;
         if h.option != NBD_OPT_EXPORT_NAME {
             let mut r = &out.reply[..];
             while !r.is_empty() {

@@ -33,7 +33,8 @@ fuzz_target!(|data: &[u8]| {
             ExportFlags::read_write()
         } else {
             ExportFlags::read_only()
-        },
+        }
+        .with_block_status(selector & 4 == 0),
         block_sizes: if selector & 2 == 0 {
             BlockSizes::default()
         } else {
@@ -46,7 +47,7 @@ fuzz_target!(|data: &[u8]| {
         let body = &data[OPTION_HEADER_LEN..];
         let _ = parse_option(h.option, body);
         let n = Negotiator::new(exports.clone(), MAX, ClientFlags::default());
-        let out = n.handle(h, body);
+        let out = n.handle(h, body, selector & 8 != 0);
         if h.option != NBD_OPT_EXPORT_NAME {
             let mut rest = &out.reply[..];
             while !rest.is_empty() {
@@ -61,11 +62,15 @@ fuzz_target!(|data: &[u8]| {
 
     if let Ok(h) = RequestHeader::parse(data) {
         assert_eq!(&h.encode()[..], &data[..REQUEST_HEADER_LEN]);
-        match check(&h, &exports[0], MAX) {
+        match check(&h, &exports[0], MAX, selector & 16 != 0) {
             Ok(Command::Read { offset, len }) | Ok(Command::Write { offset, len, .. }) => {
                 let b = exports[0].block_sizes.effective(MAX);
                 assert!(len <= b.maximum && offset + u64::from(len) <= SIZE);
                 assert!(offset % u64::from(b.minimum) == 0 && len % b.minimum == 0);
+            }
+            Ok(Command::BlockStatus { offset, len, .. }) => {
+                assert!(selector & 16 != 0 && selector & 4 == 0 && len > 0);
+                assert!(offset + u64::from(len) <= SIZE);
             }
             Ok(Command::Trim { offset, len, .. })
             | Ok(Command::WriteZeroes { offset, len, .. }) => {

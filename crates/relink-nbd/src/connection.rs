@@ -6,14 +6,14 @@ use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
-use crate::consts::NBD_EIO;
+use crate::consts::{BASE_ALLOCATION_ID, NBD_EIO};
 use crate::error::{BlockError, ProtocolError};
 use crate::export::{BlockOp, BlockReply, BlockRequest, Export};
 use crate::handshake::{
     greeting, parse_client_flags, CloseReason, Negotiator, Next, OptionHeader, CLIENT_FLAGS_LEN,
     MAX_OPTION_LEN, OPTION_HEADER_LEN,
 };
-use crate::reply::reply_header;
+use crate::reply::{block_status_reply, reply_header};
 use crate::request::{check, Command, RequestHeader, REQUEST_HEADER_LEN};
 use crate::server::Shared;
 
@@ -37,18 +37,23 @@ pub(crate) async fn serve<S>(shared: Arc<Shared>, mut stream: S) -> Result<(), P
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let Some((index, structured)) = handshake(&shared, &mut stream).await? else {
+    let Some(chosen) = handshake(&shared, &mut stream).await? else {
         return Ok(());
     };
-    transmission(shared, index, structured, stream).await
+    transmission(shared, chosen, stream).await
 }
 
-/// Runs the handshake: the export chosen and whether replies are
-/// structured; `Ok(None)` when the client ends it cleanly.
-async fn handshake<S>(
-    shared: &Shared,
-    stream: &mut S,
-) -> Result<Option<(usize, bool)>, ProtocolError>
+/// What the handshake settled: the export, whether replies are
+/// structured, whether `base:allocation` was selected for it.
+#[derive(Debug, Clone, Copy)]
+struct Chosen {
+    index: usize,
+    structured: bool,
+    allocation: bool,
+}
+
+/// Runs the handshake; `Ok(None)` when the client ends it cleanly.
+async fn handshake<S>(shared: &Shared, stream: &mut S) -> Result<Option<Chosen>, ProtocolError>
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
@@ -59,6 +64,8 @@ where
     let client = parse_client_flags(&flags)?;
     let negotiator = Negotiator::new(shared.infos.clone(), shared.config.max_payload, client);
     let mut structured = false;
+    // The export whose `base:allocation` the client selected, if any.
+    let mut selected = None;
     loop {
         let mut hdr = [0u8; OPTION_HEADER_LEN];
         match stream.read_exact(&mut hdr).await {
@@ -76,8 +83,11 @@ where
         }
         let mut data = vec![0u8; header.len as usize];
         stream.read_exact(&mut data).await?;
-        let outcome = negotiator.handle(header, &data);
+        let outcome = negotiator.handle(header, &data, structured);
         structured |= outcome.structured;
+        if let Some((export, on)) = outcome.meta {
+            selected = on.then_some(export);
+        }
         if !outcome.reply.is_empty() {
             // A client that aborts may close before reading the ACK.
             let sent = stream.write_all(&outcome.reply).await;
@@ -89,7 +99,13 @@ where
         }
         match outcome.next {
             Next::Continue => {}
-            Next::Transmit(i) => return Ok(Some((i, structured))),
+            Next::Transmit(index) => {
+                return Ok(Some(Chosen {
+                    index,
+                    structured,
+                    allocation: structured && selected == Some(index),
+                }))
+            }
             Next::Close(CloseReason::Aborted) => return Ok(None),
             Next::Close(CloseReason::UnknownExport(name)) => {
                 return Err(ProtocolError::UnknownExport(name))
@@ -152,19 +168,24 @@ fn to_op(cmd: Command, data: Option<Vec<u8>>) -> Option<BlockOp> {
             fua,
             may_trim,
         },
+        Command::BlockStatus { offset, len, .. } => BlockOp::BlockStatus { offset, len },
         Command::Disconnect => return None,
     })
 }
 
 async fn transmission<S>(
     shared: Arc<Shared>,
-    index: usize,
-    structured: bool,
+    chosen: Chosen,
     stream: S,
 ) -> Result<(), ProtocolError>
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    let Chosen {
+        index,
+        structured,
+        allocation,
+    } = chosen;
     let export: Export = shared.exports[index].clone();
     let cfg = shared.config;
     let (mut r, w) = tokio::io::split(stream);
@@ -187,7 +208,7 @@ where
             Ok(h) => h,
             Err(e) => break Err(e),
         };
-        let cmd = match check(&header, &export.info, cfg.max_payload) {
+        let cmd = match check(&header, &export.info, cfg.max_payload, allocation) {
             Ok(c) => c,
             Err(rej) => {
                 tracing::debug!(cookie = header.cookie, %rej, "nbd request rejected");
@@ -242,6 +263,10 @@ where
             Command::Read { len, .. } => Some(len as usize),
             _ => None,
         };
+        let status = match cmd {
+            Command::BlockStatus { len, one, .. } => Some((len, one)),
+            _ => None,
+        };
         let offset = header.offset;
         let zero_len = match cmd {
             Command::Read { len, .. }
@@ -278,12 +303,22 @@ where
                     .unwrap_or_else(|_| Err(BlockError::Io("backend dropped the request".into()))),
                 Err(_) => Err(BlockError::ShuttingDown),
             };
+            let status_reply = match (&result, status) {
+                (Ok(BlockReply::Extents(extents)), Some((len, one))) => {
+                    block_status_reply(cookie, BASE_ALLOCATION_ID, len, one, extents)
+                }
+                _ => None,
+            };
             let out = match (result, expect_len) {
+                (Ok(BlockReply::Extents(_)), None) if status_reply.is_some() => Outgoing {
+                    header: status_reply.expect("checked"),
+                    data: None,
+                },
                 (Ok(BlockReply::Data(d)), Some(n)) if d.len() == n => Outgoing {
                     header: reply_header(structured, cookie, Ok(Some((offset, n)))),
                     data: Some(d),
                 },
-                (Ok(BlockReply::Done), None) => Outgoing {
+                (Ok(BlockReply::Done), None) if status.is_none() => Outgoing {
                     header: reply_header(structured, cookie, Ok(None)),
                     data: None,
                 },

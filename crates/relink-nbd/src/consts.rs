@@ -21,6 +21,9 @@ pub const NBD_REPLY_TYPE_NONE: u16 = 0;
 pub const NBD_REPLY_TYPE_OFFSET_DATA: u16 = 1;
 /// Structured reply type: an error with a message for people.
 pub const NBD_REPLY_TYPE_ERROR: u16 = (1 << 15) | 1;
+/// Structured reply type: the extents of a `NBD_CMD_BLOCK_STATUS`, for one
+/// metadata context.
+pub const NBD_REPLY_TYPE_BLOCK_STATUS: u16 = 5;
 
 /// Handshake flag: the server speaks fixed newstyle.
 pub const NBD_FLAG_FIXED_NEWSTYLE: u16 = 1 << 0;
@@ -43,12 +46,21 @@ pub const NBD_OPT_STARTTLS: u32 = 5;
 pub const NBD_OPT_INFO: u32 = 6;
 /// Option: describe an export and enter transmission.
 pub const NBD_OPT_GO: u32 = 7;
-/// Option: structured replies (unsupported here).
+/// Option: structured replies.
 pub const NBD_OPT_STRUCTURED_REPLY: u32 = 8;
-/// Option: list metadata contexts (unsupported here).
+/// Option: list metadata contexts.
 pub const NBD_OPT_LIST_META_CONTEXT: u32 = 9;
-/// Option: select metadata contexts (unsupported here).
+/// Option: select metadata contexts.
 pub const NBD_OPT_SET_META_CONTEXT: u32 = 10;
+
+/// The one metadata context served: which ranges are allocated.
+pub const BASE_ALLOCATION: &str = "base:allocation";
+/// The id `base:allocation` is given when selected.
+pub const BASE_ALLOCATION_ID: u32 = 1;
+/// `base:allocation` state bit: the range is a hole (not allocated).
+pub const NBD_STATE_HOLE: u32 = 1 << 0;
+/// `base:allocation` state bit: the range reads as zeroes.
+pub const NBD_STATE_ZERO: u32 = 1 << 1;
 
 /// Option reply: done.
 pub const NBD_REP_ACK: u32 = 1;
@@ -56,6 +68,8 @@ pub const NBD_REP_ACK: u32 = 1;
 pub const NBD_REP_SERVER: u32 = 2;
 /// Option reply: one piece of export information.
 pub const NBD_REP_INFO: u32 = 3;
+/// Option reply: one metadata context (its id and name).
+pub const NBD_REP_META_CONTEXT: u32 = 4;
 /// Option reply error bit.
 pub const NBD_REP_FLAG_ERROR: u32 = 1 << 31;
 /// Option reply: the option is not supported.
@@ -106,11 +120,15 @@ pub const NBD_CMD_FLUSH: u16 = 3;
 pub const NBD_CMD_TRIM: u16 = 4;
 /// Command: write zeroes.
 pub const NBD_CMD_WRITE_ZEROES: u16 = 6;
+/// Command: the state of a range in the selected metadata contexts.
+pub const NBD_CMD_BLOCK_STATUS: u16 = 7;
 
 /// Command flag: force unit access.
 pub const NBD_CMD_FLAG_FUA: u16 = 1 << 0;
 /// Command flag: write zeroes without punching a hole.
 pub const NBD_CMD_FLAG_NO_HOLE: u16 = 1 << 1;
+/// Command flag: block status of one extent only.
+pub const NBD_CMD_FLAG_REQ_ONE: u16 = 1 << 3;
 
 /// Error: operation not permitted.
 pub const NBD_EPERM: u32 = 1;

@@ -26,6 +26,10 @@ pub struct ExportFlags {
     /// (true of one backend serving all connections of the export, as the
     /// file backend does).
     pub multi_conn: bool,
+    /// The `base:allocation` metadata context is offered: a client that
+    /// selects it may ask `NBD_CMD_BLOCK_STATUS` ([`BlockOp::BlockStatus`]
+    /// is sent), to skip holes.
+    pub block_status: bool,
 }
 
 impl ExportFlags {
@@ -39,6 +43,7 @@ impl ExportFlags {
             trim: true,
             write_zeroes: true,
             multi_conn: false,
+            block_status: false,
         }
     }
 
@@ -52,7 +57,15 @@ impl ExportFlags {
             trim: false,
             write_zeroes: false,
             multi_conn: false,
+            block_status: false,
         }
+    }
+
+    /// Sets [`ExportFlags::block_status`].
+    #[must_use]
+    pub fn with_block_status(mut self, on: bool) -> Self {
+        self.block_status = on;
+        self
     }
 
     /// Sets [`ExportFlags::flush`].
@@ -290,6 +303,28 @@ pub enum BlockOp {
         /// The client allows a hole to be punched (no `NBD_CMD_FLAG_NO_HOLE`).
         may_trim: bool,
     },
+    /// Which parts of `[offset, offset+len)` are allocated; reply
+    /// [`BlockReply::Extents`]. Sent only for an export with
+    /// [`ExportFlags::block_status`] to a client that selected
+    /// `base:allocation`.
+    BlockStatus {
+        /// Byte offset.
+        offset: u64,
+        /// Byte count (not bounded by the maximum payload).
+        len: u32,
+    },
+}
+
+/// One extent of a [`BlockReply::Extents`]: `len` bytes, a hole or not,
+/// reading as zeroes or not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Extent {
+    /// Its length in bytes (more than 0).
+    pub len: u64,
+    /// Not allocated (`NBD_STATE_HOLE`).
+    pub hole: bool,
+    /// Reads as zeroes (`NBD_STATE_ZERO`).
+    pub zero: bool,
 }
 
 /// A successful block operation.
@@ -301,6 +336,11 @@ pub enum BlockReply {
     Data(Vec<u8>),
     /// Any other operation is done.
     Done,
+    /// The extents of a [`BlockOp::BlockStatus`], in order from its
+    /// offset: at least one; the server sends those within the range
+    /// (cutting the last at its end), and only the first when the client
+    /// asked for one (`NBD_CMD_FLAG_REQ_ONE`).
+    Extents(Vec<Extent>),
 }
 
 /// A block request as the backend receives it: the operation and where to

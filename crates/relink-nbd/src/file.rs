@@ -6,11 +6,16 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::Arc;
 
-use rustix::fs::{fallocate, FallocateFlags};
+use rustix::fs::{fallocate, seek, FallocateFlags, SeekFrom};
+use rustix::io::Errno;
 use tokio::sync::mpsc;
 
 use crate::error::BlockError;
-use crate::export::{BlockOp, BlockReply, BlockRequest, Export, ExportFlags};
+use crate::export::{BlockOp, BlockReply, BlockRequest, Export, ExportFlags, Extent};
+
+/// The most extents one block status reply carries: the client asks again
+/// from where it ends.
+const MAX_EXTENTS: usize = 1024;
 
 /// Largest buffer used to write zeroes where `fallocate` cannot.
 const ZERO_CHUNK: u64 = 1 << 20;
@@ -26,6 +31,9 @@ const ZERO_CHUNK: u64 = 1 << 20;
 /// - Write zeroes: `fallocate(PUNCH_HOLE | KEEP_SIZE)` when a hole is
 ///   allowed, else `fallocate(ZERO_RANGE)`; where neither works, `pwrite` of
 ///   zeroes in 1 MiB pieces. With FUA, `fdatasync` after.
+/// - Block status: the file's holes and data (`lseek` `SEEK_HOLE` /
+///   `SEEK_DATA`, [`allocation`]): a hole is `HOLE | ZERO`, data neither;
+///   a file system that cannot tell says all of it is data.
 #[derive(Debug, Clone)]
 pub struct FileStore {
     file: Arc<File>,
@@ -110,6 +118,14 @@ impl FileStore {
                 self.write_zeroes(offset, u64::from(len), may_trim)?;
                 self.sync_if(fua)?;
             }
+            BlockOp::BlockStatus { offset, len } => {
+                return Ok(BlockReply::Extents(allocation(
+                    f,
+                    offset,
+                    u64::from(len),
+                    MAX_EXTENTS,
+                )?));
+            }
         }
         Ok(BlockReply::Done)
     }
@@ -148,12 +164,64 @@ impl FileStore {
     }
 }
 
+/// The holes and data of `[offset, offset + len)` of `file`, in order, at
+/// most `max` extents (the last may end before the range does): holes
+/// (`lseek` `SEEK_HOLE`) are `hole` and `zero`, data neither. A file system
+/// without `SEEK_DATA` (`EINVAL`, `EOPNOTSUPP`) gives one extent of data.
+///
+/// # Errors
+/// Any other `lseek` error.
+pub fn allocation(file: &File, offset: u64, len: u64, max: usize) -> std::io::Result<Vec<Extent>> {
+    let end = offset.saturating_add(len);
+    let mut out = Vec::new();
+    let mut at = offset;
+    while at < end && out.len() < max.max(1) {
+        let data = match seek(file, SeekFrom::Data(at)) {
+            Ok(d) => d.min(end),
+            // In the hole at the end of the file.
+            Err(Errno::NXIO) => end,
+            Err(Errno::INVAL | Errno::OPNOTSUPP) if out.is_empty() => {
+                return Ok(vec![Extent {
+                    len,
+                    hole: false,
+                    zero: false,
+                }]);
+            }
+            Err(e) => return Err(e.into()),
+        };
+        if data > at {
+            out.push(Extent {
+                len: data - at,
+                hole: true,
+                zero: true,
+            });
+            at = data;
+            continue;
+        }
+        let hole = match seek(file, SeekFrom::Hole(at)) {
+            Ok(h) => h.min(end),
+            Err(Errno::NXIO) => end,
+            Err(e) => return Err(e.into()),
+        };
+        // `SEEK_HOLE` from data never returns `at` itself; be sure to move.
+        let next = hole.max(at + 1).min(end);
+        out.push(Extent {
+            len: next - at,
+            hole: false,
+            zero: false,
+        });
+        at = next;
+    }
+    Ok(out)
+}
+
 /// Serves `store` as an export named `name`: spawns a task on the current
 /// tokio runtime that takes requests from the export's channel and runs
 /// each on the blocking pool, so many run at once and complete in any order.
-/// The export offers flush, FUA, trim and write-zeroes (unless read-only)
-/// and `CAN_MULTI_CONN`: one file descriptor serves every connection, so a
-/// flush covers writes completed on any of them. The task ends when every
+/// The export offers flush, FUA, trim and write-zeroes (unless read-only),
+/// `CAN_MULTI_CONN` (one file descriptor serves every connection, so a
+/// flush covers writes completed on any of them) and `base:allocation`
+/// (block status: the file's holes). The task ends when every
 /// clone of the export is dropped.
 ///
 /// # Errors
@@ -168,7 +236,8 @@ pub fn spawn_file_export(name: impl Into<String>, store: FileStore) -> std::io::
     } else {
         ExportFlags::read_write()
     }
-    .with_multi_conn(true);
+    .with_multi_conn(true)
+    .with_block_status(true);
     let (tx, mut rx) = mpsc::channel::<BlockRequest>(256);
     tokio::spawn(async move {
         while let Some(req) = rx.recv().await {

@@ -137,6 +137,16 @@ pub enum OptionRequest {
     /// `NBD_OPT_STRUCTURED_REPLY`: replies in chunks, errors with a
     /// message.
     StructuredReply,
+    /// `NBD_OPT_LIST_META_CONTEXT` (`set == false`) or
+    /// `NBD_OPT_SET_META_CONTEXT` (`set == true`).
+    MetaContext {
+        /// `NBD_OPT_SET_META_CONTEXT`: select them for the transmission.
+        set: bool,
+        /// The export name.
+        export: String,
+        /// The queries (context names, or for a list `namespace:`).
+        queries: Vec<String>,
+    },
     /// Any other option, answered `NBD_REP_ERR_UNSUP`.
     Unsupported(u32),
 }
@@ -177,6 +187,35 @@ pub fn parse_option(option: u32, data: &[u8]) -> Result<OptionRequest, OptionPar
         NBD_OPT_LIST => Err(bad("NBD_OPT_LIST carries data")),
         NBD_OPT_STRUCTURED_REPLY if data.is_empty() => Ok(OptionRequest::StructuredReply),
         NBD_OPT_STRUCTURED_REPLY => Err(bad("NBD_OPT_STRUCTURED_REPLY carries data")),
+        NBD_OPT_LIST_META_CONTEXT | NBD_OPT_SET_META_CONTEXT => {
+            let mut rest = data;
+            let mut take = |n: usize, why| {
+                let (head, tail) = (rest.get(..n).ok_or(bad(why))?, &rest[n..]);
+                rest = tail;
+                Ok::<&[u8], OptionParseError>(head)
+            };
+            let u32_of = |b: &[u8]| u32::from_be_bytes(b.try_into().expect("4 bytes")) as usize;
+            let name_len = u32_of(take(4, "truncated export name length")?);
+            let export = parse_name(option, take(name_len, "truncated export name")?)?;
+            let count = u32_of(take(4, "truncated query count")?);
+            // Each query takes 4 bytes at least: no allocation for a lie.
+            if count > data.len() / 4 {
+                return Err(bad("more queries than the data holds"));
+            }
+            let mut queries = Vec::with_capacity(count);
+            for _ in 0..count {
+                let len = u32_of(take(4, "truncated query length")?);
+                queries.push(parse_name(option, take(len, "truncated query")?)?);
+            }
+            if !rest.is_empty() {
+                return Err(bad("bytes after the queries"));
+            }
+            Ok(OptionRequest::MetaContext {
+                set: option == NBD_OPT_SET_META_CONTEXT,
+                export,
+                queries,
+            })
+        }
         NBD_OPT_INFO | NBD_OPT_GO => {
             let name_len = data
                 .get(0..4)
@@ -239,6 +278,10 @@ pub struct OptionOutcome {
     /// This option turned structured replies on (`NBD_OPT_STRUCTURED_REPLY`
     /// acknowledged): the transmission that follows answers in chunks.
     pub structured: bool,
+    /// This option (`NBD_OPT_SET_META_CONTEXT`) selected the metadata
+    /// contexts of the export at this index: `Some((export,
+    /// base_allocation))`, replacing an earlier selection.
+    pub meta: Option<(usize, bool)>,
 }
 
 /// Answers options against a list of exports.
@@ -276,9 +319,16 @@ impl Negotiator {
     /// `NBD_REP_ERR_UNKNOWN`, a `NBD_OPT_GO` that does not request
     /// `NBD_INFO_BLOCK_SIZE` for an export whose minimum block size exceeds
     /// 1 `NBD_REP_ERR_BLOCK_SIZE_REQD`, options other than EXPORT_NAME, ABORT, LIST,
-    /// INFO and GO `NBD_REP_ERR_UNSUP`; all of those continue the handshake.
+    /// INFO, GO, STRUCTURED_REPLY and the metadata contexts'
+    /// `NBD_REP_ERR_UNSUP`; all of those continue the handshake. The one
+    /// metadata context is `base:allocation`, of an export with
+    /// [`ExportFlags::block_status`](crate::ExportFlags::block_status).
+    ///
+    /// `structured`: the client negotiated structured replies earlier in
+    /// the handshake (`NBD_OPT_SET_META_CONTEXT` needs them:
+    /// `NBD_REP_ERR_INVALID` without).
     #[must_use]
-    pub fn handle(&self, header: OptionHeader, data: &[u8]) -> OptionOutcome {
+    pub fn handle(&self, header: OptionHeader, data: &[u8], structured: bool) -> OptionOutcome {
         let option = header.option;
         let mut reply = Vec::new();
         let req = match parse_option(option, data) {
@@ -290,6 +340,7 @@ impl Negotiator {
                         String::from_utf8_lossy(data).into_owned(),
                     )),
                     structured: false,
+                    meta: None,
                 }
             }
             Err(e) => {
@@ -298,10 +349,13 @@ impl Negotiator {
                     reply,
                     next: Next::Continue,
                     structured: false,
+                    meta: None,
                 };
             }
         };
+        let already_structured = structured;
         let mut structured = false;
+        let mut meta = None;
         let next = match req {
             OptionRequest::ExportName(name) => match self.lookup(&name) {
                 Some(i) => {
@@ -363,6 +417,50 @@ impl Negotiator {
                 structured = true;
                 Next::Continue
             }
+            OptionRequest::MetaContext {
+                set,
+                export,
+                queries,
+            } => {
+                match self.lookup(&export) {
+                    _ if set && !already_structured => push_option_reply(
+                        &mut reply,
+                        option,
+                        NBD_REP_ERR_INVALID,
+                        b"negotiate structured replies before selecting metadata contexts",
+                    ),
+                    None => push_option_reply(
+                        &mut reply,
+                        option,
+                        NBD_REP_ERR_UNKNOWN,
+                        b"no such export",
+                    ),
+                    Some(i) => {
+                        let offered = self.exports[i].flags.block_status;
+                        // A list with no query lists every context; a
+                        // namespace query (`base:`) every one of it.
+                        let matches = offered
+                            && if set {
+                                queries.iter().any(|q| q == BASE_ALLOCATION)
+                            } else {
+                                queries.is_empty()
+                                    || queries.iter().any(|q| q == BASE_ALLOCATION || q == "base:")
+                            };
+                        if matches {
+                            // A list gives every context id 0.
+                            let id = if set { BASE_ALLOCATION_ID } else { 0 };
+                            let mut d = id.to_be_bytes().to_vec();
+                            d.extend_from_slice(BASE_ALLOCATION.as_bytes());
+                            push_option_reply(&mut reply, option, NBD_REP_META_CONTEXT, &d);
+                        }
+                        push_option_reply(&mut reply, option, NBD_REP_ACK, &[]);
+                        if set {
+                            meta = Some((i, matches));
+                        }
+                    }
+                }
+                Next::Continue
+            }
             OptionRequest::Unsupported(_) => {
                 push_option_reply(&mut reply, option, NBD_REP_ERR_UNSUP, &[]);
                 Next::Continue
@@ -372,6 +470,7 @@ impl Negotiator {
             reply,
             next,
             structured,
+            meta,
         }
     }
 

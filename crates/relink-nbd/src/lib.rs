@@ -12,14 +12,20 @@
 //!   `max_payload`, name and description on request; a `NBD_OPT_GO` that
 //!   does not request block sizes for an export whose minimum exceeds 1
 //!   gets `NBD_REP_ERR_BLOCK_SIZE_REQD`), `NBD_OPT_EXPORT_NAME`, `NBD_OPT_LIST`,
-//!   `NBD_OPT_ABORT` and `NBD_OPT_STRUCTURED_REPLY`; every other option
+//!   `NBD_OPT_ABORT`, `NBD_OPT_STRUCTURED_REPLY` and the metadata contexts'
+//!   `NBD_OPT_LIST_META_CONTEXT` / `NBD_OPT_SET_META_CONTEXT` (one context,
+//!   `base:allocation`, of an export with [`ExportFlags::block_status`];
+//!   selecting needs structured replies first); every other option
 //!   gets `NBD_REP_ERR_UNSUP`. Transmission takes `READ`, `WRITE`,
-//!   `FLUSH`, `TRIM`, `WRITE_ZEROES` (with `NO_HOLE`) and `DISC`, with
+//!   `FLUSH`, `TRIM`, `WRITE_ZEROES` (with `NO_HOLE`), `BLOCK_STATUS`
+//!   (with `REQ_ONE`, once `base:allocation` is selected) and `DISC`, with
 //!   `FUA`. Replies are simple, or, once the client asked for structured
 //!   replies, one chunk each with `NBD_REPLY_FLAG_DONE`: a read's data at
-//!   its offset (`OFFSET_DATA`), `NONE` for a success without data, and
-//!   an error with its number and a message in words (`ERROR`: the
-//!   backend's [`BlockError`] or the refusal, at most 4096 bytes).
+//!   its offset (`OFFSET_DATA`), a block status's extents
+//!   (`BLOCK_STATUS`: holes are `HOLE | ZERO`), `NONE` for a success
+//!   without data, and an error with its number and a message in words
+//!   (`ERROR`: the backend's [`BlockError`] or the refusal, at most 4096
+//!   bytes).
 //! - **Server** ([`Server`]): tokio tasks serving [`Export`]s on Unix and
 //!   TCP listeners. Per connection, a reader checks each request and hands
 //!   it to the backend, up to [`ServerConfig::queue_depth`] requests and
@@ -61,6 +67,8 @@
 //!
 //! - `Read` → [`BlockReply::Data`] of exactly `len` bytes.
 //! - `Write`, `Trim`, `WriteZeroes`, `Flush` → [`BlockReply::Done`].
+//! - `BlockStatus` → [`BlockReply::Extents`]: from its offset, in order,
+//!   at least one (the server sends those inside the range).
 //! - **Write** completes when later reads see the data. **FUA** (`fua:
 //!   true`) completes only when the data is durable. **Flush** completes
 //!   only when every write the backend completed before receiving the flush
@@ -97,6 +105,8 @@ pub mod request;
 mod server;
 
 pub use error::{BlockError, ConfigError, ProtocolError};
-pub use export::{BlockOp, BlockReply, BlockRequest, BlockSizes, Export, ExportFlags, ExportInfo};
-pub use file::{spawn_file_export, FileStore};
+pub use export::{
+    BlockOp, BlockReply, BlockRequest, BlockSizes, Export, ExportFlags, ExportInfo, Extent,
+};
+pub use file::{allocation, spawn_file_export, FileStore};
 pub use server::{Server, ServerConfig};

@@ -110,6 +110,54 @@ pub fn reply_header(
     b
 }
 
+/// The reply to a `NBD_CMD_BLOCK_STATUS` of `[offset, offset + len)`: one
+/// structured chunk (`NBD_REPLY_TYPE_BLOCK_STATUS`, `NBD_REPLY_FLAG_DONE`)
+/// for context `context` with a descriptor (length, state flags) per
+/// extent of `extents` within the range — the last cut at its end, only
+/// the first when `one` (`NBD_CMD_FLAG_REQ_ONE`), and each at most
+/// 4 GiB - 1 (a longer one is cut: the client asks again for the rest).
+/// `None` when no extent of `extents` starts the range (none, or one of 0
+/// bytes): the backend broke its contract.
+#[must_use]
+pub fn block_status_reply(
+    cookie: u64,
+    context: u32,
+    len: u32,
+    one: bool,
+    extents: &[crate::export::Extent],
+) -> Option<Vec<u8>> {
+    let mut descriptors = Vec::new();
+    let mut left = u64::from(len);
+    for e in extents {
+        if left == 0 || e.len == 0 {
+            break;
+        }
+        let n = e.len.min(left).min(u64::from(u32::MAX));
+        let flags = (u32::from(e.hole) * NBD_STATE_HOLE) | (u32::from(e.zero) * NBD_STATE_ZERO);
+        descriptors.push((n as u32, flags));
+        left -= n;
+        if one || n < e.len {
+            break;
+        }
+    }
+    if descriptors.is_empty() {
+        return None;
+    }
+    let payload = 4 + 8 * descriptors.len();
+    let mut b = Vec::with_capacity(STRUCTURED_REPLY_LEN + payload);
+    b.extend_from_slice(&STRUCTURED_REPLY_MAGIC.to_be_bytes());
+    b.extend_from_slice(&NBD_REPLY_FLAG_DONE.to_be_bytes());
+    b.extend_from_slice(&NBD_REPLY_TYPE_BLOCK_STATUS.to_be_bytes());
+    b.extend_from_slice(&cookie.to_be_bytes());
+    b.extend_from_slice(&u32::try_from(payload).ok()?.to_be_bytes());
+    b.extend_from_slice(&context.to_be_bytes());
+    for (n, flags) in descriptors {
+        b.extend_from_slice(&n.to_be_bytes());
+        b.extend_from_slice(&flags.to_be_bytes());
+    }
+    Some(b)
+}
+
 /// Appends one option reply (`magic, option, type, length, data`) to `out`.
 pub fn push_option_reply(out: &mut Vec<u8>, option: u32, reply_type: u32, data: &[u8]) {
     out.extend_from_slice(&OPTION_REPLY_MAGIC.to_be_bytes());

@@ -122,6 +122,15 @@ pub enum Command {
         /// A hole may be punched (no `NBD_CMD_FLAG_NO_HOLE`).
         may_trim: bool,
     },
+    /// Which parts of a range are allocated (`base:allocation`).
+    BlockStatus {
+        /// Byte offset.
+        offset: u64,
+        /// Byte count (not bounded by the maximum payload).
+        len: u32,
+        /// One extent only (`NBD_CMD_FLAG_REQ_ONE`).
+        one: bool,
+    },
     /// Disconnect once the requests in flight are answered.
     Disconnect,
 }
@@ -140,6 +149,13 @@ pub enum Rejection {
     /// A command the export does not offer (`EINVAL`).
     #[error("command not offered by the export")]
     NotOffered,
+    /// `NBD_CMD_BLOCK_STATUS` without a metadata context selected
+    /// (`EINVAL`).
+    #[error("block status without a metadata context selected (NBD_OPT_SET_META_CONTEXT base:allocation)")]
+    NoMetaContext,
+    /// `NBD_CMD_BLOCK_STATUS` of no bytes (`EINVAL`).
+    #[error("block status of no bytes")]
+    EmptyStatus,
     /// A modifying command on a read-only export (`EPERM`).
     #[error("export is read-only")]
     ReadOnly,
@@ -151,7 +167,8 @@ pub enum Rejection {
         /// The maximum payload.
         max: u32,
     },
-    /// A read whose range leaves the export, or overflows (`EINVAL`).
+    /// A read or block status whose range leaves the export, or overflows
+    /// (`EINVAL`).
     #[error("range {offset}+{len} outside the export")]
     OutOfRange {
         /// Byte offset.
@@ -193,7 +210,8 @@ impl Rejection {
 }
 
 /// Checks `header` against `export` and the server's `max_payload` (which
-/// caps the export's maximum block size).
+/// caps the export's maximum block size); `allocation`: the client selected
+/// `base:allocation` (`NBD_CMD_BLOCK_STATUS` is refused otherwise).
 ///
 /// Returns the [`Command`] to run, or the [`Rejection`] to answer with. Either
 /// way the caller still consumes [`RequestHeader::payload_len`] bytes.
@@ -207,11 +225,13 @@ pub fn check(
     header: &RequestHeader,
     export: &ExportInfo,
     max_payload: u32,
+    allocation: bool,
 ) -> Result<Command, Rejection> {
     let f = export.flags;
     let fua = header.flags & NBD_CMD_FLAG_FUA != 0;
     let allowed_flags = match header.kind {
         NBD_CMD_WRITE_ZEROES => NBD_CMD_FLAG_FUA | NBD_CMD_FLAG_NO_HOLE,
+        NBD_CMD_BLOCK_STATUS => NBD_CMD_FLAG_REQ_ONE,
         NBD_CMD_READ | NBD_CMD_WRITE | NBD_CMD_DISC | NBD_CMD_FLUSH | NBD_CMD_TRIM => {
             NBD_CMD_FLAG_FUA
         }
@@ -242,6 +262,10 @@ pub fn check(
         NBD_CMD_FLUSH => return Ok(Command::Flush),
         NBD_CMD_TRIM if !f.trim => return Err(Rejection::NotOffered),
         NBD_CMD_WRITE_ZEROES if !f.write_zeroes => return Err(Rejection::NotOffered),
+        NBD_CMD_BLOCK_STATUS if !(allocation && f.block_status) => {
+            return Err(Rejection::NoMetaContext)
+        }
+        NBD_CMD_BLOCK_STATUS if len == 0 => return Err(Rejection::EmptyStatus),
         NBD_CMD_READ | NBD_CMD_WRITE if len > max_payload => {
             return Err(Rejection::TooLong {
                 len,
@@ -259,16 +283,23 @@ pub fn check(
         });
     }
     if !in_range {
-        return Err(if header.kind == NBD_CMD_READ {
-            Rejection::OutOfRange { offset, len }
-        } else {
-            Rejection::PastEnd { offset, len }
-        });
+        return Err(
+            if matches!(header.kind, NBD_CMD_READ | NBD_CMD_BLOCK_STATUS) {
+                Rejection::OutOfRange { offset, len }
+            } else {
+                Rejection::PastEnd { offset, len }
+            },
+        );
     }
     Ok(match header.kind {
         NBD_CMD_READ => Command::Read { offset, len },
         NBD_CMD_WRITE => Command::Write { offset, len, fua },
         NBD_CMD_TRIM => Command::Trim { offset, len, fua },
+        NBD_CMD_BLOCK_STATUS => Command::BlockStatus {
+            offset,
+            len,
+            one: header.flags & NBD_CMD_FLAG_REQ_ONE != 0,
+        },
         _ => Command::WriteZeroes {
             offset,
             len,

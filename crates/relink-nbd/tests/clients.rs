@@ -281,3 +281,85 @@ fn block_sizes_show_in_nbdinfo_and_qemu_io_writes_unaligned_by_read_modify_write
     assert!(image[1..101].iter().all(|&b| b == 0x22));
     assert!(image[101..4096].iter().all(|&b| b == 0x11));
 }
+
+/// `base:allocation` (block status): nbdinfo's map of a sparse image shows
+/// its data where it was written and holes elsewhere, and qemu-img copies
+/// it to a file that stays sparse.
+#[test]
+fn nbdinfo_maps_holes_and_qemu_img_copies_a_sparse_image_sparse() {
+    let test = "nbdinfo_maps_holes_and_qemu_img_copies_a_sparse_image_sparse";
+    let (nbdinfo, qemu_img) = match (tool("nbdinfo"), tool("qemu-img")) {
+        (Ok(a), Ok(b)) => (a, b),
+        (Err(skip), _) | (_, Err(skip)) => return skip_test(test, &skip),
+    };
+    let fx = two_exports();
+    // Data at 4 MiB (1 MiB of it) and at 20 MiB (64 KiB); holes elsewhere.
+    {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(fx.image("disk"))
+            .expect("image");
+        f.write_all_at(&vec![0xab; MIB as usize], 4 * MIB)
+            .expect("write");
+        f.write_all_at(&vec![0xcd; 64 << 10], 20 * MIB)
+            .expect("write");
+        f.sync_all().expect("sync");
+    }
+    let map = run_ok(&nbdinfo, &["--map", &fx.unix_uri("disk")]);
+    // Lines of "offset length type description".
+    let mut data = Vec::new();
+    let mut covered = 0u64;
+    for line in map.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let [offset, length, kind, ..] = f[..] else {
+            continue;
+        };
+        let (offset, length): (u64, u64) = (
+            offset.parse().expect("offset"),
+            length.parse().expect("length"),
+        );
+        assert_eq!(offset, covered, "extents in order, no gap: {map}");
+        covered += length;
+        match kind {
+            "0" => data.push((offset, length)),
+            "3" => {}
+            other => panic!("type {other} in {map}"),
+        }
+    }
+    assert_eq!(covered, 64 * MIB, "the map covers the export: {map}");
+    assert_eq!(
+        data,
+        [(4 * MIB, MIB), (20 * MIB, 64 << 10)],
+        "data where it was written, holes elsewhere: {map}"
+    );
+    // A copy through the server stays sparse: qemu-img skips the holes.
+    let dst = fx.dir.path().join("copy.raw");
+    let dst = dst.to_str().expect("utf-8 path");
+    run_ok(
+        &qemu_img,
+        &[
+            "convert",
+            "-f",
+            "raw",
+            "-O",
+            "raw",
+            &fx.unix_uri("disk"),
+            dst,
+        ],
+    );
+    let copy = std::fs::read(dst).expect("copy");
+    assert!(
+        copy == std::fs::read(fx.image("disk")).expect("image"),
+        "same bytes"
+    );
+    let allocated = {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(dst).expect("copy").blocks() * 512
+    };
+    eprintln!("{test}: the 64 MiB copy allocates {allocated} bytes");
+    assert!(
+        allocated < 8 * MIB,
+        "the copy is sparse: {allocated} bytes allocated"
+    );
+}

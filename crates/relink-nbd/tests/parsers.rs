@@ -108,13 +108,14 @@ proptest! {
     #[test]
     fn negotiator_never_panics_and_answers_every_option_but_export_name(
         option in 0u32..16, data in proptest::collection::vec(any::<u8>(), 0..80),
+        structured: bool, block_status: bool,
     ) {
         let n = Negotiator::new(
-            vec![export(1 << 20, ExportFlags::read_write())],
+            vec![export(1 << 20, ExportFlags::read_write().with_block_status(block_status))],
             32 << 20,
             ClientFlags { fixed_newstyle: true, no_zeroes: true },
         );
-        let out = n.handle(OptionHeader { option, len: data.len() as u32 }, &data);
+        let out = n.handle(OptionHeader { option, len: data.len() as u32 }, &data, structured);
         if option == NBD_OPT_EXPORT_NAME {
             let ok = matches!(out.next, Next::Transmit(_) | Next::Close(_));
             prop_assert!(ok);
@@ -136,12 +137,12 @@ proptest! {
     #[test]
     fn checked_commands_stay_inside_the_export(
         flags in 0u16..64, kind in 0u16..10, offset: u64, len: u32,
-        size in 0u64..(1 << 40), ro: bool, max in 1u32..(64 << 20),
+        size in 0u64..(1 << 40), ro: bool, max in 1u32..(64 << 20), allocation: bool,
     ) {
         let f = if ro { ExportFlags::read_only() } else { ExportFlags::read_write() };
-        let e = export(size, f);
+        let e = export(size, f.with_block_status(true));
         let h = RequestHeader { flags, kind, cookie: 1, offset, len };
-        match check(&h, &e, max) {
+        match check(&h, &e, max, allocation) {
             Ok(Command::Read { offset, len }) | Ok(Command::Write { offset, len, .. }) => {
                 prop_assert!(len <= max);
                 prop_assert!(offset + u64::from(len) <= size);
@@ -149,6 +150,10 @@ proptest! {
             }
             Ok(Command::Trim { offset, len, .. }) | Ok(Command::WriteZeroes { offset, len, .. }) => {
                 prop_assert!(!ro);
+                prop_assert!(offset + u64::from(len) <= size);
+            }
+            Ok(Command::BlockStatus { offset, len, .. }) => {
+                prop_assert!(allocation && len > 0);
                 prop_assert!(offset + u64::from(len) <= size);
             }
             Ok(Command::Flush) => prop_assert_eq!(kind, NBD_CMD_FLUSH),
@@ -242,6 +247,7 @@ fn empty_name_selects_the_first_export_and_export_name_honours_no_zeroes() {
             len: 6,
         },
         b"second",
+        false,
     );
     assert_eq!(out.next, Next::Transmit(1));
     assert_eq!(out.reply.len(), 8 + 2 + 124);
@@ -259,7 +265,36 @@ fn empty_name_selects_the_first_export_and_export_name_honours_no_zeroes() {
             len: 0,
         },
         b"",
+        false,
     );
     assert_eq!(out.next, Next::Transmit(0));
     assert_eq!(out.reply.len(), 10);
+}
+
+proptest! {
+    #[test]
+    fn meta_context_options_round_trip_and_every_truncation_or_excess_is_invalid(
+        export in "[a-z0-9]{0,20}",
+        queries in proptest::collection::vec("[a-z:]{0,20}", 0..4),
+        set: bool,
+    ) {
+        let opt = if set { NBD_OPT_SET_META_CONTEXT } else { NBD_OPT_LIST_META_CONTEXT };
+        let mut data = (export.len() as u32).to_be_bytes().to_vec();
+        data.extend_from_slice(export.as_bytes());
+        data.extend_from_slice(&(queries.len() as u32).to_be_bytes());
+        for q in &queries {
+            data.extend_from_slice(&(q.len() as u32).to_be_bytes());
+            data.extend_from_slice(q.as_bytes());
+        }
+        prop_assert_eq!(
+            parse_option(opt, &data).unwrap(),
+            OptionRequest::MetaContext { set, export: export.clone(), queries: queries.clone() }
+        );
+        for cut in 0..data.len() {
+            prop_assert!(parse_option(opt, &data[..cut]).is_err(), "cut {}", cut);
+        }
+        let mut longer = data.clone();
+        longer.push(0);
+        prop_assert!(parse_option(opt, &longer).is_err());
+    }
 }

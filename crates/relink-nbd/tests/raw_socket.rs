@@ -451,11 +451,18 @@ fn handshake_options_errors_and_list() {
     let mut s = rig.connect();
     s.write_all(&(NBD_FLAG_C_FIXED_NEWSTYLE | NBD_FLAG_C_NO_ZEROES).to_be_bytes())
         .expect("flags");
-    for opt in [NBD_OPT_SET_META_CONTEXT, NBD_OPT_STARTTLS, 4242] {
+    for opt in [NBD_OPT_STARTTLS, 4242] {
         send_option(&mut s, opt, &[1, 2, 3]);
         let r = read_option_reply(&mut s);
         assert_eq!((r.option, r.reply_type), (opt, NBD_REP_ERR_UNSUP));
     }
+    // Metadata contexts are served; data that does not parse is invalid.
+    send_option(&mut s, NBD_OPT_SET_META_CONTEXT, &[1, 2, 3]);
+    let r = read_option_reply(&mut s);
+    assert_eq!(
+        (r.option, r.reply_type),
+        (NBD_OPT_SET_META_CONTEXT, NBD_REP_ERR_INVALID)
+    );
     // Structured replies are served, but the option carries no data.
     send_option(&mut s, NBD_OPT_STRUCTURED_REPLY, &[1, 2, 3]);
     let r = read_option_reply(&mut s);
@@ -779,4 +786,129 @@ fn structured_replies_carry_data_at_its_offset_and_errors_with_words() {
         (NBD_REPLY_FLAG_DONE, NBD_REPLY_TYPE_NONE, 9)
     );
     assert!(payload.is_empty());
+}
+
+/// `NBD_OPT_LIST_META_CONTEXT` / `NBD_OPT_SET_META_CONTEXT` data: the
+/// export's name and the queries.
+fn meta_data(export: &str, queries: &[&str]) -> Vec<u8> {
+    let mut d = (export.len() as u32).to_be_bytes().to_vec();
+    d.extend_from_slice(export.as_bytes());
+    d.extend_from_slice(&(queries.len() as u32).to_be_bytes());
+    for q in queries {
+        d.extend_from_slice(&(q.len() as u32).to_be_bytes());
+        d.extend_from_slice(q.as_bytes());
+    }
+    d
+}
+
+/// Block status, as a client meets it: selecting `base:allocation` needs
+/// structured replies (`NBD_REP_ERR_INVALID` before them); a list shows it
+/// with id 0, a selection with id 1, a malformed option is
+/// `NBD_REP_ERR_INVALID` and an unknown export `NBD_REP_ERR_UNKNOWN`, the
+/// handshake going on after each; a block status before a selection is
+/// `EINVAL`; after one, the 1 MiB image written at 64 KiB shows a hole, the
+/// data, a hole (each with its flags, the whole range covered), one
+/// extent only with `NBD_CMD_FLAG_REQ_ONE`, and a range past the end is
+/// `EINVAL`.
+#[test]
+fn block_status_needs_a_selected_context_and_reports_holes_and_data() {
+    let rig = rig(ServerConfig::default(), Vec::new);
+    // Data at 64 KiB..128 KiB of "disk".
+    {
+        let (mut s, _) = rig.go("disk");
+        request(&mut s, NBD_CMD_WRITE, 0, 1, 64 << 10, 64 << 10);
+        s.write_all(&vec![0x5a; 64 << 10]).expect("payload");
+        assert_eq!(reply(&mut s).error, 0);
+        request(&mut s, NBD_CMD_FLUSH, 0, 2, 0, 0);
+        assert_eq!(reply(&mut s).error, 0);
+    }
+    // Before structured replies: no selection; and a block status then.
+    let (mut s, _) = rig.go("disk");
+    request(&mut s, NBD_CMD_BLOCK_STATUS, 0, 3, 0, 4096);
+    assert_eq!(reply(&mut s).error, NBD_EINVAL, "no context selected");
+
+    let mut s = rig.connect();
+    s.write_all(&(NBD_FLAG_C_FIXED_NEWSTYLE | NBD_FLAG_C_NO_ZEROES).to_be_bytes())
+        .expect("flags");
+    send_option(
+        &mut s,
+        NBD_OPT_SET_META_CONTEXT,
+        &meta_data("disk", &[BASE_ALLOCATION]),
+    );
+    assert_eq!(read_option_reply(&mut s).reply_type, NBD_REP_ERR_INVALID);
+    send_option(&mut s, NBD_OPT_STRUCTURED_REPLY, &[]);
+    assert_eq!(read_option_reply(&mut s).reply_type, NBD_REP_ACK);
+    send_option(&mut s, NBD_OPT_LIST_META_CONTEXT, &meta_data("disk", &[]));
+    let r = read_option_reply(&mut s);
+    assert_eq!(r.reply_type, NBD_REP_META_CONTEXT);
+    assert_eq!(&r.data[0..4], &0u32.to_be_bytes(), "a list's id is 0");
+    assert_eq!(&r.data[4..], BASE_ALLOCATION.as_bytes());
+    assert_eq!(read_option_reply(&mut s).reply_type, NBD_REP_ACK);
+    send_option(&mut s, NBD_OPT_SET_META_CONTEXT, &[0, 0, 0, 9]);
+    assert_eq!(read_option_reply(&mut s).reply_type, NBD_REP_ERR_INVALID);
+    send_option(
+        &mut s,
+        NBD_OPT_SET_META_CONTEXT,
+        &meta_data("nope", &[BASE_ALLOCATION]),
+    );
+    assert_eq!(read_option_reply(&mut s).reply_type, NBD_REP_ERR_UNKNOWN);
+    send_option(
+        &mut s,
+        NBD_OPT_SET_META_CONTEXT,
+        &meta_data("disk", &["qemu:dirty-bitmap:x", BASE_ALLOCATION]),
+    );
+    let r = read_option_reply(&mut s);
+    assert_eq!(r.reply_type, NBD_REP_META_CONTEXT);
+    assert_eq!(&r.data[0..4], &BASE_ALLOCATION_ID.to_be_bytes());
+    assert_eq!(read_option_reply(&mut s).reply_type, NBD_REP_ACK);
+    send_option(&mut s, NBD_OPT_GO, &go_data("disk", &[]));
+    while read_option_reply(&mut s).reply_type != NBD_REP_ACK {}
+
+    let chunk = |s: &mut UnixStream| {
+        let mut h = [0u8; 20];
+        s.read_exact(&mut h).expect("chunk header");
+        let len = u32::from_be_bytes(h[16..20].try_into().unwrap()) as usize;
+        let mut payload = vec![0u8; len];
+        s.read_exact(&mut payload).expect("chunk payload");
+        (u16::from_be_bytes([h[6], h[7]]), payload)
+    };
+    let extents = |payload: &[u8]| -> Vec<(u32, u32)> {
+        assert_eq!(&payload[0..4], &BASE_ALLOCATION_ID.to_be_bytes());
+        payload[4..]
+            .chunks_exact(8)
+            .map(|d| {
+                (
+                    u32::from_be_bytes(d[0..4].try_into().unwrap()),
+                    u32::from_be_bytes(d[4..8].try_into().unwrap()),
+                )
+            })
+            .collect()
+    };
+    let (hole, data) = (NBD_STATE_HOLE | NBD_STATE_ZERO, 0);
+    request(&mut s, NBD_CMD_BLOCK_STATUS, 0, 4, 0, SIZE as u32);
+    let (kind, payload) = chunk(&mut s);
+    assert_eq!(kind, NBD_REPLY_TYPE_BLOCK_STATUS);
+    assert_eq!(
+        extents(&payload),
+        [
+            (64 << 10, hole),
+            (64 << 10, data),
+            (SIZE as u32 - (128 << 10), hole)
+        ]
+    );
+    request(
+        &mut s,
+        NBD_CMD_BLOCK_STATUS,
+        NBD_CMD_FLAG_REQ_ONE,
+        5,
+        32 << 10,
+        96 << 10,
+    );
+    let (kind, payload) = chunk(&mut s);
+    assert_eq!(kind, NBD_REPLY_TYPE_BLOCK_STATUS);
+    assert_eq!(extents(&payload), [(32 << 10, hole)], "one extent asked");
+    request(&mut s, NBD_CMD_BLOCK_STATUS, 0, 6, SIZE - 4096, 8192);
+    let (kind, payload) = chunk(&mut s);
+    assert_eq!(kind, NBD_REPLY_TYPE_ERROR);
+    assert_eq!(&payload[0..4], &NBD_EINVAL.to_be_bytes(), "past the end");
 }
