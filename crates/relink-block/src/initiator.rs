@@ -11,7 +11,7 @@ use relink::{
 
 use crate::config::{ConfigError, InitiatorConfig, DATA_REGION};
 use crate::error::{BlockError, SessionEnd};
-use crate::wire::{Command, Opcode, Reply, Tag, VolumeInfo, WireError};
+use crate::wire::{Command, Extent, Extents, Opcode, Reply, Tag, VolumeInfo, WireError};
 
 /// A block operation to submit ([`InitiatorEngine::submit`]). Offsets
 /// and lengths are bytes, multiples of the volume's block size.
@@ -56,6 +56,14 @@ pub enum BlockOp {
         /// Bytes to discard.
         len: u32,
     },
+    /// Which parts of `len` bytes at `offset` are holes (any length):
+    /// completes with [`BlockReply::Extents`].
+    BlockStatus {
+        /// Offset in the volume.
+        offset: u64,
+        /// Bytes to describe.
+        len: u32,
+    },
 }
 
 /// A command's success ([`InitiatorEngine::poll_completion`]).
@@ -68,6 +76,9 @@ pub enum BlockReply {
     Data(Vec<u8>),
     /// IDENTIFY's answer.
     Volume(VolumeInfo),
+    /// A BLOCK_STATUS's extents, from its offset, in order; they may end
+    /// before its end (ask again from there).
+    Extents(Vec<Extent>),
 }
 
 /// Why [`InitiatorEngine::submit`] took nothing.
@@ -334,6 +345,7 @@ impl InitiatorEngine {
                     (Opcode::WriteZeroes, *offset, *len, *fua)
                 }
                 BlockOp::Trim { offset, len } => (Opcode::Trim, *offset, *len, false),
+                BlockOp::BlockStatus { offset, len } => (Opcode::BlockStatus, *offset, *len, false),
             };
             let cmd = Command {
                 tag,
@@ -458,6 +470,22 @@ impl InitiatorEngine {
                     .map(|mem| mem.read_vec(at as usize, p.len as usize))
                 {
                     Ok(Ok(data)) => Ok(BlockReply::Data(data)),
+                    _ => Err(BlockError::Target(crate::TargetError::Transfer)),
+                }
+            }
+            Ok(None) if p.opcode == Opcode::BlockStatus => {
+                let at = (u64::from(p.slot) * u64::from(self.config.max_io)) as usize;
+                let max_io = self.config.max_io as usize;
+                let extents = node.region(self.session, DATA_REGION).ok().and_then(|mem| {
+                    // The count, then as many extents as it says (within
+                    // the slot).
+                    let head = mem.read_vec(at, 4).ok()?;
+                    let count = u32::from_be_bytes(head.try_into().ok()?) as usize;
+                    let len = count.saturating_mul(12).saturating_add(4).min(max_io);
+                    Extents::decode(&mem.read_vec(at, len).ok()?).ok()
+                });
+                match extents {
+                    Some(e) if !e.is_empty() => Ok(BlockReply::Extents(e)),
                     _ => Err(BlockError::Target(crate::TargetError::Transfer)),
                 }
             }

@@ -132,7 +132,7 @@ pub use initiator::{
 };
 pub use target::{TargetEngine, TargetEvent, TargetSetupError, TargetStats};
 pub use volume::{Volume, DEFAULT_BLOCK_SIZE};
-pub use wire::{Command, Opcode, Reply, Tag, VolumeInfo, WireError};
+pub use wire::{Command, Extent, Extents, Opcode, Reply, Tag, VolumeInfo, WireError};
 
 /// The relink types the engines' signatures use.
 pub use relink::{BufferToken, Node, Output, Path, Policy, RegionId, SessionHandle};

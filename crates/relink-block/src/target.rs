@@ -13,7 +13,11 @@ use relink::{
 use crate::config::{ConfigError, TargetConfig, STAGING_REGION};
 use crate::error::{SessionEnd, TargetError};
 use crate::volume::Volume;
-use crate::wire::{peek_tag, Command, Opcode, Reply, Tag, VolumeInfo, WireError};
+use crate::wire::{peek_tag, Command, Extents, Opcode, Reply, Tag, VolumeInfo, WireError};
+
+/// The most extents one BLOCK_STATUS answers (the initiator asks again
+/// from where they end).
+const MAX_EXTENTS: usize = 1024;
 
 /// Why [`TargetEngine::listen`] made no engine.
 #[derive(Debug, thiserror::Error)]
@@ -305,7 +309,7 @@ impl TargetEngine {
             return;
         }
         let status = match cmd.opcode {
-            Opcode::Read | Opcode::Write => {
+            Opcode::Read | Opcode::Write | Opcode::BlockStatus => {
                 let conn = self.conns.get_mut(&s).expect("a served session");
                 conn.waiting.push_back(cmd);
                 self.start(node, s);
@@ -348,12 +352,33 @@ impl TargetEngine {
                 return;
             };
             let slot = conn.free.pop().expect("a free slot");
-            let local = LocalRange {
+            let mut local = LocalRange {
                 region: STAGING_REGION,
                 offset: u64::from(slot) * u64::from(self.config.max_io),
                 len: cmd.len,
             };
-            let submitted = if cmd.opcode == Opcode::Read {
+            let submitted = if cmd.opcode == Opcode::BlockStatus {
+                // The extents go as a READ's data would: staged, then
+                // written into the initiator's buffer.
+                let max = Extents::capacity(self.config.max_io).min(MAX_EXTENTS);
+                let staged = self
+                    .volume
+                    .allocation(cmd.offset, u64::from(cmd.len), max)
+                    .and_then(|extents| {
+                        let bytes = Extents::encode(&extents);
+                        local.len = bytes.len() as u32;
+                        node.region(s, STAGING_REGION)
+                            .map_err(|_| TargetError::Io)?
+                            .write(local.offset as usize, &bytes)
+                            .map_err(|_| TargetError::Io)
+                    });
+                if let Err(e) = staged {
+                    self.free(s, slot);
+                    self.reply(node, s, cmd.tag, Err(e));
+                    continue;
+                }
+                node.write(s, local, cmd.buffer)
+            } else if cmd.opcode == Opcode::Read {
                 let data = &mut self.scratch[..cmd.len as usize];
                 let staged = self.volume.read(cmd.offset, data).and_then(|()| {
                     let mem = node
@@ -408,7 +433,7 @@ impl TargetEngine {
         };
         self.stats.in_flight -= 1;
         let status = match c.outcome {
-            Outcome::Success { .. } if t.cmd.opcode == Opcode::Read => Ok(None),
+            Outcome::Success { .. } if t.cmd.opcode != Opcode::Write => Ok(None),
             Outcome::Success { .. } => self.land_write(node, s, &t).map(|()| None),
             Outcome::Failed(OpError::Remote(status)) => {
                 tracing::warn!(

@@ -7,8 +7,11 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
+use rustix::fs::{seek, SeekFrom};
+use rustix::io::Errno;
+
 use crate::error::TargetError;
-use crate::wire::{Command, Opcode};
+use crate::wire::{Command, Extent, Opcode};
 
 /// The block size unless set ([`Volume::with_block_size`]).
 pub const DEFAULT_BLOCK_SIZE: u32 = 512;
@@ -85,9 +88,10 @@ impl Volume {
     ///
     /// # Errors
     /// `ReadOnly` for a write, write-zeroes or trim on a read-only volume;
-    /// `Invalid` for a READ or WRITE of 0 bytes or above `max_io`, or an
-    /// offset or length not a multiple of the block size; `OutOfRange`
-    /// for a range past the end. IDENTIFY and FLUSH are always valid.
+    /// `Invalid` for a command of 0 bytes, a READ or WRITE above
+    /// `max_io`, or an offset or length not a multiple of the block size;
+    /// `OutOfRange` for a range past the end. IDENTIFY and FLUSH are
+    /// always valid.
     pub fn check(&self, cmd: &Command, max_io: u32) -> Result<(), TargetError> {
         match cmd.opcode {
             Opcode::Identify | Opcode::Flush => return Ok(()),
@@ -160,6 +164,53 @@ impl Volume {
             self.flush()?;
         }
         Ok(())
+    }
+
+    /// The holes and data of `len` bytes at `offset`, in order, at most
+    /// `max` extents (the last may end before the range): `lseek`'s
+    /// `SEEK_DATA` and `SEEK_HOLE`. A file system that cannot tell
+    /// (`EINVAL`, `EOPNOTSUPP`) says it is all data.
+    ///
+    /// # Errors
+    /// `Io` for any other `lseek` error.
+    pub fn allocation(
+        &self,
+        offset: u64,
+        len: u64,
+        max: usize,
+    ) -> Result<Vec<Extent>, TargetError> {
+        let end = offset.saturating_add(len);
+        let mut out: Vec<Extent> = Vec::new();
+        let mut at = offset;
+        let io = |e: Errno| TargetError::from_io(&e.into());
+        while at < end && out.len() < max.max(1) {
+            // The next data at or after `at`: none left past the file's
+            // last data (`ENXIO`, the hole at its end).
+            let data = match seek(&self.file, SeekFrom::Data(at)) {
+                Ok(d) => d.min(end),
+                Err(Errno::NXIO) => end,
+                Err(Errno::INVAL | Errno::OPNOTSUPP) if out.is_empty() => {
+                    return Ok(vec![Extent { len, hole: false }]);
+                }
+                Err(e) => return Err(io(e)),
+            };
+            let (next, hole) = if data > at {
+                (data, true)
+            } else {
+                let h = match seek(&self.file, SeekFrom::Hole(at)) {
+                    Ok(h) => h,
+                    Err(Errno::NXIO) => end,
+                    Err(e) => return Err(io(e)),
+                };
+                (h.max(at + 1).min(end), false)
+            };
+            out.push(Extent {
+                len: next - at,
+                hole,
+            });
+            at = next;
+        }
+        Ok(out)
     }
 
     /// Make every write so far durable (`fdatasync`).

@@ -40,7 +40,7 @@ use relink::{BufferToken, RegionId};
 use crate::error::TargetError;
 
 /// The wire version this crate speaks.
-pub const VERSION: u8 = 2;
+pub const VERSION: u8 = 3;
 /// A command's length.
 pub const COMMAND_LEN: usize = 36;
 /// A plain reply's length.
@@ -74,17 +74,22 @@ pub enum Opcode {
     WriteZeroes,
     /// Discard `len` bytes at `offset`: they read as zeros afterwards.
     Trim,
+    /// Which parts of `len` bytes at `offset` are holes: the target writes
+    /// the [`Extents`] into the initiator's buffer (as a READ writes its
+    /// data), at most as many as [`Extents::capacity`] of `max_io` bytes.
+    BlockStatus,
 }
 
 impl Opcode {
     /// Every opcode.
-    pub const ALL: [Opcode; 6] = [
+    pub const ALL: [Opcode; 7] = [
         Opcode::Identify,
         Opcode::Read,
         Opcode::Write,
         Opcode::Flush,
         Opcode::WriteZeroes,
         Opcode::Trim,
+        Opcode::BlockStatus,
     ];
 
     /// Its byte on the wire.
@@ -96,6 +101,7 @@ impl Opcode {
             Opcode::Flush => 3,
             Opcode::WriteZeroes => 4,
             Opcode::Trim => 5,
+            Opcode::BlockStatus => 6,
         }
     }
 
@@ -105,9 +111,88 @@ impl Opcode {
     }
 
     /// Whether the command moves data through the initiator's buffer
-    /// (READ, WRITE): only those use the buffer token and a staging slot.
+    /// (READ, WRITE): those are bounded by `max_io`. BLOCK_STATUS uses
+    /// the buffer and a staging slot too, for its extents.
     pub fn moves_data(self) -> bool {
         matches!(self, Opcode::Read | Opcode::Write)
+    }
+}
+
+/// One extent of a BLOCK_STATUS: `len` bytes, a hole (reads as zeros,
+/// nothing allocated) or data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Extent {
+    /// Its length, bytes (more than 0).
+    pub len: u64,
+    /// A hole: not allocated, reads as zeros.
+    pub hole: bool,
+}
+
+/// The extents of a BLOCK_STATUS as the target writes them into the
+/// initiator's buffer: a count (`u32`), then per extent its length
+/// (`u64`) and flags (`u32`: bit 0 a hole; the rest must be 0),
+/// big-endian. They start at the command's offset, in order, and may end
+/// before its end (the initiator asks again from there).
+pub struct Extents;
+
+/// Bytes of one extent in [`Extents`].
+const EXTENT_LEN: usize = 12;
+const EXTENT_HOLE: u32 = 1;
+
+impl Extents {
+    /// The most extents a buffer of `len` bytes holds.
+    pub fn capacity(len: u32) -> usize {
+        (len as usize).saturating_sub(4) / EXTENT_LEN
+    }
+
+    /// The bytes of `extents`.
+    pub fn encode(extents: &[Extent]) -> Vec<u8> {
+        let mut b = Vec::with_capacity(4 + EXTENT_LEN * extents.len());
+        b.extend_from_slice(
+            &u32::try_from(extents.len())
+                .unwrap_or(u32::MAX)
+                .to_be_bytes(),
+        );
+        for e in extents {
+            b.extend_from_slice(&e.len.to_be_bytes());
+            let flags = if e.hole { EXTENT_HOLE } else { 0 };
+            b.extend_from_slice(&flags.to_be_bytes());
+        }
+        b
+    }
+
+    /// The extents at the start of `bytes` (what follows them is not
+    /// read).
+    ///
+    /// # Errors
+    /// [`WireError::Truncated`] when `bytes` ends inside the list;
+    /// [`WireError::UnknownExtentFlags`] for a flag bit but the hole's.
+    pub fn decode(bytes: &[u8]) -> Result<Vec<Extent>, WireError> {
+        let got = bytes.len();
+        let count = bytes
+            .get(..4)
+            .map(|b| u32::from_be_bytes(b.try_into().expect("4 bytes")) as usize)
+            .ok_or(WireError::Truncated { need: 4, got })?;
+        let need = count
+            .checked_mul(EXTENT_LEN)
+            .and_then(|n| n.checked_add(4))
+            .unwrap_or(usize::MAX);
+        if got < need {
+            return Err(WireError::Truncated { need, got });
+        }
+        bytes[4..need]
+            .chunks_exact(EXTENT_LEN)
+            .map(|c| {
+                let flags = be_u32(c, 8);
+                if flags & !EXTENT_HOLE != 0 {
+                    return Err(WireError::UnknownExtentFlags(flags));
+                }
+                Ok(Extent {
+                    len: be_u64(c, 0),
+                    hole: flags & EXTENT_HOLE != 0,
+                })
+            })
+            .collect()
     }
 }
 
@@ -198,6 +283,9 @@ pub enum WireError {
     /// A status code this version does not know.
     #[error("unknown status {0}")]
     UnknownStatus(u16),
+    /// An extent's flag bits this version does not know.
+    #[error("unknown extent flags {0:#010x}")]
+    UnknownExtentFlags(u32),
     /// A reply to IDENTIFY whose status is an error.
     #[error("a reply to IDENTIFY with error status {0}")]
     IdentifyWithError(u16),

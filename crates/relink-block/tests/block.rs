@@ -685,3 +685,52 @@ fn a_fast_fail_cancelled_live_on_the_session_stops_the_engine_failing() {
     inject(&w, INITIATOR, |h| Fault::Readd(h, "soft0".into()));
     t.finish(&mut w);
 }
+
+/// BLOCK_STATUS describes the volume file's holes and data: a sparse file
+/// with data written at two places shows a hole, data, a hole, data, a
+/// hole, covering the range asked, in order; a range inside one piece
+/// is one extent; bad ranges get the same typed errors as a READ's, and
+/// no `max_io` bound (a status is not data).
+#[test]
+fn block_status_reports_the_volume_files_holes_and_data() {
+    let mut w = World::new(Setup::default());
+    let size = BLOCK * BLOCKS;
+    assert_eq!(size, 256 << 10);
+    // 4 KiB (whole file blocks) at 64 KiB and at 192 KiB.
+    for offset in [64u64 << 10, 192 << 10] {
+        let r = w.call(BlockOp::Write {
+            offset,
+            data: vec![0x77; 4096],
+            fua: true,
+        });
+        assert!(r.is_ok(), "{r:?}");
+    }
+    let status =
+        |w: &mut World, offset: u64, len: u32| match w.call(BlockOp::BlockStatus { offset, len }) {
+            Ok(BlockReply::Extents(e)) => e.iter().map(|e| (e.len, e.hole)).collect::<Vec<_>>(),
+            other => panic!("block status {offset}+{len}: {other:?}"),
+        };
+    assert_eq!(
+        status(&mut w, 0, size as u32),
+        [
+            (64 << 10, true),
+            (4 << 10, false),
+            (124 << 10, true),
+            (4 << 10, false),
+            (60 << 10, true),
+        ]
+    );
+    assert_eq!(status(&mut w, (64 << 10) + 512, 1024), [(1024, false)]);
+    assert_eq!(status(&mut w, 0, 4096), [(4096, true)]);
+    for (offset, len, want) in [
+        (size, 512, TargetError::OutOfRange),
+        (100, 512, TargetError::Invalid),
+        (0, 0, TargetError::Invalid),
+    ] {
+        let r = w.call(BlockOp::BlockStatus { offset, len });
+        assert!(
+            matches!(r, Err(BlockError::Target(e)) if e == want),
+            "{offset}+{len}: {r:?}"
+        );
+    }
+}

@@ -57,6 +57,8 @@ struct Job {
     parts_left: usize,
     /// A read's bytes, filled in as its parts complete.
     data: Option<Vec<u8>>,
+    /// A block status's extents, once its one part completed.
+    extents: Option<Vec<nbd::Extent>>,
     /// A write's length.
     written: u64,
     error: Option<nbd::BlockError>,
@@ -165,6 +167,10 @@ fn part_op(op: &nbd::BlockOp, at: usize, len: usize) -> Option<BlockOp> {
             len: *len,
             fua: *fua,
         },
+        nbd::BlockOp::BlockStatus { offset, len } => BlockOp::BlockStatus {
+            offset: *offset,
+            len: *len,
+        },
         _ => return None,
     })
 }
@@ -181,9 +187,10 @@ fn split(op: &nbd::BlockOp, max_io: u32) -> Option<Vec<(usize, usize)>> {
     Some(match op {
         nbd::BlockOp::Read { len, .. } => chunks(*len as usize),
         nbd::BlockOp::Write { data, .. } => chunks(data.len()),
-        nbd::BlockOp::Flush | nbd::BlockOp::Trim { .. } | nbd::BlockOp::WriteZeroes { .. } => {
-            vec![(0, 0)]
-        }
+        nbd::BlockOp::Flush
+        | nbd::BlockOp::Trim { .. }
+        | nbd::BlockOp::WriteZeroes { .. }
+        | nbd::BlockOp::BlockStatus { .. } => vec![(0, 0)],
         _ => return None,
     })
 }
@@ -278,6 +285,7 @@ impl Bridge {
                 op: req.op,
                 parts_left: 0,
                 data,
+                extents: None,
                 written,
                 error: None,
             },
@@ -394,6 +402,19 @@ impl Bridge {
                         "a read's data of a wrong length".into(),
                     )),
                 },
+                Ok(BlockReply::Extents(extents)) => {
+                    // A hole reads as zeros.
+                    let extents = extents
+                        .iter()
+                        .map(|e| nbd::Extent {
+                            len: e.len,
+                            hole: e.hole,
+                            zero: e.hole,
+                        })
+                        .collect();
+                    job.extents = Some(extents);
+                    None
+                }
                 Ok(_) => {
                     if is_unflushed_write(&job.op) {
                         self.flushes.write_acknowledged();
@@ -431,6 +452,9 @@ impl Bridge {
     fn finish(&mut self, job: Job) {
         let result = match (job.error, job.data) {
             (Some(e), _) => Err(e),
+            (None, _) if job.extents.is_some() => {
+                Ok(nbd::BlockReply::Extents(job.extents.unwrap_or_default()))
+            }
             (None, Some(data)) => {
                 self.bytes_read += data.len() as u64;
                 Ok(nbd::BlockReply::Data(data))

@@ -226,11 +226,14 @@ async fn serve_one(ready: Ready, handle: &DaemonHandle, served: &Served) -> Resu
         name: c.name.clone(),
         reason,
     })?;
+    // Block status (base:allocation): the target says where its volume
+    // file's holes are, so clients skip them.
     let flags = if info.read_only {
         ExportFlags::read_only()
     } else {
         ExportFlags::read_write().with_multi_conn(true)
-    };
+    }
+    .with_block_status(true);
     let (tx, mut rx) = tokio::sync::mpsc::channel(256);
     let h = handle.clone();
     let id = ready.id;
