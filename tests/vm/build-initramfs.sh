@@ -91,6 +91,7 @@ copy_file "/lib/$MA/libgcc_s.so.1"
 # --- guest scripts, test binaries, test data ------------------------------------------
 install -m 0755 "$HERE/guest/init" "$STAGE/init"
 install -m 0755 "$HERE/guest/run.sh" "$STAGE/vm/run.sh"
+install -m 0644 "$HERE/guest/nvmeof.sh" "$STAGE/vm/nvmeof.sh"
 for x in ${EXTRA_BINS[@]+"${EXTRA_BINS[@]}"}; do
   b=${x%%:*}; name=$(basename "$b"); [ "$b" = "$x" ] || name=${x#*:}
   [ -x "$b" ] || { echo "build-initramfs: -x $b: not an executable" >&2; exit 1; }
@@ -110,7 +111,7 @@ printf '127.0.0.1 localhost\n' > "$STAGE/etc/hosts"
 # --- kernel modules ---------------------------------------------------------------------
 # crc32*: rxe's ICRC asks the crypto API for "crc32" (a request_module, not a
 # module dependency); optional where the kernel has them built in.
-ROOT_MODS="crc32_generic crc32-pclmul rdma_rxe rdma_ucm ib_umad veth dummy bridge sch_netem"
+ROOT_MODS="crc32_generic crc32-pclmul rdma_rxe rdma_ucm ib_umad veth dummy bridge sch_netem nvme-rdma nvmet-rdma"
 : > "$STAGE/etc/relink-vm/modules.list"
 for m in $ROOT_MODS; do
   if ! deps=$(modprobe -d "$KDIR" -S "$KV" --show-depends "$m" 2>&1); then

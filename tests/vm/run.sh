@@ -33,8 +33,8 @@
 # 3. per kernel: packs an initramfs (tests/vm/build-initramfs.sh) and boots it
 #    under qemu; the guest (tests/vm/guest/run.sh) sets up rxe0/rxe1 and runs
 #    the groups:
-#      6.12  sanity,devwatch,verbs,bench,sessions,example,capi,relinkd  watcher backend expected: rdma-netlink
-#      6.1   sanity,devwatch,verbs,sessions,example,capi,relinkd        watcher backend expected: uevent
+#      6.12  sanity,devwatch,verbs,bench,sessions,example,capi,relinkd,nvmeof  watcher backend expected: rdma-netlink
+#      6.1   sanity,devwatch,verbs,sessions,example,capi,relinkd,nvmeof        watcher backend expected: uevent
 # 4. prints one summary table; exit 0 only if every step of every VM passed.
 #
 # If the tier cannot run here at all (packages cannot be installed, the
@@ -49,7 +49,7 @@
 #
 # Options / environment:
 #   --kernels LIST   RELINK_VM_KERNELS   which kernels (6.12, 6.1; default both)
-#   --groups LIST    RELINK_VM_GROUPS    override the groups (sanity,devwatch,verbs,bench,sessions,example,capi,relinkd)
+#   --groups LIST    RELINK_VM_GROUPS    override the groups (sanity,devwatch,verbs,bench,sessions,example,capi,relinkd,nvmeof)
 #   --accel A        RELINK_VM_ACCEL     tcg (default) or kvm (real VMX/SVM only)
 #   --verbose        RELINK_VM_VERBOSE=1 stream the whole serial console
 #   --netem-loss PCT RELINK_VM_NETEM_LOSS a lossy wire: the bridge drops PCT%
@@ -113,8 +113,8 @@ T0=$(now)
 groups_for() { # kernel series -> groups
   if [ -n "$GROUPS_OVERRIDE" ]; then echo "$GROUPS_OVERRIDE"; return; fi
   case $1 in
-    6.12) echo sanity,devwatch,verbs,bench,sessions,example,capi,relinkd ;;
-    *) echo sanity,devwatch,verbs,sessions,example,capi,relinkd ;;
+    6.12) echo sanity,devwatch,verbs,bench,sessions,example,capi,relinkd,nvmeof ;;
+    *) echo sanity,devwatch,verbs,sessions,example,capi,relinkd,nvmeof ;;
   esac
 }
 expect_for() { case $1 in 6.12) echo rdma-netlink ;; *) echo uevent ;; esac; }

@@ -30,6 +30,10 @@
 #               side and a replacement device (rxe2 on veth1); read back;
 #               then NBD throughput through a fresh pair next to
 #               `nbdkit file` and the local file (qemu-img bench)
+#     nvmeof    the anchor: the kernel's NVMe-oF (nvmet rdma port, nvme-rdma
+#               host) on rxe0/rxe1 under the same rdma link delete/add of
+#               either side during a direct write, and its throughput
+#               (nvmeof.sh; the steps record what the kernel did)
 #
 # Test binaries come from /vm/tests.list, one per line:
 #   group|name|/vm/bin/<binary>|<working dir>|<args>
@@ -648,6 +652,12 @@ else
 fi
 rm -rf $RT
 endstep $rc
+fi
+
+############################################################################
+# The kernel's NVMe-oF on the same rxe pair and faults (tests/vm/guest/nvmeof.sh).
+if want nvmeof; then
+  . /vm/nvmeof.sh
 fi
 
 ############################################################################
