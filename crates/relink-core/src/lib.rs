@@ -19,6 +19,7 @@
 //! | ↳ `session/closing.rs` | the admin close, the graceful close (pending operations first), the peer's goodbye |
 //! | ↳ `session/resync.rs` | the resume handshake of both roles and the advertisement exchange |
 //! | ↳ `session/datapath.rs` | submit, posting within credits, completions, received messages, acks |
+//! | ↳ `session/fetch.rs` | messages the receiver reads itself (a rendezvous): which go so, their landing, their rewind on a loss |
 //! | [`state`] | the session state machine, declared in one table |
 //! | [`policy`] | give-up deadlines, backoff, fast-fail, keepalive, device match; [`PolicyBuilder`] |
 //! | [`reason`] | why the transport went down ([`DownCause`]), why an attempt failed ([`AttemptFailure`]) and why a peer is lost ([`PeerLostReason`]); [`state`] names them, they name nothing of it |

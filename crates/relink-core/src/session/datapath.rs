@@ -6,7 +6,7 @@
 
 use std::collections::BTreeSet;
 
-use relink_fabric::{Access, RemoteAddr, Timestamp, WcStatus};
+use relink_fabric::{Access, Timestamp, WcStatus};
 
 use super::{Action, OneSided, Session, SessionError};
 use crate::buffers::SpareBuffers;
@@ -49,7 +49,7 @@ pub(super) struct DataPath {
     peer_frame_max: u32,
     /// The shortest message from registered memory the peer reads itself
     /// (its `Rendezvous`); 0: it reads none, or has not said.
-    peer_rendezvous_min: u32,
+    pub(super) peer_rendezvous_min: u32,
     /// One-sided operations posted on the current transport and not yet
     /// completed; at most `spec.max_one_sided`. Emptied on a loss.
     one_sided_inflight: BTreeSet<OpId>,
@@ -111,21 +111,6 @@ impl Session {
         self.data.peer_frame_max as usize
     }
 
-    /// Where the peer's message `source` is in this epoch: its address
-    /// and rkey through the peer's advertisements
-    /// ([`Session::next_fetch`]). `KeyError::NotReady` while the peer's
-    /// advertisements of the epoch are not all in (read it later); any
-    /// other error: the peer named memory it does not expose for reading.
-    pub fn fetch_address(&self, source: &wire::FetchSource) -> Result<RemoteAddr, KeyError> {
-        let token = crate::BufferToken {
-            region: source.region,
-            offset: source.offset,
-        };
-        self.data
-            .peer_keys
-            .translate(token, u64::from(source.len), Access::REMOTE_READ)
-    }
-
     /// The longest message the peer's receive slots hold (its `AdvertDone`
     /// frame size less a header); `None` until it said.
     pub fn peer_max_message(&self) -> Option<usize> {
@@ -146,34 +131,6 @@ impl Session {
     /// local range.
     pub fn uses_region(&self, id: crate::RegionId) -> bool {
         self.data.journal.uses_region(id)
-    }
-
-    /// The one range of a message from registered memory the peer may
-    /// read: a region or registration advertised to it with remote read
-    /// access.
-    fn readable_range<'k>(&self, kind: &'k OpKind) -> Option<&'k crate::LocalRange> {
-        let OpKind::MessageFrom { local } = kind else {
-            return None;
-        };
-        let [r] = &local[..] else {
-            return None;
-        };
-        let readable = self
-            .cfg
-            .spec
-            .regions
-            .iter()
-            .any(|s| s.id == r.region && s.advertise && s.access.contains(Access::REMOTE_READ));
-        readable.then_some(r)
-    }
-
-    /// Whether message `kind` of `len` bytes goes as a
-    /// [`MsgKind::Fetch`](wire::MsgKind::Fetch): the peer reads messages
-    /// this long (its AdvertDone), and its one range is readable by the
-    /// peer ([`readable_range`](Self::readable_range)).
-    fn to_fetch(&self, kind: &OpKind, len: u32) -> bool {
-        let min = self.data.peer_rendezvous_min;
-        min > 0 && len >= min && self.readable_range(kind).is_some()
     }
 
     /// Whether `l` lies inside one of the session's regions (its own, or a

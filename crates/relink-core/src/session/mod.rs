@@ -60,7 +60,8 @@
 //! | `session/closing.rs` | the admin close, the graceful close (pending operations finish first, up to a deadline), the peer's goodbye | `Closing` (`closing`): the graceful close's deadline, operations ended pending |
 //! | `session/resync.rs` | the resume handshake of both roles and the advertisement exchange that ends in `Established` | `Handshake` (`handshake`): secret, peer incarnation, local keys, the resume's delivered count, replays |
 //! | `session/keepalive.rs` | the current transport's keepalive: probes, answers, the silence deadline | `Keepalive` (`keepalive`): the probes' nonce |
-//! | `session/datapath.rs` | [`Session::submit`], posting within the peer's credits, send and receive completions, acks and control messages | `DataPath` (`data`): journal, inbox, peer's keys, peer's delivered count, last ack sent, peer's frame size, one-sided in flight, send buffers |
+//! | `session/datapath.rs` | [`Session::submit`], posting within the peer's credits, send and receive completions, acks and control messages | `DataPath` (`data`): journal, inbox, peer's keys, peer's delivered count, last ack sent, peer's frame size and rendezvous size, one-sided in flight, send buffers |
+//! | `session/fetch.rs` | messages read by the receiver (a rendezvous): which of ours the peer reads, [`Session::next_fetch`], [`Session::fetch_landed`], the rewind on a loss | (the inbox's reads in `data`, the deliveries waiting behind them in `out`) |
 //! | `session/standby.rs` | the hot standby ([`Policy::standby`](crate::policy::Policy::standby)): building it, its loss, its promotion when the current transport is lost | `Standby` (`standby`): the standby transport, its highest epoch, failures in a row, a promotion waiting |
 
 use relink_fabric::Timestamp;
@@ -78,6 +79,7 @@ mod closing;
 mod datapath;
 mod decision;
 mod event_text;
+mod fetch;
 mod keepalive;
 mod output;
 mod paths;

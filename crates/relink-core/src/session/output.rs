@@ -488,6 +488,16 @@ impl Outputs {
         !self.deliveries.is_empty() && !self.fetch_next()
     }
 
+    /// The next delivery, not taken.
+    pub(super) fn front_delivery(&self) -> Option<&(Seq, Delivered)> {
+        self.deliveries.front()
+    }
+
+    /// Take the next delivery (one [`Session::fetch_landed`] settled).
+    pub(super) fn pop_delivery(&mut self) {
+        self.deliveries.pop_front();
+    }
+
     /// Whether a message being read is next ([`Delivered::Fetch`]).
     pub(super) fn fetch_next(&self) -> bool {
         matches!(self.deliveries.front(), Some((_, Delivered::Fetch { .. })))
@@ -648,56 +658,6 @@ impl Session {
             return None;
         }
         self.out.deliveries.pop_front()
-    }
-
-    /// The message to read next, if one is next in order: its number,
-    /// where it is in the peer's memory, and the transport it came on (a
-    /// [`MsgKind::Fetch`](wire::MsgKind::Fetch)). The driver reads it
-    /// into the next buffer the application posted and reports
-    /// [`Session::fetch_landed`]; the deliveries behind it wait until then.
-    #[must_use]
-    pub fn next_fetch(&self) -> Option<(Seq, wire::FetchSource, Epoch)> {
-        match self.out.deliveries.front()? {
-            (seq, Delivered::Fetch { source, epoch }) => Some((*seq, *source, *epoch)),
-            _ => None,
-        }
-    }
-
-    /// The data of message `seq`, read on the transport of `epoch`
-    /// ([`Session::next_fetch`]), landed: it is delivered (the driver
-    /// tells the application; nothing is queued here) and counts in the
-    /// acknowledgements from now on. `false`, changing nothing, unless it
-    /// is the message to read next on that transport (a READ that
-    /// completed after its transport was given up).
-    pub fn fetch_landed(&mut self, epoch: Epoch, seq: Seq, now: Timestamp) -> bool {
-        if self
-            .next_fetch()
-            .is_none_or(|(s, _, e)| s != seq || e != epoch)
-        {
-            return false;
-        }
-        if !self.data.inbox.fetch_landed(seq) {
-            return false;
-        }
-        self.out.deliveries.pop_front();
-        self.counters.delivered += 1;
-        self.counters.fetched += 1;
-        self.maybe_ack(now);
-        // The last read a quiesce waited for.
-        self.settle_quiesce(now);
-        true
-    }
-
-    /// The transport is gone (or the session ended) while messages were
-    /// being read: their numbers and every delivery after the first go
-    /// back ([`Inbox::rewind`](crate::inbox::Inbox::rewind)); a replay
-    /// brings them again.
-    pub(super) fn rewind_fetches(&mut self) {
-        if let Some(floor) = self.data.inbox.rewind() {
-            self.counters.fetches_rewound += 1;
-            let dropped = self.out.drop_deliveries_after(floor);
-            self.counters.delivered = self.counters.delivered.saturating_sub(dropped);
-        }
     }
 
     /// Next delivered message, swapped into `buf` (whose old contents are
