@@ -192,10 +192,13 @@ impl Node {
                     .handle_transport_down(epoch, DownCause::DeviceRemoved, now);
             }
         }
-        for wr_id in std::mem::take(&mut self.fetched) {
-            if let Some(seq) = entry.fetch_of(epoch, wr_id) {
-                entry.fetch_done(epoch, seq, now);
+        if !self.fetched.is_empty() {
+            for &wr_id in &self.fetched {
+                if let Some(seq) = entry.fetch_of(epoch, wr_id) {
+                    entry.fetch_done(epoch, seq, now);
+                }
             }
+            self.fetched.clear();
         }
         self.run_actions(handle);
         true
