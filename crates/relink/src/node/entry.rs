@@ -182,7 +182,7 @@ impl SessionEntry {
         if let Some(t) = self.standby.as_mut() {
             index.cq_built(handle, t, false);
         }
-        if self.fetching.is_some() || self.core.next_fetch().is_some() {
+        if self.fetch_pending() {
             self.pump_fetch(p.now());
         }
         if !self.backlog.is_empty() {

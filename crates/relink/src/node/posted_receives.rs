@@ -272,10 +272,12 @@ impl Node {
         entry.posted.buffers.push_back((local, context));
         // A message that came while no buffer was posted takes this one,
         // or one left to read is read into it.
-        entry.place_waiting(None);
-        if entry.fetching.is_some() || entry.core.next_fetch().is_some() {
+        if entry.fetch_pending() {
+            // Places what waits ahead of the read too.
             let now = self.provider.now();
             entry.pump_fetch(now);
+        } else {
+            entry.place_waiting(None);
         }
         if !entry.backlog.is_empty() {
             self.index.work_queued(s.0);

@@ -65,6 +65,12 @@ pub(super) struct Fetching {
 }
 
 impl SessionEntry {
+    /// Whether a read is under way or a message waits to be read: then
+    /// [`pump_fetch`](Self::pump_fetch) has something to move on.
+    pub(super) fn fetch_pending(&self) -> bool {
+        self.fetching.is_some() || self.core.next_fetch().is_some()
+    }
+
     /// Move the session's reads on: give a buffer back whose READ the
     /// core no longer waits for (its transport is gone, or the session
     /// ended), fill posted buffers with the deliveries ahead of the next
