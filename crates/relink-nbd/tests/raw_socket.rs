@@ -146,6 +146,22 @@ fn reply(s: &mut UnixStream) -> SimpleReply {
     SimpleReply::parse(&b).expect("simple reply")
 }
 
+/// One structured reply chunk: magic, flags, type, cookie and payload.
+fn chunk(s: &mut UnixStream) -> (u32, u16, u16, u64, Vec<u8>) {
+    let mut h = [0u8; 20];
+    s.read_exact(&mut h).expect("chunk header");
+    let len = u32::from_be_bytes(h[16..20].try_into().unwrap()) as usize;
+    let mut payload = vec![0u8; len];
+    s.read_exact(&mut payload).expect("chunk payload");
+    (
+        u32::from_be_bytes(h[0..4].try_into().unwrap()),
+        u16::from_be_bytes([h[4], h[5]]),
+        u16::from_be_bytes([h[6], h[7]]),
+        u64::from_be_bytes(h[8..16].try_into().unwrap()),
+        payload,
+    )
+}
+
 fn assert_closed(s: &mut UnixStream) {
     let mut b = [0u8; 1];
     match s.read(&mut b) {
@@ -719,20 +735,6 @@ fn structured_replies_carry_data_at_its_offset_and_errors_with_words() {
     send_option(&mut s, NBD_OPT_GO, &go_data("ro", &[]));
     while read_option_reply(&mut s).reply_type != NBD_REP_ACK {}
 
-    let chunk = |s: &mut UnixStream| {
-        let mut h = [0u8; 20];
-        s.read_exact(&mut h).expect("chunk header");
-        let len = u32::from_be_bytes(h[16..20].try_into().unwrap()) as usize;
-        let mut payload = vec![0u8; len];
-        s.read_exact(&mut payload).expect("chunk payload");
-        (
-            u32::from_be_bytes(h[0..4].try_into().unwrap()),
-            u16::from_be_bytes([h[4], h[5]]),
-            u16::from_be_bytes([h[6], h[7]]),
-            u64::from_be_bytes(h[8..16].try_into().unwrap()),
-            payload,
-        )
-    };
     let request = |s: &mut UnixStream, kind: u16, cookie: u64, offset: u64, len: u32| {
         let h = RequestHeader {
             flags: 0,
@@ -865,12 +867,8 @@ fn block_status_needs_a_selected_context_and_reports_holes_and_data() {
     while read_option_reply(&mut s).reply_type != NBD_REP_ACK {}
 
     let chunk = |s: &mut UnixStream| {
-        let mut h = [0u8; 20];
-        s.read_exact(&mut h).expect("chunk header");
-        let len = u32::from_be_bytes(h[16..20].try_into().unwrap()) as usize;
-        let mut payload = vec![0u8; len];
-        s.read_exact(&mut payload).expect("chunk payload");
-        (u16::from_be_bytes([h[6], h[7]]), payload)
+        let (_, _, kind, _, payload) = chunk(s);
+        (kind, payload)
     };
     let extents = |payload: &[u8]| -> Vec<(u32, u32)> {
         assert_eq!(&payload[0..4], &BASE_ALLOCATION_ID.to_be_bytes());

@@ -618,7 +618,13 @@ fn target_device_unplug_replug() {
 fn both_devices_unplug_replug() {
     let env = env_or_skip!(need_nothing);
     let (listen, paths) = main_pair(&env, port());
-    let mut d = Duo::start(env.clone(), listen, paths);
+    let d = Duo::start(env.clone(), listen, paths);
+    both_devices_out_and_back(d, &env, "both_devices_unplug_replug");
+}
+
+/// Traffic, both devices deleted, the target's added back and then the
+/// initiator's, a resume, more traffic, the checks.
+fn both_devices_out_and_back(mut d: Duo, env: &Topology, scenario: &str) {
     d.pump(Duration::from_millis(500));
     d.delete(&env.init.device);
     d.delete(&env.target.device);
@@ -630,7 +636,7 @@ fn both_devices_unplug_replug() {
     d.add(&env.init.device, &env.init.netdev);
     d.wait_resumed("both devices back");
     d.pump(Duration::from_millis(500));
-    d.finish("both_devices_unplug_replug");
+    d.finish(scenario);
 }
 
 #[test]

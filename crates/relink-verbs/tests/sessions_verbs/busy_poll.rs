@@ -14,14 +14,5 @@ fn busy_polling_across_both_devices_unplug_replug() {
     let mut d = Duo::start(env.clone(), listen, paths);
     d.a.set_poll_mode(PollMode::Busy);
     d.b.set_poll_mode(PollMode::Busy);
-    d.pump(Duration::from_millis(500));
-    d.delete(&env.init.device);
-    d.delete(&env.target.device);
-    d.pump(Duration::from_millis(300));
-    d.add(&env.target.device, &env.target.netdev);
-    d.mark = None;
-    d.add(&env.init.device, &env.init.netdev);
-    d.wait_resumed("both devices back");
-    d.pump(Duration::from_millis(500));
-    d.finish("busy_polling_across_both_devices_unplug_replug");
+    both_devices_out_and_back(d, &env, "busy_polling_across_both_devices_unplug_replug");
 }
