@@ -84,7 +84,8 @@ nvmeof_fault() {
   live=$(awk -v a="$tadd" '$1 > a && $2 == "live" {print $1; exit}' /tmp/nvmeof.states)
   states=$(awk '{print $2}' /tmp/nvmeof.states | uniq | tr '\n' ' ')
   klog_since "$t0" > /tmp/nvmeof.klog
-  ioerr=$(grep -ciE 'I/O error|blk_update_request|critical .*error|Buffer I/O' /tmp/nvmeof.klog)
+  ioerr=$(grep -ciE 'failing I/O|I/O error|blk_update_request|critical .*error|Buffer I/O' /tmp/nvmeof.klog)
+  requeued=$(grep -ci 'requeuing I/O' /tmp/nvmeof.klog)
   rejected=$(grep -ci 'Connect rejected' /tmp/nvmeof.klog)
   attempts=$(grep -ci 'Reconnecting in' /tmp/nvmeof.klog)
   removed=$(grep -ciE 'Removing ctrl|removing controller|deleting controller' /tmp/nvmeof.klog)
@@ -94,7 +95,7 @@ nvmeof_fault() {
   same=no
   [ "$(md5sum < /tmp/nvmeof.src | cut -c1-32)" = "$(head -c $((96 << 20)) $IMG | md5sum | cut -c1-32)" ] && same=yes
   rm -f /tmp/nvmeof.src
-  NOTE="delete rc $del_rc, add rc $add_rc; dd exit $ddrc after ${ddsecs}s; controller: $states; live again $( [ -n "$live" ] && echo "$(dt "$tadd" "$live") s" || echo never) after the add; kernel: $attempts reconnect delays, $rejected connects rejected, $removed controller removals, $ioerr I/O error lines; the file holds the 96 MiB written: $same"
+  NOTE="delete rc $del_rc, add rc $add_rc; dd exit $ddrc after ${ddsecs}s; controller: $states; live again $( [ -n "$live" ] && echo "$(dt "$tadd" "$live") s" || echo never) after the add; kernel: $attempts reconnect delays, $rejected connects rejected, $removed controller removals, $requeued I/O requeued, $ioerr I/O failed lines; the file holds the 96 MiB written: $same"
   echo "  RESULT nvmeof kernel=$KV fault=$dev: $NOTE"
   [ "$del_rc" = 0 ] && [ "$add_rc" = 0 ]
 }
