@@ -61,6 +61,10 @@
 #   RELINK_VM_MEM       guest memory in MB (default 1024)
 #   RELINK_VM_SESSIONS  regex: only the session scenarios it matches
 #   RELINK_VM_VERBS     a libtest filter: only the conformance cases it matches
+#   RELINK_VM_REPEAT    run each session scenario this many times (default 1;
+#                       for hunting a rare failure: run N of one scenario)
+#   RELINK_VERBS_*CYCLES  the session scenarios' cycle counts, passed to the
+#                       guest (e.g. RELINK_VERBS_RENDEZVOUS_CYCLES=25)
 # Logs: target/vm/out/<kernel>/serial.log (full serial console of each VM).
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -208,7 +212,9 @@ if needs verbs || needs sessions; then
           # the scenarios before it would still have run
           for sc in $("$exe" --list --format=terse 2>/dev/null | sed -n 's/: test$//p' | grep -E "${RELINK_VM_SESSIONS:-.}" |
                       awk '/netdev/{last=last $0 "\n"; next} {print} END{printf "%s", last}'); do
-            echo "sessions|$sc|/vm/bin/verbs-$name|$dir|$sc --exact --test-threads=1 --nocapture" >> "$LIST"
+            for _ in $(seq "${RELINK_VM_REPEAT:-1}"); do
+              echo "sessions|$sc|/vm/bin/verbs-$name|$dir|$sc --exact --test-threads=1 --nocapture" >> "$LIST"
+            done
           done ;;
         *) echo "verbs|$name|/vm/bin/verbs-$name|$dir|${RELINK_VM_VERBS:-} --test-threads=1 --show-output" >> "$LIST" ;;
       esac
@@ -222,6 +228,10 @@ if needs verbs || needs sessions; then
   fi
 fi
 FILES+=(-f "$LIST:/vm/tests.list")
+# The scenarios' cycle counts set on the host reach the guest's tests.
+ENVFILE=$OUTDIR/guest.env
+env | grep -E '^RELINK_VERBS_[A-Z_]*CYCLES=[0-9]+$' | sed 's/^/export /' > "$ENVFILE"
+FILES+=(-f "$ENVFILE:/vm/guest.env")
 T_BUILD=$(now)
 
 if needs example; then
@@ -381,8 +391,13 @@ for s in "${SERIES[@]}"; do
     FAILED=1
     # the output of each failed step, from the serial log
     for st in $(grep -a '^RELINK_VM_RESULT|' "$LOG" | awk -F'|' '$5=="FAIL"{print $3"/"$4}'); do
-      echo; echo "!!! kernel $KV: output of failed step $st:"
-      awk -v s="$st" 'index($0, "=== STEP "s" begin ")==1 {p=1} p{print "  | "$0} p && index($0, "=== STEP "s" end ")==1 {exit}' "$LOG" | tail -150
+      out=$(awk -v s="$st" 'index($0, "=== STEP "s" begin ")==1 {p=1} p{print} p && index($0, "=== STEP "s" end ")==1 {exit}' "$LOG" | tr -d '\r')
+      # why it failed first (a panic's message: the problems it lists), so
+      # that a report cut to its first lines still says it
+      echo; echo "!!! kernel $KV: failed step $st: why"
+      grep -a -A30 'panicked at' <<< "$out" | grep -a -v -E '^ *(\| *)?\[ *[0-9.]+s\]' | head -40 | sed 's/^/  | /'
+      echo; echo "!!! kernel $KV: output of failed step $st (last 150 lines):"
+      tail -150 <<< "$out" | sed 's/^/  | /'
     done
     [ "$rc" = 124 ] && echo "!!! kernel $KV: the guest watchdog fired"
   fi

@@ -15,7 +15,7 @@
 //! |---|---|---|
 //! | the wire | [`wire`]: [`Command`], [`Reply`], [`Opcode`], [`Tag`], [`VolumeInfo`], [`Extents`], [`WireError`] | fixed-length, big-endian, versioned; decoding checks lengths and never panics; a BLOCK_STATUS's extents travel as a READ's data |
 //! | errors | [`TargetError`] (a reply's status), [`BlockError`] (a command's end), [`SessionEnd`] | each maps to an errno ([`BlockError::errno`]) |
-//! | the volume | [`Volume`] | a file: `pread`/`pwrite`, FLUSH and FUA = `fdatasync`, its holes by `SEEK_DATA`/`SEEK_HOLE` ([`Volume::allocation`]); read-only or read-write; a block size |
+//! | the volume | [`Volume`] | a file: `pread`/`pwrite` (straight into and from registered memory: [`Volume::read_into`], [`Volume::write_from`]), FLUSH and FUA = `fdatasync`, its holes by `SEEK_DATA`/`SEEK_HOLE` ([`Volume::allocation`]); read-only or read-write; a block size |
 //! | the target | [`TargetEngine`], [`TargetConfig`], [`TargetEvent`] | serves one volume to every session of its listener; a staging slot per command moving data, up to the queue depth (more wait) |
 //! | the initiator | [`InitiatorEngine`], [`InitiatorConfig`], [`BlockOp`], [`BlockReply`], [`InitiatorEvent`] | one session; a data slot per outstanding command, up to the queue depth (more wait) |
 //! | events in words | [`InitiatorEvent::name`], [`TargetEvent::name`] and their `Display` (`event_text.rs`) | a stable snake_case name and plain words for logs and event streams |

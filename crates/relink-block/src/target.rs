@@ -104,7 +104,11 @@ struct Conn {
 /// Serves one volume over relink sessions: commands arrive as messages,
 /// data moves by the target's RDMA READ (from the initiator's buffer,
 /// for WRITE) and RDMA WRITE (to it, for READ) through a bounded staging
-/// region, and each command gets one reply message.
+/// region, and each command gets one reply message. The file is read
+/// into and written from the staging slots themselves (`pread`/`pwrite`
+/// on the registered memory, [`Volume::read_into`] and
+/// [`Volume::write_from`]): a block's bytes cross the target with no copy
+/// of its own.
 ///
 /// # Driving it
 ///
@@ -159,8 +163,6 @@ pub struct TargetEngine {
     ended: BTreeSet<SessionHandle>,
     events: VecDeque<TargetEvent>,
     stats: TargetStats,
-    /// One READ's or WRITE's bytes between the file and staging.
-    scratch: Vec<u8>,
     /// This host's boot id, told in IDENTIFY ([`VolumeInfo::host_boot`]).
     host_boot: u128,
 }
@@ -195,7 +197,6 @@ impl TargetEngine {
         Ok(TargetEngine {
             host_boot: host_boot_id(),
             volume,
-            scratch: vec![0; config.max_io as usize],
             config,
             listener,
             conns: BTreeMap::new(),
@@ -379,14 +380,14 @@ impl TargetEngine {
                 }
                 node.write(s, local, cmd.buffer)
             } else if cmd.opcode == Opcode::Read {
-                let data = &mut self.scratch[..cmd.len as usize];
-                let staged = self.volume.read(cmd.offset, data).and_then(|()| {
-                    let mem = node
-                        .region(s, STAGING_REGION)
-                        .map_err(|_| TargetError::Io)?;
-                    mem.write(local.offset as usize, data)
-                        .map_err(|_| TargetError::Io)
-                });
+                // Read from the file straight into the staging slot.
+                let staged = node
+                    .region(s, STAGING_REGION)
+                    .map_err(|_| TargetError::Io)
+                    .and_then(|mem| {
+                        self.volume
+                            .read_into(cmd.offset, cmd.len, &mem, local.offset as usize)
+                    });
                 if let Err(e) = staged {
                     self.free(s, slot);
                     self.reply(node, s, cmd.tag, Err(e));
@@ -456,20 +457,15 @@ impl TargetEngine {
         self.start(node, s);
     }
 
-    /// Write a WRITE command's staged bytes to the file.
-    fn land_write(
-        &mut self,
-        node: &Node,
-        s: SessionHandle,
-        t: &Transfer,
-    ) -> Result<(), TargetError> {
-        let data = &mut self.scratch[..t.cmd.len as usize];
-        let offset = u64::from(t.slot) * u64::from(self.config.max_io);
-        node.region(s, STAGING_REGION)
-            .map_err(|_| TargetError::Io)?
-            .read(offset as usize, data)
+    /// Write a WRITE command's staged bytes to the file, straight from
+    /// the staging slot.
+    fn land_write(&self, node: &Node, s: SessionHandle, t: &Transfer) -> Result<(), TargetError> {
+        let at = u64::from(t.slot) * u64::from(self.config.max_io);
+        let mem = node
+            .region(s, STAGING_REGION)
             .map_err(|_| TargetError::Io)?;
-        self.volume.write(t.cmd.offset, data, t.cmd.fua)
+        self.volume
+            .write_from(t.cmd.offset, t.cmd.len, &mem, at as usize, t.cmd.fua)
     }
 
     fn on_event(&mut self, node: &mut Node, s: SessionHandle, event: &SessionEvent) {

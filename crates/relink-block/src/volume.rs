@@ -7,6 +7,7 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
+use relink::Memory;
 use rustix::fs::{seek, SeekFrom};
 use rustix::io::Errno;
 
@@ -130,6 +131,46 @@ impl Volume {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(TargetError::from_io(&e)),
             }
+        }
+        Ok(())
+    }
+
+    /// Read `len` bytes at `offset` straight into registered memory `mem`
+    /// at `at` (`pread` into the memory: no copy in user space where its
+    /// store allows, as the soft fabric's and verbs' do). Past the end of
+    /// a file shorter than the volume reads zeros.
+    ///
+    /// # Errors
+    /// `Io` if the file fails the read (or the range is outside `mem`).
+    pub fn read_into(
+        &self,
+        offset: u64,
+        len: u32,
+        mem: &Memory,
+        at: usize,
+    ) -> Result<(), TargetError> {
+        mem.read_file_at(at, len as usize, &self.file, offset)
+            .map_err(|e| TargetError::from_io(&e))
+    }
+
+    /// Write `len` bytes of registered memory `mem` at `at` to the file
+    /// at `offset` (`pwrite` from the memory, as
+    /// [`read_into`](Self::read_into)), then make them durable if `fua`.
+    ///
+    /// # Errors
+    /// As [`Volume::write`].
+    pub fn write_from(
+        &self,
+        offset: u64,
+        len: u32,
+        mem: &Memory,
+        at: usize,
+        fua: bool,
+    ) -> Result<(), TargetError> {
+        mem.write_file_at(at, len as usize, &self.file, offset)
+            .map_err(|e| TargetError::from_io(&e))?;
+        if fua {
+            self.flush()?;
         }
         Ok(())
     }

@@ -8,6 +8,9 @@
 //! it at any time, so there is never a plain `&mut [u8]` into it).
 
 use std::fmt;
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::error::MemoryError;
@@ -37,6 +40,30 @@ pub trait HostMemory: Send + Sync + fmt::Debug {
     /// [`Memory::read_with`] then copies.
     fn lend(&self, offset: usize, len: usize, f: &mut dyn FnMut(&[u8])) {
         let _ = (offset, len, f);
+    }
+    /// Read bytes of `file` at `pos` into the `len` bytes at `offset`
+    /// (one `pread`): how many it read, 0 at the end of the file. The
+    /// default reads into a buffer and copies that in; a store the kernel
+    /// can write in place overrides it (no copy).
+    ///
+    /// # Errors
+    /// The `pread`'s.
+    fn read_file_at(&self, offset: usize, len: usize, file: &File, pos: u64) -> io::Result<usize> {
+        let mut buf = vec![0; len];
+        let n = file.read_at(&mut buf, pos)?;
+        self.write(offset, &buf[..n]);
+        Ok(n)
+    }
+    /// Write the `len` bytes at `offset` to `file` at `pos` (one
+    /// `pwrite`): how many it wrote. The default copies them out into a
+    /// buffer first; a store the kernel can read in place overrides it.
+    ///
+    /// # Errors
+    /// The `pwrite`'s.
+    fn write_file_at(&self, offset: usize, len: usize, file: &File, pos: u64) -> io::Result<usize> {
+        let mut buf = vec![0; len];
+        self.read(offset, &mut buf);
+        file.write_at(&buf, pos)
     }
 }
 
@@ -131,6 +158,68 @@ impl Memory {
     pub fn write(&self, offset: usize, data: &[u8]) -> Result<(), MemoryError> {
         self.check(offset, data.len())?;
         self.0.write(offset, data);
+        Ok(())
+    }
+
+    /// Read `len` bytes of `file` from `pos` into the memory at
+    /// `offset`, straight from the kernel where the store allows (the
+    /// soft fabric's heap memory, verbs' mapped memory: no copy in user
+    /// space), looping over short reads. Past the end of the file the
+    /// rest of the range is zero-filled.
+    ///
+    /// # Errors
+    /// `InvalidInput` for a range outside the memory; else the first
+    /// failed `pread` (not `EINTR`).
+    pub fn read_file_at(&self, offset: usize, len: usize, file: &File, pos: u64) -> io::Result<()> {
+        self.check(offset, len)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        let mut done = 0;
+        while done < len {
+            match self
+                .0
+                .read_file_at(offset + done, len - done, file, pos + done as u64)
+            {
+                Ok(0) => {
+                    self.0.write(offset + done, &vec![0; len - done]);
+                    break;
+                }
+                Ok(n) => done += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Write the `len` bytes at `offset` to `file` at `pos`, straight to
+    /// the kernel where the store allows (as
+    /// [`read_file_at`](Self::read_file_at)), looping over short writes.
+    ///
+    /// # Errors
+    /// `InvalidInput` for a range outside the memory; `WriteZero` if a
+    /// `pwrite` wrote nothing; else the first failed `pwrite` (not
+    /// `EINTR`).
+    pub fn write_file_at(
+        &self,
+        offset: usize,
+        len: usize,
+        file: &File,
+        pos: u64,
+    ) -> io::Result<()> {
+        self.check(offset, len)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        let mut done = 0;
+        while done < len {
+            match self
+                .0
+                .write_file_at(offset + done, len - done, file, pos + done as u64)
+            {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => done += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
         Ok(())
     }
 
@@ -237,6 +326,12 @@ impl HostMemory for HeapMemory {
     fn lend(&self, offset: usize, len: usize, f: &mut dyn FnMut(&[u8])) {
         f(&self.lock()[offset..offset + len]);
     }
+    fn read_file_at(&self, offset: usize, len: usize, file: &File, pos: u64) -> io::Result<usize> {
+        file.read_at(&mut self.lock()[offset..offset + len], pos)
+    }
+    fn write_file_at(&self, offset: usize, len: usize, file: &File, pos: u64) -> io::Result<usize> {
+        file.write_at(&self.lock()[offset..offset + len], pos)
+    }
     fn write(&self, offset: usize, data: &[u8]) {
         self.lock()[offset..offset + data.len()].copy_from_slice(data);
     }
@@ -308,6 +403,31 @@ mod tests {
             }
             assert_eq!(m.read_with(4, 0, &mut scratch, <[u8]>::len).unwrap(), 0);
             assert!(m.read_with(30, 3, &mut scratch, |_| ()).is_err());
+        }
+    }
+
+    #[test]
+    fn file_io_moves_the_same_bytes_in_place_or_through_a_copy() {
+        for m in [
+            Memory::new(Arc::new(HeapMemory::new(0x1000, 64))),
+            Memory::new(Arc::new(Unlending(HeapMemory::new(0x1000, 64)))),
+        ] {
+            let file = tempfile::tempfile().unwrap();
+            file.write_all_at(b"0123456789", 0).unwrap();
+            m.write(0, &[0xAA; 64]).unwrap();
+            // 6 bytes from file offset 4, the last 2 past its end: zeros.
+            m.read_file_at(8, 8, &file, 4).unwrap();
+            assert_eq!(m.read_vec(6, 12).unwrap(), b"\xAA\xAA456789\0\0\xAA\xAA");
+            m.write_file_at(8, 4, &file, 20).unwrap();
+            let mut back = [0u8; 4];
+            file.read_exact_at(&mut back, 20).unwrap();
+            assert_eq!(&back, b"4567");
+            for bad in [
+                m.read_file_at(60, 8, &file, 0),
+                m.write_file_at(usize::MAX, 2, &file, 0),
+            ] {
+                assert_eq!(bad.unwrap_err().kind(), io::ErrorKind::InvalidInput);
+            }
         }
     }
 

@@ -47,6 +47,8 @@ export PATH=/usr/sbin:/usr/bin:/sbin:/bin:/vm/bin
 # relink_verbs::init_environment cannot set it soundly for them: an operator
 # exports it, and so does the tier.
 export RDMAV_ALLOW_DISASSOC_DESTROY=1
+# The host's RELINK_VERBS_*CYCLES (tests/vm/run.sh writes them).
+[ -f /vm/guest.env ] && . /vm/guest.env
 GROUPS_=${1:-sanity}
 EXPECT=${VM_EXPECT:-}
 TEST_TIMEOUT=${VM_TEST_TIMEOUT:-240}
@@ -640,9 +642,27 @@ if [ -x /vm/bin/relinkd ] && [ -x /vm/bin/qemu-img ]; then
   wait $tpid; trc=$?
   echo "  initiator rc=$irc, target rc=$trc"
   [ $irc = 0 ] && [ $trc = 0 ] || rc=1
+  # The fabric's own bandwidth in the same VM, with the daemons gone:
+  # perftest's RDMA WRITE of 128 KiB messages (relinkd's max_io: each
+  # 1 MiB write above moved as 8 RDMA transfers of 128 KiB) rxe0 -> rxe1.
+  # perftest's MB is 2^20 bytes. "-" if it failed (shown, not a failure
+  # of the step: it is the reference, not relinkd).
+  W=-
+  g0=$(gid_idx rxe0 10.10.0.1); g1=$(gid_idx rxe1 10.10.0.2)
+  ib_write_bw -d rxe1 -x "$g1" -s 131072 -n 300 -p 18519 > $RT/wbw.srv 2>&1 & spid=$!
+  wait_for 15 grep -q ':4857 00000000:0000 0A' /proc/net/tcp || echo "  (ib_write_bw server not listening on 18519 after 15 s)"
+  if timeout 60 ib_write_bw -d rxe0 -x "$g0" -s 131072 -n 300 -p 18519 10.10.0.2 > $RT/wbw.cli 2>&1; then
+    W=$(awk '$1==131072{printf "%.1f", $4}' $RT/wbw.cli)
+    echo "  ib_write_bw 128 KiB x 300: ${W:-?} MB/s (perftest's MB: 2^20 B)"
+  else
+    echo "  ib_write_bw failed:"; sed 's/^/  cli| /' $RT/wbw.cli; sed 's/^/  srv| /' $RT/wbw.srv
+  fi
+  wait_for 10 gone $spid || kill $spid 2>/dev/null
+  wait $spid 2>/dev/null
+  W=${W:--}
   set -- ${R:-- -} ${K:-- -} ${L:-- -}
-  RES="writes MiB/s relinkd $1 nbdkit $3 local $5; 4K reads/s relinkd $2 nbdkit $4 local $6;"
-  RES="$RES relinkd/nbdkit $(ratio "$1" "$3") $(ratio "$2" "$4"); relinkd/local $(ratio "$1" "$5") $(ratio "$2" "$6")"
+  RES="writes MiB/s relinkd $1 nbdkit $3 local $5 ib_write_bw(128K) $W; 4K reads/s relinkd $2 nbdkit $4 local $6;"
+  RES="$RES relinkd/nbdkit $(ratio "$1" "$3") $(ratio "$2" "$4"); relinkd/local $(ratio "$1" "$5") $(ratio "$2" "$6"); relinkd/ib_write_bw writes $(ratio "$1" "$W")"
   echo "RESULT relinkd_nbd_rxe kernel=$KV $WN x 1M writes, $RN x 4K reads, qd 16: $RES"
   [ $rc = 0 ] || { sed 's/^/  initiator| /' $RT/initiator.log | tail -15; sed 's/^/  target| /' $RT/target.log | tail -10; }
   NOTE="$RES"

@@ -19,6 +19,9 @@
 //! down hold some): they read zeros and write nothing.
 
 use std::fmt;
+use std::fs::File;
+use std::io;
+use std::os::fd::AsRawFd;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::RwLock;
@@ -249,6 +252,30 @@ impl HostMemory for MappedMemory {
             unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), dst, data.len()) }
         });
     }
+    fn read_file_at(&self, offset: usize, len: usize, file: &File, pos: u64) -> io::Result<usize> {
+        let dst = self.range(offset, len).unwrap_or_else(|e| Self::refuse(e));
+        let pos =
+            libc::off_t::try_from(pos).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+        let n = self.access(|| {
+            // SAFETY: `range` checked `offset + len <= self.len` and the
+            // memory is live (`access`); the kernel writes at most `len`
+            // bytes at `dst`, which no Rust reference covers (as a NIC's
+            // DMA); `file` is an open descriptor for the call.
+            unsafe { libc::pread(file.as_raw_fd(), dst.cast(), len, pos) }
+        });
+        Self::io_result(n)
+    }
+    fn write_file_at(&self, offset: usize, len: usize, file: &File, pos: u64) -> io::Result<usize> {
+        let src = self.range(offset, len).unwrap_or_else(|e| Self::refuse(e));
+        let pos =
+            libc::off_t::try_from(pos).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+        let n = self.access(|| {
+            // SAFETY: as in `read_file_at`; the kernel reads the `len`
+            // bytes at `src`.
+            unsafe { libc::pwrite(file.as_raw_fd(), src.cast(), len, pos) }
+        });
+        Self::io_result(n)
+    }
     fn fetch_add(&self, offset: usize, add: u64) -> u64 {
         // Checked first: a bad one panics whether or not it is released.
         if let Err(e) = self.atomic_checked(offset) {
@@ -275,6 +302,15 @@ impl HostMemory for MappedMemory {
 }
 
 impl MappedMemory {
+    /// The count of a `pread`/`pwrite` made under [`access`](Self::access)
+    /// (`None`: the memory was given back, nothing moved), or its error.
+    fn io_result(n: Option<isize>) -> io::Result<usize> {
+        match n {
+            None => Err(io::Error::other("the memory was given back to its owner")),
+            Some(n) => usize::try_from(n).map_err(|_| io::Error::last_os_error()),
+        }
+    }
+
     /// Whether the u64 at `offset` is inside the memory and 8-byte aligned
     /// (touching nothing).
     fn atomic_checked(&self, offset: usize) -> Result<(), MemoryError> {
@@ -426,5 +462,28 @@ mod tests {
         assert_eq!(backing[2], 0, "nothing written after the release");
         // A mapping of the provider's is not released.
         assert!(!MappedMemory::new(64).unwrap().release());
+    }
+
+    /// A file's bytes move straight between it and the mapping (one
+    /// `pread`/`pwrite`, no copy in between); past the file's end the
+    /// range reads zeros.
+    #[test]
+    fn file_io_in_place() {
+        use std::io::Write;
+        use std::os::unix::fs::FileExt;
+        let m = Memory::new(std::sync::Arc::new(MappedMemory::new(4096).unwrap()));
+        let mut file = tempfile::tempfile().unwrap();
+        file.write_all(b"relink verbs").unwrap();
+        m.write(0, &[0xAA; 32]).unwrap();
+        m.read_file_at(4, 16, &file, 7).unwrap();
+        assert_eq!(
+            m.read_vec(0, 24).unwrap(),
+            b"\xAA\xAA\xAA\xAAverbs\0\0\0\0\0\0\0\0\0\0\0\xAA\xAA\xAA\xAA"
+        );
+        m.write_file_at(4, 5, &file, 100).unwrap();
+        let mut back = [0u8; 5];
+        file.read_exact_at(&mut back, 100).unwrap();
+        assert_eq!(&back, b"verbs");
+        assert!(m.read_file_at(4090, 16, &file, 0).is_err());
     }
 }

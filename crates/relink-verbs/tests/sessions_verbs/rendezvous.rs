@@ -11,6 +11,7 @@ use super::*;
 /// an unplug and replug of each device in turn: every message lands once,
 /// in order, with its own bytes (the initiator poisons a message's memory
 /// at its completion), and most of them were read, not copied.
+/// `RELINK_VERBS_RENDEZVOUS_CYCLES` rounds of both (default 1).
 #[test]
 fn rendezvous_reads_across_unplug_replug_of_each_device() {
     let env = env_or_skip!(need_nothing);
@@ -30,10 +31,12 @@ fn rendezvous_reads_across_unplug_replug_of_each_device() {
     );
     d.w.post_receives(&mut d.b, 0x5eed_0001);
     d.pump(Duration::from_millis(500));
-    for (dev, netdev) in [
+    let cycles: usize = env_or("RELINK_VERBS_RENDEZVOUS_CYCLES", 1);
+    let devices = [
         (&env.target.device, &env.target.netdev),
         (&env.init.device, &env.init.netdev),
-    ] {
+    ];
+    for (dev, netdev) in devices.into_iter().cycle().take(2 * cycles) {
         d.delete(dev);
         d.pump(Duration::from_millis(300));
         d.add(dev, netdev);
