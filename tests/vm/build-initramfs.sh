@@ -12,7 +12,7 @@
 #
 # Contents: static busybox as the base userland; /init (guest/init) and
 # /vm/run.sh (guest/run.sh); the host's own rdma-core userspace (rdma, ip,
-# ibv_devices, ibv_devinfo, rping, perftest's ib_write_bw/ib_send_bw, tc, ...)
+# ibv_devices, ibv_devinfo, rping, perftest's ib_write_bw/ib_read_bw/ib_send_bw, tc, ...)
 # with the rxe provider and every library they need, byte-identical to the
 # host's (Debian 12: rdma-core 44, glibc 2.36), so host-built binaries run
 # unchanged in the guest; the kernel modules rdma_rxe, rdma_ucm, ib_umad,
@@ -71,7 +71,7 @@ ln -sf ../bin/busybox "$STAGE/usr/sbin/modprobe"   # the kernel's request_module
 
 # --- rdma-core userspace + iproute2 (replaces busybox's ip) --------------------------
 TOOLS="/usr/bin/ip /usr/bin/rdma /usr/bin/ibv_devices /usr/bin/ibv_devinfo /usr/bin/ibv_rc_pingpong
- /usr/bin/rping /usr/bin/udaddy /usr/bin/ib_send_bw /usr/bin/ib_write_bw /usr/bin/ib_write_lat
+ /usr/bin/rping /usr/bin/udaddy /usr/bin/ib_send_bw /usr/bin/ib_write_bw /usr/bin/ib_read_bw /usr/bin/ib_write_lat
  /usr/bin/ib_send_lat /usr/bin/tc"
 for t in $TOOLS; do
   h=$t; [ -e "$h" ] || h=$(command -v "$(basename "$t")" || true)

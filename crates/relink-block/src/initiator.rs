@@ -316,67 +316,127 @@ impl InitiatorEngine {
         Ok(tag)
     }
 
+    /// Submit a WRITE of `data` (at most `max_io` bytes) at `offset`, as
+    /// [`submit`](Self::submit) does [`BlockOp::Write`], copying `data`
+    /// straight into a free slot when one is free and nothing waits ahead
+    /// of it (the caller keeps its buffer: no copy of its own); only a
+    /// command that must wait for a slot takes a copy.
+    ///
+    /// # Errors
+    /// As [`submit`](Self::submit).
+    pub fn submit_write(
+        &mut self,
+        node: &mut Node,
+        offset: u64,
+        data: &[u8],
+        fua: bool,
+    ) -> Result<Tag, SubmitError> {
+        let direct = self.ended.is_none()
+            && !self.fast_failed
+            && !self.free.is_empty()
+            && self.queued.is_empty()
+            && data.len() <= self.config.max_io as usize;
+        if !direct {
+            let op = BlockOp::Write {
+                offset,
+                data: data.to_vec(),
+                fua,
+            };
+            return self.submit(node, op);
+        }
+        let tag = Tag(self.next_tag);
+        self.next_tag += 1;
+        // The op without its bytes: they come from `data`.
+        let op = BlockOp::Write {
+            offset,
+            data: Vec::new(),
+            fua,
+        };
+        if !self.send_now(node, tag, &op, data) {
+            let op = BlockOp::Write {
+                offset,
+                data: data.to_vec(),
+                fua,
+            };
+            self.queued.push_back((tag, op));
+        }
+        Ok(tag)
+    }
+
     /// Send queued commands while slots are free.
     fn pump(&mut self, node: &mut Node) {
         while !self.free.is_empty() && self.ended.is_none() {
             let Some((tag, op)) = self.queued.pop_front() else {
                 return;
             };
-            let slot = self.free.pop().expect("a free slot");
-            let offset_in_region = u64::from(slot) * u64::from(self.config.max_io);
-            let (opcode, offset, len, fua) = match &op {
-                BlockOp::Identify => (Opcode::Identify, 0, 0, false),
-                BlockOp::Read { offset, len } => (Opcode::Read, *offset, *len, false),
-                BlockOp::Write { offset, data, fua } => {
-                    let copied = node
-                        .region(self.session, DATA_REGION)
-                        .map(|mem| mem.write(offset_in_region as usize, data));
-                    if !matches!(copied, Ok(Ok(()))) {
-                        // The session is gone (reaped): its end is known
-                        // or comes; keep the command for that.
-                        self.free.push(slot);
-                        self.queued.push_front((tag, op));
-                        return;
-                    }
-                    (Opcode::Write, *offset, data.len() as u32, *fua)
-                }
-                BlockOp::Flush => (Opcode::Flush, 0, 0, false),
-                BlockOp::WriteZeroes { offset, len, fua } => {
-                    (Opcode::WriteZeroes, *offset, *len, *fua)
-                }
-                BlockOp::Trim { offset, len } => (Opcode::Trim, *offset, *len, false),
-                BlockOp::BlockStatus { offset, len } => (Opcode::BlockStatus, *offset, *len, false),
+            let data = match &op {
+                BlockOp::Write { data, .. } => data.as_slice(),
+                _ => &[],
             };
-            let cmd = Command {
-                tag,
-                opcode,
-                fua,
-                offset,
-                len,
-                buffer: BufferToken {
-                    region: DATA_REGION,
-                    offset: offset_in_region,
-                },
-            };
-            match node.send(self.session, &cmd.encode()) {
-                Ok(op) => {
-                    // Its completion tells whether a fast failure kept it
-                    // from leaving ([`InitiatorEngine::on_sent`]).
-                    self.sends.insert(op, tag);
-                }
-                Err(e) => {
-                    // The session ended (its end event fails every
-                    // command), or it has `max_outstanding` messages whose
-                    // completions the engine has not taken yet
-                    // (`WouldBlock`: its `Writable` event pumps again).
-                    tracing::debug!(session = self.session.0, %e, "command not sent");
-                    self.free.push(slot);
-                    self.queued.push_front((tag, op));
-                    return;
-                }
+            if !self.send_now(node, tag, &op, data) {
+                self.queued.push_front((tag, op));
+                return;
             }
-            self.outstanding.insert(tag, Pending { slot, opcode, len });
         }
+    }
+
+    /// Send command `op` (`tag`) in a free slot (there is one), a WRITE's
+    /// bytes `data` copied into it first. `false` if it could not go (the
+    /// session is gone, or has `max_outstanding` messages whose
+    /// completions the engine has not taken yet): the slot is free again
+    /// and the caller keeps the command.
+    fn send_now(&mut self, node: &mut Node, tag: Tag, op: &BlockOp, data: &[u8]) -> bool {
+        let slot = self.free.pop().expect("a free slot");
+        let offset_in_region = u64::from(slot) * u64::from(self.config.max_io);
+        let (opcode, offset, len, fua) = match op {
+            BlockOp::Identify => (Opcode::Identify, 0, 0, false),
+            BlockOp::Read { offset, len } => (Opcode::Read, *offset, *len, false),
+            BlockOp::Write { offset, fua, .. } => {
+                let copied = node
+                    .region(self.session, DATA_REGION)
+                    .map(|mem| mem.write(offset_in_region as usize, data));
+                if !matches!(copied, Ok(Ok(()))) {
+                    // The session is gone (reaped): its end is known
+                    // or comes; keep the command for that.
+                    self.free.push(slot);
+                    return false;
+                }
+                (Opcode::Write, *offset, data.len() as u32, *fua)
+            }
+            BlockOp::Flush => (Opcode::Flush, 0, 0, false),
+            BlockOp::WriteZeroes { offset, len, fua } => (Opcode::WriteZeroes, *offset, *len, *fua),
+            BlockOp::Trim { offset, len } => (Opcode::Trim, *offset, *len, false),
+            BlockOp::BlockStatus { offset, len } => (Opcode::BlockStatus, *offset, *len, false),
+        };
+        let cmd = Command {
+            tag,
+            opcode,
+            fua,
+            offset,
+            len,
+            buffer: BufferToken {
+                region: DATA_REGION,
+                offset: offset_in_region,
+            },
+        };
+        match node.send(self.session, &cmd.encode()) {
+            Ok(op) => {
+                // Its completion tells whether a fast failure kept it
+                // from leaving ([`InitiatorEngine::on_sent`]).
+                self.sends.insert(op, tag);
+            }
+            Err(e) => {
+                // The session ended (its end event fails every command),
+                // or it has `max_outstanding` messages whose completions
+                // the engine has not taken yet (`WouldBlock`: its
+                // `Writable` event pumps again).
+                tracing::debug!(session = self.session.0, %e, "command not sent");
+                self.free.push(slot);
+                return false;
+            }
+        }
+        self.outstanding.insert(tag, Pending { slot, opcode, len });
+        true
     }
 
     /// Handle one output of the node: `None` when it was the engine's (of

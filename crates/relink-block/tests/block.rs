@@ -137,6 +137,33 @@ fn commands_beyond_the_targets_queue_depth_wait_for_a_staging_slot() {
     assert_eq!(stats.in_flight, 0);
 }
 
+/// More commands than the initiator has slots, half of the writes from
+/// the caller's bytes (`submit_write`: straight into a free slot, or a
+/// copy queued when none is), across a reset of the initiator's device:
+/// every command completes once and the file holds every write.
+#[test]
+fn commands_beyond_the_initiators_queue_depth_wait_for_a_slot() {
+    let mut w = World::new(Setup {
+        seed: 16,
+        init_qd: 4,
+        ..Setup::default()
+    });
+    let mut t = Traffic::new(16);
+    let mut queued = 0;
+    t.run(&mut w, 60, DEPTH, |r, w| {
+        queued = queued.max(w.init.queued());
+        if r == 20 {
+            inject(w, INITIATOR, |h| Fault::Reset(h, "soft0".into()));
+        }
+    });
+    // Drained and checked: each command once, the file as the model.
+    t.finish(&mut w);
+    assert!(queued > 0, "no command waited for a slot");
+    assert_eq!((w.init.outstanding(), w.init.queued()), (0, 0));
+    let s = w.init.session();
+    assert!(w.sim.node(INITIATOR).counters(s).expect("session").losses >= 1);
+}
+
 #[test]
 fn identify_describes_the_volume_and_bad_ranges_get_typed_errors() {
     let mut w = World::new(Setup::default());

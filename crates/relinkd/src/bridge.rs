@@ -57,6 +57,8 @@ struct Job {
     parts_left: usize,
     /// A read's bytes, filled in as its parts complete.
     data: Option<Vec<u8>>,
+    /// A read's length.
+    read_len: usize,
     /// A block status's extents, once its one part completed.
     extents: Option<Vec<nbd::Extent>>,
     /// A write's length.
@@ -143,17 +145,13 @@ impl FlushBook {
 }
 
 /// The command for bytes `at..at + len` of `op` (all of it for those
-/// that move no data).
+/// that move no data); a write's go by [`InitiatorEngine::submit_write`]
+/// instead, from the request's bytes.
 fn part_op(op: &nbd::BlockOp, at: usize, len: usize) -> Option<BlockOp> {
     Some(match op {
         nbd::BlockOp::Read { offset, .. } => BlockOp::Read {
             offset: offset + at as u64,
             len: len as u32,
-        },
-        nbd::BlockOp::Write { offset, data, fua } => BlockOp::Write {
-            offset: offset + at as u64,
-            data: data[at..at + len].to_vec(),
-            fua: *fua,
         },
         nbd::BlockOp::Flush => BlockOp::Flush,
         nbd::BlockOp::Trim { offset, len, .. } => BlockOp::Trim {
@@ -271,10 +269,12 @@ impl Bridge {
             let _ = req.reply.send(Err(nbd::BlockError::NotSupported));
             return;
         };
-        let (data, written) = match &req.op {
-            nbd::BlockOp::Read { len, .. } => (Some(vec![0; *len as usize]), 0),
-            nbd::BlockOp::Write { data, .. } => (None, data.len() as u64),
-            _ => (None, 0),
+        // A read's buffer is made when its first part's bytes come (a read
+        // in one part takes them as they are).
+        let (data, read_len, written) = match &req.op {
+            nbd::BlockOp::Read { len, .. } => (Some(Vec::new()), *len as usize, 0),
+            nbd::BlockOp::Write { data, .. } => (None, 0, data.len() as u64),
+            _ => (None, 0, 0),
         };
         let id = self.next_job;
         self.next_job += 1;
@@ -285,6 +285,7 @@ impl Bridge {
                 op: req.op,
                 parts_left: 0,
                 data,
+                read_len,
                 extents: None,
                 written,
                 error: None,
@@ -352,12 +353,19 @@ impl Bridge {
                 self.part_done(part.job, None);
                 continue;
             }
-            let Some(op) = part_op(&job.op, part.at, part.len) else {
-                self.part_done(part.job, Some(nbd::BlockError::NotSupported));
-                continue;
-            };
             part.covers = self.flushes.flush_sent();
-            match engine.submit(node, op) {
+            let submitted = if let nbd::BlockOp::Write { offset, data, fua } = &job.op {
+                // Straight from the request's bytes into a free slot.
+                let bytes = &data[part.at..part.at + part.len];
+                engine.submit_write(node, offset + part.at as u64, bytes, *fua)
+            } else {
+                let Some(op) = part_op(&job.op, part.at, part.len) else {
+                    self.part_done(part.job, Some(nbd::BlockError::NotSupported));
+                    continue;
+                };
+                engine.submit(node, op)
+            };
+            match submitted {
                 Ok(tag) => {
                     self.parts.insert(tag, part);
                 }
@@ -394,7 +402,13 @@ impl Bridge {
                     continue;
                 }
                 Ok(BlockReply::Data(bytes)) => match job.data.as_mut() {
-                    Some(buf) if part.at + bytes.len() <= buf.len() => {
+                    // The whole read in one part: its bytes as they came.
+                    Some(buf) if buf.is_empty() && part.at == 0 && bytes.len() == job.read_len => {
+                        *buf = bytes;
+                        None
+                    }
+                    Some(buf) if part.at + bytes.len() <= job.read_len => {
+                        buf.resize(job.read_len, 0);
                         buf[part.at..part.at + bytes.len()].copy_from_slice(&bytes);
                         None
                     }
@@ -516,12 +530,18 @@ mod tests {
             fua: false,
         };
         assert_eq!(split(&write, 4), Some(vec![(0, 4), (4, 4), (8, 2)]));
+        // A write's parts go from its bytes (`submit_write`), not as ops.
+        assert_eq!(part_op(&write, 4, 4), None);
+        let read = nbd::BlockOp::Read {
+            offset: 512,
+            len: 10,
+        };
+        assert_eq!(split(&read, 4), Some(vec![(0, 4), (4, 4), (8, 2)]));
         assert_eq!(
-            part_op(&write, 4, 4),
-            Some(BlockOp::Write {
-                offset: 4100,
-                data: vec![4, 5, 6, 7],
-                fua: false
+            part_op(&read, 8, 2),
+            Some(BlockOp::Read {
+                offset: 520,
+                len: 2
             })
         );
         let read = nbd::BlockOp::Read { offset: 0, len: 0 };

@@ -248,11 +248,20 @@ impl Traffic {
                 .collect();
             self.model[off..off + len].copy_from_slice(&data);
             let fua = stamp % 3 == 0;
-            let tag = w.submit(BlockOp::Write {
-                offset: off as u64,
-                data,
-                fua,
-            });
+            // Half by value, half from the caller's bytes (copied
+            // straight into a slot when one is free, else queued).
+            let tag = if stamp % 2 == 0 {
+                w.submit(BlockOp::Write {
+                    offset: off as u64,
+                    data,
+                    fua,
+                })
+            } else {
+                let node = w.sim.node(INITIATOR);
+                w.init
+                    .submit_write(node, off as u64, &data, fua)
+                    .expect("submit")
+            };
             (tag, Expect::Done)
         } else {
             self.counts[3] += 1;
