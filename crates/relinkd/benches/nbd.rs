@@ -14,13 +14,19 @@
 //!    queue depth 16, against the relinkd socket, `nbdkit file` on a Unix
 //!    socket (skipped when nbdkit is missing) and the local file. Ratios
 //!    are relinkd / nbdkit and relinkd / file.
-//! 2. **Stall**: a writer on the relinkd socket (one 4 KiB write at a
+//! 2. **Copies**: the whole volume copied with the clients operators
+//!    run — `qemu-img convert` and `nbdcopy` of a file of non-zero bytes
+//!    onto the export, `nbdcopy` of the export to `null:` — through
+//!    relinkd and through nbdkit, alternated, the median of 3 runs each
+//!    (1 in a quick run); ratios as rates, nbdkit's time over relinkd's
+//!    (without nbdcopy its rows are reported skipped).
+//! 3. **Stall**: a writer on the relinkd socket (one 4 KiB write at a
 //!    time, each timed) while the target's soft device is reset, then the
 //!    initiator's device is replaced, then (a second device added to host
 //!    `a`, 127.0.0.3) the device the session is on is drained through the
 //!    initiator's control socket; the longest request after each event is
 //!    the longest stall a client sees.
-//! 3. **Idle CPU**: a third relinkd with 100 `[[connect]]` entries to the
+//! 4. **Idle CPU**: a third relinkd with 100 `[[connect]]` entries to the
 //!    one export (queue depth 4 each), idle; CPU time (user + system) of
 //!    the initiator and the target from `/proc/<pid>/stat`.
 //!
@@ -184,6 +190,128 @@ fn throughput(p: &Plan, target: &str, fmt_args: &[&str]) -> (f64, f64) {
         f64::from(p.write_count) / write_s,
         f64::from(p.read_count) / read_s,
     )
+}
+
+/// `nbdkit file` on `file`, serving on a Unix socket in `root`: the
+/// daemon and its URL.
+fn start_nbdkit(program: &Path, root: &Path, file: &Path) -> (Daemon, String) {
+    let ksock = root.join("nbdkit.sock");
+    let mut kit = Daemon::start(
+        "nbdkit",
+        Command::new(program)
+            .args(["-f", "-U"])
+            .arg(&ksock)
+            .arg("file")
+            .arg(format!("file={}", file.display())),
+    );
+    let deadline = Instant::now() + STEP;
+    while !ksock.exists() {
+        assert!(Instant::now() < deadline, "nbdkit did not start");
+        if let Some(s) = kit.0.exited() {
+            panic!("nbdkit exited {s}\n{}", kit.0.transcript());
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    (kit, format!("nbd+unix:///?socket={}", ksock.display()))
+}
+
+/// Seconds `program args` took; it must succeed.
+fn timed(program: &str, args: &[&str]) -> f64 {
+    let t = Instant::now();
+    let out = Command::new(program)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("run {program}: {e}"));
+    assert!(
+        out.status.success(),
+        "{program} {args:?}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    t.elapsed().as_secs_f64()
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// The copies of a whole volume that operators run, through relinkd
+/// (`relinkd`, its URL) and through nbdkit (`kit`), alternated, each the
+/// median of 3 runs (1 in a quick run): `qemu-img convert` of a file of
+/// non-zero bytes onto the export, `nbdcopy` of it onto the export, and
+/// `nbdcopy` of the export to `null:` (reads). Prints a table and
+/// `RESULT nbd copies ...`, the ratios as rates (nbdkit's time over
+/// relinkd's). Without nbdcopy its rows are skipped (relink-skip).
+fn copies(p: &Plan, root: &Path, relinkd: &str, kit: Option<&str>, quick: bool) {
+    let Some(kit) = kit else {
+        return;
+    };
+    let source = root.join("source.img");
+    {
+        // Non-zero, varied bytes: nothing for a copy to skip as zeros.
+        let mut f = std::fs::File::create(&source).unwrap();
+        let mut block = vec![0u8; 1 << 20];
+        for i in 0..p.size >> 20 {
+            for (j, b) in block.iter_mut().enumerate() {
+                *b = (j as u64 ^ (i * 0x9e37)).wrapping_mul(31) as u8 | 1;
+            }
+            f.write_all(&block).unwrap();
+        }
+    }
+    let src = source.to_str().expect("a UTF-8 path");
+    let nbdcopy = match relink_skip::find_program("nbdcopy", "libnbd-bin") {
+        Ok(_) => true,
+        Err(skip) => {
+            relink_skip::skip_part("nbd bench: nbdcopy copies", &skip);
+            false
+        }
+    };
+    type Run = Box<dyn Fn(&str) -> f64>;
+    let src_owned = src.to_string();
+    let mut clients: Vec<(&str, Run)> = vec![(
+        "qemu-img convert (write)",
+        Box::new(move |url: &str| {
+            timed(
+                "qemu-img",
+                &["convert", "-n", "-f", "raw", "-O", "raw", &src_owned, url],
+            )
+        }),
+    )];
+    if nbdcopy {
+        let src_owned = src.to_string();
+        clients.push((
+            "nbdcopy file -> export (write)",
+            Box::new(move |url: &str| timed("nbdcopy", &[&src_owned, url])),
+        ));
+        clients.push((
+            "nbdcopy export -> null: (read)",
+            Box::new(|url: &str| timed("nbdcopy", &[url, "null:"])),
+        ));
+    }
+    let rounds = if quick { 1 } else { 3 };
+    println!(
+        "\ncopies of {} MiB, median of {rounds} alternated runs (s):\n\n| client | relinkd | nbdkit | relinkd / nbdkit (rate) |\n|---|---|---|---|",
+        p.size >> 20
+    );
+    let mut result = String::new();
+    for (name, run) in &clients {
+        let (mut r, mut k) = (Vec::new(), Vec::new());
+        for _ in 0..rounds {
+            r.push(run(relinkd));
+            k.push(run(kit));
+        }
+        let (r, k) = (median(r), median(k));
+        println!("| {name} | {r:.2} | {k:.2} | {:.2} |", k / r);
+        let key = name.split(' ').next().unwrap_or(name).replace('-', "_");
+        let dir = if name.ends_with("(read)") {
+            "read"
+        } else {
+            "write"
+        };
+        result.push_str(&format!(" {key}_{dir}={:.3}", k / r));
+    }
+    println!("RESULT nbd copies{result}");
 }
 
 /// A minimal NBD client: GO on `name` asking for block sizes.
@@ -358,27 +486,11 @@ fn run(p: &Plan, root: &Path, quick: bool) {
             None
         }
     };
-    let nbdkit = nbdkit.map(|nbdkit| {
-        let ksock = root.join("nbdkit.sock");
-        let mut kit = Daemon::start(
-            "nbdkit",
-            Command::new(nbdkit)
-                .args(["-f", "-U"])
-                .arg(&ksock)
-                .arg("file")
-                .arg(format!("file={}", baseline.display())),
-        );
-        let deadline = Instant::now() + STEP;
-        while !ksock.exists() {
-            assert!(Instant::now() < deadline, "nbdkit did not start");
-            if let Some(s) = kit.0.exited() {
-                panic!("nbdkit exited {s}\n{}", kit.0.transcript());
-            }
-            thread::sleep(Duration::from_millis(20));
-        }
-        let url = format!("nbd+unix:///?socket={}", ksock.display());
-        throughput(p, &url, &["-f", "raw"])
-    });
+    // nbdkit stays up for the copies below.
+    let kit = nbdkit.map(|nbdkit| start_nbdkit(&nbdkit, root, &baseline));
+    let nbdkit = kit
+        .as_ref()
+        .map(|(_, url)| throughput(p, url, &["-f", "raw"]));
     rows.push(("nbdkit file (NBD unix)".into(), nbdkit));
     let file = throughput(p, baseline.to_str().unwrap(), &["-f", "raw"]);
     rows.push(("local file".into(), Some(file)));
@@ -414,6 +526,15 @@ fn run(p: &Plan, root: &Path, quick: bool) {
         relinkd.0 / file.0,
         relinkd.1 / file.1
     );
+
+    copies(
+        p,
+        root,
+        &relinkd_url,
+        kit.as_ref().map(|(_, url)| url.as_str()),
+        quick,
+    );
+    drop(kit);
 
     // The stall a client sees across a reset, a replacement and a drain.
     let stop = Arc::new(AtomicBool::new(false));
