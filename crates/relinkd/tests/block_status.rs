@@ -13,9 +13,8 @@
 
 mod common;
 
-use common::config::ConfigFile;
 use common::images::empty_volume;
-use common::{free_addr, run_ok, tool, Daemon, Root, SoftHosts};
+use common::{run_ok, tool, Root, SoftHosts};
 use relink_skip::skip_test;
 
 const MIB: u64 = 1 << 20;
@@ -45,23 +44,7 @@ fn nbdinfo_maps_the_targets_holes_and_a_copy_stays_sparse() {
             .expect("write");
         f.sync_all().expect("sync");
     }
-    let addr = free_addr("127.0.0.2");
-    let target_conf = root.0.join("target.toml");
-    ConfigFile::new()
-        .backend(&soft.dir_b)
-        .control(&root.0.join("b.ctl"))
-        .export("disk", &addr, &volume)
-        .write(&target_conf);
-    let socket = root.0.join("nbd.sock");
-    let init_conf = root.0.join("initiator.toml");
-    ConfigFile::new()
-        .backend(&soft.dir_a)
-        .control(&root.0.join("a.ctl"))
-        .connect("disk", &addr, &socket)
-        .write(&init_conf);
-    let mut target = Daemon::start_target(&target_conf, "disk");
-    let mut init = Daemon::start_initiator(&init_conf, "disk");
-    let url = format!("nbd+unix:///disk?socket={}", socket.display());
+    let (mut target, mut init, url) = soft.serve_disk(&root.0, &volume);
 
     let map = run_ok(&nbdinfo, &["--map", &url], &[&target, &init]);
     let mut data = Vec::new();

@@ -16,9 +16,8 @@
 
 mod common;
 
-use common::config::ConfigFile;
 use common::images::{empty_volume, source_and_volume, transcripts};
-use common::{free_addr, run_ok, tool, Daemon, Root, SoftHosts};
+use common::{run_ok, tool, Root, SoftHosts};
 use relink_skip::skip_test;
 
 const SIZE: u64 = 32 << 20;
@@ -33,23 +32,7 @@ fn nbdcopy_at_its_defaults_copies_in_and_out() {
     let root = Root::new("nbdcopy");
     let soft = SoftHosts::create(&root.0);
     let (source, volume) = source_and_volume(&root.0, SIZE, 26);
-    let addr = free_addr("127.0.0.2");
-    let target_conf = root.0.join("target.toml");
-    ConfigFile::new()
-        .backend(&soft.dir_b)
-        .control(&root.0.join("b.ctl"))
-        .export("disk", &addr, &volume)
-        .write(&target_conf);
-    let socket = root.0.join("nbd.sock");
-    let init_conf = root.0.join("initiator.toml");
-    ConfigFile::new()
-        .backend(&soft.dir_a)
-        .control(&root.0.join("a.ctl"))
-        .connect("disk", &addr, &socket)
-        .write(&init_conf);
-    let mut target = Daemon::start_target(&target_conf, "disk");
-    let mut init = Daemon::start_initiator(&init_conf, "disk");
-    let url = format!("nbd+unix:///disk?socket={}", socket.display());
+    let (mut target, mut init, url) = soft.serve_disk(&root.0, &volume);
 
     // In, at nbdcopy's defaults.
     let src = source.to_str().unwrap();

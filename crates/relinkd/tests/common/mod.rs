@@ -240,6 +240,35 @@ impl SoftHosts {
     }
 }
 
+impl SoftHosts {
+    /// A target daemon on host `b` serving `volume` as export `disk`, and
+    /// an initiator daemon on host `a` offering it on the NBD socket
+    /// `root/nbd.sock`, each with a control socket (`root/b.ctl`,
+    /// `root/a.ctl`) and default settings; both started (the initiator
+    /// serves NBD). Returns them and the export's NBD URL.
+    #[track_caller]
+    pub fn serve_disk(&self, root: &Path, volume: &Path) -> (Daemon, Daemon, String) {
+        let addr = free_addr("127.0.0.2");
+        let target_conf = root.join("target.toml");
+        config::ConfigFile::new()
+            .backend(&self.dir_b)
+            .control(&root.join("b.ctl"))
+            .export("disk", &addr, volume)
+            .write(&target_conf);
+        let socket = root.join("nbd.sock");
+        let init_conf = root.join("initiator.toml");
+        config::ConfigFile::new()
+            .backend(&self.dir_a)
+            .control(&root.join("a.ctl"))
+            .connect("disk", &addr, &socket)
+            .write(&init_conf);
+        let target = Daemon::start_target(&target_conf, "disk");
+        let init = Daemon::start_initiator(&init_conf, "disk");
+        let url = format!("nbd+unix:///disk?socket={}", socket.display());
+        (target, init, url)
+    }
+}
+
 /// Opens (creating it) the soft device registry `dir`, a soft host, and
 /// adds device `soft0` owning `ip`/8.
 pub fn soft_host(dir: &Path, ip: &str) -> Registry {
