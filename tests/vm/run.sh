@@ -59,6 +59,7 @@
 #   RELINK_VM_TIMEOUT   host timeout per VM in seconds (default 480)
 #   RELINK_VM_TEST_TIMEOUT  per test binary in the guest (default 180)
 #   RELINK_VM_MEM       guest memory in MB (default 1024)
+#   RELINK_VM_SMP       guest vCPUs (default: the host's, nproc)
 #   RELINK_VM_SESSIONS  regex: only the session scenarios it matches
 #   RELINK_VM_VERBS     a libtest filter: only the conformance cases it matches
 #   RELINK_VM_REPEAT    run each session scenario this many times (default 1;
@@ -361,7 +362,7 @@ for s in "${SERIES[@]}"; do
   rm -f "$LOG.boot1"
   for boot in 1 2; do
     timeout --kill-after=10 "$HT" qemu-system-x86_64 -nodefaults -no-user-config -display none -no-reboot \
-        "${ACC[@]}" -m "$MEM" -smp "$(nproc)" -nic none \
+        "${ACC[@]}" -m "$MEM" -smp "${RELINK_VM_SMP:-$(nproc)}" -nic none \
         -kernel "$KERNEL" -initrd "$VOUT/initrd.cpio.gz" -append "$APPEND" \
         -serial stdio < /dev/null 2>&1 | sed -u 's/\r$//' | tee "$LOG" |
       if [ "$VERBOSE" = 1 ]; then cat; else grep -aE --line-buffered "$FILTER"; fi
