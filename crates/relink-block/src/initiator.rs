@@ -331,34 +331,24 @@ impl InitiatorEngine {
         data: &[u8],
         fua: bool,
     ) -> Result<Tag, SubmitError> {
+        let owned = || BlockOp::Write {
+            offset,
+            data: data.to_vec(),
+            fua,
+        };
         let direct = self.ended.is_none()
             && !self.fast_failed
             && !self.free.is_empty()
             && self.queued.is_empty()
             && data.len() <= self.config.max_io as usize;
         if !direct {
-            let op = BlockOp::Write {
-                offset,
-                data: data.to_vec(),
-                fua,
-            };
-            return self.submit(node, op);
+            return self.submit(node, owned());
         }
         let tag = Tag(self.next_tag);
         self.next_tag += 1;
-        // The op without its bytes: they come from `data`.
-        let op = BlockOp::Write {
-            offset,
-            data: Vec::new(),
-            fua,
-        };
-        if !self.send_now(node, tag, &op, data) {
-            let op = BlockOp::Write {
-                offset,
-                data: data.to_vec(),
-                fua,
-            };
-            self.queued.push_back((tag, op));
+        let fields = (Opcode::Write, offset, data.len() as u32, fua);
+        if !self.send_now(node, tag, fields, data) {
+            self.queued.push_back((tag, owned()));
         }
         Ok(tag)
     }
@@ -369,45 +359,44 @@ impl InitiatorEngine {
             let Some((tag, op)) = self.queued.pop_front() else {
                 return;
             };
-            let data = match &op {
-                BlockOp::Write { data, .. } => data.as_slice(),
+            let data: &[u8] = match &op {
+                BlockOp::Write { data, .. } => data,
                 _ => &[],
             };
-            if !self.send_now(node, tag, &op, data) {
+            let fields = command_fields(&op);
+            if !self.send_now(node, tag, fields, data) {
                 self.queued.push_front((tag, op));
                 return;
             }
         }
     }
 
-    /// Send command `op` (`tag`) in a free slot (there is one), a WRITE's
-    /// bytes `data` copied into it first. `false` if it could not go (the
-    /// session is gone, or has `max_outstanding` messages whose
-    /// completions the engine has not taken yet): the slot is free again
-    /// and the caller keeps the command.
-    fn send_now(&mut self, node: &mut Node, tag: Tag, op: &BlockOp, data: &[u8]) -> bool {
+    /// Send the command `(opcode, offset, len, fua)` (`tag`) in a free
+    /// slot (there is one), a WRITE's bytes `data` copied into it first.
+    /// `false` if it could not go (the session is gone, or has
+    /// `max_outstanding` messages whose completions the engine has not
+    /// taken yet): the slot is free again and the caller keeps the
+    /// command.
+    fn send_now(
+        &mut self,
+        node: &mut Node,
+        tag: Tag,
+        (opcode, offset, len, fua): (Opcode, u64, u32, bool),
+        data: &[u8],
+    ) -> bool {
         let slot = self.free.pop().expect("a free slot");
         let offset_in_region = u64::from(slot) * u64::from(self.config.max_io);
-        let (opcode, offset, len, fua) = match op {
-            BlockOp::Identify => (Opcode::Identify, 0, 0, false),
-            BlockOp::Read { offset, len } => (Opcode::Read, *offset, *len, false),
-            BlockOp::Write { offset, fua, .. } => {
-                let copied = node
-                    .region(self.session, DATA_REGION)
-                    .map(|mem| mem.write(offset_in_region as usize, data));
-                if !matches!(copied, Ok(Ok(()))) {
-                    // The session is gone (reaped): its end is known
-                    // or comes; keep the command for that.
-                    self.free.push(slot);
-                    return false;
-                }
-                (Opcode::Write, *offset, data.len() as u32, *fua)
+        if opcode == Opcode::Write {
+            let copied = node
+                .region(self.session, DATA_REGION)
+                .map(|mem| mem.write(offset_in_region as usize, data));
+            if !matches!(copied, Ok(Ok(()))) {
+                // The session is gone (reaped): its end is known or
+                // comes; keep the command for that.
+                self.free.push(slot);
+                return false;
             }
-            BlockOp::Flush => (Opcode::Flush, 0, 0, false),
-            BlockOp::WriteZeroes { offset, len, fua } => (Opcode::WriteZeroes, *offset, *len, *fua),
-            BlockOp::Trim { offset, len } => (Opcode::Trim, *offset, *len, false),
-            BlockOp::BlockStatus { offset, len } => (Opcode::BlockStatus, *offset, *len, false),
-        };
+        }
         let cmd = Command {
             tag,
             opcode,
@@ -689,5 +678,19 @@ impl InitiatorEngine {
     #[must_use]
     pub fn poll_event(&mut self) -> Option<InitiatorEvent> {
         self.events.pop_front()
+    }
+}
+
+/// The opcode, offset, length and FUA flag of the command that carries
+/// `op` (a WRITE's length is its bytes').
+fn command_fields(op: &BlockOp) -> (Opcode, u64, u32, bool) {
+    match op {
+        BlockOp::Identify => (Opcode::Identify, 0, 0, false),
+        BlockOp::Read { offset, len } => (Opcode::Read, *offset, *len, false),
+        BlockOp::Write { offset, data, fua } => (Opcode::Write, *offset, data.len() as u32, *fua),
+        BlockOp::Flush => (Opcode::Flush, 0, 0, false),
+        BlockOp::WriteZeroes { offset, len, fua } => (Opcode::WriteZeroes, *offset, *len, *fua),
+        BlockOp::Trim { offset, len } => (Opcode::Trim, *offset, *len, false),
+        BlockOp::BlockStatus { offset, len } => (Opcode::BlockStatus, *offset, *len, false),
     }
 }
