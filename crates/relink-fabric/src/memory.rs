@@ -171,24 +171,16 @@ impl Memory {
     /// `InvalidInput` for a range outside the memory; else the first
     /// failed `pread` (not `EINTR`).
     pub fn read_file_at(&self, offset: usize, len: usize, file: &File, pos: u64) -> io::Result<()> {
-        self.check(offset, len)
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-        let mut done = 0;
-        while done < len {
-            match self
-                .0
-                .read_file_at(offset + done, len - done, file, pos + done as u64)
-            {
-                Ok(0) => {
-                    self.0.write(offset + done, &vec![0; len - done]);
-                    break;
-                }
-                Ok(n) => done += n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(())
+        self.file_loop(
+            offset,
+            len,
+            pos,
+            |o, l, p| self.0.read_file_at(o, l, file, p),
+            |o, rest| {
+                self.0.write(o, &vec![0; rest]);
+                Ok(())
+            },
+        )
     }
 
     /// Write the `len` bytes at `offset` to `file` at `pos`, straight to
@@ -206,15 +198,32 @@ impl Memory {
         file: &File,
         pos: u64,
     ) -> io::Result<()> {
+        self.file_loop(
+            offset,
+            len,
+            pos,
+            |o, l, p| self.0.write_file_at(o, l, file, p),
+            |_, _| Err(io::ErrorKind::WriteZero.into()),
+        )
+    }
+
+    /// `len` bytes at `offset` (checked) moved by `step(offset, len, pos)`
+    /// calls, each for what is left, until all moved; `EINTR` retried.
+    /// A step that moves nothing ends it with `at_zero(offset, left)`.
+    fn file_loop(
+        &self,
+        offset: usize,
+        len: usize,
+        pos: u64,
+        mut step: impl FnMut(usize, usize, u64) -> io::Result<usize>,
+        at_zero: impl FnOnce(usize, usize) -> io::Result<()>,
+    ) -> io::Result<()> {
         self.check(offset, len)
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         let mut done = 0;
         while done < len {
-            match self
-                .0
-                .write_file_at(offset + done, len - done, file, pos + done as u64)
-            {
-                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            match step(offset + done, len - done, pos + done as u64) {
+                Ok(0) => return at_zero(offset + done, len - done),
                 Ok(n) => done += n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),

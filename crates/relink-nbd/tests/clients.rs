@@ -307,27 +307,7 @@ fn nbdinfo_maps_holes_and_qemu_img_copies_a_sparse_image_sparse() {
         f.sync_all().expect("sync");
     }
     let map = run_ok(&nbdinfo, &["--map", &fx.unix_uri("disk")]);
-    // Lines of "offset length type description".
-    let mut data = Vec::new();
-    let mut covered = 0u64;
-    for line in map.lines() {
-        let f: Vec<&str> = line.split_whitespace().collect();
-        let [offset, length, kind, ..] = f[..] else {
-            continue;
-        };
-        let (offset, length): (u64, u64) = (
-            offset.parse().expect("offset"),
-            length.parse().expect("length"),
-        );
-        assert_eq!(offset, covered, "extents in order, no gap: {map}");
-        covered += length;
-        match kind {
-            "0" => data.push((offset, length)),
-            "3" => {}
-            other => panic!("type {other} in {map}"),
-        }
-    }
-    assert_eq!(covered, 64 * MIB, "the map covers the export: {map}");
+    let data = relink_proctest::nbdinfo::data_extents(&map, 64 * MIB);
     assert_eq!(
         data,
         [(4 * MIB, MIB), (20 * MIB, 64 << 10)],

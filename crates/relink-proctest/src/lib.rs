@@ -16,9 +16,13 @@
 //!   dropping a `Proc` that has not exited kills it, so a failing test
 //!   leaves no process behind.
 //!
+//! [`nbdinfo::data_extents`] reads what `nbdinfo --map` printed.
+//!
 //! Nothing here measures time: the bounds only keep a hang from lasting
 //! forever on a slow, shared machine. Panicking is left to the callers,
 //! which know what they waited for and whose transcripts explain it.
+
+pub mod nbdinfo;
 
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};

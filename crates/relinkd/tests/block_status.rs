@@ -47,26 +47,7 @@ fn nbdinfo_maps_the_targets_holes_and_a_copy_stays_sparse() {
     let (mut target, mut init, url) = soft.serve_disk(&root.0, &volume);
 
     let map = run_ok(&nbdinfo, &["--map", &url], &[&target, &init]);
-    let mut data = Vec::new();
-    let mut covered = 0u64;
-    for line in map.lines() {
-        let f: Vec<&str> = line.split_whitespace().collect();
-        let [offset, length, kind, ..] = f[..] else {
-            continue;
-        };
-        let (offset, length): (u64, u64) = (
-            offset.parse().expect("offset"),
-            length.parse().expect("length"),
-        );
-        assert_eq!(offset, covered, "extents in order, no gap: {map}");
-        covered += length;
-        match kind {
-            "0" => data.push((offset, length)),
-            "3" => {}
-            other => panic!("type {other} in {map}"),
-        }
-    }
-    assert_eq!(covered, SIZE, "the map covers the volume: {map}");
+    let data = relink_proctest::nbdinfo::data_extents(&map, SIZE);
     assert_eq!(
         data,
         [(2 * MIB, MIB), (9 * MIB, 256 << 10)],

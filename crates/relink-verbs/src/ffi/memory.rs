@@ -253,28 +253,20 @@ impl HostMemory for MappedMemory {
         });
     }
     fn read_file_at(&self, offset: usize, len: usize, file: &File, pos: u64) -> io::Result<usize> {
-        let dst = self.range(offset, len).unwrap_or_else(|e| Self::refuse(e));
-        let pos =
-            libc::off_t::try_from(pos).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-        let n = self.access(|| {
-            // SAFETY: `range` checked `offset + len <= self.len` and the
-            // memory is live (`access`); the kernel writes at most `len`
-            // bytes at `dst`, which no Rust reference covers (as a NIC's
-            // DMA); `file` is an open descriptor for the call.
-            unsafe { libc::pread(file.as_raw_fd(), dst.cast(), len, pos) }
-        });
-        Self::io_result(n)
+        self.file_io(offset, len, pos, |p, pos| {
+            // SAFETY: `file_io` gives `len` bytes at `p` inside the live
+            // memory; the kernel writes at most `len` bytes there, which no
+            // Rust reference covers (as a NIC's DMA); `file` is an open
+            // descriptor for the call.
+            unsafe { libc::pread(file.as_raw_fd(), p.cast(), len, pos) }
+        })
     }
     fn write_file_at(&self, offset: usize, len: usize, file: &File, pos: u64) -> io::Result<usize> {
-        let src = self.range(offset, len).unwrap_or_else(|e| Self::refuse(e));
-        let pos =
-            libc::off_t::try_from(pos).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-        let n = self.access(|| {
+        self.file_io(offset, len, pos, |p, pos| {
             // SAFETY: as in `read_file_at`; the kernel reads the `len`
-            // bytes at `src`.
-            unsafe { libc::pwrite(file.as_raw_fd(), src.cast(), len, pos) }
-        });
-        Self::io_result(n)
+            // bytes at `p`.
+            unsafe { libc::pwrite(file.as_raw_fd(), p.cast(), len, pos) }
+        })
     }
     fn fetch_add(&self, offset: usize, add: u64) -> u64 {
         // Checked first: a bad one panics whether or not it is released.
@@ -302,13 +294,27 @@ impl HostMemory for MappedMemory {
 }
 
 impl MappedMemory {
-    /// The count of a `pread`/`pwrite` made under [`access`](Self::access)
-    /// (`None`: the memory was given back, nothing moved), or its error.
-    fn io_result(n: Option<isize>) -> io::Result<usize> {
-        match n {
-            None => Err(io::Error::other("the memory was given back to its owner")),
-            Some(n) => usize::try_from(n).map_err(|_| io::Error::last_os_error()),
-        }
+    /// A `pread`/`pwrite` (`call`) of the `len` bytes at `offset` at file
+    /// position `pos`: `call` gets their address (checked to lie inside
+    /// the memory: a bad range panics) and `pos`, and runs under
+    /// [`access`](Self::access). Its count, or its error (`errno`); an
+    /// error if the memory was given back (nothing moved then).
+    fn file_io(
+        &self,
+        offset: usize,
+        len: usize,
+        pos: u64,
+        call: impl FnOnce(*mut u8, libc::off_t) -> isize,
+    ) -> io::Result<usize> {
+        let p = self.range(offset, len).unwrap_or_else(|e| Self::refuse(e));
+        let pos =
+            libc::off_t::try_from(pos).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+        // errno is read at once, before the access's lock is let go.
+        let done = self.access(|| {
+            let n = call(p, pos);
+            usize::try_from(n).map_err(|_| io::Error::last_os_error())
+        });
+        done.unwrap_or_else(|| Err(io::Error::other("the memory was given back to its owner")))
     }
 
     /// Whether the u64 at `offset` is inside the memory and 8-byte aligned
