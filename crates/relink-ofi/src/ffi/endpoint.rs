@@ -1,0 +1,937 @@
+//! Passive and active endpoints: connection management, messages and RMA.
+
+use std::ffi::{c_int, c_void};
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+
+use super::domain::{desc, DomainObj, FabricObj};
+use super::info::{alloc_info, read_info, read_sockaddr, sockaddr};
+use super::memory::UserIov;
+use super::nosys::*;
+use super::queues::{CqObj, EqObj};
+use super::sys::*;
+use super::{fid_header, guard, obj, ret, sguard, sret, Ops, Shared};
+use crate::cm::CM_DATA_SIZE;
+use crate::fabric::{FiError, Id, TxFlags};
+use crate::info::{Info, IOV_LIMIT};
+
+/// `struct fid_pep`.
+#[repr(C)]
+pub(super) struct PepObj {
+    pub fid: fid_pep,
+    pub fabric: Shared,
+    pub id: Id,
+    /// The info it was opened with: the base of each request's info.
+    info: Info,
+}
+
+/// `struct fid_ep`.
+#[repr(C)]
+pub(super) struct EpObj {
+    pub fid: fid_ep,
+    pub fabric: Shared,
+    pub id: Id,
+    /// The request object the endpoint was opened for, freed with it.
+    connreq: Mutex<Option<*mut ConnReqObj>>,
+}
+
+/// A connection request's handle (`info->handle` of `FI_CONNREQ`).
+#[repr(C)]
+pub(super) struct ConnReqObj {
+    pub fid: fid,
+    pub id: Id,
+    /// An endpoint was opened for it (and frees it at its close).
+    taken: AtomicBool,
+}
+
+static PEP_FID_OPS: Ops<fi_ops> = Ops(fi_ops {
+    close: Some(pep_close),
+    bind: Some(pep_bind),
+    ..FID_NOSYS
+});
+static PEP_EP_OPS: Ops<fi_ops_ep> = Ops(fi_ops_ep {
+    getopt: Some(getopt),
+    setopt: Some(setopt),
+    ..EP_NOSYS
+});
+static PEP_CM_OPS: Ops<fi_ops_cm> = Ops(fi_ops_cm {
+    setname: Some(setname),
+    getname: Some(getname),
+    listen: Some(listen),
+    reject: Some(reject),
+    ..CM_NOSYS
+});
+static EP_FID_OPS: Ops<fi_ops> = Ops(fi_ops {
+    close: Some(ep_close),
+    bind: Some(ep_bind),
+    control: Some(ep_control),
+    ..FID_NOSYS
+});
+static EP_OPS: Ops<fi_ops_ep> = Ops(fi_ops_ep {
+    cancel: Some(cancel),
+    getopt: Some(getopt),
+    setopt: Some(setopt),
+    ..EP_NOSYS
+});
+static EP_CM_OPS: Ops<fi_ops_cm> = Ops(fi_ops_cm {
+    getname: Some(getname),
+    getpeer: Some(getpeer),
+    connect: Some(connect),
+    accept: Some(accept),
+    shutdown: Some(shutdown),
+    ..CM_NOSYS
+});
+static MSG_OPS: Ops<fi_ops_msg> = Ops(fi_ops_msg {
+    recv: Some(recv),
+    recvv: Some(recvv),
+    recvmsg: Some(recvmsg),
+    send: Some(send),
+    sendv: Some(sendv),
+    sendmsg: Some(sendmsg),
+    inject: Some(inject),
+    ..MSG_NOSYS
+});
+static RMA_OPS: Ops<fi_ops_rma> = Ops(fi_ops_rma {
+    read: Some(rma_read),
+    readv: Some(rma_readv),
+    readmsg: Some(rma_readmsg),
+    write: Some(rma_write),
+    writev: Some(rma_writev),
+    writemsg: Some(rma_writemsg),
+    ..RMA_NOSYS
+});
+static TAGGED_OPS: Ops<fi_ops_tagged> = Ops(TAGGED_NOSYS);
+static ATOMIC_OPS: Ops<fi_ops_atomic> = Ops(ATOMIC_NOSYS);
+
+fn unspecified() -> SocketAddrV4 {
+    SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)
+}
+
+pub(super) unsafe extern "C" fn passive_ep(
+    fabric: *mut fid_fabric,
+    info: *mut fi_info,
+    out: *mut *mut fid_pep,
+    context: *mut c_void,
+) -> c_int {
+    guard(|| {
+        // SAFETY: `fabric` is our FabricObj.
+        let f = match unsafe { obj::<FabricObj>(fabric.cast()) } {
+            Ok(f) => f,
+            Err(e) => return ret(Err(e)),
+        };
+        // SAFETY: libfabric's valid info (or NULL).
+        let Some(info) = (unsafe { read_info(info) }) else {
+            return -(FI_EINVAL as c_int);
+        };
+        if out.is_null() {
+            return -(FI_EINVAL as c_int);
+        }
+        let addr = info.src.unwrap_or_else(unspecified);
+        let p = Box::into_raw(Box::new(PepObj {
+            fid: fid_pep {
+                fid: fid_header(FI_CLASS_PEP, context, PEP_FID_OPS.ptr()),
+                ops: PEP_EP_OPS.ptr(),
+                cm: PEP_CM_OPS.ptr(),
+            },
+            fabric: f.fabric.clone(),
+            id: 0,
+            info,
+        }));
+        // SAFETY: `p` is the fresh object, published only below.
+        unsafe {
+            (*p).id = (*p).fabric.pep_open(p as usize, addr);
+            *out = p.cast();
+        }
+        0
+    })
+}
+
+unsafe extern "C" fn pep_close(f: *mut fid) -> c_int {
+    guard(|| {
+        // SAFETY: `f` is our PepObj.
+        let p = match unsafe { obj::<PepObj>(f.cast()) } {
+            Ok(p) => p,
+            Err(e) => return ret(Err(e)),
+        };
+        p.fabric.pep_close(p.id);
+        // SAFETY: ours, closed once.
+        drop(unsafe { Box::from_raw(f.cast::<PepObj>()) });
+        0
+    })
+}
+
+unsafe extern "C" fn pep_bind(f: *mut fid, b: *mut fid, _flags: u64) -> c_int {
+    guard(|| {
+        // SAFETY: `f` is our PepObj; `b` one of our objects (its class
+        // says which).
+        let r = unsafe {
+            obj::<PepObj>(f.cast()).and_then(|p| match b.as_ref().map(|b| b.fclass as u32) {
+                Some(FI_CLASS_EQ) => p.fabric.pep_bind_eq(p.id, (*b.cast::<EqObj>()).id),
+                _ => Err(FiError::new(
+                    FI_EINVAL,
+                    "a passive endpoint binds an event queue only",
+                )),
+            })
+        };
+        ret(r)
+    })
+}
+
+/// The info of connection request `connreq` at passive endpoint `pep`:
+/// the endpoint's own, with the request's addresses and handle.
+///
+/// # Safety
+/// `pep` is an open PepObj of ours.
+pub(super) unsafe fn connreq_info(
+    pep: usize,
+    connreq: Id,
+    local: SocketAddrV4,
+    peer: SocketAddrV4,
+) -> Result<*mut fi_info, FiError> {
+    // SAFETY: the caller's contract.
+    let p = unsafe { &*(pep as *const PepObj) };
+    let mut i = p.info.clone();
+    i.src = Some(local);
+    i.dest = Some(peer);
+    let info = alloc_info(&i);
+    if info.is_null() {
+        return Err(FiError::new(
+            FI_ENOMEM,
+            "out of memory for a request's info",
+        ));
+    }
+    let handle = Box::into_raw(Box::new(ConnReqObj {
+        fid: fid_header(FI_CLASS_CONNREQ, std::ptr::null_mut(), FID_OPS_NONE.ptr()),
+        id: connreq,
+        taken: AtomicBool::new(false),
+    }));
+    // SAFETY: `info` is ours, fresh.
+    unsafe { (*info).handle = handle.cast() };
+    Ok(info)
+}
+
+static FID_OPS_NONE: Ops<fi_ops> = Ops(FID_NOSYS);
+
+/// The request a handle names.
+///
+/// # Safety
+/// `h` is NULL or a handle of ours from [`connreq_info`].
+unsafe fn connreq(h: *mut fid) -> Option<&'static ConnReqObj> {
+    // SAFETY: the caller's contract.
+    let r = unsafe { h.as_ref() }?;
+    // SAFETY: a fid of class CONNREQ is a ConnReqObj of ours.
+    (r.fclass as u32 == FI_CLASS_CONNREQ).then(|| unsafe { &*h.cast::<ConnReqObj>() })
+}
+
+pub(super) unsafe extern "C" fn endpoint(
+    domain: *mut fid_domain,
+    info: *mut fi_info,
+    out: *mut *mut fid_ep,
+    context: *mut c_void,
+) -> c_int {
+    guard(|| {
+        // SAFETY: `domain` is our DomainObj.
+        let d = match unsafe { obj::<DomainObj>(domain.cast()) } {
+            Ok(d) => d,
+            Err(e) => return ret(Err(e)),
+        };
+        if info.is_null() || out.is_null() {
+            return -(FI_EINVAL as c_int);
+        }
+        // SAFETY: libfabric's valid info.
+        let (i, handle) = unsafe { (read_info(info), (*info).handle) };
+        let i = i.unwrap_or_default();
+        // SAFETY: NULL or a handle of ours.
+        let req = unsafe { connreq(handle) };
+        let p = Box::into_raw(Box::new(EpObj {
+            fid: fid_ep {
+                fid: fid_header(FI_CLASS_EP, context, EP_FID_OPS.ptr()),
+                ops: EP_OPS.ptr(),
+                cm: EP_CM_OPS.ptr(),
+                msg: MSG_OPS.ptr(),
+                rma: RMA_OPS.ptr(),
+                tagged: TAGGED_OPS.ptr(),
+                atomic: ATOMIC_OPS.ptr(),
+                // No collectives (FI_COLLECTIVE is not offered).
+                collective: std::ptr::null_mut(),
+            },
+            fabric: d.fabric.clone(),
+            id: 0,
+            connreq: Mutex::new(None),
+        }));
+        // SAFETY: `p` is the fresh object, published only on success.
+        let opened = unsafe {
+            (*p).fabric.ep_open(
+                p as usize,
+                i.src.unwrap_or_else(unspecified),
+                i.dest,
+                req.map(|r| r.id),
+            )
+        };
+        match opened {
+            Ok(id) => {
+                // SAFETY: as above.
+                unsafe {
+                    (*p).id = id;
+                    if let Some(r) = req {
+                        if !r.taken.swap(true, Ordering::AcqRel) {
+                            *(*p).connreq.lock().unwrap_or_else(|e| e.into_inner()) =
+                                Some(handle.cast());
+                        }
+                    }
+                    *out = p.cast();
+                }
+                0
+            }
+            Err(e) => {
+                // SAFETY: never published.
+                drop(unsafe { Box::from_raw(p) });
+                ret(Err(e))
+            }
+        }
+    })
+}
+
+unsafe extern "C" fn ep_close(f: *mut fid) -> c_int {
+    guard(|| {
+        // SAFETY: `f` is our EpObj.
+        let e = match unsafe { obj::<EpObj>(f.cast()) } {
+            Ok(e) => e,
+            Err(err) => return ret(Err(err)),
+        };
+        e.fabric.ep_close(e.id);
+        if let Some(h) = e.connreq.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            // SAFETY: the endpoint owns the request object (taken once).
+            drop(unsafe { Box::from_raw(h) });
+        }
+        // SAFETY: ours, closed once.
+        drop(unsafe { Box::from_raw(f.cast::<EpObj>()) });
+        0
+    })
+}
+
+unsafe extern "C" fn ep_bind(f: *mut fid, b: *mut fid, flags: u64) -> c_int {
+    guard(|| {
+        // SAFETY: `f` is our EpObj; `b` one of our objects (class says).
+        let r = unsafe {
+            obj::<EpObj>(f.cast()).and_then(|e| match b.as_ref().map(|b| b.fclass as u32) {
+                Some(FI_CLASS_EQ) => e.fabric.ep_bind_eq(e.id, (*b.cast::<EqObj>()).id),
+                Some(FI_CLASS_CQ) => e.fabric.ep_bind_cq(e.id, (*b.cast::<CqObj>()).id, flags),
+                _ => Err(FiError::new(
+                    FI_ENOSYS,
+                    "an endpoint binds event and completion queues only",
+                )),
+            })
+        };
+        ret(r)
+    })
+}
+
+unsafe extern "C" fn ep_control(f: *mut fid, command: c_int, _arg: *mut c_void) -> c_int {
+    guard(|| {
+        // SAFETY: `f` is our EpObj.
+        let e = match unsafe { obj::<EpObj>(f.cast()) } {
+            Ok(e) => e,
+            Err(err) => return ret(Err(err)),
+        };
+        match command as u32 {
+            FI_ENABLE => ret(e.fabric.ep_enable(e.id)),
+            _ => -(FI_ENOSYS as c_int),
+        }
+    })
+}
+
+unsafe extern "C" fn cancel(_f: fid_t, _context: *mut c_void) -> isize {
+    -(FI_ENOENT as isize)
+}
+
+unsafe extern "C" fn getopt(
+    _f: fid_t,
+    level: c_int,
+    name: c_int,
+    val: *mut c_void,
+    len: *mut usize,
+) -> c_int {
+    guard(|| {
+        if level as u32 != FI_OPT_ENDPOINT || name as u32 != FI_OPT_CM_DATA_SIZE {
+            return -(FI_ENOPROTOOPT as c_int);
+        }
+        if val.is_null() || len.is_null() {
+            return -(FI_EINVAL as c_int);
+        }
+        // SAFETY: libfabric's out-pointers: a size_t and its length.
+        unsafe {
+            if *len < std::mem::size_of::<usize>() {
+                return -(FI_ETOOSMALL as c_int);
+            }
+            *val.cast::<usize>() = CM_DATA_SIZE;
+            *len = std::mem::size_of::<usize>();
+        }
+        0
+    })
+}
+
+unsafe extern "C" fn setopt(
+    _f: fid_t,
+    _level: c_int,
+    _name: c_int,
+    _val: *const c_void,
+    _len: usize,
+) -> c_int {
+    -(FI_ENOPROTOOPT as c_int)
+}
+
+/// Write `a` into the caller's address buffer.
+///
+/// # Safety
+/// `addr` is valid for `*len` bytes; `len` is valid.
+unsafe fn put_name(a: SocketAddrV4, addr: *mut c_void, len: *mut usize) -> c_int {
+    let need = std::mem::size_of::<libc::sockaddr_in>();
+    if len.is_null() {
+        return -(FI_EINVAL as c_int);
+    }
+    // SAFETY: the caller's contract.
+    unsafe {
+        let have = *len;
+        *len = need;
+        if addr.is_null() || have < need {
+            return -(FI_ETOOSMALL as c_int);
+        }
+        addr.cast::<libc::sockaddr_in>()
+            .write_unaligned(sockaddr(a));
+    }
+    0
+}
+
+unsafe extern "C" fn getname(f: fid_t, addr: *mut c_void, len: *mut usize) -> c_int {
+    guard(|| {
+        // SAFETY: `f` is our endpoint or passive endpoint (class says).
+        let a = unsafe {
+            match f.as_ref().map(|f| f.fclass as u32) {
+                Some(FI_CLASS_PEP) => {
+                    let p = &*f.cast::<PepObj>();
+                    p.fabric.pep_getname(p.id)
+                }
+                Some(FI_CLASS_EP) => {
+                    let e = &*f.cast::<EpObj>();
+                    e.fabric.ep_getname(e.id)
+                }
+                _ => Err(FiError::new(
+                    FI_EINVAL,
+                    "fi_getname of an object with no name",
+                )),
+            }
+        };
+        match a {
+            // SAFETY: libfabric's address buffer and its length.
+            Ok(a) => unsafe { put_name(a, addr, len) },
+            Err(e) => ret(Err(e)),
+        }
+    })
+}
+
+unsafe extern "C" fn setname(f: fid_t, addr: *mut c_void, len: usize) -> c_int {
+    guard(|| {
+        // SAFETY: `f` is our passive endpoint; `addr` holds `len` bytes.
+        let r = unsafe {
+            match (
+                f.as_ref().map(|f| f.fclass as u32),
+                read_sockaddr(addr, len),
+            ) {
+                (Some(FI_CLASS_PEP), Some(a)) => {
+                    let p = &*f.cast::<PepObj>();
+                    p.fabric.pep_setname(p.id, a)
+                }
+                (Some(FI_CLASS_PEP), None) => Err(FiError::new(FI_EINVAL, "not a sockaddr_in")),
+                _ => Err(FiError::new(FI_ENOSYS, "fi_setname of an active endpoint")),
+            }
+        };
+        ret(r)
+    })
+}
+
+unsafe extern "C" fn getpeer(ep: *mut fid_ep, addr: *mut c_void, len: *mut usize) -> c_int {
+    guard(|| {
+        // SAFETY: `ep` is our EpObj.
+        match unsafe { obj::<EpObj>(ep.cast()) }.and_then(|e| e.fabric.ep_getpeer(e.id)) {
+            // SAFETY: libfabric's buffer and length.
+            Ok(a) => unsafe { put_name(a, addr, len) },
+            Err(e) => ret(Err(e)),
+        }
+    })
+}
+
+unsafe extern "C" fn listen(pep: *mut fid_pep) -> c_int {
+    // SAFETY: `pep` is our PepObj.
+    guard(|| ret(unsafe { obj::<PepObj>(pep.cast()) }.and_then(|p| p.fabric.listen(p.id))))
+}
+
+/// The caller's CM data.
+///
+/// # Safety
+/// `param` is NULL or valid for `len` bytes.
+unsafe fn cm_data<'a>(param: *const c_void, len: usize) -> Result<&'a [u8], FiError> {
+    if len > CM_DATA_SIZE {
+        return Err(FiError::new(
+            FI_EINVAL,
+            format!("CM data of {len} bytes is over FI_OPT_CM_DATA_SIZE ({CM_DATA_SIZE})"),
+        ));
+    }
+    if param.is_null() || len == 0 {
+        return Ok(&[]);
+    }
+    // SAFETY: the caller's contract; len <= CM_DATA_SIZE.
+    Ok(unsafe { std::slice::from_raw_parts(param.cast::<u8>(), len) })
+}
+
+unsafe extern "C" fn reject(
+    pep: *mut fid_pep,
+    handle: fid_t,
+    param: *const c_void,
+    len: usize,
+) -> c_int {
+    guard(|| {
+        // SAFETY: `pep` is ours, `handle` NULL or a request handle of
+        // ours, `param` the caller's `len` bytes.
+        let r = unsafe {
+            obj::<PepObj>(pep.cast()).and_then(|p| {
+                let req = connreq(handle)
+                    .ok_or_else(|| FiError::new(FI_EINVAL, "fi_reject: not a request handle"))?;
+                p.fabric.reject(req.id, cm_data(param, len)?)?;
+                if !req.taken.swap(true, Ordering::AcqRel) {
+                    drop(Box::from_raw(handle.cast::<ConnReqObj>()));
+                }
+                Ok(())
+            })
+        };
+        ret(r)
+    })
+}
+
+unsafe extern "C" fn connect(
+    ep: *mut fid_ep,
+    addr: *const c_void,
+    param: *const c_void,
+    len: usize,
+) -> c_int {
+    guard(|| {
+        // SAFETY: `ep` is ours; `addr` a sockaddr of the caller's;
+        // `param` its `len` bytes.
+        let r = unsafe {
+            obj::<EpObj>(ep.cast()).and_then(|e| {
+                let dest = read_sockaddr(addr, std::mem::size_of::<libc::sockaddr_in>())
+                    .ok_or_else(|| FiError::new(FI_EINVAL, "fi_connect: not a sockaddr_in"))?;
+                e.fabric.connect(e.id, dest, cm_data(param, len)?)
+            })
+        };
+        ret(r)
+    })
+}
+
+unsafe extern "C" fn accept(ep: *mut fid_ep, param: *const c_void, len: usize) -> c_int {
+    guard(|| {
+        // SAFETY: `ep` is ours; `param` the caller's `len` bytes.
+        let r = unsafe {
+            obj::<EpObj>(ep.cast()).and_then(|e| e.fabric.accept(e.id, cm_data(param, len)?))
+        };
+        ret(r)
+    })
+}
+
+unsafe extern "C" fn shutdown(ep: *mut fid_ep, _flags: u64) -> c_int {
+    // SAFETY: `ep` is our EpObj.
+    guard(|| ret(unsafe { obj::<EpObj>(ep.cast()) }.and_then(|e| e.fabric.shutdown(e.id))))
+}
+
+/// The caller's iovecs as (pointer, length) pairs.
+///
+/// # Safety
+/// `iov` is NULL or holds `count` iovecs.
+unsafe fn iovecs(iov: *const iovec, count: usize) -> Result<Vec<(*mut u8, usize)>, FiError> {
+    if count > IOV_LIMIT {
+        return Err(FiError::new(
+            FI_EINVAL,
+            format!("{count} iovecs: the limit is {IOV_LIMIT}"),
+        ));
+    }
+    if count == 0 {
+        return Ok(Vec::new());
+    }
+    if iov.is_null() {
+        return Err(FiError::new(FI_EINVAL, "a NULL iovec array"));
+    }
+    // SAFETY: the caller's contract.
+    let v = unsafe { std::slice::from_raw_parts(iov, count) };
+    Ok(v.iter()
+        .map(|i| (i.iov_base.cast::<u8>(), i.iov_len))
+        .collect())
+}
+
+/// Post a receive of `parts`.
+///
+/// # Safety
+/// `ep` is ours; the parts are the caller's buffers, valid until the
+/// receive completes (libfabric's contract).
+unsafe fn post_recv(
+    ep: *mut fid_ep,
+    parts: Vec<(*mut u8, usize)>,
+    context: *mut c_void,
+    completion: bool,
+) -> isize {
+    // SAFETY: the caller's contract.
+    let e = match unsafe { obj::<EpObj>(ep.cast()) } {
+        Ok(e) => e,
+        Err(err) => return sret(Err(err)),
+    };
+    // SAFETY: the caller's contract is UserIov::new's.
+    let buf = unsafe { UserIov::new(parts) };
+    sret(e.fabric.recv(e.id, buf, context as usize, completion))
+}
+
+unsafe extern "C" fn recv(
+    ep: *mut fid_ep,
+    buf: *mut c_void,
+    len: usize,
+    _desc: *mut c_void,
+    _src: fi_addr_t,
+    context: *mut c_void,
+) -> isize {
+    // SAFETY: libfabric's contract for fi_recv is post_recv's.
+    sguard(|| unsafe { post_recv(ep, vec![(buf.cast(), len)], context, true) })
+}
+
+unsafe extern "C" fn recvv(
+    ep: *mut fid_ep,
+    iov: *const iovec,
+    _desc: *mut *mut c_void,
+    count: usize,
+    _src: fi_addr_t,
+    context: *mut c_void,
+) -> isize {
+    sguard(|| {
+        // SAFETY: `iov` holds `count` iovecs (libfabric's contract).
+        match unsafe { iovecs(iov, count) } {
+            // SAFETY: as `recv`.
+            Ok(parts) => unsafe { post_recv(ep, parts, context, true) },
+            Err(e) => sret(Err(e)),
+        }
+    })
+}
+
+unsafe extern "C" fn recvmsg(ep: *mut fid_ep, msg: *const fi_msg, flags: u64) -> isize {
+    sguard(|| {
+        // SAFETY: NULL or libfabric's valid message.
+        let Some(m) = (unsafe { msg.as_ref() }) else {
+            return -(FI_EINVAL as isize);
+        };
+        // SAFETY: `msg_iov` holds `iov_count` iovecs.
+        match unsafe { iovecs(m.msg_iov, m.iov_count) } {
+            // SAFETY: as `recv`.
+            Ok(parts) => unsafe { post_recv(ep, parts, m.context, flags & FI_COMPLETION != 0) },
+            Err(e) => sret(Err(e)),
+        }
+    })
+}
+
+/// Send the bytes of `parts` (copied now).
+///
+/// # Safety
+/// `ep` is ours; each part is valid for reads for the call.
+unsafe fn post_send(
+    ep: *mut fid_ep,
+    parts: &[(*mut u8, usize)],
+    context: *mut c_void,
+    flags: TxFlags,
+) -> isize {
+    // SAFETY: the caller's contract.
+    let e = match unsafe { obj::<EpObj>(ep.cast()) } {
+        Ok(e) => e,
+        Err(err) => return sret(Err(err)),
+    };
+    let r = match parts {
+        [] => e.fabric.send(e.id, &[], context as usize, flags),
+        [(p, len)] if p.is_null() && *len > 0 => Err(FiError::new(FI_EINVAL, "a NULL buffer")),
+        [(p, len)] => {
+            let bytes = if *len == 0 {
+                &[][..]
+            } else {
+                // SAFETY: the caller's buffer of `len` bytes (non-NULL,
+                // checked above), valid for the call.
+                unsafe { std::slice::from_raw_parts(*p, *len) }
+            };
+            e.fabric.send(e.id, bytes, context as usize, flags)
+        }
+        _ => {
+            let total: usize = parts.iter().map(|(_, l)| l).sum();
+            if total > e.fabric.params.max_msg_size {
+                Err(FiError::new(
+                    FI_EMSGSIZE,
+                    format!("a message of {total} bytes is over max_msg_size"),
+                ))
+            } else if parts.iter().any(|(p, l)| p.is_null() && *l > 0) {
+                Err(FiError::new(FI_EINVAL, "a NULL buffer"))
+            } else {
+                let mut v = Vec::with_capacity(total);
+                for &(p, len) in parts.iter().filter(|(_, l)| *l > 0) {
+                    // SAFETY: the caller's buffers, valid for the call.
+                    v.extend_from_slice(unsafe { std::slice::from_raw_parts(p, len) });
+                }
+                e.fabric.send(e.id, &v, context as usize, flags)
+            }
+        }
+    };
+    sret(r)
+}
+
+const SEND: TxFlags = TxFlags {
+    inject: false,
+    completion: true,
+};
+
+unsafe extern "C" fn send(
+    ep: *mut fid_ep,
+    buf: *const c_void,
+    len: usize,
+    _desc: *mut c_void,
+    _dest: fi_addr_t,
+    context: *mut c_void,
+) -> isize {
+    // SAFETY: libfabric's contract for fi_send is post_send's.
+    sguard(|| unsafe { post_send(ep, &[(buf.cast_mut().cast(), len)], context, SEND) })
+}
+
+unsafe extern "C" fn sendv(
+    ep: *mut fid_ep,
+    iov: *const iovec,
+    _desc: *mut *mut c_void,
+    count: usize,
+    _dest: fi_addr_t,
+    context: *mut c_void,
+) -> isize {
+    sguard(|| {
+        // SAFETY: `iov` holds `count` iovecs.
+        match unsafe { iovecs(iov, count) } {
+            // SAFETY: as `send`.
+            Ok(parts) => unsafe { post_send(ep, &parts, context, SEND) },
+            Err(e) => sret(Err(e)),
+        }
+    })
+}
+
+unsafe extern "C" fn sendmsg(ep: *mut fid_ep, msg: *const fi_msg, flags: u64) -> isize {
+    sguard(|| {
+        // SAFETY: NULL or libfabric's valid message.
+        let Some(m) = (unsafe { msg.as_ref() }) else {
+            return -(FI_EINVAL as isize);
+        };
+        let f = TxFlags {
+            inject: flags & FI_INJECT != 0,
+            completion: flags & FI_COMPLETION != 0,
+        };
+        // SAFETY: `msg_iov` holds `iov_count` iovecs.
+        match unsafe { iovecs(m.msg_iov, m.iov_count) } {
+            // SAFETY: as `send`.
+            Ok(parts) => unsafe { post_send(ep, &parts, m.context, f) },
+            Err(e) => sret(Err(e)),
+        }
+    })
+}
+
+unsafe extern "C" fn inject(
+    ep: *mut fid_ep,
+    buf: *const c_void,
+    len: usize,
+    _dest: fi_addr_t,
+) -> isize {
+    sguard(|| {
+        // SAFETY: `ep` is ours.
+        if let Ok(e) = unsafe { obj::<EpObj>(ep.cast()) } {
+            if len > e.fabric.params.inject_size() {
+                return -(FI_EMSGSIZE as isize);
+            }
+        }
+        let f = TxFlags {
+            inject: true,
+            completion: false,
+        };
+        // SAFETY: as `send`.
+        unsafe { post_send(ep, &[(buf.cast_mut().cast(), len)], std::ptr::null_mut(), f) }
+    })
+}
+
+/// An RMA of one local range and one remote range.
+///
+/// # Safety
+/// `ep` is ours; `desc` NULL or one of our MRs' descriptors; the local
+/// buffer the caller's, valid until completion.
+#[allow(clippy::too_many_arguments)]
+unsafe fn post_rma(
+    ep: *mut fid_ep,
+    write: bool,
+    buf: *const c_void,
+    len: usize,
+    d: *mut c_void,
+    addr: u64,
+    key: u64,
+    context: *mut c_void,
+    flags: TxFlags,
+) -> isize {
+    // SAFETY: the caller's contract.
+    let r = unsafe {
+        obj::<EpObj>(ep.cast()).and_then(|e| {
+            let (mr, offset) = desc(d, buf, len)?.ok_or_else(|| {
+                FiError::new(
+                    FI_EINVAL,
+                    "an RMA needs the descriptor of the local buffer's registration (FI_MR_LOCAL)",
+                )
+            })?;
+            e.fabric.rma(
+                e.id,
+                write,
+                mr,
+                offset,
+                len,
+                key,
+                addr,
+                context as usize,
+                flags,
+            )
+        })
+    };
+    sret(r)
+}
+
+/// The one range of an RMA's iovecs and descriptors.
+///
+/// # Safety
+/// `iov` holds `count` iovecs and `desc` NULL or `count` descriptors.
+unsafe fn one_range(
+    iov: *const iovec,
+    desc: *mut *mut c_void,
+    count: usize,
+) -> Result<(*const c_void, usize, *mut c_void), FiError> {
+    if count != 1 || iov.is_null() {
+        return Err(FiError::new(
+            FI_EINVAL,
+            "an RMA of one local range (rma iov_limit 1)",
+        ));
+    }
+    // SAFETY: the caller's contract.
+    unsafe {
+        let v = &*iov;
+        let d = if desc.is_null() {
+            std::ptr::null_mut()
+        } else {
+            *desc
+        };
+        Ok((v.iov_base, v.iov_len, d))
+    }
+}
+
+unsafe extern "C" fn rma_read(
+    ep: *mut fid_ep,
+    buf: *mut c_void,
+    len: usize,
+    desc: *mut c_void,
+    _src: fi_addr_t,
+    addr: u64,
+    key: u64,
+    context: *mut c_void,
+) -> isize {
+    // SAFETY: libfabric's contract for fi_read is post_rma's.
+    sguard(|| unsafe { post_rma(ep, false, buf, len, desc, addr, key, context, SEND) })
+}
+
+unsafe extern "C" fn rma_readv(
+    ep: *mut fid_ep,
+    iov: *const iovec,
+    desc: *mut *mut c_void,
+    count: usize,
+    _src: fi_addr_t,
+    addr: u64,
+    key: u64,
+    context: *mut c_void,
+) -> isize {
+    sguard(|| {
+        // SAFETY: libfabric's iovecs and descriptors.
+        match unsafe { one_range(iov, desc, count) } {
+            // SAFETY: as `rma_read`.
+            Ok((b, l, d)) => unsafe { post_rma(ep, false, b, l, d, addr, key, context, SEND) },
+            Err(e) => sret(Err(e)),
+        }
+    })
+}
+
+/// `fi_readmsg` / `fi_writemsg`.
+///
+/// # Safety
+/// `msg` is NULL or libfabric's valid message; as `post_rma`.
+unsafe fn rma_msg(ep: *mut fid_ep, write: bool, msg: *const fi_msg_rma, flags: u64) -> isize {
+    // SAFETY: the caller's contract.
+    let Some(m) = (unsafe { msg.as_ref() }) else {
+        return -(FI_EINVAL as isize);
+    };
+    if m.rma_iov_count != 1 || m.rma_iov.is_null() {
+        return sret(Err(FiError::new(
+            FI_EINVAL,
+            "an RMA of one remote range (rma_iov_limit 1)",
+        )));
+    }
+    // SAFETY: `rma_iov` holds one entry.
+    let r = unsafe { &*m.rma_iov };
+    let f = TxFlags {
+        inject: flags & FI_INJECT != 0,
+        completion: flags & FI_COMPLETION != 0,
+    };
+    // SAFETY: libfabric's iovecs and descriptors.
+    match unsafe { one_range(m.msg_iov, m.desc, m.iov_count) } {
+        // SAFETY: as `post_rma`.
+        Ok((b, l, d)) => unsafe { post_rma(ep, write, b, l, d, r.addr, r.key, m.context, f) },
+        Err(e) => sret(Err(e)),
+    }
+}
+
+unsafe extern "C" fn rma_readmsg(ep: *mut fid_ep, msg: *const fi_msg_rma, flags: u64) -> isize {
+    // SAFETY: libfabric's contract is rma_msg's.
+    sguard(|| unsafe { rma_msg(ep, false, msg, flags) })
+}
+
+unsafe extern "C" fn rma_write(
+    ep: *mut fid_ep,
+    buf: *const c_void,
+    len: usize,
+    desc: *mut c_void,
+    _dest: fi_addr_t,
+    addr: u64,
+    key: u64,
+    context: *mut c_void,
+) -> isize {
+    // SAFETY: libfabric's contract for fi_write is post_rma's.
+    sguard(|| unsafe { post_rma(ep, true, buf, len, desc, addr, key, context, SEND) })
+}
+
+unsafe extern "C" fn rma_writev(
+    ep: *mut fid_ep,
+    iov: *const iovec,
+    desc: *mut *mut c_void,
+    count: usize,
+    _dest: fi_addr_t,
+    addr: u64,
+    key: u64,
+    context: *mut c_void,
+) -> isize {
+    sguard(|| {
+        // SAFETY: libfabric's iovecs and descriptors.
+        match unsafe { one_range(iov, desc, count) } {
+            // SAFETY: as `rma_write`.
+            Ok((b, l, d)) => unsafe { post_rma(ep, true, b, l, d, addr, key, context, SEND) },
+            Err(e) => sret(Err(e)),
+        }
+    })
+}
+
+unsafe extern "C" fn rma_writemsg(ep: *mut fid_ep, msg: *const fi_msg_rma, flags: u64) -> isize {
+    // SAFETY: libfabric's contract is rma_msg's.
+    sguard(|| unsafe { rma_msg(ep, true, msg, flags) })
+}
