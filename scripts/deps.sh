@@ -10,7 +10,7 @@
 #   tests  the host tiers of scripts/test.sh: the NBD clients and nbdkit of
 #          relink-nbd's and relinkd's tests and bench, ip for relinkd's
 #          network namespaces, a C compiler and pkg-config for librelink's
-#          C programs
+#          C programs, libfabric's programs for the libfabric provider
 #   lint   .ci/run's clippy and rustdoc of the rdma-core provider
 #          (relink-verbs's `rdma` feature: rdma-core headers, libclang)
 #   vm     the VM tier's host side (tests/vm/setup.sh): qemu, the initramfs
@@ -34,6 +34,7 @@ libnbd-bin           tests           nbdinfo, nbdcopy: relink-nbd client tests, 
 nbdkit               tests           nbdkit: relinkd nbd bench baseline (file plugin)
 iproute2             tests,vm        ip, tc: relinkd network-namespace tests; the guest network and its netem loss
 util-linux           tests           setpriv: relinkd control test (another user as client)
+libfabric-bin        tests           fi_info, fi_pingpong: the libfabric provider tests (relink-ofi)
 libibverbs-dev       lint,vm         relink-verbs `rdma` feature: verbs headers
 librdmacm-dev        lint,vm         relink-verbs `rdma` feature: rdma_cm headers
 libclang-dev         lint,vm         relink-verbs-sys: bindgen

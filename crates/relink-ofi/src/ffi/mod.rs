@@ -113,10 +113,17 @@ fn define_params(provider: *mut fi_provider) {
 }
 
 /// The parameters from the environment (`FI_RELINK_<NAME>`), as
-/// `fi_param_get` reads them.
+/// `fi_param_get` reads them. A value that does not parse is said on
+/// stderr, once per process, whatever `FI_LOG_LEVEL` says: the provider
+/// then answers nothing, and the variable set by mistake must be named.
 fn params() -> Result<Params, FiError> {
-    Params::read(|name| std::env::var(format!("FI_RELINK_{}", name.to_uppercase())).ok())
-        .map_err(|e| FiError::new(FI_EINVAL, e.to_string()))
+    Params::read(|name| std::env::var(format!("FI_RELINK_{}", name.to_uppercase())).ok()).map_err(
+        |e| {
+            static SAID: std::sync::Once = std::sync::Once::new();
+            SAID.call_once(|| eprintln!("libfabric:relink: {e}"));
+            FiError::new(FI_EINVAL, e.to_string())
+        },
+    )
 }
 
 /// Run an entry point's body: a panic becomes `-FI_EOTHER`.
