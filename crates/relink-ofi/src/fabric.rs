@@ -359,7 +359,14 @@ impl Fabric {
             .get_mut(&cq)
             .ok_or_else(|| bad_fid("completion queue"))?;
         match q.read(max) {
-            Head::Empty => Ok(Vec::new()),
+            Head::Empty => {
+                drop(st);
+                // Nothing yet: what comes next is carried by the fabric's
+                // threads (the soft fabric's, the kernel's); an application
+                // that polls in a loop gives them the CPU.
+                std::thread::yield_now();
+                Ok(Vec::new())
+            }
             Head::Entry(v) => Ok(v),
             Head::Error(()) => fail(FI_EAVAIL, "an error completion waits: fi_cq_readerr"),
         }
