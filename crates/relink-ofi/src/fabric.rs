@@ -32,6 +32,7 @@ use relink::{
 use crate::cm::{Answer, CM_DATA_SIZE};
 use crate::ffi::memory::UserIov;
 use crate::ffi::sys::*;
+use crate::frame;
 use crate::params::{Backend, Params};
 use crate::queues::{CompletionQueue, CqEntry, CqError, EqError, EqEvent, EventQueue, Head};
 
@@ -152,6 +153,17 @@ struct Ep {
     conn: Conn,
     pending: HashMap<OpId, Pending>,
     recvs: VecDeque<PostedRecv>,
+    /// Bytes of the message under way into the front receive.
+    partial: usize,
+    /// Remote addresses are the peer's virtual addresses
+    /// (`FI_MR_VIRT_ADDR` in the endpoint's info), else offsets.
+    virt_addr: bool,
+    /// The peer's registrations' first bytes, as advertised.
+    peer_bases: HashMap<relink::RegionId, u64>,
+    /// The endpoint's default transmit completion is the peer's delivery
+    /// (`FI_TRANSMIT_COMPLETE`/`FI_DELIVERY_COMPLETE` in its
+    /// `tx_attr->op_flags`).
+    tx_wait: bool,
 }
 
 /// An operation waiting for its completion.
@@ -180,6 +192,10 @@ pub struct TxFlags {
     pub inject: bool,
     /// `FI_COMPLETION` (matters with selective completion).
     pub completion: bool,
+    /// `FI_TRANSMIT_COMPLETE` or `FI_DELIVERY_COMPLETE`: a message
+    /// completes once the peer's application has it (relink's own
+    /// completion), not when its bytes were taken.
+    pub wait: bool,
 }
 
 impl Fabric {
@@ -566,6 +582,8 @@ impl Fabric {
         local: SocketAddrV4,
         peer: Option<SocketAddrV4>,
         connreq: Option<Id>,
+        tx_op_flags: u64,
+        virt_addr: bool,
     ) -> Result<Id, FiError> {
         let mut st = self.lock();
         if let Some(c) = connreq {
@@ -593,6 +611,10 @@ impl Fabric {
                 conn: Conn::Idle,
                 pending: HashMap::new(),
                 recvs: VecDeque::new(),
+                partial: 0,
+                virt_addr,
+                peer_bases: HashMap::new(),
+                tx_wait: tx_op_flags & (FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE) != 0,
             },
         );
         Ok(id)
@@ -666,7 +688,7 @@ impl Fabric {
                 }],
                 opts,
             )
-            .map_err(|e| FiError::new(FI_EINVAL, format!("fi_connect: {e}")))?;
+            .map_err(|e| FiError::new(FI_EINVAL, format!("fi_connect: {}", chain(&e))))?;
         st.by_session.insert(s, Owner::Ep(ep));
         let e = st.ep_mut(ep)?;
         e.session = Some(s);
@@ -777,20 +799,49 @@ impl Fabric {
             );
         }
         let (s, selective) = st.connected(ep)?;
-        let op = st
-            .node
-            .send(s, bytes)
-            .map_err(|e| submit_error("fi_send", e))?;
+        let parts: Vec<_> = frame::fragments(bytes.len(), self.params.fragment()).collect();
+        if st.node.room(s).unwrap_or(0) < parts.len() as u64 {
+            return fail(
+                FI_EAGAIN,
+                "fi_send: the transmit queue is full (take completions)",
+            );
+        }
+        let mut last = None;
+        for (start, end, more) in parts {
+            let payload = frame::encode(more, &bytes[start..end]);
+            last = Some(
+                st.node
+                    .submit(s, OpKind::Message { payload })
+                    .map_err(|e| submit_error("fi_send", e))?,
+            );
+        }
         let report = !flags.inject && (!selective || flags.completion);
-        st.ep_mut(ep)?.pending.insert(
-            op,
-            Pending {
-                context,
-                flags: FI_SEND | FI_MSG,
-                len: bytes.len(),
-                report,
-            },
-        );
+        let e = st.ep_mut(ep)?;
+        let wait = flags.wait || e.tx_wait;
+        let entry = CqEntry {
+            context,
+            flags: FI_SEND | FI_MSG,
+            len: bytes.len(),
+        };
+        if let Some(op) = last {
+            e.pending.insert(
+                op,
+                Pending {
+                    context,
+                    flags: entry.flags,
+                    len: entry.len,
+                    // Reported now (the bytes are relink's: the buffer is
+                    // free), or when the peer's application has them.
+                    report: report && wait,
+                },
+            );
+        }
+        if report && !wait {
+            let tx = e.tx_cq;
+            if let Some(q) = tx.and_then(|c| st.cqs.get_mut(&c)) {
+                q.push(entry);
+            }
+        }
         Ok(())
     }
 
@@ -847,8 +898,21 @@ impl Fabric {
             offset,
             len: len32,
         };
+        let peer_region = relink::RegionId(key32);
+        let remote = if st.ep_mut(ep)?.virt_addr {
+            remote
+                .checked_sub(st.peer_base(ep, s, peer_region)?)
+                .ok_or_else(|| {
+                    FiError::new(
+                        FI_EINVAL,
+                        format!("address {remote:#x} is below the start of key {key:#x}"),
+                    )
+                })?
+        } else {
+            remote
+        };
         let token = relink::BufferToken {
-            region: relink::RegionId(key32),
+            region: peer_region,
             offset: remote,
         };
         let kind = if write {
@@ -889,6 +953,33 @@ impl State {
 
     fn ep_mut(&mut self, ep: Id) -> Result<&mut Ep, FiError> {
         self.eps.get_mut(&ep).ok_or_else(|| bad_fid("endpoint"))
+    }
+
+    /// The address of the first byte of the peer's registration `region`
+    /// (`FI_MR_VIRT_ADDR`: remote addresses are the peer's), kept once
+    /// known: a registration's memory stays where it is across every
+    /// reconnection. `FI_EAGAIN` while the session is between connections
+    /// and the address was never seen (the next connection advertises it).
+    fn peer_base(
+        &mut self,
+        ep: Id,
+        s: SessionHandle,
+        region: relink::RegionId,
+    ) -> Result<u64, FiError> {
+        if let Some(&b) = self.ep_mut(ep)?.peer_bases.get(&region) {
+            return Ok(b);
+        }
+        match self.node.peer_region(s, region) {
+            Some((addr, _)) => {
+                self.ep_mut(ep)?.peer_bases.insert(region, addr);
+                Ok(addr)
+            }
+            None if self.node.state(s) == Some(SessionState::Established) => fail(
+                FI_EKEYREJECTED,
+                format!("the peer advertised no registration of key {:#x}", region.0),
+            ),
+            None => fail(FI_EAGAIN, "the connection is being recovered: try again"),
+        }
     }
 
     /// The session of a connected endpoint and its transmit selectivity.
@@ -1057,15 +1148,42 @@ impl State {
         let Some(e) = self.eps.get_mut(&ep) else {
             return;
         };
-        let (Some(s), Conn::Connected) = (e.session, e.conn) else {
+        let (Some(s), Conn::Connected | Conn::Accepting) = (e.session, e.conn) else {
             return;
         };
         while !e.recvs.is_empty() {
             if self.node.poll_delivery_into(s, &mut self.scratch).is_none() {
                 break;
             }
+            let (more, part) = match frame::decode(&self.scratch) {
+                Ok(f) => f,
+                Err(err) => {
+                    let Some(r) = e.recvs.pop_front() else { break };
+                    e.partial = 0;
+                    if let Some(q) = e.rx_cq.and_then(|c| self.cqs.get_mut(&c)) {
+                        q.push_error(CqError {
+                            entry: CqEntry {
+                                context: r.context,
+                                flags: FI_RECV | FI_MSG,
+                                len: 0,
+                            },
+                            err: FI_EOTHER,
+                            olen: 0,
+                            message: err.to_string(),
+                        });
+                    }
+                    continue;
+                }
+            };
+            let Some(r) = e.recvs.front() else { break };
+            r.buf.write_at(e.partial, part);
+            e.partial += part.len();
+            if more > 0 {
+                continue;
+            }
+            let total = std::mem::take(&mut e.partial);
             let Some(r) = e.recvs.pop_front() else { break };
-            let n = r.buf.write(&self.scratch);
+            let n = total.min(r.buf.len());
             let entry = CqEntry {
                 context: r.context,
                 flags: FI_RECV | FI_MSG,
@@ -1074,14 +1192,13 @@ impl State {
             let Some(q) = e.rx_cq.and_then(|c| self.cqs.get_mut(&c)) else {
                 continue;
             };
-            if n < self.scratch.len() {
+            if n < total {
                 q.push_error(CqError {
                     entry,
                     err: FI_ETRUNC,
-                    olen: self.scratch.len() - n,
+                    olen: total - n,
                     message: format!(
-                        "a message of {} bytes was cut to the {n} bytes of the receive buffer",
-                        self.scratch.len()
+                        "a message of {total} bytes was cut to the {n} bytes of the receive buffer"
                     ),
                 });
             } else if r.report {
@@ -1257,7 +1374,7 @@ fn session_options(p: &Params, connect_data: Vec<u8>) -> Result<SessionOptions, 
         .map_err(|e| FiError::new(FI_EINVAL, format!("relink policy: {e}")))?;
     SessionOptions::builder()
         .policy(policy)
-        .max_message(p.max_msg_size as u32)
+        .max_message(p.slot_size as u32)
         .max_outstanding(p.queue_size as u32)
         .connect_data(connect_data)
         .build()
@@ -1342,4 +1459,16 @@ fn progress_thread(fabric: Weak<Fabric>) {
         f.sleep(Some(Duration::from_millis(50)));
         f.progress();
     }
+}
+
+/// An error and its sources, in one line.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(c) = src {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        src = c.source();
+    }
+    s
 }

@@ -51,10 +51,12 @@ pub const IOV_LIMIT: usize = 4;
 
 /// Memory registration modes the provider works in when the application
 /// uses RMA: keys chosen by the provider (relink's registration ids, the
-/// same across every reset and replacement). Not `FI_MR_VIRT_ADDR`: a
-/// remote address is an offset into the peer's registration, because
-/// relink names remote memory by registration and offset and never by
-/// the peer's addresses.
+/// same across every reset and replacement). Remote addresses are the
+/// peer's virtual addresses (`FI_MR_VIRT_ADDR`) when the application
+/// takes them so — the provider turns one into an offset into the peer's
+/// registration through its advertisement — else offsets (`ofi_rxm` needs
+/// the virtual addresses: its rendezvous names a buffer inside a larger
+/// registration by its address).
 pub const MR_MODE_RMA: u64 = FI_MR_PROV_KEY;
 
 /// The attributes of one answer (or one set of hints).
@@ -339,7 +341,7 @@ fn check_hints(h: &Info, params: &Params) -> Result<(), GetinfoError> {
     if h.ep.mem_tag_format != 0 {
         return no("tagged messages are ofi_rxm's (FI_PROVIDER=\"relink;ofi_rxm\")".into());
     }
-    if h.ep.max_msg_size > params.max_msg_size {
+    if h.ep.max_msg_size > params.max_msg_size.min(crate::frame::MAX_MESSAGE) {
         return no(format!(
             "max_msg_size {} is over FI_RELINK_MAX_MSG_SIZE ({})",
             h.ep.max_msg_size, params.max_msg_size
@@ -387,7 +389,11 @@ pub fn mr_mode(h: &Info) -> Result<u64, GetinfoError> {
     // No mode asked (also hints without domain attributes): the
     // provider's own.
     if user == FI_MR_UNSPEC as u64 {
-        return Ok(if rma { MR_MODE_RMA } else { 0 });
+        return Ok(if rma {
+            MR_MODE_RMA | FI_MR_VIRT_ADDR
+        } else {
+            0
+        });
     }
     if user & (FI_MR_BASIC as u64 | FI_MR_SCALABLE as u64) != 0 {
         return Err(GetinfoError::NoData(
@@ -403,7 +409,7 @@ pub fn mr_mode(h: &Info) -> Result<u64, GetinfoError> {
                 "RMA needs FI_MR_PROV_KEY in mr_mode".into(),
             ));
         }
-        mode |= MR_MODE_RMA;
+        mode |= MR_MODE_RMA | (user & FI_MR_VIRT_ADDR);
     }
     Ok(mode)
 }

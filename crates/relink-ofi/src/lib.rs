@@ -37,6 +37,7 @@
 //! | [`fabric`] | one opened fabric: the relink node and every object, behind one lock |
 //! | [`queues`] | event and completion queues as the provider keeps them |
 //! | [`cm`] | the acceptor's answer, the provider's one message of its own |
+//! | [`frame`] | an application's message as relink messages: fragments behind a 4-byte header |
 //! | `ffi` | libfabric's ABI and every entry point: the crate's only `unsafe` |
 
 #![cfg_attr(not(test), deny(unsafe_code))]
@@ -45,6 +46,7 @@ pub mod cm;
 pub mod fabric;
 #[allow(unsafe_code)]
 mod ffi;
+pub mod frame;
 pub mod info;
 pub mod params;
 pub mod queues;

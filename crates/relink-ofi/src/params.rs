@@ -45,8 +45,13 @@ pub const DEFS: &[ParamDef] = &[
     },
     ParamDef {
         name: "max_msg_size",
-        help: "The largest message in bytes (ep_attr->max_msg_size): each connection keeps \
-               receive slots of this size. (default: 65536)",
+        help: "The largest message in bytes (ep_attr->max_msg_size); larger ones travel in \
+               fragments of FI_RELINK_SLOT_SIZE. (default: 1073741824)",
+    },
+    ParamDef {
+        name: "slot_size",
+        help: "Bytes of each of a connection's receive slots (relink's max_message): the \
+               largest fragment of a message. (default: 65536)",
     },
     ParamDef {
         name: "queue_size",
@@ -68,6 +73,8 @@ pub struct Params {
     pub connect_timeout: Option<Duration>,
     /// The largest message.
     pub max_msg_size: usize,
+    /// A relink receive slot's bytes: the largest fragment.
+    pub slot_size: usize,
     /// Queue depth.
     pub queue_size: usize,
 }
@@ -88,7 +95,8 @@ impl Default for Params {
             soft_dir: None,
             give_up: Some(Duration::from_secs(600)),
             connect_timeout: Some(Duration::from_secs(30)),
-            max_msg_size: 64 * 1024,
+            max_msg_size: 1 << 30,
+            slot_size: 64 * 1024,
             queue_size: 4096,
         }
     }
@@ -149,6 +157,14 @@ impl Params {
                 .filter(|n| (MIN_MSG..=MAX_MSG).contains(n))
                 .ok_or_else(|| err("max_msg_size", &v, "not a size from 64 bytes to 1 GiB"))?;
         }
+        if let Some(v) = get("slot_size") {
+            p.slot_size = v
+                .trim()
+                .parse::<usize>()
+                .ok()
+                .filter(|n| (MIN_MSG..=MAX_MSG).contains(n))
+                .ok_or_else(|| err("slot_size", &v, "not a size from 64 bytes to 1 GiB"))?;
+        }
         if let Some(v) = get("queue_size") {
             p.queue_size = v
                 .trim()
@@ -164,6 +180,11 @@ impl Params {
     /// is given, so any message up to 4 KiB.
     pub fn inject_size(&self) -> usize {
         self.max_msg_size.min(4096)
+    }
+
+    /// The most payload bytes of one fragment (a slot less the header).
+    pub fn fragment(&self) -> usize {
+        self.slot_size - crate::frame::HEADER
     }
 }
 
@@ -188,6 +209,7 @@ mod tests {
             ("give_up", "0"),
             ("connect_timeout", "5"),
             ("max_msg_size", "1048576"),
+            ("slot_size", "4096"),
             ("queue_size", "128"),
             ("soft_dir", "/tmp/x"),
         ])
@@ -195,7 +217,10 @@ mod tests {
         assert_eq!(p.backend, Backend::Verbs);
         assert_eq!(p.give_up, None);
         assert_eq!(p.connect_timeout, Some(Duration::from_secs(5)));
-        assert_eq!((p.max_msg_size, p.queue_size), (1 << 20, 128));
+        assert_eq!(
+            (p.max_msg_size, p.slot_size, p.queue_size),
+            (1 << 20, 4096, 128)
+        );
         assert_eq!(p.soft_dir, Some(PathBuf::from("/tmp/x")));
     }
 

@@ -176,7 +176,10 @@ fn fi_pingpong_checks_its_data_over_msg_endpoints_and_over_rxm() {
     for (provider, ep) in [("relink", "msg"), ("relink;ofi_rxm", "rdm")] {
         let start = Instant::now();
         let pair = Pair::start(&prov, &hosts, provider, ep, &["-I", "100"]);
-        let (_, client) = pair.finish(Duration::from_secs(120), &["64 ", "1k ", "4k ", "64k "]);
+        let (_, client) = pair.finish(
+            Duration::from_secs(120),
+            &["64 ", "1k ", "4k ", "64k ", "1m "],
+        );
         println!("fi_pingpong -p {provider} -e {ep}: {:?}", start.elapsed());
         for l in client.stdout() {
             println!("  {l}");
@@ -197,13 +200,13 @@ fn fi_pingpong_rides_through_device_resets_on_both_hosts() {
     let hosts = Hosts::create(&root.0);
     for (provider, ep) in [("relink", "msg"), ("relink;ofi_rxm", "rdm")] {
         let start = Instant::now();
-        let mut pair = Pair::start(&prov, &hosts, provider, ep, &["-I", "20000", "-S", "1024"]);
+        let mut pair = Pair::start(&prov, &hosts, provider, ep, &["-I", "60000", "-S", "1024"]);
         // The run is under way once both sessions are up; then each host's
         // device is reset three times, alternately.
-        std::thread::sleep(Duration::from_secs(2));
+        std::thread::sleep(Duration::from_secs(1));
         for i in 0..6 {
             Hosts::reset(if i % 2 == 0 { &hosts.a } else { &hosts.b });
-            std::thread::sleep(Duration::from_millis(400));
+            std::thread::sleep(Duration::from_millis(300));
         }
         assert!(
             pair.client.exited().is_none(),

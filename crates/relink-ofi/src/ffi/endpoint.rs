@@ -267,6 +267,8 @@ pub(super) unsafe extern "C" fn endpoint(
                 i.src.unwrap_or_else(unspecified),
                 i.dest,
                 req.map(|r| r.id),
+                i.tx.op_flags,
+                i.domain.mr_mode & FI_MR_VIRT_ADDR != 0,
             )
         };
         match opened {
@@ -687,7 +689,17 @@ unsafe fn post_send(
 const SEND: TxFlags = TxFlags {
     inject: false,
     completion: true,
+    wait: false,
 };
+
+/// What a `*msg` call's flags ask.
+fn tx_flags(flags: u64) -> TxFlags {
+    TxFlags {
+        inject: flags & FI_INJECT != 0,
+        completion: flags & FI_COMPLETION != 0,
+        wait: flags & (FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE) != 0,
+    }
+}
 
 unsafe extern "C" fn send(
     ep: *mut fid_ep,
@@ -725,10 +737,7 @@ unsafe extern "C" fn sendmsg(ep: *mut fid_ep, msg: *const fi_msg, flags: u64) ->
         let Some(m) = (unsafe { msg.as_ref() }) else {
             return -(FI_EINVAL as isize);
         };
-        let f = TxFlags {
-            inject: flags & FI_INJECT != 0,
-            completion: flags & FI_COMPLETION != 0,
-        };
+        let f = tx_flags(flags);
         // SAFETY: `msg_iov` holds `iov_count` iovecs.
         match unsafe { iovecs(m.msg_iov, m.iov_count) } {
             // SAFETY: as `send`.
@@ -754,6 +763,7 @@ unsafe extern "C" fn inject(
         let f = TxFlags {
             inject: true,
             completion: false,
+            wait: false,
         };
         // SAFETY: as `send`.
         unsafe { post_send(ep, &[(buf.cast_mut().cast(), len)], std::ptr::null_mut(), f) }
@@ -880,10 +890,7 @@ unsafe fn rma_msg(ep: *mut fid_ep, write: bool, msg: *const fi_msg_rma, flags: u
     }
     // SAFETY: `rma_iov` holds one entry.
     let r = unsafe { &*m.rma_iov };
-    let f = TxFlags {
-        inject: flags & FI_INJECT != 0,
-        completion: flags & FI_COMPLETION != 0,
-    };
+    let f = tx_flags(flags);
     // SAFETY: libfabric's iovecs and descriptors.
     match unsafe { one_range(m.msg_iov, m.desc, m.iov_count) } {
         // SAFETY: as `post_rma`.

@@ -53,20 +53,27 @@ impl UserIov {
         self.len() == 0
     }
 
-    /// Copy `bytes` in, range after range, up to its length; the bytes
-    /// written.
-    pub fn write(&self, bytes: &[u8]) -> usize {
-        let mut done = 0;
+    /// Copy `bytes` in at byte `offset` of the buffer (its ranges one
+    /// after the other), as far as it holds them; the bytes written.
+    pub fn write_at(&self, offset: usize, bytes: &[u8]) -> usize {
+        let (mut skip, mut done) = (offset, 0);
         for &(p, len) in &self.parts {
             if done == bytes.len() {
                 break;
             }
-            let n = len.min(bytes.len() - done);
-            // SAFETY: `n` bytes at `p` are inside the application's range
-            // (n <= len), valid for writes until the receive completes
-            // (`new`'s contract), which is after this call; the source is
-            // a distinct Rust slice.
-            unsafe { std::ptr::copy_nonoverlapping(bytes[done..].as_ptr(), p.as_ptr(), n) };
+            if skip >= len {
+                skip -= len;
+                continue;
+            }
+            let n = (len - skip).min(bytes.len() - done);
+            // SAFETY: `n` bytes at `p + skip` are inside the application's
+            // range (skip + n <= len), valid for writes until the receive
+            // completes (`new`'s contract), which is after this call; the
+            // source is a distinct Rust slice.
+            unsafe {
+                std::ptr::copy_nonoverlapping(bytes[done..].as_ptr(), p.as_ptr().add(skip), n)
+            };
+            skip = 0;
             done += n;
         }
         done

@@ -386,6 +386,27 @@ impl Node {
             .ok_or(RegionError::NoRegion(id))
     }
 
+    /// The peer's advertisement of its region `id` on the session's
+    /// current connection: the address of the region's first byte on the
+    /// peer and its length. For memory the peer registered with
+    /// [`Node::register`] the address is the peer's buffer's in its
+    /// process, the same on every device, so an application that names
+    /// the peer's memory by address (libfabric's `FI_MR_VIRT_ADDR`) takes
+    /// the offset for a [`BufferToken`] from it. `None` when there is no
+    /// such session, or no advertisement of the region now: the peer never
+    /// advertised it, or the session is between connections (the next
+    /// connection's advertisements come with its handshake).
+    #[must_use]
+    pub fn peer_region(&self, s: SessionHandle, id: RegionId) -> Option<(u64, u64)> {
+        let keys = self.sessions.get(&s.0)?.core.peer_keys();
+        if !keys.is_complete() {
+            return None;
+        }
+        keys.regions()
+            .find(|(r, _)| *r == id)
+            .map(|(_, r)| (r.addr, r.len))
+    }
+
     /// Next completion of a session: `Some` while one waits — each
     /// operation the session accepted completes exactly once, also across
     /// recoveries, a give-up and a close. `None` when none waits now (more
