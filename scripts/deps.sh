@@ -35,6 +35,8 @@ nbdkit               tests           nbdkit: relinkd nbd bench baseline (file pl
 iproute2             tests,vm        ip, tc: relinkd network-namespace tests; the guest network and its netem loss
 util-linux           tests           setpriv: relinkd control test (another user as client)
 libfabric-bin        tests           fi_info, fi_pingpong: the libfabric provider tests (relink-ofi)
+openmpi-bin          tests           mpirun: Open MPI over the libfabric provider (relink-ofi)
+libopenmpi-dev       tests           mpicc: the checked MPI program of relink-ofi
 libibverbs-dev       lint,vm         relink-verbs `rdma` feature: verbs headers
 librdmacm-dev        lint,vm         relink-verbs `rdma` feature: rdma_cm headers
 libclang-dev         lint,vm         relink-verbs-sys: bindgen

@@ -7,7 +7,8 @@
  *
  *   check: rank R of N: OK, ROUNDS rounds, BYTES bytes checked
  *
- * and exits 0; at the first wrong byte it prints what and where and calls
+ * and exits 0 (after MPI_Init each rank says "check: rank R of N:
+ * running"); at the first wrong byte it prints what and where and calls
  * MPI_Abort. Usage: check [SECONDS] (default 5).
  */
 #include <mpi.h>
@@ -158,6 +159,8 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     double seconds = argc > 1 ? atof(argv[1]) : 5.0;
+    printf("check: rank %d of %d: running\n", rank, size);
+    fflush(stdout);
     size_t room = (size_t)8 << 20;
     unsigned char *a = malloc(room), *b = malloc(room);
     if (!a || !b) {
