@@ -117,6 +117,7 @@ if wants bench; then
   run_bench "$REPORT/bench-relink-bench.log" env RELINK_BENCH_QUICK=1 cargo bench -p relink-bench
   run_bench "$REPORT/bench-c.log" env RELINK_BENCH_QUICK=1 cargo bench -p relink-c --bench c_vs_rust
   run_bench "$REPORT/bench-nbd.log" env RELINK_BENCH_QUICK=1 cargo bench -p relinkd --bench nbd
+  run_bench "$REPORT/bench-ofi.log" env RELINK_BENCH_QUICK=1 cargo bench -p relink-ofi --bench ofi
   timed bench "$t"
 fi
 
