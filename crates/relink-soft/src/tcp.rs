@@ -20,7 +20,7 @@
 //! of the engine is off; a broken stream is a lost connection (the QP
 //! flushes, the CM id sees `Disconnected`).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::io::{Read, Write};
 use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
@@ -68,9 +68,24 @@ struct Conn {
     stream: Arc<Mutex<Option<TcpStream>>>,
 }
 
+/// What a connection inside the host carries, in order: its packets, and
+/// its end (as a stream's end follows what was written before it).
+enum Loopback {
+    Packet(Packet),
+    Closed(u64),
+}
+
 struct Inner {
     host: HostState,
     conns: HashMap<u64, Conn>,
+    /// Connections to a listener of this host (this process connecting to
+    /// itself, as rdma_cm allows on one device): both ends are this host,
+    /// so their packets go straight back into it (`loopback`) instead of
+    /// over a TCP stream, whose map entry the two ends would otherwise
+    /// share (a connection's id is the same at both ends). Other
+    /// processes on the same soft devices listen on sockets of their own.
+    local: HashSet<u64>,
+    loopback: VecDeque<Loopback>,
     /// Listening sockets and their accepting threads; removing one here
     /// closes the socket before the removal returns (a re-listen on the
     /// same address right after succeeds).
@@ -98,6 +113,21 @@ struct Shared {
     stop: AtomicBool,
 }
 
+impl Inner {
+    /// Whether this host listens at `addr` (or on its port of every
+    /// address).
+    fn listens(&self, addr: SocketAddr) -> bool {
+        let any = SocketAddr::new(
+            match addr {
+                SocketAddr::V4(_) => IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
+                SocketAddr::V6(_) => IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED),
+            },
+            addr.port(),
+        );
+        self.listeners.contains_key(&addr) || self.listeners.contains_key(&any)
+    }
+}
+
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
@@ -107,8 +137,25 @@ impl Shared {
         Timestamp(self.start.elapsed().as_nanos() as u64)
     }
 
-    /// Carry out what a host call asked for. Called with the lock held.
+    /// Carry out what a host call asked for, then hand the host the packets
+    /// it sent to itself (and what they cause, in turn). Called with the
+    /// lock held.
     fn apply(self: &Arc<Self>, inner: &mut Inner, out: Outbox) {
+        self.apply_one(inner, out);
+        while let Some(l) = inner.loopback.pop_front() {
+            let mut out = Outbox::new(self.now());
+            match l {
+                Loopback::Packet(p) => inner.host.receive(p, &mut out),
+                // The other end learns it as from a closed stream.
+                Loopback::Closed(conn) => inner.host.conn_lost(conn, &mut out),
+            }
+            self.apply_one(inner, out);
+        }
+    }
+
+    /// [`apply`](Self::apply) of one outbox: the packets to this host's
+    /// own addresses are queued in `loopback`.
+    fn apply_one(self: &Arc<Self>, inner: &mut Inner, out: Outbox) {
         let mut new_timer = false;
         for (at, t) in out.timers {
             inner.timer_seq += 1;
@@ -122,6 +169,17 @@ impl Shared {
                 // No ARP over TCP: a device that owns the address answers
                 // when the connection is made.
                 Body::ArpRequest { cookie } => feedback.push(*cookie),
+                Body::Cm(CmMsg::Req { dst_port, .. })
+                    if !inner.conns.contains_key(&o.conn)
+                        && !inner.local.contains(&o.conn)
+                        && inner.listens(SocketAddr::new(o.packet.dst, *dst_port)) =>
+                {
+                    inner.local.insert(o.conn);
+                    inner.loopback.push_back(Loopback::Packet(o.packet));
+                }
+                _ if inner.local.contains(&o.conn) => {
+                    inner.loopback.push_back(Loopback::Packet(o.packet))
+                }
                 Body::Cm(CmMsg::Req { dst_port, .. }) if !inner.conns.contains_key(&o.conn) => {
                     let dst = SocketAddr::new(o.packet.dst, *dst_port);
                     let conn = self.open_conn(o.conn, dst);
@@ -160,6 +218,8 @@ impl Shared {
                 Control::Close(conn) => {
                     if let Some(c) = inner.conns.remove(&conn) {
                         let _ = c.tx.send(Frame::Close);
+                    } else if inner.local.remove(&conn) {
+                        inner.loopback.push_back(Loopback::Closed(conn));
                     }
                 }
             }
@@ -422,6 +482,8 @@ impl TcpHost {
             inner: Mutex::new(Inner {
                 host: HostState::new(cfg),
                 conns: HashMap::new(),
+                local: HashSet::new(),
+                loopback: VecDeque::new(),
                 listeners: HashMap::new(),
                 prebound: HashMap::new(),
                 timers: BTreeMap::new(),

@@ -99,7 +99,7 @@ pub use standby::StandbyLoss;
 use recovery::Jitter;
 
 /// Which end of the connection a session is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Role {
     /// Resolves and connects (and reconnects).
     Initiator,

@@ -308,7 +308,7 @@ impl Node {
                     refuse(self, wire::RefuseReason::ShuttingDown);
                     return;
                 }
-                if let Some(old) = self.by_id.get(&h.session).copied() {
+                if let Some(old) = self.by_id.get(&(h.session, Role::Target)).copied() {
                     // A session of this id exists here: it takes the Hello
                     // (a retried first handshake), gives way to a new
                     // session (it is over), or refuses (`handle_hello`).
@@ -322,7 +322,7 @@ impl Node {
                             return;
                         }
                         HelloVerdict::Replaced => {
-                            self.by_id.remove(&h.session);
+                            self.by_id.remove(&(h.session, Role::Target));
                         }
                     }
                 }
@@ -365,26 +365,30 @@ impl Node {
                     }
                 }
             }
-            Ok(wire::ConnectData::Resume(r)) => match self.by_id.get(&r.session).copied() {
-                Some(handle) => {
-                    let entry = self.sessions.get_mut(&handle).expect("indexed");
-                    entry
-                        .core
-                        .handle_resume_request(RequestToken(token), &r, now);
-                    self.run_actions(handle);
+            Ok(wire::ConnectData::Resume(r)) => {
+                match self.by_id.get(&(r.session, Role::Target)).copied() {
+                    Some(handle) => {
+                        let entry = self.sessions.get_mut(&handle).expect("indexed");
+                        entry
+                            .core
+                            .handle_resume_request(RequestToken(token), &r, now);
+                        self.run_actions(handle);
+                    }
+                    None => refuse(self, wire::RefuseReason::UnknownSession),
                 }
-                None => refuse(self, wire::RefuseReason::UnknownSession),
-            },
-            Ok(wire::ConnectData::Standby(r)) => match self.by_id.get(&r.session).copied() {
-                Some(handle) => {
-                    let entry = self.sessions.get_mut(&handle).expect("indexed");
-                    entry
-                        .core
-                        .handle_standby_request(RequestToken(token), &r, now);
-                    self.run_actions(handle);
+            }
+            Ok(wire::ConnectData::Standby(r)) => {
+                match self.by_id.get(&(r.session, Role::Target)).copied() {
+                    Some(handle) => {
+                        let entry = self.sessions.get_mut(&handle).expect("indexed");
+                        entry
+                            .core
+                            .handle_standby_request(RequestToken(token), &r, now);
+                        self.run_actions(handle);
+                    }
+                    None => refuse(self, wire::RefuseReason::UnknownSession),
                 }
-                None => refuse(self, wire::RefuseReason::UnknownSession),
-            },
+            }
             Err(e) => {
                 tracing::debug!("connect request with bad private data: {e}");
                 refuse(self, wire::RefuseReason::UnsupportedVersion);

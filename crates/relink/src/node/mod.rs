@@ -44,7 +44,7 @@ use std::time::Duration;
 use rand::rngs::OsRng;
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use relink_core::session::Session;
+use relink_core::session::{Role, Session};
 use relink_core::{Incarnation, SessionId};
 use relink_fabric::{CmId, Provider, RecvWr, SendWr, Timestamp, WorkCompletion};
 
@@ -269,7 +269,9 @@ pub struct Node {
     /// receive queue or closing transport (one series for all of them).
     next_handle: u64,
     sessions: BTreeMap<u64, SessionEntry>,
-    by_id: BTreeMap<SessionId, u64>,
+    /// Sessions by id and role: a node may hold both halves of one
+    /// session (connected to its own listener), which share the id.
+    by_id: BTreeMap<(SessionId, Role), u64>,
     listeners: BTreeMap<u64, ListenerEntry>,
     /// Connect requests by their `RequestToken`.
     pending: BTreeMap<u64, PendingRequest>,
@@ -472,9 +474,9 @@ impl Node {
             return;
         };
         tracing::debug!(session = %entry.core.id(), state = %entry.core.state(), "reaped");
-        let id = entry.core.id();
-        if self.by_id.get(&id) == Some(&handle) {
-            self.by_id.remove(&id);
+        let key = (entry.core.id(), entry.core.role());
+        if self.by_id.get(&key) == Some(&handle) {
+            self.by_id.remove(&key);
         }
         self.index.session_reaped(handle, &mut entry.timer);
         entry.destroy_transports(&*self.provider, &mut self.index);
@@ -495,7 +497,7 @@ impl Node {
         for d in &self.draining {
             let _ = core.drain_device(d, now);
         }
-        self.by_id.insert(core.id(), handle);
+        self.by_id.insert((core.id(), core.role()), handle);
         let mut entry = SessionEntry::new(core, opts, spec, memory, shared);
         self.join_registrations(&mut entry);
         self.sessions.insert(handle, entry);

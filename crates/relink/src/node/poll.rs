@@ -15,6 +15,7 @@
 //! disconnected — the goodbye of [`Node::close`] above all — is read before
 //! the transport is reported down.
 
+use relink_core::session::Role;
 use relink_core::state::DownCause;
 use std::collections::BTreeMap;
 
@@ -141,16 +142,18 @@ impl Node {
         let ids = self.transports.take_quiesced();
         let mut any = false;
         for id in ids {
-            let Some(&handle) = self.by_id.get(&id) else {
-                continue;
-            };
-            let Some(entry) = self.sessions.get_mut(&handle) else {
-                continue;
-            };
-            if std::mem::take(&mut entry.quiescing) {
-                any = true;
-                if entry.has_output() {
-                    self.index.has_output(handle);
+            for role in [Role::Initiator, Role::Target] {
+                let Some(&handle) = self.by_id.get(&(id, role)) else {
+                    continue;
+                };
+                let Some(entry) = self.sessions.get_mut(&handle) else {
+                    continue;
+                };
+                if std::mem::take(&mut entry.quiescing) {
+                    any = true;
+                    if entry.has_output() {
+                        self.index.has_output(handle);
+                    }
                 }
             }
         }
