@@ -155,6 +155,8 @@ struct Ep {
     recvs: VecDeque<PostedRecv>,
     /// Bytes of the message under way into the front receive.
     partial: usize,
+    /// Its remote CQ data.
+    partial_data: Option<u64>,
     /// Remote addresses are the peer's virtual addresses
     /// (`FI_MR_VIRT_ADDR` in the endpoint's info), else offsets.
     virt_addr: bool,
@@ -612,6 +614,7 @@ impl Fabric {
                 pending: HashMap::new(),
                 recvs: VecDeque::new(),
                 partial: 0,
+                partial_data: None,
                 virt_addr,
                 peer_bases: HashMap::new(),
                 tx_wait: tx_op_flags & (FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE) != 0,
@@ -787,6 +790,19 @@ impl Fabric {
         context: usize,
         flags: TxFlags,
     ) -> Result<(), FiError> {
+        self.send_data(ep, bytes, None, context, flags)
+    }
+
+    /// `fi_senddata`/`fi_injectdata`: a message with remote CQ data, which
+    /// the peer's receive completion carries (`FI_REMOTE_CQ_DATA`).
+    pub fn send_data(
+        &self,
+        ep: Id,
+        bytes: &[u8],
+        data: Option<u64>,
+        context: usize,
+        flags: TxFlags,
+    ) -> Result<(), FiError> {
         let mut st = self.lock();
         let max = self.params.max_msg_size;
         if bytes.len() > max {
@@ -808,7 +824,8 @@ impl Fabric {
         }
         let mut last = None;
         for (start, end, more) in parts {
-            let payload = frame::encode(more, &bytes[start..end]);
+            let first = start == 0;
+            let payload = frame::encode(more, data.filter(|_| first), &bytes[start..end]);
             last = Some(
                 st.node
                     .submit(s, OpKind::Message { payload })
@@ -822,6 +839,7 @@ impl Fabric {
             context,
             flags: FI_SEND | FI_MSG,
             len: bytes.len(),
+            data: 0,
         };
         if let Some(op) = last {
             e.pending.insert(
@@ -1155,7 +1173,7 @@ impl State {
             if self.node.poll_delivery_into(s, &mut self.scratch).is_none() {
                 break;
             }
-            let (more, part) = match frame::decode(&self.scratch) {
+            let f = match frame::decode(&self.scratch) {
                 Ok(f) => f,
                 Err(err) => {
                     let Some(r) = e.recvs.pop_front() else { break };
@@ -1166,6 +1184,7 @@ impl State {
                                 context: r.context,
                                 flags: FI_RECV | FI_MSG,
                                 len: 0,
+                                data: 0,
                             },
                             err: FI_EOTHER,
                             olen: 0,
@@ -1176,18 +1195,23 @@ impl State {
                 }
             };
             let Some(r) = e.recvs.front() else { break };
-            r.buf.write_at(e.partial, part);
-            e.partial += part.len();
-            if more > 0 {
+            r.buf.write_at(e.partial, f.part);
+            e.partial += f.part.len();
+            if f.data.is_some() {
+                e.partial_data = f.data;
+            }
+            if f.more > 0 {
                 continue;
             }
             let total = std::mem::take(&mut e.partial);
+            let data = e.partial_data.take();
             let Some(r) = e.recvs.pop_front() else { break };
             let n = total.min(r.buf.len());
             let entry = CqEntry {
                 context: r.context,
-                flags: FI_RECV | FI_MSG,
+                flags: FI_RECV | FI_MSG | if data.is_some() { FI_REMOTE_CQ_DATA } else { 0 },
                 len: n,
+                data: data.unwrap_or(0),
             };
             let Some(q) = e.rx_cq.and_then(|c| self.cqs.get_mut(&c)) else {
                 continue;
@@ -1223,6 +1247,7 @@ impl State {
             context: p.context,
             flags: p.flags,
             len: p.len,
+            data: 0,
         };
         match c.outcome {
             Outcome::Success { .. } => {
@@ -1282,6 +1307,7 @@ impl State {
                         context: r.context,
                         flags: FI_RECV | FI_MSG,
                         len: 0,
+                        data: 0,
                     },
                     err: FI_ECANCELED as u32,
                     olen: 0,

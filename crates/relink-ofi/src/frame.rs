@@ -1,7 +1,8 @@
 //! How an application's message travels as relink messages: in
 //! fragments of at most a receive slot's payload, each behind a 4-byte
 //! header saying how many bytes of the message still follow it (0 on the
-//! last).
+//! last). The header's top bit says that the message carries remote CQ
+//! data (`fi_senddata`): 8 bytes after the first fragment's header.
 //!
 //! relink delivers its messages once each and in order, across any device
 //! loss, so the receiver puts the fragments one after the other into the
@@ -16,7 +17,13 @@
 pub const HEADER: usize = 4;
 
 /// The largest message a header can announce.
-pub const MAX_MESSAGE: usize = u32::MAX as usize;
+pub const MAX_MESSAGE: usize = (DATA_FLAG - 1) as usize;
+
+/// The header's bit for "remote CQ data follows".
+const DATA_FLAG: u32 = 1 << 31;
+
+/// The bytes of remote CQ data.
+pub const DATA: usize = 8;
 
 /// The fragments of a message of `len` bytes with at most `payload`
 /// bytes each: (start, end, bytes still to come after it). One empty
@@ -31,26 +38,59 @@ pub fn fragments(len: usize, payload: usize) -> impl Iterator<Item = (usize, usi
     })
 }
 
-/// A fragment: the header, then `part`.
-pub fn encode(more: u32, part: &[u8]) -> Vec<u8> {
-    let mut m = Vec::with_capacity(HEADER + part.len());
-    m.extend_from_slice(&more.to_le_bytes());
+/// A fragment: the header, the remote CQ data if any (first fragments
+/// only), then `part`.
+pub fn encode(more: u32, data: Option<u64>, part: &[u8]) -> Vec<u8> {
+    let mut m = Vec::with_capacity(HEADER + DATA + part.len());
+    let flag = if data.is_some() { DATA_FLAG } else { 0 };
+    m.extend_from_slice(&(more | flag).to_le_bytes());
+    if let Some(d) = data {
+        m.extend_from_slice(&d.to_le_bytes());
+    }
     m.extend_from_slice(part);
     m
 }
 
-/// A fragment that is shorter than its header.
+/// A fragment that is shorter than its header (and data).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("a message of {0} bytes from the peer has no fragment header: not the relink provider's")]
 pub struct FrameError(pub usize);
 
-/// The bytes still to come after this fragment, and its payload.
-pub fn decode(m: &[u8]) -> Result<(u32, &[u8]), FrameError> {
+/// A fragment, read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fragment<'a> {
+    /// Bytes of the message still to come after this fragment.
+    pub more: u32,
+    /// The remote CQ data it carries.
+    pub data: Option<u64>,
+    /// Its share of the message.
+    pub part: &'a [u8],
+}
+
+/// The fragment in `m`, length-checked.
+pub fn decode(m: &[u8]) -> Result<Fragment<'_>, FrameError> {
     let head: [u8; HEADER] = m
         .get(..HEADER)
         .and_then(|h| h.try_into().ok())
         .ok_or(FrameError(m.len()))?;
-    Ok((u32::from_le_bytes(head), &m[HEADER..]))
+    let word = u32::from_le_bytes(head);
+    let more = word & !DATA_FLAG;
+    if word & DATA_FLAG == 0 {
+        return Ok(Fragment {
+            more,
+            data: None,
+            part: &m[HEADER..],
+        });
+    }
+    let data: [u8; DATA] = m
+        .get(HEADER..HEADER + DATA)
+        .and_then(|d| d.try_into().ok())
+        .ok_or(FrameError(m.len()))?;
+    Ok(Fragment {
+        more,
+        data: Some(u64::from_le_bytes(data)),
+        part: &m[HEADER + DATA..],
+    })
 }
 
 #[cfg(test)]
@@ -69,9 +109,18 @@ mod tests {
 
     #[test]
     fn frames_round_trip_and_short_ones_are_refused() {
-        let m = encode(7, b"abc");
-        assert_eq!(decode(&m).unwrap(), (7, &b"abc"[..]));
-        assert_eq!(decode(&encode(0, b"")).unwrap(), (0, &b""[..]));
+        let f = |more, data, part| Fragment { more, data, part };
+        assert_eq!(
+            decode(&encode(7, None, b"abc")).unwrap(),
+            f(7, None, &b"abc"[..])
+        );
+        assert_eq!(decode(&encode(0, None, b"")).unwrap(), f(0, None, &b""[..]));
+        assert_eq!(
+            decode(&encode(9, Some(u64::MAX), b"xy")).unwrap(),
+            f(9, Some(u64::MAX), &b"xy"[..])
+        );
         assert_eq!(decode(b"abc"), Err(FrameError(3)));
+        // The data flag with no room for the data.
+        assert_eq!(decode(&[0, 0, 0, 0x80, 1, 2]), Err(FrameError(6)));
     }
 }

@@ -28,6 +28,7 @@ pub const API_VERSION: u32 = (1 << 16) | 17;
 /// Capabilities offered: messages and RMA, both directions.
 pub const CAPS: u64 = FI_MSG
     | FI_RMA
+    | FI_REMOTE_CQ_DATA
     | FI_SEND
     | FI_RECV
     | FI_READ
@@ -45,6 +46,9 @@ pub const TX_OP_FLAGS: u64 =
 
 /// Message ordering: messages are delivered in the order sent, each once.
 pub const MSG_ORDER: u64 = FI_ORDER_SAS;
+
+/// Bytes of remote CQ data a message carries (`fi_senddata`).
+pub const CQ_DATA_SIZE: usize = crate::frame::DATA;
 
 /// The most ranges an iovec may have (relink's scatter/gather limit).
 pub const IOV_LIMIT: usize = 4;
@@ -347,8 +351,8 @@ fn check_hints(h: &Info, params: &Params) -> Result<(), GetinfoError> {
             h.ep.max_msg_size, params.max_msg_size
         ));
     }
-    if h.domain.cq_data_size > 0 {
-        return no("remote CQ data is not offered".into());
+    if h.domain.cq_data_size > CQ_DATA_SIZE {
+        return no(format!("remote CQ data of more than {CQ_DATA_SIZE} bytes"));
     }
     let tx = &h.tx;
     if tx.op_flags & !TX_OP_FLAGS != 0 {
@@ -446,7 +450,13 @@ fn answer(
             rma_iov_limit: 1,
         },
         rx: RxAttr {
-            caps: caps & (FI_MSG | FI_RMA | FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE),
+            caps: caps
+                & (FI_MSG
+                    | FI_RMA
+                    | FI_RECV
+                    | FI_REMOTE_READ
+                    | FI_REMOTE_WRITE
+                    | FI_REMOTE_CQ_DATA),
             mode: 0,
             op_flags: hints.rx.op_flags & FI_COMPLETION,
             msg_order: MSG_ORDER,
@@ -476,7 +486,7 @@ fn answer(
             av_type: FI_AV_UNSPEC,
             mr_mode: mr_mode(hints).unwrap_or(MR_MODE_RMA),
             mr_key_size: 4,
-            cq_data_size: 0,
+            cq_data_size: CQ_DATA_SIZE,
             cq_cnt: 1024,
             ep_cnt: 65536,
             tx_ctx_cnt: 65536,

@@ -130,6 +130,8 @@ pub struct CqEntry {
     pub flags: u64,
     /// Bytes moved (a receive's message length).
     pub len: usize,
+    /// Remote CQ data (with `FI_REMOTE_CQ_DATA` in `flags`).
+    pub data: u64,
 }
 
 /// An error completion (`fi_cq_readerr`).
@@ -206,6 +208,7 @@ mod tests {
             context,
             flags: 0,
             len: 0,
+            data: 0,
         }
     }
 

@@ -90,6 +90,8 @@ static MSG_OPS: Ops<fi_ops_msg> = Ops(fi_ops_msg {
     sendv: Some(sendv),
     sendmsg: Some(sendmsg),
     inject: Some(inject),
+    senddata: Some(senddata),
+    injectdata: Some(injectdata),
     ..MSG_NOSYS
 });
 static RMA_OPS: Ops<fi_ops_rma> = Ops(fi_ops_rma {
@@ -643,6 +645,7 @@ unsafe extern "C" fn recvmsg(ep: *mut fid_ep, msg: *const fi_msg, flags: u64) ->
 unsafe fn post_send(
     ep: *mut fid_ep,
     parts: &[(*mut u8, usize)],
+    data: Option<u64>,
     context: *mut c_void,
     flags: TxFlags,
 ) -> isize {
@@ -652,7 +655,7 @@ unsafe fn post_send(
         Err(err) => return sret(Err(err)),
     };
     let r = match parts {
-        [] => e.fabric.send(e.id, &[], context as usize, flags),
+        [] => e.fabric.send_data(e.id, &[], data, context as usize, flags),
         [(p, len)] if p.is_null() && *len > 0 => Err(FiError::new(FI_EINVAL, "a NULL buffer")),
         [(p, len)] => {
             let bytes = if *len == 0 {
@@ -662,7 +665,8 @@ unsafe fn post_send(
                 // checked above), valid for the call.
                 unsafe { std::slice::from_raw_parts(*p, *len) }
             };
-            e.fabric.send(e.id, bytes, context as usize, flags)
+            e.fabric
+                .send_data(e.id, bytes, data, context as usize, flags)
         }
         _ => {
             let total: usize = parts.iter().map(|(_, l)| l).sum();
@@ -679,7 +683,7 @@ unsafe fn post_send(
                     // SAFETY: the caller's buffers, valid for the call.
                     v.extend_from_slice(unsafe { std::slice::from_raw_parts(p, len) });
                 }
-                e.fabric.send(e.id, &v, context as usize, flags)
+                e.fabric.send_data(e.id, &v, data, context as usize, flags)
             }
         }
     };
@@ -710,7 +714,7 @@ unsafe extern "C" fn send(
     context: *mut c_void,
 ) -> isize {
     // SAFETY: libfabric's contract for fi_send is post_send's.
-    sguard(|| unsafe { post_send(ep, &[(buf.cast_mut().cast(), len)], context, SEND) })
+    sguard(|| unsafe { post_send(ep, &[(buf.cast_mut().cast(), len)], None, context, SEND) })
 }
 
 unsafe extern "C" fn sendv(
@@ -725,7 +729,7 @@ unsafe extern "C" fn sendv(
         // SAFETY: `iov` holds `count` iovecs.
         match unsafe { iovecs(iov, count) } {
             // SAFETY: as `send`.
-            Ok(parts) => unsafe { post_send(ep, &parts, context, SEND) },
+            Ok(parts) => unsafe { post_send(ep, &parts, None, context, SEND) },
             Err(e) => sret(Err(e)),
         }
     })
@@ -741,7 +745,10 @@ unsafe extern "C" fn sendmsg(ep: *mut fid_ep, msg: *const fi_msg, flags: u64) ->
         // SAFETY: `msg_iov` holds `iov_count` iovecs.
         match unsafe { iovecs(m.msg_iov, m.iov_count) } {
             // SAFETY: as `send`.
-            Ok(parts) => unsafe { post_send(ep, &parts, m.context, f) },
+            Ok(parts) => unsafe {
+                let data = (flags & FI_REMOTE_CQ_DATA != 0).then_some(m.data);
+                post_send(ep, &parts, data, m.context, f)
+            },
             Err(e) => sret(Err(e)),
         }
     })
@@ -766,7 +773,68 @@ unsafe extern "C" fn inject(
             wait: false,
         };
         // SAFETY: as `send`.
-        unsafe { post_send(ep, &[(buf.cast_mut().cast(), len)], std::ptr::null_mut(), f) }
+        unsafe {
+            post_send(
+                ep,
+                &[(buf.cast_mut().cast(), len)],
+                None,
+                std::ptr::null_mut(),
+                f,
+            )
+        }
+    })
+}
+
+unsafe extern "C" fn senddata(
+    ep: *mut fid_ep,
+    buf: *const c_void,
+    len: usize,
+    _desc: *mut c_void,
+    data: u64,
+    _dest: fi_addr_t,
+    context: *mut c_void,
+) -> isize {
+    // SAFETY: libfabric's contract for fi_senddata is post_send's.
+    sguard(|| unsafe {
+        post_send(
+            ep,
+            &[(buf.cast_mut().cast(), len)],
+            Some(data),
+            context,
+            SEND,
+        )
+    })
+}
+
+unsafe extern "C" fn injectdata(
+    ep: *mut fid_ep,
+    buf: *const c_void,
+    len: usize,
+    data: u64,
+    _dest: fi_addr_t,
+) -> isize {
+    sguard(|| {
+        // SAFETY: `ep` is ours.
+        if let Ok(e) = unsafe { obj::<EpObj>(ep.cast()) } {
+            if len > e.fabric.params.inject_size() {
+                return -(FI_EMSGSIZE as isize);
+            }
+        }
+        let f = TxFlags {
+            inject: true,
+            completion: false,
+            wait: false,
+        };
+        // SAFETY: as `send`.
+        unsafe {
+            post_send(
+                ep,
+                &[(buf.cast_mut().cast(), len)],
+                Some(data),
+                std::ptr::null_mut(),
+                f,
+            )
+        }
     })
 }
 

@@ -579,7 +579,7 @@ unsafe extern "C" fn cq_readerr(cq: *mut fid_cq, buf: *mut fi_cq_err_entry, _fla
             out.flags = e.entry.flags;
             out.len = e.entry.len;
             out.buf = std::ptr::null_mut();
-            out.data = 0;
+            out.data = e.entry.data;
             out.tag = 0;
             out.olen = e.olen;
             out.err = e.err as c_int;
