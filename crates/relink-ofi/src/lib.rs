@@ -16,14 +16,17 @@
 //!   relink listener; `FI_CONNREQ`, `FI_CONNECTED` and `FI_SHUTDOWN` as
 //!   libfabric specifies, CM data both ways (up to 32 bytes, module
 //!   [`cm`]). A device loss is not an event.
-//! - `FI_MSG` (send, sendv, sendmsg, inject; recv, recvv, recvmsg) and
-//!   `FI_RMA` (read and write of registered memory by key and offset).
+//! - `FI_MSG` (send, sendv, sendmsg, inject, senddata, injectdata; recv,
+//!   recvv, recvmsg) of any size up to `max_msg_size` (module [`frame`]),
+//!   with remote CQ data, and `FI_RMA` (read and write of registered
+//!   memory by key, at the peer's virtual address or an offset).
 //! - `FI_EP_RDM` with `FI_TAGGED` through libfabric's `ofi_rxm`
 //!   (`FI_PROVIDER="relink;ofi_rxm"`).
 //! - Completions once each, with the application's context; an error
 //!   completion only for what relink reports as final (the give-up
 //!   deadline, a peer that lost its state, a closed connection).
-//! - `FI_PROGRESS_MANUAL`: progress happens in the provider's calls;
+//! - Progress in every call and, besides, a thread per fabric that polls
+//!   while the application does not (so a busy rank still recovers);
 //!   `fi_control(FI_GETWAIT)` gives the fd to sleep on (with
 //!   `fi_trywait`).
 //! - `FI_RELINK_*` parameters (module [`params`]), listed by `fi_info -e`.
