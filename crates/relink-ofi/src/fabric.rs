@@ -72,6 +72,9 @@ pub struct Fabric {
     /// The node's event fd, duplicated: sleeps on it happen without the
     /// lock.
     wake: Option<OwnedFd>,
+    /// The rdma-core provider, on that backend: registrations of the
+    /// application's memory are its adoptions.
+    verbs: Option<Arc<relink_verbs::VerbsProvider>>,
     /// When the application last made progress itself (ms since `epoch`).
     app_progress: AtomicU64,
     epoch: Instant,
@@ -204,10 +207,11 @@ impl Fabric {
     /// Open a fabric with `params`: its node on the backend they name.
     pub fn open(params: Params) -> Result<Arc<Fabric>, FiError> {
         log_init();
-        let provider = open_provider(&params)?;
+        let (provider, verbs) = open_provider(&params)?;
         let node = Node::new(provider);
         let wake = node.event_fd().and_then(|fd| fd.try_clone_to_owned().ok());
         let fabric = Arc::new(Fabric {
+            verbs,
             params: params.clone(),
             wake,
             app_progress: AtomicU64::new(0),
@@ -240,6 +244,11 @@ impl Fabric {
 
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The rdma-core provider, when the fabric runs on it.
+    pub fn verbs(&self) -> Option<&Arc<relink_verbs::VerbsProvider>> {
+        self.verbs.as_ref()
     }
 
     /// The devices the node sees now.
@@ -1408,7 +1417,10 @@ fn session_options(p: &Params, connect_data: Vec<u8>) -> Result<SessionOptions, 
 }
 
 /// The node's provider for `params`.
-fn open_provider(params: &Params) -> Result<Arc<dyn Provider>, FiError> {
+/// A node's provider, and the rdma-core provider when it is that.
+type Opened = (Arc<dyn Provider>, Option<Arc<relink_verbs::VerbsProvider>>);
+
+fn open_provider(params: &Params) -> Result<Opened, FiError> {
     match params.backend {
         Backend::Soft => {
             let dir = params
@@ -1421,12 +1433,14 @@ fn open_provider(params: &Params) -> Result<Arc<dyn Provider>, FiError> {
                     format!("cannot open the soft devices of {}: {e}", dir.display()),
                 )
             })?;
-            Ok(Arc::new(host))
+            Ok((Arc::new(host), None))
         }
         Backend::Verbs => {
-            let p = relink_verbs::VerbsProvider::new()
-                .map_err(|e| FiError::new(FI_ENODEV, format!("rdma-core: {e}")))?;
-            Ok(Arc::new(p))
+            let p = Arc::new(
+                relink_verbs::VerbsProvider::new()
+                    .map_err(|e| FiError::new(FI_ENODEV, format!("rdma-core: {e}")))?,
+            );
+            Ok((p.clone(), Some(p)))
         }
     }
 }

@@ -31,7 +31,38 @@ pub(super) struct MrObj {
     pub fid: fid_mr,
     pub fabric: Shared,
     pub id: crate::fabric::Id,
-    memory: Arc<CallerMemory>,
+    /// Where the buffer starts and its length.
+    base: u64,
+    len: usize,
+    backing: Backing,
+}
+
+/// Who reads and writes a registration's buffer until it is given back.
+enum Backing {
+    /// The soft fabric, through the handle.
+    Caller(Arc<CallerMemory>),
+    /// rdma-core, which adopted the buffer.
+    #[cfg(feature = "verbs")]
+    Verbs(Arc<relink_verbs::VerbsProvider>, relink::Memory),
+}
+
+impl Backing {
+    /// Give the buffer back: nothing touches it once this returned `Ok`.
+    fn release(&self) -> Result<(), FiError> {
+        match self {
+            Backing::Caller(m) => {
+                m.release();
+                Ok(())
+            }
+            #[cfg(feature = "verbs")]
+            Backing::Verbs(p, m) => p.release_memory(m).map(|_| ()).map_err(|e| {
+                FiError::new(
+                    FI_EBUSY,
+                    format!("the device did not let go of the memory: {e}"),
+                )
+            }),
+        }
+    }
 }
 
 static FABRIC_FID_OPS: Ops<fi_ops> = Ops(fi_ops {
@@ -192,12 +223,37 @@ unsafe fn register(
             "fi_mr_reg: a length of 0 or over isize::MAX",
         ));
     }
-    // SAFETY: the caller's contract is CallerMemory::new's (released at
-    // the MR's close).
-    let memory = Arc::new(unsafe { CallerMemory::new(base, len) });
-    let (id, key) = d
-        .fabric
-        .mr_reg(relink::Memory::new(memory.clone()), access(acc))?;
+    let (memory, backing) = match d.fabric.verbs() {
+        None => {
+            // SAFETY: the caller's contract is CallerMemory::new's
+            // (released at the MR's close).
+            let m = Arc::new(unsafe { CallerMemory::new(base, len) });
+            (relink::Memory::new(m.clone()), Backing::Caller(m))
+        }
+        #[cfg(feature = "verbs")]
+        Some(p) => {
+            // SAFETY: the caller's contract is adopt_foreign's: the buffer
+            // stays valid until release_memory of it returned Ok (the MR's
+            // close), or the provider is dropped with the fabric.
+            let m = unsafe { p.adopt_foreign(base, len) };
+            (m.clone(), Backing::Verbs(p.clone(), m))
+        }
+        #[cfg(not(feature = "verbs"))]
+        Some(_) => {
+            return Err(FiError::new(
+                FI_ENOSYS,
+                "fi_mr_reg: this provider was built without its `verbs` feature",
+            ))
+        }
+    };
+    let registered = d.fabric.mr_reg(memory, access(acc));
+    let (id, key) = match registered {
+        Ok(r) => r,
+        Err(e) => {
+            let _ = backing.release();
+            return Err(e);
+        }
+    };
     let obj = Box::new(MrObj {
         fid: fid_mr {
             fid: fid_header(FI_CLASS_MR, context, MR_FID_OPS.ptr()),
@@ -206,7 +262,9 @@ unsafe fn register(
         },
         fabric: d.fabric.clone(),
         id,
-        memory,
+        base: base.as_ptr() as u64,
+        len,
+        backing,
     });
     let p = Box::into_raw(obj);
     // SAFETY: `p` is the fresh object; its descriptor is itself, which
@@ -292,7 +350,9 @@ unsafe extern "C" fn mr_close(m: *mut fid) -> c_int {
         if let Err(e) = mr.fabric.mr_close(mr.id) {
             return ret(Err(e));
         }
-        mr.memory.release();
+        if let Err(e) = mr.backing.release() {
+            return ret(Err(e));
+        }
         // SAFETY: `m` is an MrObj of ours, closed once (deregistered now).
         drop(unsafe { Box::from_raw(m.cast::<MrObj>()) });
         0
@@ -314,8 +374,7 @@ pub(super) unsafe fn desc(
     }
     // SAFETY: the caller's contract: `desc` is an MrObj.
     let mr = unsafe { &*desc.cast::<MrObj>() };
-    let base = relink_fabric::HostMemory::addr(&*mr.memory);
-    let size = relink_fabric::HostMemory::len(&*mr.memory) as u64;
+    let (base, size) = (mr.base, mr.len as u64);
     let at = (buf as u64).wrapping_sub(base);
     if (buf as u64) < base || at.checked_add(len as u64).is_none_or(|end| end > size) {
         return Err(FiError::new(
