@@ -38,7 +38,7 @@ libfabric-bin        tests           fi_info, fi_pingpong: the libfabric provide
 openmpi-bin          tests           mpirun: Open MPI over the libfabric provider (relink-ofi)
 libopenmpi-dev       tests           mpicc: the checked MPI program of relink-ofi; mpi4py builds against it
 python3-venv         tests           scripts/mpi4py.sh: the venv mpi4py is built in
-python3-dev          tests           scripts/mpi4py.sh: Python.h for mpi4py's extension
+python3-dev          tests           scripts/mpi4py.sh: Python.h for the mpi4py extension
 libibverbs-dev       lint,vm         relink-verbs `rdma` feature: verbs headers
 librdmacm-dev        lint,vm         relink-verbs `rdma` feature: rdma_cm headers
 libclang-dev         lint,vm         relink-verbs-sys: bindgen
