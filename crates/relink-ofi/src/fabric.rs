@@ -749,8 +749,16 @@ impl Fabric {
         let Some(s) = e.session else {
             return fail(FI_ENOTCONN, "fi_shutdown: not connected");
         };
-        e.conn = Conn::Down;
+        let was = std::mem::replace(&mut e.conn, Conn::Down);
+        let (fid, eq) = (e.fid, e.eq);
         let _ = st.node.close_gracefully(s, Duration::from_secs(5));
+        // The endpoint's own FI_SHUTDOWN, as rdma_cm's disconnect gives
+        // both sides one (the peer's comes when its session closes).
+        if was != Conn::Down {
+            if let Some(q) = eq.and_then(|q| st.eqs.get_mut(&q)) {
+                q.push(EqEvent::Shutdown { fid });
+            }
+        }
         Ok(())
     }
 

@@ -457,7 +457,7 @@ unsafe fn write_entries(format: fi_cq_format, entries: &[CqEntry], buf: *mut c_v
                             flags: e.flags,
                             len: e.len,
                             buf: std::ptr::null_mut(),
-                            data: 0,
+                            data: e.data,
                         })
                 }
                 _ => buf
@@ -468,7 +468,7 @@ unsafe fn write_entries(format: fi_cq_format, entries: &[CqEntry], buf: *mut c_v
                         flags: e.flags,
                         len: e.len,
                         buf: std::ptr::null_mut(),
-                        data: 0,
+                        data: e.data,
                         tag: 0,
                     }),
             }
