@@ -6,6 +6,11 @@
 //! Both hold raw pointers libfabric's caller gave; their constructors are
 //! `unsafe` and carry the caller's contract, every access is a raw copy
 //! (or an atomic) inside the bounds checked here.
+//!
+//! `CallerMemory` has a twin in librelink (`relink-c`'s `host_memory`),
+//! for C callers' buffers. Each FFI crate keeps its own: sharing one would
+//! take a crate of its own with `unsafe` in it, where the project keeps
+//! `unsafe` to the three FFI crates, each behind its own module.
 
 use std::fmt;
 use std::ptr::NonNull;
