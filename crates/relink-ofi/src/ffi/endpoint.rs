@@ -246,6 +246,18 @@ pub(super) unsafe extern "C" fn endpoint(
         let i = i.unwrap_or_default();
         // SAFETY: NULL or a handle of ours.
         let req = unsafe { connreq(handle) };
+        // A passive endpoint as the handle: the new endpoint takes its
+        // address (as fabtests' msg_sockets does).
+        // SAFETY: a fid of class PEP is one of our PepObj.
+        let pep_addr = unsafe {
+            handle
+                .as_ref()
+                .filter(|h| h.fclass as u32 == FI_CLASS_PEP)
+                .and_then(|_| {
+                    let p = &*handle.cast::<PepObj>();
+                    p.fabric.pep_getname(p.id).ok()
+                })
+        };
         let p = Box::into_raw(Box::new(EpObj {
             fid: fid_ep {
                 fid: fid_header(FI_CLASS_EP, context, EP_FID_OPS.ptr()),
@@ -266,7 +278,7 @@ pub(super) unsafe extern "C" fn endpoint(
         let opened = unsafe {
             (*p).fabric.ep_open(
                 p as usize,
-                i.src.unwrap_or_else(unspecified),
+                pep_addr.or(i.src).unwrap_or_else(unspecified),
                 i.dest,
                 req.map(|r| r.id),
                 i.tx.op_flags,

@@ -28,6 +28,7 @@ pub(super) unsafe extern "C" fn getinfo(
         }
         // SAFETY: libfabric passes NULL or a NUL-terminated string.
         let (node, service) = unsafe { (c_str(node), c_str(service)) };
+        let hints_ptr = hints;
         // SAFETY: libfabric passes NULL or a valid fi_info.
         let hints = unsafe { read_info(hints) };
         let params = match params() {
@@ -59,6 +60,10 @@ pub(super) unsafe extern "C" fn getinfo(
                 return e.errno();
             }
         };
+        // The hints' handle (a passive endpoint whose address an active
+        // endpoint takes over) is handed back in every answer.
+        // SAFETY: libfabric passes NULL or a valid fi_info.
+        let handle = unsafe { hints_handle(hints_ptr) };
         let mut head: *mut fi_info = std::ptr::null_mut();
         for a in answers.iter().rev() {
             let i = alloc_info(a);
@@ -68,13 +73,25 @@ pub(super) unsafe extern "C" fn getinfo(
                 return -(FI_ENOMEM as c_int);
             }
             // SAFETY: `i` was just allocated and is exclusively ours.
-            unsafe { (*i).next = head };
+            unsafe {
+                (*i).next = head;
+                (*i).handle = handle;
+            }
             head = i;
         }
         // SAFETY: `info` is non-NULL (checked) and libfabric's out-pointer.
         unsafe { *info = head };
         0
     })
+}
+
+/// The handle of the hints, if any.
+///
+/// # Safety
+/// `h` is NULL or a valid `fi_info`.
+unsafe fn hints_handle(h: *const fi_info) -> fid_t {
+    // SAFETY: the caller's contract.
+    unsafe { h.as_ref() }.map_or(std::ptr::null_mut(), |h| h.handle)
 }
 
 /// The hints (or any fi_info) as an [`Info`]; `None` for NULL.
