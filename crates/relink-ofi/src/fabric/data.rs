@@ -1,0 +1,353 @@
+//! The data path: messages in fragments, posted receives filled in
+//! order, RMA by key, and each operation's one completion.
+
+use super::*;
+
+impl Fabric {
+    /// `fi_send` (and `fi_sendv`, `fi_inject`, ...): the message's bytes
+    /// are copied; the completion comes once the peer's application has
+    /// the message.
+    pub fn send(
+        &self,
+        ep: Id,
+        bytes: &[u8],
+        context: usize,
+        flags: TxFlags,
+    ) -> Result<(), FiError> {
+        self.send_data(ep, bytes, None, context, flags)
+    }
+
+    /// `fi_senddata`/`fi_injectdata`: a message with remote CQ data, which
+    /// the peer's receive completion carries (`FI_REMOTE_CQ_DATA`).
+    pub fn send_data(
+        &self,
+        ep: Id,
+        bytes: &[u8],
+        data: Option<u64>,
+        context: usize,
+        flags: TxFlags,
+    ) -> Result<(), FiError> {
+        let mut st = self.lock();
+        let max = self.params.max_msg_size;
+        if bytes.len() > max {
+            return fail(
+                FI_EMSGSIZE,
+                format!(
+                    "a message of {} bytes is over max_msg_size ({max})",
+                    bytes.len()
+                ),
+            );
+        }
+        let (s, selective) = st.connected(ep)?;
+        let parts: Vec<_> = frame::fragments(bytes.len(), self.params.fragment()).collect();
+        if st.node.room(s).unwrap_or(0) < parts.len() as u64 {
+            return fail(
+                FI_EAGAIN,
+                "fi_send: the transmit queue is full (take completions)",
+            );
+        }
+        let mut last = None;
+        for (start, end, more) in parts {
+            let first = start == 0;
+            let payload = frame::encode(more, data.filter(|_| first), &bytes[start..end]);
+            last = Some(
+                st.node
+                    .submit(s, OpKind::Message { payload })
+                    .map_err(|e| submit_error("fi_send", e))?,
+            );
+        }
+        let report = !flags.inject && (!selective || flags.completion);
+        let e = st.ep_mut(ep)?;
+        let wait = flags.wait || e.tx_wait;
+        let entry = CqEntry {
+            context,
+            flags: FI_SEND | FI_MSG,
+            len: bytes.len(),
+            data: 0,
+        };
+        if let Some(op) = last {
+            e.pending.insert(
+                op,
+                Pending {
+                    context,
+                    flags: entry.flags,
+                    len: entry.len,
+                    // Reported now (the bytes are relink's: the buffer is
+                    // free), or when the peer's application has them.
+                    report: report && wait,
+                },
+            );
+        }
+        if report && !wait {
+            let tx = e.tx_cq;
+            if let Some(q) = tx.and_then(|c| st.cqs.get_mut(&c)) {
+                q.push(entry);
+            }
+        }
+        Ok(())
+    }
+
+    /// `fi_recv`/`fi_recvv`: the next message is copied into `buf`.
+    pub fn recv(
+        &self,
+        ep: Id,
+        buf: UserIov,
+        context: usize,
+        completion: bool,
+    ) -> Result<(), FiError> {
+        let mut st = self.lock();
+        let e = st.ep_mut(ep)?;
+        if e.conn == Conn::Down {
+            return fail(FI_ENOTCONN, "fi_recv: the connection ended");
+        }
+        if e.recvs.len() >= self.params.queue_size {
+            return fail(FI_EAGAIN, "fi_recv: the receive queue is full");
+        }
+        let report = !e.rx_selective || completion;
+        e.recvs.push_back(PostedRecv {
+            buf,
+            context,
+            report,
+        });
+        st.deliver(ep);
+        Ok(())
+    }
+
+    /// `fi_write`/`fi_read` of `len` bytes at `offset` of registration
+    /// `mr` to/from offset `remote` of the peer's registration `key`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn rma(
+        &self,
+        ep: Id,
+        write: bool,
+        mr: Id,
+        offset: u64,
+        len: usize,
+        key: u64,
+        remote: u64,
+        context: usize,
+        flags: TxFlags,
+    ) -> Result<(), FiError> {
+        let mut st = self.lock();
+        let (s, selective) = st.connected(ep)?;
+        let region = Self::region(&st, mr)?;
+        let len32 =
+            u32::try_from(len).map_err(|_| FiError::new(FI_EMSGSIZE, "an RMA of 4 GiB or more"))?;
+        let key32 = u32::try_from(key)
+            .map_err(|_| FiError::new(FI_EKEYREJECTED, format!("key {key:#x} is no relink key")))?;
+        let local = LocalRange {
+            region,
+            offset,
+            len: len32,
+        };
+        let peer_region = relink::RegionId(key32);
+        let remote = if st.ep_mut(ep)?.virt_addr {
+            remote
+                .checked_sub(st.peer_base(ep, s, peer_region)?)
+                .ok_or_else(|| {
+                    FiError::new(
+                        FI_EINVAL,
+                        format!("address {remote:#x} is below the start of key {key:#x}"),
+                    )
+                })?
+        } else {
+            remote
+        };
+        let token = relink::BufferToken {
+            region: peer_region,
+            offset: remote,
+        };
+        let kind = if write {
+            OpKind::Write {
+                local: local.into(),
+                remote: token,
+            }
+        } else {
+            OpKind::Read {
+                local: local.into(),
+                remote: token,
+            }
+        };
+        let op = st
+            .node
+            .submit(s, kind)
+            .map_err(|e| submit_error(if write { "fi_write" } else { "fi_read" }, e))?;
+        let report = !flags.inject && (!selective || flags.completion);
+        st.ep_mut(ep)?.pending.insert(
+            op,
+            Pending {
+                context,
+                flags: FI_RMA | if write { FI_WRITE } else { FI_READ },
+                len,
+                report,
+            },
+        );
+        Ok(())
+    }
+}
+
+impl State {
+    /// The address of the first byte of the peer's registration `region`
+    /// (`FI_MR_VIRT_ADDR`: remote addresses are the peer's), kept once
+    /// known: a registration's memory stays where it is across every
+    /// reconnection. `FI_EAGAIN` while the session is between connections
+    /// and the address was never seen (the next connection advertises it).
+    pub(super) fn peer_base(
+        &mut self,
+        ep: Id,
+        s: SessionHandle,
+        region: relink::RegionId,
+    ) -> Result<u64, FiError> {
+        if let Some(&b) = self.ep_mut(ep)?.peer_bases.get(&region) {
+            return Ok(b);
+        }
+        match self.node.peer_region(s, region) {
+            Some((addr, _)) => {
+                self.ep_mut(ep)?.peer_bases.insert(region, addr);
+                Ok(addr)
+            }
+            None if self.node.state(s) == Some(SessionState::Established) => fail(
+                FI_EKEYREJECTED,
+                format!("the peer advertised no registration of key {:#x}", region.0),
+            ),
+            None => fail(FI_EAGAIN, "the connection is being recovered: try again"),
+        }
+    }
+
+    /// The session of a connected endpoint and its transmit selectivity.
+    pub(super) fn connected(&mut self, ep: Id) -> Result<(SessionHandle, bool), FiError> {
+        let e = self.ep_mut(ep)?;
+        match (e.conn, e.session) {
+            (Conn::Connected, Some(s)) => Ok((s, e.tx_selective)),
+            (Conn::Down, _) => fail(FI_ENOTCONN, "the connection ended"),
+            _ => fail(FI_ENOTCONN, "not connected yet"),
+        }
+    }
+
+    /// Messages into the receives posted, in order, while both are there.
+    pub(super) fn deliver(&mut self, ep: Id) {
+        let Some(e) = self.eps.get_mut(&ep) else {
+            return;
+        };
+        let (Some(s), Conn::Connected | Conn::Accepting) = (e.session, e.conn) else {
+            return;
+        };
+        while !e.recvs.is_empty() {
+            if self.node.poll_delivery_into(s, &mut self.scratch).is_none() {
+                break;
+            }
+            let f = match frame::decode(&self.scratch) {
+                Ok(f) => f,
+                Err(err) => {
+                    let Some(r) = e.recvs.pop_front() else { break };
+                    e.partial = 0;
+                    if let Some(q) = e.rx_cq.and_then(|c| self.cqs.get_mut(&c)) {
+                        q.push_error(CqError {
+                            entry: CqEntry {
+                                context: r.context,
+                                flags: FI_RECV | FI_MSG,
+                                len: 0,
+                                data: 0,
+                            },
+                            err: FI_EOTHER,
+                            olen: 0,
+                            message: err.to_string(),
+                        });
+                    }
+                    continue;
+                }
+            };
+            let Some(r) = e.recvs.front() else { break };
+            r.buf.write_at(e.partial, f.part);
+            e.partial += f.part.len();
+            if f.data.is_some() {
+                e.partial_data = f.data;
+            }
+            if f.more > 0 {
+                continue;
+            }
+            let total = std::mem::take(&mut e.partial);
+            let data = e.partial_data.take();
+            let Some(r) = e.recvs.pop_front() else { break };
+            let n = total.min(r.buf.len());
+            let entry = CqEntry {
+                context: r.context,
+                flags: FI_RECV | FI_MSG | if data.is_some() { FI_REMOTE_CQ_DATA } else { 0 },
+                len: n,
+                data: data.unwrap_or(0),
+            };
+            let Some(q) = e.rx_cq.and_then(|c| self.cqs.get_mut(&c)) else {
+                continue;
+            };
+            if n < total {
+                q.push_error(CqError {
+                    entry,
+                    err: FI_ETRUNC,
+                    olen: total - n,
+                    message: format!(
+                        "a message of {total} bytes was cut to the {n} bytes of the receive buffer"
+                    ),
+                });
+            } else if r.report {
+                q.push(entry);
+            }
+        }
+    }
+
+    /// An operation's one completion into its queue.
+    pub(super) fn completed(&mut self, ep: Id, c: Completion) {
+        let Some(e) = self.eps.get_mut(&ep) else {
+            return;
+        };
+        let Some(p) = e.pending.remove(&c.op) else {
+            // The provider's own message (the answer).
+            return;
+        };
+        let Some(q) = e.tx_cq.and_then(|c| self.cqs.get_mut(&c)) else {
+            return;
+        };
+        let entry = CqEntry {
+            context: p.context,
+            flags: p.flags,
+            len: p.len,
+            data: 0,
+        };
+        match c.outcome {
+            Outcome::Success { .. } => {
+                if p.report {
+                    q.push(entry);
+                }
+            }
+            Outcome::Failed(err) => q.push_error(CqError {
+                entry,
+                err: match err {
+                    relink::OpError::Disconnected => FI_ECANCELED,
+                    relink::OpError::Remote(_) => FI_EREMOTEIO,
+                    relink::OpError::TooLargeForPeer => FI_EMSGSIZE,
+                    _ => FI_EIO,
+                } as u32,
+                olen: 0,
+                message: err.to_string(),
+            }),
+            Outcome::Indeterminate { executed } => q.push_error(CqError {
+                entry,
+                err: FI_EIO as u32,
+                olen: 0,
+                message: format!(
+                    "the connection ended before the operation was confirmed \
+                     (it may have taken effect{})",
+                    match executed {
+                        Some(true) => ": it did",
+                        _ => "",
+                    }
+                ),
+            }),
+            _ => q.push_error(CqError {
+                entry,
+                err: FI_EIO as u32,
+                olen: 0,
+                message: "the operation ended without success".into(),
+            }),
+        }
+    }
+}
