@@ -170,9 +170,12 @@ fn open_mpi_rides_through_resets_replacements_and_replugs_on_both_hosts() {
     }
     let faulted = start.elapsed();
     passed(&mut job, 4, Duration::from_secs(600));
+    // Each fault takes down every session on that device that is up; one
+    // that lands while a session still recovers from the last is no new
+    // loss for it, so the bound is loose (a loaded machine recovers slower).
     let losses = job.count("transport lost");
     assert!(
-        losses >= 14,
+        losses >= faults.len() / 2,
         "relink saw {losses} losses for {} faults",
         faults.len()
     );
