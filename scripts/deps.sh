@@ -35,6 +35,7 @@ nbdkit               tests           nbdkit: relinkd nbd bench baseline (file pl
 iproute2             tests,vm        ip, tc: relinkd network-namespace tests; the guest network and its netem loss
 util-linux           tests           setpriv: relinkd control test (another user as client)
 libfabric-bin        tests           fi_info, fi_pingpong: the libfabric provider tests (relink-ofi)
+libfabric-dev        tests           rdma/fi_*.h: the libfabric RMA check rma.c (relink-ofi)
 openmpi-bin          tests           mpirun: Open MPI over the libfabric provider (relink-ofi)
 libopenmpi-dev       tests           mpicc: the checked MPI program of relink-ofi; mpi4py builds against it
 python3-venv         tests           scripts/mpi4py.sh: the venv mpi4py is built in

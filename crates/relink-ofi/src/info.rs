@@ -47,8 +47,11 @@ pub const TX_OP_FLAGS: u64 =
 /// Message ordering: messages are delivered in the order sent, each once.
 pub const MSG_ORDER: u64 = FI_ORDER_SAS;
 
-/// Bytes of remote CQ data a message carries (`fi_senddata`).
-pub const CQ_DATA_SIZE: usize = crate::frame::DATA;
+/// Bytes of remote CQ data a message (`fi_senddata`) or an RMA write
+/// (`fi_writedata`) carries: 4, the immediate data of a verbs WRITE, which
+/// relink's WRITE with immediate data keeps (libfabric's verbs provider
+/// offers the same). Higher bytes the caller passes are not sent.
+pub const CQ_DATA_SIZE: usize = 4;
 
 /// The most ranges an iovec may have (relink's scatter/gather limit).
 pub const IOV_LIMIT: usize = 4;
@@ -238,11 +241,14 @@ pub fn getinfo(
                 continue;
             }
         }
-        let Some(local) = local_addr(d, src, dest) else {
+        let Some(local) = local_addr(d, src, dest, params.addr) else {
             refusals.push(format!(
                 "{}: owns no {} address{}",
                 d.id.name,
-                src.map(|s| s.ip().to_string())
+                src.map(|s| *s.ip())
+                    .filter(|ip| !ip.is_unspecified())
+                    .or(params.addr)
+                    .map(|ip| ip.to_string())
                     .unwrap_or_else(|| "IPv4".into()),
                 dest.map(|a| format!(" that reaches {}", a.ip()))
                     .unwrap_or_default()
@@ -295,11 +301,13 @@ fn query_addr(q: &Query<'_>) -> Result<Option<SocketAddrV4>, GetinfoError> {
 }
 
 /// The address of device `d` for an endpoint at `src` (its port kept)
-/// talking to `dest`, if the device owns `src` and reaches `dest`.
+/// talking to `dest`, if the device owns `src` (and `only`, the
+/// `FI_RELINK_ADDR` parameter) and reaches `dest`.
 fn local_addr(
     d: &DeviceInfo,
     src: Option<SocketAddrV4>,
     dest: Option<SocketAddrV4>,
+    only: Option<Ipv4Addr>,
 ) -> Option<SocketAddrV4> {
     let port = src.map(|s| s.port()).unwrap_or(0);
     let wanted = src.map(|s| *s.ip()).filter(|ip| !ip.is_unspecified());
@@ -307,7 +315,7 @@ fn local_addr(
         let std::net::IpAddr::V4(ip) = net.addr else {
             return None;
         };
-        if wanted.is_some_and(|w| w != ip) {
+        if wanted.is_some_and(|w| w != ip) || only.is_some_and(|o| o != ip) {
             return None;
         }
         if let Some(dest) = dest {
@@ -514,5 +522,77 @@ fn progress(asked: u32) -> u32 {
     match asked {
         FI_PROGRESS_MANUAL => FI_PROGRESS_MANUAL,
         _ => FI_PROGRESS_AUTO,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use relink_fabric::{DeviceId, Guid, PortState};
+
+    /// Two devices on one subnet, as rxe0 and rxe1 in the VM tier.
+    fn two() -> Vec<DeviceInfo> {
+        [("rxe0", "10.10.0.1/24"), ("rxe1", "10.10.0.2/24")]
+            .iter()
+            .enumerate()
+            .map(|(i, (name, net))| DeviceInfo {
+                id: DeviceId {
+                    name: name.to_string(),
+                    index: i as u32,
+                    generation: 1,
+                },
+                node_guid: Guid(i as u64 + 1),
+                addrs: vec![net.parse().unwrap()],
+                netdev: None,
+                port_state: PortState::Active,
+            })
+            .collect()
+    }
+
+    fn srcs(out: &[Info]) -> Vec<String> {
+        out.iter().map(|i| i.src.unwrap().to_string()).collect()
+    }
+
+    #[test]
+    fn every_device_answers_unless_fi_relink_addr_names_one() {
+        let dest = Query {
+            node: Some("10.10.0.2"),
+            service: Some("7000"),
+            source: false,
+        };
+        let all = getinfo(&two(), &dest, None, &Params::default()).unwrap();
+        assert_eq!(srcs(&all), ["10.10.0.1:0", "10.10.0.2:0"]);
+
+        let p = Params {
+            addr: Some(Ipv4Addr::new(10, 10, 0, 1)),
+            ..Params::default()
+        };
+        let one = getinfo(&two(), &dest, None, &p).unwrap();
+        assert_eq!(srcs(&one), ["10.10.0.1:0"]);
+        assert_eq!(one[0].dest.unwrap().to_string(), "10.10.0.2:7000");
+
+        // A listener at an address the parameter excludes: nothing, and
+        // why.
+        let listen = Query {
+            node: Some("10.10.0.2"),
+            service: Some("7000"),
+            source: true,
+        };
+        match getinfo(&two(), &listen, None, &p) {
+            Err(GetinfoError::NoData(why)) => {
+                assert!(why.contains("rxe0: owns no 10.10.0.2 address"), "{why}")
+            }
+            other => panic!("{other:?}"),
+        }
+        let other = Params {
+            addr: Some(Ipv4Addr::new(10, 10, 9, 9)),
+            ..Params::default()
+        };
+        match getinfo(&two(), &Query::default(), None, &other) {
+            Err(GetinfoError::NoData(why)) => {
+                assert!(why.contains("rxe1: owns no 10.10.9.9 address"), "{why}")
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }

@@ -8,6 +8,7 @@
 
 #![forbid(unsafe_code)]
 
+use std::net::Ipv4Addr;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -31,6 +32,12 @@ pub const DEFS: &[ParamDef] = &[
         name: "soft_dir",
         help: "The directory of soft devices (relink soft-device --dir). (default: \
                $RELINK_SOFT_DIR, else $XDG_RUNTIME_DIR/relink-soft, else /tmp/relink-soft-UID)",
+    },
+    ParamDef {
+        name: "addr",
+        help: "The IPv4 address whose device the provider offers and whose address \
+               endpoints take: a rank's own device where a host has several. (default: \
+               every device, each with its first IPv4 address)",
     },
     ParamDef {
         name: "give_up",
@@ -67,6 +74,8 @@ pub struct Params {
     pub backend: Backend,
     /// The soft devices' directory (`None`: relink's default).
     pub soft_dir: Option<PathBuf>,
+    /// The one local address offered (`None`: every device's).
+    pub addr: Option<Ipv4Addr>,
     /// The give-up deadline (`None`: never).
     pub give_up: Option<Duration>,
     /// How long a first connect tries (`None`: until the give-up time).
@@ -93,6 +102,7 @@ impl Default for Params {
         Params {
             backend: Backend::Soft,
             soft_dir: None,
+            addr: None,
             give_up: Some(Duration::from_secs(600)),
             connect_timeout: Some(Duration::from_secs(30)),
             max_msg_size: 1 << 30,
@@ -136,6 +146,13 @@ impl Params {
         }
         if let Some(v) = get("soft_dir").filter(|v| !v.is_empty()) {
             p.soft_dir = Some(PathBuf::from(v));
+        }
+        if let Some(v) = get("addr").filter(|v| !v.is_empty()) {
+            p.addr = Some(
+                v.trim()
+                    .parse::<Ipv4Addr>()
+                    .map_err(|_| err("addr", &v, "not an IPv4 address"))?,
+            );
         }
         let secs = |name: &'static str, v: &str| {
             v.trim()
@@ -212,8 +229,10 @@ mod tests {
             ("slot_size", "4096"),
             ("queue_size", "128"),
             ("soft_dir", "/tmp/x"),
+            ("addr", "10.10.0.1"),
         ])
         .unwrap();
+        assert_eq!(p.addr, Some(Ipv4Addr::new(10, 10, 0, 1)));
         assert_eq!(p.backend, Backend::Verbs);
         assert_eq!(p.give_up, None);
         assert_eq!(p.connect_timeout, Some(Duration::from_secs(5)));
@@ -234,6 +253,10 @@ mod tests {
         assert!(with(&[("backend", "rxe")]).is_err());
         assert!(with(&[("give_up", "-1")]).is_err());
         assert!(with(&[("queue_size", "0")]).is_err());
+        assert_eq!(
+            with(&[("addr", "rxe0")]).unwrap_err().to_string(),
+            "FI_RELINK_ADDR=\"rxe0\": not an IPv4 address"
+        );
     }
 
     #[test]

@@ -70,6 +70,7 @@ fn fi_info_lists_the_provider_its_rdm_layering_and_its_parameters() {
     for p in [
         "BACKEND",
         "SOFT_DIR",
+        "ADDR",
         "GIVE_UP",
         "CONNECT_TIMEOUT",
         "MAX_MSG_SIZE",

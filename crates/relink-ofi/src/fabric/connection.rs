@@ -167,7 +167,9 @@ impl State {
                     }
                 }
                 Owner::Orphan => {
-                    while self.node.poll_completion(s).is_some() {}
+                    while let Some(c) = self.node.poll_completion(s) {
+                        self.release_inject(c.op);
+                    }
                     while self.node.poll_delivery(s).is_some() {}
                     while let Some(ev) = self.node.poll_event(s) {
                         if ends(&ev) {

@@ -49,7 +49,8 @@ impl Fabric {
         let mut last = None;
         for (start, end, more) in parts {
             let first = start == 0;
-            let payload = frame::encode(more, data.filter(|_| first), &bytes[start..end]);
+            let d = data.filter(|_| first).map(|d| u64::from(cq_data(d)));
+            let payload = frame::encode(more, d, &bytes[start..end]);
             last = Some(
                 st.node
                     .submit(s, OpKind::Message { payload })
@@ -113,13 +114,14 @@ impl Fabric {
         Ok(())
     }
 
-    /// `fi_write`/`fi_read` of `len` bytes at `offset` of registration
-    /// `mr` to/from offset `remote` of the peer's registration `key`.
+    /// `fi_write`/`fi_read`/`fi_writedata` (`kind`) of `len` bytes at
+    /// `offset` of registration `mr` to/from offset `remote` of the peer's
+    /// registration `key`.
     #[allow(clippy::too_many_arguments)]
     pub fn rma(
         &self,
         ep: Id,
-        write: bool,
+        kind: Rma,
         mr: Id,
         offset: u64,
         len: usize,
@@ -129,21 +131,115 @@ impl Fabric {
         flags: TxFlags,
     ) -> Result<(), FiError> {
         let mut st = self.lock();
-        let (s, selective) = st.connected(ep)?;
         let region = Self::region(&st, mr)?;
         let len32 =
             u32::try_from(len).map_err(|_| FiError::new(FI_EMSGSIZE, "an RMA of 4 GiB or more"))?;
-        let key32 = u32::try_from(key)
-            .map_err(|_| FiError::new(FI_EKEYREJECTED, format!("key {key:#x} is no relink key")))?;
         let local = LocalRange {
             region,
             offset,
             len: len32,
         };
+        let report = !flags.inject && (!st.connected(ep)?.1 || flags.completion);
+        st.rma(ep, kind, local, key, remote, context, report)
+            .map(drop)
+    }
+
+    /// `fi_inject_write`/`fi_inject_writedata`: `bytes` are copied into an
+    /// inject slot at once (the caller's buffer is free at return), and
+    /// written from there; no completion.
+    pub fn rma_inject(
+        &self,
+        ep: Id,
+        kind: Rma,
+        bytes: &[u8],
+        key: u64,
+        remote: u64,
+    ) -> Result<(), FiError> {
+        let slot = self.params.inject_size();
+        if bytes.len() > slot {
+            return fail(
+                FI_EMSGSIZE,
+                format!(
+                    "an inject of {} bytes is over inject_size ({slot})",
+                    bytes.len()
+                ),
+            );
+        }
+        let mut st = self.lock();
+        st.connected(ep)?;
+        // Enough for a window of small writes; 1 MiB at the default 4 KiB.
+        let slots = self.params.queue_size.min(256);
+        if st.inject.is_none() {
+            let memory = st
+                .node
+                .alloc_memory(slots * slot)
+                .map_err(|e| FiError::new(FI_ENOMEM, format!("the inject buffers: {e}")))?;
+            let region = st
+                .node
+                .register(memory.clone(), relink::Access::LOCAL_WRITE)
+                .map_err(|e| FiError::new(FI_ENOMEM, format!("the inject buffers: {e}")))?;
+            st.inject = Some(InjectPool {
+                memory,
+                region,
+                slot,
+                free: (0..slots as u32).rev().collect(),
+                held: HashMap::new(),
+            });
+        }
+        let pool = st.inject.as_mut().expect("made above");
+        let Some(i) = pool.free.pop() else {
+            return fail(
+                FI_EAGAIN,
+                "every inject buffer is in flight (take completions)",
+            );
+        };
+        let offset = i as usize * pool.slot;
+        let local = LocalRange {
+            region: pool.region,
+            offset: offset as u64,
+            len: bytes.len() as u32,
+        };
+        if let Err(e) = pool.memory.write(offset, bytes) {
+            pool.free.push(i);
+            return fail(FI_EINVAL, format!("the inject buffers: {e}"));
+        }
+        match st.rma(ep, kind, local, key, remote, 0, false) {
+            Ok(op) => {
+                if let Some(p) = st.inject.as_mut() {
+                    p.held.insert(op, i);
+                }
+                Ok(())
+            }
+            Err(e) => {
+                if let Some(p) = st.inject.as_mut() {
+                    p.free.push(i);
+                }
+                Err(e)
+            }
+        }
+    }
+}
+
+impl State {
+    /// An RMA from or to `local` (see [`Fabric::rma`]): its operation.
+    #[allow(clippy::too_many_arguments)]
+    fn rma(
+        &mut self,
+        ep: Id,
+        kind: Rma,
+        local: LocalRange,
+        key: u64,
+        remote: u64,
+        context: usize,
+        report: bool,
+    ) -> Result<relink::OpId, FiError> {
+        let (s, _) = self.connected(ep)?;
+        let key32 = u32::try_from(key)
+            .map_err(|_| FiError::new(FI_EKEYREJECTED, format!("key {key:#x} is no relink key")))?;
         let peer_region = relink::RegionId(key32);
-        let remote = if st.ep_mut(ep)?.virt_addr {
+        let remote = if self.ep_mut(ep)?.virt_addr {
             remote
-                .checked_sub(st.peer_base(ep, s, peer_region)?)
+                .checked_sub(self.peer_base(ep, s, peer_region)?)
                 .ok_or_else(|| {
                     FiError::new(
                         FI_EINVAL,
@@ -157,36 +253,54 @@ impl Fabric {
             region: peer_region,
             offset: remote,
         };
-        let kind = if write {
-            OpKind::Write {
-                local: local.into(),
-                remote: token,
-            }
-        } else {
-            OpKind::Read {
-                local: local.into(),
-                remote: token,
-            }
+        let len = local.len as usize;
+        let local = local.into();
+        let (op, name) = match kind {
+            Rma::Read => (
+                OpKind::Read {
+                    local,
+                    remote: token,
+                },
+                "fi_read",
+            ),
+            Rma::Write => (
+                OpKind::Write {
+                    local,
+                    remote: token,
+                },
+                "fi_write",
+            ),
+            Rma::WriteData(data) => (
+                OpKind::WriteImm {
+                    local,
+                    remote: token,
+                    imm: cq_data(data),
+                },
+                "fi_writedata",
+            ),
         };
-        let op = st
-            .node
-            .submit(s, kind)
-            .map_err(|e| submit_error(if write { "fi_write" } else { "fi_read" }, e))?;
-        let report = !flags.inject && (!selective || flags.completion);
-        st.ep_mut(ep)?.pending.insert(
+        let op = self.node.submit(s, op).map_err(|e| submit_error(name, e))?;
+        self.ep_mut(ep)?.pending.insert(
             op,
             Pending {
                 context,
-                flags: FI_RMA | if write { FI_WRITE } else { FI_READ },
+                flags: FI_RMA | if kind == Rma::Read { FI_READ } else { FI_WRITE },
                 len,
                 report,
             },
         );
-        Ok(())
+        Ok(op)
     }
-}
 
-impl State {
+    /// The inject slot operation `op` held is free again: it completed.
+    pub(super) fn release_inject(&mut self, op: relink::OpId) {
+        if let Some(p) = self.inject.as_mut() {
+            if let Some(i) = p.held.remove(&op) {
+                p.free.push(i);
+            }
+        }
+    }
+
     /// The address of the first byte of the peer's registration `region`
     /// (`FI_MR_VIRT_ADDR`: remote addresses are the peer's), kept once
     /// known: a registration's memory stays where it is across every
@@ -232,8 +346,21 @@ impl State {
         let (Some(s), Conn::Connected | Conn::Accepting) = (e.session, e.conn) else {
             return;
         };
-        while !e.recvs.is_empty() {
-            if self.node.poll_delivery_into(s, &mut self.scratch).is_none() {
+        loop {
+            // A peer's fi_writedata, in order with its messages: no
+            // receive is consumed (no FI_RX_CQ_DATA mode).
+            if let Some((_, w)) = self.node.poll_written(s) {
+                if let Some(q) = e.rx_cq.and_then(|c| self.cqs.get_mut(&c)) {
+                    q.push(CqEntry {
+                        context: 0,
+                        flags: FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA,
+                        len: w.len as usize,
+                        data: u64::from(w.imm),
+                    });
+                }
+                continue;
+            }
+            if e.recvs.is_empty() || self.node.poll_delivery_into(s, &mut self.scratch).is_none() {
                 break;
             }
             let f = match frame::decode(&self.scratch) {
@@ -296,6 +423,7 @@ impl State {
 
     /// An operation's one completion into its queue.
     pub(super) fn completed(&mut self, ep: Id, c: Completion) {
+        self.release_inject(c.op);
         let Some(e) = self.eps.get_mut(&ep) else {
             return;
         };
@@ -303,6 +431,7 @@ impl State {
             // The provider's own message (the answer).
             return;
         };
+
         let Some(q) = e.tx_cq.and_then(|c| self.cqs.get_mut(&c)) else {
             return;
         };

@@ -104,6 +104,22 @@ struct State {
     mrs: HashMap<Id, relink::RegionId>,
     by_session: HashMap<SessionHandle, Owner>,
     scratch: Vec<u8>,
+    /// The bounce buffers of RMA injects, made at the first.
+    inject: Option<InjectPool>,
+}
+
+/// Registered memory of the fabric that RMA injects (`fi_inject_write`,
+/// `fi_inject_writedata`) copy their bytes into: a WRITE's source must be
+/// registered, and an inject's buffer is the caller's again at return.
+/// One slot of `inject_size` bytes per operation in flight, up to the
+/// queue size; a slot is free again at its operation's completion (also
+/// when its endpoint was closed before).
+struct InjectPool {
+    memory: relink::Memory,
+    region: relink::RegionId,
+    slot: usize,
+    free: Vec<u32>,
+    held: HashMap<relink::OpId, u32>,
 }
 
 /// Who a session belongs to.
@@ -193,6 +209,25 @@ struct PostedRecv {
     report: bool,
 }
 
+/// An RMA operation (`fi_read`, `fi_write`, `fi_writedata`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rma {
+    /// Read the peer's memory.
+    Read,
+    /// Write the peer's memory.
+    Write,
+    /// Write the peer's memory and tell the peer's application, in order
+    /// with the messages, with this remote CQ data: relink's WRITE with
+    /// immediate data.
+    WriteData(u64),
+}
+
+/// The remote CQ data that travels: its low
+/// [`CQ_DATA_SIZE`](crate::info::CQ_DATA_SIZE) bytes.
+pub(crate) fn cq_data(data: u64) -> u32 {
+    data as u32
+}
+
 /// What a transmit's flags ask.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct TxFlags {
@@ -232,6 +267,7 @@ impl Fabric {
                 mrs: HashMap::new(),
                 by_session: HashMap::new(),
                 scratch: Vec::new(),
+                inject: None,
             }),
         });
         let weak = Arc::downgrade(&fabric);

@@ -1,6 +1,6 @@
 //! The data path's entry points: messages (send, sendv, sendmsg,
-//! inject, senddata, injectdata; recv, recvv, recvmsg) and RMA (read and
-//! write, their v and msg forms) of active endpoints.
+//! inject, senddata, injectdata; recv, recvv, recvmsg) and RMA (read,
+//! write and writedata, their v, msg and inject forms) of active endpoints.
 
 use std::ffi::c_void;
 
@@ -10,7 +10,7 @@ use super::memory::UserIov;
 use super::nosys::*;
 use super::sys::*;
 use super::{obj, sguard, sret, Ops};
-use crate::fabric::{FiError, TxFlags};
+use crate::fabric::{FiError, Rma, TxFlags};
 use crate::info::IOV_LIMIT;
 
 pub(super) static MSG_OPS: Ops<fi_ops_msg> = Ops(fi_ops_msg {
@@ -32,6 +32,9 @@ pub(super) static RMA_OPS: Ops<fi_ops_rma> = Ops(fi_ops_rma {
     write: Some(rma_write),
     writev: Some(rma_writev),
     writemsg: Some(rma_writemsg),
+    inject: Some(rma_inject),
+    writedata: Some(rma_writedata),
+    injectdata: Some(rma_injectdata),
     ..RMA_NOSYS
 });
 
@@ -324,7 +327,6 @@ unsafe extern "C" fn injectdata(
         }
     })
 }
-
 /// An RMA of one local range and one remote range.
 ///
 /// # Safety
@@ -333,7 +335,7 @@ unsafe extern "C" fn injectdata(
 #[allow(clippy::too_many_arguments)]
 unsafe fn post_rma(
     ep: *mut fid_ep,
-    write: bool,
+    kind: Rma,
     buf: *const c_void,
     len: usize,
     d: *mut c_void,
@@ -353,7 +355,7 @@ unsafe fn post_rma(
             })?;
             e.fabric.rma(
                 e.id,
-                write,
+                kind,
                 mr,
                 offset,
                 len,
@@ -367,30 +369,46 @@ unsafe fn post_rma(
     sret(r)
 }
 
-/// The one range of an RMA's iovecs and descriptors.
+/// `fi_readv`/`fi_writev`/`fi_writemsg`...: an RMA whose local side is
+/// libfabric's iovecs and descriptors, of one range.
 ///
 /// # Safety
-/// `iov` holds `count` iovecs and `desc` NULL or `count` descriptors.
-unsafe fn one_range(
+/// `iov` holds `count` iovecs and `desc` NULL or `count` descriptors; as
+/// `post_rma`.
+#[allow(clippy::too_many_arguments)]
+unsafe fn post_rma_iov(
+    ep: *mut fid_ep,
+    kind: Rma,
     iov: *const iovec,
     desc: *mut *mut c_void,
     count: usize,
-) -> Result<(*const c_void, usize, *mut c_void), FiError> {
+    addr: u64,
+    key: u64,
+    context: *mut c_void,
+    flags: TxFlags,
+) -> isize {
     if count != 1 || iov.is_null() {
-        return Err(FiError::new(
+        return sret(Err(FiError::new(
             FI_EINVAL,
             "an RMA of one local range (rma iov_limit 1)",
-        ));
+        )));
     }
-    // SAFETY: the caller's contract.
+    // SAFETY: the caller's contract: one iovec, and NULL or one descriptor.
+    let (v, d) = unsafe {
+        (
+            &*iov,
+            if desc.is_null() {
+                std::ptr::null_mut()
+            } else {
+                *desc
+            },
+        )
+    };
+    // SAFETY: the caller's contract is post_rma's.
     unsafe {
-        let v = &*iov;
-        let d = if desc.is_null() {
-            std::ptr::null_mut()
-        } else {
-            *desc
-        };
-        Ok((v.iov_base, v.iov_len, d))
+        post_rma(
+            ep, kind, v.iov_base, v.iov_len, d, addr, key, context, flags,
+        )
     }
 }
 
@@ -405,7 +423,7 @@ unsafe extern "C" fn rma_read(
     context: *mut c_void,
 ) -> isize {
     // SAFETY: libfabric's contract for fi_read is post_rma's.
-    sguard(|| unsafe { post_rma(ep, false, buf, len, desc, addr, key, context, SEND) })
+    sguard(|| unsafe { post_rma(ep, Rma::Read, buf, len, desc, addr, key, context, SEND) })
 }
 
 unsafe extern "C" fn rma_readv(
@@ -418,20 +436,15 @@ unsafe extern "C" fn rma_readv(
     key: u64,
     context: *mut c_void,
 ) -> isize {
-    sguard(|| {
-        // SAFETY: libfabric's iovecs and descriptors.
-        match unsafe { one_range(iov, desc, count) } {
-            // SAFETY: as `rma_read`.
-            Ok((b, l, d)) => unsafe { post_rma(ep, false, b, l, d, addr, key, context, SEND) },
-            Err(e) => sret(Err(e)),
-        }
-    })
+    // SAFETY: libfabric's contract for fi_readv is post_rma_iov's.
+    sguard(|| unsafe { post_rma_iov(ep, Rma::Read, iov, desc, count, addr, key, context, SEND) })
 }
 
-/// `fi_readmsg` / `fi_writemsg`.
+/// `fi_readmsg` / `fi_writemsg` (with `FI_REMOTE_CQ_DATA`: the write
+/// carries `msg.data`).
 ///
 /// # Safety
-/// `msg` is NULL or libfabric's valid message; as `post_rma`.
+/// `msg` is NULL or libfabric's valid message; as `post_rma_iov`.
 unsafe fn rma_msg(ep: *mut fid_ep, write: bool, msg: *const fi_msg_rma, flags: u64) -> isize {
     // SAFETY: the caller's contract.
     let Some(m) = (unsafe { msg.as_ref() }) else {
@@ -445,12 +458,25 @@ unsafe fn rma_msg(ep: *mut fid_ep, write: bool, msg: *const fi_msg_rma, flags: u
     }
     // SAFETY: `rma_iov` holds one entry.
     let r = unsafe { &*m.rma_iov };
+    let kind = match (write, flags & FI_REMOTE_CQ_DATA != 0) {
+        (false, _) => Rma::Read,
+        (true, false) => Rma::Write,
+        (true, true) => Rma::WriteData(m.data),
+    };
     let f = tx_flags(flags);
-    // SAFETY: libfabric's iovecs and descriptors.
-    match unsafe { one_range(m.msg_iov, m.desc, m.iov_count) } {
-        // SAFETY: as `post_rma`.
-        Ok((b, l, d)) => unsafe { post_rma(ep, write, b, l, d, r.addr, r.key, m.context, f) },
-        Err(e) => sret(Err(e)),
+    // SAFETY: as `post_rma_iov`.
+    unsafe {
+        post_rma_iov(
+            ep,
+            kind,
+            m.msg_iov,
+            m.desc,
+            m.iov_count,
+            r.addr,
+            r.key,
+            m.context,
+            f,
+        )
     }
 }
 
@@ -470,7 +496,7 @@ unsafe extern "C" fn rma_write(
     context: *mut c_void,
 ) -> isize {
     // SAFETY: libfabric's contract for fi_write is post_rma's.
-    sguard(|| unsafe { post_rma(ep, true, buf, len, desc, addr, key, context, SEND) })
+    sguard(|| unsafe { post_rma(ep, Rma::Write, buf, len, desc, addr, key, context, SEND) })
 }
 
 unsafe extern "C" fn rma_writev(
@@ -483,17 +509,82 @@ unsafe extern "C" fn rma_writev(
     key: u64,
     context: *mut c_void,
 ) -> isize {
-    sguard(|| {
-        // SAFETY: libfabric's iovecs and descriptors.
-        match unsafe { one_range(iov, desc, count) } {
-            // SAFETY: as `rma_write`.
-            Ok((b, l, d)) => unsafe { post_rma(ep, true, b, l, d, addr, key, context, SEND) },
-            Err(e) => sret(Err(e)),
-        }
-    })
+    // SAFETY: libfabric's contract for fi_writev is post_rma_iov's.
+    sguard(|| unsafe { post_rma_iov(ep, Rma::Write, iov, desc, count, addr, key, context, SEND) })
 }
 
 unsafe extern "C" fn rma_writemsg(ep: *mut fid_ep, msg: *const fi_msg_rma, flags: u64) -> isize {
     // SAFETY: libfabric's contract is rma_msg's.
     sguard(|| unsafe { rma_msg(ep, true, msg, flags) })
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn rma_writedata(
+    ep: *mut fid_ep,
+    buf: *const c_void,
+    len: usize,
+    desc: *mut c_void,
+    data: u64,
+    _dest: fi_addr_t,
+    addr: u64,
+    key: u64,
+    context: *mut c_void,
+) -> isize {
+    let kind = Rma::WriteData(data);
+    // SAFETY: libfabric's contract for fi_writedata is post_rma's.
+    sguard(|| unsafe { post_rma(ep, kind, buf, len, desc, addr, key, context, SEND) })
+}
+
+/// `fi_inject_write`/`fi_inject_writedata`: the bytes are copied before
+/// it returns.
+///
+/// # Safety
+/// `ep` is ours; `buf` holds `len` bytes (or `len` is 0).
+unsafe fn rma_inject_any(
+    ep: *mut fid_ep,
+    kind: Rma,
+    buf: *const c_void,
+    len: usize,
+    addr: u64,
+    key: u64,
+) -> isize {
+    if buf.is_null() && len > 0 {
+        return sret(Err(FiError::new(FI_EINVAL, "a NULL buffer")));
+    }
+    let bytes: &[u8] = if len == 0 {
+        &[]
+    } else {
+        // SAFETY: the caller's contract: `len` bytes at `buf`, read now.
+        unsafe { std::slice::from_raw_parts(buf.cast(), len) }
+    };
+    // SAFETY: the caller's contract.
+    let r = unsafe { obj::<EpObj>(ep.cast()) }
+        .and_then(|e| e.fabric.rma_inject(e.id, kind, bytes, key, addr));
+    sret(r)
+}
+
+unsafe extern "C" fn rma_inject(
+    ep: *mut fid_ep,
+    buf: *const c_void,
+    len: usize,
+    _dest: fi_addr_t,
+    addr: u64,
+    key: u64,
+) -> isize {
+    // SAFETY: libfabric's contract for fi_inject_write is rma_inject_any's.
+    sguard(|| unsafe { rma_inject_any(ep, Rma::Write, buf, len, addr, key) })
+}
+
+unsafe extern "C" fn rma_injectdata(
+    ep: *mut fid_ep,
+    buf: *const c_void,
+    len: usize,
+    data: u64,
+    _dest: fi_addr_t,
+    addr: u64,
+    key: u64,
+) -> isize {
+    let kind = Rma::WriteData(data);
+    // SAFETY: libfabric's contract for fi_inject_writedata is rma_inject_any's.
+    sguard(|| unsafe { rma_inject_any(ep, kind, buf, len, addr, key) })
 }
