@@ -9,6 +9,9 @@
 #             /vm/bin/NAME (default: its basename) with every shared library
 #             ldd names; debug info is stripped (symbols stay, for backtraces)
 #   -f S:D    a host file or directory S copied to D in the guest (test data)
+#   -l PATH   a host program, library or directory (e.g. Open MPI's plugin
+#             directories) at the same path in the guest, symbolic links
+#             kept, with every shared library its ELF files need (ldd)
 #
 # Contents: static busybox as the base userland; /init (guest/init) and
 # /vm/run.sh (guest/run.sh); the host's own rdma-core userspace (rdma, ip,
@@ -21,13 +24,14 @@
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
-KDIR= OUT= EXTRA_BINS=() EXTRA_FILES=()
-while getopts "k:o:x:f:" opt; do
+KDIR= OUT= EXTRA_BINS=() EXTRA_FILES=() EXTRA_TREES=()
+while getopts "k:o:x:f:l:" opt; do
   case $opt in
     k) KDIR=$OPTARG ;;
     o) OUT=$OPTARG ;;
     x) EXTRA_BINS+=("$OPTARG") ;;
     f) EXTRA_FILES+=("$OPTARG") ;;
+    l) EXTRA_TREES+=("$OPTARG") ;;
     *) awk 'NR>1 && /^#/{sub(/^# ?/,"");print;next} NR>1{exit}' "$0" >&2; exit 2 ;;
   esac
 done
@@ -103,6 +107,14 @@ done
 for f in ${EXTRA_FILES[@]+"${EXTRA_FILES[@]}"}; do
   src=${f%%:*}; dst=${f#*:}
   mkdir -p "$STAGE/$(dirname "$dst")"; cp -a "$src" "$STAGE/$dst"
+done
+for t in ${EXTRA_TREES[@]+"${EXTRA_TREES[@]}"}; do
+  [ -e "$t" ] || { echo "build-initramfs: -l $t: no such file" >&2; exit 1; }
+  dst=$(guest_path "$t"); mkdir -p "$(dirname "$dst")"
+  if [ -d "$t" ]; then mkdir -p "$dst"; cp -a "$t/." "$dst/"; else [ -e "$dst" ] || cp -a "$t" "$dst"; fi
+  find "$t" -type f -print0 | while IFS= read -r -d '' f; do
+    if head -c4 "$f" | grep -q 'ELF'; then copy_deps "$f"; fi
+  done
 done
 printf 'root:x:0:0:root:/:/bin/sh\n' > "$STAGE/etc/passwd"
 printf 'root:x:0:\n' > "$STAGE/etc/group"

@@ -30,10 +30,15 @@
 #                two daemons on rxe across device delete/add and replacement,
 #                and the host's nbdkit with its file plugin (when installed)
 #                for the NBD throughput step's baseline
+#      ofi:      the libfabric provider with rdma-core (`cargo build -p
+#                relink-ofi --features verbs`), tests/ofi/rma.c and
+#                tests/mpi/check.c built against the host's libfabric and
+#                Open MPI, and the host's fi_pingpong, orterun and Open
+#                MPI's and PMIx's plugin directories (build-initramfs -l)
 # 3. per kernel: packs an initramfs (tests/vm/build-initramfs.sh) and boots it
 #    under qemu; the guest (tests/vm/guest/run.sh) sets up rxe0/rxe1 and runs
 #    the groups:
-#      6.12  sanity,devwatch,verbs,bench,sessions,example,capi,relinkd,nvmeof  watcher backend expected: rdma-netlink
+#      6.12  sanity,devwatch,verbs,bench,sessions,example,capi,relinkd,ofi,nvmeof  watcher backend expected: rdma-netlink
 #      6.1   sanity,devwatch,verbs,sessions,example,capi,relinkd,nvmeof        watcher backend expected: uevent
 # 4. prints one summary table; exit 0 only if every step of every VM passed.
 #
@@ -49,7 +54,7 @@
 #
 # Options / environment:
 #   --kernels LIST   RELINK_VM_KERNELS   which kernels (6.12, 6.1; default both)
-#   --groups LIST    RELINK_VM_GROUPS    override the groups (sanity,devwatch,verbs,bench,sessions,example,capi,relinkd,nvmeof)
+#   --groups LIST    RELINK_VM_GROUPS    override the groups (sanity,devwatch,verbs,bench,sessions,example,capi,relinkd,ofi,nvmeof)
 #   --accel A        RELINK_VM_ACCEL     tcg (default) or kvm (real VMX/SVM only)
 #   --verbose        RELINK_VM_VERBOSE=1 stream the whole serial console
 #   --netem-loss PCT RELINK_VM_NETEM_LOSS a lossy wire: the bridge drops PCT%
@@ -118,7 +123,7 @@ T0=$(now)
 groups_for() { # kernel series -> groups
   if [ -n "$GROUPS_OVERRIDE" ]; then echo "$GROUPS_OVERRIDE"; return; fi
   case $1 in
-    6.12) echo sanity,devwatch,verbs,bench,sessions,example,capi,relinkd,nvmeof ;;
+    6.12) echo sanity,devwatch,verbs,bench,sessions,example,capi,relinkd,ofi,nvmeof ;;
     *) echo sanity,devwatch,verbs,sessions,example,capi,relinkd,nvmeof ;;
   esac
 }
@@ -146,6 +151,7 @@ T_SETUP=$(now)
 
 # --- 2. test binaries ----------------------------------------------------------------
 BINS=()            # -x arguments for build-initramfs.sh
+TREES=()           # -l arguments
 FILES=()           # -f arguments
 LIST=$OUTDIR/tests.list
 SKIPS=()           # host-side skips: "group|step|why" (the group is not run)
@@ -315,9 +321,58 @@ if needs relinkd; then
   fi
 fi
 
+if needs ofi; then
+  banner "building the libfabric provider on rdma-core (relink-ofi --features verbs), tests/ofi/rma.c and tests/mpi/check.c, and packing fi_pingpong and Open MPI"
+  OFI=$OUTDIR/ofi
+  rm -rf "$OFI"; mkdir -p "$OFI"
+  MA=x86_64-linux-gnu
+  why=
+  if ! "$CARGO" build -p relink-ofi --features verbs --release --message-format=json-render-diagnostics \
+        > "$OFI/build.json" 2> "$OFI/build.log"; then
+    why="building relink-ofi with --features verbs failed: $(grep -m1 -E '^error' "$OFI/build.log" || tail -1 "$OFI/build.log")"
+    tail -30 "$OFI/build.log" | sed 's/^/  | /'
+  elif ! SO=$(python3 -c '
+import json, sys
+for line in sys.stdin:
+    try:
+        m = json.loads(line)
+    except ValueError:
+        continue
+    for f in m.get("filenames") or []:
+        if f.endswith("/librelink_fi.so"):
+            print(f)
+' < "$OFI/build.json" | tail -1) || [ -z "$SO" ]; then
+    why="cargo named no librelink_fi.so"
+  elif ! cc -std=c11 -O2 -Wall -Wextra -Werror -o "$OFI/rma" "$ROOT/crates/relink-ofi/tests/ofi/rma.c" \
+          $(pkg-config --cflags --libs libfabric) >> "$OFI/build.log" 2>&1; then
+    why="building rma.c against libfabric-dev failed: $(grep -m1 error "$OFI/build.log")"
+  elif ! command -v fi_pingpong >/dev/null; then
+    why="no fi_pingpong on the host (libfabric-bin)"
+  elif ! command -v mpicc >/dev/null || ! [ -x /usr/bin/orterun ] ||
+       ! mpicc -O2 -Wall -Werror -o "$OFI/mpi-check" "$ROOT/crates/relink-ofi/tests/mpi/check.c" >> "$OFI/build.log" 2>&1; then
+    why="no Open MPI on the host to pack (openmpi-bin, libopenmpi-dev), or mpicc failed"
+  fi
+  if [ -n "$why" ]; then
+    for st in fi_pingpong_rxe rma_across_delete_add mpi_across_delete_add; do SKIPS+=("ofi|$st|$why"); done
+  else
+    FILES+=(-f "$SO:/vm/ofi/librelink-fi.so")
+    BINS+=(-x "$OFI/rma:ofi-rma" -x "$OFI/mpi-check:ofi-mpi-check" -x "$(command -v fi_pingpong):fi_pingpong")
+    # Open MPI as the host has it: orterun (mpirun), its plugins and PMIx's
+    TREES+=(-l /usr/bin/orterun -l /usr/bin/orted -l /usr/lib/$MA/openmpi -l /usr/lib/$MA/pmix2
+            -l /etc/openmpi -l /usr/share/openmpi)
+  fi
+fi
+
 # --- 3. one VM per kernel ------------------------------------------------------------------
+KARGS=
 case $ACCEL in
-  tcg) ACC=(-accel tcg,thread=multi -cpu max) ;;
+  # tsc=reliable: no clocksource watchdog. Under TCG a busy guest's TSC
+  # looks unstable to it; marking it so flips the sched_clock static key,
+  # and the kernel's live text patching (int3 breakpoints) of that key is
+  # what TCG has been seen to fault on ("Oops: int3" in sched_clock_cpu,
+  # a panic), at boot and under a two-rank MPI job that keeps both vCPUs
+  # busy.
+  tcg) ACC=(-accel tcg,thread=multi -cpu max); KARGS=" tsc=reliable" ;;
   # real VMX/SVM KVM only; kvm_pvm (nested "PVM") cannot boot the Debian kernel
   kvm) ACC=(-accel kvm -cpu host,-arch-capabilities) ;;
   *) echo "run.sh: --accel tcg|kvm" >&2; exit 2 ;;
@@ -347,11 +402,11 @@ for s in "${SERIES[@]}"; do
   VOUT=$OUTDIR/$KV; mkdir -p "$VOUT"; LOG=$VOUT/serial.log
   banner "kernel $KV: initramfs"
   tb=$(now)
-  "$HERE/build-initramfs.sh" -k "$KDIR" -o "$VOUT/initrd.cpio.gz" ${BINS[@]+"${BINS[@]}"} "${FILES[@]}" \
+  "$HERE/build-initramfs.sh" -k "$KDIR" -o "$VOUT/initrd.cpio.gz" ${BINS[@]+"${BINS[@]}"} "${FILES[@]}" ${TREES[@]+"${TREES[@]}"} \
     || { echo "FAILED: VM tier: building the initramfs for $KV failed"; exit 1; }
   KERNEL=$KDIR/vmlinux; [ -f "$KERNEL" ] || KERNEL=$(ls "$KDIR"/boot/vmlinuz-*)
   GT=$(( HT > 60 ? HT - 30 : HT ))   # the guest watchdog fires before the host timeout
-  APPEND="console=ttyS0 panic=-1 quiet loglevel=4 relink.groups=${groups:-none} relink.expect=$expect relink.timeout=$GT relink.test_timeout=$TT${NETEM_LOSS:+ relink.netem_loss=$NETEM_LOSS}"
+  APPEND="console=ttyS0 panic=-1 quiet loglevel=4$KARGS relink.groups=${groups:-none} relink.expect=$expect relink.timeout=$GT relink.test_timeout=$TT${NETEM_LOSS:+ relink.netem_loss=$NETEM_LOSS}"
   banner "kernel $KV: booting ($ACCEL, groups ${groups:-none}, expected watcher backend $expect; log $LOG)"
   tv=$(now)
   # A guest kernel that crashes before its init ran (no RELINK_VM_BOOTED

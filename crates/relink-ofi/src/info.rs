@@ -38,6 +38,9 @@ pub const CAPS: u64 = FI_MSG
     | FI_LOCAL_COMM
     | FI_REMOTE_COMM;
 
+/// Domain capabilities: peers in this process and in others.
+pub const DOMAIN_CAPS: u64 = FI_LOCAL_COMM | FI_REMOTE_COMM;
+
 /// Completion flags a transmit may ask for: relink completes a message
 /// once the peer's application has it, and a WRITE or READ once the peer
 /// acknowledged it, which meets all of them.
@@ -359,6 +362,12 @@ fn check_hints(h: &Info, params: &Params) -> Result<(), GetinfoError> {
             h.ep.max_msg_size, params.max_msg_size
         ));
     }
+    if h.domain.caps & !DOMAIN_CAPS != 0 {
+        return no(format!(
+            "domain capabilities {:#x} are not offered (FI_LOCAL_COMM and FI_REMOTE_COMM are)",
+            h.domain.caps & !DOMAIN_CAPS
+        ));
+    }
     if h.domain.cq_data_size > CQ_DATA_SIZE {
         return no(format!("remote CQ data of more than {CQ_DATA_SIZE} bytes"));
     }
@@ -434,10 +443,14 @@ fn answer(
     dest: Option<SocketAddrV4>,
     params: &Params,
 ) -> Info {
+    // The primary capabilities asked (all with none), and the secondary
+    // ones that come with them; remote CQ data only when asked (it is no
+    // capability fi_getinfo(3) lists, and an application that did not
+    // ask for it must not find it among the answer's).
     let caps = if hints.caps == 0 {
-        CAPS
+        CAPS & !FI_REMOTE_CQ_DATA
     } else {
-        hints.caps | (CAPS & !(FI_MSG | FI_RMA))
+        hints.caps | (CAPS & !(FI_MSG | FI_RMA | FI_REMOTE_CQ_DATA))
     };
     let queue = |asked: usize| if asked == 0 { params.queue_size } else { asked };
     Info {
@@ -503,7 +516,7 @@ fn answer(
             max_ep_rx_ctx: 1,
             max_ep_srx_ctx: 0,
             mr_iov_limit: 1,
-            caps: FI_LOCAL_COMM | FI_REMOTE_COMM,
+            caps: DOMAIN_CAPS,
             mode: 0,
             mr_cnt: 1 << 20,
         },

@@ -30,6 +30,11 @@
 #               side and a replacement device (rxe2 on veth1); read back;
 #               then NBD throughput through a fresh pair next to
 #               `nbdkit file` and the local file (qemu-img bench)
+#     ofi       the libfabric provider on rdma-core: fi_pingpong over relink
+#               (msg, and rdm through ofi_rxm), the project's RMA check
+#               (fi_writedata; tests/ofi/rma.c) and Open MPI with 2 ranks
+#               (tests/mpi/check.c) across rdma link delete/add of rxe1
+#               and of rxe0, each process on its own device
 #     nvmeof    the anchor: the kernel's NVMe-oF (nvmet rdma port, nvme-rdma
 #               host) on rxe0/rxe1 under the same rdma link delete/add of
 #               either side during a direct write, and its throughput
@@ -676,6 +681,114 @@ else
   echo "  !!! /vm/bin/relinkd or /vm/bin/qemu-img not packed"; rc=1
 fi
 rm -rf $RT
+endstep $rc
+fi
+
+############################################################################
+if want ofi; then
+# The libfabric provider on rdma-core (FI_RELINK_BACKEND=verbs): each side
+# takes its own device by address (FI_RELINK_ADDR), the server or rank 1
+# rxe1 (10.10.0.2), the client or rank 0 rxe0 (10.10.0.1).
+OFI="FI_PROVIDER_PATH=/vm/ofi FI_RELINK_BACKEND=verbs FI_RELINK_LOG=relink_core::session::recovery=info"
+ofi_env() { a_=$1; shift; env $OFI FI_PROVIDER=relink FI_RELINK_ADDR="$a_" "$@"; }
+# fi_pingpong through relink, its data checked (-c), no fault: the
+# figures (the sanity group's ib_send_lat and ib_write_bw are raw verbs
+# on the same pair). libfabric's own verbs provider is no baseline here:
+# fi_pingpong has no source address, and without one the route to
+# 10.10.0.2 is the local one, so verbs would loop inside rxe1.
+step ofi fi_pingpong_rxe
+rc=0
+pp() { # pp NAME PROVIDER EP SERVER_ENV CLIENT_ENV PORT: one fi_pingpong pair, its client's rows
+  env $4 timeout 120 fi_pingpong -p "$2" -e "$3" -c -I 100 -d rxe1 -B "$6" > /tmp/pp.srv 2>&1 & spid=$!
+  sleep 1
+  env $5 timeout 120 fi_pingpong -p "$2" -e "$3" -c -I 100 -d rxe0 -P "$6" 10.10.0.2 > /tmp/pp.cli 2>&1; crc=$?
+  wait $spid; src=$?
+  echo "  $1 (client rc=$crc, server rc=$src):"
+  sed 's/^/    /' /tmp/pp.cli
+  [ $crc = 0 ] && [ $src = 0 ] || { sed 's/^/    srv| /' /tmp/pp.srv | tail -8; return 1; }
+  lat=$(awk '$1=="64"{print $7}' /tmp/pp.cli)
+  bw=$(awk '$1=="1m"{print $6}' /tmp/pp.cli)
+  NOTE="${NOTE:+$NOTE, }$1 64 B ${lat:-?} us 1 MiB ${bw:-?} MB/s"
+}
+pp "relink msg" relink msg "$OFI FI_RELINK_ADDR=10.10.0.2" "$OFI FI_RELINK_ADDR=10.10.0.1" 7601 || rc=1
+pp "relink;ofi_rxm rdm" "relink;ofi_rxm" rdm "$OFI FI_RELINK_ADDR=10.10.0.2" "$OFI FI_RELINK_ADDR=10.10.0.1" 7602 || rc=1
+endstep $rc
+
+# The project's libfabric RMA check (fi_writedata, fi_inject_writedata,
+# fi_read; tests/ofi/rma.c) while rxe1 and then rxe0 are deleted and
+# added again: every round's notice once and in order, its bytes checked.
+step ofi rma_across_delete_add
+rc=0
+ROUNDS=${VM_OFI_RMA_ROUNDS:-20000}
+ofi_env 10.10.0.2 /vm/bin/ofi-rma -s 10.10.0.2 7610 "$ROUNDS" > /tmp/rma.srv 2>&1 & spid=$!
+wait_listen 10.10.0.2 7610 || rc=1
+ofi_env 10.10.0.1 /vm/bin/ofi-rma -c 10.10.0.2 7610 "$ROUNDS" > /tmp/rma.cli 2>&1 & cpid=$!
+if wait_for 60 grep -q ' 1000 rounds written' /tmp/rma.cli; then
+  tx rdma link delete rxe1 || rc=1
+  tx rdma link add rxe1 type rxe netdev veth1 || rc=1
+  n=$(grep -c 'rounds written' /tmp/rma.cli)
+  wait_for 60 sh -c "[ \$(grep -c 'rounds written' /tmp/rma.cli) -gt $((n + 1)) ]" ||
+    { echo "  !!! no progress within 60 s of rxe1's return"; rc=1; }
+  tx rdma link delete rxe0 || rc=1
+  tx rdma link add rxe0 type rxe netdev veth0 || rc=1
+  alive $cpid || { echo "  !!! the client ended before the second delete/add: raise VM_OFI_RMA_ROUNDS"; rc=1; }
+else
+  echo "  !!! the client did not reach 1000 rounds in 60 s"; rc=1
+fi
+wait_for 240 gone $cpid || { echo "  !!! the client still runs after 240 s"; kill $cpid; rc=1; }
+wait $cpid || rc=1
+wait_for 30 gone $spid || { echo "  !!! the server still runs 30 s after its client"; kill $spid; rc=1; }
+wait $spid || rc=1
+grep -v 'rounds written' /tmp/rma.cli | sed 's/^/  cli| /' | tail -12
+sed 's/^/  srv| /' /tmp/rma.srv | tail -8
+grep -q "^rma server: $ROUNDS notices once each and in order" /tmp/rma.srv || { echo "  !!! the server did not check every round"; rc=1; }
+grep -q 'read-back checked' /tmp/rma.cli || { echo "  !!! the client did not finish"; rc=1; }
+losses=$(cat /tmp/rma.cli /tmp/rma.srv | grep -c 'transport lost')
+[ "$losses" -ge 2 ] || { echo "  !!! relink saw $losses transport losses for 2 deletes"; rc=1; }
+NOTE="$ROUNDS rounds once each, $losses transport losses"
+endstep $rc
+
+# Open MPI (mpirun, mtl ofi over relink;ofi_rxm) runs the project's
+# checked MPI program (tests/mpi/check.c) with two ranks, rank 0 on rxe0
+# and rank 1 on rxe1, while rxe1 and then rxe0 are deleted and added
+# again: every payload checked, no MPI error.
+step ofi mpi_across_delete_add
+rc=0
+cat > /tmp/on-dev.sh <<'W'
+#!/bin/sh
+# a rank's device: rank 0 on 10.10.0.1 (rxe0), rank 1 on 10.10.0.2 (rxe1)
+export FI_RELINK_ADDR=10.10.0.$((OMPI_COMM_WORLD_RANK + 1))
+exec "$@"
+W
+chmod +x /tmp/on-dev.sh
+SECS=${VM_OFI_MPI_SECONDS:-30}
+# Open MPI refuses the kernel's default node name "(none)"
+[ "$(hostname)" = "(none)" ] && hostname relink-vm
+env $OFI /usr/bin/orterun --allow-run-as-root --oversubscribe -np 2 \
+    --mca plm isolated --mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include relink \
+    -x FI_PROVIDER_PATH -x FI_RELINK_BACKEND -x FI_RELINK_LOG -x RDMAV_ALLOW_DISASSOC_DESTROY \
+    /tmp/on-dev.sh /vm/bin/ofi-mpi-check "$SECS" > /tmp/mpi.out 2>&1 & mpid=$!
+wait_for 120 sh -c "[ \$(grep -c ': running' /tmp/mpi.out) -ge 2 ] || ! kill -0 $mpid 2>/dev/null"
+if [ "$(grep -c ': running' /tmp/mpi.out)" -ge 2 ]; then
+  sleep 2
+  tx rdma link delete rxe1 || rc=1
+  tx rdma link add rxe1 type rxe netdev veth1 || rc=1
+  sleep 5
+  tx rdma link delete rxe0 || rc=1
+  tx rdma link add rxe0 type rxe netdev veth0 || rc=1
+  alive $mpid || { echo "  !!! the job ended before the second delete/add: raise VM_OFI_MPI_SECONDS"; rc=1; }
+else
+  echo "  !!! the ranks did not start within 120 s (or mpirun ended)"; rc=1
+fi
+wait_for 300 gone $mpid || { echo "  !!! the job still runs after 300 s"; kill $mpid; rc=1; }
+wait $mpid || { echo "  !!! mpirun failed"; rc=1; }
+grep -v 'transport lost' /tmp/mpi.out | sed 's/^/  | /' | tail -25
+for r in 0 1; do
+  grep -q "check: rank $r of 2: OK" /tmp/mpi.out || { echo "  !!! rank $r did not pass"; rc=1; }
+done
+losses=$(grep -c 'transport lost' /tmp/mpi.out)
+[ "$losses" -ge 2 ] || { echo "  !!! relink saw $losses transport losses for 2 deletes"; rc=1; }
+NOTE="2 ranks on rxe0/rxe1, $losses transport losses"
 endstep $rc
 fi
 

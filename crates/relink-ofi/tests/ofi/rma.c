@@ -14,8 +14,9 @@
  * completes once at the client; the read returns the last round's bytes.
  * The client writes KSLOTS rounds into distinct slots and then waits for
  * the server's acknowledgement, so a slot is rewritten only after the
- * server checked it. Both print one summary line ("rma client: ..." /
- * "rma server: ...").
+ * server checked it. The client prints its progress every 1000 rounds;
+ * both print one summary line at the end ("rma client: ..." / "rma
+ * server: ...").
  *
  * Any libfabric provider with FI_EP_MSG, FI_RMA and remote CQ data runs
  * it; the tests name the relink provider (FI_PROVIDER=relink).
@@ -332,6 +333,10 @@ static void client(uint64_t rounds)
 		else
 			posted++;
 		bytes += len;
+		if ((r + 1) % 1000 == 0) {
+			printf("rma client: %" PRIu64 " rounds written\n", r + 1);
+			fflush(stdout);
+		}
 		if ((r + 1) % KSLOTS == 0 || r + 1 == rounds) {
 			/* The server's acknowledgement of every round so far:
 			 * the slots are free to write again. */
