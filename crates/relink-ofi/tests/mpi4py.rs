@@ -52,20 +52,10 @@ impl Summary {
     }
 }
 
-/// The summaries unittest printed (one per rank).
-fn summaries(job: &Proc) -> Vec<Summary> {
-    let lines: Vec<String> = job.stderr().into_iter().chain(job.stdout()).collect();
-    let text = lines.join("\n");
-    let mut ran: Vec<u32> = Vec::new();
-    for (i, _) in text.match_indices("Ran ") {
-        let n: String = text[i + 4..]
-            .chars()
-            .take_while(char::is_ascii_digit)
-            .collect();
-        if let Ok(n) = n.parse() {
-            ran.push(n);
-        }
-    }
+/// Each rank's summary, from the files `--output-filename out` left
+/// (`out/1/rank.N/stderr` and `stdout`): both ranks writing one pipe
+/// interleave their lines, and a verdict cut in two miscounts.
+fn summaries(out: &Path) -> Vec<Summary> {
     let count = |s: &str, key: &str| -> u32 {
         s.find(key)
             .map(|i| {
@@ -78,23 +68,45 @@ fn summaries(job: &Proc) -> Vec<Summary> {
             })
             .unwrap_or(0)
     };
-    let verdicts: Vec<&str> = text
-        .lines()
-        .filter_map(|l| l.find("OK").or_else(|| l.find("FAILED")).map(|i| &l[i..]))
-        .filter(|l| l.starts_with("OK") || l.starts_with("FAILED ("))
-        .collect();
-    ran.iter()
-        .zip(verdicts)
-        .map(|(&ran, v)| Summary {
-            ran,
-            skipped: count(v, "skipped="),
-            failed: count(v, "failures=") + count(v, "errors="),
+    (0..2)
+        .filter_map(|rank| {
+            let dir = out.join(format!("1/rank.{rank}"));
+            let text: String = ["stderr", "stdout"]
+                .iter()
+                .filter_map(|f| std::fs::read_to_string(dir.join(f)).ok())
+                .collect::<Vec<_>>()
+                .join("\n");
+            let ran = text.rfind("Ran ").and_then(|i| {
+                text[i + 4..]
+                    .chars()
+                    .take_while(char::is_ascii_digit)
+                    .collect::<String>()
+                    .parse()
+                    .ok()
+            })?;
+            let verdict = text
+                .lines()
+                .rev()
+                .find(|l| l.starts_with("OK") || l.starts_with("FAILED ("))?;
+            Some(Summary {
+                ran,
+                skipped: count(verdict, "skipped="),
+                failed: count(verdict, "failures=") + count(verdict, "errors="),
+            })
         })
         .collect()
 }
 
-/// `mpirun -np 2` of the suite with `transport` options.
-fn suite(run: &Path, dir: &Path, prov: &Path, wrapper: Option<&Path>, transport: &[&str]) -> Proc {
+/// `mpirun -np 2` of the suite with `transport` options, each rank's
+/// output also into `out` (see [`summaries`]).
+fn suite(
+    run: &Path,
+    dir: &Path,
+    prov: &Path,
+    wrapper: Option<&Path>,
+    transport: &[&str],
+    out: &Path,
+) -> Proc {
     let version_dir = std::fs::read_dir(dir)
         .unwrap()
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -111,7 +123,9 @@ fn suite(run: &Path, dir: &Path, prov: &Path, wrapper: Option<&Path>, transport:
         .env("FI_RELINK_LOG", "relink_core::session::recovery=info")
         .args(["--allow-run-as-root", "--oversubscribe", "-np", "2"])
         .args(transport)
-        .args(["-x", "FI_PROVIDER_PATH", "-x", "FI_RELINK_LOG"]);
+        .args(["-x", "FI_PROVIDER_PATH", "-x", "FI_RELINK_LOG"])
+        .arg("--output-filename")
+        .arg(out);
     if let Some(w) = wrapper {
         c.arg(w);
     }
@@ -169,11 +183,12 @@ fn mpi4py_passes_over_relink_what_it_passes_over_tcp_rxm_across_resets() {
     };
 
     let start = Instant::now();
-    let mut tcp = suite(&run, &dir, &prov, None, &mtl("tcp"));
+    let tcp_out = root.0.join("out-tcp");
+    let mut tcp = suite(&run, &dir, &prov, None, &mtl("tcp"), &tcp_out);
     let ok = tcp
         .wait_exit(Duration::from_secs(900))
         .is_some_and(|s| s.success());
-    let base = summaries(&tcp);
+    let base = summaries(&tcp_out);
     assert!(
         ok && base.len() == 2,
         "the tcp;ofi_rxm baseline did not run:\n{}",
@@ -182,7 +197,15 @@ fn mpi4py_passes_over_relink_what_it_passes_over_tcp_rxm_across_resets() {
     let tcp_time = start.elapsed();
 
     let start = Instant::now();
-    let mut job = suite(&run, &dir, &prov, Some(&wrapper), &mtl("relink"));
+    let relink_out = root.0.join("out-relink");
+    let mut job = suite(
+        &run,
+        &dir,
+        &prov,
+        Some(&wrapper),
+        &mtl("relink"),
+        &relink_out,
+    );
     // A reset of each host's device while the suite runs.
     for d in [&hosts.a, &hosts.b] {
         std::thread::sleep(Duration::from_secs(4));
@@ -197,7 +220,7 @@ fn mpi4py_passes_over_relink_what_it_passes_over_tcp_rxm_across_resets() {
     let ok = job
         .wait_exit(Duration::from_secs(900))
         .is_some_and(|s| s.success());
-    let ours = summaries(&job);
+    let ours = summaries(&relink_out);
     let relink_time = start.elapsed();
     println!("mpi4py's suite, 2 ranks (pass / skip / fail per rank):");
     for (name, s, t) in [
