@@ -92,6 +92,9 @@ pub struct Info {
     pub domain: DomainAttr,
     /// `fabric_attr`.
     pub fabric: FabricAttr,
+    /// Whether hints came with domain attributes: without, their
+    /// `mr_mode` asks nothing and the provider chooses.
+    pub domain_given: bool,
 }
 
 /// `struct fi_tx_attr`, the fields the provider uses.
@@ -214,6 +217,19 @@ pub struct Query<'a> {
     pub service: Option<&'a str>,
     /// `FI_SOURCE` in `flags`: node and service name the local address.
     pub source: bool,
+    /// The API version the application asked for (`FI_VERSION(major,
+    /// minor)`); 0 stands for the provider's own.
+    pub version: u32,
+}
+
+/// `FI_VERSION(1, 5)`: before it, `mr_mode` was one of `FI_MR_UNSPEC`,
+/// `FI_MR_BASIC` and `FI_MR_SCALABLE`, and a provider that needs local
+/// buffers registered said so with `FI_LOCAL_MR` in `mode`.
+const MR_BITS_VERSION: u32 = (1 << 16) | 5;
+
+/// Whether `version` speaks the old `mr_mode` (see [`MR_BITS_VERSION`]).
+fn old_mr_api(version: u32) -> bool {
+    version != 0 && version < MR_BITS_VERSION
 }
 
 /// The answers for `query` and `hints` on `devices`: one per device
@@ -226,7 +242,7 @@ pub fn getinfo(
 ) -> Result<Vec<Info>, GetinfoError> {
     let default = Info::default();
     let hints = hints.unwrap_or(&default);
-    check_hints(hints, params)?;
+    check_hints(hints, params, query.version)?;
     let (mut src, mut dest) = (hints.src, hints.dest);
     if let Some(addr) = query_addr(query)? {
         if query.source {
@@ -258,7 +274,7 @@ pub fn getinfo(
             ));
             continue;
         };
-        out.push(answer(hints, d, local, dest, params));
+        out.push(answer(hints, d, local, dest, params, query.version));
     }
     if out.is_empty() {
         let why = if devices.is_empty() {
@@ -331,7 +347,7 @@ fn local_addr(
 }
 
 /// Hints the provider can never meet, whatever the device.
-fn check_hints(h: &Info, params: &Params) -> Result<(), GetinfoError> {
+fn check_hints(h: &Info, params: &Params, version: u32) -> Result<(), GetinfoError> {
     let no = |why: String| Err(GetinfoError::NoData(why));
     if h.caps & !CAPS != 0 {
         return no(format!(
@@ -396,31 +412,58 @@ fn check_hints(h: &Info, params: &Params) -> Result<(), GetinfoError> {
     if h.rx.op_flags & !FI_COMPLETION != 0 {
         return no("rx op_flags other than FI_COMPLETION (no FI_MULTI_RECV)".into());
     }
-    mr_mode(h).map(|_| ())
+    mr_mode(h, version).map(|_| ())
 }
 
-/// The memory registration mode for these hints: what RMA needs
-/// ([`MR_MODE_RMA`]) when the application asks for RMA, plus
+/// The memory registration mode for these hints and API `version`: what
+/// RMA needs ([`MR_MODE_RMA`]) when the application asks for RMA, plus
 /// `FI_MR_LOCAL` when the application can register its buffers (then
 /// messages from and to them are not copied; without it every buffer is
-/// taken as it is).
-pub fn mr_mode(h: &Info) -> Result<u64, GetinfoError> {
-    let user = h.domain.mr_mode;
+/// taken as it is). Hints without domain attributes get the provider's
+/// own; `FI_MR_BASIC` (virtual addresses, provider keys, allocated
+/// memory) is relink's RMA as well; `FI_MR_SCALABLE` (keys of the
+/// application's choosing) is not offered. An API before 1.5 gets
+/// `FI_MR_BASIC`, as it knows no bits.
+pub fn mr_mode(h: &Info, version: u32) -> Result<u64, GetinfoError> {
+    let user = if h.domain_given {
+        h.domain.mr_mode
+    } else {
+        FI_MR_UNSPEC as u64
+    };
     let rma = h.caps == 0 || h.caps & (FI_RMA | FI_ATOMIC) != 0;
-    // No mode asked (also hints without domain attributes): the
-    // provider's own.
-    if user == FI_MR_UNSPEC as u64 {
+    let basic = FI_MR_BASIC as u64;
+    let scalable = FI_MR_SCALABLE as u64;
+    if old_mr_api(version) {
+        if user != FI_MR_UNSPEC as u64 && user != basic {
+            return Err(GetinfoError::NoData(
+                "FI_MR_SCALABLE is not offered: keys are the provider's (FI_MR_BASIC)".into(),
+            ));
+        }
+        if rma && h.mode & FI_LOCAL_MR == 0 {
+            return Err(GetinfoError::NoData(
+                "RMA needs its local buffers registered (FI_LOCAL_MR in mode)".into(),
+            ));
+        }
+        return Ok(basic);
+    }
+    if !h.domain_given {
         return Ok(if rma {
             MR_MODE_RMA | FI_MR_VIRT_ADDR
         } else {
             0
         });
     }
-    if user & (FI_MR_BASIC as u64 | FI_MR_SCALABLE as u64) != 0 {
+    if user & basic != 0 {
+        if user != basic {
+            return Err(GetinfoError::NoData(
+                "FI_MR_BASIC with other mr_mode bits".into(),
+            ));
+        }
+        return Ok(basic);
+    }
+    if user & scalable != 0 {
         return Err(GetinfoError::NoData(
-            "FI_MR_BASIC and FI_MR_SCALABLE are not offered: keys are the provider's, \
-             remote addresses offsets (FI_MR_PROV_KEY)"
-                .into(),
+            "FI_MR_SCALABLE is not offered: keys are the provider's (FI_MR_PROV_KEY)".into(),
         ));
     }
     let mut mode = user & FI_MR_LOCAL;
@@ -442,6 +485,7 @@ fn answer(
     local: SocketAddrV4,
     dest: Option<SocketAddrV4>,
     params: &Params,
+    version: u32,
 ) -> Info {
     // The primary capabilities asked (all with none), and the secondary
     // ones that come with them; remote CQ data only when asked (it is no
@@ -455,7 +499,12 @@ fn answer(
     let queue = |asked: usize| if asked == 0 { params.queue_size } else { asked };
     Info {
         caps,
-        mode: 0,
+        // The old API's way to say "register local buffers" (RMA's).
+        mode: if old_mr_api(version) && (hints.caps == 0 || hints.caps & FI_RMA != 0) {
+            FI_LOCAL_MR
+        } else {
+            0
+        },
         addr_format: FI_SOCKADDR_IN,
         src: Some(local),
         dest,
@@ -505,7 +554,7 @@ fn answer(
             data_progress: progress(hints.domain.data_progress),
             resource_mgmt: FI_RM_ENABLED,
             av_type: FI_AV_UNSPEC,
-            mr_mode: mr_mode(hints).unwrap_or(MR_MODE_RMA),
+            mr_mode: mr_mode(hints, version).unwrap_or(MR_MODE_RMA),
             mr_key_size: 4,
             cq_data_size: CQ_DATA_SIZE,
             cq_cnt: 1024,
@@ -526,6 +575,7 @@ fn answer(
             prov_version: provider_version(),
             api_version: API_VERSION,
         },
+        domain_given: true,
     }
 }
 
@@ -572,6 +622,7 @@ mod tests {
             node: Some("10.10.0.2"),
             service: Some("7000"),
             source: false,
+            version: 0,
         };
         let all = getinfo(&two(), &dest, None, &Params::default()).unwrap();
         assert_eq!(srcs(&all), ["10.10.0.1:0", "10.10.0.2:0"]);
@@ -590,6 +641,7 @@ mod tests {
             node: Some("10.10.0.2"),
             service: Some("7000"),
             source: true,
+            version: 0,
         };
         match getinfo(&two(), &listen, None, &p) {
             Err(GetinfoError::NoData(why)) => {

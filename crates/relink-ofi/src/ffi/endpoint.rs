@@ -261,7 +261,8 @@ pub(super) unsafe extern "C" fn endpoint(
                 i.dest,
                 req.map(|r| r.id),
                 i.tx.op_flags,
-                i.domain.mr_mode & FI_MR_VIRT_ADDR != 0,
+                // FI_MR_BASIC: virtual addresses (and provider keys)
+                i.domain.mr_mode & (FI_MR_VIRT_ADDR | FI_MR_BASIC as u64) != 0,
             )
         };
         match opened {

@@ -15,7 +15,7 @@ use crate::info::{getinfo as answer, DomainAttr, EpAttr, FabricAttr, Info, Query
 
 /// The provider's `getinfo`.
 pub(super) unsafe extern "C" fn getinfo(
-    _version: u32,
+    version: u32,
     node: *const c_char,
     service: *const c_char,
     flags: u64,
@@ -49,6 +49,7 @@ pub(super) unsafe extern "C" fn getinfo(
             node,
             service,
             source: flags & FI_SOURCE != 0,
+            version,
         };
         let answers = match answer(&devices, &query, hints.as_ref(), &params) {
             Ok(a) => a,
@@ -154,6 +155,7 @@ pub(super) unsafe fn read_info(h: *const fi_info) -> Option<Info> {
             };
         }
         if let Some(d) = h.domain_attr.as_ref() {
+            i.domain_given = true;
             i.domain = DomainAttr {
                 name: c_str(d.name).map(str::to_string),
                 threading: d.threading,
