@@ -25,9 +25,11 @@ pub const FABRIC_NAME: &str = "relink";
 /// The libfabric API version the provider implements (1.17).
 pub const API_VERSION: u32 = (1 << 16) | 17;
 
-/// Capabilities offered: messages and RMA, both directions.
+/// Capabilities offered: messages, RMA and atomics (8-byte add,
+/// read and compare-and-swap), both directions.
 pub const CAPS: u64 = FI_MSG
     | FI_RMA
+    | FI_ATOMIC
     | FI_REMOTE_CQ_DATA
     | FI_SEND
     | FI_RECV
@@ -351,7 +353,7 @@ fn check_hints(h: &Info, params: &Params, version: u32) -> Result<(), GetinfoErr
     let no = |why: String| Err(GetinfoError::NoData(why));
     if h.caps & !CAPS != 0 {
         return no(format!(
-            "capabilities {:#x} are not offered (FI_MSG and FI_RMA are)",
+            "capabilities {:#x} are not offered (FI_MSG, FI_RMA and FI_ATOMIC are)",
             h.caps & !CAPS
         ));
     }
@@ -494,13 +496,14 @@ fn answer(
     let caps = if hints.caps == 0 {
         CAPS & !FI_REMOTE_CQ_DATA
     } else {
-        hints.caps | (CAPS & !(FI_MSG | FI_RMA | FI_REMOTE_CQ_DATA))
+        hints.caps | (CAPS & !(FI_MSG | FI_RMA | FI_ATOMIC | FI_REMOTE_CQ_DATA))
     };
     let queue = |asked: usize| if asked == 0 { params.queue_size } else { asked };
     Info {
         caps,
         // The old API's way to say "register local buffers" (RMA's).
-        mode: if old_mr_api(version) && (hints.caps == 0 || hints.caps & FI_RMA != 0) {
+        mode: if old_mr_api(version) && (hints.caps == 0 || hints.caps & (FI_RMA | FI_ATOMIC) != 0)
+        {
             FI_LOCAL_MR
         } else {
             0
@@ -509,7 +512,7 @@ fn answer(
         src: Some(local),
         dest,
         tx: TxAttr {
-            caps: caps & (FI_MSG | FI_RMA | FI_SEND | FI_READ | FI_WRITE),
+            caps: caps & (FI_MSG | FI_RMA | FI_ATOMIC | FI_SEND | FI_READ | FI_WRITE),
             mode: 0,
             op_flags: hints.tx.op_flags & TX_OP_FLAGS,
             msg_order: MSG_ORDER,
@@ -523,6 +526,7 @@ fn answer(
             caps: caps
                 & (FI_MSG
                     | FI_RMA
+                    | FI_ATOMIC
                     | FI_RECV
                     | FI_REMOTE_READ
                     | FI_REMOTE_WRITE

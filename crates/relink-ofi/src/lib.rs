@@ -18,8 +18,14 @@
 //!   [`cm`]). A device loss is not an event.
 //! - `FI_MSG` (send, sendv, sendmsg, inject, senddata, injectdata; recv,
 //!   recvv, recvmsg) of any size up to `max_msg_size` (module [`frame`]),
-//!   with remote CQ data, and `FI_RMA` (read and write of registered
-//!   memory by key, at the peer's virtual address or an offset).
+//!   with remote CQ data (4 bytes), and `FI_RMA` (read, write, writedata
+//!   and their inject forms, of registered memory by key, at the peer's
+//!   virtual address or an offset).
+//! - `FI_ATOMIC` as relink carries it: one 64-bit word, `FI_SUM`
+//!   (`fi_atomic`, `fi_inject_atomic`, `fi_fetch_atomic`),
+//!   `FI_ATOMIC_READ` and `FI_CSWAP`. An atomic is never applied twice;
+//!   one in flight when a connection is lost completes with `FI_EIO` ("may
+//!   have taken effect").
 //! - `FI_EP_RDM` with `FI_TAGGED` through libfabric's `ofi_rxm`
 //!   (`FI_PROVIDER="relink;ofi_rxm"`).
 //! - Completions once each, with the application's context; an error

@@ -4,8 +4,11 @@
 //! `fi_inject_writedata` into the server's registered memory, the server
 //! verifies each round when its remote CQ data arrives (once each, in
 //! order, after the bytes), and the client reads the last round back with
-//! `fi_read` — between two soft hosts, and across resets of both hosts'
-//! devices during the run.
+//! `fi_read`, then counts on a word of the server's with atomics
+//! (`fi_fetch_atomic`, `fi_compare_atomic`, `fi_atomic`: never applied
+//! twice, an indeterminate one said so) — between two soft hosts, and
+//! across resets of both hosts' devices during the writes and during the
+//! atomics.
 
 mod common;
 
@@ -49,10 +52,11 @@ fn build(root: &Path) -> Result<PathBuf, Skip> {
     Ok(exe)
 }
 
-/// The server on host b and the client on host a, `rounds` rounds.
-fn start(exe: &Path, prov: &Path, hosts: &Hosts, rounds: u32) -> (Proc, Proc) {
+/// The server on host b and the client on host a, `rounds` rounds and
+/// `atomics` atomics.
+fn start(exe: &Path, prov: &Path, hosts: &Hosts, rounds: u32, atomics: u32) -> (Proc, Proc) {
     let port = free_port().to_string();
-    let rounds = rounds.to_string();
+    let (rounds, atomics) = (rounds.to_string(), atomics.to_string());
     let server = Proc::spawn(
         "server",
         command(exe, prov, &hosts.b)
@@ -64,7 +68,7 @@ fn start(exe: &Path, prov: &Path, hosts: &Hosts, rounds: u32) -> (Proc, Proc) {
         "client",
         command(exe, prov, &hosts.a)
             .env("FI_PROVIDER", "relink")
-            .args(["-c", "127.0.0.2", &port, &rounds]),
+            .args(["-c", "127.0.0.2", &port, &rounds, &atomics]),
     );
     (server, client)
 }
@@ -87,6 +91,7 @@ fn finish(server: &mut Proc, client: &mut Proc, timeout: Duration, rounds: u32) 
         "{all}"
     );
     assert_eq!(client.count("read-back checked"), 1, "{all}");
+    assert_eq!(server.count("the atomics' word is"), 1, "{all}");
 }
 
 #[test]
@@ -99,11 +104,13 @@ fn fi_writedata_lands_once_in_order_with_its_data_and_reads_back() {
     let prov = provider_dir(&root.0);
     let hosts = Hosts::create(&root.0);
     let start_at = Instant::now();
-    let (mut server, mut client) = start(&exe, &prov, &hosts, 3000);
+    let (mut server, mut client) = start(&exe, &prov, &hosts, 3000, 3000);
     finish(&mut server, &mut client, Duration::from_secs(120), 3000);
     println!("rma, 3000 rounds: {:?}", start_at.elapsed());
     for l in client.stdout().iter().chain(server.stdout().iter()) {
-        println!("  {l}");
+        if !l.contains("rounds written") {
+            println!("  {l}");
+        }
     }
 }
 
@@ -116,15 +123,25 @@ fn fi_writedata_rides_through_device_resets_on_both_hosts() {
     };
     let prov = provider_dir(&root.0);
     let hosts = Hosts::create(&root.0);
-    let rounds = 200_000;
+    let (rounds, atomics) = (200_000, 20_000);
     let start_at = Instant::now();
-    let (mut server, mut client) = start(&exe, &prov, &hosts, rounds);
+    let (mut server, mut client) = start(&exe, &prov, &hosts, rounds, atomics);
     // Under way once both sessions are up; then each host's device is
-    // reset three times, alternately.
+    // reset three times, alternately; and twice more once the atomics
+    // run.
     std::thread::sleep(Duration::from_secs(1));
     for i in 0..6 {
         Hosts::reset(if i % 2 == 0 { &hosts.a } else { &hosts.b });
         std::thread::sleep(Duration::from_millis(300));
+    }
+    assert!(
+        client.wait_until(Duration::from_secs(300), |p| p.count("atomics begin") == 1),
+        "the atomics did not begin:\n{}",
+        transcripts(&[&server, &client])
+    );
+    for d in [&hosts.a, &hosts.b] {
+        std::thread::sleep(Duration::from_millis(500));
+        Hosts::reset(d);
     }
     assert!(
         client.exited().is_none(),
@@ -140,10 +157,13 @@ fn fi_writedata_rides_through_device_resets_on_both_hosts() {
         client.transcript()
     );
     println!(
-        "rma across 6 resets: {:?}, {losses} transport losses, every round checked once",
+        "rma across 6 resets during the writes and 2 during the atomics: {:?}, {losses} \
+         transport losses, every round checked once",
         start_at.elapsed()
     );
     for l in client.stdout().iter().chain(server.stdout().iter()) {
-        println!("  {l}");
+        if !l.contains("rounds written") {
+            println!("  {l}");
+        }
     }
 }

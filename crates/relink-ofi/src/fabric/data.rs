@@ -155,67 +155,91 @@ impl Fabric {
         key: u64,
         remote: u64,
     ) -> Result<(), FiError> {
-        let slot = self.params.inject_size();
-        if bytes.len() > slot {
-            return fail(
-                FI_EMSGSIZE,
-                format!(
-                    "an inject of {} bytes is over inject_size ({slot})",
-                    bytes.len()
-                ),
-            );
-        }
         let mut st = self.lock();
         st.connected(ep)?;
-        // Enough for a window of small writes; 1 MiB at the default 4 KiB.
-        let slots = self.params.queue_size.min(256);
-        if st.inject.is_none() {
-            let memory = st
-                .node
-                .alloc_memory(slots * slot)
-                .map_err(|e| FiError::new(FI_ENOMEM, format!("the inject buffers: {e}")))?;
-            let region = st
-                .node
-                .register(memory.clone(), relink::Access::LOCAL_WRITE)
-                .map_err(|e| FiError::new(FI_ENOMEM, format!("the inject buffers: {e}")))?;
-            st.inject = Some(InjectPool {
-                memory,
-                region,
-                slot,
-                free: (0..slots as u32).rev().collect(),
-                held: HashMap::new(),
-            });
-        }
-        let pool = st.inject.as_mut().expect("made above");
-        let Some(i) = pool.free.pop() else {
-            return fail(
-                FI_EAGAIN,
-                "every inject buffer is in flight (take completions)",
+        let (i, local) = st.inject_slot(&self.params, bytes)?;
+        let r = st.rma(ep, kind, local, key, remote, 0, false);
+        st.hold_inject(i, r, ())
+    }
+
+    /// An atomic `op` on the peer's word at `remote` of registration
+    /// `key`; the old value lands in `result` (a registration and an
+    /// offset in it), or nowhere (`fi_atomic`, `fi_inject_atomic`: an
+    /// inject slot takes it).
+    #[allow(clippy::too_many_arguments)]
+    pub fn atomic(
+        &self,
+        ep: Id,
+        op: Atomic,
+        result: Option<(Id, u64)>,
+        key: u64,
+        remote: u64,
+        context: usize,
+        flags: TxFlags,
+    ) -> Result<(), FiError> {
+        let mut st = self.lock();
+        let (s, selective) = st.connected(ep)?;
+        let token = st.remote(ep, s, key, remote)?;
+        let (local, slot) = match result {
+            Some((mr, offset)) => (
+                LocalRange {
+                    region: Self::region(&st, mr)?,
+                    offset,
+                    len: 8,
+                },
+                None,
+            ),
+            None => {
+                let (i, local) = st.inject_slot(&self.params, &[0; 8])?;
+                (local, Some(i))
+            }
+        };
+        let (kind, fetch) = match op {
+            Atomic::Add(add) => (
+                OpKind::FetchAdd {
+                    local,
+                    remote: token,
+                    add,
+                },
+                result.is_some(),
+            ),
+            Atomic::Read => (
+                OpKind::FetchAdd {
+                    local,
+                    remote: token,
+                    add: 0,
+                },
+                true,
+            ),
+            Atomic::Swap { compare, swap } => (
+                OpKind::CmpSwap {
+                    local,
+                    remote: token,
+                    compare,
+                    swap,
+                },
+                true,
+            ),
+        };
+        let r = st
+            .node
+            .submit(s, kind)
+            .map_err(|e| submit_error("fi_atomic", e));
+        if let Ok(op) = r {
+            let report = !flags.inject && (!selective || flags.completion);
+            st.ep_mut(ep)?.pending.insert(
+                op,
+                Pending {
+                    context,
+                    flags: FI_ATOMIC | if fetch { FI_READ } else { FI_WRITE },
+                    len: 8,
+                    report,
+                },
             );
-        };
-        let offset = i as usize * pool.slot;
-        let local = LocalRange {
-            region: pool.region,
-            offset: offset as u64,
-            len: bytes.len() as u32,
-        };
-        if let Err(e) = pool.memory.write(offset, bytes) {
-            pool.free.push(i);
-            return fail(FI_EINVAL, format!("the inject buffers: {e}"));
         }
-        match st.rma(ep, kind, local, key, remote, 0, false) {
-            Ok(op) => {
-                if let Some(p) = st.inject.as_mut() {
-                    p.held.insert(op, i);
-                }
-                Ok(())
-            }
-            Err(e) => {
-                if let Some(p) = st.inject.as_mut() {
-                    p.free.push(i);
-                }
-                Err(e)
-            }
+        match slot {
+            Some(i) => st.hold_inject(i, r, ()),
+            None => r.map(drop),
         }
     }
 }
@@ -234,25 +258,7 @@ impl State {
         report: bool,
     ) -> Result<relink::OpId, FiError> {
         let (s, _) = self.connected(ep)?;
-        let key32 = u32::try_from(key)
-            .map_err(|_| FiError::new(FI_EKEYREJECTED, format!("key {key:#x} is no relink key")))?;
-        let peer_region = relink::RegionId(key32);
-        let remote = if self.ep_mut(ep)?.virt_addr {
-            remote
-                .checked_sub(self.peer_base(ep, s, peer_region)?)
-                .ok_or_else(|| {
-                    FiError::new(
-                        FI_EINVAL,
-                        format!("address {remote:#x} is below the start of key {key:#x}"),
-                    )
-                })?
-        } else {
-            remote
-        };
-        let token = relink::BufferToken {
-            region: peer_region,
-            offset: remote,
-        };
+        let token = self.remote(ep, s, key, remote)?;
         let len = local.len as usize;
         let local = local.into();
         let (op, name) = match kind {
@@ -290,6 +296,103 @@ impl State {
             },
         );
         Ok(op)
+    }
+
+    /// The peer's registration `key` at `remote` (its address with
+    /// `FI_MR_VIRT_ADDR`, else an offset) as a relink token.
+    fn remote(
+        &mut self,
+        ep: Id,
+        s: SessionHandle,
+        key: u64,
+        remote: u64,
+    ) -> Result<relink::BufferToken, FiError> {
+        let key32 = u32::try_from(key)
+            .map_err(|_| FiError::new(FI_EKEYREJECTED, format!("key {key:#x} is no relink key")))?;
+        let region = relink::RegionId(key32);
+        let offset = if self.ep_mut(ep)?.virt_addr {
+            remote
+                .checked_sub(self.peer_base(ep, s, region)?)
+                .ok_or_else(|| {
+                    FiError::new(
+                        FI_EINVAL,
+                        format!("address {remote:#x} is below the start of key {key:#x}"),
+                    )
+                })?
+        } else {
+            remote
+        };
+        Ok(relink::BufferToken { region, offset })
+    }
+
+    /// A slot of the inject pool (made at the first use), for `bytes`.
+    fn inject_slot(&mut self, params: &Params, bytes: &[u8]) -> Result<(u32, LocalRange), FiError> {
+        let slot = params.inject_size();
+        if bytes.len() > slot {
+            return fail(
+                FI_EMSGSIZE,
+                format!(
+                    "an inject of {} bytes is over inject_size ({slot})",
+                    bytes.len()
+                ),
+            );
+        }
+        // Enough for a window of small writes; 1 MiB at the default 4 KiB.
+        let slots = params.queue_size.min(256);
+        if self.inject.is_none() {
+            let memory = self
+                .node
+                .alloc_memory(slots * slot)
+                .map_err(|e| FiError::new(FI_ENOMEM, format!("the inject buffers: {e}")))?;
+            let region = self
+                .node
+                .register(memory.clone(), relink::Access::LOCAL_WRITE)
+                .map_err(|e| FiError::new(FI_ENOMEM, format!("the inject buffers: {e}")))?;
+            self.inject = Some(InjectPool {
+                memory,
+                region,
+                slot,
+                free: (0..slots as u32).rev().collect(),
+                held: HashMap::new(),
+            });
+        }
+        let pool = self.inject.as_mut().expect("made above");
+        let Some(i) = pool.free.pop() else {
+            return fail(
+                FI_EAGAIN,
+                "every inject buffer is in flight (take completions)",
+            );
+        };
+        let offset = i as usize * pool.slot;
+        if let Err(e) = pool.memory.write(offset, bytes) {
+            pool.free.push(i);
+            return fail(FI_EINVAL, format!("the inject buffers: {e}"));
+        }
+        let local = LocalRange {
+            region: pool.region,
+            offset: offset as u64,
+            len: bytes.len() as u32,
+        };
+        Ok((i, local))
+    }
+
+    /// Operation `op` (or its failure to start) holds inject slot `i`
+    /// until it completes.
+    fn hold_inject<T>(
+        &mut self,
+        i: u32,
+        r: Result<relink::OpId, FiError>,
+        v: T,
+    ) -> Result<T, FiError> {
+        if let Some(p) = self.inject.as_mut() {
+            match &r {
+                Ok(op) => {
+                    p.held.insert(*op, i);
+                }
+                Err(_) => p.free.push(i),
+            }
+        }
+        r.map(|_| v)
     }
 
     /// The inject slot operation `op` held is free again: it completed.

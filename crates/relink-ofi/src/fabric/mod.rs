@@ -222,6 +222,25 @@ pub enum Rma {
     WriteData(u64),
 }
 
+/// An atomic on one 8-byte word of the peer's (`fi_atomic`,
+/// `fi_fetch_atomic`, `fi_compare_atomic` on `FI_UINT64` or `FI_INT64`):
+/// relink's FETCH_ADD and CMP_SWAP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Atomic {
+    /// `FI_SUM`: add (wrapping), the old value fetched.
+    Add(u64),
+    /// `FI_ATOMIC_READ`: the word fetched (a FETCH_ADD of 0).
+    Read,
+    /// `FI_CSWAP`: store `swap` if the word is `compare`, the old value
+    /// fetched.
+    Swap {
+        /// The value expected.
+        compare: u64,
+        /// The value stored.
+        swap: u64,
+    },
+}
+
 /// The remote CQ data that travels: its low
 /// [`CQ_DATA_SIZE`](crate::info::CQ_DATA_SIZE) bytes.
 pub(crate) fn cq_data(data: u64) -> u32 {

@@ -185,14 +185,17 @@ unsafe extern "C" fn domain_close(d: *mut fid) -> c_int {
     })
 }
 
-/// libfabric's access bits as relink's.
+/// libfabric's access bits as relink's. libfabric has no bit of its own
+/// for atomics: a peer's atomic needs `FI_REMOTE_WRITE` (and
+/// `FI_REMOTE_READ` for the value it fetches), so remote write access
+/// takes atomics too.
 fn access(a: u64) -> relink::Access {
     let mut out = relink::Access::LOCAL_WRITE;
     if a & FI_REMOTE_READ != 0 {
         out |= relink::Access::REMOTE_READ;
     }
     if a & FI_REMOTE_WRITE != 0 {
-        out |= relink::Access::REMOTE_WRITE;
+        out |= relink::Access::REMOTE_WRITE | relink::Access::REMOTE_ATOMIC;
     }
     out
 }

@@ -83,7 +83,6 @@ static EP_CM_OPS: Ops<fi_ops_cm> = Ops(fi_ops_cm {
     ..CM_NOSYS
 });
 static TAGGED_OPS: Ops<fi_ops_tagged> = Ops(TAGGED_NOSYS);
-static ATOMIC_OPS: Ops<fi_ops_atomic> = Ops(ATOMIC_NOSYS);
 
 fn unspecified() -> SocketAddrV4 {
     SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)
@@ -245,7 +244,7 @@ pub(super) unsafe extern "C" fn endpoint(
                 msg: super::data::MSG_OPS.ptr(),
                 rma: super::data::RMA_OPS.ptr(),
                 tagged: TAGGED_OPS.ptr(),
-                atomic: ATOMIC_OPS.ptr(),
+                atomic: super::atomic::ATOMIC_OPS.ptr(),
                 // No collectives (FI_COLLECTIVE is not offered).
                 collective: std::ptr::null_mut(),
             },

@@ -24,6 +24,7 @@ mod nosys;
 )]
 pub mod sys;
 
+mod atomic;
 mod data;
 mod domain;
 mod endpoint;

@@ -3,22 +3,34 @@
  * rounds of checked bytes into the server's registered memory with
  * fi_writedata and fi_inject_writedata (the round number as remote CQ
  * data), the server verifies each round when its notice arrives, and the
- * client reads the last round back with fi_read.
+ * client reads the last round back with fi_read; then the client counts
+ * on a word of the server's with atomics (fi_fetch_atomic FI_SUM,
+ * fi_compare_atomic FI_CSWAP, fi_atomic FI_SUM), one at a time, and the
+ * server checks the word holds the client's count.
  *
  *   rma -s ADDR PORT ROUNDS     the server: listens at ADDR:PORT
- *   rma -c ADDR PORT ROUNDS     the client: connects to ADDR:PORT
+ *   rma -c ADDR PORT ROUNDS [ATOMICS]
+ *                               the client: connects to ADDR:PORT (ATOMICS
+ *                               atomics after the rounds; default: as many
+ *                               as rounds, at most 1000)
  *
  * What it asserts (exit 0 only if all hold): every round's notice arrives
  * exactly once and in order (remote CQ data 0, 1, 2, ...), with the
  * round's length, after the round's bytes landed; every non-inject write
  * completes once at the client; the read returns the last round's bytes.
+ * Every fetched old value is the count so far (an atomic is never applied
+ * twice); one that completes with FI_EIO may or may not have taken effect
+ * (an atomic in flight when a connection is lost: nothing else is
+ * honest), so the client reads the word (FI_ATOMIC_READ) and goes on from
+ * there, checking it moved by one at most.
  * The client writes KSLOTS rounds into distinct slots and then waits for
  * the server's acknowledgement, so a slot is rewritten only after the
  * server checked it. The client prints its progress every 1000 rounds;
  * both print one summary line at the end ("rma client: ..." / "rma
  * server: ...").
  *
- * Any libfabric provider with FI_EP_MSG, FI_RMA and remote CQ data runs
+ * Any libfabric provider with FI_EP_MSG, FI_RMA, FI_ATOMIC (64-bit sum
+ * and compare-and-swap) and remote CQ data runs
  * it; the tests name the relink provider (FI_PROVIDER=relink).
  */
 #define _GNU_SOURCE
@@ -29,6 +41,7 @@
 #include <unistd.h>
 
 #include <rdma/fabric.h>
+#include <rdma/fi_atomic.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
@@ -38,6 +51,9 @@
 #define KSLOTS 8
 #define SLOT (64 * 1024)
 #define MSG 64
+/* The server's region: KSLOTS slots, then the atomics' word. */
+#define COUNTER (KSLOTS * SLOT)
+#define REGION (COUNTER + 4096)
 
 static const size_t SIZES[] = {1, 64, 1000, 4096, 4097, 20000, SLOT};
 #define NSIZES (sizeof SIZES / sizeof SIZES[0])
@@ -78,26 +94,34 @@ static struct fid_ep *ep;
 static struct fid_cq *cq;
 static struct fi_info *info;
 
-/* The next completion; a failed one ends the program with its error. */
-static void next_cq(struct fi_cq_data_entry *e)
+/* The next completion: 0, or a failed one's error (its entry in `err`). */
+static int try_cq(struct fi_cq_data_entry *e, struct fi_cq_err_entry *err)
 {
 	for (;;) {
 		ssize_t n = fi_cq_read(cq, e, 1);
 		if (n == 1)
-			return;
+			return 0;
 		if (n == -FI_EAGAIN)
 			continue;
 		if (n == -FI_EAVAIL) {
-			struct fi_cq_err_entry err = {0};
-			fi_cq_readerr(cq, &err, 0);
+			memset(err, 0, sizeof *err);
+			fi_cq_readerr(cq, err, 0);
 			fprintf(stderr, "%s: a completion failed: %s (%s)\n",
-				role, fi_strerror(err.err),
-				fi_cq_strerror(cq, err.prov_errno, err.err_data,
+				role, fi_strerror(err->err),
+				fi_cq_strerror(cq, err->prov_errno, err->err_data,
 					       NULL, 0));
-			exit(1);
+			return err->err ? err->err : FI_EOTHER;
 		}
 		CHECK(n);
 	}
+}
+
+/* The next completion; a failed one ends the program. */
+static void next_cq(struct fi_cq_data_entry *e)
+{
+	struct fi_cq_err_entry err;
+	if (try_cq(e, &err))
+		exit(1);
 }
 
 static void expect_event(uint32_t want, void *entry, size_t len)
@@ -218,11 +242,11 @@ static void server(uint64_t rounds)
 	struct fid_pep *pep;
 	struct fi_eq_cm_entry cm;
 	struct fi_eq_attr eq_attr = {.wait_obj = FI_WAIT_UNSPEC};
-	region = aligned_alloc(4096, KSLOTS * SLOT);
+	region = aligned_alloc(4096, REGION);
 	acks = aligned_alloc(4096, (ACKS + 1) * MSG);
 	if (!region || !acks)
 		die("out of memory");
-	memset(region, 0, KSLOTS * SLOT);
+	memset(region, 0, REGION);
 
 	CHECK(fi_fabric(info->fabric_attr, &fabric, NULL));
 	CHECK(fi_eq_open(fabric, &eq_attr, &eq, NULL));
@@ -232,7 +256,7 @@ static void server(uint64_t rounds)
 	expect_event(FI_CONNREQ, &cm, sizeof cm);
 	struct fi_info *req = cm.info;
 	open_ep(req);
-	struct fid_mr *rmr = reg(region, KSLOTS * SLOT,
+	struct fid_mr *rmr = reg(region, REGION,
 				 FI_REMOTE_WRITE | FI_REMOTE_READ);
 	amr = reg(acks, (ACKS + 1) * MSG, FI_SEND | FI_RECV);
 	uint8_t *done = acks + ACKS * MSG;
@@ -257,13 +281,22 @@ static void server(uint64_t rounds)
 		if (seen != before && (seen % KSLOTS == 0 || seen == rounds))
 			server_ack(seen, 0);
 	}
-	/* The client's read, then its "done". */
+	/* The client's read and atomics, then its "done" with its count. */
 	while (dones == 0) {
 		next_cq(&e);
 		server_entry(&e);
 	}
+	uint64_t counted, word;
+	memcpy(&counted, done, 8);
+	memcpy(&word, region + COUNTER, 8);
+	if (word != counted) {
+		fprintf(stderr, "server: the atomics' word is %" PRIu64
+			", the client counted %" PRIu64 "\n", word, counted);
+		exit(1);
+	}
 	printf("rma server: %" PRIu64 " notices once each and in order, %" PRIu64
-	       " bytes checked\n", seen, bytes);
+	       " bytes checked; the atomics' word is %" PRIu64 " as counted\n",
+	       seen, bytes, word);
 	fflush(stdout);
 	fi_close(&ep->fid);
 	fi_close(&rmr->fid);
@@ -275,7 +308,7 @@ static void server(uint64_t rounds)
 	fi_close(&fabric->fid);
 }
 
-static void client(uint64_t rounds)
+static void client(uint64_t rounds, uint64_t atomics)
 {
 	struct fi_eq_cm_entry cm;
 	struct fi_eq_attr eq_attr = {.wait_obj = FI_WAIT_UNSPEC};
@@ -289,7 +322,7 @@ static void client(uint64_t rounds)
 	CHECK(fi_eq_open(fabric, &eq_attr, &eq, NULL));
 	open_ep(info);
 	struct fid_mr *smr = reg(src, KSLOTS * SLOT, FI_WRITE);
-	struct fid_mr *bmr = reg(back, SLOT, FI_READ);
+	struct fid_mr *bmr = reg(back, SLOT, FI_READ | FI_WRITE);
 	struct fid_mr *mmr = reg(msg, MSG, FI_SEND | FI_RECV);
 	CHECK(fi_recv(ep, msg, MSG, fi_mr_desc(mmr), 0, msg));
 	CHECK(fi_connect(ep, info->dest_addr, NULL, 0));
@@ -382,12 +415,73 @@ static void client(uint64_t rounds)
 				i, back[i], pattern(last, i));
 			exit(1);
 		}
+
+	/* Atomics, one at a time, on the server's word (0 at the start). */
+	uint64_t count = 0, unsure = 0;
+	printf("rma client: %" PRIu64 " atomics begin\n", atomics);
+	fflush(stdout);
+	uint64_t *old = (uint64_t *)back, one = 1;
+	uint64_t word_at = base + COUNTER;
+	for (uint64_t a = 0; a < atomics; a++) {
+		int kind = a % 3;
+		for (;;) {
+			ssize_t n;
+			*old = UINT64_MAX;
+			if (kind == 0)
+				n = fi_fetch_atomic(ep, &one, 1, NULL, old, fi_mr_desc(bmr), 0,
+						    word_at, key, FI_UINT64, FI_SUM, old);
+			else if (kind == 1) {
+				uint64_t next = count + 1;
+				n = fi_compare_atomic(ep, &next, 1, NULL, &count, NULL, old,
+						      fi_mr_desc(bmr), 0, word_at, key,
+						      FI_UINT64, FI_CSWAP, old);
+			} else
+				n = fi_atomic(ep, &one, 1, NULL, 0, word_at, key, FI_UINT64,
+					      FI_SUM, old);
+			if (n == -FI_EAGAIN) {
+				fi_cq_read(cq, &e, 0);
+				continue;
+			}
+			CHECK(n);
+			break;
+		}
+		struct fi_cq_err_entry err;
+		int r = try_cq(&e, &err);
+		if (r == 0) {
+			if (kind != 2 && *old != count) {
+				fprintf(stderr, "client: atomic %" PRIu64 " fetched %" PRIu64
+					", the count is %" PRIu64 ": lost or applied twice\n",
+					a, *old, count);
+				exit(1);
+			}
+			count++;
+			continue;
+		}
+		if (r != FI_EIO)
+			exit(1);
+		/* Indeterminate: read the word until a read completes. */
+		unsure++;
+		for (;;) {
+			CHECK(fi_fetch_atomic(ep, NULL, 1, NULL, old, fi_mr_desc(bmr), 0,
+					      word_at, key, FI_UINT64, FI_ATOMIC_READ, old));
+			if (try_cq(&e, &err) == 0)
+				break;
+		}
+		if (*old != count && *old != count + 1) {
+			fprintf(stderr, "client: after an indeterminate atomic the word is %"
+				PRIu64 ", the count %" PRIu64 "\n", *old, count);
+			exit(1);
+		}
+		count = *old;
+	}
 	memset(msg, 0, MSG);
+	memcpy(msg, &count, 8);
 	send_msg(msg, mmr);
 	printf("rma client: %" PRIu64 " rounds (%" PRIu64 " fi_writedata, %" PRIu64
 	       " fi_inject_writedata), %" PRIu64 " bytes, %" PRIu64
-	       " write completions, read-back checked\n",
-	       rounds, posted, injected, bytes, completed);
+	       " write completions, read-back checked; %" PRIu64 " atomics (%" PRIu64
+	       " indeterminate), count %" PRIu64 "\n",
+	       rounds, posted, injected, bytes, completed, atomics, unsure, count);
 	fflush(stdout);
 	fi_close(&ep->fid);
 	fi_close(&smr->fid);
@@ -401,8 +495,8 @@ static void client(uint64_t rounds)
 
 int main(int argc, char **argv)
 {
-	if (argc != 5 || (strcmp(argv[1], "-s") && strcmp(argv[1], "-c"))) {
-		fprintf(stderr, "usage: rma -s|-c ADDR PORT ROUNDS\n");
+	if (argc < 5 || argc > 6 || (strcmp(argv[1], "-s") && strcmp(argv[1], "-c"))) {
+		fprintf(stderr, "usage: rma -s ADDR PORT ROUNDS | rma -c ADDR PORT ROUNDS [ATOMICS]\n");
 		return 2;
 	}
 	int is_server = !strcmp(argv[1], "-s");
@@ -410,13 +504,14 @@ int main(int argc, char **argv)
 	uint64_t rounds = strtoull(argv[4], NULL, 10);
 	if (rounds == 0)
 		die("ROUNDS must be at least 1");
+	uint64_t atomics = argc == 6 ? strtoull(argv[5], NULL, 10) : (rounds < 1000 ? rounds : 1000);
 	alarm(600);
 
 	struct fi_info *hints = fi_allocinfo();
 	if (!hints)
 		die("fi_allocinfo");
-	hints->caps = FI_MSG | FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ |
-		      FI_REMOTE_WRITE;
+	hints->caps = FI_MSG | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE |
+		      FI_REMOTE_READ | FI_REMOTE_WRITE;
 	hints->ep_attr->type = FI_EP_MSG;
 	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR |
 				      FI_MR_ALLOCATED | FI_MR_PROV_KEY;
@@ -432,7 +527,7 @@ int main(int argc, char **argv)
 	if (is_server)
 		server(rounds);
 	else
-		client(rounds);
+		client(rounds, atomics);
 	fi_freeinfo(info);
 	return 0;
 }
