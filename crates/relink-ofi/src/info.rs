@@ -161,6 +161,7 @@ pub struct DomainAttr {
     pub rx_ctx_cnt: usize,
     pub max_ep_tx_ctx: usize,
     pub max_ep_rx_ctx: usize,
+    pub max_ep_stx_ctx: usize,
     pub max_ep_srx_ctx: usize,
     pub mr_iov_limit: usize,
     pub caps: u64,
@@ -546,8 +547,18 @@ fn answer(
             max_msg_size: params.max_msg_size,
             msg_prefix_size: 0,
             mem_tag_format: 0,
-            tx_ctx_cnt: 1,
-            rx_ctx_cnt: 1,
+            // One context each, or a shared one when asked
+            // (`fi_stx_context`, `fi_srx_context`).
+            tx_ctx_cnt: if hints.ep.tx_ctx_cnt as u64 == FI_SHARED_CONTEXT {
+                hints.ep.tx_ctx_cnt
+            } else {
+                1
+            },
+            rx_ctx_cnt: if hints.ep.rx_ctx_cnt as u64 == FI_SHARED_CONTEXT {
+                hints.ep.rx_ctx_cnt
+            } else {
+                1
+            },
         },
         domain: DomainAttr {
             name: Some(d.id.name.clone()),
@@ -567,7 +578,8 @@ fn answer(
             rx_ctx_cnt: 65536,
             max_ep_tx_ctx: 1,
             max_ep_rx_ctx: 1,
-            max_ep_srx_ctx: 0,
+            max_ep_stx_ctx: 1,
+            max_ep_srx_ctx: 1,
             mr_iov_limit: 1,
             caps: DOMAIN_CAPS,
             mode: 0,

@@ -26,8 +26,11 @@
 //!   `FI_ATOMIC_READ` and `FI_CSWAP`. An atomic is never applied twice;
 //!   one in flight when a connection is lost completes with `FI_EIO` ("may
 //!   have taken effect").
+//! - Shared receive and transmit contexts (`fi_srx_context`,
+//!   `fi_stx_context`).
 //! - `FI_EP_RDM` with `FI_TAGGED` through libfabric's `ofi_rxm`
-//!   (`FI_PROVIDER="relink;ofi_rxm"`).
+//!   (`FI_PROVIDER="relink;ofi_rxm"`), also on a shared receive context
+//!   (`FI_OFI_RXM_USE_SRX=1`).
 //! - Completions once each, with the application's context; an error
 //!   completion only for what relink reports as final (the give-up
 //!   deadline, a peer that lost its state, a closed connection).

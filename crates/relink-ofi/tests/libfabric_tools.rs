@@ -3,7 +3,8 @@
 //! parameters; `fi_pingpong` runs over it between two soft hosts — as an
 //! `FI_EP_MSG` endpoint of the provider's and as `FI_EP_RDM` through
 //! `ofi_rxm` — with its data check on, and rides through resets of the
-//! devices of both hosts during the run.
+//! devices of both hosts during the run; and `ofi_rxm` on a shared receive
+//! context of the provider's (`FI_OFI_RXM_USE_SRX=1`).
 
 mod common;
 
@@ -110,14 +111,21 @@ fn a_bad_parameter_is_named_and_nothing_is_answered() {
 
 /// A `fi_pingpong` pair over `provider` (`-e ep`): the server on host b,
 /// the client on host a, each with its own control port; `extra` options
-/// for both.
+/// and `env` variables for both.
 struct Pair {
     server: Proc,
     client: Proc,
 }
 
 impl Pair {
-    fn start(prov: &Path, hosts: &Hosts, provider: &str, ep: &str, extra: &[&str]) -> Pair {
+    fn start(
+        prov: &Path,
+        hosts: &Hosts,
+        provider: &str,
+        ep: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Pair {
         let pingpong = fabric_tool("fi_pingpong").expect("checked by the caller");
         let port = free_port().to_string();
         let mut args = vec!["-p", provider, "-e", ep, "-c"];
@@ -127,6 +135,7 @@ impl Pair {
         let server = Proc::spawn(
             "server",
             command(&pingpong, prov, &hosts.b)
+                .envs(env.iter().copied())
                 .args(&args)
                 .args(["-B", &port]),
         );
@@ -135,6 +144,7 @@ impl Pair {
         let client = Proc::spawn(
             "client",
             command(&pingpong, prov, &hosts.a)
+                .envs(env.iter().copied())
                 .args(&args)
                 .args(["-P", &port, "127.0.0.2"]),
         );
@@ -176,7 +186,7 @@ fn fi_pingpong_checks_its_data_over_msg_endpoints_and_over_rxm() {
     let hosts = Hosts::create(&root.0);
     for (provider, ep) in [("relink", "msg"), ("relink;ofi_rxm", "rdm")] {
         let start = Instant::now();
-        let pair = Pair::start(&prov, &hosts, provider, ep, &["-I", "100"]);
+        let pair = Pair::start(&prov, &hosts, provider, ep, &["-I", "100"], &[]);
         let (_, client) = pair.finish(
             Duration::from_secs(120),
             &["64 ", "1k ", "4k ", "64k ", "1m "],
@@ -187,8 +197,27 @@ fn fi_pingpong_checks_its_data_over_msg_endpoints_and_over_rxm() {
         }
     }
     // Every size from 0 bytes up (-S all), once each way.
-    let pair = Pair::start(&prov, &hosts, "relink", "msg", &["-I", "2", "-S", "all"]);
+    let pair = Pair::start(
+        &prov,
+        &hosts,
+        "relink",
+        "msg",
+        &["-I", "2", "-S", "all"],
+        &[],
+    );
     pair.finish(Duration::from_secs(120), &["0 ", "1 ", "64k "]);
+    // ofi_rxm on a shared receive context of the provider's
+    // (fi_srx_context): every connection's messages into one queue of
+    // receives.
+    let pair = Pair::start(
+        &prov,
+        &hosts,
+        "relink;ofi_rxm",
+        "rdm",
+        &["-I", "100"],
+        &[("FI_OFI_RXM_USE_SRX", "1")],
+    );
+    pair.finish(Duration::from_secs(120), &["64 ", "4k ", "1m "]);
 }
 
 #[test]
@@ -201,7 +230,14 @@ fn fi_pingpong_rides_through_device_resets_on_both_hosts() {
     let hosts = Hosts::create(&root.0);
     for (provider, ep) in [("relink", "msg"), ("relink;ofi_rxm", "rdm")] {
         let start = Instant::now();
-        let mut pair = Pair::start(&prov, &hosts, provider, ep, &["-I", "60000", "-S", "1024"]);
+        let mut pair = Pair::start(
+            &prov,
+            &hosts,
+            provider,
+            ep,
+            &["-I", "60000", "-S", "1024"],
+            &[],
+        );
         // The run is under way once both sessions are up; then each host's
         // device is reset three times, alternately.
         std::thread::sleep(Duration::from_secs(1));

@@ -123,7 +123,7 @@ fn fi_writedata_rides_through_device_resets_on_both_hosts() {
     };
     let prov = provider_dir(&root.0);
     let hosts = Hosts::create(&root.0);
-    let (rounds, atomics) = (200_000, 20_000);
+    let (rounds, atomics) = (200_000, 60_000);
     let start_at = Instant::now();
     let (mut server, mut client) = start(&exe, &prov, &hosts, rounds, atomics);
     // Under way once both sessions are up; then each host's device is
@@ -140,8 +140,8 @@ fn fi_writedata_rides_through_device_resets_on_both_hosts() {
         transcripts(&[&server, &client])
     );
     for d in [&hosts.a, &hosts.b] {
-        std::thread::sleep(Duration::from_millis(500));
         Hosts::reset(d);
+        std::thread::sleep(Duration::from_millis(200));
     }
     assert!(
         client.exited().is_none(),

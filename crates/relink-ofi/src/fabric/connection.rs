@@ -301,9 +301,29 @@ impl State {
         };
         let was = e.conn;
         e.conn = Conn::Down;
-        // Receives posted and not filled are cancelled.
+        // Receives posted and not filled are done with (a shared
+        // context's stay for its other endpoints). After the peer's
+        // orderly close they are discarded without a completion, as
+        // fi_shutdown(3) allows: the application has FI_SHUTDOWN, and an
+        // error entry per receive in a CQ shared with live endpoints
+        // would read as their failure. When the connection failed
+        // (give-up, a peer that lost its state) each is cancelled with
+        // an error completion.
         let rx = e.rx_cq;
-        let cancelled: Vec<PostedRecv> = e.recvs.drain(..).collect();
+        let mut cancelled: Vec<PostedRecv> = e
+            .current
+            .take()
+            .into_iter()
+            .chain(e.recvs.drain(..))
+            .collect();
+        let orderly = match ev {
+            SessionEvent::Disconnected => true,
+            SessionEvent::Transition(t) => t.to == SessionState::Closed,
+            _ => false,
+        };
+        if orderly {
+            cancelled.clear();
+        }
         let (fid, eq) = (e.fid, e.eq);
         if let Some(q) = rx.and_then(|c| self.cqs.get_mut(&c)) {
             for r in cancelled {

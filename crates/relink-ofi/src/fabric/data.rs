@@ -88,7 +88,8 @@ impl Fabric {
         Ok(())
     }
 
-    /// `fi_recv`/`fi_recvv`: the next message is copied into `buf`.
+    /// `fi_recv`/`fi_recvv` on endpoint `ep`, or on shared receive
+    /// context `ep`: the next message is copied into `buf`.
     pub fn recv(
         &self,
         ep: Id,
@@ -97,6 +98,27 @@ impl Fabric {
         completion: bool,
     ) -> Result<(), FiError> {
         let mut st = self.lock();
+        let r = PostedRecv {
+            buf,
+            context,
+            completion,
+        };
+        if let Some(srx) = st.srxs.get_mut(&ep) {
+            if srx.recvs.len() >= self.params.queue_size {
+                return fail(FI_EAGAIN, "fi_recv: the shared receive queue is full");
+            }
+            srx.recvs.push_back(r);
+            let bound: Vec<Id> = st
+                .eps
+                .iter()
+                .filter(|(_, e)| e.srx == Some(ep))
+                .map(|(&id, _)| id)
+                .collect();
+            for e in bound {
+                st.deliver(e);
+            }
+            return Ok(());
+        }
         let e = st.ep_mut(ep)?;
         if e.conn == Conn::Down {
             return fail(FI_ENOTCONN, "fi_recv: the connection ended");
@@ -104,12 +126,7 @@ impl Fabric {
         if e.recvs.len() >= self.params.queue_size {
             return fail(FI_EAGAIN, "fi_recv: the receive queue is full");
         }
-        let report = !e.rx_selective || completion;
-        e.recvs.push_back(PostedRecv {
-            buf,
-            context,
-            report,
-        });
+        e.recvs.push_back(r);
         st.deliver(ep);
         Ok(())
     }
@@ -463,13 +480,26 @@ impl State {
                 }
                 continue;
             }
-            if e.recvs.is_empty() || self.node.poll_delivery_into(s, &mut self.scratch).is_none() {
+            // A message needs a receive: the one under way, else the
+            // next of the endpoint's (or of its shared context).
+            let ready = e.current.is_some()
+                || match e.srx {
+                    Some(x) => self.srxs.get(&x).is_some_and(|q| !q.recvs.is_empty()),
+                    None => !e.recvs.is_empty(),
+                };
+            if !ready || self.node.poll_delivery_into(s, &mut self.scratch).is_none() {
                 break;
+            }
+            if e.current.is_none() {
+                e.current = match e.srx {
+                    Some(x) => self.srxs.get_mut(&x).and_then(|q| q.recvs.pop_front()),
+                    None => e.recvs.pop_front(),
+                };
             }
             let f = match frame::decode(&self.scratch) {
                 Ok(f) => f,
                 Err(err) => {
-                    let Some(r) = e.recvs.pop_front() else { break };
+                    let Some(r) = e.current.take() else { break };
                     e.partial = 0;
                     if let Some(q) = e.rx_cq.and_then(|c| self.cqs.get_mut(&c)) {
                         q.push_error(CqError {
@@ -487,7 +517,7 @@ impl State {
                     continue;
                 }
             };
-            let Some(r) = e.recvs.front() else { break };
+            let Some(r) = e.current.as_ref() else { break };
             r.buf.write_at(e.partial, f.part);
             e.partial += f.part.len();
             if f.data.is_some() {
@@ -498,7 +528,7 @@ impl State {
             }
             let total = std::mem::take(&mut e.partial);
             let data = e.partial_data.take();
-            let Some(r) = e.recvs.pop_front() else { break };
+            let Some(r) = e.current.take() else { break };
             let n = total.min(r.buf.len());
             let entry = CqEntry {
                 context: r.context,
@@ -518,7 +548,7 @@ impl State {
                         "a message of {total} bytes was cut to the {n} bytes of the receive buffer"
                     ),
                 });
-            } else if r.report {
+            } else if !e.rx_selective || r.completion {
                 q.push(entry);
             }
         }

@@ -102,6 +102,7 @@ struct State {
     eps: HashMap<Id, Ep>,
     connreqs: HashMap<Id, ConnReq>,
     mrs: HashMap<Id, relink::RegionId>,
+    srxs: HashMap<Id, Srx>,
     by_session: HashMap<SessionHandle, Owner>,
     scratch: Vec<u8>,
     /// The bounce buffers of RMA injects, made at the first.
@@ -176,7 +177,12 @@ struct Ep {
     conn: Conn,
     pending: HashMap<OpId, Pending>,
     recvs: VecDeque<PostedRecv>,
-    /// Bytes of the message under way into the front receive.
+    /// The shared receive context its receives come from, if bound.
+    srx: Option<Id>,
+    /// The receive the message under way fills (taken at its first
+    /// fragment).
+    current: Option<PostedRecv>,
+    /// Bytes of the message under way into `current`.
     partial: usize,
     /// Its remote CQ data.
     partial_data: Option<u64>,
@@ -206,7 +212,16 @@ struct Pending {
 struct PostedRecv {
     buf: UserIov,
     context: usize,
-    report: bool,
+    /// `FI_COMPLETION` (or a call without flags): with selective
+    /// completion on the endpoint that takes it, only these are reported.
+    completion: bool,
+}
+
+/// A shared receive context (`fi_srx_context`): receives posted once for
+/// every endpoint bound to it; whichever endpoint's next message comes
+/// first takes the front one.
+struct Srx {
+    recvs: VecDeque<PostedRecv>,
 }
 
 /// An RMA operation (`fi_read`, `fi_write`, `fi_writedata`).
@@ -284,6 +299,7 @@ impl Fabric {
                 eps: HashMap::new(),
                 connreqs: HashMap::new(),
                 mrs: HashMap::new(),
+                srxs: HashMap::new(),
                 by_session: HashMap::new(),
                 scratch: Vec::new(),
                 inject: None,

@@ -242,6 +242,8 @@ impl Fabric {
                 conn: Conn::Idle,
                 pending: HashMap::new(),
                 recvs: VecDeque::new(),
+                srx: None,
+                current: None,
                 partial: 0,
                 partial_data: None,
                 virt_addr,
@@ -282,6 +284,43 @@ impl Fabric {
             e.rx_cq = Some(cq);
             e.rx_selective = selective;
         }
+        Ok(())
+    }
+
+    /// `fi_srx_context`: a shared receive context.
+    pub fn srx_open(&self) -> Id {
+        let mut st = self.lock();
+        let id = st.id();
+        st.srxs.insert(
+            id,
+            Srx {
+                recvs: VecDeque::new(),
+            },
+        );
+        id
+    }
+
+    /// `fi_close` of a shared receive context: its receives are dropped
+    /// (no completion: the application closes what it posted them to),
+    /// and the endpoints bound to it take receives of their own again.
+    pub fn srx_close(&self, srx: Id) {
+        let mut st = self.lock();
+        st.srxs.remove(&srx);
+        for e in st.eps.values_mut() {
+            if e.srx == Some(srx) {
+                e.srx = None;
+            }
+        }
+    }
+
+    /// `fi_ep_bind` of a shared receive context: the endpoint's messages
+    /// fill its receives.
+    pub fn ep_bind_srx(&self, ep: Id, srx: Id) -> Result<(), FiError> {
+        let mut st = self.lock();
+        if !st.srxs.contains_key(&srx) {
+            return Err(bad_fid("shared receive context"));
+        }
+        st.ep_mut(ep)?.srx = Some(srx);
         Ok(())
     }
 

@@ -83,6 +83,8 @@ static DOMAIN_FID_OPS: Ops<fi_ops> = Ops(fi_ops {
 static DOMAIN_OPS: Ops<fi_ops_domain> = Ops(fi_ops_domain {
     cq_open: Some(super::queues::cq_open),
     endpoint: Some(super::endpoint::endpoint),
+    srx_ctx: Some(super::endpoint::srx_context),
+    stx_ctx: Some(super::endpoint::stx_context),
     ..DOMAIN_NOSYS
 });
 static MR_OPS: Ops<fi_ops_mr> = Ops(fi_ops_mr {

@@ -83,6 +83,17 @@ static EP_CM_OPS: Ops<fi_ops_cm> = Ops(fi_ops_cm {
     ..CM_NOSYS
 });
 static TAGGED_OPS: Ops<fi_ops_tagged> = Ops(TAGGED_NOSYS);
+static CM_NOSYS_OPS: Ops<fi_ops_cm> = Ops(CM_NOSYS);
+static RMA_NOSYS_OPS: Ops<fi_ops_rma> = Ops(RMA_NOSYS);
+static ATOMIC_NOSYS_OPS: Ops<fi_ops_atomic> = Ops(ATOMIC_NOSYS);
+static SRX_FID_OPS: Ops<fi_ops> = Ops(fi_ops {
+    close: Some(srx_close),
+    ..FID_NOSYS
+});
+static STX_FID_OPS: Ops<fi_ops> = Ops(fi_ops {
+    close: Some(stx_close),
+    ..FID_NOSYS
+});
 
 fn unspecified() -> SocketAddrV4 {
     SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)
@@ -288,6 +299,93 @@ pub(super) unsafe extern "C" fn endpoint(
     })
 }
 
+/// `fi_srx_context`: a shared receive context, an [`EpObj`] of class
+/// `FI_CLASS_SRX_CTX` whose receive calls post to the shared queue.
+pub(super) unsafe extern "C" fn srx_context(
+    domain: *mut fid_domain,
+    _attr: *mut fi_rx_attr,
+    out: *mut *mut fid_ep,
+    context: *mut c_void,
+) -> c_int {
+    guard(|| {
+        // SAFETY: `domain` is our DomainObj.
+        let d = match unsafe { obj::<DomainObj>(domain.cast()) } {
+            Ok(d) => d,
+            Err(e) => return ret(Err(e)),
+        };
+        if out.is_null() {
+            return -(FI_EINVAL as c_int);
+        }
+        let id = d.fabric.srx_open();
+        let p = Box::into_raw(Box::new(EpObj {
+            fid: fid_ep {
+                fid: fid_header(FI_CLASS_SRX_CTX, context, SRX_FID_OPS.ptr()),
+                ops: EP_OPS.ptr(),
+                cm: CM_NOSYS_OPS.ptr(),
+                msg: super::data::MSG_OPS.ptr(),
+                rma: RMA_NOSYS_OPS.ptr(),
+                tagged: TAGGED_OPS.ptr(),
+                atomic: ATOMIC_NOSYS_OPS.ptr(),
+                collective: std::ptr::null_mut(),
+            },
+            fabric: d.fabric.clone(),
+            id,
+            connreq: Mutex::new(None),
+        }));
+        // SAFETY: libfabric's out pointer.
+        unsafe { *out = p.cast() };
+        0
+    })
+}
+
+unsafe extern "C" fn srx_close(f: *mut fid) -> c_int {
+    guard(|| {
+        // SAFETY: `f` is our EpObj of class SRX_CTX.
+        let e = match unsafe { obj::<EpObj>(f.cast()) } {
+            Ok(e) => e,
+            Err(err) => return ret(Err(err)),
+        };
+        e.fabric.srx_close(e.id);
+        // SAFETY: ours, closed once.
+        drop(unsafe { Box::from_raw(f.cast::<EpObj>()) });
+        0
+    })
+}
+
+/// `fi_stx_context`: a shared transmit context. Each endpoint transmits
+/// on its own relink session, so it holds nothing: binding one is
+/// accepted and changes nothing.
+pub(super) unsafe extern "C" fn stx_context(
+    _domain: *mut fid_domain,
+    _attr: *mut fi_tx_attr,
+    out: *mut *mut fid_stx,
+    context: *mut c_void,
+) -> c_int {
+    guard(|| {
+        if out.is_null() {
+            return -(FI_EINVAL as c_int);
+        }
+        let p = Box::into_raw(Box::new(fid_stx {
+            fid: fid_header(FI_CLASS_STX_CTX, context, STX_FID_OPS.ptr()),
+            ops: EP_OPS.ptr(),
+        }));
+        // SAFETY: libfabric's out pointer.
+        unsafe { *out = p };
+        0
+    })
+}
+
+unsafe extern "C" fn stx_close(f: *mut fid) -> c_int {
+    guard(|| {
+        if f.is_null() {
+            return -(FI_EINVAL as c_int);
+        }
+        // SAFETY: `f` is a fid_stx of ours, closed once.
+        drop(unsafe { Box::from_raw(f.cast::<fid_stx>()) });
+        0
+    })
+}
+
 unsafe extern "C" fn ep_close(f: *mut fid) -> c_int {
     guard(|| {
         // SAFETY: `f` is our EpObj.
@@ -313,9 +411,14 @@ unsafe extern "C" fn ep_bind(f: *mut fid, b: *mut fid, flags: u64) -> c_int {
             obj::<EpObj>(f.cast()).and_then(|e| match b.as_ref().map(|b| b.fclass as u32) {
                 Some(FI_CLASS_EQ) => e.fabric.ep_bind_eq(e.id, (*b.cast::<EqObj>()).id),
                 Some(FI_CLASS_CQ) => e.fabric.ep_bind_cq(e.id, (*b.cast::<CqObj>()).id, flags),
+                // A shared receive context is an EpObj of class SRX_CTX.
+                Some(FI_CLASS_SRX_CTX) => e.fabric.ep_bind_srx(e.id, (*b.cast::<EpObj>()).id),
+                // Each endpoint transmits on its own session: a shared
+                // transmit context changes nothing.
+                Some(FI_CLASS_STX_CTX) => Ok(()),
                 _ => Err(FiError::new(
                     FI_ENOSYS,
-                    "an endpoint binds event and completion queues only",
+                    "an endpoint binds event and completion queues and shared contexts only",
                 )),
             })
         };

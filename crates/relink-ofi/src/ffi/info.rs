@@ -172,6 +172,7 @@ pub(super) unsafe fn read_info(h: *const fi_info) -> Option<Info> {
                 rx_ctx_cnt: d.rx_ctx_cnt,
                 max_ep_tx_ctx: d.max_ep_tx_ctx,
                 max_ep_rx_ctx: d.max_ep_rx_ctx,
+                max_ep_stx_ctx: d.max_ep_stx_ctx,
                 max_ep_srx_ctx: d.max_ep_srx_ctx,
                 mr_iov_limit: d.mr_iov_limit,
                 caps: d.caps,
@@ -332,6 +333,7 @@ pub(super) fn alloc_info(i: &Info) -> *mut fi_info {
         d.rx_ctx_cnt = i.domain.rx_ctx_cnt;
         d.max_ep_tx_ctx = i.domain.max_ep_tx_ctx;
         d.max_ep_rx_ctx = i.domain.max_ep_rx_ctx;
+        d.max_ep_stx_ctx = i.domain.max_ep_stx_ctx;
         d.max_ep_srx_ctx = i.domain.max_ep_srx_ctx;
         d.mr_iov_limit = i.domain.mr_iov_limit;
         d.caps = i.domain.caps;
@@ -339,7 +341,10 @@ pub(super) fn alloc_info(i: &Info) -> *mut fi_info {
         d.mr_cnt = i.domain.mr_cnt;
         let f = &mut *fab;
         f.name = strdup(i.fabric.name.as_deref());
-        f.prov_name = std::ptr::null_mut();
+        // NULL in getinfo's answers (libfabric names the provider, and
+        // layers ofi_rxm's name on it); the pep's own in a connection
+        // request's info, which libfabric does not touch (ofi_rxm reads it).
+        f.prov_name = strdup(i.fabric.prov_name.as_deref());
         f.prov_version = i.fabric.prov_version;
         f.api_version = i.fabric.api_version;
         let n = &mut *info;
