@@ -5,16 +5,17 @@
 #
 #   N passed, M failed, K skipped
 #
-# Host tests count one by one, bench targets one by one, VM tier steps one
-# by one. A test that reports a skip through relink-skip (crates/relink-skip)
+# Host tests count one by one, bench targets one by one, fuzz targets one
+# by one, VM tier steps one by one. A test that reports a skip through relink-skip (crates/relink-skip)
 # counts as skipped, not passed; a part of a test or bench that could not
 # run counts as one more skipped item. Exits 0 only when nothing failed.
 # docs/TESTING.md lists the tiers, what each needs and how a skip shows.
 #
-#   scripts/test.sh [TIER...]    host, bench, vm (default: all three, in that order)
+#   scripts/test.sh [TIER...]    host, bench, fuzz, vm (default: all four, in that order)
 #
 #   RELINK_SIM_SEEDS=N     seeds of the randomized simulation (default 2000)
 #   RELINK_SKIP_VM=1       leave out the VM tier (counted as one skip)
+#   RELINK_FUZZ_SECONDS=N  seconds per fuzz target (default 20; scripts/fuzz.sh)
 #   CI=true                a skip for want of something the install step
 #                          provides fails instead (a missing install step)
 #   RELINK_FAIL_ON_SKIP=1  every skip fails
@@ -27,9 +28,9 @@ ROOT=$(pwd)
 . "$ROOT/scripts/skip.sh"
 
 TIERS=("$@")
-[ ${#TIERS[@]} = 0 ] && TIERS=(host bench vm)
+[ ${#TIERS[@]} = 0 ] && TIERS=(host bench fuzz vm)
 for t in "${TIERS[@]}"; do
-  case $t in host|bench|vm) ;; *) echo "test.sh: unknown tier '$t' (host, bench, vm)" >&2; exit 2 ;; esac
+  case $t in host|bench|fuzz|vm) ;; *) echo "test.sh: unknown tier '$t' (host, bench, fuzz, vm)" >&2; exit 2 ;; esac
 done
 wants() { case " ${TIERS[*]} " in *" $1 "*) return 0 ;; esac; return 1; }
 
@@ -127,6 +128,24 @@ if wants bench; then
   run_bench "$REPORT/bench-nbd.log" env RELINK_BENCH_QUICK=1 cargo bench -p relinkd --bench nbd
   run_bench "$REPORT/bench-ofi.log" env RELINK_BENCH_QUICK=1 cargo bench -p relink-ofi --bench ofi
   timed bench "$t"
+fi
+
+if wants fuzz; then
+  step "fuzz tier: every cargo-fuzz target for ${RELINK_FUZZ_SECONDS:-20} s from the kept corpus (scripts/fuzz.sh; nightly, AddressSanitizer)"
+  t=$(date +%s)
+  FRES=$REPORT/fuzz-results.txt
+  RELINK_FUZZ_RESULTS=$FRES "$ROOT/scripts/fuzz.sh" 2>&1 | tee "$REPORT/fuzz.log"
+  rc=${PIPESTATUS[0]}
+  fpass=0
+  if [ -f "$FRES" ]; then
+    fpass=$(awk -F'|' '$2 == "PASS"' "$FRES" | wc -l)
+    while IFS='|' read -r name _ note; do fail "fuzz $name: $note"; done < <(awk -F'|' '$2 == "FAIL"' "$FRES")
+  fi
+  PASSED=$((PASSED + fpass))
+  if [ "$rc" != 0 ] && ! grep -q '|FAIL|' "$FRES" 2>/dev/null; then
+    fail "scripts/fuzz.sh exited $rc (see $REPORT/fuzz.log)"
+  fi
+  timed fuzz "$t"
 fi
 
 if wants vm; then
