@@ -82,7 +82,7 @@ for t in "${TARGETS[@]}"; do
     echo "FAILED: fuzz $t (rc $rc; $note); the end of its log ($log):"
     grep -aE 'ERROR|panicked|SUMMARY|Test unit written' "$log" | head -10 | sed 's/^/  | /'
     tail -20 "$log" | sed 's/^/  | /'
-    [ -n "$art" ] && echo "  replay: cargo +nightly fuzz run $t $art"
+    [ -n "$art" ] && echo "  replay: cargo +nightly fuzz run -O $t $art"
     [ -n "$RESULTS" ] && echo "$t|FAIL|rc $rc${art:+, input $art}" >> "$RESULTS"
   fi
 done
