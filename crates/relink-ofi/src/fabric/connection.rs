@@ -327,17 +327,7 @@ impl State {
         let (fid, eq) = (e.fid, e.eq);
         if let Some(q) = rx.and_then(|c| self.cqs.get_mut(&c)) {
             for r in cancelled {
-                q.push_error(CqError {
-                    entry: CqEntry {
-                        context: r.context,
-                        flags: FI_RECV | FI_MSG,
-                        len: 0,
-                        data: 0,
-                    },
-                    err: FI_ECANCELED as u32,
-                    olen: 0,
-                    message: "the connection ended".into(),
-                });
+                q.push_error(r.failed(FI_ECANCELED as u32, "the connection ended".into()));
             }
         }
         let Some(q) = eq.and_then(|q| self.eqs.get_mut(&q)) else {

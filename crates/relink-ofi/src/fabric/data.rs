@@ -502,17 +502,7 @@ impl State {
                     let Some(r) = e.current.take() else { break };
                     e.partial = 0;
                     if let Some(q) = e.rx_cq.and_then(|c| self.cqs.get_mut(&c)) {
-                        q.push_error(CqError {
-                            entry: CqEntry {
-                                context: r.context,
-                                flags: FI_RECV | FI_MSG,
-                                len: 0,
-                                data: 0,
-                            },
-                            err: FI_EOTHER,
-                            olen: 0,
-                            message: err.to_string(),
-                        });
+                        q.push_error(r.failed(FI_EOTHER, err.to_string()));
                     }
                     continue;
                 }

@@ -217,6 +217,23 @@ struct PostedRecv {
     completion: bool,
 }
 
+impl PostedRecv {
+    /// The error completion of a receive that will not be filled.
+    fn failed(&self, err: u32, message: String) -> CqError {
+        CqError {
+            entry: CqEntry {
+                context: self.context,
+                flags: FI_RECV | FI_MSG,
+                len: 0,
+                data: 0,
+            },
+            err,
+            olen: 0,
+            message,
+        }
+    }
+}
+
 /// A shared receive context (`fi_srx_context`): receives posted once for
 /// every endpoint bound to it; whichever endpoint's next message comes
 /// first takes the front one.

@@ -244,35 +244,43 @@ unsafe extern "C" fn sendmsg(ep: *mut fid_ep, msg: *const fi_msg, flags: u64) ->
     })
 }
 
+/// `fi_inject`/`fi_injectdata`: the bytes are copied now, and no
+/// completion comes.
+///
+/// # Safety
+/// As `post_send` for one part of `len` bytes at `buf`.
+unsafe fn post_inject(ep: *mut fid_ep, buf: *const c_void, len: usize, data: Option<u64>) -> isize {
+    // SAFETY: the caller's contract: `ep` is ours.
+    if let Ok(e) = unsafe { obj::<EpObj>(ep.cast()) } {
+        if len > e.fabric.params.inject_size() {
+            return -(FI_EMSGSIZE as isize);
+        }
+    }
+    let f = TxFlags {
+        inject: true,
+        completion: false,
+        wait: false,
+    };
+    // SAFETY: the caller's contract.
+    unsafe {
+        post_send(
+            ep,
+            &[(buf.cast_mut().cast(), len)],
+            data,
+            std::ptr::null_mut(),
+            f,
+        )
+    }
+}
+
 unsafe extern "C" fn inject(
     ep: *mut fid_ep,
     buf: *const c_void,
     len: usize,
     _dest: fi_addr_t,
 ) -> isize {
-    sguard(|| {
-        // SAFETY: `ep` is ours.
-        if let Ok(e) = unsafe { obj::<EpObj>(ep.cast()) } {
-            if len > e.fabric.params.inject_size() {
-                return -(FI_EMSGSIZE as isize);
-            }
-        }
-        let f = TxFlags {
-            inject: true,
-            completion: false,
-            wait: false,
-        };
-        // SAFETY: as `send`.
-        unsafe {
-            post_send(
-                ep,
-                &[(buf.cast_mut().cast(), len)],
-                None,
-                std::ptr::null_mut(),
-                f,
-            )
-        }
-    })
+    // SAFETY: libfabric's contract for fi_inject is post_inject's.
+    sguard(|| unsafe { post_inject(ep, buf, len, None) })
 }
 
 unsafe extern "C" fn senddata(
@@ -303,30 +311,10 @@ unsafe extern "C" fn injectdata(
     data: u64,
     _dest: fi_addr_t,
 ) -> isize {
-    sguard(|| {
-        // SAFETY: `ep` is ours.
-        if let Ok(e) = unsafe { obj::<EpObj>(ep.cast()) } {
-            if len > e.fabric.params.inject_size() {
-                return -(FI_EMSGSIZE as isize);
-            }
-        }
-        let f = TxFlags {
-            inject: true,
-            completion: false,
-            wait: false,
-        };
-        // SAFETY: as `send`.
-        unsafe {
-            post_send(
-                ep,
-                &[(buf.cast_mut().cast(), len)],
-                Some(data),
-                std::ptr::null_mut(),
-                f,
-            )
-        }
-    })
+    // SAFETY: libfabric's contract for fi_injectdata is post_inject's.
+    sguard(|| unsafe { post_inject(ep, buf, len, Some(data)) })
 }
+
 /// An RMA of one local range and one remote range.
 ///
 /// # Safety
