@@ -5,6 +5,9 @@
 //! its ranks spread over two soft hosts — also while the devices of both
 //! hosts are reset, replaced and unplugged and plugged in again, many
 //! times: the job ends with every rank's check passed, no MPI error.
+//! The nine-host tier's job: 8 ranks, each on its own host (a network
+//! namespace on a bridge, with its own soft device), through seeded
+//! faults on several hosts at once.
 
 mod common;
 
@@ -66,7 +69,19 @@ fn mpirun(
     ranks: u32,
     seconds: u32,
 ) -> Proc {
-    let mut c = Command::new(mpirun);
+    mpirun_with(Command::new(mpirun), prov, wrapper, exe, ranks, seconds)
+}
+
+/// [`mpirun`] with `c` as the `mpirun` command (one run in a network
+/// namespace, say).
+fn mpirun_with(
+    mut c: Command,
+    prov: &Path,
+    wrapper: &Path,
+    exe: &Path,
+    ranks: u32,
+    seconds: u32,
+) -> Proc {
     for (k, _) in std::env::vars() {
         if k.starts_with("FI_") || k.starts_with("OMPI_") {
             c.env_remove(k);
@@ -186,6 +201,140 @@ fn open_mpi_rides_through_resets_replacements_and_replugs_on_both_hosts() {
         faults.join(", "),
         start.elapsed()
     );
+    for l in job.stdout() {
+        println!("  {l}");
+    }
+}
+
+#[test]
+fn open_mpi_8_ranks_on_8_namespace_hosts_ride_through_faults_on_several_hosts_at_once() {
+    use rand::{Rng, SeedableRng};
+    let test = "open_mpi_8_ranks_on_8_namespace_hosts_ride_through_faults";
+    let (mpicc, run) = match mpi_tools() {
+        Ok(t) => t,
+        Err(skip) => return relink_skip::skip_test(test, &skip),
+    };
+    let prefix = format!("relink-ofi-{}", std::process::id());
+    // mpirun runs on the hub (the bridge's host); rank k on spoke k + 1.
+    let star = match relink_proctest::netns::Star::new(&prefix, 8) {
+        Ok(s) => s,
+        Err(why) => return relink_skip::skip_test(test, &Skip::new(why)),
+    };
+    let root = Root::new("mpi-nine");
+    let prov = provider_dir(&root.0);
+    let dirs: Vec<PathBuf> = (1..=8).map(|k| root.0.join(format!("h{k}"))).collect();
+    for (dir, (_, addr)) in dirs.iter().zip(&star.spokes) {
+        relink_soft::Registry::open(dir)
+            .unwrap()
+            .add(
+                "soft0",
+                vec![format!("{addr}/24").parse().unwrap()],
+                None,
+                None,
+            )
+            .unwrap();
+    }
+    let exe = root.0.join("check");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mpi/check.c");
+    let out = Command::new(&mpicc)
+        .args(["-O2", "-Wall", "-Werror", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "mpicc: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let wrapper = root.0.join("on-host.sh");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nk=$((OMPI_COMM_WORLD_RANK + 1))\nFI_RELINK_SOFT_DIR={}/h$k\n\
+             export FI_RELINK_SOFT_DIR\nexec ip netns exec {prefix}-$k \"$@\"\n",
+            root.0.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+
+    // PMIx serves the ranks over TCP: on the bridge, since each rank has
+    // loopback of its own.
+    let mut c = star.hub.command(&run);
+    c.env("PMIX_MCA_ptl_tcp_remote_connections", "1")
+        .env("PMIX_MCA_ptl_tcp_if_include", "br0");
+    let start = Instant::now();
+    let mut job = mpirun_with(c, &prov, &wrapper, &exe, 8, 25);
+    assert!(
+        job.wait_until(Duration::from_secs(180), |p| p.count(": running") == 8),
+        "the ranks did not start:\n{}",
+        job.transcript()
+    );
+    // 16 steps 0.4-1.2 s apart, each on 1 to 3 hosts at once: mostly
+    // resets, some replacements, some unplugs and replugs.
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(8);
+    let mut faults = Vec::new();
+    let mut per_host = [0u32; 8];
+    for _ in 0..16 {
+        std::thread::sleep(Duration::from_millis(rng.gen_range(400..1200)));
+        let mut hosts: Vec<usize> = Vec::new();
+        let many = rng.gen_range(1..=3);
+        while hosts.len() < many {
+            let h = rng.gen_range(0..8);
+            if !hosts.contains(&h) {
+                hosts.push(h);
+            }
+        }
+        let mut step = Vec::new();
+        let mut unplugged = Vec::new();
+        for &h in &hosts {
+            let reg = relink_soft::Registry::open(&dirs[h]).unwrap();
+            per_host[h] += 1;
+            match rng.gen_range(0..6) {
+                0 => {
+                    reg.replace("soft0", None).unwrap();
+                    step.push(format!("h{}: replaced", h + 1));
+                }
+                1 => {
+                    unplugged.push((h, reg.remove("soft0").unwrap()));
+                    step.push(format!("h{}: unplugged and plugged in again", h + 1));
+                }
+                _ => {
+                    reg.reset("soft0").unwrap();
+                    step.push(format!("h{}: reset", h + 1));
+                }
+            }
+        }
+        if !unplugged.is_empty() {
+            std::thread::sleep(Duration::from_millis(300));
+            for (h, d) in unplugged {
+                relink_soft::Registry::open(&dirs[h])
+                    .unwrap()
+                    .add("soft0", d.addrs, None, None)
+                    .unwrap();
+            }
+        }
+        faults.push(step.join(", "));
+    }
+    let faulted = start.elapsed();
+    passed(&mut job, 8, Duration::from_secs(900));
+    let losses = job.count("transport lost");
+    let n: usize = per_host.iter().map(|&c| c as usize).sum();
+    assert!(
+        losses >= n / 2,
+        "relink saw {losses} losses for {n} faults\n{}",
+        job.transcript()
+    );
+    println!(
+        "8 ranks on 8 namespace hosts: {n} faults in 16 steps in the first {faulted:.1?} (per \
+         host {per_host:?}), {losses} transport losses, job done in {:.1?}",
+        start.elapsed()
+    );
+    for (k, f) in faults.iter().enumerate() {
+        println!("  step {}: {f}", k + 1);
+    }
     for l in job.stdout() {
         println!("  {l}");
     }

@@ -16,13 +16,16 @@
 //!   dropping a `Proc` that has not exited kills it, so a failing test
 //!   leaves no process behind.
 //!
-//! [`nbdinfo::data_extents`] reads what `nbdinfo --map` printed.
+//! [`nbdinfo::data_extents`] reads what `nbdinfo --map` printed;
+//! [`netns`] makes hosts of network namespaces (a [`netns::Star`] of one
+//! hub and up to eight spokes on a bridge).
 //!
 //! Nothing here measures time: the bounds only keep a hang from lasting
 //! forever on a slow, shared machine. Panicking is left to the callers,
 //! which know what they waited for and whose transcripts explain it.
 
 pub mod nbdinfo;
+pub mod netns;
 
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};

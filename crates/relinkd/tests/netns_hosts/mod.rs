@@ -1,16 +1,19 @@
-//! Two hosts in network namespaces for the relinkd tests: namespaces,
-//! a veth pair between them, each host's soft device registry managed
-//! with the `relink soft-device` CLI inside its namespace, and relinkd
-//! processes started there with their output collected.
+//! Hosts in network namespaces for the relinkd tests: two joined by a
+//! veth pair ([`two_hosts`]), or one target and many initiators on a
+//! bridge ([`star`]); each host's soft device registry managed with the
+//! `relink soft-device` CLI inside its namespace, and relinkd processes
+//! started there with their output collected.
+
+#![allow(dead_code)]
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use relinkd::control::protocol::{self, Response};
 
+use relink_proctest::netns::{self, Netns};
 use relink_skip::Skip;
 
 use crate::common::{relink_bin, tool, Daemon, Root, STEP};
@@ -23,66 +26,10 @@ pub const T_GUID: &str = "0x0231000000000002";
 /// The GUID of the initiator host's first `soft0`.
 pub const I_GUID: &str = "0x0231000000000001";
 
-/// A network namespace, deleted on drop (with the veth end inside it).
-pub struct Netns {
-    /// Its name (`ip netns` name).
-    pub name: String,
-}
-
-impl Netns {
-    /// `ip netns add NAME`, or the [`Skip`]: for want of `ip`, or (of
-    /// the machine's kind) for the refusal of a user who is not root.
-    fn add(name: String) -> Result<Netns, Skip> {
-        let ip = relink_skip::find_program("ip", "iproute2")?;
-        let out = Command::new(ip)
-            .args(["netns", "add", &name])
-            .output()
-            .map_err(|e| Skip::new(format!("ip netns add {name} not runnable: {e}")))?;
-        if !out.status.success() {
-            return Err(Skip::new(format!(
-                "ip netns add {name} failed (needs root): {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            )));
-        }
-        Ok(Netns { name })
-    }
-
-    /// `ip netns exec NAME program`.
-    pub fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
-        let mut c = Command::new("ip");
-        c.args(["netns", "exec", &self.name]).arg(program);
-        c
-    }
-
-    /// `ip -n NAME ARGS`, which must succeed.
-    #[track_caller]
-    pub fn ip(&self, args: &[&str]) {
-        let out = Command::new("ip")
-            .args(["-n", &self.name])
-            .args(args)
-            .output()
-            .expect("run ip");
-        assert!(
-            out.status.success(),
-            "ip -n {} {args:?}: {}",
-            self.name,
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip")
-            .args(["netns", "del", &self.name])
-            .output();
-    }
-}
-
 /// One host: its namespace, its veth address and its soft device
 /// registry directory.
 pub struct Host {
-    /// `T` or `I`, for messages.
+    /// `T`, `I` or `I3`, for messages.
     pub what: &'static str,
     /// The namespace.
     pub ns: Netns,
@@ -161,8 +108,8 @@ pub fn two_hosts(tag: &str) -> Result<TwoHosts, Skip> {
     let _ = std::fs::remove_dir_all(&root);
     std::fs::create_dir_all(&root).unwrap_or_else(|e| panic!("{}: {e}", root.display()));
     let root = Root(root);
-    let t_ns = Netns::add(format!("relinkd-{pid}-{n}-t"))?;
-    let i_ns = Netns::add(format!("relinkd-{pid}-{n}-i"))?;
+    let t_ns = Netns::add(format!("relinkd-{pid}-{n}-t")).map_err(Skip::new)?;
+    let i_ns = Netns::add(format!("relinkd-{pid}-{n}-i")).map_err(Skip::new)?;
     // The pair is made inside T with its peer in I: no name in the root
     // namespace, so parallel tests cannot clash.
     t_ns.ip(&[
@@ -213,4 +160,67 @@ pub fn control<T: serde::de::DeserializeOwned>(socket: &Path, command: protocol:
     let r: Response =
         serde_json::from_str(line.trim_end()).unwrap_or_else(|e| panic!("response {line:?}: {e}"));
     r.into_result().unwrap_or_else(|e| panic!("{what}: {e}"))
+}
+
+/// One target host and `n` initiator hosts ([`netns::Star`]: the
+/// target's namespace is the hub, 10.233.N.1, the initiators' the
+/// spokes, 10.233.N.(10 + k)). Each host has soft device `soft0` owning
+/// its address, with the GUID [`star_guid`] gives it.
+pub struct Star {
+    /// The scratch directory.
+    pub root: Root,
+    /// The target's host.
+    pub t: Host,
+    /// The initiators' hosts, `I1` to `In`.
+    pub initiators: Vec<Host>,
+}
+
+/// The names of a star's initiator hosts, for messages.
+pub const INITIATORS: [&str; 8] = ["I1", "I2", "I3", "I4", "I5", "I6", "I7", "I8"];
+
+/// The GUID of `soft0` on host `k` of a star (0 = the target).
+pub fn star_guid(k: usize) -> String {
+    format!("0x02330000000000{:02x}", k + 0x10)
+}
+
+/// A star of one target and `n` (at most 8) initiators, or why it cannot
+/// be made here (as [`two_hosts`]).
+pub fn star(tag: &str, n: usize) -> Result<Star, Skip> {
+    assert!((1..=INITIATORS.len()).contains(&n), "1 to 8 initiators");
+    find_programs()?;
+    let relink = relink_bin()?;
+    let pid = std::process::id();
+    let root = std::env::temp_dir().join(format!("relinkd-star-{tag}-{pid}"));
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(&root).unwrap_or_else(|e| panic!("{}: {e}", root.display()));
+    let root = Root(root);
+    let net = netns::Star::new(&format!("relinkd-{pid}-{tag}"), n).map_err(Skip::new)?;
+    let host = |what, ns: Netns, addr: String, guid: String| {
+        let h = Host {
+            what,
+            ns,
+            addr: addr.clone(),
+            soft_dir: root.0.join(format!("soft-{what}")),
+            relink: relink.clone(),
+        };
+        h.soft_device(&[
+            "add",
+            "soft0",
+            "--addr",
+            &format!("{addr}/24"),
+            "--guid",
+            &guid,
+        ]);
+        h
+    };
+    let mut initiators = Vec::new();
+    for (k, (ns, addr)) in net.spokes.into_iter().enumerate() {
+        initiators.push(host(INITIATORS[k], ns, addr, star_guid(k + 1)));
+    }
+    let t = host("T", net.hub, net.hub_addr, star_guid(0));
+    Ok(Star {
+        root,
+        t,
+        initiators,
+    })
 }
