@@ -19,11 +19,19 @@ use common::{provider_dir, Hosts, Root};
 use relink_proctest::Proc;
 use relink_skip::Skip;
 
-/// `mpicc` and `mpirun`, or the skip naming their packages.
-fn mpi_tools() -> Result<(PathBuf, PathBuf), Skip> {
+/// One MPI job at a time: the jobs are many processes each, and a
+/// loaded machine running three at once starts ranks slowly enough to
+/// look like a hang.
+static ONE_JOB: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// `mpicc` and `mpirun`, or the skip naming their packages; and the
+/// turn to run a job ([`ONE_JOB`]).
+fn mpi_tools() -> Result<(PathBuf, PathBuf, std::sync::MutexGuard<'static, ()>), Skip> {
+    let turn = ONE_JOB.lock().unwrap_or_else(|e| e.into_inner());
     Ok((
         relink_skip::find_program("mpicc", "libopenmpi-dev")?,
         relink_skip::find_program("mpirun", "openmpi-bin")?,
+        turn,
     ))
 }
 
@@ -121,7 +129,7 @@ fn passed(job: &mut Proc, ranks: u32, timeout: Duration) {
 
 #[test]
 fn open_mpi_runs_the_checked_program_over_relink() {
-    let (mpicc, run) = match mpi_tools() {
+    let (mpicc, run, _turn) = match mpi_tools() {
         Ok(t) => t,
         Err(skip) => return relink_skip::skip_test("open_mpi_runs_the_checked_program", &skip),
     };
@@ -140,7 +148,7 @@ fn open_mpi_runs_the_checked_program_over_relink() {
 
 #[test]
 fn open_mpi_rides_through_resets_replacements_and_replugs_on_both_hosts() {
-    let (mpicc, run) = match mpi_tools() {
+    let (mpicc, run, _turn) = match mpi_tools() {
         Ok(t) => t,
         Err(skip) => return relink_skip::skip_test("open_mpi_rides_through_faults", &skip),
     };
@@ -210,7 +218,7 @@ fn open_mpi_rides_through_resets_replacements_and_replugs_on_both_hosts() {
 fn open_mpi_8_ranks_on_8_namespace_hosts_ride_through_faults_on_several_hosts_at_once() {
     use rand::{Rng, SeedableRng};
     let test = "open_mpi_8_ranks_on_8_namespace_hosts_ride_through_faults";
-    let (mpicc, run) = match mpi_tools() {
+    let (mpicc, run, _turn) = match mpi_tools() {
         Ok(t) => t,
         Err(skip) => return relink_skip::skip_test(test, &skip),
     };
