@@ -66,8 +66,10 @@ pub const MAX_ERROR_MESSAGE: usize = 4096;
 /// A reply's header bytes in the form the connection negotiated: a simple
 /// reply, or the one chunk of a structured reply (`NBD_REPLY_FLAG_DONE`).
 /// A read's data follows it (`data_len` bytes; after the chunk's 8-byte
-/// offset, which this includes). An error's message goes in a structured
-/// error chunk; a simple reply has only the number.
+/// offset, which this includes). A read of no bytes gets a `NONE` chunk:
+/// an `OFFSET_DATA` chunk describes at least one byte (clients such as
+/// qemu's drop a connection that sends an empty one). An error's message
+/// goes in a structured error chunk; a simple reply has only the number.
 #[must_use]
 pub fn reply_header(
     structured: bool,
@@ -90,7 +92,7 @@ pub fn reply_header(
         b.extend_from_slice(&u32::try_from(len).expect("chunk fits u32").to_be_bytes());
     };
     match result {
-        Ok(None) => chunk(NBD_REPLY_TYPE_NONE, 0, &mut b),
+        Ok(None | Some((_, 0))) => chunk(NBD_REPLY_TYPE_NONE, 0, &mut b),
         Ok(Some((offset, data_len))) => {
             chunk(NBD_REPLY_TYPE_OFFSET_DATA, 8 + data_len, &mut b);
             b.extend_from_slice(&offset.to_be_bytes());

@@ -215,6 +215,9 @@ impl Rejection {
 ///
 /// Returns the [`Command`] to run, or the [`Rejection`] to answer with. Either
 /// way the caller still consumes [`RequestHeader::payload_len`] bytes.
+/// `NBD_CMD_DISC` is [`Command::Disconnect`] whatever its flags, offset and
+/// length: the protocol gives it no reply, and its client sends nothing
+/// after it.
 ///
 /// # Errors
 /// The [`Rejection`]: unknown command or flags, an operation the export does
@@ -227,14 +230,15 @@ pub fn check(
     max_payload: u32,
     allocation: bool,
 ) -> Result<Command, Rejection> {
+    if header.kind == NBD_CMD_DISC {
+        return Ok(Command::Disconnect);
+    }
     let f = export.flags;
     let fua = header.flags & NBD_CMD_FLAG_FUA != 0;
     let allowed_flags = match header.kind {
         NBD_CMD_WRITE_ZEROES => NBD_CMD_FLAG_FUA | NBD_CMD_FLAG_NO_HOLE,
         NBD_CMD_BLOCK_STATUS => NBD_CMD_FLAG_REQ_ONE,
-        NBD_CMD_READ | NBD_CMD_WRITE | NBD_CMD_DISC | NBD_CMD_FLUSH | NBD_CMD_TRIM => {
-            NBD_CMD_FLAG_FUA
-        }
+        NBD_CMD_READ | NBD_CMD_WRITE | NBD_CMD_FLUSH | NBD_CMD_TRIM => NBD_CMD_FLAG_FUA,
         other => return Err(Rejection::UnknownCommand(other)),
     };
     if header.flags & !allowed_flags != 0 {
@@ -257,7 +261,6 @@ pub fn check(
         .checked_add(u64::from(len))
         .is_some_and(|end| end <= export.size);
     match header.kind {
-        NBD_CMD_DISC => return Ok(Command::Disconnect),
         NBD_CMD_FLUSH if !f.flush => return Err(Rejection::NotOffered),
         NBD_CMD_FLUSH => return Ok(Command::Flush),
         NBD_CMD_TRIM if !f.trim => return Err(Rejection::NotOffered),
