@@ -1,28 +1,6 @@
-//! Feeds arbitrary bytes to relinkd's control protocol parser
-//! (`parse_request`).
-//!
-//! Beyond "never panics", checks that a parsed request re-encodes to a
-//! line that parses to the same request, and that every refusal is one
-//! of the typed errors with a response kind.
+//! The `control_request` target: its body, and what it feeds and checks, is
+//! `relink_fuzz::control_request` (crates/relink-fuzz).
 
 #![no_main]
 
-use libfuzzer_sys::fuzz_target;
-use relinkd::control::protocol::{parse_request, ProtocolError, MAX_LINE};
-
-fuzz_target!(|data: &[u8]| {
-    match parse_request(data) {
-        Ok(req) => {
-            let line = req.to_line();
-            let again = parse_request(line.as_bytes()).expect("a request's own line parses");
-            assert_eq!(again, req);
-        }
-        Err(e) => {
-            if data.len() <= MAX_LINE {
-                assert!(!matches!(e, ProtocolError::TooLong { .. }));
-            }
-            let _ = e.kind();
-            assert!(!e.to_string().is_empty());
-        }
-    }
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| relink_fuzz::control_request::run(data));

@@ -1,24 +1,6 @@
-//! Feeds arbitrary text to the soft device registry's file parser: the first
-//! line is the file's stem (device name), the rest its contents. Whatever
-//! parses must survive a write/parse round trip.
+//! The `registry_parse` target: its body, and what it feeds and checks, is
+//! `relink_fuzz::registry_parse` (crates/relink-fuzz).
 
 #![no_main]
 
-use libfuzzer_sys::fuzz_target;
-use relink_soft::registry;
-
-fuzz_target!(|data: &[u8]| {
-    let Ok(text) = std::str::from_utf8(data) else {
-        return;
-    };
-    let (stem, contents) = text.split_once('\n').unwrap_or((text, ""));
-    if let Ok(dev) = registry::parse_device(stem, contents) {
-        let written = registry::format_device(&dev);
-        assert_eq!(
-            registry::parse_device(stem, &written),
-            Ok(dev),
-            "device file does not round-trip"
-        );
-    }
-    let _ = registry::parse_guid(contents);
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| relink_fuzz::registry_parse::run(data));

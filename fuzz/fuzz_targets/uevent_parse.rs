@@ -1,29 +1,6 @@
-//! Feeds arbitrary bytes to the kernel uevent parser of `relink-devwatch`
-//! (`ACTION@DEVPATH\0KEY=VALUE\0...`) and to its RDMA classification
-//! (subsystems `infiniband` and `infiniband_verbs`).
-//!
-//! Beyond "never panics", checks the parser's guarantees: a non-empty
-//! action, an absolute device path, non-empty keys, and `ACTION`/`DEVPATH`
-//! variables that agree with the header.
+//! The `uevent_parse` target: its body, and what it feeds and checks, is
+//! `relink_fuzz::uevent_parse` (crates/relink-fuzz).
 
 #![no_main]
 
-use libfuzzer_sys::fuzz_target;
-use relink_devwatch::uevent::{classify, parse_uevent, UeventTarget};
-
-fuzz_target!(|data: &[u8]| {
-    let Ok(ev) = parse_uevent(data) else {
-        return;
-    };
-    assert!(!ev.action.is_empty());
-    assert!(ev.devpath.starts_with('/'));
-    assert!(ev.vars.iter().all(|(k, _)| !k.is_empty()));
-    assert!(ev.get("ACTION").is_none_or(|a| a == ev.action));
-    assert!(ev.get("DEVPATH").is_none_or(|d| d == ev.devpath));
-    if let Ok(Some(rdma)) = classify(&ev) {
-        if let UeventTarget::Device { name } = &rdma.target {
-            assert!(!name.is_empty() && !name.contains('/'));
-        }
-        let _ = rdma.to_string();
-    }
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| relink_fuzz::uevent_parse::run(data));
