@@ -5,9 +5,13 @@
 # on the nightly toolchain (cargo +nightly fuzz). A crash, a leak, a
 # timeout or an out-of-memory fails the target; its input is left in
 # fuzz/artifacts/<target>/ (as cargo-fuzz does), named in the output with
-# the command that replays it.
+# the command that replays it and the copy that keeps it as a regression
+# test (fuzz/regressions/<target>/, replayed on stable by
+# `cargo test -p relink-fuzz`; see fuzz/regressions/README.md).
 #
-#   scripts/fuzz.sh [--seconds N] [TARGET...]   (default: every target)
+#   scripts/fuzz.sh [--seconds N] [--keep] [TARGET...]   (default: every target)
+#
+#   --keep  copy each failing input to fuzz/regressions/<target>/ too
 #
 #   RELINK_FUZZ_SECONDS  seconds per target (default 20)
 #   RELINK_FUZZ_RESULTS  a file that gets one "target|PASS/FAIL|note" line
@@ -22,11 +26,13 @@ ROOT=$(pwd)
 # shellcheck source=scripts/skip.sh
 . "$ROOT/scripts/skip.sh"
 SECS=${RELINK_FUZZ_SECONDS:-20}
+KEEP=0
 TARGETS=()
 while [ $# -gt 0 ]; do
   case $1 in
     --seconds) SECS=$2; shift 2 ;;
     --seconds=*) SECS=${1#*=}; shift ;;
+    --keep) KEEP=1; shift ;;
     -h|--help) awk 'NR>1 && /^#/{sub(/^# ?/,"");print;next} NR>1{exit}' "$0"; exit 0 ;;
     -*) echo "fuzz.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) TARGETS+=("$1"); shift ;;
@@ -82,7 +88,14 @@ for t in "${TARGETS[@]}"; do
     echo "FAILED: fuzz $t (rc $rc; $note); the end of its log ($log):"
     grep -aE 'ERROR|panicked|SUMMARY|Test unit written' "$log" | head -10 | sed 's/^/  | /'
     tail -20 "$log" | sed 's/^/  | /'
-    [ -n "$art" ] && echo "  replay: cargo +nightly fuzz run -O $t $art"
+    if [ -n "$art" ]; then
+      echo "  replay: cargo +nightly fuzz run -O $t $art"
+      if [ "$KEEP" = 1 ] && mkdir -p "$ROOT/fuzz/regressions/$t" && cp "$art" "$ROOT/fuzz/regressions/$t/"; then
+        echo "  kept: fuzz/regressions/$t/$(basename "$art") (cargo test -p relink-fuzz replays it)"
+      else
+        echo "  keep it as a regression test: cp $art fuzz/regressions/$t/ (cargo test -p relink-fuzz replays it)"
+      fi
+    fi
     [ -n "$RESULTS" ] && echo "$t|FAIL|rc $rc${art:+, input $art}" >> "$RESULTS"
   fi
 done
