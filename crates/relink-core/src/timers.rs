@@ -87,6 +87,11 @@ impl TimerTable {
         })
     }
 
+    /// How many timers are armed (at most [`TimerKind::ALL`]'s length).
+    pub fn armed(&self) -> usize {
+        self.at.iter().filter(|t| t.is_some()).count()
+    }
+
     /// Disarm and return the timers due at `now`, in table order.
     pub fn take_expired(&mut self, now: Timestamp) -> Vec<TimerKind> {
         let mut due = Vec::new();
@@ -117,6 +122,7 @@ mod tests {
         t.set(TimerKind::Backoff, Timestamp(10));
         t.set(TimerKind::KeepaliveSend, Timestamp(5));
         assert_eq!(t.next(), Some(Timestamp(5)));
+        assert_eq!(t.armed(), 3);
         assert_eq!(
             t.take_expired(Timestamp(10)),
             vec![TimerKind::Backoff, TimerKind::KeepaliveSend]

@@ -713,4 +713,23 @@ impl Session {
     pub fn poll_timeout(&self) -> Option<Timestamp> {
         self.timers.next()
     }
+
+    /// How many of the session's timers are armed (one per
+    /// [`TimerKind`](crate::timers::TimerKind) at most): a figure for a
+    /// long run to watch, [`poll_timeout`](Self::poll_timeout) being the
+    /// earliest of them.
+    #[must_use]
+    pub fn timers_armed(&self) -> usize {
+        self.timers.armed()
+    }
+
+    /// Outputs waiting for the application: completions, deliveries
+    /// (messages and notices) and events not yet taken. What piles up
+    /// when the application takes nothing; actions, the driver's, are not
+    /// counted.
+    #[must_use]
+    pub fn outputs_waiting(&self) -> usize {
+        let o = &self.out;
+        o.completions.len() + o.deliveries.len() + o.events.len()
+    }
 }

@@ -189,6 +189,11 @@ pub struct Workload {
     /// The sequence number of each delivery of `received`.
     pub(crate) received_seqs: Vec<Seq>,
     pub(super) last_seq: Seq,
+    /// The sequence number the session had delivered before this
+    /// workload's first message ([`continuing`](Self::continuing)):
+    /// place `i` is delivered as `base + 1 + i` (less the numbers given
+    /// back).
+    pub(crate) seq_base: u64,
     /// The messages sent from registered memory, and how.
     pub(crate) from_memory: FromMemory,
     /// The staging areas of messages from registered memory; `None` while
@@ -320,6 +325,7 @@ impl Workload {
             received: Vec::new(),
             received_seqs: Vec::new(),
             last_seq: Seq(0),
+            seq_base: 0,
             from_memory: FromMemory::default(),
             staging: staging(node, session),
             staged: BTreeMap::new(),
@@ -365,6 +371,22 @@ impl Workload {
             sink: region(SINK),
             results: region(RESULTS),
         }
+    }
+
+    /// This workload continues a session that already delivered the
+    /// messages up to `delivered` (the target's
+    /// [`SessionInfo::last_delivered`](relink::SessionInfo::last_delivered))
+    /// and has nothing in flight: its first message is delivered as
+    /// `delivered + 1`, and so on. For a long run made of workloads one
+    /// after another on the same sessions (`relink soak`), each checked
+    /// and dropped before the next starts; the target's data region must
+    /// then hold zeros again (what a fresh workload expects of blocks it
+    /// did not write and of the counter).
+    #[must_use]
+    pub fn continuing(mut self, delivered: Seq) -> Workload {
+        self.seq_base = delivered.0;
+        self.last_seq = delivered;
+        self
     }
 
     /// The target's session.

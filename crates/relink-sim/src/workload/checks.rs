@@ -60,7 +60,9 @@ impl Check {
 /// (a WRITE with immediate data to a token not advertised:
 /// `Failed(Remote(..))`); the numbers of those a fast failure failed
 /// unposted go to the next ones. So place `i` is delivered as `1 + i - f`,
-/// `f` the places before it that completed `Failed` but alone. A place not
+/// `f` the places before it that completed `Failed` but alone (after the
+/// session's earlier deliveries for a workload that is
+/// [`continuing`](Workload::continuing) it). A place not
 /// delivered while a later one was must have completed (`Indeterminate`:
 /// skipped). With `expect_all`, every place completed.
 pub fn check_messages(s: &Workload, expect_all: bool) -> Check {
@@ -110,7 +112,7 @@ pub fn check_messages(s: &Workload, expect_all: bool) -> Check {
         let delivered = delivery.is_some();
         let kind = what(index);
         if let Some(seq) = delivery {
-            let want = index + 1 - gave_back;
+            let want = s.seq_base + index + 1 - gave_back;
             if seq.0 != want {
                 bad.push(format!(
                     "{kind} {index} delivered as {seq}, expected {} ({gave_back} failed before it, their numbers given back)",

@@ -490,7 +490,8 @@ impl Node {
     }
 
     /// A snapshot of a session (id, role, state, epoch, device, peer
-    /// incarnation, pending operations, journal, next timer, counters):
+    /// incarnation, pending operations, journal, timers, outputs waiting,
+    /// counters):
     /// `Some` while the node has it; `None` when there is no such session
     /// (never made, or reaped: [`Node::sessions`]).
     #[must_use]
@@ -508,6 +509,8 @@ impl Node {
             journal_bytes: core.journal_bytes(),
             last_delivered: core.last_delivered(),
             next_timeout: core.poll_timeout(),
+            timers_armed: core.timers_armed(),
+            outputs_waiting: core.outputs_waiting(),
             closing_deadline: core.closing_deadline(),
             awaiting_decision: core.awaiting_decision(),
             planned: core.planned(),

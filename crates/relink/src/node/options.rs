@@ -364,6 +364,14 @@ pub struct SessionInfo {
     /// The session's next timer (on the provider's clock); `None` while it
     /// has none.
     pub next_timeout: Option<Timestamp>,
+    /// How many of the session's timers are armed (a fixed table of one
+    /// per kind: backoff, give-up, keepalive, acknowledgement, ...), so at
+    /// most a dozen whatever the session went through.
+    pub timers_armed: usize,
+    /// Completions, deliveries and events waiting for the application
+    /// (not yet taken with `poll_completion`, `poll_delivery`,
+    /// `poll_event` or `poll_output`).
+    pub outputs_waiting: usize,
     /// While the session closes gracefully
     /// ([`Node::close_gracefully`](super::Node::close_gracefully)): when it
     /// closes whatever is still pending.
