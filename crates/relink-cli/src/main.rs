@@ -7,6 +7,10 @@
 //!   one of them (manual recovery) only when its application decides;
 //!   prints a report, verifies every byte and completion, draws an SVG
 //!   timeline.
+//! - `soak`: the checked workload through continuous seeded device faults
+//!   on the soft TCP fabric for `--duration` (an hour, say), with RSS,
+//!   fds, threads, journal and timer sizes, log lines and their slopes
+//!   reported; exit status 1 on any exactly-once violation.
 //! - `soft-device`: add, remove, reset, replace and list the host's soft
 //!   RDMA devices (what `rdma link add/delete` is for Soft-RoCE), and set
 //!   their port up or down.
@@ -29,6 +33,7 @@ use clap::{Parser, Subcommand};
 mod control;
 mod demo;
 mod perf;
+mod soak;
 mod soft_device;
 
 /// Keeps RDMA connections alive across device reset, unplug and replug.
@@ -49,6 +54,11 @@ enum Command {
     /// recovering only when its application decides), with a checked
     /// workload and a report.
     Demo(demo::DemoArgs),
+    /// Run the checked workload through continuous seeded device faults
+    /// on the soft TCP fabric for a long time, and report RSS, fds,
+    /// threads, journals, timers and log lines with their slopes, and
+    /// every exactly-once violation (exit status 1 on any).
+    Soak(soak::SoakArgs),
     /// Manage the host's soft RDMA devices (add, remove, reset, replace,
     /// port up/down, list).
     SoftDevice(soft_device::SoftDeviceArgs),
@@ -62,6 +72,7 @@ enum Command {
 fn run(cli: Cli, out: &mut dyn Write) -> anyhow::Result<()> {
     match cli.command {
         Command::Demo(args) => demo::run(args, out),
+        Command::Soak(args) => soak::run(args, out),
         Command::SoftDevice(args) => soft_device::run(args, out),
         Command::Perf(args) => perf::run(args, out),
         Command::Control(c) => control::run(c, &cli.control, out),
