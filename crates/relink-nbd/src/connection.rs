@@ -187,6 +187,8 @@ where
         allocation,
     } = chosen;
     let export: Export = shared.exports[index].clone();
+    // Block status descriptors come in whole blocks of it.
+    let minimum = export.info.block_sizes.minimum;
     let cfg = shared.config;
     let (mut r, w) = tokio::io::split(stream);
     let (tx, rx) = mpsc::channel::<Outgoing>(cfg.queue_depth);
@@ -305,7 +307,7 @@ where
             };
             let status_reply = match (&result, status) {
                 (Ok(BlockReply::Extents(extents)), Some((len, one))) => {
-                    block_status_reply(cookie, BASE_ALLOCATION_ID, len, one, extents)
+                    block_status_reply(cookie, BASE_ALLOCATION_ID, len, minimum, one, extents)
                 }
                 _ => None,
             };

@@ -112,39 +112,86 @@ pub fn reply_header(
     b
 }
 
-/// The reply to a `NBD_CMD_BLOCK_STATUS` of `[offset, offset + len)`: one
-/// structured chunk (`NBD_REPLY_TYPE_BLOCK_STATUS`, `NBD_REPLY_FLAG_DONE`)
-/// for context `context` with a descriptor (length, state flags) per
-/// extent of `extents` within the range — the last cut at its end, only
-/// the first when `one` (`NBD_CMD_FLAG_REQ_ONE`), and each at most
-/// 4 GiB - 1 (a longer one is cut: the client asks again for the rest).
-/// `None` when no extent of `extents` starts the range (none, or one of 0
-/// bytes): the backend broke its contract.
+/// The reply to a `NBD_CMD_BLOCK_STATUS` of `[offset, offset + len)` on an
+/// export of `minimum`-byte blocks (the offset and `len` are multiples of
+/// it): one structured chunk (`NBD_REPLY_TYPE_BLOCK_STATUS`,
+/// `NBD_REPLY_FLAG_DONE`) for context `context` with descriptors (length,
+/// state flags) of `extents` within the range, in whole blocks as the
+/// protocol requires: a block the extents split is described with the
+/// state all its pieces share (a hole, or zeros, only if every piece is),
+/// a last block they do not reach as data; neighbours of one state make
+/// one descriptor of at most 4 GiB - 1 (rounded down to whole blocks);
+/// only the first descriptor when `one` (`NBD_CMD_FLAG_REQ_ONE`). The
+/// client asks again for what they leave out. `None` when no extent of
+/// `extents` starts the range (none, or one of 0 bytes): the backend broke
+/// its contract.
 #[must_use]
 pub fn block_status_reply(
     cookie: u64,
     context: u32,
     len: u32,
+    minimum: u32,
     one: bool,
     extents: &[crate::export::Extent],
 ) -> Option<Vec<u8>> {
-    let mut descriptors = Vec::new();
-    let mut left = u64::from(len);
+    let block = u64::from(minimum.max(1));
+    let len = u64::from(len);
+    // The extents as (end, state) from the range's start, cut at its end.
+    let mut runs: Vec<(u64, u32)> = Vec::new();
+    let mut covered = 0u64;
     for e in extents {
-        if left == 0 || e.len == 0 {
+        if covered >= len || e.len == 0 {
             break;
         }
-        let n = e.len.min(left).min(u64::from(u32::MAX));
-        let flags = (u32::from(e.hole) * NBD_STATE_HOLE) | (u32::from(e.zero) * NBD_STATE_ZERO);
-        descriptors.push((n as u32, flags));
-        left -= n;
-        if one || n < e.len {
-            break;
-        }
+        covered = covered.saturating_add(e.len).min(len);
+        let state = (u32::from(e.hole) * NBD_STATE_HOLE) | (u32::from(e.zero) * NBD_STATE_ZERO);
+        runs.push((covered, state));
     }
-    if descriptors.is_empty() {
+    if runs.is_empty() {
         return None;
     }
+    let cap = u64::from(u32::MAX) / block * block;
+    let mut descriptors: Vec<(u32, u32)> = Vec::new();
+    // `at`: the start of the next block to describe; `i`: the run holding it.
+    let (mut at, mut i) = (0u64, 0usize);
+    while at < covered && !(one && descriptors.len() > 1) {
+        while runs[i].0 <= at {
+            i += 1;
+        }
+        let (run_end, state) = runs[i];
+        let whole = run_end / block * block;
+        let (next, state) = if whole > at {
+            (whole, state)
+        } else {
+            // A block split between runs (or left unreached): what they share.
+            let next = (at + block).min(len);
+            let mut shared = state;
+            let mut j = i;
+            while runs[j].0 < next {
+                j += 1;
+                match runs.get(j) {
+                    Some(&(_, s)) => shared &= s,
+                    None => {
+                        shared = 0;
+                        break;
+                    }
+                }
+            }
+            (next, shared)
+        };
+        match descriptors.last_mut() {
+            Some((n, s)) if *s == state && u64::from(*n) + (next - at) <= cap => {
+                *n += (next - at) as u32;
+                at = next;
+            }
+            _ => {
+                let n = (next - at).min(cap);
+                descriptors.push((n as u32, state));
+                at += n;
+            }
+        }
+    }
+    descriptors.truncate(if one { 1 } else { descriptors.len() });
     let payload = 4 + 8 * descriptors.len();
     let mut b = Vec::with_capacity(STRUCTURED_REPLY_LEN + payload);
     b.extend_from_slice(&STRUCTURED_REPLY_MAGIC.to_be_bytes());

@@ -298,3 +298,39 @@ proptest! {
         prop_assert!(parse_option(opt, &longer).is_err());
     }
 }
+
+/// Block status descriptors come in whole blocks of the export's minimum
+/// size: a block the extents split gets the state its pieces share, a last
+/// block they do not reach is data, neighbours of one state merge.
+#[test]
+fn block_status_descriptors_are_whole_blocks() {
+    use relink_nbd::reply::{block_status_reply, STRUCTURED_REPLY_LEN};
+    use relink_nbd::Extent;
+    let e = |len, hole| Extent {
+        len,
+        hole,
+        zero: hole,
+    };
+    let extents = [e(300, false), e(300, true), e(1000, true)];
+    let reply = block_status_reply(7, BASE_ALLOCATION_ID, 2048, 512, false, &extents)
+        .expect("extents start the range");
+    let descriptors: Vec<(u32, u32)> = reply[STRUCTURED_REPLY_LEN + 4..]
+        .chunks_exact(8)
+        .map(|c| {
+            (
+                u32::from_be_bytes(c[..4].try_into().unwrap()),
+                u32::from_be_bytes(c[4..].try_into().unwrap()),
+            )
+        })
+        .collect();
+    let hole = NBD_STATE_HOLE | NBD_STATE_ZERO;
+    assert_eq!(descriptors, [(512, 0), (1024, hole), (512, 0)]);
+    // One block only for NBD_CMD_FLAG_REQ_ONE; no bytes cut.
+    let one = block_status_reply(7, BASE_ALLOCATION_ID, 2048, 512, true, &extents).unwrap();
+    assert_eq!(one.len(), STRUCTURED_REPLY_LEN + 4 + 8);
+    assert_eq!(&one[STRUCTURED_REPLY_LEN + 4..], [0, 0, 2, 0, 0, 0, 0, 0]);
+    // Without a minimum, the extents as they are.
+    let bytes = block_status_reply(7, BASE_ALLOCATION_ID, 2048, 1, false, &extents).unwrap();
+    assert_eq!(bytes.len(), STRUCTURED_REPLY_LEN + 4 + 2 * 8);
+    assert!(block_status_reply(7, BASE_ALLOCATION_ID, 2048, 512, false, &[e(0, true)]).is_none());
+}

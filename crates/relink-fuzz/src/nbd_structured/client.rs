@@ -210,6 +210,7 @@ pub(super) fn check_transmission(
                     g.descriptors.as_ref().expect("a block status chunk"),
                     e,
                     len,
+                    info.block_sizes.minimum,
                     one,
                 );
             }
@@ -296,27 +297,84 @@ fn check_message(g: &Got, full: &str, state: &State) {
     }
 }
 
-/// A block status's descriptors are the backend's extents in order, cut
-/// to the request's `len` (and to 4 GiB - 1 each).
-fn check_descriptors(d: &[(u32, u32)], extents: &[Extent], len: u32, one: bool) {
+/// A block status's descriptors describe the backend's extents in whole
+/// blocks of the export's `minimum` size (as the protocol requires): each
+/// a multiple of it, together as far as the extents reach (rounded up to
+/// a block) within the request's `len`, only the first for `one`; a
+/// descriptor claims a hole or zeros only where every extent under it
+/// does, and its first block has the state all that block's pieces share
+/// (data where the extents end inside it).
+fn check_descriptors(d: &[(u32, u32)], extents: &[Extent], len: u32, minimum: u32, one: bool) {
+    let block = u64::from(minimum.max(1));
+    let len = u64::from(len);
+    // The extents as (start, end, flags) from the range's start.
+    let mut pieces = Vec::new();
+    let mut at = 0u64;
+    for e in extents.iter().take_while(|e| e.len > 0) {
+        if at >= len {
+            break;
+        }
+        let end = at.saturating_add(e.len).min(len);
+        let flags = (u32::from(e.hole) * NBD_STATE_HOLE) | (u32::from(e.zero) * NBD_STATE_ZERO);
+        pieces.push((at, end, flags));
+        at = end;
+    }
+    let covered = at;
+    // The state the pieces under [a, b) share; 0 where none is.
+    let shared = |a: u64, b: u64| {
+        let mut f = NBD_STATE_HOLE | NBD_STATE_ZERO;
+        let mut reached = a;
+        for &(s, e, g) in pieces.iter().filter(|p| p.0 < b && p.1 > a) {
+            if s > reached {
+                return 0;
+            }
+            f &= g;
+            reached = e;
+        }
+        if reached < b {
+            0
+        } else {
+            f
+        }
+    };
     assert!(!d.is_empty(), "a block status with no descriptor");
     assert!(!one || d.len() == 1, "NBD_CMD_FLAG_REQ_ONE: one descriptor");
-    assert!(d.len() <= extents.len());
-    let mut total = 0u64;
-    for (i, (&(n, flags), e)) in d.iter().zip(extents).enumerate() {
+    let mut start = 0u64;
+    for (i, &(n, flags)) in d.iter().enumerate() {
+        let n = u64::from(n);
         assert!(n > 0, "descriptor {i} of no bytes");
-        assert!(
-            u64::from(n) <= e.len,
-            "descriptor {i} longer than its extent"
+        assert_eq!(
+            n % block,
+            0,
+            "descriptor {i} of {n} bytes: not whole {block}-byte blocks"
         );
-        let want = (u32::from(e.hole) * NBD_STATE_HOLE) | (u32::from(e.zero) * NBD_STATE_ZERO);
-        assert_eq!(flags, want, "descriptor {i}'s flags");
-        if i + 1 < d.len() {
-            assert_eq!(u64::from(n), e.len, "descriptor {i} cut before the last");
-        }
-        total += u64::from(n);
+        assert_eq!(
+            flags & !(NBD_STATE_HOLE | NBD_STATE_ZERO),
+            0,
+            "descriptor {i}'s flags"
+        );
+        let end = start + n;
+        assert!(end <= len, "descriptor {i} past the request");
+        assert_eq!(
+            flags & !shared(start, end),
+            0,
+            "descriptor {i} claims more than its extents"
+        );
+        assert_eq!(
+            flags,
+            shared(start, start + block),
+            "descriptor {i}'s first block"
+        );
+        start = end;
     }
-    assert!(total <= u64::from(len), "descriptors past the request");
+    if !one {
+        let reach = covered.div_ceil(block) * block;
+        assert_eq!(
+            start,
+            reach.min(len),
+            "the descriptors describe as far as the extents reach"
+        );
+    }
 }
 
 /// The request a cookie names.
