@@ -149,6 +149,10 @@
 // `host_memory` exports nothing: the caller's registered buffers as host
 // memory, for `region`'s `relink_register`.
 mod host_memory;
+// The fuzz driver of the C API: compiled for the tests and for the fuzz
+// twin of this crate (`rlib/Cargo.toml`), never into librelink.
+#[cfg(any(test, feature = "fuzzing"))]
+pub mod fuzzing;
 mod node;
 mod ops;
 mod options;

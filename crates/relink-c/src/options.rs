@@ -37,6 +37,8 @@ pub(crate) unsafe fn options_ref<'a>(p: *const relink_options) -> Result<&'a rel
 #[no_mangle]
 pub unsafe extern "C" fn relink_options_new(out: *mut *mut relink_options) -> relink_status {
     guard(|| {
+        // Before the options are made: refused, nothing is left behind.
+        non_null(out, "out")?;
         let o = Box::new(relink_options {
             opts: SessionOptions::default(),
         });

@@ -40,6 +40,8 @@ pub unsafe extern "C" fn relink_shared_receive_new(
     guard(|| {
         // SAFETY: the caller's contract.
         let n = unsafe { node_mut(node)? };
+        // Before the queue is made: refused, the node has no queue more.
+        non_null(out, "out")?;
         let opts = SharedReceiveOptions::builder()
             .depth(depth)
             .max_message(max_message)

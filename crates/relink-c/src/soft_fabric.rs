@@ -55,6 +55,8 @@ pub unsafe extern "C" fn relink_soft_fabric_new(
     out: *mut *mut relink_soft_fabric,
 ) -> relink_status {
     guard(|| {
+        // Before the fabric is made: refused, nothing is left behind.
+        non_null(out, "out")?;
         let f = Box::new(relink_soft_fabric {
             fabric: SoftFabric::new(seed),
             hosts: BTreeMap::new(),

@@ -62,3 +62,12 @@ pub mod frame;
 pub mod info;
 pub mod params;
 pub mod queues;
+
+/// The fuzz driver of the provider's entry points (the `ofi_entry` target
+/// of `fuzz/`): [`run`](fuzzing::run) calls `getinfo` with an input's
+/// hints, then opens, uses and closes objects from an answer as libfabric
+/// does. Built for the tests and with the `fuzzing` feature.
+#[cfg(any(test, feature = "fuzzing"))]
+pub mod fuzzing {
+    pub use crate::ffi::fuzzing::run;
+}

@@ -368,7 +368,7 @@ pub(super) fn alloc_info(i: &Info) -> *mut fi_info {
 ///
 /// # Safety
 /// `i` is NULL or a list from [`alloc_info`] not handed out.
-unsafe fn free_info(mut i: *mut fi_info) {
+pub(super) unsafe fn free_info(mut i: *mut fi_info) {
     while !i.is_null() {
         // SAFETY: the caller's contract: each part is ours, freed once.
         unsafe {

@@ -28,6 +28,9 @@ mod atomic;
 mod data;
 mod domain;
 mod endpoint;
+// The fuzz driver of the entry points (`crate::fuzzing::run`).
+#[cfg(any(test, feature = "fuzzing"))]
+pub mod fuzzing;
 mod info;
 mod queues;
 
