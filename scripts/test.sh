@@ -6,16 +6,17 @@
 #   N passed, M failed, K skipped
 #
 # Host tests count one by one, bench targets one by one, fuzz targets one
-# by one, VM tier steps one by one. A test that reports a skip through relink-skip (crates/relink-skip)
+# by one, the soak as one, VM tier steps one by one. A test that reports a skip through relink-skip (crates/relink-skip)
 # counts as skipped, not passed; a part of a test or bench that could not
 # run counts as one more skipped item. Exits 0 only when nothing failed.
 # docs/TESTING.md lists the tiers, what each needs and how a skip shows.
 #
-#   scripts/test.sh [TIER...]    host, bench, fuzz, vm (default: all four, in that order)
+#   scripts/test.sh [TIER...]    host, bench, fuzz, soak, vm (default: all five, in that order)
 #
 #   RELINK_SIM_SEEDS=N     seeds of the randomized simulation (default 2000)
 #   RELINK_SKIP_VM=1       leave out the VM tier (counted as one skip)
 #   RELINK_FUZZ_SECONDS=N  seconds per fuzz target (default 20; scripts/fuzz.sh)
+#   RELINK_SOAK_SECONDS=N  seconds of the soak (default 300: `relink soak`)
 #   CI=true                a skip for want of something the install step
 #                          provides fails instead (a missing install step)
 #   RELINK_FAIL_ON_SKIP=1  every skip fails
@@ -28,9 +29,9 @@ ROOT=$(pwd)
 . "$ROOT/scripts/skip.sh"
 
 TIERS=("$@")
-[ ${#TIERS[@]} = 0 ] && TIERS=(host bench fuzz vm)
+[ ${#TIERS[@]} = 0 ] && TIERS=(host bench fuzz soak vm)
 for t in "${TIERS[@]}"; do
-  case $t in host|bench|fuzz|vm) ;; *) echo "test.sh: unknown tier '$t' (host, bench, fuzz, vm)" >&2; exit 2 ;; esac
+  case $t in host|bench|fuzz|soak|vm) ;; *) echo "test.sh: unknown tier '$t' (host, bench, fuzz, soak, vm)" >&2; exit 2 ;; esac
 done
 wants() { case " ${TIERS[*]} " in *" $1 "*) return 0 ;; esac; return 1; }
 
@@ -146,6 +147,23 @@ if wants fuzz; then
     fail "scripts/fuzz.sh exited $rc (see $REPORT/fuzz.log)"
   fi
   timed fuzz "$t"
+fi
+
+if wants soak; then
+  SOAK_SECONDS=${RELINK_SOAK_SECONDS:-300}
+  step "soak tier: relink soak for $SOAK_SECONDS s (the checked workload through seeded device faults on the soft TCP fabric; docs/benchmarks/soak.md)"
+  t=$(date +%s)
+  if cargo build --release -p relink-cli 2>&1 | tee "$REPORT/soak-build.log"; [ "${PIPESTATUS[0]}" = 0 ]; then
+    "$ROOT/target/release/relink" soak --duration "$SOAK_SECONDS" --json-out "$REPORT/soak.json" 2>&1 | tee "$REPORT/soak.log"
+    if [ "${PIPESTATUS[0]}" = 0 ]; then
+      PASSED=$((PASSED + 1))
+    else
+      fail "soak: $(grep -a '^relink: error:' "$REPORT/soak.log" | tail -1 || true) (see $REPORT/soak.log)"
+    fi
+  else
+    fail "soak: cargo build --release -p relink-cli failed (see $REPORT/soak-build.log)"
+  fi
+  timed soak "$t"
 fi
 
 if wants vm; then
