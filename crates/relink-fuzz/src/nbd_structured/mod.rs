@@ -31,9 +31,11 @@
 //!   offset, of its length, the backend's bytes, in one chunk that
 //!   describes at least one byte (a read of no bytes is `NONE`);
 //! - a block status chunk: for context `BASE_ALLOCATION_ID`, at least
-//!   one descriptor, each of at least one byte with only the hole and
-//!   zero flags, the backend's extents in order, no more than the
-//!   request's length in all, one descriptor for `NBD_CMD_FLAG_REQ_ONE`.
+//!   one descriptor, each a whole number of the export's minimum blocks
+//!   with only the hole and zero flags, a hole or zeros only where every
+//!   extent under it says so, as far as the extents reach (rounded up to
+//!   a block) and no further than the request, one descriptor for
+//!   `NBD_CMD_FLAG_REQ_ONE`.
 
 mod client;
 
