@@ -2,11 +2,10 @@
 //! `conf_dir`, all arbitrary: the input is cut at `0xff` bytes (never in
 //! UTF-8 text) into the main file `relinkd.toml` and up to four files
 //! `conf.d/a.toml` to `conf.d/d.toml`; a sixth piece becomes
-//! `conf.d/e.txt`, which is not read. They are written to a directory of
-//! their own (one per thread, emptied for each input), so a main file
-//! with `conf_dir = "conf.d"` reaches them. A `conf_dir` that leaves that
-//! directory (absolute, or through `..`) is not followed: the input
-//! returns.
+//! `conf.d/e.txt`, which is not read. They are written to a temporary
+//! directory of their own, so a main file with `conf_dir = "conf.d"`
+//! reaches them. A `conf_dir` that leaves that directory (absolute, or
+//! through `..`) is not followed: the input returns.
 //!
 //! Beyond "never panics", checks:
 //! - an error names the main file, the directory or one of its files,
@@ -18,31 +17,20 @@
 //!   the directory in name order, each as `Config::parse` reads it alone.
 
 use std::path::{Component, Path, PathBuf};
-use std::sync::OnceLock;
 
 use relinkd::{Config, ConfigError};
 
 /// The conf.d files the pieces after the main file become.
 const FILES: [&str; 5] = ["a.toml", "b.toml", "c.toml", "d.toml", "e.txt"];
 
-/// This thread's directory for one input, emptied.
-fn case_dir() -> PathBuf {
-    static ROOT: OnceLock<tempfile::TempDir> = OnceLock::new();
-    let root = ROOT.get_or_init(|| {
-        tempfile::Builder::new()
-            .prefix("relink-fuzz-conf-dir.")
-            .tempdir()
-            .expect("a temporary directory")
-    });
-    let dir = root
-        .path()
-        .join(format!("{:?}", std::thread::current().id()));
-    match std::fs::remove_dir_all(&dir) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => panic!("cannot empty {}: {e}", dir.display()),
-    }
-    std::fs::create_dir_all(dir.join("conf.d")).expect("the case directory");
+/// A directory of its own for one input (removed when dropped), with an
+/// empty `conf.d`.
+fn case_dir() -> tempfile::TempDir {
+    let dir = tempfile::Builder::new()
+        .prefix("relink-fuzz-conf-dir.")
+        .tempdir()
+        .expect("a temporary directory");
+    std::fs::create_dir(dir.path().join("conf.d")).expect("the case's conf.d");
     dir
 }
 
@@ -64,7 +52,8 @@ pub fn run(data: &[u8]) {
             return;
         }
     }
-    let dir = case_dir();
+    let case = case_dir();
+    let dir = case.path();
     let main = dir.join("relinkd.toml");
     std::fs::write(&main, main_text).expect("write the main file");
     let mut written = vec![main.clone()];
@@ -75,8 +64,8 @@ pub fn run(data: &[u8]) {
     }
 
     match Config::load(&main) {
-        Err(e) => check_error(&e, &main, &dir, &written),
-        Ok(c) => check_accepted(&c, &main, &dir),
+        Err(e) => check_error(&e, &main, dir, &written),
+        Ok(c) => check_accepted(&c, &main, dir),
     }
 }
 
