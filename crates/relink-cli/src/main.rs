@@ -25,10 +25,18 @@
 //! Errors are printed as `relink: error: ...` with their causes, and the
 //! exit status is 1 (2 for usage errors, from clap).
 
+use std::alloc::System;
 use std::io::{self, Write};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use stats_alloc::{StatsAlloc, INSTRUMENTED_SYSTEM};
+
+/// The system allocator, counted (a few atomic adds per allocation): `relink
+/// soak` reports the live heap next to the RSS, which also holds what the
+/// allocator keeps after it was freed.
+#[global_allocator]
+static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
 
 mod control;
 mod demo;

@@ -3,7 +3,8 @@
 //! fabric. What must hold on any machine, loaded or not: exit 0, no
 //! exactly-once violation, faults injected and every loss recovered,
 //! operations completed and checked in several epochs, and the report
-//! carrying its figures (RSS, fds, threads with their slopes and bounds,
+//! carrying its figures (RSS, live heap, fds, threads with their slopes
+//! and bounds,
 //! every session's journal and timers, log lines per hour, the samples).
 //! No figure is compared with a bound here: the slopes are the long
 //! run's (the test command's soak tier, docs/benchmarks/soak.md).
@@ -92,7 +93,7 @@ fn a_short_soak_holds_exactly_once_through_faults_on_both_hosts() {
             r["ops"]
         );
     }
-    for trend in ["rss_kib", "fds", "threads"] {
+    for trend in ["rss_kib", "heap_kib", "fds", "threads"] {
         assert!(u(&r, &[trend, "end"]) > 0, "{trend}: {}", r[trend]);
         assert!(r[trend]["bound_per_hour"].as_f64().is_some());
         assert!(r[trend]["verdict"].is_string());

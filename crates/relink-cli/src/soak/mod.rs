@@ -14,11 +14,13 @@
 //! checked end to end (every message once, in order, with its bytes;
 //! every written block, every READ, the counter against every FETCH_ADD;
 //! every completion once) and the books dropped, and the process is
-//! sampled: RSS, fds, threads, each session's journal, timers and outputs
-//! waiting, each node's tables and provider objects, log lines. A line
-//! every `--interval`; at the end a report (see [`report`]) with the
-//! least-squares slope of RSS, fds and threads after the warm-up (the
-//! first 20% of the run) against the bounds it prints, and its checks.
+//! sampled: RSS, the live heap (the binary's allocator counts it), fds,
+//! threads, each session's journal, timers and outputs waiting, each
+//! node's tables and provider objects, log lines. A line every
+//! `--interval`; at the end a report (see [`report`]) with the
+//! least-squares slope of RSS, heap, fds and threads after the warm-up
+//! (the first 20% of the run) against the bounds it prints, and its
+//! checks.
 //!
 //! Exit status: 0 when every check held — no exactly-once violation, the
 //! faults injected (none refused), every loss recovered (every session
@@ -32,7 +34,7 @@
 //! | `world.rs` | the hosts, nodes and sessions |
 //! | `faults.rs` | the seeded fault schedule and its steps on the registries |
 //! | `driver.rs` | the loop, the epochs, their checks, the samples |
-//! | `process.rs` | RSS, threads and fds from `/proc/self` |
+//! | `process.rs` | RSS, threads and fds from `/proc/self`; the live heap |
 //! | `logcount.rs` | the `tracing` layer that counts log lines |
 //! | `report.rs` | the report: figures, slopes, checks, text and JSON |
 
@@ -91,14 +93,14 @@ pub struct SoakArgs {
     interval: Duration,
     /// Length of an epoch: its workload's operations then complete, are
     /// checked and dropped, and the process is sampled.
-    #[arg(long, value_parser = duration, default_value = "10s", value_name = "D")]
+    #[arg(long, value_parser = duration, default_value = "5s", value_name = "D")]
     epoch: Duration,
     /// Operations submitted per second at most (0: as fast as the
     /// sessions' windows allow). The pace bounds an epoch's books, whose
     /// memory the allocator keeps for the next epoch.
     #[arg(long, default_value_t = 10_000, value_name = "OPS")]
     rate: u64,
-    /// The RSS slope bound of the verdict, KiB per hour.
+    /// The RSS and live heap slope bound of the verdicts, KiB per hour.
     #[arg(long, default_value_t = 1024.0, value_name = "KIB")]
     rss_bound: f64,
     /// The fd and thread slope bound of the verdict, per hour.

@@ -1,5 +1,6 @@
 //! The soak's report: what ran, the faults and recoveries, the
-//! operations, the exactly-once violations, the process's figures with
+//! operations, the exactly-once violations, the process's figures (RSS,
+//! live heap, fds, threads) with
 //! their slopes against the printed bounds, each session's journal,
 //! timers and outputs, the log lines per hour, and the checks that make
 //! the exit status. Rendered as text; `--json FILE` writes it whole, the
@@ -190,6 +191,7 @@ pub(super) struct Report {
     pub(super) violation_list: Vec<String>,
     pub(super) rss_kib: Trend,
     pub(super) peak_rss_kib: u64,
+    pub(super) heap_kib: Trend,
     pub(super) fds: Trend,
     pub(super) threads: Trend,
     pub(super) sessions: Vec<SessionSummary>,
@@ -368,6 +370,7 @@ impl Report {
             violation_list: t.violation_list.clone(),
             rss_kib: Trend::of(samples, warmup_s, "KiB", args.rss_bound, |p| p.rss_kib),
             peak_rss_kib: last.map_or(0, |s| s.process.peak_rss_kib),
+            heap_kib: Trend::of(samples, warmup_s, "KiB", args.rss_bound, |p| p.heap_kib),
             fds: Trend::of(samples, warmup_s, "fds", args.fd_bound, |p| p.fds),
             threads: Trend::of(samples, warmup_s, "threads", args.fd_bound, |p| p.threads),
             sessions,
@@ -438,6 +441,7 @@ impl Report {
         }
         writeln!(out, "{}", self.rss_kib.line("RSS"))?;
         writeln!(out, "         peak {} KiB", self.peak_rss_kib)?;
+        writeln!(out, "{}", self.heap_kib.line("heap"))?;
         writeln!(out, "{}", self.fds.line("fds"))?;
         writeln!(out, "{}", self.threads.line("threads"))?;
         writeln!(
@@ -531,8 +535,9 @@ pub(super) fn progress(d: &Driver<'_>) -> String {
         })
         .collect();
     format!(
-        "rss {} KiB, fds {}, threads {} | faults {}, resumes {} | ops {} | violations {} | log {} (info+) | {}",
+        "rss {} KiB, heap {} KiB, fds {}, threads {} | faults {}, resumes {} | ops {} | violations {} | log {} (info+) | {}",
         s.process.rss_kib,
+        s.process.heap_kib,
         s.process.fds,
         s.process.threads,
         s.faults,
