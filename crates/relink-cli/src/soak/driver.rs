@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use relink::{Node, SessionEvent};
+use relink::{Node, SessionEvent, State};
 use relink_sim::workload::{self, mix, Class, Workload};
 use relink_sim::{INITIATOR, TARGET};
 use serde::Serialize;
@@ -31,12 +31,15 @@ const QUIESCE_LIMIT: Duration = Duration::from_secs(120);
 /// Violations kept word for word in the report (all are counted).
 const KEEP_VIOLATIONS: usize = 20;
 
-/// One session's half, as sampled.
-#[derive(Debug, Clone, Serialize)]
+/// One session's half, as sampled (no heap memory of its own: the samples
+/// kept over the run are in the live heap they measure).
+#[derive(Debug, Clone, Copy, Serialize)]
 pub(super) struct SessionFigures {
     pub(super) session: &'static str,
     pub(super) host: &'static str,
-    pub(super) state: String,
+    /// `None`: the node no longer has the session.
+    #[serde(serialize_with = "state_name")]
+    pub(super) state: Option<State>,
     /// Operations in the journal (submitted, not completed).
     pub(super) journal_ops: usize,
     /// Message payload bytes the journal keeps for replay.
@@ -50,7 +53,7 @@ pub(super) struct SessionFigures {
 }
 
 /// One node's tables and its provider's objects, as sampled.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Copy, Serialize)]
 pub(super) struct NodeFigures {
     pub(super) host: &'static str,
     /// Sessions the node holds.
@@ -65,8 +68,9 @@ pub(super) struct NodeFigures {
     pub(super) provider_objects: usize,
 }
 
-/// One sample, taken at an epoch's end.
-#[derive(Debug, Clone, Serialize)]
+/// One sample, taken at an epoch's end: of a fixed size, in a vector
+/// reserved for the whole run, so that keeping them grows no heap.
+#[derive(Debug, Clone, Copy, Serialize)]
 pub(super) struct Sample {
     /// Seconds since the soak started.
     pub(super) t_s: f64,
@@ -74,8 +78,8 @@ pub(super) struct Sample {
     /// device: the samples the slopes are fitted to.
     pub(super) steady: bool,
     pub(super) process: ProcessFigures,
-    pub(super) sessions: Vec<SessionFigures>,
-    pub(super) nodes: Vec<NodeFigures>,
+    pub(super) sessions: [SessionFigures; 2 * SESSIONS.len()],
+    pub(super) nodes: [NodeFigures; 2],
     pub(super) log: LogCounts,
     pub(super) faults: u64,
     pub(super) resumed_events: u64,
@@ -153,6 +157,7 @@ impl<'o> Driver<'o> {
         faults: Faults,
         seed: u64,
         rate: u64,
+        capacity: Capacity,
         out: &'o mut dyn Write,
     ) -> Driver<'o> {
         let mut d = Driver {
@@ -163,8 +168,11 @@ impl<'o> Driver<'o> {
             rate,
             epoch_started: Instant::now(),
             started: Instant::now(),
-            totals: Totals::default(),
-            samples: Vec::new(),
+            totals: Totals {
+                downtimes_ms: Vec::with_capacity(capacity.recoveries),
+                ..Totals::default()
+            },
+            samples: Vec::with_capacity(capacity.samples),
             out,
         };
         d.sample();
@@ -338,39 +346,34 @@ impl<'o> Driver<'o> {
     /// Sample the process, the sessions and the nodes.
     fn sample(&mut self) {
         let w = &self.world;
-        let mut sessions = Vec::new();
-        for ((name, _), pair) in SESSIONS.iter().zip(&w.sessions) {
-            for side in [INITIATOR, TARGET] {
-                if let Some(i) = w.nodes[side].session_info(pair[side]) {
-                    sessions.push(SessionFigures {
-                        session: name,
-                        host: side_name(side),
-                        state: i.state.to_string(),
-                        journal_ops: i.pending_ops,
-                        journal_bytes: i.journal_bytes,
-                        timers: i.timers_armed,
-                        outputs_waiting: i.outputs_waiting,
-                        losses: i.counters.losses,
-                        resumes: i.counters.resumes,
-                    });
-                }
+        let sessions = std::array::from_fn(|k| {
+            let (i, side) = (k / 2, if k % 2 == 0 { INITIATOR } else { TARGET });
+            let info = w.nodes[side].session_info(w.sessions[i][side]);
+            let get = |f: fn(&relink::SessionInfo) -> u64| info.as_ref().map_or(0, f);
+            SessionFigures {
+                session: SESSIONS[i].0,
+                host: side_name(side),
+                state: info.as_ref().map(|x| x.state),
+                journal_ops: get(|x| x.pending_ops as u64) as usize,
+                journal_bytes: get(|x| x.journal_bytes as u64) as usize,
+                timers: get(|x| x.timers_armed as u64) as usize,
+                outputs_waiting: get(|x| x.outputs_waiting as u64) as usize,
+                losses: get(|x| x.counters.losses),
+                resumes: get(|x| x.counters.resumes),
             }
-        }
-        let nodes = [INITIATOR, TARGET]
-            .into_iter()
-            .map(|side| {
-                let n = &w.nodes[side];
-                let f = n.footprint();
-                NodeFigures {
-                    host: side_name(side),
-                    sessions: f.sessions,
-                    cm_ids: f.cm_ids,
-                    closing: f.closing,
-                    session_memory_bytes: f.session_memory_bytes,
-                    provider_objects: n.provider().object_counts().total(),
-                }
-            })
-            .collect();
+        });
+        let nodes = [INITIATOR, TARGET].map(|side| {
+            let n = &w.nodes[side];
+            let f = n.footprint();
+            NodeFigures {
+                host: side_name(side),
+                sessions: f.sessions,
+                cm_ids: f.cm_ids,
+                closing: f.closing,
+                session_memory_bytes: f.session_memory_bytes,
+                provider_objects: n.provider().object_counts().total(),
+            }
+        });
         let steady = w.all_established() && self.faults.idle();
         let sample = Sample {
             t_s: self.secs(),
@@ -385,6 +388,24 @@ impl<'o> Driver<'o> {
             violations: self.totals.violations,
         };
         self.samples.push(sample);
+    }
+}
+
+/// What to reserve for the run, so that what the soak keeps does not
+/// grow the heap it measures.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Capacity {
+    /// Samples: one per epoch, and the first.
+    pub(super) samples: usize,
+    /// `Resumed` events' downtimes.
+    pub(super) recoveries: usize,
+}
+
+/// A session's state in the report: its name, or "gone".
+fn state_name<S: serde::Serializer>(state: &Option<State>, s: S) -> Result<S::Ok, S::Error> {
+    match state {
+        Some(st) => s.collect_str(st),
+        None => s.serialize_str("gone"),
     }
 }
 

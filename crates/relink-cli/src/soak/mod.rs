@@ -159,7 +159,19 @@ pub fn run(mut args: SoakArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         humantime::format_duration(args.epoch),
         args.rate,
     )?;
-    let mut d = Driver::new(world, faults, args.seed, args.rate, out);
+    let epochs = args.duration.as_secs_f64() / args.epoch.as_secs_f64();
+    let faults_at_most = if args.faults.is_empty() {
+        0.0
+    } else {
+        // gaps are at least half the mean
+        2.0 * args.duration.as_secs_f64() / args.fault_every.as_secs_f64()
+    };
+    let capacity = driver::Capacity {
+        samples: epochs.ceil() as usize + 4,
+        // each fault: a resume of every session's two halves
+        recoveries: (faults_at_most * 4.0).ceil() as usize + 16,
+    };
+    let mut d = Driver::new(world, faults, args.seed, args.rate, capacity, out);
     let end = d.started + args.duration;
     let mut next_epoch = d.started + args.epoch;
     let mut next_line = d.started + args.interval;

@@ -246,7 +246,9 @@ impl Report {
                     }
                 };
                 let x = &mut sessions[i];
-                x.state = f.state.clone();
+                x.state = f
+                    .state
+                    .map_or_else(|| "gone".to_string(), |st| st.to_string());
                 x.journal_ops_max = x.journal_ops_max.max(f.journal_ops);
                 x.journal_bytes_max = x.journal_bytes_max.max(f.journal_bytes);
                 x.journal_ops_end = f.journal_ops;
@@ -374,8 +376,11 @@ impl Report {
             fds: Trend::of(samples, warmup_s, "fds", args.fd_bound, |p| p.fds),
             threads: Trend::of(samples, warmup_s, "threads", args.fd_bound, |p| p.threads),
             sessions,
-            nodes_start: samples.first().map(|s| s.nodes.clone()).unwrap_or_default(),
-            nodes_end: last.map(|s| s.nodes.clone()).unwrap_or_default(),
+            nodes_start: samples
+                .first()
+                .map(|s| s.nodes.to_vec())
+                .unwrap_or_default(),
+            nodes_end: last.map(|s| s.nodes.to_vec()).unwrap_or_default(),
             log,
             checks,
             passed,
