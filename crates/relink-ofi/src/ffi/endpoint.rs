@@ -596,10 +596,19 @@ unsafe extern "C" fn reject(
             obj::<PepObj>(pep.cast()).and_then(|p| {
                 let req = connreq(handle)
                     .ok_or_else(|| FiError::new(FI_EINVAL, "fi_reject: not a request handle"))?;
-                p.fabric.reject(req.id, cm_data(param, len)?)?;
-                if !req.taken.swap(true, Ordering::AcqRel) {
-                    drop(Box::from_raw(handle.cast::<ConnReqObj>()));
+                // CM data too long: refused, the handle stays the caller's
+                // to answer again.
+                let data = cm_data(param, len)?;
+                let r = p.fabric.reject(req.id, data);
+                if req.taken.swap(true, Ordering::AcqRel) {
+                    // An endpoint holds the handle (it frees it at its
+                    // close).
+                    return r;
                 }
+                // The request is over: refused now, or gone already (its
+                // requester ended first, which is no error: nothing is
+                // left to refuse). Its handle is freed either way.
+                drop(Box::from_raw(handle.cast::<ConnReqObj>()));
                 Ok(())
             })
         };

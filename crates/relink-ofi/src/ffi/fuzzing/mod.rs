@@ -12,7 +12,9 @@
 //!   fabric, transmit and receive attributes, names, the API version,
 //!   node, service and flags), or none;
 //! - then, when there are answers, a script over objects opened from one:
-//!   the fabric, its domain, event and completion queues of any
+//!   a fabric (the answer's, opened and closed by the input, for one
+//!   input in four; else the process's, opened once, as opening one costs
+//!   milliseconds), its domain, event and completion queues of any
 //!   attributes, passive and active endpoints (from the answer or from a
 //!   connection request), binds, enables, `getname`/`setname` of any
 //!   length, `fi_listen`, `fi_connect` to the listener or to any address
@@ -21,8 +23,15 @@
 //!   memory registrations with any access, offset and key, sends and
 //!   receives of iovecs (0 to 8 of any length), RMA with keys and
 //!   addresses that exist or not, completion reads, closes in any order;
-//! - and at the end every object closed (endpoints, registrations, the
-//!   listener, queues, the domain, the fabric) and every `fi_info` freed.
+//! - and at the end every connection request answered (rejected, unless
+//!   an endpoint took it), every object closed (endpoints, registrations,
+//!   the listener, queues, the domain, the input's fabric) and every
+//!   `fi_info` freed.
+//!
+//! Sessions are small (`FI_RELINK_SLOT_SIZE` 4096, `FI_RELINK_QUEUE_SIZE`
+//! 256): a closed endpoint's session lingers up to 5 s for its goodbye,
+//! and on the process's fabric those of hundreds of inputs a second add
+//! up.
 //!
 //! It checks that no entry point panics (`-FI_EOTHER`, the guard's
 //! answer), that every return is 0, a count or a negative errno, and
@@ -33,7 +42,12 @@
 //! pointer that is not the provider's or was closed, a buffer shorter than
 //! its length (every buffer here is as long as the length given with it,
 //! addresses `*_addrlen` bytes), more iovecs than the array holds, and a
-//! connection request's handle other than the one its event gave.
+//! connection request's handle other than the one its event gave (or one
+//! answered already).
+//!
+//! To see what an input does: `RELINK_FUZZ_INPUT=FILE RELINK_FUZZ_TRACE=1
+//! cargo test -p relink-ofi --lib the_input_named -- --nocapture` prints
+//! each step and each entry point's return.
 
 mod hints;
 mod objects;
@@ -69,6 +83,10 @@ fn setup() {
         std::env::set_var("FI_RELINK_SOFT_DIR", &dir);
         std::env::set_var("FI_RELINK_CONNECT_TIMEOUT", "1");
         std::env::set_var("FI_RELINK_GIVE_UP", "1");
+        // Small sessions: an endpoint's session outlives its close by up
+        // to 5 s (its goodbye), and inputs come by the hundred a second.
+        std::env::set_var("FI_RELINK_SLOT_SIZE", "4096");
+        std::env::set_var("FI_RELINK_QUEUE_SIZE", "256");
     });
 }
 
@@ -123,7 +141,11 @@ pub fn run(data: &[u8]) {
 
 /// An entry point's return: 0, a count, or a negative errno, never the
 /// guard's `-FI_EOTHER` (a panic).
+#[track_caller]
 fn check(r: isize) {
+    if objects::trace() {
+        eprintln!("{}: {r}", std::panic::Location::caller());
+    }
     assert_ne!(r, -(FI_EOTHER as isize), "an entry point panicked");
     assert!(r >= -4096, "not an errno: {r}");
 }
@@ -160,6 +182,15 @@ mod tests {
             }
         }
         eprintln!("{n} kept inputs replayed");
+    }
+
+    /// Replay the input named by `RELINK_FUZZ_INPUT`, if set (with
+    /// `RELINK_FUZZ_TRACE` to see its steps).
+    #[test]
+    fn the_input_named_passes() {
+        if let Some(f) = std::env::var_os("RELINK_FUZZ_INPUT") {
+            super::run(&std::fs::read(f).expect("the input"));
+        }
     }
 
     /// A script of every step on objects opened from an answer.

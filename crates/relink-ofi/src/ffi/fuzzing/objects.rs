@@ -38,6 +38,13 @@ unsafe fn close(f: *mut fid) -> c_int {
     unsafe { ((*(*f).ops).close.expect("close"))(f) }
 }
 
+/// Whether `RELINK_FUZZ_TRACE` is set: each step and each entry point's
+/// return are then printed (to see what a kept input does).
+pub(super) fn trace() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("RELINK_FUZZ_TRACE").is_some())
+}
+
 /// The fabric every input but those that open their own uses: opened
 /// once, never closed (a static holds it).
 fn shared_fabric(prov: &fi_provider) -> *mut fid_fabric {
@@ -115,11 +122,15 @@ impl<'a> World<'a> {
     }
 
     fn step(&mut self) {
+        let step = self.input.u8() % 20;
+        if trace() {
+            eprintln!("step {step}");
+        }
         // SAFETY: every object pointer used below is a live object of the
         // provider's (closed ones are removed from the world), every
         // buffer as long as the length passed with it.
         unsafe {
-            match self.input.u8() % 20 {
+            match step {
                 0 => self.open_domain(),
                 1 => self.open_eq(),
                 2 => self.open_cq(),
