@@ -11,7 +11,8 @@
 //! - the test `tests/regressions.rs`, which replays on stable, in the
 //!   ordinary `cargo test`, every input kept in `fuzz/regressions/<target>/`
 //!   (crash inputs kept by hand) and in the kept corpus
-//!   `fuzz/corpus/<target>/`.
+//!   `fuzz/corpus/<target>/` ([`kept::replay`], which the FFI crates'
+//!   tests use for their boundary drivers too).
 //!
 //! # The contract
 //!
@@ -45,6 +46,7 @@ pub mod block_command;
 pub mod control_request;
 pub mod core_handshake;
 pub mod core_message;
+pub mod kept;
 pub mod nbd_handshake;
 pub mod nbd_request;
 pub mod nbd_structured;

@@ -4,65 +4,8 @@
 //! kept corpus `fuzz/corpus/<target>/`. A failure names the target and
 //! the file; each target prints how many inputs it replayed.
 
-use std::io::Write;
-use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::path::{Path, PathBuf};
-use std::time::Instant;
-
-use relink_fuzz::{Body, TARGETS};
-
-/// `fuzz/` of the repository.
-fn fuzz_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fuzz")
-        .canonicalize()
-        .expect("the repository's fuzz/")
-}
-
-/// The files of `dir` (none if it does not exist), in name order,
-/// without the README of `fuzz/regressions/<target>/` if one is there.
-fn inputs(dir: &Path) -> Vec<PathBuf> {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    let mut files: Vec<PathBuf> = entries
-        .map(|e| e.expect("a directory entry").path())
-        .filter(|p| p.is_file() && p.file_name().is_some_and(|n| n != "README.md"))
-        .collect();
-    files.sort();
-    files
-}
-
-/// Replays the kept inputs of `target` through `body`; panics naming
-/// every file whose replay panicked.
-fn replay(target: &str, body: Body) {
-    let fuzz = fuzz_dir();
-    let regressions = inputs(&fuzz.join("regressions").join(target));
-    let corpus = inputs(&fuzz.join("corpus").join(target));
-    let start = Instant::now();
-    let mut failed = Vec::new();
-    for file in regressions.iter().chain(&corpus) {
-        let data = std::fs::read(file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
-        if catch_unwind(AssertUnwindSafe(|| body(&data))).is_err() {
-            failed.push(file.display().to_string());
-        }
-    }
-    // Straight to stderr: shown by a plain `cargo test`, not captured.
-    let _ = writeln!(
-        std::io::stderr(),
-        "{target}: replayed {} inputs ({} regressions, {} corpus) in {:.2} s",
-        regressions.len() + corpus.len(),
-        regressions.len(),
-        corpus.len(),
-        start.elapsed().as_secs_f64()
-    );
-    assert!(
-        failed.is_empty(),
-        "{target}: {} inputs fail (the panic of each is above):\n  {}",
-        failed.len(),
-        failed.join("\n  ")
-    );
-}
+use relink_fuzz::kept::replay;
+use relink_fuzz::TARGETS;
 
 macro_rules! replays {
     ($($target:ident),* $(,)?) => {

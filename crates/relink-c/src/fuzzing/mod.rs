@@ -369,32 +369,11 @@ fn last_error() -> String {
 
 #[cfg(test)]
 mod tests {
-    use std::path::Path;
-
     /// Replay every kept input of the `c_api` fuzz target: its regressions
-    /// (inputs that failed once) and its corpus, but a README. A missing
-    /// directory has nothing to replay.
+    /// (inputs that failed once) and its corpus (`relink_fuzz::kept`).
     #[test]
     fn the_kept_fuzz_inputs_pass() {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz");
-        let mut n = 0;
-        for dir in ["regressions/c_api", "corpus/c_api"] {
-            let Ok(entries) = std::fs::read_dir(root.join(dir)) else {
-                continue;
-            };
-            let mut files: Vec<_> = entries
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.file_name().is_some_and(|n| n != "README.md"))
-                .collect();
-            files.sort();
-            for f in files {
-                let data = std::fs::read(&f).expect("a kept input");
-                let r = std::panic::catch_unwind(|| super::run(&data));
-                assert!(r.is_ok(), "{} fails", f.display());
-                n += 1;
-            }
-        }
-        eprintln!("{n} kept inputs replayed");
+        relink_fuzz::kept::replay("c_api", super::run);
     }
 
     /// Inputs of every call, a session established first.
