@@ -39,6 +39,19 @@ fn mpi_tools() -> Result<(PathBuf, PathBuf, std::sync::MutexGuard<'static, ()>),
 /// that puts each rank on soft host a or b by its rank's parity (the
 /// provider reads `FI_RELINK_SOFT_DIR` when MPI opens the fabric).
 fn build(root: &Path, mpicc: &Path, hosts: &Hosts) -> (PathBuf, PathBuf) {
+    let script = format!(
+        "if [ $((OMPI_COMM_WORLD_RANK % 2)) = 0 ]; then FI_RELINK_SOFT_DIR={}; \
+         else FI_RELINK_SOFT_DIR={}; fi\nexport FI_RELINK_SOFT_DIR\nexec \"$@\"\n",
+        hosts.a.display(),
+        hosts.b.display()
+    );
+    build_with(root, mpicc, &script)
+}
+
+/// The checked program, built with `mpicc` into `root`, and the wrapper
+/// `mpirun` starts each rank through: a shell script of `script` (which
+/// ends by exec'ing its arguments).
+fn build_with(root: &Path, mpicc: &Path, script: &str) -> (PathBuf, PathBuf) {
     let exe = root.join("check");
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mpi/check.c");
     let out = Command::new(mpicc)
@@ -53,16 +66,7 @@ fn build(root: &Path, mpicc: &Path, hosts: &Hosts) -> (PathBuf, PathBuf) {
         String::from_utf8_lossy(&out.stderr)
     );
     let wrapper = root.join("on-host.sh");
-    std::fs::write(
-        &wrapper,
-        format!(
-            "#!/bin/sh\nif [ $((OMPI_COMM_WORLD_RANK % 2)) = 0 ]; then FI_RELINK_SOFT_DIR={}; \
-             else FI_RELINK_SOFT_DIR={}; fi\nexport FI_RELINK_SOFT_DIR\nexec \"$@\"\n",
-            hosts.a.display(),
-            hosts.b.display()
-        ),
-    )
-    .unwrap();
+    std::fs::write(&wrapper, format!("#!/bin/sh\n{script}")).unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
     (exe, wrapper)
@@ -242,31 +246,16 @@ fn open_mpi_8_ranks_on_8_namespace_hosts_ride_through_faults_on_several_hosts_at
             )
             .unwrap();
     }
-    let exe = root.0.join("check");
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mpi/check.c");
-    let out = Command::new(&mpicc)
-        .args(["-O2", "-Wall", "-Werror", "-o"])
-        .arg(&exe)
-        .arg(&src)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "mpicc: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let wrapper = root.0.join("on-host.sh");
-    std::fs::write(
-        &wrapper,
-        format!(
-            "#!/bin/sh\nk=$((OMPI_COMM_WORLD_RANK + 1))\nFI_RELINK_SOFT_DIR={}/h$k\n\
+    // Rank k on spoke k + 1, with that host's registry.
+    let (exe, wrapper) = build_with(
+        &root.0,
+        &mpicc,
+        &format!(
+            "k=$((OMPI_COMM_WORLD_RANK + 1))\nFI_RELINK_SOFT_DIR={}/h$k\n\
              export FI_RELINK_SOFT_DIR\nexec ip netns exec {prefix}-$k \"$@\"\n",
             root.0.display()
         ),
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    );
 
     // PMIx serves the ranks over TCP: on the bridge, since each rank has
     // loopback of its own.

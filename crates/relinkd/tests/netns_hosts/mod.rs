@@ -41,6 +41,29 @@ pub struct Host {
 }
 
 impl Host {
+    /// Host `what` in `ns`, its registry in `root/soft-WHAT`, with soft
+    /// device `soft0` owning `addr`/24 (the address is already on one of
+    /// the namespace's interfaces) with `guid`.
+    fn new(
+        root: &Root,
+        relink: &Path,
+        what: &'static str,
+        ns: Netns,
+        addr: String,
+        guid: &str,
+    ) -> Host {
+        let h = Host {
+            what,
+            ns,
+            soft_dir: root.0.join(format!("soft-{what}")),
+            relink: relink.to_path_buf(),
+            addr,
+        };
+        let cidr = format!("{}/24", h.addr);
+        h.soft_device(&["add", "soft0", "--addr", &cidr, "--guid", guid]);
+        h
+    }
+
     /// `relink soft-device --dir DIR ARGS` inside the namespace; its
     /// stdout.
     #[track_caller]
@@ -95,6 +118,14 @@ fn find_programs() -> Result<(), Skip> {
     Ok(())
 }
 
+/// `name` in the temporary directory, created empty.
+fn scratch(name: &str) -> Root {
+    let root = std::env::temp_dir().join(name);
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(&root).unwrap_or_else(|e| panic!("{}: {e}", root.display()));
+    Root(root)
+}
+
 /// The two hosts, or why they cannot be made here: no `ip`, qemu-img,
 /// qemu-io or `relink` binary next to relinkd's ([`Skip::missing`]), or
 /// no root (`ip netns add` refused, [`Skip::new`]).
@@ -104,10 +135,7 @@ pub fn two_hosts(tag: &str) -> Result<TwoHosts, Skip> {
     let relink = relink_bin()?;
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
     let pid = std::process::id();
-    let root = std::env::temp_dir().join(format!("relinkd-netns-{tag}-{pid}"));
-    let _ = std::fs::remove_dir_all(&root);
-    std::fs::create_dir_all(&root).unwrap_or_else(|e| panic!("{}: {e}", root.display()));
-    let root = Root(root);
+    let root = scratch(&format!("relinkd-netns-{tag}-{pid}"));
     let t_ns = Netns::add(format!("relinkd-{pid}-{n}-t")).map_err(Skip::new)?;
     let i_ns = Netns::add(format!("relinkd-{pid}-{n}-i")).map_err(Skip::new)?;
     // The pair is made inside T with its peer in I: no name in the root
@@ -119,23 +147,7 @@ pub fn two_hosts(tag: &str) -> Result<TwoHosts, Skip> {
         ns.ip(&["link", "set", "lo", "up"]);
         ns.ip(&["addr", "add", &format!("{addr}/24"), "dev", "veth0"]);
         ns.ip(&["link", "set", "veth0", "up"]);
-        let soft_dir = root.0.join(format!("soft-{what}"));
-        let h = Host {
-            what,
-            ns,
-            addr: addr.clone(),
-            soft_dir,
-            relink: relink.clone(),
-        };
-        h.soft_device(&[
-            "add",
-            "soft0",
-            "--addr",
-            &format!("{addr}/24"),
-            "--guid",
-            guid,
-        ]);
-        h
+        Host::new(&root, &relink, what, ns, addr, guid)
     };
     let net = 10 + n;
     let t = host("T", t_ns, format!("10.231.{net}.2"), T_GUID);
@@ -190,34 +202,20 @@ pub fn star(tag: &str, n: usize) -> Result<Star, Skip> {
     find_programs()?;
     let relink = relink_bin()?;
     let pid = std::process::id();
-    let root = std::env::temp_dir().join(format!("relinkd-star-{tag}-{pid}"));
-    let _ = std::fs::remove_dir_all(&root);
-    std::fs::create_dir_all(&root).unwrap_or_else(|e| panic!("{}: {e}", root.display()));
-    let root = Root(root);
+    let root = scratch(&format!("relinkd-star-{tag}-{pid}"));
     let net = netns::Star::new(&format!("relinkd-{pid}-{tag}"), n).map_err(Skip::new)?;
-    let host = |what, ns: Netns, addr: String, guid: String| {
-        let h = Host {
-            what,
-            ns,
-            addr: addr.clone(),
-            soft_dir: root.0.join(format!("soft-{what}")),
-            relink: relink.clone(),
-        };
-        h.soft_device(&[
-            "add",
-            "soft0",
-            "--addr",
-            &format!("{addr}/24"),
-            "--guid",
-            &guid,
-        ]);
-        h
-    };
     let mut initiators = Vec::new();
     for (k, (ns, addr)) in net.spokes.into_iter().enumerate() {
-        initiators.push(host(INITIATORS[k], ns, addr, star_guid(k + 1)));
+        initiators.push(Host::new(
+            &root,
+            &relink,
+            INITIATORS[k],
+            ns,
+            addr,
+            &star_guid(k + 1),
+        ));
     }
-    let t = host("T", net.hub, net.hub_addr, star_guid(0));
+    let t = Host::new(&root, &relink, "T", net.hub, net.hub_addr, &star_guid(0));
     Ok(Star {
         root,
         t,
