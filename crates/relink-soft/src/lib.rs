@@ -40,11 +40,13 @@ mod payload;
 mod ready;
 pub mod registry;
 mod tcp;
-// The TCP codec is public only for the fuzz targets (feature `fuzzing`).
-#[cfg(feature = "fuzzing")]
+// The TCP codec is public only for the fuzz targets (feature `fuzzing`),
+// and never in the crate's documentation (whose links are to private
+// items of the crate).
+#[cfg(all(feature = "fuzzing", not(doc)))]
 #[doc(hidden)]
 pub mod wire;
-#[cfg(not(feature = "fuzzing"))]
+#[cfg(any(not(feature = "fuzzing"), doc))]
 mod wire;
 mod world;
 
