@@ -181,6 +181,8 @@ pub(super) struct Report {
     pub(super) duration_s: f64,
     pub(super) ran_s: f64,
     pub(super) fault_every_s: f64,
+    /// The kinds drawn from (none: `--no-faults`).
+    pub(super) fault_kinds: Vec<&'static str>,
     pub(super) epoch_s: f64,
     pub(super) warmup_s: f64,
     pub(super) epochs: u64,
@@ -362,6 +364,7 @@ impl Report {
             duration_s: args.duration.as_secs_f64(),
             ran_s,
             fault_every_s: args.fault_every.as_secs_f64(),
+            fault_kinds: args.faults.iter().map(|k| k.name()).collect(),
             epoch_s: args.epoch.as_secs_f64(),
             warmup_s,
             epochs: t.epochs,
@@ -395,10 +398,19 @@ impl Report {
             out,
             "==================== relink soak report ===================="
         )?;
+        let faults = if self.fault_kinds.is_empty() {
+            "no faults".to_string()
+        } else {
+            format!(
+                "a fault every {:.1} s on average ({})",
+                self.fault_every_s,
+                self.fault_kinds.join(", ")
+            )
+        };
         writeln!(
             out,
-            "ran {:.0} s of {:.0} s, seed {}, a fault every {:.1} s on average, {} epochs of {:.0} s; slopes after a warm-up of {:.0} s",
-            self.ran_s, self.duration_s, self.seed, self.fault_every_s, self.epochs, self.epoch_s, self.warmup_s
+            "ran {:.0} s of {:.0} s, seed {}, {faults}, {} epochs of {:.0} s; slopes after a warm-up of {:.0} s",
+            self.ran_s, self.duration_s, self.seed, self.epochs, self.epoch_s, self.warmup_s
         )?;
         let f = &self.faults;
         let by = |m: &BTreeMap<&str, u64>| {
@@ -407,13 +419,17 @@ impl Report {
                 .collect::<Vec<_>>()
                 .join(", ")
         };
-        writeln!(
-            out,
-            "faults     {} ({}; {})",
-            f.injected,
-            by(&f.by_kind),
-            by(&f.by_host)
-        )?;
+        if f.injected == 0 {
+            writeln!(out, "faults     0")?;
+        } else {
+            writeln!(
+                out,
+                "faults     {} ({}; {})",
+                f.injected,
+                by(&f.by_kind),
+                by(&f.by_host)
+            )?;
+        }
         let r = &self.recoveries;
         let ms = |v: Option<f64>| v.map_or("n/a".to_string(), |v| format!("{v:.0} ms"));
         writeln!(
