@@ -9,8 +9,8 @@
 //!   timeline.
 //! - `soak`: the checked workload through continuous seeded device faults
 //!   on the soft TCP fabric for `--duration` (an hour, say), with RSS,
-//!   fds, threads, journal and timer sizes, log lines and their slopes
-//!   reported; exit status 1 on any exactly-once violation.
+//!   live heap, fds, threads, journal and timer sizes, log lines and
+//!   their slopes reported; exit status 1 on any exactly-once violation.
 //! - `soft-device`: add, remove, reset, replace and list the host's soft
 //!   RDMA devices (what `rdma link add/delete` is for Soft-RoCE), and set
 //!   their port up or down.
@@ -63,9 +63,9 @@ enum Command {
     /// workload and a report.
     Demo(demo::DemoArgs),
     /// Run the checked workload through continuous seeded device faults
-    /// on the soft TCP fabric for a long time, and report RSS, fds,
-    /// threads, journals, timers and log lines with their slopes, and
-    /// every exactly-once violation (exit status 1 on any).
+    /// on the soft TCP fabric for a long time, and report RSS, live
+    /// heap, fds, threads, journals, timers and log lines with their
+    /// slopes, and every exactly-once violation (exit status 1 on any).
     Soak(soak::SoakArgs),
     /// Manage the host's soft RDMA devices (add, remove, reset, replace,
     /// port up/down, list).

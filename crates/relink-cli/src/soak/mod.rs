@@ -88,7 +88,8 @@ pub struct SoakArgs {
     /// No faults at all: the workload alone (a baseline for the figures).
     #[arg(long, conflicts_with = "faults")]
     no_faults: bool,
-    /// A progress line at least this often.
+    /// A progress line about this often: at the end of the first epoch
+    /// after each interval.
     #[arg(long, value_parser = duration, default_value = "30s", value_name = "D")]
     interval: Duration,
     /// Length of an epoch: its workload's operations then complete, are
