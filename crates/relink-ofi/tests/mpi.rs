@@ -72,21 +72,10 @@ fn build_with(root: &Path, mpicc: &Path, script: &str) -> (PathBuf, PathBuf) {
     (exe, wrapper)
 }
 
-/// `mpirun -np RANKS` of the check for `seconds` over relink;ofi_rxm.
+/// `mpirun -np RANKS` of the check for `seconds` over relink;ofi_rxm,
+/// with `c` as the `mpirun` command (`Command::new(mpirun)`, or one run
+/// in a network namespace).
 fn mpirun(
-    mpirun: &Path,
-    prov: &Path,
-    wrapper: &Path,
-    exe: &Path,
-    ranks: u32,
-    seconds: u32,
-) -> Proc {
-    mpirun_with(Command::new(mpirun), prov, wrapper, exe, ranks, seconds)
-}
-
-/// [`mpirun`] with `c` as the `mpirun` command (one run in a network
-/// namespace, say).
-fn mpirun_with(
     mut c: Command,
     prov: &Path,
     wrapper: &Path,
@@ -142,7 +131,7 @@ fn open_mpi_runs_the_checked_program_over_relink() {
     let hosts = Hosts::create(&root.0);
     let (exe, wrapper) = build(&root.0, &mpicc, &hosts);
     let start = Instant::now();
-    let mut job = mpirun(&run, &prov, &wrapper, &exe, 2, 2);
+    let mut job = mpirun(Command::new(&run), &prov, &wrapper, &exe, 2, 2);
     passed(&mut job, 2, Duration::from_secs(300));
     println!("2 ranks, 2 s of rounds: {:?}", start.elapsed());
     for l in job.stdout() {
@@ -162,7 +151,7 @@ fn open_mpi_rides_through_resets_replacements_and_replugs_on_both_hosts() {
     let (exe, wrapper) = build(&root.0, &mpicc, &hosts);
     let start = Instant::now();
     let seconds = 20;
-    let mut job = mpirun(&run, &prov, &wrapper, &exe, 4, seconds);
+    let mut job = mpirun(Command::new(&run), &prov, &wrapper, &exe, 4, seconds);
     // Once every rank runs its rounds, fault both hosts: each device
     // reset 5 times, replaced once, unplugged and plugged in again once,
     // alternating hosts.
@@ -263,7 +252,7 @@ fn open_mpi_8_ranks_on_8_namespace_hosts_ride_through_faults_on_several_hosts_at
     c.env("PMIX_MCA_ptl_tcp_remote_connections", "1")
         .env("PMIX_MCA_ptl_tcp_if_include", "br0");
     let start = Instant::now();
-    let mut job = mpirun_with(c, &prov, &wrapper, &exe, 8, 25);
+    let mut job = mpirun(c, &prov, &wrapper, &exe, 8, 25);
     assert!(
         job.wait_until(Duration::from_secs(180), |p| p.count(": running") == 8),
         "the ranks did not start:\n{}",
