@@ -22,6 +22,8 @@
 //! - `world`: the in-process fabric and its virtual-time queue;
 //! - `tcp`: the TCP transport, one stream per RC connection;
 //! - `accept`: a listening socket of the TCP transport and its accepting thread;
+//! - `direct`: same-host transfers of the TCP transport (a payload read
+//!   from the sending process's memory instead of the stream);
 //! - `delegate`: the `Provider` methods both transports forward to the engine;
 //! - `host/`: the engine, one `HostState` per host (see its module docs for
 //!   the files);
@@ -33,6 +35,7 @@
 
 mod accept;
 mod delegate;
+mod direct;
 mod host;
 mod outbox;
 mod packet;

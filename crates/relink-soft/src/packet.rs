@@ -78,6 +78,22 @@ impl Packet {
             _ => None,
         }
     }
+
+    /// Put `data` in place of the payload of a SEND, WRITE or READ
+    /// response (a packet of another kind is left as it is).
+    pub fn set_payload(&mut self, data: Payload) {
+        match &mut self.body {
+            Body::Request {
+                op: ReqOp::Send { data: d, .. } | ReqOp::Write { data: d, .. },
+                ..
+            }
+            | Body::Response {
+                kind: RespKind::ReadData(d),
+                ..
+            } => *d = data,
+            _ => {}
+        }
+    }
 }
 
 /// Connection-management messages, after IB CM's REQ, REP, RTU, REJ and

@@ -19,6 +19,11 @@
 //! [`crate::wire`] frames. TCP is reliable, so the transport retransmission
 //! of the engine is off; a broken stream is a lost connection (the QP
 //! flushes, the CM id sees `Disconnected`).
+//!
+//! Between two processes of one host, a WRITE's or READ response's bytes
+//! of at least [`DIRECT_MIN`](crate::direct::DIRECT_MIN) skip the stream:
+//! the receiving process reads them from the sender's memory
+//! ([`crate::direct`]).
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::io::{Read, Write};
@@ -38,13 +43,14 @@ use relink_fabric::{
 };
 
 use crate::accept::Acceptor;
+use crate::direct::{self, Direct, Peer};
 use crate::host::{Departure, HostConfig, HostState};
 use crate::outbox::{Control, Outbox, Timer};
 use crate::packet::{Body, CmMsg, Packet};
 use crate::payload::{BufferPool, PoolStats};
 use crate::ready::ReadyFd;
 use crate::registry::{Registry, Watcher};
-use crate::wire;
+use crate::wire::{self, Incoming, Link};
 
 /// How often every process re-reads the device registry.
 pub const WATCH_INTERVAL: Duration = Duration::from_millis(20);
@@ -60,12 +66,21 @@ enum Frame {
     /// batch (not under the host's lock, and with no frame buffer of its
     /// own; the payload is shared with the requester's copy, not copied).
     Packet(Packet),
+    /// A frame of the transport itself.
+    Link(Link),
     Close,
 }
 
 struct Conn {
     tx: Sender<Frame>,
     stream: Arc<Mutex<Option<TcpStream>>>,
+}
+
+/// Thread-safe counters of a host's same-host transfers.
+#[derive(Debug, Default)]
+struct DirectCounts {
+    /// Bytes read from peers' memory.
+    pulled: std::sync::atomic::AtomicU64,
 }
 
 /// What a connection inside the host carries, in order: its packets, and
@@ -111,6 +126,10 @@ struct Shared {
     ready: ReadyFd,
     start: Instant,
     stop: AtomicBool,
+    /// Whether this host's streams move large payloads between processes
+    /// of the host directly ([`crate::direct`]).
+    same_host: AtomicBool,
+    direct: DirectCounts,
 }
 
 impl Inner {
@@ -200,9 +219,10 @@ impl Shared {
                         let me = self.clone();
                         let on_stream = Box::new(move |s: TcpStream| {
                             let me = me.clone();
+                            let d = Arc::new(me.new_direct());
                             let _ = thread::Builder::new()
                                 .name("soft-tcp-read".into())
-                                .spawn(move || me.read_loop(s, None));
+                                .spawn(move || me.read_loop(s, None, d));
                         });
                         match Acceptor::spawn(l, on_stream) {
                             Ok(a) => {
@@ -234,6 +254,11 @@ impl Shared {
         self.wake_waiters(inner);
     }
 
+    /// A stream end's same-host state.
+    fn new_direct(&self) -> Direct {
+        Direct::new(self.same_host.load(Ordering::Relaxed))
+    }
+
     /// Wake the threads in `Provider::wait` if something came for them.
     /// Called with the lock held, after every change to the host.
     fn wake_waiters(&self, inner: &Inner) {
@@ -249,6 +274,7 @@ impl Shared {
         let slot = Arc::new(Mutex::new(None));
         let me = self.clone();
         let slot2 = slot.clone();
+        let d = Arc::new(self.new_direct());
         thread::Builder::new()
             .name(format!("soft-tcp-conn-{conn_id:x}"))
             .spawn(
@@ -261,11 +287,12 @@ impl Shared {
                         let reader = stream.try_clone();
                         if let Ok(reader) = reader {
                             let me2 = me.clone();
+                            let d2 = d.clone();
                             let _ = thread::Builder::new()
                                 .name(format!("soft-tcp-read-{conn_id:x}"))
-                                .spawn(move || me2.read_loop(reader, Some(conn_id)));
+                                .spawn(move || me2.read_loop(reader, Some(conn_id), d2));
                         }
-                        me.write_loop(stream, rx);
+                        me.write_loop(stream, rx, &d);
                     }
                     Err(e) => {
                         tracing::debug!(%dst, error = %e, "soft-tcp connect failed");
@@ -280,19 +307,32 @@ impl Shared {
     /// Write queued frames in order; everything queued at the moment goes
     /// out in one system call (small messages would otherwise cost a
     /// syscall each).
-    fn write_loop(&self, mut stream: TcpStream, rx: Receiver<Frame>) {
+    ///
+    /// The first frame is this end's `Hello` if it lends payloads
+    /// ([`crate::direct`]).
+    fn write_loop(&self, mut stream: TcpStream, rx: Receiver<Frame>, d: &Direct) {
         const BATCH: usize = 256 * 1024;
         let mut batch: Vec<u8> = Vec::with_capacity(BATCH);
-        'outer: while let Ok(f) = rx.recv() {
-            let mut close = false;
+        if let Some(h) = d.hello() {
+            wire::encode_link(&Link::Hello(h), &mut batch);
+        }
+        // Encode one frame; true for `Close`.
+        let put = |f: Frame, batch: &mut Vec<u8>| -> bool {
             match f {
-                Frame::Packet(p) => wire::encode(&p, &mut batch),
-                Frame::Close => close = true,
+                Frame::Packet(p) => match p.payload().and_then(|data| d.lend(data)) {
+                    Some(r) => wire::encode_remote(&p, r, batch),
+                    None => wire::encode(&p, batch),
+                },
+                Frame::Link(l) => wire::encode_link(&l, batch),
+                Frame::Close => return true,
             }
+            false
+        };
+        'outer: while let Ok(f) = rx.recv() {
+            let mut close = put(f, &mut batch);
             while !close && batch.len() < BATCH {
                 match rx.try_recv() {
-                    Ok(Frame::Packet(p)) => wire::encode(&p, &mut batch),
-                    Ok(Frame::Close) => close = true,
+                    Ok(f) => close = put(f, &mut batch),
                     Err(_) => break,
                 }
             }
@@ -314,11 +354,19 @@ impl Shared {
     /// Payloads are decoded into buffers of the stream's own pool: the
     /// reader keeps a handle on each while the host handles the packet, and
     /// recycles the buffer once the host is done with it.
-    fn read_loop(self: Arc<Self>, mut stream: TcpStream, mut conn: Option<u64>) {
+    ///
+    /// `d` is this end's same-host state, shared with its writer: a
+    /// `Hello` from the peer is checked here (and answered `DirectOk`),
+    /// payloads the peer lent are read from its memory and released.
+    fn read_loop(self: Arc<Self>, mut stream: TcpStream, mut conn: Option<u64>, d: Arc<Direct>) {
         let mut reader = wire::FrameReader::new();
         // One packet is in the host at a time: a few idle buffers suffice.
         let mut pool = BufferPool::with_limits(READER_POOL_BYTES, 2);
         let mut buf = vec![0u8; 256 * 1024];
+        // The peer, once its `Hello` proved this process reads it.
+        let mut peer: Option<Peer> = None;
+        // A `DirectOk` to send once the stream has a writer.
+        let mut ok_due = false;
         'outer: loop {
             let n = match stream.read(&mut buf) {
                 Ok(0) | Err(_) => break,
@@ -334,8 +382,51 @@ impl Shared {
                         break 'outer;
                     }
                 };
-                let pkt = match wire::decode_in(&frame, &mut pool) {
-                    Ok(p) => p,
+                let (pkt, release) = match wire::decode_in(&frame, &mut pool) {
+                    Ok(Incoming::Packet(p)) => (p, None),
+                    Ok(Incoming::Remote(mut p, r)) => {
+                        let Some(from) = peer else {
+                            tracing::warn!("soft-tcp: a lent payload from a peer that was not checked, dropping connection");
+                            break 'outer;
+                        };
+                        let mut data = pool.take(r.len as usize);
+                        let into = data
+                            .get_mut()
+                            .expect("a buffer fresh from the pool is not shared");
+                        if !from.pull(&r, into) {
+                            tracing::warn!(
+                                len = r.len,
+                                "soft-tcp: a lent payload could not be read from the peer process, dropping connection"
+                            );
+                            break 'outer;
+                        }
+                        self.direct
+                            .pulled
+                            .fetch_add(u64::from(r.len), Ordering::Relaxed);
+                        p.set_payload(data);
+                        (p, Some(r.lent))
+                    }
+                    Ok(Incoming::Link(l)) => {
+                        match l {
+                            Link::Hello(h) => {
+                                if self.same_host.load(Ordering::Relaxed) {
+                                    peer = Peer::verify(&h);
+                                    ok_due = peer.is_some();
+                                }
+                            }
+                            Link::DirectOk => d.peer_reads(),
+                            Link::Release { upto } => d.release(upto),
+                        }
+                        if ok_due {
+                            if let Some(c) =
+                                conn.and_then(|c| self.lock().conns.get(&c).map(|c| c.tx.clone()))
+                            {
+                                let _ = c.send(Frame::Link(Link::DirectOk));
+                                ok_due = false;
+                            }
+                        }
+                        continue;
+                    }
                     Err(e) => {
                         tracing::warn!(error = %e, "soft-tcp: bad packet, dropping connection");
                         break 'outer;
@@ -354,11 +445,23 @@ impl Shared {
                     };
                     let slot = Arc::new(Mutex::new(stream.try_clone().ok()));
                     let me = self.clone();
+                    let d2 = d.clone();
                     let _ = thread::Builder::new()
                         .name(format!("soft-tcp-write-{conn_id:x}"))
-                        .spawn(move || me.write_loop(w, rx));
+                        .spawn(move || me.write_loop(w, rx, &d2));
+                    if ok_due {
+                        let _ = tx.send(Frame::Link(Link::DirectOk));
+                        ok_due = false;
+                    }
                     inner.conns.insert(*conn_id, Conn { tx, stream: slot });
                     conn = Some(*conn_id);
+                }
+                // The loan is released before the host answers the packet
+                // (the answer follows the release on the stream).
+                if let Some(upto) = release {
+                    if let Some(c) = conn.and_then(|c| inner.conns.get(&c)) {
+                        let _ = c.tx.send(Frame::Link(Link::Release { upto }));
+                    }
                 }
                 let payload = pkt.payload().cloned();
                 let mut out = Outbox::new(self.now());
@@ -495,6 +598,8 @@ impl TcpHost {
             ready: ReadyFd::default(),
             start: Instant::now(),
             stop: AtomicBool::new(false),
+            same_host: AtomicBool::new(direct::enabled()),
+            direct: DirectCounts::default(),
         });
         // Devices present now, before the first call returns.
         {
@@ -527,6 +632,24 @@ impl TcpHost {
     /// Counters of this host's payload buffer pool.
     pub fn pool_stats(&self) -> PoolStats {
         self.read(HostState::pool_stats)
+    }
+
+    /// Turn same-host transfers on or off for the streams this host opens
+    /// or accepts from now on (on by default unless the environment sets
+    /// `RELINK_SOFT_SAME_HOST=0`): payloads of a WRITE or READ response
+    /// of at least 8 KiB between two processes of this host are read by
+    /// the receiving process from the sender's memory, one copy, instead
+    /// of crossing the TCP stream. Off, or where the kernel does not allow
+    /// one process to read another (`process_vm_readv(2)`), every byte
+    /// crosses the stream.
+    pub fn set_same_host_transfers(&self, on: bool) {
+        self.shared.same_host.store(on, Ordering::Relaxed);
+    }
+
+    /// Bytes of payloads this host read directly from other processes'
+    /// memory (see [`TcpHost::set_same_host_transfers`]).
+    pub fn same_host_bytes(&self) -> u64 {
+        self.shared.direct.pulled.load(Ordering::Relaxed)
     }
 
     fn with<R>(&self, f: impl FnOnce(&mut HostState, &mut Outbox) -> R) -> R {

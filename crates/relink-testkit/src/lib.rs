@@ -114,6 +114,7 @@ macro_rules! __relink_testkit_cases {
             send_recv_ordering
             rnr_retry_then_delivery
             write_then_read
+            large_transfers
             write_with_imm
             atomics
             atomics_in_flight

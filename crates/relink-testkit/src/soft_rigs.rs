@@ -163,6 +163,11 @@ impl TcpRig {
         &self.regs[side.index()]
     }
 
+    /// The TCP soft host of a side.
+    pub fn tcp_host(&self, side: Side) -> &TcpHost {
+        &self.hosts[side.index()]
+    }
+
     fn name(&self, side: Side) -> String {
         lock(&self.names[side.index()]).clone()
     }

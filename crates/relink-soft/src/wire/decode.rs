@@ -9,6 +9,7 @@ use relink_fabric::{
     MAX_REJECT_PRIVATE_DATA,
 };
 
+use super::link::{Hello, Incoming, Link, RemoteData, LINK};
 use super::{check_len, WireError, MAX_FRAME, MAX_PAYLOAD, VERSION};
 use crate::packet::{Body, CmMsg, NakCode, Packet, ReqOp, RespKind};
 use crate::payload::{BufferPool, Payload};
@@ -19,11 +20,18 @@ struct Cursor<'a> {
     pos: usize,
     /// Where payload buffers come from (a new exact buffer each if none).
     pool: Option<&'a mut BufferPool>,
+    /// A payload left in the sending process, read in place of one.
+    remote: Option<RemoteData>,
 }
 
 impl<'a> Cursor<'a> {
     fn new(buf: &'a [u8], pool: Option<&'a mut BufferPool>) -> Cursor<'a> {
-        Cursor { buf, pos: 0, pool }
+        Cursor {
+            buf,
+            pos: 0,
+            pool,
+            remote: None,
+        }
     }
 
     fn remaining(&self) -> usize {
@@ -111,6 +119,39 @@ impl<'a> Cursor<'a> {
             }
             None => Payload::from(bytes),
         })
+    }
+
+    /// A payload left in the sending process: recorded, and an empty
+    /// payload stands in for it.
+    fn rdata(&mut self) -> Result<Payload, WireError> {
+        let addr = self.u64("remote payload address")?;
+        let len = self.u32("remote payload length")?;
+        check_len(
+            "remote payload",
+            usize::try_from(len).unwrap_or(usize::MAX),
+            MAX_PAYLOAD,
+        )?;
+        let lent = self.u64("loan id")?;
+        self.remote = Some(RemoteData { addr, len, lent });
+        Ok(Payload::empty())
+    }
+
+    fn link(&mut self) -> Result<Link, WireError> {
+        let what = "link frame";
+        match self.u8(what)? {
+            1 => Ok(Link::Hello(Hello {
+                pid: self.u32("pid")?,
+                cookie_addr: self.u64("cookie address")?,
+                cookie: self.array::<16>("cookie")?,
+                alive_addr: self.u64("alive address")?,
+                alive_gen: self.u64("alive generation")?,
+            })),
+            2 => Ok(Link::DirectOk),
+            3 => Ok(Link::Release {
+                upto: self.u64("released loan")?,
+            }),
+            tag => Err(WireError::UnknownTag { what, tag }),
+        }
     }
 
     fn ip(&mut self, what: &'static str) -> Result<IpAddr, WireError> {
@@ -203,6 +244,13 @@ impl<'a> Cursor<'a> {
                 compare: self.u64("compare value")?,
                 swap: self.u64("swap value")?,
             }),
+            6 => Ok(ReqOp::Write {
+                addr: self.u64("remote address")?,
+                rkey: self.u32("rkey")?,
+                data: self.rdata()?,
+                imm: self.opt_u32("immediate data")?,
+                solicited: self.bool("solicited")?,
+            }),
             tag => Err(WireError::UnknownTag { what, tag }),
         }
     }
@@ -213,6 +261,7 @@ impl<'a> Cursor<'a> {
             1 => Ok(RespKind::Ack),
             2 => Ok(RespKind::ReadData(self.payload()?)),
             3 => Ok(RespKind::AtomicOrig(self.u64("atomic original value")?)),
+            5 => Ok(RespKind::ReadData(self.rdata()?)),
             4 => {
                 let what = "NAK code";
                 Ok(RespKind::Nak(match self.u8(what)? {
@@ -255,20 +304,30 @@ impl<'a> Cursor<'a> {
 }
 
 /// Decodes one whole frame (header and body, as [`encode`] writes it and
-/// [`FrameReader::next_frame`] yields it).
+/// [`FrameReader::next_frame`] yields it) holding a packet with its
+/// payload; a link frame, or a payload left in the sender, is an error here.
 #[cfg(any(test, feature = "fuzzing"))]
 pub fn decode(frame: &[u8]) -> Result<Packet, WireError> {
+    match decode_with(frame, None)? {
+        Incoming::Packet(p) => Ok(p),
+        Incoming::Remote(..) | Incoming::Link(_) => Err(WireError::NotAPacket),
+    }
+}
+
+/// Decodes one whole frame of any kind.
+#[cfg(any(test, feature = "fuzzing"))]
+pub fn decode_frame(frame: &[u8]) -> Result<Incoming, WireError> {
     decode_with(frame, None)
 }
 
-/// [`decode`], with the payload (if any) in a buffer from `pool`: give it
-/// back with [`BufferPool::recycle`] once the packet is handled, and the
-/// next frame reuses it.
-pub fn decode_in(frame: &[u8], pool: &mut BufferPool) -> Result<Packet, WireError> {
+/// [`decode_frame`], with the payload (if any) in a buffer from `pool`:
+/// give it back with [`BufferPool::recycle`] once the packet is handled,
+/// and the next frame reuses it.
+pub fn decode_in(frame: &[u8], pool: &mut BufferPool) -> Result<Incoming, WireError> {
     decode_with(frame, Some(pool))
 }
 
-fn decode_with(frame: &[u8], pool: Option<&mut BufferPool>) -> Result<Packet, WireError> {
+fn decode_with(frame: &[u8], pool: Option<&mut BufferPool>) -> Result<Incoming, WireError> {
     let mut c = Cursor::new(frame, pool);
     let declared = usize::try_from(c.u32("frame header")?).unwrap_or(usize::MAX);
     if declared > MAX_FRAME {
@@ -283,17 +342,23 @@ fn decode_with(frame: &[u8], pool: Option<&mut BufferPool>) -> Result<Packet, Wi
             actual: c.remaining(),
         });
     }
-    let version = c.u8("version")?;
-    if version != VERSION {
-        return Err(WireError::Version(version));
-    }
-    let packet = Packet {
-        src: c.ip("source address")?,
-        dst: c.ip("destination address")?,
-        body: c.body()?,
+    let incoming = match c.u8("version")? {
+        VERSION => {
+            let packet = Packet {
+                src: c.ip("source address")?,
+                dst: c.ip("destination address")?,
+                body: c.body()?,
+            };
+            match c.remote {
+                Some(r) => Incoming::Remote(packet, r),
+                None => Incoming::Packet(packet),
+            }
+        }
+        LINK => Incoming::Link(c.link()?),
+        version => return Err(WireError::Version(version)),
     };
     match c.remaining() {
-        0 => Ok(packet),
+        0 => Ok(incoming),
         count => Err(WireError::TrailingBytes { count }),
     }
 }

@@ -6,6 +6,7 @@ use std::net::IpAddr;
 
 use relink_fabric::{ConnParams, RejectReason, MAX_ACCEPT_PRIVATE_DATA, MAX_REJECT_PRIVATE_DATA};
 
+use super::link::{Link, RemoteData, LINK};
 use super::{HEADER_LEN, VERSION};
 use crate::packet::{Body, CmMsg, NakCode, Packet, ReqOp, RespKind};
 
@@ -135,7 +136,14 @@ fn put_cm(out: &mut Vec<u8>, m: &CmMsg) {
     }
 }
 
-fn put_req(out: &mut Vec<u8>, op: &ReqOp) {
+fn put_rdata(out: &mut Vec<u8>, r: RemoteData) {
+    put_u64(out, r.addr);
+    put_u32(out, r.len);
+    put_u64(out, r.lent);
+}
+
+/// `remote`: a WRITE's payload is left in this process (only a WRITE's).
+fn put_req(out: &mut Vec<u8>, op: &ReqOp, remote: Option<RemoteData>) {
     match op {
         ReqOp::Send {
             data,
@@ -156,10 +164,20 @@ fn put_req(out: &mut Vec<u8>, op: &ReqOp) {
             imm,
             solicited,
         } => {
-            put_u8(out, 2);
-            put_u64(out, *addr);
-            put_u32(out, *rkey);
-            put_bytes(out, data);
+            match remote {
+                Some(r) => {
+                    put_u8(out, 6);
+                    put_u64(out, *addr);
+                    put_u32(out, *rkey);
+                    put_rdata(out, r);
+                }
+                None => {
+                    put_u8(out, 2);
+                    put_u64(out, *addr);
+                    put_u32(out, *rkey);
+                    put_bytes(out, data);
+                }
+            }
             put_opt_u32(out, *imm);
             put_bool(out, *solicited);
         }
@@ -190,9 +208,14 @@ fn put_req(out: &mut Vec<u8>, op: &ReqOp) {
     }
 }
 
-fn put_resp(out: &mut Vec<u8>, kind: &RespKind) {
+/// `remote`: a READ response's payload is left in this process.
+fn put_resp(out: &mut Vec<u8>, kind: &RespKind, remote: Option<RemoteData>) {
     match kind {
         RespKind::Ack => put_u8(out, 1),
+        RespKind::ReadData(_) if remote.is_some() => {
+            put_u8(out, 5);
+            put_rdata(out, remote.expect("checked"));
+        }
         RespKind::ReadData(data) => {
             put_u8(out, 2);
             put_bytes(out, data);
@@ -214,6 +237,49 @@ fn put_resp(out: &mut Vec<u8>, kind: &RespKind) {
 /// is encoded as it is and rejected by the receiver's [`decode`], so check
 /// packets from untrusted sources with [`validate`] first.
 pub fn encode(p: &Packet, out: &mut Vec<u8>) {
+    encode_with(p, None, out);
+}
+
+/// [`encode`], with the payload of a WRITE or READ response left in this
+/// process and described by `remote` instead of copied into the frame (a
+/// packet of another kind is encoded as by [`encode`]).
+pub fn encode_remote(p: &Packet, remote: RemoteData, out: &mut Vec<u8>) {
+    encode_with(p, Some(remote), out);
+}
+
+/// Appends a link frame to `out`.
+pub fn encode_link(l: &Link, out: &mut Vec<u8>) {
+    let start = out.len();
+    out.extend_from_slice(&[0; HEADER_LEN]);
+    put_u8(out, LINK);
+    match l {
+        Link::Hello(h) => {
+            put_u8(out, 1);
+            put_u32(out, h.pid);
+            put_u64(out, h.cookie_addr);
+            out.extend_from_slice(&h.cookie);
+            put_u64(out, h.alive_addr);
+            put_u64(out, h.alive_gen);
+        }
+        Link::DirectOk => put_u8(out, 2),
+        Link::Release { upto } => {
+            put_u8(out, 3);
+            put_u64(out, *upto);
+        }
+    }
+    finish(out, start);
+}
+
+/// Writes the frame header of the frame that starts at `start`.
+fn finish(out: &mut [u8], start: usize) {
+    let body_len = out.len() - start - HEADER_LEN;
+    let header = u32::try_from(body_len).unwrap_or(u32::MAX).to_be_bytes();
+    if let Some(h) = out.get_mut(start..start + HEADER_LEN) {
+        h.copy_from_slice(&header);
+    }
+}
+
+fn encode_with(p: &Packet, remote: Option<RemoteData>, out: &mut Vec<u8>) {
     let start = out.len();
     // One allocation for the whole frame: the payload plus a bound on the
     // fixed fields (addresses, ids, keys).
@@ -256,7 +322,7 @@ pub fn encode(p: &Packet, out: &mut Vec<u8>) {
             put_u32(out, *dst_qpn);
             put_u32(out, *src_qpn);
             put_u32(out, *psn);
-            put_req(out, op);
+            put_req(out, op, remote);
         }
         Body::Response {
             dst_qpn,
@@ -268,14 +334,10 @@ pub fn encode(p: &Packet, out: &mut Vec<u8>) {
             put_u32(out, *dst_qpn);
             put_u32(out, *src_qpn);
             put_u32(out, *psn);
-            put_resp(out, kind);
+            put_resp(out, kind, remote);
         }
     }
-    let body_len = out.len() - start - HEADER_LEN;
-    let header = u32::try_from(body_len).unwrap_or(u32::MAX).to_be_bytes();
-    if let Some(h) = out.get_mut(start..start + HEADER_LEN) {
-        h.copy_from_slice(&header);
-    }
+    finish(out, start);
 }
 
 /// `p` encoded as one frame in a new vector.
@@ -283,5 +345,17 @@ pub fn encode(p: &Packet, out: &mut Vec<u8>) {
 pub fn encode_to_vec(p: &Packet) -> Vec<u8> {
     let mut out = Vec::new();
     encode(p, &mut out);
+    out
+}
+
+/// A decoded frame encoded again, in a new vector.
+#[cfg(any(test, feature = "fuzzing"))]
+pub fn encode_incoming_to_vec(f: &super::Incoming) -> Vec<u8> {
+    let mut out = Vec::new();
+    match f {
+        super::Incoming::Packet(p) => encode(p, &mut out),
+        super::Incoming::Remote(p, r) => encode_remote(p, *r, &mut out),
+        super::Incoming::Link(l) => encode_link(l, &mut out),
+    }
     out
 }

@@ -37,26 +37,34 @@
 //!
 //! This file holds the constants and [`WireError`]; `encode.rs` writes
 //! frames (and [`validate`]s packets), `decode.rs` reads one frame back,
-//! `frame.rs` holds the [`FrameReader`] that cuts a stream into frames.
+//! `frame.rs` holds the [`FrameReader`] that cuts a stream into frames,
+//! `link.rs` the frames of the transport itself and payloads left in the
+//! sending process (two processes of one host, `crate::direct`).
 
 use thiserror::Error;
 
 mod decode;
 mod encode;
 mod frame;
+mod link;
 #[cfg(test)]
 mod tests;
 #[cfg(any(test, feature = "fuzzing"))]
 mod validate;
 
 pub use decode::decode_in;
-pub use encode::encode;
+pub use encode::{encode, encode_link, encode_remote};
 pub use frame::FrameReader;
+pub use link::{Hello, Incoming, Link, RemoteData};
 
 // The transport decodes only into its pools and never validates: these serve
 // the tests and the fuzz targets.
 #[cfg(any(test, feature = "fuzzing"))]
-pub use {decode::decode, encode::encode_to_vec, validate::validate};
+pub use {
+    decode::{decode, decode_frame},
+    encode::{encode_incoming_to_vec, encode_to_vec},
+    validate::validate,
+};
 
 /// Version byte that starts every body.
 pub const VERSION: u8 = 1;
@@ -137,6 +145,11 @@ pub enum WireError {
     /// The body starts with a version this build does not speak.
     #[error("unsupported wire version {0} (this build speaks {VERSION})")]
     Version(u8),
+    /// A link frame, or a packet whose payload is left in the sender, where
+    /// only a packet with its payload is taken.
+    #[error("a transport frame where a packet with its payload was expected")]
+    #[cfg(any(test, feature = "fuzzing"))]
+    NotAPacket,
 }
 
 /// `Ok` if a length-prefixed field of `len` bytes is within `max`, else

@@ -13,7 +13,7 @@ use relink_fabric::{
 
 use super::*;
 use crate::packet::{Body, CmMsg, NakCode, Packet, ReqOp, RespKind};
-use crate::payload::BufferPool;
+use crate::payload::{BufferPool, Payload};
 
 fn v4(s: &str) -> IpAddr {
     s.parse().unwrap()
@@ -463,6 +463,64 @@ fn body() -> impl Strategy<Value = Body> {
     ]
 }
 
+fn link() -> impl Strategy<Value = Link> {
+    prop_oneof![
+        (
+            any::<u32>(),
+            any::<u64>(),
+            any::<[u8; 16]>(),
+            any::<u64>(),
+            any::<u64>()
+        )
+            .prop_map(|(pid, cookie_addr, cookie, alive_addr, alive_gen)| {
+                Link::Hello(Hello {
+                    pid,
+                    cookie_addr,
+                    cookie,
+                    alive_addr,
+                    alive_gen,
+                })
+            }),
+        Just(Link::DirectOk),
+        any::<u64>().prop_map(|upto| Link::Release { upto }),
+    ]
+}
+
+fn rdata() -> impl Strategy<Value = RemoteData> {
+    (any::<u64>(), 0..=MAX_PAYLOAD as u32, any::<u64>()).prop_map(|(addr, len, lent)| RemoteData {
+        addr,
+        len,
+        lent,
+    })
+}
+
+/// Frames of every kind: a packet, a WRITE or READ response whose payload
+/// stays in the sender, a link frame.
+fn incoming() -> impl Strategy<Value = Incoming> {
+    prop_oneof![
+        packet().prop_map(Incoming::Packet),
+        (packet(), rdata()).prop_map(|(mut p, r)| {
+            let keeps_payload = matches!(
+                p.body,
+                Body::Request {
+                    op: ReqOp::Write { .. },
+                    ..
+                } | Body::Response {
+                    kind: RespKind::ReadData(_),
+                    ..
+                }
+            );
+            if keeps_payload {
+                p.set_payload(Payload::empty());
+                Incoming::Remote(p, r)
+            } else {
+                Incoming::Packet(p)
+            }
+        }),
+        link().prop_map(Incoming::Link),
+    ]
+}
+
 fn packet() -> impl Strategy<Value = Packet> {
     (ip(), ip(), body()).prop_map(|(src, dst, body)| Packet { src, dst, body })
 }
@@ -485,7 +543,9 @@ proptest! {
             pool.recycle(p);
         }
         for p in ps {
-            let q = decode_in(&encode_to_vec(&p), &mut pool).unwrap();
+            let Incoming::Packet(q) = decode_in(&encode_to_vec(&p), &mut pool).unwrap() else {
+                panic!("not a packet");
+            };
             prop_assert_eq!(&q, &p);
             if let Some(data) = q.payload().cloned() {
                 drop(q);
@@ -494,6 +554,20 @@ proptest! {
         }
         let s = pool.stats();
         prop_assert_eq!(s.shared + s.dropped, 0);
+    }
+
+    #[test]
+    fn frames_of_every_kind_round_trip(f in incoming()) {
+        let bytes = encode_incoming_to_vec(&f);
+        prop_assert_eq!(decode_frame(&bytes), Ok(f.clone()));
+        // Only a packet with its payload is a packet.
+        prop_assert_eq!(
+            decode(&bytes).is_ok(),
+            matches!(f, Incoming::Packet(_))
+        );
+        for cut in 0..bytes.len() {
+            prop_assert!(decode_frame(&bytes[..cut]).is_err());
+        }
     }
 
     #[test]

@@ -20,8 +20,8 @@ pub use cm::{
     reject_with_private_data,
 };
 pub use data::{
-    atomics, atomics_in_flight, rnr_retry_then_delivery, send_recv_ordering, write_then_read,
-    write_with_imm,
+    atomics, atomics_in_flight, large_transfers, rnr_retry_then_delivery, send_recv_ordering,
+    write_then_read, write_with_imm,
 };
 pub use faults::{
     flush_on_device_removal, readd_keeps_name_and_guid,

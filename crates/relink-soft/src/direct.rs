@@ -1,0 +1,312 @@
+//! Same-host transfers of the TCP fabric: a WRITE's or READ response's
+//! bytes moved by one cross-process copy (`process_vm_readv`) instead of
+//! through the TCP stream, as libfabric's shm provider moves large
+//! messages between processes.
+//!
+//! Through the stream, a transfer's bytes are copied four times (the
+//! sender's payload into the socket, out of it into the receiver's
+//! payload, and the payload's own copy on each side) and every byte wakes
+//! the stream's threads. Between two processes of one host the receiver
+//! can read the sender's payload itself.
+//!
+//! The protocol, per stream (frames of [`crate::wire`]'s `link.rs`):
+//!
+//! 1. Each end's first frame is a [`Hello`]: its pid, the address and value
+//!    of a random cookie of its process, and the address and value of an
+//!    *alive word* of this stream's end.
+//! 2. An end that reads the peer's cookie at that address of that pid
+//!    (which proves the pid is the peer and not another process: pid
+//!    namespaces differ across containers) answers `DirectOk`. Only after
+//!    the peer's `DirectOk` does an end send payloads of at least
+//!    [`DIRECT_MIN`] bytes as [`RemoteData`]: it keeps a clone of the
+//!    payload (a loan) until the peer's `Release`.
+//! 3. The receiver reads the bytes, then the sender's alive word. The
+//!    sender clears the alive word before it lets its loans go (when its
+//!    end of the stream is dropped), so a word that still holds its value
+//!    after the read proves the bytes read were the loan's. Anything else
+//!    drops the connection, as a broken stream does.
+//!
+//! The receiver only ever reads the sender's memory, never writes it, so no
+//! failure of this path can corrupt the sender. Without the permission
+//! (`ptrace`'s rules: another user, Yama's `ptrace_scope`, a seccomp
+//! policy), in another pid namespace, or with `RELINK_SOFT_SAME_HOST=0`,
+//! every payload goes through the stream as before.
+
+use std::collections::VecDeque;
+use std::io::IoSliceMut;
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
+
+use nix::sys::uio::{process_vm_readv, RemoteIoVec};
+use nix::unistd::Pid;
+
+use crate::payload::Payload;
+use crate::wire::{Hello, RemoteData};
+
+/// Payloads from this size on are lent instead of written to the stream.
+/// Below it the stream is cheaper than two system calls and a release.
+pub const DIRECT_MIN: usize = 8 * 1024;
+
+/// Alive words in the process: streams beyond this many at once go
+/// through the stream only.
+const SLOTS: usize = 4096;
+
+/// The environment variable that turns same-host transfers off (`0`).
+pub const ENV: &str = "RELINK_SOFT_SAME_HOST";
+
+static COOKIE: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
+static ALIVE: [AtomicU64; SLOTS] = [const { AtomicU64::new(0) }; SLOTS];
+static NEXT_SLOT: AtomicUsize = AtomicUsize::new(0);
+static FREE_SLOTS: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+static NEXT_GEN: AtomicU64 = AtomicU64::new(1);
+
+/// Whether same-host transfers are on for this process (the environment
+/// variable read once).
+pub fn enabled() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| std::env::var(ENV).map_or(true, |v| v.trim() != "0"))
+}
+
+/// This process's cookie, made on first use (never all zeros).
+fn cookie() -> [u8; 16] {
+    static MADE: OnceLock<()> = OnceLock::new();
+    MADE.get_or_init(|| {
+        // RandomState's keys come from the operating system's randomness.
+        use std::hash::{BuildHasher, Hasher};
+        let word = |n: u64| {
+            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+            h.write_u64(n);
+            h.finish()
+        };
+        let a = word(0) | 1;
+        let b = word(1);
+        COOKIE[0].store(a, Ordering::SeqCst);
+        COOKIE[1].store(b, Ordering::SeqCst);
+    });
+    let mut out = [0u8; 16];
+    out[..8].copy_from_slice(&COOKIE[0].load(Ordering::SeqCst).to_ne_bytes());
+    out[8..].copy_from_slice(&COOKIE[1].load(Ordering::SeqCst).to_ne_bytes());
+    out
+}
+
+/// One stream end's alive word: holds `gen` from creation until drop.
+#[derive(Debug)]
+struct Alive {
+    slot: usize,
+    gen: u64,
+}
+
+impl Alive {
+    fn new() -> Option<Alive> {
+        let reused = FREE_SLOTS.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let slot = match reused {
+            Some(s) => s,
+            None => {
+                let s = NEXT_SLOT.fetch_add(1, Ordering::Relaxed);
+                if s >= SLOTS {
+                    NEXT_SLOT.fetch_sub(1, Ordering::Relaxed);
+                    return None;
+                }
+                s
+            }
+        };
+        let gen = NEXT_GEN.fetch_add(1, Ordering::Relaxed);
+        ALIVE[slot].store(gen, Ordering::SeqCst);
+        Some(Alive { slot, gen })
+    }
+
+    fn addr(&self) -> u64 {
+        std::ptr::from_ref(&ALIVE[self.slot]) as u64
+    }
+}
+
+impl Drop for Alive {
+    fn drop(&mut self) {
+        ALIVE[self.slot].store(0, Ordering::SeqCst);
+        FREE_SLOTS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(self.slot);
+    }
+}
+
+/// One stream's same-host state, shared by its reader and writer threads.
+#[derive(Debug)]
+pub struct Direct {
+    /// This end's alive word; `None` if same-host transfers are off (or the
+    /// process has no word left), and then no `Hello` is sent.
+    alive: Option<Alive>,
+    /// The peer proved it reads this process (its `DirectOk` came).
+    peer_reads: AtomicBool,
+    next_loan: AtomicU64,
+    /// Payloads lent to the peer, oldest first.
+    loans: Mutex<VecDeque<(u64, Payload)>>,
+}
+
+impl Direct {
+    /// A stream end's state (lends nothing until the peer said `DirectOk`).
+    pub fn new(on: bool) -> Direct {
+        Direct {
+            alive: if on { Alive::new() } else { None },
+            peer_reads: AtomicBool::new(false),
+            next_loan: AtomicU64::new(1),
+            loans: Mutex::new(VecDeque::new()),
+        }
+    }
+
+    /// The `Hello` this end sends first, if it takes part.
+    pub fn hello(&self) -> Option<Hello> {
+        let alive = self.alive.as_ref()?;
+        Some(Hello {
+            pid: std::process::id(),
+            cookie_addr: COOKIE.as_ptr() as u64,
+            cookie: cookie(),
+            alive_addr: alive.addr(),
+            alive_gen: alive.gen,
+        })
+    }
+
+    /// The peer's `DirectOk` came.
+    pub fn peer_reads(&self) {
+        self.peer_reads.store(true, Ordering::SeqCst);
+    }
+
+    /// Lend `payload` to the peer if it reads this process and the payload
+    /// is worth it: what to put in its frame instead of the bytes.
+    pub fn lend(&self, payload: &Payload) -> Option<RemoteData> {
+        if payload.len() < DIRECT_MIN
+            || self.alive.is_none()
+            || !self.peer_reads.load(Ordering::SeqCst)
+        {
+            return None;
+        }
+        let len = u32::try_from(payload.len()).ok()?;
+        let lent = self.next_loan.fetch_add(1, Ordering::Relaxed);
+        self.loans
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push_back((lent, payload.clone()));
+        Some(RemoteData {
+            addr: payload.as_slice().as_ptr() as u64,
+            len,
+            lent,
+        })
+    }
+
+    /// The peer released its loans up to `upto`.
+    pub fn release(&self, upto: u64) {
+        let mut loans = self.loans.lock().unwrap_or_else(|e| e.into_inner());
+        while loans.front().is_some_and(|(id, _)| *id <= upto) {
+            loans.pop_front();
+        }
+    }
+}
+
+impl Drop for Direct {
+    fn drop(&mut self) {
+        // The alive word goes first: a peer still reading a loan then finds
+        // it cleared. The loans go after, with the fields.
+        self.alive.take();
+    }
+}
+
+/// A peer process proven to be readable.
+#[derive(Debug, Clone, Copy)]
+pub struct Peer {
+    pid: Pid,
+    alive_addr: u64,
+    alive_gen: u64,
+}
+
+impl Peer {
+    /// Check the peer's `Hello`: its cookie must read back from its memory.
+    pub fn verify(h: &Hello) -> Option<Peer> {
+        if h.alive_gen == 0 {
+            return None;
+        }
+        let pid = Pid::from_raw(i32::try_from(h.pid).ok()?);
+        let mut seen = [0u8; 16];
+        read_all(pid, h.cookie_addr, &mut seen).then_some(())?;
+        (seen == h.cookie).then_some(Peer {
+            pid,
+            alive_addr: h.alive_addr,
+            alive_gen: h.alive_gen,
+        })
+    }
+
+    /// Read a loan into `out` (its length): false if it cannot be read or
+    /// the peer's end let its loans go before the read was over.
+    pub fn pull(&self, r: &RemoteData, out: &mut [u8]) -> bool {
+        if out.len() != r.len as usize || !read_all(self.pid, r.addr, out) {
+            return false;
+        }
+        // The bytes are read before the alive word is.
+        fence(Ordering::SeqCst);
+        let mut word = [0u8; 8];
+        read_all(self.pid, self.alive_addr, &mut word) && u64::from_ne_bytes(word) == self.alive_gen
+    }
+}
+
+/// Read `out.len()` bytes at `addr` of process `pid`.
+fn read_all(pid: Pid, addr: u64, out: &mut [u8]) -> bool {
+    let mut done = 0;
+    while done < out.len() {
+        let Ok(base) = usize::try_from(addr.saturating_add(done as u64)) else {
+            return false;
+        };
+        let rest = &mut out[done..];
+        let remote = [RemoteIoVec {
+            base,
+            len: rest.len(),
+        }];
+        match process_vm_readv(pid, &mut [IoSliceMut::new(rest)], &remote) {
+            Ok(0) | Err(_) => return false,
+            Ok(n) => done += n,
+        }
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_process_reads_its_own_loan_and_sees_it_end() {
+        let lender = Direct::new(true);
+        let hello = lender.hello().expect("on");
+        let peer = Peer::verify(&hello).expect("this process reads itself");
+        lender.peer_reads();
+        let payload = Payload::from(vec![7u8; DIRECT_MIN]);
+        let r = lender.lend(&payload).expect("lent");
+        let mut out = vec![0u8; DIRECT_MIN];
+        assert!(peer.pull(&r, &mut out));
+        assert_eq!(out, payload.as_slice());
+        lender.release(r.lent);
+        assert!(lender.loans.lock().unwrap().is_empty());
+        // Small payloads go through the stream.
+        assert!(lender.lend(&Payload::from(vec![1u8; 64])).is_none());
+        drop(lender);
+        // The end is gone: the alive word no longer holds its value.
+        assert!(!peer.pull(&r, &mut out));
+    }
+
+    #[test]
+    fn a_wrong_cookie_or_pid_is_refused() {
+        let d = Direct::new(true);
+        let mut h = d.hello().expect("on");
+        h.cookie[0] ^= 1;
+        assert!(Peer::verify(&h).is_none());
+        let mut h = d.hello().expect("on");
+        h.pid = i32::MAX as u32; // no such process
+        assert!(Peer::verify(&h).is_none());
+    }
+
+    #[test]
+    fn off_sends_no_hello_and_lends_nothing() {
+        let d = Direct::new(false);
+        assert!(d.hello().is_none());
+        d.peer_reads();
+        assert!(d.lend(&Payload::from(vec![0u8; DIRECT_MIN])).is_none());
+    }
+}
