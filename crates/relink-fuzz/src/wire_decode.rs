@@ -1,17 +1,31 @@
 //! Feeds arbitrary bytes to the TCP fabric's frame codec: as one frame to
-//! `wire::decode`, and as a byte stream, cut into chunks, to `FrameReader`.
+//! `wire::decode_frame` (packets, packets whose payload stays in the
+//! sending process, and the transport's link frames), and as a byte
+//! stream, cut into chunks, to `FrameReader`.
 //!
 //! Beyond "never panics", checks that decoding is canonical (whatever decodes
 //! re-encodes to the same bytes and passes `validate`) and that the reader
 //! loses no bytes.
 
-use relink_soft::wire::{self, FrameReader};
+use relink_soft::wire::{self, FrameReader, Incoming};
 
-/// Decoding `frame` either fails or yields a packet that encodes back to it.
+/// Decoding `frame` either fails or yields a frame that encodes back to it.
 fn check_canonical(frame: &[u8]) {
-    if let Ok(p) = wire::decode(frame) {
-        assert_eq!(wire::encode_to_vec(&p), frame, "decode is not canonical");
-        assert_eq!(wire::validate(&p), Ok(()), "decoded packet out of bounds");
+    if let Ok(f) = wire::decode_frame(frame) {
+        assert_eq!(
+            wire::encode_incoming_to_vec(&f),
+            frame,
+            "decode is not canonical"
+        );
+        if let Incoming::Packet(p) | Incoming::Remote(p, _) = &f {
+            assert_eq!(wire::validate(p), Ok(()), "decoded packet out of bounds");
+        }
+        // Only a packet with its payload decodes as a packet.
+        assert_eq!(
+            wire::decode(frame).is_ok(),
+            matches!(f, Incoming::Packet(_)),
+            "decode and decode_frame disagree"
+        );
     }
 }
 

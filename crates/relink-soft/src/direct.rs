@@ -11,15 +11,16 @@
 //!
 //! The protocol, per stream (frames of [`crate::wire`]'s `link.rs`):
 //!
-//! 1. Each end's first frame is a [`Hello`]: its pid, the address and value
-//!    of a random cookie of its process, and the address and value of an
-//!    *alive word* of this stream's end.
-//! 2. An end that reads the peer's cookie at that address of that pid
-//!    (which proves the pid is the peer and not another process: pid
-//!    namespaces differ across containers) answers `DirectOk`. Only after
-//!    the peer's `DirectOk` does an end send payloads of at least
-//!    [`DIRECT_MIN`] bytes as [`RemoteData`]: it keeps a clone of the
-//!    payload (a loan) until the peer's `Release`.
+//! 1. Each end's first frame is a [`Hello`]: its pid, and the address and
+//!    value of an *alive word* of this stream's end.
+//! 2. An end checks that the pid holds the socket at the other end of the
+//!    stream (the peer's socket, found by its addresses in
+//!    `/proc/net/tcp`, is among the pid's open files), so the pid is the
+//!    peer and not another process it names, and that it can read the
+//!    alive word there. Then it answers `DirectOk`. Only after the peer's
+//!    `DirectOk` does an end send payloads of at least [`DIRECT_MIN`]
+//!    bytes as [`RemoteData`]: it keeps a clone of the payload (a loan)
+//!    until the peer's `Release`.
 //! 3. The receiver reads the bytes, then the sender's alive word. The
 //!    sender clears the alive word before it lets its loans go (when its
 //!    end of the stream is dropped), so a word that still holds its value
@@ -27,13 +28,16 @@
 //!    drops the connection, as a broken stream does.
 //!
 //! The receiver only ever reads the sender's memory, never writes it, so no
-//! failure of this path can corrupt the sender. Without the permission
+//! failure of this path can corrupt the sender, and a peer can only make
+//! the receiver read the peer's own memory. Without the permission
 //! (`ptrace`'s rules: another user, Yama's `ptrace_scope`, a seccomp
-//! policy), in another pid namespace, or with `RELINK_SOFT_SAME_HOST=0`,
-//! every payload goes through the stream as before.
+//! policy), across network or pid namespaces (the peer's socket is not in
+//! this namespace's table, or its pid is another's), or with
+//! `RELINK_SOFT_SAME_HOST=0`, every payload goes through the stream.
 
 use std::collections::VecDeque;
 use std::io::IoSliceMut;
+use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 
@@ -54,7 +58,6 @@ const SLOTS: usize = 4096;
 /// The environment variable that turns same-host transfers off (`0`).
 pub const ENV: &str = "RELINK_SOFT_SAME_HOST";
 
-static COOKIE: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
 static ALIVE: [AtomicU64; SLOTS] = [const { AtomicU64::new(0) }; SLOTS];
 static NEXT_SLOT: AtomicUsize = AtomicUsize::new(0);
 static FREE_SLOTS: Mutex<Vec<usize>> = Mutex::new(Vec::new());
@@ -65,28 +68,6 @@ static NEXT_GEN: AtomicU64 = AtomicU64::new(1);
 pub fn enabled() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
     *ON.get_or_init(|| std::env::var(ENV).map_or(true, |v| v.trim() != "0"))
-}
-
-/// This process's cookie, made on first use (never all zeros).
-fn cookie() -> [u8; 16] {
-    static MADE: OnceLock<()> = OnceLock::new();
-    MADE.get_or_init(|| {
-        // RandomState's keys come from the operating system's randomness.
-        use std::hash::{BuildHasher, Hasher};
-        let word = |n: u64| {
-            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-            h.write_u64(n);
-            h.finish()
-        };
-        let a = word(0) | 1;
-        let b = word(1);
-        COOKIE[0].store(a, Ordering::SeqCst);
-        COOKIE[1].store(b, Ordering::SeqCst);
-    });
-    let mut out = [0u8; 16];
-    out[..8].copy_from_slice(&COOKIE[0].load(Ordering::SeqCst).to_ne_bytes());
-    out[8..].copy_from_slice(&COOKIE[1].load(Ordering::SeqCst).to_ne_bytes());
-    out
 }
 
 /// One stream end's alive word: holds `gen` from creation until drop.
@@ -159,8 +140,6 @@ impl Direct {
         let alive = self.alive.as_ref()?;
         Some(Hello {
             pid: std::process::id(),
-            cookie_addr: COOKIE.as_ptr() as u64,
-            cookie: cookie(),
             alive_addr: alive.addr(),
             alive_gen: alive.gen,
         })
@@ -219,19 +198,24 @@ pub struct Peer {
 }
 
 impl Peer {
-    /// Check the peer's `Hello`: its cookie must read back from its memory.
-    pub fn verify(h: &Hello) -> Option<Peer> {
-        if h.alive_gen == 0 {
+    /// Check the peer's `Hello` against the stream it came on: the pid
+    /// must hold the stream's other socket, and its alive word must read.
+    pub fn verify(h: &Hello, stream: &TcpStream) -> Option<Peer> {
+        if h.alive_gen == 0 || !holds_peer_socket(h.pid, stream) {
             return None;
         }
-        let pid = Pid::from_raw(i32::try_from(h.pid).ok()?);
-        let mut seen = [0u8; 16];
-        read_all(pid, h.cookie_addr, &mut seen).then_some(())?;
-        (seen == h.cookie).then_some(Peer {
-            pid,
+        let peer = Peer {
+            pid: Pid::from_raw(i32::try_from(h.pid).ok()?),
             alive_addr: h.alive_addr,
             alive_gen: h.alive_gen,
-        })
+        };
+        peer.alive().then_some(peer)
+    }
+
+    /// Whether the peer's end of the stream still holds its loans.
+    fn alive(&self) -> bool {
+        let mut word = [0u8; 8];
+        read_all(self.pid, self.alive_addr, &mut word) && u64::from_ne_bytes(word) == self.alive_gen
     }
 
     /// Read a loan into `out` (its length): false if it cannot be read or
@@ -267,15 +251,75 @@ fn read_all(pid: Pid, addr: u64, out: &mut [u8]) -> bool {
     true
 }
 
+/// Whether process `pid` holds the socket at the other end of `stream`:
+/// the socket whose local address is the stream's peer address and whose
+/// peer is the stream's local address, in this network namespace's
+/// `/proc/net/tcp` (or `tcp6`), is one of `pid`'s open files.
+fn holds_peer_socket(pid: u32, stream: &TcpStream) -> bool {
+    let (Ok(local), Ok(peer)) = (stream.local_addr(), stream.peer_addr()) else {
+        return false;
+    };
+    let table = match peer {
+        SocketAddr::V4(_) => "/proc/net/tcp",
+        SocketAddr::V6(_) => "/proc/net/tcp6",
+    };
+    let Ok(text) = std::fs::read_to_string(table) else {
+        return false;
+    };
+    let (want_local, want_remote) = (proc_net_addr(peer), proc_net_addr(local));
+    let inode = text.lines().skip(1).find_map(|line| {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        (f.get(1) == Some(&want_local.as_str()) && f.get(2) == Some(&want_remote.as_str()))
+            .then(|| f.get(9).map(|s| (*s).to_owned()))
+            .flatten()
+    });
+    let Some(inode) = inode.filter(|i| i != "0") else {
+        return false;
+    };
+    let want = format!("socket:[{inode}]");
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return false;
+    };
+    fds.flatten().any(|fd| {
+        std::fs::read_link(fd.path()).is_ok_and(|target| target.as_os_str() == want.as_str())
+    })
+}
+
+/// An address as `/proc/net/tcp` prints it: each 32-bit word of the
+/// address (in network order) printed as a native integer, `%08X`, then
+/// the port, `%04X`.
+fn proc_net_addr(a: SocketAddr) -> String {
+    let words = |octets: &[u8]| -> String {
+        octets
+            .chunks(4)
+            .map(|w| format!("{:08X}", u32::from_ne_bytes([w[0], w[1], w[2], w[3]])))
+            .collect()
+    };
+    let ip = match a.ip() {
+        IpAddr::V4(v4) => words(&v4.octets()),
+        IpAddr::V6(v6) => words(&v6.octets()),
+    };
+    format!("{ip}:{:04X}", a.port())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// A connected pair of loopback streams of this process.
+    fn streams() -> (TcpStream, TcpStream) {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let a = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (b, _) = l.accept().unwrap();
+        (a, b)
+    }
+
     #[test]
     fn a_process_reads_its_own_loan_and_sees_it_end() {
+        let (a, _b) = streams();
         let lender = Direct::new(true);
         let hello = lender.hello().expect("on");
-        let peer = Peer::verify(&hello).expect("this process reads itself");
+        let peer = Peer::verify(&hello, &a).expect("this process holds both ends");
         lender.peer_reads();
         let payload = Payload::from(vec![7u8; DIRECT_MIN]);
         let r = lender.lend(&payload).expect("lent");
@@ -292,14 +336,40 @@ mod tests {
     }
 
     #[test]
-    fn a_wrong_cookie_or_pid_is_refused() {
+    fn a_pid_that_does_not_hold_the_peer_socket_is_refused() {
+        let (a, _b) = streams();
         let d = Direct::new(true);
         let mut h = d.hello().expect("on");
-        h.cookie[0] ^= 1;
-        assert!(Peer::verify(&h).is_none());
+        // The parent process (the test runner's shell or cargo) holds no
+        // socket of this stream.
+        h.pid = std::os::unix::process::parent_id();
+        assert!(Peer::verify(&h, &a).is_none());
         let mut h = d.hello().expect("on");
         h.pid = i32::MAX as u32; // no such process
-        assert!(Peer::verify(&h).is_none());
+        assert!(Peer::verify(&h, &a).is_none());
+        let mut h = d.hello().expect("on");
+        h.alive_gen += 1; // not the word's value
+        assert!(Peer::verify(&h, &a).is_none());
+    }
+
+    #[test]
+    fn addresses_read_as_proc_net_tcp_prints_them() {
+        assert_eq!(
+            proc_net_addr("127.0.0.1:7023".parse().unwrap()),
+            if cfg!(target_endian = "little") {
+                "0100007F:1B6F"
+            } else {
+                "7F000001:1B6F"
+            }
+        );
+        assert_eq!(
+            proc_net_addr("[::1]:80".parse().unwrap()),
+            if cfg!(target_endian = "little") {
+                "00000000000000000000000001000000:0050"
+            } else {
+                "00000000000000000000000000000001:0050"
+            }
+        );
     }
 
     #[test]

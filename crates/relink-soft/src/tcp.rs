@@ -410,7 +410,12 @@ impl Shared {
                         match l {
                             Link::Hello(h) => {
                                 if self.same_host.load(Ordering::Relaxed) {
-                                    peer = Peer::verify(&h);
+                                    peer = Peer::verify(&h, &stream);
+                                    tracing::debug!(
+                                        pid = h.pid,
+                                        same_host = peer.is_some(),
+                                        "soft-tcp: the peer's hello"
+                                    );
                                     ok_due = peer.is_some();
                                 }
                             }

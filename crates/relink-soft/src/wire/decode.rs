@@ -141,8 +141,6 @@ impl<'a> Cursor<'a> {
         match self.u8(what)? {
             1 => Ok(Link::Hello(Hello {
                 pid: self.u32("pid")?,
-                cookie_addr: self.u64("cookie address")?,
-                cookie: self.array::<16>("cookie")?,
                 alive_addr: self.u64("alive address")?,
                 alive_gen: self.u64("alive generation")?,
             })),

@@ -256,8 +256,6 @@ pub fn encode_link(l: &Link, out: &mut Vec<u8>) {
         Link::Hello(h) => {
             put_u8(out, 1);
             put_u32(out, h.pid);
-            put_u64(out, h.cookie_addr);
-            out.extend_from_slice(&h.cookie);
             put_u64(out, h.alive_addr);
             put_u64(out, h.alive_gen);
         }

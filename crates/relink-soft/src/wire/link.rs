@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! body    = 0x4c:u8 link                         (a link frame: not a packet)
-//! link    = 1:u8 pid:u32 cookie_addr:u64 cookie:[u8; 16] alive_addr:u64 alive_gen:u64   Hello
+//! link    = 1:u8 pid:u32 alive_addr:u64 alive_gen:u64    Hello
 //!         | 2:u8                                                                      DirectOk
 //!         | 3:u8 upto:u64                                                             Release
 //! rdata   = addr:u64 len:u32 lent:u64            (len <= MAX_PAYLOAD)
@@ -31,16 +31,12 @@ pub struct RemoteData {
 }
 
 /// A process introducing itself at the start of a stream, so that a peer
-/// on the same host can prove it can read its memory: it reads `cookie`
-/// at `cookie_addr` of process `pid` and compares.
+/// on the same host can check that `pid` holds the other end of the
+/// stream and read its memory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Hello {
     /// The sender's process id (in its pid namespace).
     pub pid: u32,
-    /// Where the sender keeps `cookie`.
-    pub cookie_addr: u64,
-    /// A random value of the sender's process.
-    pub cookie: [u8; 16],
     /// A word of the sender that holds `alive_gen` while the sender's end
     /// of the stream lives, so lent payloads are still there.
     pub alive_addr: u64,
@@ -53,7 +49,7 @@ pub struct Hello {
 pub enum Link {
     /// The sender's introduction (its first frame, if it lends payloads).
     Hello(Hello),
-    /// The sender read the peer's cookie: the peer may send payloads as
+    /// The sender checked the peer's `Hello`: the peer may send payloads as
     /// [`RemoteData`] from now on.
     DirectOk,
     /// The sender is done with every loan up to and including `upto`.

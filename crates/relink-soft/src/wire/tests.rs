@@ -465,22 +465,13 @@ fn body() -> impl Strategy<Value = Body> {
 
 fn link() -> impl Strategy<Value = Link> {
     prop_oneof![
-        (
-            any::<u32>(),
-            any::<u64>(),
-            any::<[u8; 16]>(),
-            any::<u64>(),
-            any::<u64>()
-        )
-            .prop_map(|(pid, cookie_addr, cookie, alive_addr, alive_gen)| {
-                Link::Hello(Hello {
-                    pid,
-                    cookie_addr,
-                    cookie,
-                    alive_addr,
-                    alive_gen,
-                })
-            }),
+        (any::<u32>(), any::<u64>(), any::<u64>()).prop_map(|(pid, alive_addr, alive_gen)| {
+            Link::Hello(Hello {
+                pid,
+                alive_addr,
+                alive_gen,
+            })
+        }),
         Just(Link::DirectOk),
         any::<u64>().prop_map(|upto| Link::Release { upto }),
     ]
