@@ -252,9 +252,14 @@ where
             .await
             .expect("never closed");
         let data = if let Command::Write { len, .. } = cmd {
-            let mut d = vec![0u8; len as usize];
-            if let Err(e) = r.read_exact(&mut d).await {
-                break Err(e.into());
+            // Read into capacity as it is: a zero-filled buffer per request
+            // cost a memset and, with glibc handing large blocks back and
+            // forth, page faults on every write.
+            let mut d = Vec::with_capacity(len as usize);
+            match (&mut r).take(u64::from(len)).read_to_end(&mut d).await {
+                Ok(n) if n == len as usize => {}
+                Ok(_) => break Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into()),
+                Err(e) => break Err(e.into()),
             }
             Some(d)
         } else {

@@ -172,12 +172,15 @@ impl Direct {
         })
     }
 
-    /// The peer released its loans up to `upto`.
-    pub fn release(&self, upto: u64) {
+    /// The peer released its loans up to `upto`: their payloads, for the
+    /// host's pool.
+    pub fn release(&self, upto: u64) -> Vec<Payload> {
         let mut loans = self.loans.lock().unwrap_or_else(|e| e.into_inner());
+        let mut back = Vec::new();
         while loans.front().is_some_and(|(id, _)| *id <= upto) {
-            loans.pop_front();
+            back.extend(loans.pop_front().map(|(_, p)| p));
         }
+        back
     }
 }
 
@@ -326,7 +329,7 @@ mod tests {
         let mut out = vec![0u8; DIRECT_MIN];
         assert!(peer.pull(&r, &mut out));
         assert_eq!(out, payload.as_slice());
-        lender.release(r.lent);
+        assert_eq!(lender.release(r.lent).len(), 1);
         assert!(lender.loans.lock().unwrap().is_empty());
         // Small payloads go through the stream.
         assert!(lender.lend(&Payload::from(vec![1u8; 64])).is_none());

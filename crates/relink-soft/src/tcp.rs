@@ -420,7 +420,22 @@ impl Shared {
                                 }
                             }
                             Link::DirectOk => d.peer_reads(),
-                            Link::Release { upto } => d.release(upto),
+                            Link::Release { upto } => {
+                                // A released READ response's buffer goes
+                                // back to the host's pool (a WRITE's is
+                                // still the requester's until its ACK).
+                                let back: Vec<_> = d
+                                    .release(upto)
+                                    .into_iter()
+                                    .filter(|p| !p.is_shared())
+                                    .collect();
+                                if !back.is_empty() {
+                                    let mut inner = self.lock();
+                                    for p in back {
+                                        inner.host.recycle_payload(p);
+                                    }
+                                }
+                            }
                         }
                         if ok_due {
                             if let Some(c) =

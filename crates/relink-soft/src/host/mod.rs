@@ -32,7 +32,7 @@ use relink_fabric::{
 };
 
 use crate::packet::ReqOp;
-use crate::payload::{BufferPool, PoolStats};
+use crate::payload::{BufferPool, Payload, PoolStats};
 
 mod cm;
 mod context;
@@ -303,6 +303,12 @@ impl HostState {
             drained: false,
             pool: BufferPool::new(),
         }
+    }
+
+    /// Give a payload the transport is done with back to the host's pool
+    /// (a READ response's, lent to a peer and released).
+    pub fn recycle_payload(&mut self, p: Payload) {
+        self.pool.recycle(p);
     }
 
     /// Counters of the host's payload buffer pool.
