@@ -1,7 +1,10 @@
 //! Baseline of the soft fabric itself: 64-byte SEND message rate and
 //! 64 KiB WRITE bandwidth (every WRITE signaled, and unsignaled batches
 //! with every 16th signaled) on the in-process fabric and on the TCP fabric
-//! over loopback, in one run, on the wall clock.
+//! over loopback, in one run, on the wall clock. Over TCP the WRITEs are
+//! measured once more with and without same-host transfers, their
+//! repetitions alternated (series `tcp-same-host-*` and `tcp-stream-*`),
+//! and the ratio printed as `RESULT soft_fabric same_host_over_stream`.
 //!
 //! ```text
 //! cargo bench -p relink-bench --bench soft_fabric            # measure (~1 min)
@@ -20,10 +23,11 @@
 use std::collections::BTreeMap;
 
 use relink_bench::{
-    measure, process_minor_faults, quick_from_env, selected, LoopSpec, Measurement, Metric, Plan,
-    Report, Rig, Row, Runner, SendLoop, WriteLoop,
+    measure, measure_interleaved, paired_ratios, process_minor_faults, quantile, quick_from_env,
+    selected, LoopSpec, Measurement, Metric, Plan, Report, Rig, Row, Runner, SendLoop, WriteLoop,
 };
 use relink_testkit::soft_rigs::{InProcRig, TcpRig};
+use relink_testkit::Side;
 
 /// 64-byte SENDs, 64 outstanding, every 16th signaled.
 const SEND: (usize, usize, usize) = (64, 64, 16);
@@ -124,6 +128,59 @@ fn series<L: Runner>(
     l.inner
 }
 
+/// 64 KiB WRITEs over TCP with same-host transfers on and off (the bytes
+/// read from the sending process, or through the stream), measured side
+/// by side; prints the median of the paired ratios on / off.
+fn same_host_ab(plan: &Plan, report: &mut Report) {
+    let mut ratios = Vec::new();
+    for (op, size, window, signal_every) in WRITES {
+        let (on_name, off_name) = (format!("tcp-same-host-{op}"), format!("tcp-stream-{op}"));
+        if !selected(&on_name) && !selected(&off_name) {
+            continue;
+        }
+        let on = TcpRig::new();
+        let off = TcpRig::new();
+        for side in [Side::Initiator, Side::Target] {
+            off.tcp_host(side).set_same_host_transfers(false);
+        }
+        let spec = LoopSpec::write(size, window).signal_every(signal_every);
+        let mut a = WriteLoop::connect(&on, spec);
+        let mut b = WriteLoop::connect(&off, spec);
+        let series = measure_interleaved(&mut [&mut a, &mut b], plan);
+        let metric = Metric::GigabytesPerSec;
+        report.push(Row::new(
+            "soft-tcp same-host",
+            "write",
+            &spec,
+            metric,
+            &series[0],
+        ));
+        report.push(Row::new(
+            "soft-tcp stream",
+            "write",
+            &spec,
+            metric,
+            &series[1],
+        ));
+        let r = paired_ratios(&series[0], &series[1], metric);
+        ratios.push(format!("{}={:.3}", op.replace('-', "_"), quantile(&r, 0.5)));
+        let moved = on.tcp_host(Side::Target).same_host_bytes();
+        assert!(
+            moved > 0 && off.tcp_host(Side::Target).same_host_bytes() == 0,
+            "same-host transfers: {moved} bytes read with them on, and some with them off"
+        );
+        a.close();
+        b.close();
+        eprintln!("  {on_name} / {off_name} done");
+    }
+    if !ratios.is_empty() {
+        println!(
+            "RESULT soft_fabric same_host_over_stream {}",
+            ratios.join(" ")
+        );
+    }
+}
+
 fn main() {
     // `cargo bench` passes `--bench`; anything else (`cargo test --benches`)
     // only checks that the benchmark runs.
@@ -151,6 +208,7 @@ fn main() {
         &mut report,
         &mut faults,
     );
+    same_host_ab(&plan, &mut report);
 
     print!("{}", report.table());
     println!("minor page faults per operation (timed repetitions):");

@@ -149,8 +149,17 @@ impl Memory {
 
     /// Copy `len` bytes out into a new vector.
     pub fn read_vec(&self, offset: usize, len: usize) -> Result<Vec<u8>, MemoryError> {
+        self.check(offset, len)?;
+        // From lent bytes: one copy into a fresh vector, not zero-filled
+        // first.
+        let mut lent = None;
+        self.0
+            .lend(offset, len, &mut |bytes| lent = Some(bytes.to_vec()));
+        if let Some(v) = lent {
+            return Ok(v);
+        }
         let mut v = vec![0; len];
-        self.read(offset, &mut v)?;
+        self.0.read(offset, &mut v);
         Ok(v)
     }
 

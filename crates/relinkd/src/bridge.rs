@@ -408,8 +408,23 @@ impl Bridge {
                         None
                     }
                     Some(buf) if part.at + bytes.len() <= job.read_len => {
-                        buf.resize(job.read_len, 0);
-                        buf[part.at..part.at + bytes.len()].copy_from_slice(&bytes);
+                        let end = part.at + bytes.len();
+                        if buf.is_empty() && part.at == 0 {
+                            // The first part: its bytes as they came, with
+                            // room for the rest.
+                            *buf = bytes;
+                            buf.reserve_exact(job.read_len - end);
+                        } else if part.at == buf.len() {
+                            // The next part in order.
+                            buf.extend_from_slice(&bytes);
+                        } else {
+                            // Out of order: the gap is zeros until its
+                            // part fills it.
+                            if buf.len() < end {
+                                buf.resize(end, 0);
+                            }
+                            buf[part.at..end].copy_from_slice(&bytes);
+                        }
                         None
                     }
                     _ => Some(nbd::BlockError::Io(
