@@ -14,8 +14,8 @@
 //! 1. Each end's first frame is a [`Hello`]: its pid, and the address and
 //!    value of an *alive word* of this stream's end.
 //! 2. An end checks that the pid holds the socket at the other end of the
-//!    stream (the peer's socket, found by its addresses in
-//!    `/proc/net/tcp`, is among the pid's open files), so the pid is the
+//!    stream (the peer's socket, found by its addresses with the kernel's
+//!    `sock_diag`, is among the pid's open files), so the pid is the
 //!    peer and not another process it names, and that it can read the
 //!    alive word there. Then it answers `DirectOk`. Only after the peer's
 //!    `DirectOk` does an end send payloads of at least [`DIRECT_MIN`]
@@ -256,27 +256,14 @@ fn read_all(pid: Pid, addr: u64, out: &mut [u8]) -> bool {
 
 /// Whether process `pid` holds the socket at the other end of `stream`:
 /// the socket whose local address is the stream's peer address and whose
-/// peer is the stream's local address, in this network namespace's
-/// `/proc/net/tcp` (or `tcp6`), is one of `pid`'s open files.
+/// peer is the stream's local address (found in this network namespace by
+/// the kernel's `sock_diag`, [`peer_socket_inode`]) is one of `pid`'s open
+/// files.
 fn holds_peer_socket(pid: u32, stream: &TcpStream) -> bool {
     let (Ok(local), Ok(peer)) = (stream.local_addr(), stream.peer_addr()) else {
         return false;
     };
-    let table = match peer {
-        SocketAddr::V4(_) => "/proc/net/tcp",
-        SocketAddr::V6(_) => "/proc/net/tcp6",
-    };
-    let Ok(text) = std::fs::read_to_string(table) else {
-        return false;
-    };
-    let (want_local, want_remote) = (proc_net_addr(peer), proc_net_addr(local));
-    let inode = text.lines().skip(1).find_map(|line| {
-        let f: Vec<&str> = line.split_whitespace().collect();
-        (f.get(1) == Some(&want_local.as_str()) && f.get(2) == Some(&want_remote.as_str()))
-            .then(|| f.get(9).map(|s| (*s).to_owned()))
-            .flatten()
-    });
-    let Some(inode) = inode.filter(|i| i != "0") else {
+    let Some(inode) = peer_socket_inode(peer, local).filter(|&i| i != 0) else {
         return false;
     };
     let want = format!("socket:[{inode}]");
@@ -288,21 +275,60 @@ fn holds_peer_socket(pid: u32, stream: &TcpStream) -> bool {
     })
 }
 
-/// An address as `/proc/net/tcp` prints it: each 32-bit word of the
-/// address (in network order) printed as a native integer, `%08X`, then
-/// the port, `%04X`.
-fn proc_net_addr(a: SocketAddr) -> String {
-    let words = |octets: &[u8]| -> String {
-        octets
-            .chunks(4)
-            .map(|w| format!("{:08X}", u32::from_ne_bytes([w[0], w[1], w[2], w[3]])))
-            .collect()
+/// The inode of the TCP socket bound to `local` and connected to `remote`
+/// in this network namespace: one `SOCK_DIAG_BY_FAMILY` request for that
+/// exact socket (`sock_diag(7)`; reading `/proc/net/tcp` instead walks the
+/// whole socket table, milliseconds per connection).
+fn peer_socket_inode(local: SocketAddr, remote: SocketAddr) -> Option<u32> {
+    const SOCK_DIAG_BY_FAMILY: u16 = 20;
+    const NLM_F_REQUEST: u16 = 1;
+    const NLMSG_ERROR: u16 = 2;
+    const HEADER: usize = 16;
+    // inet_diag_msg: family, state, timer, retrans (4), the socket id (48),
+    // expires, rqueue, wqueue, uid (16), then the inode.
+    const INODE_AT: usize = HEADER + 4 + 48 + 16;
+    // An address family and an address as the socket id holds it (IPv4 in
+    // the first 4 of 16 bytes).
+    let id = |a: SocketAddr| -> (u8, [u8; 16]) {
+        match a.ip() {
+            IpAddr::V4(v4) => {
+                let mut b = [0u8; 16];
+                b[..4].copy_from_slice(&v4.octets());
+                (2, b) // AF_INET
+            }
+            IpAddr::V6(v6) => (10, v6.octets()), // AF_INET6
+        }
     };
-    let ip = match a.ip() {
-        IpAddr::V4(v4) => words(&v4.octets()),
-        IpAddr::V6(v6) => words(&v6.octets()),
-    };
-    format!("{ip}:{:04X}", a.port())
+    let ((family, ip), (_, remote_ip)) = (id(local), id(remote));
+    let mut req = Vec::with_capacity(HEADER + 56);
+    req.extend_from_slice(&((HEADER + 56) as u32).to_ne_bytes());
+    req.extend_from_slice(&SOCK_DIAG_BY_FAMILY.to_ne_bytes());
+    req.extend_from_slice(&NLM_F_REQUEST.to_ne_bytes());
+    req.extend_from_slice(&1u32.to_ne_bytes()); // sequence
+    req.extend_from_slice(&0u32.to_ne_bytes()); // port id: the kernel
+                                                // inet_diag_req_v2: family, IPPROTO_TCP, no extensions, pad, every
+                                                // state, then the socket id (ports and addresses in network order,
+                                                // any interface, no cookie).
+    req.extend_from_slice(&[family, 6, 0, 0]);
+    req.extend_from_slice(&u32::MAX.to_ne_bytes());
+    req.extend_from_slice(&local.port().to_be_bytes());
+    req.extend_from_slice(&remote.port().to_be_bytes());
+    req.extend_from_slice(&ip);
+    req.extend_from_slice(&remote_ip);
+    req.extend_from_slice(&0u32.to_ne_bytes());
+    req.extend_from_slice(&[0xff; 8]);
+    let sock = netlink_sys::Socket::new(netlink_sys::protocols::NETLINK_SOCK_DIAG).ok()?;
+    sock.connect(&netlink_sys::SocketAddr::new(0, 0)).ok()?;
+    sock.send(&req, 0).ok()?;
+    let mut resp = Vec::with_capacity(1024);
+    sock.recv(&mut resp, 0).ok()?;
+    let kind = u16::from_ne_bytes(resp.get(4..6)?.try_into().ok()?);
+    if kind == NLMSG_ERROR || kind != SOCK_DIAG_BY_FAMILY {
+        return None;
+    }
+    Some(u32::from_ne_bytes(
+        resp.get(INODE_AT..INODE_AT + 4)?.try_into().ok()?,
+    ))
 }
 
 #[cfg(test)]
@@ -356,23 +382,19 @@ mod tests {
     }
 
     #[test]
-    fn addresses_read_as_proc_net_tcp_prints_them() {
-        assert_eq!(
-            proc_net_addr("127.0.0.1:7023".parse().unwrap()),
-            if cfg!(target_endian = "little") {
-                "0100007F:1B6F"
-            } else {
-                "7F000001:1B6F"
-            }
-        );
-        assert_eq!(
-            proc_net_addr("[::1]:80".parse().unwrap()),
-            if cfg!(target_endian = "little") {
-                "00000000000000000000000001000000:0050"
-            } else {
-                "00000000000000000000000000000001:0050"
-            }
-        );
+    fn sock_diag_finds_the_peer_socket_of_a_stream() {
+        let (a, b) = streams();
+        let (la, pa) = (a.local_addr().unwrap(), a.peer_addr().unwrap());
+        // `b` is the socket bound to a's peer address, connected to a.
+        let inode = peer_socket_inode(pa, la).expect("sock_diag answers");
+
+        let want = format!("socket:[{inode}]");
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&b);
+        let link = std::fs::read_link(format!("/proc/self/fd/{fd}")).unwrap();
+        assert_eq!(link.as_os_str(), want.as_str());
+        // No socket has these addresses.
+        let nowhere: SocketAddr = "127.0.0.1:1".parse().unwrap();
+        assert_eq!(peer_socket_inode(nowhere, la), None);
     }
 
     #[test]

@@ -145,6 +145,18 @@ impl Drop for Daemon {
     }
 }
 
+/// CPU seconds (user + system) of this process's children that have been
+/// waited for (`/proc/self/stat` cutime + cstime): a finished client run's
+/// CPU is the difference across it.
+fn children_cpu_s() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").expect("read /proc/self/stat");
+    let after = &stat[stat.rfind(')').expect("comm") + 2..];
+    let f: Vec<&str> = after.split(' ').collect();
+    // Fields 16 and 17 (cutime, cstime) are 14 and 15 after the comm.
+    let ticks: u64 = f[13].parse::<u64>().unwrap() + f[14].parse::<u64>().unwrap();
+    ticks as f64 / clk_tck()
+}
+
 fn clk_tck() -> f64 {
     let out = Command::new("getconf").arg("CLK_TCK").output();
     out.ok()
@@ -237,14 +249,23 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 /// The copies of a whole volume that operators run, through relinkd
-/// (`relinkd`, its URL) and through nbdkit (`kit`), alternated, each the
-/// median of 3 runs (1 in a quick run): `qemu-img convert` of a file of
-/// non-zero bytes onto the export, `nbdcopy` of it onto the export, and
-/// `nbdcopy` of the export to `null:` (reads). Prints a table and
-/// `RESULT nbd copies ...`, the ratios as rates (nbdkit's time over
-/// relinkd's). Without nbdcopy its rows are skipped (relink-skip).
-fn copies(p: &Plan, root: &Path, relinkd: &str, kit: Option<&str>, quick: bool) {
-    let Some(kit) = kit else {
+/// (`relinkd`, its URL and its two daemons) and through nbdkit (`kit`, its
+/// URL and process), alternated, each the median of 3 runs (1 in a quick
+/// run): `qemu-img convert` of a file of non-zero bytes onto the export,
+/// `nbdcopy` of it onto the export, and `nbdcopy` of the export to
+/// `null:` (reads). Prints a table and `RESULT nbd copies ...`, the ratios
+/// as rates (nbdkit's time over relinkd's), then the CPU time each path
+/// spent per copy (the client's and the servers') and `RESULT nbd
+/// copies_cpu ...`, relinkd's total over nbdkit's. Without nbdcopy its
+/// rows are skipped (relink-skip).
+fn copies(
+    p: &Plan,
+    root: &Path,
+    (relinkd, daemons): (&str, [&Daemon; 2]),
+    kit: Option<(&str, &Daemon)>,
+    quick: bool,
+) {
+    let Some((kit, kit_daemon)) = kit else {
         return;
     };
     let source = root.join("source.img");
@@ -295,13 +316,34 @@ fn copies(p: &Plan, root: &Path, relinkd: &str, kit: Option<&str>, quick: bool) 
         p.size >> 20
     );
     let mut result = String::new();
+    let mut cpu_rows = Vec::new();
+    let mut cpu_result = String::new();
+    // One run: (wall s, client CPU s, servers' CPU s).
+    let measured = |run: &Run, url: &str, servers: &[&Daemon]| {
+        let (c0, s0) = (
+            children_cpu_s(),
+            servers.iter().map(|d| d.cpu_s()).sum::<f64>(),
+        );
+        let wall = run(url);
+        let client = children_cpu_s() - c0;
+        let server = servers.iter().map(|d| d.cpu_s()).sum::<f64>() - s0;
+        (wall, client, server)
+    };
     for (name, run) in &clients {
         let (mut r, mut k) = (Vec::new(), Vec::new());
         for _ in 0..rounds {
-            r.push(run(relinkd));
-            k.push(run(kit));
+            r.push(measured(run, relinkd, &daemons));
+            k.push(measured(run, kit, &[kit_daemon]));
         }
-        let (r, k) = (median(r), median(k));
+        let mean = |v: &[(f64, f64, f64)], f: fn(&(f64, f64, f64)) -> f64| {
+            v.iter().map(f).sum::<f64>() / v.len() as f64
+        };
+        let cpu = |v: &[(f64, f64, f64)]| (mean(v, |m| m.1), mean(v, |m| m.2));
+        let ((rc, rs), (kc, ks)) = (cpu(&r), cpu(&k));
+        let (r, k) = (
+            median(r.iter().map(|m| m.0).collect()),
+            median(k.iter().map(|m| m.0).collect()),
+        );
         println!("| {name} | {r:.2} | {k:.2} | {:.2} |", k / r);
         let key = name.split(' ').next().unwrap_or(name).replace('-', "_");
         let dir = if name.ends_with("(read)") {
@@ -310,8 +352,25 @@ fn copies(p: &Plan, root: &Path, relinkd: &str, kit: Option<&str>, quick: bool) 
             "write"
         };
         result.push_str(&format!(" {key}_{dir}={:.3}", k / r));
+        cpu_rows.push(format!(
+            "| {name} | {rc:.2} + {rs:.2} = {:.2} | {kc:.2} + {ks:.2} = {:.2} | {:.2} |",
+            rc + rs,
+            kc + ks,
+            (rc + rs) / (kc + ks).max(0.01)
+        ));
+        cpu_result.push_str(&format!(
+            " {key}_{dir}={:.3}",
+            (rc + rs) / (kc + ks).max(0.01)
+        ));
     }
     println!("RESULT nbd copies{result}");
+    println!(
+        "\nCPU time per copy, mean of the runs (s): client + servers (relinkd's two daemons, or nbdkit)\n\n| client | relinkd path | nbdkit path | relinkd / nbdkit |\n|---|---|---|---|"
+    );
+    for row in cpu_rows {
+        println!("{row}");
+    }
+    println!("RESULT nbd copies_cpu{cpu_result}");
 }
 
 /// A minimal NBD client: GO on `name` asking for block sizes.
@@ -530,8 +589,8 @@ fn run(p: &Plan, root: &Path, quick: bool) {
     copies(
         p,
         root,
-        &relinkd_url,
-        kit.as_ref().map(|(_, url)| url.as_str()),
+        (&relinkd_url, [&target, &init]),
+        kit.as_ref().map(|(d, url)| (url.as_str(), d)),
         quick,
     );
     drop(kit);
