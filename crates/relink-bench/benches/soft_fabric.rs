@@ -132,6 +132,11 @@ fn series<L: Runner>(
 /// read from the sending process, or through the stream), measured side
 /// by side; prints the median of the paired ratios on / off.
 fn same_host_ab(plan: &Plan, report: &mut Report) {
+    if let Err(why) = relink_soft::TcpHost::same_host_available() {
+        let skip = relink_skip::Skip::new(format!("same-host transfers cannot work here: {why}"));
+        relink_skip::skip_part("soft_fabric: same-host WRITEs next to the stream", &skip);
+        return;
+    }
     let mut ratios = Vec::new();
     for (op, size, window, signal_every) in WRITES {
         let (on_name, off_name) = (format!("tcp-same-host-{op}"), format!("tcp-stream-{op}"));

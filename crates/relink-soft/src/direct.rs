@@ -331,6 +331,33 @@ fn peer_socket_inode(local: SocketAddr, remote: SocketAddr) -> Option<u32> {
     ))
 }
 
+/// Whether this process can check and read a peer of this host (the
+/// kernel's `sock_diag` and `process_vm_readv` allowed here): it checks a
+/// loopback stream of its own as it would a peer's. `Err` says what
+/// failed.
+pub fn available() -> Result<(), String> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")
+        .map_err(|e| format!("no loopback listener: {e}"))?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    let a = TcpStream::connect(addr).map_err(|e| format!("no loopback stream: {e}"))?;
+    let _b = listener.accept().map_err(|e| e.to_string())?;
+    let (local, peer) = (
+        a.local_addr().map_err(|e| e.to_string())?,
+        a.peer_addr().map_err(|e| e.to_string())?,
+    );
+    if peer_socket_inode(peer, local).is_none() {
+        return Err(
+            "the kernel's sock_diag does not answer for TCP sockets (no inet_diag/tcp_diag?)"
+                .into(),
+        );
+    }
+    let d = Direct::new(true);
+    let hello = d.hello().ok_or("no alive word left in this process")?;
+    Peer::verify(&hello, &a).map(|_| ()).ok_or_else(|| {
+        "process_vm_readv of this process is refused (seccomp or ptrace policy)".into()
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -666,6 +666,17 @@ impl TcpHost {
         self.shared.same_host.store(on, Ordering::Relaxed);
     }
 
+    /// Whether same-host transfers can work in this process: the kernel
+    /// lets it find a TCP peer's socket (`sock_diag`) and read another
+    /// process (`process_vm_readv`). `Err` says what is missing; every
+    /// byte then crosses the stream.
+    ///
+    /// # Errors
+    /// What failed, in words.
+    pub fn same_host_available() -> Result<(), String> {
+        direct::available()
+    }
+
     /// Bytes of payloads this host read directly from other processes'
     /// memory (see [`TcpHost::set_same_host_transfers`]).
     pub fn same_host_bytes(&self) -> u64 {
