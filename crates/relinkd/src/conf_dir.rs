@@ -104,7 +104,13 @@ fn entries_of(file: &Path, text: &str) -> Result<Option<Config>, ConfigError> {
             reason: "a conf_dir file holds only [[export]] and [[connect]] tables".into(),
         });
     }
-    if table.is_empty() {
+    // A file of empty lists (`export = []`: every entry commented out, say)
+    // holds nothing, as an empty file does; the main file's "nothing to
+    // do" check is not this file's business.
+    if table
+        .values()
+        .all(|v| v.as_array().is_some_and(|a| a.is_empty()))
+    {
         return Ok(None);
     }
     Config::parse(file, text).map(Some)
@@ -201,6 +207,22 @@ mod tests {
         std::fs::write(&main, MAIN).unwrap();
         let e = Config::load(&main).unwrap_err().to_string();
         assert!(e.contains("conf.d: cannot read"), "{e}");
+    }
+
+    #[test]
+    fn a_file_of_empty_lists_adds_nothing_and_is_no_error() {
+        let (_dir, main) = setup(&[
+            ("a.toml", "export = []\n"),
+            ("b.toml", "export = []\nconnect = []\n"),
+            ("c.toml", &connect("c", "/run/c.sock")),
+        ]);
+        let c = Config::load(&main).unwrap();
+        let names: Vec<&str> = c.connects.iter().map(|c| c.name.as_str()).collect();
+        assert!(names.ends_with(&["c"]), "{names:?}");
+        // A list that is not empty is still checked.
+        let (_dir, main) = setup(&[("d.toml", "export = [3]\n")]);
+        let e = Config::load(&main).unwrap_err().to_string();
+        assert!(e.contains("d.toml") && e.contains("export"), "{e}");
     }
 
     #[test]
