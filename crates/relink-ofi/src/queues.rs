@@ -110,14 +110,24 @@ impl EventQueue {
         }
     }
 
-    /// Forget the entries of endpoint `fid` (it is being closed).
-    pub fn forget(&mut self, fid: usize) {
+    /// Forget the entries of endpoint `fid` (it is being closed): the
+    /// connection requests among them, which nobody read, for the caller
+    /// to refuse.
+    pub fn forget(&mut self, fid: usize) -> Vec<u64> {
+        let mut unread = Vec::new();
         self.entries.retain(|e| match e {
+            Ok(EqEvent::ConnReq {
+                fid: f, connreq, ..
+            }) if *f == fid => {
+                unread.push(*connreq);
+                false
+            }
             Ok(EqEvent::ConnReq { fid: f, .. })
             | Ok(EqEvent::Connected { fid: f, .. })
             | Ok(EqEvent::Shutdown { fid: f }) => *f != fid,
             Err(e) => e.fid != fid,
         });
+        unread
     }
 }
 

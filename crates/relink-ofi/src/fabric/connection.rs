@@ -51,11 +51,7 @@ impl Fabric {
             .connreqs
             .remove(&connreq)
             .ok_or_else(|| FiError::new(FI_EINVAL, "fi_reject: unknown connection request"))?;
-        st.by_session.insert(c.session, Owner::Orphan);
-        let _ = st
-            .node
-            .send(c.session, &Answer::Reject(data.to_vec()).encode());
-        let _ = st.node.close_gracefully(c.session, Duration::from_secs(5));
+        st.refuse(c.session, data);
         Ok(())
     }
 
@@ -179,6 +175,14 @@ impl State {
                 }
             }
         }
+    }
+
+    /// Answer a connection request's session with a rejection carrying
+    /// `data`, and close it once the answer left.
+    pub(super) fn refuse(&mut self, s: SessionHandle, data: &[u8]) {
+        self.by_session.insert(s, Owner::Orphan);
+        let _ = self.node.send(s, &Answer::Reject(data.to_vec()).encode());
+        let _ = self.node.close_gracefully(s, Duration::from_secs(5));
     }
 
     /// A listener's new session: a connection request for its passive

@@ -19,6 +19,8 @@
 mod connection;
 mod data;
 mod objects;
+#[cfg(test)]
+mod tests;
 
 use std::collections::{HashMap, VecDeque};
 use std::net::{SocketAddr, SocketAddrV4};

@@ -190,15 +190,24 @@ impl Fabric {
             .addr)
     }
 
-    /// `fi_close` of a passive endpoint.
+    /// `fi_close` of a passive endpoint. Connection requests whose event
+    /// nobody read are refused (the requesters see `FI_ECONNREFUSED` at
+    /// once instead of waiting out their give-up deadline); a request
+    /// already read stays the application's to accept or reject.
     pub fn pep_close(&self, pep: Id) {
         let mut st = self.lock();
         if let Some(p) = st.peps.remove(&pep) {
             if let Some(l) = p.listener {
                 st.node.close_listener(l);
             }
-            if let Some(eq) = p.eq.and_then(|e| st.eqs.get_mut(&e)) {
-                eq.forget(p.fid);
+            let unread = match p.eq.and_then(|e| st.eqs.get_mut(&e)) {
+                Some(eq) => eq.forget(p.fid),
+                None => Vec::new(),
+            };
+            for c in unread {
+                if let Some(req) = st.connreqs.remove(&c) {
+                    st.refuse(req.session, &[]);
+                }
             }
         }
     }
@@ -351,7 +360,8 @@ impl Fabric {
                 }
             }
             if let Some(eq) = e.eq.and_then(|q| st.eqs.get_mut(&q)) {
-                eq.forget(e.fid);
+                // An active endpoint's events hold no connection request.
+                let _ = eq.forget(e.fid);
             }
         }
     }
