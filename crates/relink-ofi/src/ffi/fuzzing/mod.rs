@@ -64,11 +64,36 @@ use objects::World;
 /// The most steps of the script one input runs.
 const MAX_STEPS: usize = 48;
 
+/// The prefix of the soft host directories, one per process.
+const DIR_PREFIX: &str = "relink-ofi-fuzz-";
+
+/// Remove the soft host directories of fuzzing processes that are gone (a
+/// process keeps its own for its whole life: nothing runs at its exit).
+fn remove_stale_dirs() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(DIR_PREFIX))
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid != std::process::id() && !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
 /// The soft host every input's fabric opens: made once per process.
 fn setup() {
     static DONE: OnceLock<()> = OnceLock::new();
     DONE.get_or_init(|| {
-        let dir = std::env::temp_dir().join(format!("relink-ofi-fuzz-{}", std::process::id()));
+        remove_stale_dirs();
+        let dir = std::env::temp_dir().join(format!("{DIR_PREFIX}{}", std::process::id()));
         let reg = relink_soft::Registry::open(&dir).expect("a soft host directory");
         if reg.list().map(|l| l.is_empty()).unwrap_or(true) {
             reg.add(
