@@ -394,9 +394,11 @@ impl Shared {
                             .get_mut()
                             .expect("a buffer fresh from the pool is not shared");
                         if !from.pull(&r, into) {
-                            tracing::warn!(
+                            // The peer's end let its loans go (its stream
+                            // is closing): as a broken stream, no warning.
+                            tracing::debug!(
                                 len = r.len,
-                                "soft-tcp: a lent payload could not be read from the peer process, dropping connection"
+                                "soft-tcp: a lent payload is gone from the peer process, dropping connection"
                             );
                             break 'outer;
                         }
