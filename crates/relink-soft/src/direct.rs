@@ -48,7 +48,9 @@ use crate::payload::Payload;
 use crate::wire::{Hello, RemoteData};
 
 /// Payloads from this size on are lent instead of written to the stream.
-/// Below it the stream is cheaper than two system calls and a release.
+/// A loan costs two `process_vm_readv` calls and a `Release` frame, which
+/// a small payload's copies through the stream do not outweigh (a chosen
+/// bound: relink's messages and control traffic stay below it).
 pub const DIRECT_MIN: usize = 8 * 1024;
 
 /// Alive words in the process: streams beyond this many at once go
