@@ -659,7 +659,7 @@ impl TcpHost {
     /// Turn same-host transfers on or off for the streams this host opens
     /// or accepts from now on (on by default unless the environment sets
     /// `RELINK_SOFT_SAME_HOST=0`): payloads of a WRITE or READ response
-    /// of at least 8 KiB between two processes of this host are read by
+    /// of at least 32 KiB between two processes of this host are read by
     /// the receiving process from the sender's memory, one copy, instead
     /// of crossing the TCP stream. Off, or where the kernel does not allow
     /// one process to read another (`process_vm_readv(2)`), every byte
