@@ -20,7 +20,8 @@
 //! module:
 //!
 //! - `world`: the in-process fabric and its virtual-time queue;
-//! - `tcp`: the TCP transport, one stream per RC connection;
+//! - `tcp/`: the TCP transport, one stream per RC connection (`stream.rs`:
+//!   its writer and reader threads);
 //! - `accept`: a listening socket of the TCP transport and its accepting thread;
 //! - `direct`: same-host transfers of the TCP transport (a payload read
 //!   from the sending process's memory instead of the stream);
