@@ -78,13 +78,6 @@ struct Conn {
     stream: Arc<Mutex<Option<TcpStream>>>,
 }
 
-/// Thread-safe counters of a host's same-host transfers.
-#[derive(Debug, Default)]
-struct DirectCounts {
-    /// Bytes read from peers' memory.
-    pulled: std::sync::atomic::AtomicU64,
-}
-
 /// What a connection inside the host carries, in order: its packets, and
 /// its end (as a stream's end follows what was written before it).
 enum Loopback {
@@ -131,7 +124,8 @@ struct Shared {
     /// Whether this host's streams move large payloads between processes
     /// of the host directly ([`crate::direct`]).
     same_host: AtomicBool,
-    direct: DirectCounts,
+    /// Bytes this host read from peers' memory.
+    same_host_bytes: std::sync::atomic::AtomicU64,
 }
 
 impl Inner {
@@ -427,7 +421,7 @@ impl TcpHost {
             start: Instant::now(),
             stop: AtomicBool::new(false),
             same_host: AtomicBool::new(direct::enabled()),
-            direct: DirectCounts::default(),
+            same_host_bytes: std::sync::atomic::AtomicU64::new(0),
         });
         // Devices present now, before the first call returns.
         {
@@ -488,7 +482,7 @@ impl TcpHost {
     /// Bytes of payloads this host read directly from other processes'
     /// memory (see [`TcpHost::set_same_host_transfers`]).
     pub fn same_host_bytes(&self) -> u64 {
-        self.shared.direct.pulled.load(Ordering::Relaxed)
+        self.shared.same_host_bytes.load(Ordering::Relaxed)
     }
 
     fn with<R>(&self, f: impl FnOnce(&mut HostState, &mut Outbox) -> R) -> R {

@@ -109,8 +109,7 @@ impl Shared {
                             );
                             break 'outer;
                         }
-                        self.direct
-                            .pulled
+                        self.same_host_bytes
                             .fetch_add(u64::from(r.len), Ordering::Relaxed);
                         p.set_payload(data);
                         (p, Some(r.lent))
