@@ -56,48 +56,63 @@ impl TimerKind {
 
 /// One optional deadline per [`TimerKind`]; a timer fires once, when
 /// [`TimerTable::take_expired`] returns it, and is then disarmed.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+///
+/// A disarmed timer is held as the latest time there is, so the earliest
+/// deadline ([`TimerTable::next`], asked after every input of a session)
+/// is the minimum of a plain array. A timer armed for `u64::MAX`
+/// nanoseconds (some 584 years after the provider's epoch) is disarmed.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TimerTable {
-    /// The deadline of each kind, indexed by [`TimerKind`] order; `None`:
-    /// disarmed.
-    at: [Option<Timestamp>; TimerKind::ALL.len()],
+    /// The deadline of each kind in nanoseconds, indexed by [`TimerKind`]
+    /// order; [`DISARMED`]: none.
+    at: [u64; TimerKind::ALL.len()],
+}
+
+/// The deadline of a disarmed timer.
+const DISARMED: u64 = u64::MAX;
+
+impl Default for TimerTable {
+    fn default() -> TimerTable {
+        TimerTable {
+            at: [DISARMED; TimerKind::ALL.len()],
+        }
+    }
 }
 
 impl TimerTable {
     /// Arm (or re-arm) a timer.
     pub fn set(&mut self, kind: TimerKind, at: Timestamp) {
-        self.at[kind.index()] = Some(at);
+        self.at[kind.index()] = at.0;
     }
 
     /// Disarm a timer.
     pub fn stop(&mut self, kind: TimerKind) {
-        self.at[kind.index()] = None;
+        self.at[kind.index()] = DISARMED;
     }
 
     /// When a timer fires, if armed.
     pub fn get(&self, kind: TimerKind) -> Option<Timestamp> {
-        self.at[kind.index()]
+        armed(self.at[kind.index()])
     }
 
     /// The earliest armed deadline.
+    #[inline]
     pub fn next(&self) -> Option<Timestamp> {
-        self.at.iter().fold(None, |min, t| match (min, *t) {
-            (Some(m), Some(t)) => Some(m.min(t)),
-            (m, t) => m.or(t),
-        })
+        armed(self.at.iter().copied().fold(DISARMED, u64::min))
     }
 
     /// How many timers are armed (at most [`TimerKind::ALL`]'s length).
     pub fn armed(&self) -> usize {
-        self.at.iter().filter(|t| t.is_some()).count()
+        self.at.iter().filter(|t| **t != DISARMED).count()
     }
 
     /// Disarm and return the timers due at `now`, in table order.
     pub fn take_expired(&mut self, now: Timestamp) -> Vec<TimerKind> {
         let mut due = Vec::new();
         for k in TimerKind::ALL {
-            if self.at[k.index()].is_some_and(|t| t <= now) {
-                self.at[k.index()] = None;
+            let at = &mut self.at[k.index()];
+            if *at != DISARMED && *at <= now.0 {
+                *at = DISARMED;
                 due.push(k);
             }
         }
@@ -106,8 +121,13 @@ impl TimerTable {
 
     /// Disarm everything.
     pub fn clear(&mut self) {
-        self.at = [None; TimerKind::ALL.len()];
+        self.at = [DISARMED; TimerKind::ALL.len()];
     }
+}
+
+/// A deadline, unless it is [`DISARMED`].
+fn armed(at: u64) -> Option<Timestamp> {
+    (at != DISARMED).then_some(Timestamp(at))
 }
 
 #[cfg(test)]
@@ -130,5 +150,12 @@ mod tests {
         assert_eq!(t.next(), Some(Timestamp(600)));
         t.stop(TimerKind::GiveUp);
         assert_eq!(t.next(), None);
+        assert_eq!(t.get(TimerKind::GiveUp), None);
+        t.set(TimerKind::AckDelay, Timestamp(u64::MAX));
+        assert_eq!(
+            (t.next(), t.armed()),
+            (None, 0),
+            "the latest time is no deadline"
+        );
     }
 }

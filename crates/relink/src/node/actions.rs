@@ -22,12 +22,13 @@ impl Node {
     /// session that has some joins the ready queue of
     /// [`Node::poll_output`].
     pub(super) fn run_actions(&mut self, handle: u64) {
-        loop {
+        let probes = loop {
             let Some(entry) = self.sessions.get_mut(&handle) else {
                 return;
             };
             let Some(action) = entry.next_action() else {
-                break;
+                entry.index_what_it_waits_for(handle, &mut self.index, &*self.provider);
+                break entry.core.probe_peer().is_some();
             };
             if matches!(action, Action::Disconnect { .. } | Action::TearDown { .. }) {
                 // Messages queued before a disconnect (the goodbye of an
@@ -35,11 +36,11 @@ impl Node {
                 self.post_queued(handle);
             }
             self.perform(handle, action);
+        };
+        // Nothing to coordinate while no session of the node probes.
+        if probes || !self.probers.is_empty() {
+            self.coordinate_probes(handle);
         }
-        if let Some(entry) = self.sessions.get_mut(&handle) {
-            entry.index_what_it_waits_for(handle, &mut self.index, &*self.provider);
-        }
-        self.coordinate_probes(handle);
     }
 
     /// Carry out one action of the core (not a work request: those join

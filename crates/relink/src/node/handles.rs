@@ -35,6 +35,7 @@ impl HandleSet {
     const MIN_COMPACT: usize = 64;
 
     /// Add `handle` (a handle already in the set stays in it once).
+    #[inline]
     pub fn insert(&mut self, handle: u64) {
         if self.handles.last() == Some(&handle) {
             return;
@@ -52,9 +53,18 @@ impl HandleSet {
     }
 
     /// Put the handles in ascending order, each once.
+    #[inline]
     pub fn sort(&mut self) {
-        self.handles.sort_unstable();
-        self.handles.dedup();
+        if self.handles.len() > 1 {
+            self.handles.sort_unstable();
+            self.handles.dedup();
+        }
+    }
+
+    /// Whether the set is empty.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.handles.is_empty()
     }
 
     /// The handle at `i` (in ascending order after [`sort`](Self::sort)).

@@ -237,11 +237,16 @@ impl Index {
         self.round.sort();
     }
 
-    /// Begin working through the sessions with queued work.
+    /// Begin working through the sessions with queued work. `false` when
+    /// there are none (nothing to begin or end).
     #[inline]
-    pub fn begin_post_round(&mut self) {
+    pub fn begin_post_round(&mut self) -> bool {
+        if self.queued.is_empty() {
+            return false;
+        }
         std::mem::swap(&mut self.queued, &mut self.round);
         self.round.sort();
+        true
     }
 
     /// The `i`th handle of the set being worked through, in ascending order.
@@ -375,7 +380,12 @@ impl Index {
 
     /// The next ended session to check for being drained, taken out of the
     /// set of those.
+    #[inline]
     pub fn next_to_check(&mut self) -> Option<u64> {
+        if self.reap_check.is_empty() {
+            // The common case, every round: no tree walk.
+            return None;
+        }
         self.reap_check.pop_first()
     }
 

@@ -39,11 +39,12 @@ impl Node {
     pub fn next_deadline(&self) -> Option<Timestamp> {
         // Connections given up wait for the next round to be destroyed;
         // one a promoted standby replaced, for its hold at the latest.
+        let timer = self.index.next_timer();
+        if !self.transports.has_retiring() {
+            return timer;
+        }
         let release = self.transports.next_release();
-        [self.index.next_timer(), release]
-            .into_iter()
-            .flatten()
-            .min()
+        [timer, release].into_iter().flatten().min()
     }
 
     /// Do everything that can be done now: provider events, completions,
@@ -108,20 +109,21 @@ impl Node {
             progress = true;
             self.run_actions(handle);
         }
-        self.index.begin_post_round();
-        for i in 0.. {
-            let Some(handle) = self.index.round_handle(i) else {
-                break;
-            };
-            if self.post_queued(handle) {
-                progress = true;
-                // A failed post reports a loss to the core: collect its
-                // actions. Work still waiting for send slots is marked
-                // again when a completion frees them (poll_cq).
-                self.run_actions(handle);
+        if self.index.begin_post_round() {
+            for i in 0.. {
+                let Some(handle) = self.index.round_handle(i) else {
+                    break;
+                };
+                if self.post_queued(handle) {
+                    progress = true;
+                    // A failed post reports a loss to the core: collect its
+                    // actions. Work still waiting for send slots is marked
+                    // again when a completion frees them (poll_cq).
+                    self.run_actions(handle);
+                }
             }
+            self.index.end_round();
         }
-        self.index.end_round();
         // Sessions whose closing transport is gone: their completions
         // (held while it could reach their memory) are the application's.
         if self.transports.has_quiesced() {
