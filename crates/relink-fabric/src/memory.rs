@@ -30,6 +30,16 @@ pub trait HostMemory: Send + Sync + fmt::Debug {
     fn read(&self, offset: usize, out: &mut [u8]);
     /// Copy `data` to `offset`.
     fn write(&self, offset: usize, data: &[u8]);
+    /// Copy `parts` one after the other to `offset` (a header and its
+    /// payload, say). The default writes each; a store behind a lock
+    /// overrides it to take the lock once.
+    fn write_parts(&self, offset: usize, parts: &[&[u8]]) {
+        let mut at = offset;
+        for p in parts {
+            self.write(at, p);
+            at += p.len();
+        }
+    }
     /// Atomically add `add` to the u64 at `offset` (native endian) and return the old value.
     fn fetch_add(&self, offset: usize, add: u64) -> u64;
     /// Atomically replace the u64 at `offset` with `swap` if it equals `compare`; return the old value.
@@ -69,27 +79,35 @@ pub trait HostMemory: Send + Sync + fmt::Debug {
 
 /// A shared handle to host memory. Cloning it shares the bytes.
 #[derive(Clone, Debug)]
-pub struct Memory(Arc<dyn HostMemory>);
+pub struct Memory {
+    /// The bytes.
+    inner: Arc<dyn HostMemory>,
+    /// Their number (a store's size never changes): the bounds check of
+    /// every access reads it here, not through the store.
+    len: usize,
+}
 
 impl Memory {
     /// Wrap a backing store.
     pub fn new(inner: Arc<dyn HostMemory>) -> Memory {
-        Memory(inner)
+        let len = inner.len();
+        Memory { inner, len }
     }
 
     /// Virtual address of byte 0.
     pub fn addr(&self) -> u64 {
-        self.0.addr()
+        self.inner.addr()
     }
 
     /// Size in bytes.
+    #[inline]
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.len
     }
 
     /// Whether the memory is empty.
     pub fn is_empty(&self) -> bool {
-        self.0.len() == 0
+        self.len == 0
     }
 
     /// Whether `[addr, addr+len)` lies inside this memory.
@@ -115,7 +133,7 @@ impl Memory {
     /// Copy bytes out.
     pub fn read(&self, offset: usize, out: &mut [u8]) -> Result<(), MemoryError> {
         self.check(offset, out.len())?;
-        self.0.read(offset, out);
+        self.inner.read(offset, out);
         Ok(())
     }
 
@@ -133,14 +151,14 @@ impl Memory {
         self.check(offset, len)?;
         let mut f = Some(f);
         let mut out = None;
-        self.0.lend(offset, len, &mut |bytes| {
+        self.inner.lend(offset, len, &mut |bytes| {
             out = f.take().map(|f| f(bytes));
         });
         match (out, f) {
             (Some(r), _) => Ok(r),
             (None, Some(f)) => {
                 scratch.resize(len, 0);
-                self.0.read(offset, scratch);
+                self.inner.read(offset, scratch);
                 Ok(f(scratch))
             }
             (None, None) => unreachable!("f ran and gave a result"),
@@ -153,20 +171,29 @@ impl Memory {
         // From lent bytes: one copy into a fresh vector, not zero-filled
         // first.
         let mut lent = None;
-        self.0
+        self.inner
             .lend(offset, len, &mut |bytes| lent = Some(bytes.to_vec()));
         if let Some(v) = lent {
             return Ok(v);
         }
         let mut v = vec![0; len];
-        self.0.read(offset, &mut v);
+        self.inner.read(offset, &mut v);
         Ok(v)
     }
 
     /// Copy bytes in.
     pub fn write(&self, offset: usize, data: &[u8]) -> Result<(), MemoryError> {
         self.check(offset, data.len())?;
-        self.0.write(offset, data);
+        self.inner.write(offset, data);
+        Ok(())
+    }
+
+    /// Copy `parts` in one after the other from `offset`, as one write of
+    /// their concatenation (nothing is written if it does not fit).
+    pub fn write_parts(&self, offset: usize, parts: &[&[u8]]) -> Result<(), MemoryError> {
+        let len = parts.iter().map(|p| p.len()).sum();
+        self.check(offset, len)?;
+        self.inner.write_parts(offset, parts);
         Ok(())
     }
 
@@ -184,9 +211,9 @@ impl Memory {
             offset,
             len,
             pos,
-            |o, l, p| self.0.read_file_at(o, l, file, p),
+            |o, l, p| self.inner.read_file_at(o, l, file, p),
             |o, rest| {
-                self.0.write(o, &vec![0; rest]);
+                self.inner.write(o, &vec![0; rest]);
                 Ok(())
             },
         )
@@ -211,7 +238,7 @@ impl Memory {
             offset,
             len,
             pos,
-            |o, l, p| self.0.write_file_at(o, l, file, p),
+            |o, l, p| self.inner.write_file_at(o, l, file, p),
             |_, _| Err(io::ErrorKind::WriteZero.into()),
         )
     }
@@ -256,13 +283,13 @@ impl Memory {
     /// Atomic fetch-and-add on the u64 at `offset` (must be 8-byte aligned).
     pub fn fetch_add(&self, offset: usize, add: u64) -> Result<u64, MemoryError> {
         self.check_atomic(offset)?;
-        Ok(self.0.fetch_add(offset, add))
+        Ok(self.inner.fetch_add(offset, add))
     }
 
     /// Atomic compare-and-swap on the u64 at `offset` (must be 8-byte aligned).
     pub fn compare_swap(&self, offset: usize, compare: u64, swap: u64) -> Result<u64, MemoryError> {
         self.check_atomic(offset)?;
-        Ok(self.0.compare_swap(offset, compare, swap))
+        Ok(self.inner.compare_swap(offset, compare, swap))
     }
 
     fn check_atomic(&self, offset: usize) -> Result<(), MemoryError> {
@@ -275,7 +302,7 @@ impl Memory {
 
     /// Whether two handles share the same bytes.
     pub fn same(&self, other: &Memory) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
+        Arc::ptr_eq(&self.inner, &other.inner)
     }
 }
 
@@ -352,6 +379,14 @@ impl HostMemory for HeapMemory {
     }
     fn write(&self, offset: usize, data: &[u8]) {
         self.lock()[offset..offset + data.len()].copy_from_slice(data);
+    }
+    fn write_parts(&self, offset: usize, parts: &[&[u8]]) {
+        let mut b = self.lock();
+        let mut at = offset;
+        for p in parts {
+            b[at..at + p.len()].copy_from_slice(p);
+            at += p.len();
+        }
     }
     fn fetch_add(&self, offset: usize, add: u64) -> u64 {
         let mut b = self.lock();

@@ -105,7 +105,9 @@ impl Drive for SimPair {
     }
 
     fn wait(&mut self, _receiver_only: bool) {
-        let now = self.sim.now();
+        // The host's clock, as the raw loops read it (`Provider::now`, no
+        // lock of the world).
+        let now = self.sim.host(INITIATOR).now();
         let a = self.sim.node(INITIATOR).next_deadline();
         let b = self.sim.node(TARGET).next_deadline();
         let d = [a, b]

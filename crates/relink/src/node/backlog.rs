@@ -368,8 +368,7 @@ pub(super) fn fill_batch(
                         };
                         let s = t.free_slots.pop().expect("checked");
                         let off = s as usize * slot_size as usize;
-                        let _ = send.write(off, &header);
-                        let _ = send.write(off + HEADER_LEN, &fetch_payload(&source));
+                        let _ = send.write_parts(off, &[&header, &fetch_payload(&source)]);
                         t.slot_op[s as usize] = Some(op);
                         let sge = Sge {
                             addr: mr.addr + off as u64,
@@ -407,8 +406,7 @@ pub(super) fn fill_batch(
                 };
                 let s = t.free_slots.pop().expect("checked");
                 let off = s as usize * slot_size as usize;
-                let _ = send.write(off, &header);
-                let _ = send.write(off + HEADER_LEN, payload);
+                let _ = send.write_parts(off, &[&header, payload]);
                 let copied = payload.len();
                 core.count_copied(copied);
                 let len = join_frame(backlog, send, off, HEADER_LEN + copied, frame_max, core);
@@ -472,8 +470,7 @@ fn join_frame(
                 Some(MessageBody::Gather(_)) => break,
                 Some(MessageBody::Bytes(p)) if len + HEADER_LEN + p.len() > frame_max => break,
                 Some(MessageBody::Bytes(p)) => {
-                    let _ = send.write(off + len, &header);
-                    let _ = send.write(off + len + HEADER_LEN, p);
+                    let _ = send.write_parts(off + len, &[&header, p]);
                     len += HEADER_LEN + p.len();
                     let copied = p.len();
                     core.count_copied(copied);
