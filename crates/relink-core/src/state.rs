@@ -241,6 +241,7 @@ impl Machine {
     }
 
     /// The current state.
+    #[inline]
     pub fn state(&self) -> State {
         self.state
     }

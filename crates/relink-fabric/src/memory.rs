@@ -95,6 +95,7 @@ impl Memory {
     }
 
     /// Virtual address of byte 0.
+    #[inline]
     pub fn addr(&self) -> u64 {
         self.inner.addr()
     }
@@ -118,6 +119,7 @@ impl Memory {
                 .is_some_and(|end| end <= self.addr() + self.len() as u64)
     }
 
+    #[inline]
     fn check(&self, offset: usize, len: usize) -> Result<(), MemoryError> {
         if offset.checked_add(len).is_some_and(|end| end <= self.len()) {
             Ok(())
@@ -131,6 +133,7 @@ impl Memory {
     }
 
     /// Copy bytes out.
+    #[inline]
     pub fn read(&self, offset: usize, out: &mut [u8]) -> Result<(), MemoryError> {
         self.check(offset, out.len())?;
         self.inner.read(offset, out);
@@ -182,6 +185,7 @@ impl Memory {
     }
 
     /// Copy bytes in.
+    #[inline]
     pub fn write(&self, offset: usize, data: &[u8]) -> Result<(), MemoryError> {
         self.check(offset, data.len())?;
         self.inner.write(offset, data);
@@ -190,6 +194,7 @@ impl Memory {
 
     /// Copy `parts` in one after the other from `offset`, as one write of
     /// their concatenation (nothing is written if it does not fit).
+    #[inline]
     pub fn write_parts(&self, offset: usize, parts: &[&[u8]]) -> Result<(), MemoryError> {
         let len = parts.iter().map(|p| p.len()).sum();
         self.check(offset, len)?;

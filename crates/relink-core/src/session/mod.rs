@@ -325,6 +325,7 @@ impl Session {
     }
 
     /// The current state.
+    #[inline]
     pub fn state(&self) -> State {
         self.machine.state()
     }

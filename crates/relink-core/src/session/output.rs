@@ -557,6 +557,7 @@ impl Session {
     /// they were asked for; `None` when none waits (inputs, commands and
     /// timeouts queue more).
     #[must_use]
+    #[inline]
     pub fn poll_action(&mut self) -> Option<Action> {
         self.out.actions.pop_front()
     }
@@ -592,6 +593,7 @@ impl Session {
     /// waits (each operation completes exactly once, in the order they
     /// were settled); `None` when none waits.
     #[must_use]
+    #[inline]
     pub fn poll_completion(&mut self) -> Option<Completion> {
         let c = self.out.completions.pop_front();
         self.out.completions_taken += u64::from(c.is_some());
@@ -605,12 +607,14 @@ impl Session {
     /// Operations submitted whose completion the application has not
     /// taken yet ([`Session::poll_completion`]): what counts against the
     /// session's `max_outstanding`.
+    #[inline]
     pub fn outstanding(&self) -> u64 {
         self.data.journal.submitted() - self.out.completions_taken
     }
 
     /// How many more operations [`Session::submit`] takes now before it
     /// refuses with [`SessionError::Full`](super::SessionError::Full).
+    #[inline]
     pub fn room(&self) -> u64 {
         u64::from(self.cfg.spec.max_outstanding).saturating_sub(self.outstanding())
     }
@@ -624,6 +628,7 @@ impl Session {
     /// while one is next, this says `None` and [`Session::poll_written`]
     /// takes it (or [`Session::poll_delivered`] takes either).
     #[must_use]
+    #[inline]
     pub fn poll_delivery(&mut self) -> Option<(Seq, Vec<u8>)> {
         match self.out.deliveries.front()? {
             (_, Delivered::Message(_)) => match self.out.deliveries.pop_front()? {
@@ -666,6 +671,7 @@ impl Session {
     /// message. `Some(seq)` when a message was swapped in; `None` when
     /// none waits (`buf` is untouched).
     #[must_use]
+    #[inline]
     pub fn poll_delivery_into(&mut self, buf: &mut Vec<u8>) -> Option<Seq> {
         let (seq, mut bytes) = self.poll_delivery()?;
         std::mem::swap(buf, &mut bytes);
@@ -676,6 +682,7 @@ impl Session {
     /// Next event for observers: `Some` while one waits, in the order they
     /// happened; `None` when none waits.
     #[must_use]
+    #[inline]
     pub fn poll_event(&mut self) -> Option<SessionEvent> {
         self.out.events.pop_front()
     }
@@ -693,6 +700,7 @@ impl Session {
     /// Whether a completion, delivery or event waits for the application
     /// (actions are the driver's, not counted).
     #[must_use]
+    #[inline]
     pub fn has_output(&self) -> bool {
         let o = &self.out;
         !(o.completions.is_empty() && !o.delivery_waits() && o.events.is_empty())
@@ -700,6 +708,7 @@ impl Session {
 
     /// Whether a delivery (message or notice) waits.
     #[must_use]
+    #[inline]
     pub fn has_deliveries(&self) -> bool {
         self.out.delivery_waits()
     }
@@ -710,6 +719,7 @@ impl Session {
     /// keepalive, or an ended one). Read it again after every input,
     /// command and `handle_timeout`: each may arm or disarm timers.
     #[must_use]
+    #[inline]
     pub fn poll_timeout(&self) -> Option<Timestamp> {
         self.timers.next()
     }
