@@ -59,8 +59,9 @@ impl TimerKind {
 ///
 /// A disarmed timer is held as the latest time there is, so the earliest
 /// deadline ([`TimerTable::next`], asked after every input of a session)
-/// is the minimum of a plain array. A timer armed for `u64::MAX`
-/// nanoseconds (some 584 years after the provider's epoch) is disarmed.
+/// is the minimum of a plain array. A timer armed for that time (a
+/// deadline that saturated: some 584 years after the provider's epoch)
+/// is armed one nanosecond earlier.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TimerTable {
     /// The deadline of each kind in nanoseconds, indexed by [`TimerKind`]
@@ -82,7 +83,7 @@ impl Default for TimerTable {
 impl TimerTable {
     /// Arm (or re-arm) a timer.
     pub fn set(&mut self, kind: TimerKind, at: Timestamp) {
-        self.at[kind.index()] = at.0;
+        self.at[kind.index()] = at.0.min(DISARMED - 1);
     }
 
     /// Disarm a timer.
@@ -151,11 +152,9 @@ mod tests {
         t.stop(TimerKind::GiveUp);
         assert_eq!(t.next(), None);
         assert_eq!(t.get(TimerKind::GiveUp), None);
-        t.set(TimerKind::AckDelay, Timestamp(u64::MAX));
-        assert_eq!(
-            (t.next(), t.armed()),
-            (None, 0),
-            "the latest time is no deadline"
-        );
+        // A deadline that saturated stays armed.
+        t.set(TimerKind::GiveUp, Timestamp(5) + std::time::Duration::MAX);
+        assert_eq!(t.get(TimerKind::GiveUp), Some(Timestamp(u64::MAX - 1)));
+        assert_eq!((t.next(), t.armed()), (Some(Timestamp(u64::MAX - 1)), 1));
     }
 }

@@ -515,4 +515,23 @@ mod tests {
         assert!(!m.contains(0x1000, 65));
         assert!(!m.contains(u64::MAX, 2));
     }
+
+    #[test]
+    fn parts_are_written_as_one_write_of_their_concatenation() {
+        for store in [
+            Arc::new(HeapMemory::new(0x1000, 16)) as Arc<dyn HostMemory>,
+            Arc::new(Unlending(HeapMemory::new(0x1000, 16))),
+        ] {
+            let m = Memory::new(store);
+            m.write_parts(3, &[b"ab", b"", b"cde"]).expect("fits");
+            let mut out = [0u8; 8];
+            m.read(2, &mut out).expect("in bounds");
+            assert_eq!(&out, b"\0abcde\0\0");
+            // One byte too many: nothing is written.
+            assert!(m.write_parts(12, &[b"xy", b"zw", b"!"]).is_err());
+            let mut rest = [0u8; 4];
+            m.read(12, &mut rest).expect("in bounds");
+            assert_eq!(rest, [0; 4]);
+        }
+    }
 }
