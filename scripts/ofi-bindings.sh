@@ -76,3 +76,9 @@ RS
 } >"$out"
 rustfmt --edition 2021 "$out"
 echo "wrote $out"
+# The ops tables that answer -FI_ENOSYS, from the bindings just written.
+nosys="$(dirname "$out")/nosys"
+rm -rf "$nosys"
+python3 "$(dirname "$0")/ofi/nosys.py" "$out" "$nosys"
+rustfmt --edition 2021 "$nosys"/*.rs
+echo "wrote $nosys/"
