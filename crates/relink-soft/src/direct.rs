@@ -37,7 +37,7 @@
 
 use std::collections::VecDeque;
 use std::io::IoSliceMut;
-use std::net::{IpAddr, SocketAddr, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 
@@ -284,55 +284,50 @@ fn holds_peer_socket(pid: u32, stream: &TcpStream) -> bool {
 /// exact socket (`sock_diag(7)`; reading `/proc/net/tcp` instead walks the
 /// whole socket table, milliseconds per connection).
 fn peer_socket_inode(local: SocketAddr, remote: SocketAddr) -> Option<u32> {
-    const SOCK_DIAG_BY_FAMILY: u16 = 20;
-    const NLM_F_REQUEST: u16 = 1;
-    const NLMSG_ERROR: u16 = 2;
-    const HEADER: usize = 16;
-    // inet_diag_msg: family, state, timer, retrans (4), the socket id (48),
-    // expires, rqueue, wqueue, uid (16), then the inode.
-    const INODE_AT: usize = HEADER + 4 + 48 + 16;
-    // An address family and an address as the socket id holds it (IPv4 in
-    // the first 4 of 16 bytes).
-    let id = |a: SocketAddr| -> (u8, [u8; 16]) {
-        match a.ip() {
-            IpAddr::V4(v4) => {
-                let mut b = [0u8; 16];
-                b[..4].copy_from_slice(&v4.octets());
-                (2, b) // AF_INET
-            }
-            IpAddr::V6(v6) => (10, v6.octets()), // AF_INET6
-        }
-    };
-    let ((family, ip), (_, remote_ip)) = (id(local), id(remote));
-    let mut req = Vec::with_capacity(HEADER + 56);
-    req.extend_from_slice(&((HEADER + 56) as u32).to_ne_bytes());
-    req.extend_from_slice(&SOCK_DIAG_BY_FAMILY.to_ne_bytes());
-    req.extend_from_slice(&NLM_F_REQUEST.to_ne_bytes());
-    req.extend_from_slice(&1u32.to_ne_bytes()); // sequence
-    req.extend_from_slice(&0u32.to_ne_bytes()); // port id: the kernel
-                                                // inet_diag_req_v2: family, IPPROTO_TCP, no extensions, pad, every
-                                                // state, then the socket id (ports and addresses in network order,
-                                                // any interface, no cookie).
-    req.extend_from_slice(&[family, 6, 0, 0]);
-    req.extend_from_slice(&u32::MAX.to_ne_bytes());
-    req.extend_from_slice(&local.port().to_be_bytes());
-    req.extend_from_slice(&remote.port().to_be_bytes());
-    req.extend_from_slice(&ip);
-    req.extend_from_slice(&remote_ip);
-    req.extend_from_slice(&0u32.to_ne_bytes());
-    req.extend_from_slice(&[0xff; 8]);
+    use netlink_packet_core::{NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_REQUEST};
+    use netlink_packet_sock_diag::constants::{AF_INET, AF_INET6, IPPROTO_TCP};
+    use netlink_packet_sock_diag::inet::{ExtensionFlags, InetRequest, SocketId, StateFlags};
+    use netlink_packet_sock_diag::SockDiagMessage;
+
+    let family = if local.is_ipv4() { AF_INET } else { AF_INET6 };
+    let mut header = NetlinkHeader::default();
+    header.flags = NLM_F_REQUEST;
+    let mut msg = NetlinkMessage::new(
+        header,
+        SockDiagMessage::InetRequest(InetRequest {
+            family,
+            protocol: IPPROTO_TCP,
+            extensions: ExtensionFlags::empty(),
+            states: StateFlags::all(),
+            socket_id: SocketId {
+                source_port: local.port(),
+                destination_port: remote.port(),
+                source_address: local.ip(),
+                destination_address: remote.ip(),
+                interface_id: 0,
+                // Ignored, as the kernel ignores an all-ones cookie.
+                cookie: [0xff; 8],
+            },
+        })
+        .into(),
+    );
+    msg.finalize();
+    let mut req = vec![0; msg.buffer_len()];
+    msg.serialize(&mut req);
+
     let sock = netlink_sys::Socket::new(netlink_sys::protocols::NETLINK_SOCK_DIAG).ok()?;
     sock.connect(&netlink_sys::SocketAddr::new(0, 0)).ok()?;
     sock.send(&req, 0).ok()?;
     let mut resp = Vec::with_capacity(1024);
     sock.recv(&mut resp, 0).ok()?;
-    let kind = u16::from_ne_bytes(resp.get(4..6)?.try_into().ok()?);
-    if kind == NLMSG_ERROR || kind != SOCK_DIAG_BY_FAMILY {
-        return None;
+    match NetlinkMessage::<SockDiagMessage>::deserialize(&resp)
+        .ok()?
+        .payload
+    {
+        NetlinkPayload::InnerMessage(SockDiagMessage::InetResponse(r)) => Some(r.header.inode),
+        // An error (no such socket) or anything else.
+        _ => None,
     }
-    Some(u32::from_ne_bytes(
-        resp.get(INODE_AT..INODE_AT + 4)?.try_into().ok()?,
-    ))
 }
 
 /// Whether this process can check and read a peer of this host (the
